@@ -1,0 +1,40 @@
+# Thin wrapper over CMake.  `make run` and `make test` are the README's two
+# commands; they configure and build as needed.
+BUILD ?= build
+PREFIX ?= /usr/local
+CMAKE ?= cmake
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+RANKS ?= 4
+
+.PHONY: all build run test install test-gpu bench-gpu clean deps
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	@command -v $(CMAKE) >/dev/null || sh .ci/install-deps
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/tools/symmem-run -n $(RANKS) -- $(BUILD)/examples/neighbor_exchange
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+install: build
+	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
+
+test-gpu: build
+	@echo "test-gpu: no GPU tests yet (the native backend issue adds them)"; exit 1
+
+bench-gpu: build
+	@echo "bench-gpu: no GPU benchmarks yet (the collectives issue adds them)"; exit 1
+
+deps:
+	sh .ci/install-deps
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,459 @@
+/*
+ * symmem.h - symmetric memory across processes and GPUs.
+ *
+ * Every rank of a communicator allocates a buffer of the same shape; after a
+ * collective rendezvous every rank can load from and store to every peer's
+ * buffer directly (GPU peer mappings, or CPU shared memory for the `host`
+ * backend).  This header is the whole application API and its documentation:
+ * each function states what it does, whether it is collective, and what it
+ * returns on each failure.
+ *
+ * Conventions
+ *  - Every function that can fail returns symm_result_t.  On failure a
+ *    human-readable message with the details is kept per thread and returned
+ *    by symm_last_error() until the next failing call on that thread.
+ *  - "Collective" means every rank of the communicator must make the call, in
+ *    the same order relative to other collective calls, with the same
+ *    arguments where stated.  Mismatched arguments are detected and reported
+ *    as SYMM_ERR_MISMATCH on every rank.  Every blocking wait is bounded by
+ *    the communicator's timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms).
+ *  - "Local" means the call involves only the calling process.
+ *  - Objects are not thread-safe unless stated; the registry lookups
+ *    (symm_tensor_lookup, symm_validate) may be called from any thread.
+ */
+#ifndef SYMMEM_H
+#define SYMMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SYMM_API __attribute__((visibility("default")))
+#else
+#define SYMM_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+#define SYMM_VERSION_MAJOR 0
+#define SYMM_VERSION_MINOR 1
+#define SYMM_VERSION_PATCH 0
+#define SYMM_VERSION_CODE \
+  (SYMM_VERSION_MAJOR * 10000 + SYMM_VERSION_MINOR * 100 + SYMM_VERSION_PATCH)
+
+/* Version of the library actually loaded (SYMM_VERSION_CODE it was built as).
+ * Local; never fails. */
+SYMM_API int symm_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Results and errors                                                       */
+/* ------------------------------------------------------------------------ */
+typedef enum symm_result {
+  SYMM_SUCCESS = 0,
+  SYMM_ERR_INVALID_ARG = 1,  /* NULL pointer, bad size, rank out of range ... */
+  SYMM_ERR_NO_MEMORY = 2,    /* host or device allocation failed */
+  SYMM_ERR_UNSUPPORTED = 3,  /* not available with this backend / here */
+  SYMM_ERR_MISMATCH = 4,     /* ranks passed different arguments to a collective */
+  SYMM_ERR_TIMEOUT = 5,      /* a blocking wait ran past the timeout */
+  SYMM_ERR_PEER_LOST = 6,    /* a peer process died or closed its connection */
+  SYMM_ERR_SYSTEM = 7,       /* an operating-system call failed (errno in message) */
+  SYMM_ERR_BACKEND = 8,      /* the backend library (CUDA, NCCL ...) failed */
+  SYMM_ERR_NOT_FOUND = 9,    /* no such key / pointer not symmetric memory */
+  SYMM_ERR_STATE = 10,       /* call not valid in this state (e.g. before rendezvous) */
+  SYMM_ERR_PERMISSION = 11,  /* refused: wrong token, other uid */
+  SYMM_ERR_PROTOCOL = 12,    /* malformed message from a peer or the store */
+  SYMM_ERR_INTERNAL = 13     /* a bug in symmem; please report */
+} symm_result_t;
+
+/* Short static description of a result code ("invalid argument").  Unknown
+ * codes give "unknown error".  Never NULL. */
+SYMM_API const char *symm_strerror(symm_result_t result);
+
+/* Detailed message of the last failure on the calling thread ("rank 5 out of
+ * range [0, 4) in symm_tensor_remote_view"), or "" if none.  The string is
+ * owned by the library and valid until the next symm_ call on this thread. */
+SYMM_API const char *symm_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Backends                                                                 */
+/* ------------------------------------------------------------------------ */
+typedef enum symm_backend {
+  SYMM_BACKEND_AUTO = 0,    /* first usable of native, host */
+  SYMM_BACKEND_HOST = 1,    /* CPU shared memory (memfd), no GPU needed */
+  SYMM_BACKEND_NATIVE = 2,  /* CUDA VMM (cuMemCreate), fd / fabric handles */
+  SYMM_BACKEND_CUDA = 3,    /* cudaMalloc + CUDA IPC handles */
+  SYMM_BACKEND_NCCL = 4,    /* NCCL symmetric windows */
+  SYMM_BACKEND_NVSHMEM = 5, /* NVSHMEM symmetric heap */
+  SYMM_BACKEND_COUNT_ = 6
+} symm_backend_t;
+
+/* Name of a backend ("auto", "host", "native", "cuda", "nccl", "nvshmem"), or
+ * NULL for a value out of range.  Local. */
+SYMM_API const char *symm_backend_name(symm_backend_t backend);
+
+/* Parses a backend name (case-insensitive).  Returns SYMM_ERR_INVALID_ARG for
+ * NULL arguments or an unknown name; the message lists the valid names.
+ * Local. */
+SYMM_API symm_result_t symm_backend_from_name(const char *name,
+                                              symm_backend_t *backend);
+
+/* Whether `backend` can be used in this process.  SYMM_SUCCESS if it can;
+ * otherwise SYMM_ERR_UNSUPPORTED and, if why != NULL, a NUL-terminated reason
+ * of at most why_len bytes ("libcuda.so.1 not found: ...").  Local. */
+SYMM_API symm_result_t symm_backend_available(symm_backend_t backend, char *why,
+                                              size_t why_len);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                               */
+/* ------------------------------------------------------------------------ */
+typedef enum symm_dtype {
+  SYMM_DTYPE_F16 = 0,
+  SYMM_DTYPE_BF16 = 1,
+  SYMM_DTYPE_F32 = 2,
+  SYMM_DTYPE_F64 = 3,
+  SYMM_DTYPE_I8 = 4,
+  SYMM_DTYPE_I16 = 5,
+  SYMM_DTYPE_I32 = 6,
+  SYMM_DTYPE_I64 = 7,
+  SYMM_DTYPE_U8 = 8,
+  SYMM_DTYPE_U16 = 9,
+  SYMM_DTYPE_U32 = 10,
+  SYMM_DTYPE_U64 = 11,
+  SYMM_DTYPE_COUNT_ = 12
+} symm_dtype_t;
+
+/* Size in bytes of one element, or 0 for a value out of range.  Local. */
+SYMM_API size_t symm_dtype_size(symm_dtype_t dtype);
+/* "f16", "bf16", "f32", "f64", "i8" ... "u64", or NULL out of range. */
+SYMM_API const char *symm_dtype_name(symm_dtype_t dtype);
+/* Parses a dtype name; SYMM_ERR_INVALID_ARG for NULL or an unknown name. */
+SYMM_API symm_result_t symm_dtype_from_name(const char *name,
+                                            symm_dtype_t *dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+#define SYMM_CONFIG_VERSION 1
+#define SYMM_MAX_DIMS 8
+
+/*
+ * Communicator configuration.  Always start from SYMM_CONFIG_INIT: it sets
+ * `size` and `version`, which let later library versions add fields while
+ * accepting structs from older programs.  Fields left at their "unset" value
+ * are taken from the environment:
+ *
+ *   rank / world_size  SYMM_RANK / SYMM_WORLD_SIZE (symmem-run), else RANK /
+ *                      WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK / _SIZE
+ *                      (Open MPI), PMI_RANK / PMI_SIZE (MPICH/Hydra),
+ *                      SLURM_PROCID / SLURM_NTASKS (srun); else 0 / 1.
+ *   local_rank / size  SYMM_LOCAL_RANK / SYMM_LOCAL_SIZE, LOCAL_RANK /
+ *                      LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK / _SIZE,
+ *                      MPI_LOCALRANKID / MPI_LOCALNRANKS, SLURM_LOCALID; else
+ *                      computed from the hostnames at init.
+ *   store_addr         SYMM_STORE_ADDR ("host:port"), else MASTER_ADDR and
+ *                      SYMM_STORE_PORT (see README: torchrun's own store
+ *                      occupies MASTER_PORT).  If none is set and world_size
+ *                      > 1, init fails with SYMM_ERR_INVALID_ARG.
+ *   token              SYMM_TOKEN (symmem-run sets a random one).
+ *   job_id             SYMM_JOB_ID, else derived from the store address.
+ *   backend            SYMM_BACKEND (auto|host|native|cuda|nccl|nvshmem).
+ *   timeout_ms         SYMM_TIMEOUT_MS (default 60000).
+ *   device             SYMM_DEVICE, else the local rank (GPU backends).
+ */
+typedef struct symm_config {
+  size_t size;          /* sizeof(symm_config_t) as compiled by the caller */
+  unsigned version;     /* SYMM_CONFIG_VERSION as compiled by the caller */
+  int rank;             /* -1: from environment */
+  int world_size;       /* -1: from environment */
+  int local_rank;       /* -1: from environment or computed */
+  int local_size;       /* -1: from environment or computed */
+  int device;           /* -1: SYMM_DEVICE or local rank */
+  symm_backend_t backend; /* SYMM_BACKEND_AUTO: SYMM_BACKEND or auto */
+  int timeout_ms;       /* 0: SYMM_TIMEOUT_MS */
+  const char *store_addr; /* NULL: from environment */
+  const char *token;    /* NULL: SYMM_TOKEN */
+  const char *job_id;   /* NULL: SYMM_JOB_ID or derived */
+  int store_server;     /* -1: rank 0 serves the store unless SYMM_STORE_EXTERNAL=1
+                           (symmem-run sets it); 0: never; 1: this rank serves */
+  /* members above: version 1 */
+} symm_config_t;
+
+#define SYMM_CONFIG_INIT                                                    \
+  {                                                                         \
+    sizeof(symm_config_t), SYMM_CONFIG_VERSION, -1, -1, -1, -1, -1,         \
+        SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1                          \
+  }
+
+/* ------------------------------------------------------------------------ */
+/* Communicator                                                             */
+/* ------------------------------------------------------------------------ */
+typedef struct symm_comm symm_comm_t;
+
+/*
+ * Creates a communicator.  Collective over all world_size ranks: each rank
+ * connects to the store (rank 0 starts it unless told otherwise), the ranks
+ * exchange their identities, and the backend is initialised.  `config` may be
+ * NULL (everything from the environment).
+ * Returns SYMM_ERR_INVALID_ARG (comm NULL, bad config size/version, rank out
+ * of range, unknown SYMM_BACKEND, missing store address), SYMM_ERR_UNSUPPORTED
+ * (the chosen backend is not usable here; the message says why),
+ * SYMM_ERR_PERMISSION (store refused the token), SYMM_ERR_TIMEOUT (the other
+ * ranks did not arrive in time), SYMM_ERR_MISMATCH (ranks disagree on world
+ * size or backend), SYMM_ERR_SYSTEM.  On failure *comm is NULL.
+ */
+SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
+                                      symm_comm_t **comm);
+
+/*
+ * Destroys a communicator: frees every tensor still allocated on it, empties
+ * the pool, closes the connections.  Local (no waiting on peers); peers that
+ * still map this rank's memory keep their mappings valid until they unmap.
+ * NULL is accepted and ignored.
+ */
+SYMM_API void symm_comm_destroy(symm_comm_t *comm);
+
+/* Accessors.  Local; NULL comm gives -1 (or SYMM_BACKEND_AUTO). */
+SYMM_API int symm_comm_rank(const symm_comm_t *comm);
+SYMM_API int symm_comm_size(const symm_comm_t *comm);
+SYMM_API int symm_comm_local_rank(const symm_comm_t *comm);
+SYMM_API int symm_comm_local_size(const symm_comm_t *comm);
+/* GPU ordinal used by this rank, or -1 for the host backend. */
+SYMM_API int symm_comm_device(const symm_comm_t *comm);
+/* The backend in use (never SYMM_BACKEND_AUTO after a successful init). */
+SYMM_API symm_backend_t symm_comm_backend(const symm_comm_t *comm);
+/* Timeout applied to every blocking wait, in milliseconds. */
+SYMM_API int symm_comm_timeout_ms(const symm_comm_t *comm);
+
+/*
+ * Host-side barrier over all ranks.  Collective.  Returns SYMM_ERR_TIMEOUT if
+ * some rank did not arrive within the timeout, SYMM_ERR_PEER_LOST if the
+ * store reports a rank gone, SYMM_ERR_INVALID_ARG for NULL.
+ */
+SYMM_API symm_result_t symm_comm_barrier(symm_comm_t *comm);
+
+/*
+ * The backend's own communicator object, for interoperability: the
+ * ncclComm_t for the nccl backend.  Local.  Returns SYMM_ERR_UNSUPPORTED
+ * (message names the backends that have one) when the backend has none,
+ * SYMM_ERR_INVALID_ARG for NULL arguments.
+ */
+SYMM_API symm_result_t symm_comm_native_handle(symm_comm_t *comm,
+                                               void **handle);
+
+/* Drops every pooled (freed but still mapped) allocation of this
+ * communicator and releases its memory.  Local.  Returns the number of bytes
+ * released through *released if non-NULL. */
+SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
+
+/* ------------------------------------------------------------------------ */
+/* Store: the job's key-value store                                         */
+/* ------------------------------------------------------------------------ */
+/*
+ * Every communicator is connected to one key-value store (served by rank 0 or
+ * by symmem-run).  Applications may use it for their own small exchanges;
+ * keys starting with "symm/" are reserved.  Keys are 1..255 bytes, values at
+ * most 16 MiB.  All calls are local requests to the store (not collective),
+ * thread-unsafe per communicator, and bounded by the communicator timeout
+ * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
+ * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone),
+ * SYMM_ERR_PROTOCOL.
+ */
+typedef struct symm_store symm_store_t;
+
+/* The store of `comm` (owned by comm), or NULL if comm is NULL. */
+SYMM_API symm_store_t *symm_comm_store(symm_comm_t *comm);
+
+/* Sets key to value (replacing any previous value). */
+SYMM_API symm_result_t symm_store_set(symm_store_t *store, const char *key,
+                                      const void *value, size_t len);
+
+/* Gets the value of key, waiting up to timeout_ms (negative: the
+ * communicator timeout; 0: do not wait) for it to be set.  Copies at most
+ * cap bytes into buf and stores the full length in *len.  SYMM_ERR_TIMEOUT if
+ * the key did not appear in time; SYMM_ERR_NO_MEMORY if cap < the length
+ * (nothing copied, *len set). */
+SYMM_API symm_result_t symm_store_get(symm_store_t *store, const char *key,
+                                      void *buf, size_t cap, size_t *len,
+                                      int timeout_ms);
+
+/* Atomically adds delta to the integer stored at key (absent: 0) and returns
+ * the new value in *result (may be NULL).  SYMM_ERR_INVALID_ARG if the key
+ * holds a value that is not an integer counter. */
+SYMM_API symm_result_t symm_store_add(symm_store_t *store, const char *key,
+                                      int64_t delta, int64_t *result);
+
+/* Atomically: if the value at key equals `expected` (expected_len 0 with
+ * expected NULL means "key absent"), replace it with `desired`.  The value
+ * after the operation is copied to buf (cap, *len as in symm_store_get);
+ * buf may be NULL with cap 0.  Returns SYMM_SUCCESS whether or not the swap
+ * happened; compare the result with `desired` to know. */
+SYMM_API symm_result_t symm_store_compare_set(
+    symm_store_t *store, const char *key, const void *expected,
+    size_t expected_len, const void *desired, size_t desired_len, void *buf,
+    size_t cap, size_t *len);
+
+/* Waits until every one of the n keys exists, up to timeout_ms (negative: the
+ * communicator timeout).  SYMM_ERR_TIMEOUT otherwise. */
+SYMM_API symm_result_t symm_store_wait(symm_store_t *store,
+                                       const char *const *keys, size_t n,
+                                       int timeout_ms);
+
+/* Deletes key.  SYMM_ERR_NOT_FOUND if it did not exist. */
+SYMM_API symm_result_t symm_store_delete(symm_store_t *store, const char *key);
+
+/* Sets *present to 1 if all n keys exist now, else 0.  Does not wait. */
+SYMM_API symm_result_t symm_store_check(symm_store_t *store,
+                                        const char *const *keys, size_t n,
+                                        int *present);
+
+/* ------------------------------------------------------------------------ */
+/* Symmetric tensors                                                        */
+/* ------------------------------------------------------------------------ */
+typedef struct symm_tensor symm_tensor_t;
+
+/*
+ * A view: a pointer plus shape, strides (in elements) and dtype.  Views do
+ * not own memory; they stay valid while their tensor is alive.  `rank` is the
+ * rank whose memory `data` points to (-1 for a contiguous view spanning all
+ * ranks); `device` is the GPU ordinal, -1 for CPU memory.
+ */
+typedef struct symm_view {
+  void *data;
+  int ndim;
+  int64_t sizes[SYMM_MAX_DIMS];
+  int64_t strides[SYMM_MAX_DIMS];
+  symm_dtype_t dtype;
+  int device;
+  int rank;
+} symm_view_t;
+
+/*
+ * Allocates a symmetric tensor of shape sizes[0..ndim) and dtype, row-major.
+ * Local: no communication; the tensor becomes accessible to peers with
+ * symm_tensor_rendezvous.  The allocation is rounded up to the backend's
+ * granularity; a zeroed signal pad (symm_tensor_signal_pad) precedes the data
+ * in the same allocation.  The data itself is not initialised, except that
+ * the host backend returns zeroed memory for fresh (non-pooled) allocations.
+ * Returns SYMM_ERR_INVALID_ARG (NULL, ndim < 1 or > SYMM_MAX_DIMS, a size
+ * <= 0, bad dtype, total size overflowing), SYMM_ERR_NO_MEMORY,
+ * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below.
+ */
+SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
+                                         const int64_t *sizes, int ndim,
+                                         symm_dtype_t dtype,
+                                         symm_tensor_t **tensor);
+
+/*
+ * Makes every rank's buffer of this tensor accessible from every other rank.
+ * Collective: every rank calls it for its own tensor, in the same order.  The
+ * ranks first compare shapes and dtypes; if any rank differs, every rank gets
+ * SYMM_ERR_MISMATCH (message names the first differing rank) and nothing is
+ * mapped.  Idempotent: a second call on a rendezvoused tensor returns
+ * SYMM_SUCCESS at once and is *not* collective.  Also SYMM_ERR_TIMEOUT /
+ * SYMM_ERR_PEER_LOST when a peer does not arrive, SYMM_ERR_INVALID_ARG for
+ * NULL.
+ */
+SYMM_API symm_result_t symm_tensor_rendezvous(symm_tensor_t *tensor);
+
+/* 1 if the tensor has been rendezvoused, 0 otherwise (or NULL). */
+SYMM_API int symm_tensor_is_rendezvoused(const symm_tensor_t *tensor);
+
+/* Local accessors; NULL tensor gives NULL / 0 / -1. */
+SYMM_API void *symm_tensor_data(const symm_tensor_t *tensor);
+SYMM_API int symm_tensor_ndim(const symm_tensor_t *tensor);
+SYMM_API const int64_t *symm_tensor_sizes(const symm_tensor_t *tensor);
+SYMM_API const int64_t *symm_tensor_strides(const symm_tensor_t *tensor);
+SYMM_API symm_dtype_t symm_tensor_dtype(const symm_tensor_t *tensor);
+SYMM_API size_t symm_tensor_numel(const symm_tensor_t *tensor);
+/* Bytes of data (numel * element size, before rounding). */
+SYMM_API size_t symm_tensor_nbytes(const symm_tensor_t *tensor);
+SYMM_API symm_comm_t *symm_tensor_comm(const symm_tensor_t *tensor);
+
+/* The local tensor as a view.  Local.  SYMM_ERR_INVALID_ARG for NULL. */
+SYMM_API symm_result_t symm_tensor_local_view(const symm_tensor_t *tensor,
+                                              symm_view_t *view);
+
+/*
+ * View of rank `rank`'s buffer, with the local shape and strides, directly
+ * loadable/storable from this process (or from kernels on this rank's GPU).
+ * Local; requires a rendezvoused tensor.  Returns SYMM_ERR_INVALID_ARG (NULL,
+ * rank out of [0, world_size)), SYMM_ERR_STATE (not rendezvoused),
+ * SYMM_ERR_UNSUPPORTED (peer not load/store reachable with this backend).
+ */
+SYMM_API symm_result_t symm_tensor_remote_view(const symm_tensor_t *tensor,
+                                               int rank, symm_view_t *view);
+
+/*
+ * Host array of world_size data pointers, index r = rank r's buffer (entry
+ * for this rank = symm_tensor_data).  Owned by the tensor.  Local; requires a
+ * rendezvoused tensor (SYMM_ERR_STATE otherwise).
+ */
+SYMM_API symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *tensor,
+                                             void *const **ptrs);
+
+/*
+ * Signal pad of rank `rank` (this process's mapping of it): at least
+ * symm_signal_pad_bytes() bytes, zeroed at allocation, just before the data.
+ * Local; remote ranks need a rendezvoused tensor (SYMM_ERR_STATE).
+ */
+SYMM_API symm_result_t symm_tensor_signal_pad(const symm_tensor_t *tensor,
+                                              int rank, void **pad);
+SYMM_API size_t symm_signal_pad_bytes(void);
+
+/*
+ * All ranks' buffers mapped back to back in one virtual range, viewed as
+ * shape [world_size, sizes...].  Rank r's buffer starts at
+ * data + r * strides[0] elements; strides[0] equals numel when the tensor's
+ * byte size is a multiple of the backend granularity, and is larger (the
+ * rounded size) otherwise.  The mapping is made on the first call and kept
+ * until the tensor is freed.  Local; requires a rendezvoused tensor.
+ * Returns SYMM_ERR_STATE (not rendezvoused), SYMM_ERR_UNSUPPORTED
+ * ("contiguous view needs the native or host backend"), SYMM_ERR_SYSTEM /
+ * SYMM_ERR_BACKEND when mapping fails, SYMM_ERR_INVALID_ARG (NULL; or ndim ==
+ * SYMM_MAX_DIMS, leaving no room for the extra dimension).
+ */
+SYMM_API symm_result_t symm_tensor_contiguous_view(symm_tensor_t *tensor,
+                                                   symm_view_t *view);
+
+/*
+ * Finds the live symmetric tensor containing ptr (any byte of the local data,
+ * of a peer mapping, or of a contiguous view).  Thread-safe, O(log n).
+ * *tensor receives the tensor; *rank (may be NULL) the rank whose memory ptr
+ * is in (-1 for a contiguous view); *offset (may be NULL) the byte offset
+ * from the start of that rank's data.  SYMM_ERR_NOT_FOUND if no live tensor
+ * contains ptr, SYMM_ERR_INVALID_ARG for NULL arguments.
+ */
+SYMM_API symm_result_t symm_tensor_lookup(const void *ptr,
+                                          symm_tensor_t **tensor, int *rank,
+                                          size_t *offset);
+
+/*
+ * Checks whether [ptr, ptr + nbytes) is usable symmetric memory of `comm`:
+ * returns SYMM_SUCCESS, or the reason as the result and in symm_last_error():
+ * SYMM_ERR_INVALID_ARG (NULL, nbytes 0), SYMM_ERR_NOT_FOUND (not inside any
+ * symm allocation), SYMM_ERR_MISMATCH (belongs to another communicator, or
+ * the range runs past the end of the allocation), SYMM_ERR_STATE (allocation
+ * not yet rendezvoused), plus backend-specific reasons (native: memory not
+ * VMM, wrong device ...).  Local, thread-safe.
+ */
+SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
+                                     size_t nbytes);
+
+/*
+ * Frees a tensor.  Local, never collective: peers that mapped this buffer
+ * keep valid mappings of it until they free their own tensor.  The memory
+ * goes to the communicator's pool (limit SYMM_POOL_BYTES) when it fits,
+ * where a later allocation of the same rounded size reuses it, mappings
+ * included.  NULL is accepted and ignored.
+ */
+SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SYMMEM_H */

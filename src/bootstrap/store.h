@@ -1,0 +1,76 @@
+/*
+ * The embedded TCP key-value store: server (run by rank 0 or symmem-run) and
+ * client.  The public half of the client API (symm_store_set/get/add/
+ * compare_set/wait/delete/check) is declared in symmem.h; this header adds
+ * what the core, the tools and the tests need.
+ *
+ * Protocol: length-checked binary messages over TCP (store_proto.h).  Every
+ * connection starts with HELLO carrying the job token and the client's rank
+ * (-1 for tools); a wrong token is answered with SYMM_ERR_PERMISSION, logged,
+ * and the connection closed.  A malformed message (bad magic, unknown opcode,
+ * length over the limit, truncated body) closes that connection only.  A
+ * connection that sends nothing is dropped after the handshake timeout.
+ *
+ * Lost ranks: when a connection that said HELLO with rank r >= 0 closes
+ * without BYE, the server records rank r as lost; every pending and later
+ * blocking request (GET, WAIT, MGET) that cannot complete then fails with
+ * SYMM_ERR_PEER_LOST naming rank r, so survivors do not wait out the timeout.
+ */
+#ifndef SYMM_STORE_H
+#define SYMM_STORE_H
+
+#include "../core/internal.h"
+
+#define SYMM_STORE_MAX_KEY 255
+#define SYMM_STORE_MAX_VALUE (16u << 20)
+#define SYMM_STORE_MAX_KEYS 65536 /* keys in one WAIT / MGET / CHECK */
+
+/* ---------------------------------------------------------------- server */
+typedef struct symm_store_server symm_store_server_t;
+
+/* Starts a server thread listening on bind_host:port (port 0: any free
+ * port; bind_host NULL: 127.0.0.1).  token may be "" (no check; logged at
+ * WARN).  Returns SYMM_ERR_SYSTEM if the address cannot be bound. */
+symm_result_t symm_store_server_start(const char *bind_host, int port,
+                                      const char *token,
+                                      symm_store_server_t **server);
+/* The port actually bound. */
+int symm_store_server_port(const symm_store_server_t *server);
+/* Waits until no connection with a rank >= 0 remains open, or timeout_ms
+ * passes (returns SYMM_ERR_TIMEOUT then).  Used by the serving rank so that
+ * it does not stop the store under peers that are still finishing. */
+symm_result_t symm_store_server_drain(symm_store_server_t *server,
+                                      int timeout_ms);
+/* Marks rank as lost (symmem-run calls this when a rank process dies). */
+void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
+/* Stops the thread, closes every connection, frees everything.  NULL ok. */
+void symm_store_server_stop(symm_store_server_t *server);
+
+/* ---------------------------------------------------------------- client */
+/* Connects to addr ("host:port", host a name or IPv4/IPv6 literal,
+ * "[v6]:port" accepted), retrying refused connections until timeout_ms, then
+ * says HELLO with token and rank.  Errors: SYMM_ERR_INVALID_ARG (bad addr),
+ * SYMM_ERR_TIMEOUT (nobody listening in time), SYMM_ERR_PERMISSION (token
+ * refused), SYMM_ERR_PROTOCOL, SYMM_ERR_SYSTEM. */
+symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
+                                 int timeout_ms, symm_store_t **store);
+/* Says BYE (not lost) and closes.  NULL ok. */
+void symm_store_close(symm_store_t *store);
+/* Closes without BYE (the server then treats the rank as lost); for tests
+ * and for fork()ed children. */
+void symm_store_abandon(symm_store_t *store);
+/* Default timeout used when a call passes a negative timeout. */
+void symm_store_set_timeout(symm_store_t *store, int timeout_ms);
+
+/* Waits (timeout as in symm_store_get) until all n keys exist, then returns
+ * their values in one reply: values[i] is malloc'd (caller frees) with
+ * lens[i] bytes.  On error nothing is allocated. */
+symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
+                                   size_t n, void **values, size_t *lens,
+                                   int timeout_ms);
+
+/* Parses "host:port" into host (cap bytes) and port. */
+symm_result_t symm_store_parse_addr(const char *addr, char *host, size_t cap,
+                                    int *port);
+
+#endif /* SYMM_STORE_H */

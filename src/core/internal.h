@@ -1,0 +1,286 @@
+/*
+ * Internal declarations shared by the core, the bootstrap and the backends.
+ * Not installed.  Every symbol defined by the library and not in symmem.h is
+ * hidden (-fvisibility=hidden), so internal names need no prefix discipline
+ * beyond `symm_`-style readability.
+ */
+#ifndef SYMM_INTERNAL_H
+#define SYMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symmem.h"
+
+#define SYMM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---------------------------------------------------------------- errors */
+
+/* Records code + formatted message as the thread's last error and returns
+ * code, so that `return symm_error(SYMM_ERR_..., "...")` reads naturally.
+ * Also logged at INFO (WARN for SYMM_ERR_INTERNAL). */
+symm_result_t symm_error(symm_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Like symm_error, appending ": strerror(errno)"; returns SYMM_ERR_SYSTEM. */
+symm_result_t symm_error_errno(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Prefixes the current last-error message with context ("rendezvous: ..."). */
+void symm_error_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void symm_error_clear(void);
+
+/* --------------------------------------------------------------- logging */
+enum symm_log_level { SYMM_LOG_NONE = 0, SYMM_LOG_WARN = 1, SYMM_LOG_INFO = 2, SYMM_LOG_TRACE = 3 };
+enum symm_subsys {
+  SYMM_SUBSYS_INIT = 1u << 0,
+  SYMM_SUBSYS_BOOTSTRAP = 1u << 1,
+  SYMM_SUBSYS_STORE = 1u << 2,
+  SYMM_SUBSYS_ALLOC = 1u << 3,
+  SYMM_SUBSYS_BACKEND = 1u << 4,
+  SYMM_SUBSYS_COLL = 1u << 5,
+  SYMM_SUBSYS_ALL = ~0u
+};
+/* Level and subsystem mask from SYMM_DEBUG / SYMM_DEBUG_SUBSYS (read once). */
+int symm_log_level(void);
+void symm_log(int level, unsigned subsys, const char *file, int line,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Device ordinal printed in log prefixes ("[dev]"); -1 prints nothing. */
+void symm_log_set_device(int device);
+
+#define SYMM_WARN(sub, ...) symm_log(SYMM_LOG_WARN, SYMM_SUBSYS_##sub, __FILE__, __LINE__, __VA_ARGS__)
+#define SYMM_INFO(sub, ...)                                                   \
+  do {                                                                        \
+    if (symm_log_level() >= SYMM_LOG_INFO)                                    \
+      symm_log(SYMM_LOG_INFO, SYMM_SUBSYS_##sub, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define SYMM_TRACE(sub, ...)                                                  \
+  do {                                                                        \
+    if (symm_log_level() >= SYMM_LOG_TRACE)                                   \
+      symm_log(SYMM_LOG_TRACE, SYMM_SUBSYS_##sub, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
+/* Check macros: on failure, leave a trail at INFO and propagate. */
+#define SYMM_CHECK(call)                                                      \
+  do {                                                                        \
+    symm_result_t res_ = (call);                                              \
+    if (res_ != SYMM_SUCCESS) {                                               \
+      SYMM_INFO(ALL, "%s failed: %s", #call, symm_last_error());              \
+      return res_;                                                            \
+    }                                                                         \
+  } while (0)
+#define SYMM_CHECK_GOTO(call, res, label)                                     \
+  do {                                                                        \
+    (res) = (call);                                                           \
+    if ((res) != SYMM_SUCCESS) {                                              \
+      SYMM_INFO(ALL, "%s failed: %s", #call, symm_last_error());              \
+      goto label;                                                             \
+    }                                                                         \
+  } while (0)
+
+/* -------------------------------------------------------------- settings */
+/* Every SYMM_* variable is declared once in settings.c with its default and
+ * help text; these read the environment, falling back to the default. */
+typedef enum { SYMM_SETTING_STRING, SYMM_SETTING_INT, SYMM_SETTING_BOOL, SYMM_SETTING_SIZE } symm_setting_type_t;
+typedef struct symm_setting_desc {
+  const char *name;
+  symm_setting_type_t type;
+  const char *default_value; /* as text; NULL = unset */
+  const char *help;
+} symm_setting_desc_t;
+const symm_setting_desc_t *symm_settings_table(size_t *count);
+/* Value of the setting: environment if set and non-empty, else default
+ * (NULL if neither).  Aborts in debug builds for undeclared names. */
+const char *symm_setting_str(const char *name);
+int64_t symm_setting_int(const char *name);  /* 0 if unset or unparsable */
+bool symm_setting_bool(const char *name);    /* 1/true/yes/on */
+/* Parses "64M", "1G", "4096" ... ; returns -1 on error. */
+int64_t symm_parse_size(const char *text);
+
+/* Multicast guard of DESIGN.md: false unless SYMM_ENABLE_MULTICAST=1 and none
+ * of NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
+ * NVSHMEM_DISABLE_NVLS=1 is set.  *why receives the reason when false. */
+bool symm_multicast_allowed(char *why, size_t why_len);
+
+/* ------------------------------------------------------------- bootstrap */
+typedef struct symm_bootstrap symm_bootstrap_t;
+typedef struct symm_bootstrap_ops {
+  int version; /* 1 */
+  const char *name;
+  /* Gathers `len` bytes from every rank into recv[rank * len].  Collective. */
+  symm_result_t (*allgather)(symm_bootstrap_t *bs, const void *send, size_t len, void *recv);
+  /* Copies root's buf to every rank.  Collective. */
+  symm_result_t (*broadcast)(symm_bootstrap_t *bs, void *buf, size_t len, int root);
+  symm_result_t (*barrier)(symm_bootstrap_t *bs);
+  void (*fini)(symm_bootstrap_t *bs);
+  /* members above: version 1 */
+} symm_bootstrap_ops_t;
+
+struct symm_bootstrap {
+  const symm_bootstrap_ops_t *ops;
+  int rank, size;
+  int timeout_ms;
+  void *state;
+};
+
+/* Bootstrap over the job's key-value store; keys under `prefix`. */
+symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
+                                        int rank, int size, int timeout_ms,
+                                        symm_bootstrap_t **out);
+
+/* ------------------------------------------------------------- backends */
+struct symm_comm;
+struct symm_tensor;
+
+/*
+ * One rank's piece of symmetric memory as the backend made it.  The core
+ * owns the struct; the backend fills it in alloc and reads it afterwards.
+ * Layout of the allocation: [signal pad | ... | data ... | rounding]; the
+ * pad starts at `base`, the data at base + data_offset.
+ */
+typedef struct symm_mem {
+  void *base;          /* local mapping of the whole allocation */
+  size_t data_offset;  /* >= SYMM_SIGNAL_PAD_BYTES */
+  size_t data_bytes;   /* bytes requested for data */
+  size_t alloc_bytes;  /* total, rounded to the granularity */
+  uint64_t id;         /* unique per process and communicator, never reused */
+  int device;          /* -1 for CPU memory */
+  void *priv;          /* backend state (handles, fds ...) */
+} symm_mem_t;
+
+/* A peer's memory as mapped into this process. */
+typedef struct symm_peer_map {
+  void *base;          /* mapping of the peer's whole allocation */
+  uint64_t peer_id;    /* the peer's symm_mem_t.id it maps */
+  void *priv;
+} symm_peer_map_t;
+
+/*
+ * What a backend exchanges about one allocation during rendezvous: the core
+ * all-gathers one of these per rank.  Backends that pass handles through the
+ * bootstrap (fabric, CUDA IPC) put them in `blob`.
+ */
+#define SYMM_EXCHANGE_BLOB_BYTES 128
+typedef struct symm_exchange_info {
+  uint64_t id;
+  uint64_t alloc_bytes;
+  uint64_t data_offset;
+  uint8_t blob[SYMM_EXCHANGE_BLOB_BYTES];
+} symm_exchange_info_t;
+
+/*
+ * The backend ops table (SQLite-VFS style).  Members are only ever appended;
+ * the core checks `version` and NULL before calling an optional member.
+ * Required members: name, id, probe, init, fini, alloc, free, map_peer,
+ * unmap_peer.
+ */
+typedef struct symm_backend_ops {
+  int version; /* 1 */
+  const char *name;
+  symm_backend_t id;
+  /* Usable in this process?  SYMM_SUCCESS or SYMM_ERR_UNSUPPORTED with the
+   * reason written to why.  Must be cheap and side-effect free apart from
+   * loading libraries. */
+  symm_result_t (*probe)(char *why, size_t why_len);
+  /* Local resources (device context, fd server ...).  comm->rank/size/
+   * device/job_id are set; the bootstrap is usable. */
+  symm_result_t (*init)(struct symm_comm *comm);
+  /* Optional: after every rank finished init (a bootstrap barrier between). */
+  symm_result_t (*startup)(struct symm_comm *comm);
+  void (*fini)(struct symm_comm *comm);
+  /* Allocation granularity in bytes for comm (power of two). */
+  size_t (*granularity)(struct symm_comm *comm);
+  /* Allocates mem->alloc_bytes (already rounded) and fills base, priv,
+   * device.  Pad must be zeroed. */
+  symm_result_t (*alloc)(struct symm_comm *comm, symm_mem_t *mem);
+  void (*free)(struct symm_comm *comm, symm_mem_t *mem);
+  /* Optional: fills info->blob for peers (called before the all-gather). */
+  symm_result_t (*export_mem)(struct symm_comm *comm, symm_mem_t *mem, symm_exchange_info_t *info);
+  /* Maps peer `peer`'s allocation described by info into this process. */
+  symm_result_t (*map_peer)(struct symm_comm *comm, const symm_mem_t *local, int peer,
+                            const symm_exchange_info_t *info, symm_peer_map_t *map);
+  void (*unmap_peer)(struct symm_comm *comm, symm_peer_map_t *map);
+  /* Optional: maps the data of every rank back to back.  maps[r] for r !=
+   * rank, local for r == rank.  *stride = bytes between consecutive ranks. */
+  symm_result_t (*contiguous_map)(struct symm_comm *comm, const symm_mem_t *local,
+                                  const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
+                                  void **base, size_t *stride, void **priv);
+  void (*contiguous_unmap)(struct symm_comm *comm, void *base, size_t bytes, void *priv);
+  /* Optional: backend-specific checks of a pointer inside one of its
+   * allocations (native: VMM, device ...).  NULL = nothing more to check. */
+  symm_result_t (*validate)(struct symm_comm *comm, const void *ptr, size_t nbytes);
+  /* Optional: the backend's own communicator (ncclComm_t ...). */
+  symm_result_t (*native_handle)(struct symm_comm *comm, void **handle);
+  /* members above: version 1 */
+} symm_backend_ops_t;
+
+/* Static table of every backend compiled in, in `auto` preference order. */
+const symm_backend_ops_t *symm_backend_find(symm_backend_t id);
+const symm_backend_ops_t *const *symm_backend_list(size_t *count);
+
+/* Bytes of the signal pad in front of the data of every allocation. */
+#define SYMM_SIGNAL_PAD_BYTES 4096
+
+/* ----------------------------------------------------------- communicator */
+struct symm_pool_entry;
+
+struct symm_comm {
+  int rank, size, local_rank, local_size, device;
+  int timeout_ms;
+  int index;                 /* n-th communicator made by this process */
+  char job_id[64];           /* same on every rank */
+  char prefix[96];           /* store key prefix of this communicator */
+  symm_backend_t backend;
+  const symm_backend_ops_t *ops;
+  void *backend_state;
+  symm_store_t *store;
+  struct symm_store_server *server; /* non-NULL if this rank serves the store */
+  symm_bootstrap_t *bootstrap;
+  uint64_t next_mem_id;
+  uint64_t rendezvous_seq;
+  pthread_mutex_t lock;      /* tensors list, pool */
+  struct symm_tensor *tensors; /* live tensors (doubly linked) */
+  struct symm_pool_entry *pool;
+  size_t pool_bytes, pool_limit;
+};
+
+/* ----------------------------------------------------------------- tensor */
+struct symm_tensor {
+  symm_comm_t *comm;
+  int ndim;
+  int64_t sizes[SYMM_MAX_DIMS];
+  int64_t strides[SYMM_MAX_DIMS];
+  symm_dtype_t dtype;
+  size_t numel, nbytes;
+  symm_mem_t mem;
+  bool rendezvoused;
+  symm_peer_map_t *peers;     /* [size]; peers[rank] unused */
+  symm_exchange_info_t *infos;/* [size] from the last rendezvous */
+  uint64_t peer_sig;          /* hash of infos[].id the peers map */
+  void **peer_data;           /* [size] data pointers */
+  void *contig_base;
+  size_t contig_stride, contig_bytes;
+  void *contig_priv;
+  struct symm_tensor *prev, *next;
+};
+
+/* ---------------------------------------------------------------- registry */
+/* Process-wide map from address ranges to tensors; thread-safe. */
+symm_result_t symm_registry_add(const void *base, size_t len, symm_tensor_t *tensor, int rank);
+void symm_registry_remove(const void *base);
+/* Returns the entry containing ptr: its range start/len, tensor, rank. */
+bool symm_registry_find(const void *ptr, const void **base, size_t *len,
+                        symm_tensor_t **tensor, int *rank);
+size_t symm_registry_count(void);
+
+/* ---------------------------------------------------------------- helpers */
+uint64_t symm_hash64(const void *data, size_t len, uint64_t seed);
+uint64_t symm_now_ns(void);              /* CLOCK_MONOTONIC */
+void symm_random_bytes(void *buf, size_t len);
+/* Round up to a multiple of align (power of two). */
+static inline size_t symm_round_up(size_t v, size_t align) {
+  return (v + align - 1) & ~(align - 1);
+}
+
+#endif /* SYMM_INTERNAL_H */

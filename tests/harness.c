@@ -1,0 +1,162 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+
+uint64_t test_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int test_count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1; /* the DIR's own fd */
+}
+
+size_t test_mapped_bytes(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  size_t total = 0;
+  unsigned long lo, hi;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2) total += hi - lo;
+  fclose(f);
+  return total;
+}
+
+const char *test_tool_path(const char *tool) {
+  static char buf[4][1024];
+  static int i;
+  char *p = buf[i++ & 3];
+  snprintf(p, 1024, "%s/%s", SYMM_TOOLS_DIR, tool);
+  return p;
+}
+
+int test_run_command(const char *cmd, char *out, size_t cap) {
+  char full[8192];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t n = 0;
+  if (out && cap) {
+    size_t r;
+    while (n + 1 < cap && (r = fread(out + n, 1, cap - 1 - n, p)) > 0) n += r;
+    out[n] = 0;
+  }
+  char sink[4096];
+  while (fread(sink, 1, sizeof sink, p) > 0) {
+  }
+  int st = pclose(p);
+  if (st == -1) return -1;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  return 128 + WTERMSIG(st);
+}
+
+int test_run_ranks(int n, test_rank_fn fn, void *arg) {
+  return test_run_ranks_opts(n, fn, arg, NULL);
+}
+
+int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
+                        const test_job_opts_t *opts) {
+  test_job_opts_t o = {60000, NULL, "host", 20000, -1, 0, NULL};
+  if (opts) {
+    o = *opts;
+    if (!o.timeout_ms) o.timeout_ms = 60000;
+    if (!o.backend) o.backend = "host";
+    if (!o.store_timeout_ms) o.store_timeout_ms = 20000;
+  }
+  unsigned char rnd[16];
+  FILE *ur = fopen("/dev/urandom", "r");
+  if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) TEST_FAIL_("urandom");
+  fclose(ur);
+  char token[33], job[40];
+  for (int i = 0; i < 16; i++) sprintf(token + 2 * i, "%02x", rnd[i]);
+  snprintf(job, sizeof job, "t%d-%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3]);
+
+  symm_store_server_t *server = NULL;
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, token, &server));
+  if (o.server) *o.server = server;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(server));
+
+  fflush(stdout);
+  fflush(stderr);
+  pid_t *pids = calloc((size_t)n, sizeof *pids);
+  for (int r = 0; r < n; r++) {
+    pid_t pid = fork();
+    if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
+    if (pid == 0) {
+      char num[32];
+      snprintf(num, sizeof num, "%d", r);
+      setenv("SYMM_RANK", num, 1);
+      snprintf(num, sizeof num, "%d", n);
+      setenv("SYMM_WORLD_SIZE", num, 1);
+      unsetenv("SYMM_LOCAL_RANK");
+      unsetenv("SYMM_LOCAL_SIZE");
+      setenv("SYMM_STORE_ADDR", addr, 1);
+      setenv("SYMM_TOKEN", token, 1);
+      setenv("SYMM_JOB_ID", job, 1);
+      setenv("SYMM_STORE_EXTERNAL", "1", 1);
+      setenv("SYMM_BACKEND", o.backend, 1);
+      snprintf(num, sizeof num, "%d", o.store_timeout_ms);
+      setenv("SYMM_TIMEOUT_MS", num, 1);
+      int rc = fn(r, n, arg);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc);
+    }
+    pids[r] = pid;
+  }
+
+  uint64_t start = test_now_ms(), deadline = start + (uint64_t)o.timeout_ms;
+  int remaining = n, bad = 0, killed_target = 0;
+  while (remaining > 0) {
+    if (o.kill_rank >= 0 && !killed_target &&
+        test_now_ms() >= start + (uint64_t)o.kill_after_ms) {
+      kill(pids[o.kill_rank], SIGKILL);
+      killed_target = 1;
+    }
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < n; r++)
+        if (pids[r] == pid) {
+          if (o.exit_status) o.exit_status[r] = st;
+          if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            bad++;
+            if (r != o.kill_rank)
+              fprintf(stderr, "rank %d: %s %d\n", r,
+                      WIFEXITED(st) ? "exit" : "signal",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+          }
+          pids[r] = 0;
+          remaining--;
+        }
+      continue;
+    }
+    if (test_now_ms() > deadline) {
+      fprintf(stderr, "job timed out after %d ms; killing ranks\n", o.timeout_ms);
+      for (int r = 0; r < n; r++)
+        if (pids[r]) kill(pids[r], SIGKILL);
+      deadline = UINT64_MAX;
+    }
+    usleep(2000);
+  }
+  free(pids);
+  if (!o.server) symm_store_server_stop(server);
+  return bad;
+}

@@ -1,0 +1,101 @@
+/* Test harness, libuv style: TEST_IMPL bodies return 0 on success, exit via
+ * ASSERT on failure, or return TEST_SKIP (77) with a printed reason. */
+#ifndef SYMM_TEST_HARNESS_H
+#define SYMM_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symmem.h"
+
+#define TEST_SKIP 77
+#define TEST_IMPL(name) int run_test_##name(void)
+
+#define TEST_FAIL_(...)                                                       \
+  do {                                                                        \
+    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                      \
+    fprintf(stderr, __VA_ARGS__);                                             \
+    fprintf(stderr, "\n");                                                    \
+    fflush(stderr);                                                           \
+    abort();                                                                  \
+  } while (0)
+
+#define ASSERT(expr)                                                          \
+  do {                                                                        \
+    if (!(expr)) TEST_FAIL_("assertion failed: %s", #expr);                   \
+  } while (0)
+#define ASSERT_INT_(a, op, b)                                                 \
+  do {                                                                        \
+    long long a_ = (long long)(a), b_ = (long long)(b);                       \
+    if (!(a_ op b_))                                                          \
+      TEST_FAIL_("%s %s %s: %lld vs %lld", #a, #op, #b, a_, b_);              \
+  } while (0)
+#define ASSERT_EQ(a, b) ASSERT_INT_(a, ==, b)
+#define ASSERT_NE(a, b) ASSERT_INT_(a, !=, b)
+#define ASSERT_LT(a, b) ASSERT_INT_(a, <, b)
+#define ASSERT_LE(a, b) ASSERT_INT_(a, <=, b)
+#define ASSERT_GT(a, b) ASSERT_INT_(a, >, b)
+#define ASSERT_GE(a, b) ASSERT_INT_(a, >=, b)
+#define ASSERT_PTR_EQ(a, b)                                                   \
+  do {                                                                        \
+    const void *a_ = (const void *)(a), *b_ = (const void *)(b);              \
+    if (a_ != b_) TEST_FAIL_("%s == %s: %p vs %p", #a, #b, a_, b_);           \
+  } while (0)
+#define ASSERT_STR_CONTAINS(hay, needle)                                      \
+  do {                                                                        \
+    const char *h_ = (hay), *n_ = (needle);                                   \
+    if (!h_ || !strstr(h_, n_))                                               \
+      TEST_FAIL_("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);   \
+  } while (0)
+/* A symm_ call that must succeed; prints the detailed error otherwise. */
+#define ASSERT_OK(call)                                                       \
+  do {                                                                        \
+    symm_result_t r_ = (call);                                                \
+    if (r_ != SYMM_SUCCESS)                                                   \
+      TEST_FAIL_("%s -> %s (%s)", #call, symm_strerror(r_), symm_last_error()); \
+  } while (0)
+#define ASSERT_RES(call, expected)                                            \
+  do {                                                                        \
+    symm_result_t r_ = (call);                                                \
+    if (r_ != (expected))                                                     \
+      TEST_FAIL_("%s -> %s, expected %s (%s)", #call, symm_strerror(r_),      \
+                 symm_strerror(expected), symm_last_error());                 \
+  } while (0)
+
+/* ---- multi-process jobs ------------------------------------------------ */
+/* Body run in each rank's process; returns 0 on success.  The environment
+ * has SYMM_RANK, SYMM_WORLD_SIZE, SYMM_STORE_ADDR, SYMM_TOKEN, SYMM_JOB_ID and
+ * SYMM_STORE_EXTERNAL=1 set, so symm_comm_init(NULL, ...) just works. */
+typedef int (*test_rank_fn)(int rank, int size, void *arg);
+
+typedef struct test_job_opts {
+  int timeout_ms;          /* whole job; default 60000 */
+  int *exit_status;        /* optional [n]: raw wait() status of each rank */
+  const char *backend;     /* SYMM_BACKEND for the ranks; default "host" */
+  int store_timeout_ms;    /* SYMM_TIMEOUT_MS for the ranks; default 20000 */
+  int kill_rank;           /* rank to SIGKILL after kill_after_ms; -1 none */
+  int kill_after_ms;
+  struct symm_store_server **server; /* optional: receives the job's server */
+} test_job_opts_t;
+
+/* Starts a store server in this process, forks n ranks running fn, waits
+ * for all (killing them all at the timeout).  Returns the number of ranks
+ * that did not exit with status 0. */
+int test_run_ranks(int n, test_rank_fn fn, void *arg);
+int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t *opts);
+
+/* Counts open fds of this process (/proc/self/fd) and mapped bytes
+ * (/proc/self/maps). */
+int test_count_fds(void);
+size_t test_mapped_bytes(void);
+uint64_t test_now_ms(void);
+/* Path of a built tool (symmem-run, symmem-info). */
+const char *test_tool_path(const char *tool);
+/* Runs a shell command, captures up to cap bytes of stdout+stderr in out;
+ * returns the exit status (as from system(), decoded: exit code or
+ * 128+signal). */
+int test_run_command(const char *cmd, char *out, size_t cap);
+
+#endif
