@@ -1,3 +1,7 @@
-/* Every CPU test: TEST_ENTRY(name, timeout_seconds).  ctest reads this file;
- * each test's body is TEST_IMPL(name) in one of the tests/test-*.c files. */
-TEST_ENTRY(errors_strerror, 10)
+/* Every CPU test: TEST_ENTRY(name, timeout_seconds), one list per area in
+ * tests/list-<area>.h.  ctest reads those files (tests/CMakeLists.txt); each
+ * test's body is TEST_IMPL(name) in one of the tests/test-<area>.c files. */
+#include "list-core.h"
+#include "list-store.h"
+#include "list-launcher.h"
+#include "list-fdx.h"

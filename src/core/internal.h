@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "symmem.h"
 
@@ -30,6 +31,8 @@ symm_result_t symm_error_errno(const char *fmt, ...)
 /* Prefixes the current last-error message with context ("rendezvous: ..."). */
 void symm_error_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void symm_error_clear(void);
+/* Puts back a message saved from symm_last_error() (cleanup paths). */
+void symm_error_restore(const char *saved);
 
 /* --------------------------------------------------------------- logging */
 enum symm_log_level { SYMM_LOG_NONE = 0, SYMM_LOG_WARN = 1, SYMM_LOG_INFO = 2, SYMM_LOG_TRACE = 3 };
@@ -212,8 +215,21 @@ typedef struct symm_backend_ops {
   symm_result_t (*validate)(struct symm_comm *comm, const void *ptr, size_t nbytes);
   /* Optional: the backend's own communicator (ncclComm_t ...). */
   symm_result_t (*native_handle)(struct symm_comm *comm, void **handle);
+  /* Optional: zeroes the signal pad [base, base + data_offset) of a pooled
+   * allocation before reuse; NULL = the core memsets it (CPU memory). */
+  symm_result_t (*reset_pad)(struct symm_comm *comm, symm_mem_t *mem);
+  /* Optional: prints what symmem-info shows about this backend on this
+   * machine (devices, peer access, support flags), one item per line. */
+  void (*describe)(FILE *out);
   /* members above: version 1 */
 } symm_backend_ops_t;
+
+/* The backends (each defined in src/backends/<name>/). */
+extern const symm_backend_ops_t symm_host_ops;
+extern const symm_backend_ops_t symm_native_ops;
+extern const symm_backend_ops_t symm_cuda_ops;
+extern const symm_backend_ops_t symm_nccl_ops;
+extern const symm_backend_ops_t symm_nvshmem_ops;
 
 /* Static table of every backend compiled in, in `auto` preference order. */
 const symm_backend_ops_t *symm_backend_find(symm_backend_t id);
@@ -244,6 +260,20 @@ struct symm_comm {
   struct symm_pool_entry *pool;
   size_t pool_bytes, pool_limit;
 };
+
+/* Collectives of the core, tagged so that ranks in different collectives
+ * get SYMM_ERR_MISMATCH instead of exchanging garbage. */
+enum { SYMM_OP_BARRIER = 1, SYMM_OP_RENDEZVOUS = 2, SYMM_OP_STATUS = 3 };
+/* All-gathers `len` bytes per rank into recv[rank * len] (recv may be NULL
+ * when len is 0), checking that every rank called the same op. */
+symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,
+                                     size_t len, void *recv);
+/* Every rank contributes its result of a local step; returns `mine` if it
+ * failed, else the first failure of another rank ("<what> failed on rank r"),
+ * so all ranks leave a collective with an error together. */
+symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what);
+/* Frees every live tensor and pooled allocation (tensor.c). */
+void symm_comm_release_tensors(symm_comm_t *comm);
 
 /* ----------------------------------------------------------------- tensor */
 struct symm_tensor {

@@ -1,0 +1,34 @@
+/* host backend: CPU shared memory from memfd_create, shared by passing the
+ * fds over abstract Unix sockets (core/fd_exchange.h). */
+#ifndef SYMM_HOST_H
+#define SYMM_HOST_H
+
+#include "core/fd_exchange.h"
+#include "core/internal.h"
+
+typedef struct {
+  symm_fdx_t *fdx;
+  size_t page;
+} host_state_t;
+
+/* Per allocation: the memfd, kept open while the allocation lives so that
+ * peers can fetch it at any time. */
+typedef struct {
+  int fd;
+} host_mem_t;
+
+static inline host_state_t *host_state(const symm_comm_t *comm) {
+  return (host_state_t *)comm->backend_state;
+}
+
+symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem);
+void host_free(symm_comm_t *comm, symm_mem_t *mem);
+symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
+                            const symm_exchange_info_t *info, symm_peer_map_t *map);
+void host_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
+symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
+                                  const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
+                                  void **base, size_t *stride, void **priv);
+void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
+
+#endif

@@ -1,0 +1,57 @@
+/* host backend: allocations are memfds mapped shared; the fd is published
+ * so that peers can fetch it during their rendezvous. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "host.h"
+
+symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem) {
+  char name[96];
+  snprintf(name, sizeof name, "symmem-%s-r%d-%llu", comm->job_id, comm->rank,
+           (unsigned long long)mem->id);
+  host_mem_t *hm = calloc(1, sizeof *hm);
+  if (!hm) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
+  symm_result_t res;
+  /* memfd: private to this user, zero-filled, gone with the last reference. */
+  hm->fd = memfd_create(name, MFD_CLOEXEC);
+  if (hm->fd < 0) {
+    res = symm_error_errno("host backend: memfd_create");
+    goto fail;
+  }
+  if (ftruncate(hm->fd, (off_t)mem->alloc_bytes) != 0) {
+    res = symm_error_errno("host backend: ftruncate(%zu bytes)", mem->alloc_bytes);
+    goto fail;
+  }
+  void *p = mmap(NULL, mem->alloc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, hm->fd, 0);
+  if (p == MAP_FAILED) {
+    res = symm_error_errno("host backend: mmap(%zu bytes)", mem->alloc_bytes);
+    goto fail;
+  }
+  res = symm_fdx_publish(host_state(comm)->fdx, mem->id, hm->fd);
+  if (res != SYMM_SUCCESS) {
+    munmap(p, mem->alloc_bytes);
+    goto fail;
+  }
+  mem->base = p;
+  mem->priv = hm;
+  mem->device = -1;
+  return SYMM_SUCCESS;
+fail:
+  if (hm->fd >= 0) close(hm->fd);
+  free(hm);
+  return res;
+}
+
+void host_free(symm_comm_t *comm, symm_mem_t *mem) {
+  host_mem_t *hm = mem->priv;
+  symm_fdx_unpublish(host_state(comm)->fdx, mem->id);
+  munmap(mem->base, mem->alloc_bytes);
+  if (hm) {
+    close(hm->fd);
+    free(hm);
+  }
+  mem->base = NULL;
+  mem->priv = NULL;
+}

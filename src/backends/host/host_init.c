@@ -1,0 +1,50 @@
+/* host backend: probe, init/fini and the ops table. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "host.h"
+
+static symm_result_t host_probe(char *why, size_t why_len) {
+  (void)why;
+  (void)why_len;
+  return SYMM_SUCCESS; /* memfd and Unix sockets exist on every Linux we support */
+}
+
+static symm_result_t host_init(symm_comm_t *comm) {
+  host_state_t *st = calloc(1, sizeof *st);
+  if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
+  st->page = (size_t)sysconf(_SC_PAGESIZE);
+  symm_result_t res = symm_fdx_start(comm, &st->fdx);
+  if (res != SYMM_SUCCESS) {
+    free(st);
+    return res;
+  }
+  comm->backend_state = st;
+  return SYMM_SUCCESS;
+}
+
+static void host_fini(symm_comm_t *comm) {
+  host_state_t *st = host_state(comm);
+  if (!st) return;
+  symm_fdx_stop(st->fdx);
+  free(st);
+  comm->backend_state = NULL;
+}
+
+static size_t host_granularity(symm_comm_t *comm) { return host_state(comm)->page; }
+
+const symm_backend_ops_t symm_host_ops = {
+    .version = 1,
+    .name = "host",
+    .id = SYMM_BACKEND_HOST,
+    .probe = host_probe,
+    .init = host_init,
+    .fini = host_fini,
+    .granularity = host_granularity,
+    .alloc = host_alloc,
+    .free = host_free,
+    .map_peer = host_map_peer,
+    .unmap_peer = host_unmap_peer,
+    .contiguous_map = host_contiguous_map,
+    .contiguous_unmap = host_contiguous_unmap,
+};

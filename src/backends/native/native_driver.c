@@ -1,0 +1,125 @@
+/*
+ * Run-time loading of the CUDA driver: dlopen the library named by
+ * SYMM_CUDA_LIB, take cuGetProcAddress_v2 from it, and resolve every other
+ * entry point through that with an explicit CUDA version, so that the
+ * signatures we call are the ones native_driver.h declares no matter how
+ * new the installed driver is.
+ */
+#include "backends/native/native_driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+static native_driver_t native_drv;
+static char native_load_why[512];
+static bool native_load_ok;
+static pthread_once_t native_load_once = PTHREAD_ONCE_INIT;
+
+static char native_init_why[512];
+static bool native_init_ok;
+static pthread_once_t native_init_once = PTHREAD_ONCE_INIT;
+
+typedef ncu_result (*native_get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+
+ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol, void **fn) {
+  *fn = NULL;
+  int status = NCU_PROC_NOT_FOUND;
+  ncu_result res = drv->get_proc(symbol, fn, NATIVE_CUDA_ABI, NCU_PROC_LEGACY_STREAM, &status);
+  if (res == NCU_SUCCESS && status == NCU_PROC_FOUND && *fn) return NCU_SUCCESS;
+  *fn = NULL;
+  return res != NCU_SUCCESS ? res : NCU_ERROR_NOT_FOUND;
+}
+
+/* Resolves every entry of NATIVE_DRIVER_FUNCTIONS; names the first one the
+ * driver lacks, which means a driver older than the ABI we declare. */
+static bool native_resolve_all(char *why, size_t why_len) {
+  void *fn;
+#define NATIVE_RESOLVE_FN(name, params)                                           \
+  if (native_driver_resolve(&native_drv, #name, &fn) != NCU_SUCCESS) {            \
+    snprintf(why, why_len, "CUDA driver lacks %s for CUDA %d.%d (driver too old?)", \
+             #name, NATIVE_CUDA_ABI / 1000, NATIVE_CUDA_ABI % 1000 / 10);         \
+    return false;                                                                 \
+  }                                                                               \
+  memcpy(&native_drv.name, &fn, sizeof fn);
+  NATIVE_DRIVER_FUNCTIONS(NATIVE_RESOLVE_FN)
+#undef NATIVE_RESOLVE_FN
+  return true;
+}
+
+static void native_load_once_fn(void) {
+  const char *name = symm_setting_str("SYMM_CUDA_LIB");
+  if (!name) name = "libcuda.so.1";
+  /* RTLD_LOCAL: our symbols never leak into the application's namespace;
+   * the CUDA runtime the application uses dlopens the same library and
+   * shares this one loaded copy. */
+  void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *err = dlerror();
+    snprintf(native_load_why, sizeof native_load_why, "%s not found (no NVIDIA driver): %s",
+             name, err ? err : "dlopen failed");
+    return;
+  }
+  void *sym = dlsym(lib, "cuGetProcAddress_v2");
+  if (!sym) {
+    snprintf(native_load_why, sizeof native_load_why,
+             "%s has no cuGetProcAddress_v2: the NVIDIA driver is older than CUDA 12.0", name);
+    dlclose(lib);
+    return;
+  }
+  native_drv.lib = lib;
+  memcpy(&native_drv.get_proc, &sym, sizeof sym);
+  if (!native_resolve_all(native_load_why, sizeof native_load_why)) {
+    /* Keep the library loaded: dlclose of libcuda is not safe once any of
+     * its code ran, and the runtime may hold it too. */
+    return;
+  }
+  if (native_drv.cuDriverGetVersion(&native_drv.driver_version) != NCU_SUCCESS)
+    native_drv.driver_version = 0;
+  native_load_ok = true;
+  SYMM_INFO(BACKEND, "native: loaded %s (driver API %d.%d)", name,
+            native_drv.driver_version / 1000, native_drv.driver_version % 1000 / 10);
+}
+
+const native_driver_t *native_driver_load(char *why, size_t why_len) {
+  pthread_once(&native_load_once, native_load_once_fn);
+  if (native_load_ok) return &native_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", native_load_why);
+  return NULL;
+}
+
+static void native_init_once_fn(void) {
+  if (!native_driver_load(native_init_why, sizeof native_init_why)) return;
+  ncu_result res = native_drv.cuInit(0);
+  if (res != NCU_SUCCESS) {
+    snprintf(native_init_why, sizeof native_init_why, "cuInit failed: %s%s",
+             native_cu_error(res),
+             res == NCU_ERROR_NO_DEVICE ? " (check CUDA_VISIBLE_DEVICES and nvidia-smi)" : "");
+    return;
+  }
+  native_init_ok = true;
+}
+
+const native_driver_t *native_driver_init(char *why, size_t why_len) {
+  pthread_once(&native_init_once, native_init_once_fn);
+  if (native_init_ok) return &native_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", native_init_why);
+  return NULL;
+}
+
+const char *native_cu_error(ncu_result res) {
+  static _Thread_local char buf[160];
+  const char *name = NULL, *desc = NULL;
+  /* The name functions work before cuInit; they are NULL only when the
+   * library never loaded, and then no driver result exists to name. */
+  if (native_drv.cuGetErrorName) native_drv.cuGetErrorName(res, &name);
+  if (native_drv.cuGetErrorString) native_drv.cuGetErrorString(res, &desc);
+  if (name && desc)
+    snprintf(buf, sizeof buf, "%s (%s)", name, desc);
+  else
+    snprintf(buf, sizeof buf, "CUDA error %d", res);
+  return buf;
+}

@@ -1,0 +1,163 @@
+/* Bootstrap collectives over the key-value store.
+ *
+ * All-gather: rank r sets "<prefix>ag/<seq>/<r>" and fetches all N keys with
+ * one blocking MGET, so a collective costs each rank two requests (O(N) store
+ * messages in all, no polling).  Broadcast and barrier are all-gathers with
+ * tiny contributions, so that every collective synchronises all ranks, which
+ * is what makes cleanup safe (see store_gather): rank r deletes its own key
+ * of collective k-2 when it enters k.  A rank that died makes the store
+ * answer PEER_LOST instead of letting the others wait out the timeout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+typedef struct {
+  symm_store_t *store;
+  char prefix[128];
+  uint64_t seq;
+  char **keys; /* [size] scratch */
+} store_bs_t;
+
+static void key_name(const store_bs_t *s, uint64_t seq, int rank, char *out, size_t cap) {
+  snprintf(out, cap, "%sag/%llu/%d", s->prefix, (unsigned long long)seq, rank);
+}
+
+/* Gathers variable-length contributions; values[i] are malloc'd. */
+static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t len,
+                                  void **values, size_t *lens) {
+  store_bs_t *s = bs->state;
+  uint64_t seq = ++s->seq;
+  char key[192];
+  /* Every rank that reaches collective `seq` has fetched all keys of seq-1,
+   * which all ranks set only after their fetch of seq-2 returned: nobody can
+   * still need our key of seq-2. */
+  if (seq > 2) {
+    key_name(s, seq - 2, bs->rank, key, sizeof key);
+    symm_result_t dr = symm_store_delete(s->store, key);
+    if (dr != SYMM_SUCCESS && dr != SYMM_ERR_NOT_FOUND) return dr;
+  }
+  key_name(s, seq, bs->rank, key, sizeof key);
+  SYMM_CHECK(symm_store_set(s->store, key, send, len));
+  for (int r = 0; r < bs->size; r++) key_name(s, seq, r, s->keys[r], 192);
+  symm_result_t res = symm_store_multi_get(s->store, (const char *const *)s->keys,
+                                           (size_t)bs->size, values, lens, bs->timeout_ms);
+  if (res == SYMM_ERR_TIMEOUT) {
+    /* Name the ranks that never arrived, which is what the user needs. */
+    char missing[256] = "";
+    size_t n = 0;
+    for (int r = 0; r < bs->size && n + 16 < sizeof missing; r++) {
+      int present = 0;
+      const char *k = s->keys[r];
+      if (symm_store_check(s->store, &k, 1, &present) == SYMM_SUCCESS && !present)
+        n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
+    }
+    return symm_error(SYMM_ERR_TIMEOUT,
+                      "bootstrap: ranks [%s] did not arrive within %d ms (collective #%llu)",
+                      missing, bs->timeout_ms, (unsigned long long)seq);
+  }
+  return res;
+}
+
+static symm_result_t store_allgather(symm_bootstrap_t *bs, const void *send, size_t len,
+                                     void *recv) {
+  void **values = calloc((size_t)bs->size, sizeof *values);
+  size_t *lens = calloc((size_t)bs->size, sizeof *lens);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!values || !lens) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
+    goto out;
+  }
+  SYMM_CHECK_GOTO(store_gather(bs, send, len, values, lens), res, out);
+  for (int r = 0; r < bs->size; r++) {
+    if (lens[r] != len) {
+      res = symm_error(SYMM_ERR_MISMATCH,
+                       "bootstrap: rank %d contributed %zu bytes to an all-gather where rank %d "
+                       "contributed %zu (ranks are in different collectives)",
+                       r, lens[r], bs->rank, len);
+      break;
+    }
+    memcpy((char *)recv + (size_t)r * len, values[r], len);
+  }
+  for (int r = 0; r < bs->size; r++) free(values[r]);
+out:
+  free(values);
+  free(lens);
+  return res;
+}
+
+static symm_result_t store_broadcast(symm_bootstrap_t *bs, void *buf, size_t len, int root) {
+  void **values = calloc((size_t)bs->size, sizeof *values);
+  size_t *lens = calloc((size_t)bs->size, sizeof *lens);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!values || !lens) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
+    goto out;
+  }
+  uint8_t none = 0;
+  if (bs->rank == root) SYMM_CHECK_GOTO(store_gather(bs, buf, len, values, lens), res, out);
+  else SYMM_CHECK_GOTO(store_gather(bs, &none, 1, values, lens), res, out);
+  if (lens[root] != len)
+    res = symm_error(SYMM_ERR_MISMATCH, "bootstrap: broadcast of %zu bytes from rank %d, "
+                     "rank %d expected %zu", lens[root], root, bs->rank, len);
+  else if (bs->rank != root)
+    memcpy(buf, values[root], len);
+  for (int r = 0; r < bs->size; r++) free(values[r]);
+out:
+  free(values);
+  free(lens);
+  return res;
+}
+
+static symm_result_t store_barrier(symm_bootstrap_t *bs) {
+  uint8_t dummy = 0;
+  return store_broadcast(bs, &dummy, 1, 0);
+}
+
+static void store_fini(symm_bootstrap_t *bs) {
+  if (!bs) return;
+  store_bs_t *s = bs->state;
+  if (s) {
+    for (int r = 0; r < bs->size; r++) free(s->keys ? s->keys[r] : NULL);
+    free(s->keys);
+    free(s);
+  }
+  free(bs);
+}
+
+static const symm_bootstrap_ops_t store_bootstrap_ops = {
+    .version = 1,
+    .name = "store",
+    .allgather = store_allgather,
+    .broadcast = store_broadcast,
+    .barrier = store_barrier,
+    .fini = store_fini,
+};
+
+symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix, int rank,
+                                        int size, int timeout_ms, symm_bootstrap_t **out) {
+  symm_bootstrap_t *bs = calloc(1, sizeof *bs);
+  store_bs_t *s = calloc(1, sizeof *s);
+  if (!bs || !s) {
+    free(bs);
+    free(s);
+    return symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
+  }
+  bs->ops = &store_bootstrap_ops;
+  bs->rank = rank;
+  bs->size = size;
+  bs->timeout_ms = timeout_ms;
+  bs->state = s;
+  s->store = store;
+  snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
+  s->keys = calloc((size_t)size, sizeof *s->keys);
+  if (!s->keys) goto oom;
+  for (int r = 0; r < size; r++)
+    if (!(s->keys[r] = malloc(192))) goto oom;
+  *out = bs;
+  return SYMM_SUCCESS;
+oom:
+  store_fini(bs);
+  return symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
+}

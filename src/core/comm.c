@@ -1,0 +1,445 @@
+/* Communicator lifecycle: identity from config or launcher environment,
+ * store connection (serving it on rank 0 when nobody else does), bootstrap,
+ * backend choice agreed by all ranks, backend init/startup, teardown. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+#include "internal.h"
+
+/* Communicators made by this process, in order; ranks number theirs the same
+ * way because symm_comm_init is collective, which keeps store keys apart. */
+static atomic_int comm_counter;
+
+/* ---------------------------------------------------- identity resolution */
+
+/* First variable in `names` that is set to an integer; -1 if none. */
+static int env_first_int(const char *const *names) {
+  for (; *names; names++) {
+    const char *v = getenv(*names);
+    if (!v || !*v) continue;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end != v && *end == 0 && x >= 0 && x <= 1 << 24) return (int)x;
+  }
+  return -1;
+}
+
+static const char *const rank_vars[] = {"SYMM_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+                                        "PMI_RANK", "SLURM_PROCID", NULL};
+static const char *const size_vars[] = {"SYMM_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                        "PMI_SIZE", "SLURM_NTASKS", NULL};
+static const char *const local_rank_vars[] = {"SYMM_LOCAL_RANK", "LOCAL_RANK",
+                                              "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                              "SLURM_LOCALID", NULL};
+static const char *const local_size_vars[] = {"SYMM_LOCAL_SIZE", "LOCAL_WORLD_SIZE",
+                                              "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                              NULL};
+
+typedef struct {
+  symm_config_t cfg;       /* caller's config, fields filled from env */
+  char store_addr[256];
+  const char *token;
+  bool serve;
+} resolved_config_t;
+
+static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t *rc) {
+  symm_config_t defaults = SYMM_CONFIG_INIT;
+  rc->cfg = defaults;
+  if (user) {
+    if (user->size < offsetof(symm_config_t, store_server) + sizeof(int) || user->version < 1)
+      return symm_error(SYMM_ERR_INVALID_ARG,
+                        "symm_comm_init: config not initialised with SYMM_CONFIG_INIT "
+                        "(size %zu, version %u)", user->size, user->version);
+    /* Copy only what the caller's struct has. */
+    memcpy(&rc->cfg, user, user->size < sizeof rc->cfg ? user->size : sizeof rc->cfg);
+  }
+  symm_config_t *c = &rc->cfg;
+  if (c->rank < 0) c->rank = env_first_int(rank_vars);
+  if (c->world_size < 0) c->world_size = env_first_int(size_vars);
+  if (c->rank < 0 && c->world_size < 0) {
+    c->rank = 0;
+    c->world_size = 1;
+  }
+  if (c->world_size < 1 || c->rank < 0 || c->rank >= c->world_size)
+    return symm_error(SYMM_ERR_INVALID_ARG,
+                      "symm_comm_init: rank %d out of range for world size %d (set both in the "
+                      "config or in the environment, e.g. with symmem-run)", c->rank, c->world_size);
+  if (c->local_rank < 0) c->local_rank = env_first_int(local_rank_vars);
+  if (c->local_size < 0) c->local_size = env_first_int(local_size_vars);
+
+  if (c->backend == SYMM_BACKEND_AUTO) {
+    const char *name = symm_setting_str("SYMM_BACKEND");
+    symm_backend_t b;
+    SYMM_CHECK(symm_backend_from_name(name, &b));
+    c->backend = b;
+  } else if ((unsigned)c->backend >= SYMM_BACKEND_COUNT_) {
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: backend value %d out of range",
+                      (int)c->backend);
+  }
+  if (c->timeout_ms <= 0) c->timeout_ms = (int)symm_setting_int("SYMM_TIMEOUT_MS");
+  if (c->timeout_ms <= 0) c->timeout_ms = 60000;
+  if (c->device < 0) c->device = (int)(getenv("SYMM_DEVICE") ? symm_setting_int("SYMM_DEVICE") : -1);
+
+  /* Store address: config, SYMM_STORE_ADDR, MASTER_ADDR + SYMM_STORE_PORT. */
+  const char *addr = c->store_addr ? c->store_addr : symm_setting_str("SYMM_STORE_ADDR");
+  const char *master = getenv("MASTER_ADDR");
+  if (addr && *addr) {
+    snprintf(rc->store_addr, sizeof rc->store_addr, "%s", addr);
+  } else if (master && *master) {
+    snprintf(rc->store_addr, sizeof rc->store_addr, "%s:%d", master,
+             (int)symm_setting_int("SYMM_STORE_PORT"));
+  } else if (c->world_size > 1) {
+    return symm_error(SYMM_ERR_INVALID_ARG,
+                      "symm_comm_init: %d ranks but no store address: launch with symmem-run, "
+                      "or set SYMM_STORE_ADDR=host:port (or MASTER_ADDR and SYMM_STORE_PORT)",
+                      c->world_size);
+  }
+  rc->token = c->token ? c->token : symm_setting_str("SYMM_TOKEN");
+  if (!rc->token) rc->token = "";
+  if (c->store_server < 0)
+    rc->serve = c->rank == 0 && !symm_setting_bool("SYMM_STORE_EXTERNAL");
+  else
+    rc->serve = c->store_server != 0;
+  /* A lone process with no address serves itself on an ephemeral port. */
+  if (!rc->store_addr[0]) rc->serve = true;
+  return SYMM_SUCCESS;
+}
+
+/* -------------------------------------------------------- store + bootstrap */
+
+static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
+  char host[256];
+  int port = 0;
+  if (rc->store_addr[0])
+    SYMM_CHECK(symm_store_parse_addr(rc->store_addr, host, sizeof host, &port));
+  if (rc->serve) {
+    const char *bind = rc->store_addr[0] ? symm_setting_str("SYMM_STORE_BIND") : "127.0.0.1";
+    if (!rc->token[0] && comm->size > 1)
+      SYMM_WARN(INIT, "store served without a token: set SYMM_TOKEN on every rank (symmem-run "
+                      "does this for you)");
+    symm_result_t res = symm_store_server_start(bind, port, rc->token, &comm->server);
+    if (res != SYMM_SUCCESS) {
+      symm_error_context("rank %d could not serve the store on %s:%d", comm->rank, bind, port);
+      return res;
+    }
+    if (!rc->store_addr[0])
+      snprintf(rc->store_addr, sizeof rc->store_addr, "127.0.0.1:%d",
+               symm_store_server_port(comm->server));
+  }
+  symm_result_t res = symm_store_connect(rc->store_addr, rc->token, comm->rank,
+                                         comm->timeout_ms, &comm->store);
+  if (res != SYMM_SUCCESS) {
+    symm_error_context("rank %d connecting to the store at %s", comm->rank, rc->store_addr);
+    return res;
+  }
+  symm_store_set_timeout(comm->store, comm->timeout_ms);
+  return SYMM_SUCCESS;
+}
+
+/* What each rank tells the others at init. */
+typedef struct {
+  uint32_t magic, abi;
+  int32_t rank, size;
+  int32_t backend_requested;
+  uint32_t usable_mask;   /* bit b: backend b probed usable here */
+  uint64_t host_hash;
+  uint32_t uid;
+  int32_t pid;
+  uint8_t nonce[16];
+  int32_t local_rank, local_size;
+} init_info_t;
+
+#define INIT_MAGIC 0x53594d49u /* "SYMI" */
+
+static uint32_t probe_usable(symm_backend_t wanted, char *why, size_t why_len) {
+  uint32_t mask = 0;
+  size_t n;
+  const symm_backend_ops_t *const *list = symm_backend_list(&n);
+  for (size_t i = 0; i < n; i++) {
+    /* Only probe what may be chosen: loading GPU libraries costs time. */
+    if (wanted != SYMM_BACKEND_AUTO && list[i]->id != wanted) continue;
+    char reason[512] = "";
+    if (list[i]->probe(reason, sizeof reason) == SYMM_SUCCESS)
+      mask |= 1u << list[i]->id;
+    else if (list[i]->id == wanted)
+      snprintf(why, why_len, "%s", reason);
+  }
+  return mask;
+}
+
+/* Picks the backend every rank can use, and local rank/size if unknown. */
+static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *rc) {
+  init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
+                    (int32_t)rc->cfg.backend, 0, 0, (uint32_t)getuid(), (int32_t)getpid(),
+                    {0}, rc->cfg.local_rank, rc->cfg.local_size};
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  me.host_hash = symm_hash64(host, strlen(host), 0);
+  symm_random_bytes(me.nonce, sizeof me.nonce);
+  char why[512] = "";
+  me.usable_mask = probe_usable(rc->cfg.backend, why, sizeof why);
+
+  init_info_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+  symm_result_t res = comm->bootstrap->ops->allgather(comm->bootstrap, &me, sizeof me, all);
+  if (res != SYMM_SUCCESS) goto out;
+
+  uint32_t common = ~0u;
+  for (int r = 0; r < comm->size; r++) {
+    const init_info_t *o = &all[r];
+    if (o->magic != INIT_MAGIC || o->abi != SYMM_VERSION_CODE) {
+      res = symm_error(SYMM_ERR_MISMATCH, "init: rank %d runs symmem ABI %u, this rank %u", r,
+                       o->abi, (unsigned)SYMM_VERSION_CODE);
+      goto out;
+    }
+    if (o->rank != r || o->size != comm->size) {
+      res = symm_error(SYMM_ERR_MISMATCH,
+                       "init: rank %d believes it is rank %d of %d, this rank sees world size %d",
+                       r, o->rank, o->size, comm->size);
+      goto out;
+    }
+    if (o->backend_requested != me.backend_requested) {
+      res = symm_error(SYMM_ERR_MISMATCH, "init: rank %d asked for backend %s, rank %d for %s", r,
+                       symm_backend_name((symm_backend_t)o->backend_requested), comm->rank,
+                       symm_backend_name(rc->cfg.backend));
+      goto out;
+    }
+    common &= o->usable_mask;
+  }
+  if (rc->cfg.backend != SYMM_BACKEND_AUTO) {
+    if (!(common & (1u << rc->cfg.backend))) {
+      int bad = -1;
+      for (int r = 0; r < comm->size && bad < 0; r++)
+        if (!(all[r].usable_mask & (1u << rc->cfg.backend))) bad = r;
+      if (bad == comm->rank)
+        res = symm_error(SYMM_ERR_UNSUPPORTED, "backend %s is not usable here: %s",
+                         symm_backend_name(rc->cfg.backend), why);
+      else
+        res = symm_error(SYMM_ERR_UNSUPPORTED, "backend %s is not usable on rank %d",
+                         symm_backend_name(rc->cfg.backend), bad);
+      goto out;
+    }
+    comm->backend = rc->cfg.backend;
+  } else {
+    size_t n;
+    const symm_backend_ops_t *const *list = symm_backend_list(&n);
+    comm->backend = SYMM_BACKEND_AUTO;
+    for (size_t i = 0; i < n && comm->backend == SYMM_BACKEND_AUTO; i++)
+      if (common & (1u << list[i]->id)) comm->backend = list[i]->id;
+    if (comm->backend == SYMM_BACKEND_AUTO) {
+      res = symm_error(SYMM_ERR_UNSUPPORTED, "init: no backend is usable on every rank");
+      goto out;
+    }
+  }
+
+  /* Local rank/size: from the launcher, else from the hosts' names. */
+  if (comm->local_rank < 0 || comm->local_size < 0) {
+    int lr = 0, ls = 0;
+    for (int r = 0; r < comm->size; r++)
+      if (all[r].host_hash == me.host_hash) {
+        if (r < comm->rank) lr++;
+        ls++;
+      }
+    if (comm->local_rank < 0) comm->local_rank = lr;
+    if (comm->local_size < 0) comm->local_size = ls;
+  }
+  /* Job id: configured, else from rank 0's nonce, identical on all ranks. */
+  const char *job = rc->cfg.job_id ? rc->cfg.job_id : symm_setting_str("SYMM_JOB_ID");
+  if (job && *job) {
+    snprintf(comm->job_id, sizeof comm->job_id, "%s", job);
+  } else {
+    for (int i = 0; i < 8; i++) sprintf(comm->job_id + 2 * i, "%02x", all[0].nonce[i]);
+  }
+out:
+  free(all);
+  return res;
+}
+
+/* ------------------------------------------------------ tagged collectives */
+
+static const char *op_name(uint32_t op) {
+  switch (op) {
+    case SYMM_OP_BARRIER: return "barrier";
+    case SYMM_OP_RENDEZVOUS: return "rendezvous";
+    case SYMM_OP_STATUS: return "status";
+    default: return "collective";
+  }
+}
+
+symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,
+                                     size_t len, void *recv) {
+  size_t unit = sizeof(uint32_t) * 2 + len;
+  uint8_t *mine = malloc(unit), *all = malloc(unit * (size_t)comm->size);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!mine || !all) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", op_name(op));
+    goto out;
+  }
+  uint32_t hdr[2] = {op, (uint32_t)len};
+  memcpy(mine, hdr, sizeof hdr);
+  if (len) memcpy(mine + sizeof hdr, send, len);
+  res = comm->bootstrap->ops->allgather(comm->bootstrap, mine, unit, all);
+  if (res == SYMM_ERR_MISMATCH) {
+    symm_error_context("%s", op_name(op));
+    goto out;
+  }
+  if (res != SYMM_SUCCESS) goto out;
+  for (int r = 0; r < comm->size; r++) {
+    uint32_t other[2];
+    memcpy(other, all + (size_t)r * unit, sizeof other);
+    if (other[0] != op || other[1] != len) {
+      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank %d called %s",
+                       r, op_name(other[0]), comm->rank, op_name(op));
+      goto out;
+    }
+    if (recv && len) memcpy((uint8_t *)recv + (size_t)r * len, all + (size_t)r * unit + sizeof hdr, len);
+  }
+out:
+  free(mine);
+  free(all);
+  return res;
+}
+
+symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what) {
+  int32_t *codes = calloc((size_t)comm->size, sizeof *codes);
+  if (!codes) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", what);
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  int32_t code = (int32_t)mine;
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_OP_STATUS, &code, sizeof code, codes);
+  if (res == SYMM_SUCCESS) {
+    if (mine != SYMM_SUCCESS) {
+      res = symm_error(mine, "%s", saved);
+    } else {
+      for (int r = 0; r < comm->size; r++)
+        if (codes[r] != SYMM_SUCCESS) {
+          res = symm_error((symm_result_t)codes[r], "%s failed on rank %d (%s)", what, r,
+                           symm_strerror((symm_result_t)codes[r]));
+          break;
+        }
+    }
+  }
+  free(codes);
+  return res;
+}
+
+/* ------------------------------------------------------------------ init */
+
+symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
+  if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
+  *out = NULL;
+  resolved_config_t rc;
+  memset(&rc, 0, sizeof rc);
+  SYMM_CHECK(resolve_config(config, &rc));
+
+  symm_comm_t *comm = calloc(1, sizeof *comm);
+  if (!comm) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
+  pthread_mutex_init(&comm->lock, NULL);
+  comm->rank = rc.cfg.rank;
+  comm->size = rc.cfg.world_size;
+  comm->local_rank = rc.cfg.local_rank;
+  comm->local_size = rc.cfg.local_size;
+  comm->timeout_ms = rc.cfg.timeout_ms;
+  comm->index = atomic_fetch_add(&comm_counter, 1);
+  comm->backend = SYMM_BACKEND_AUTO;
+  int64_t pool = symm_setting_int("SYMM_POOL_BYTES");
+  comm->pool_limit = pool > 0 ? (size_t)pool : 0;
+  snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
+
+  symm_result_t res;
+  SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
+  SYMM_CHECK_GOTO(symm_bootstrap_store_init(comm->store, comm->prefix, comm->rank, comm->size,
+                                            comm->timeout_ms, &comm->bootstrap),
+                  res, fail);
+  SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
+  comm->ops = symm_backend_find(comm->backend);
+  if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->alloc || !comm->ops->free ||
+      !comm->ops->map_peer || !comm->ops->unmap_peer || !comm->ops->granularity) {
+    res = symm_error(SYMM_ERR_INTERNAL, "backend %s lacks required operations", comm->ops->name);
+    goto fail;
+  }
+  comm->device = rc.cfg.device >= 0 ? rc.cfg.device : comm->local_rank;
+  if (comm->backend == SYMM_BACKEND_HOST) comm->device = -1;
+  symm_log_set_device(comm->device);
+
+  res = comm->ops->init(comm);
+  bool inited = res == SYMM_SUCCESS;
+  res = symm_comm_agree(comm, res, "backend init");
+  if (res != SYMM_SUCCESS) {
+    if (inited) comm->ops->fini(comm);
+    goto fail;
+  }
+  if (comm->ops->startup) {
+    res = symm_comm_agree(comm, comm->ops->startup(comm), "backend startup");
+    if (res != SYMM_SUCCESS) {
+      comm->ops->fini(comm);
+      goto fail;
+    }
+  }
+  SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
+            comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
+            comm->device, comm->job_id);
+  *out = comm;
+  return SYMM_SUCCESS;
+fail:
+  comm->ops = NULL;
+  symm_comm_destroy(comm);
+  return res;
+}
+
+void symm_comm_destroy(symm_comm_t *comm) {
+  if (!comm) return;
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  if (comm->ops) {
+    symm_comm_release_tensors(comm);
+    if (comm->ops->fini) comm->ops->fini(comm);
+  }
+  if (comm->bootstrap) comm->bootstrap->ops->fini(comm->bootstrap);
+  symm_store_close(comm->store);
+  if (comm->server) {
+    /* Peers may still be finishing a collective whose answer they have not
+     * read; stopping the store under them would turn success into
+     * PEER_LOST.  Wait (bounded) until they have all closed. */
+    int wait_ms = comm->timeout_ms < 10000 ? comm->timeout_ms : 10000;
+    if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
+      SYMM_INFO(INIT, "store stopped with ranks still connected");
+    symm_store_server_stop(comm->server);
+  }
+  pthread_mutex_destroy(&comm->lock);
+  free(comm);
+  /* Destroy must not clobber the error of the call that failed. */
+  symm_error_restore(saved);
+}
+
+/* ------------------------------------------------------------- accessors */
+
+int symm_comm_rank(const symm_comm_t *c) { return c ? c->rank : -1; }
+int symm_comm_size(const symm_comm_t *c) { return c ? c->size : -1; }
+int symm_comm_local_rank(const symm_comm_t *c) { return c ? c->local_rank : -1; }
+int symm_comm_local_size(const symm_comm_t *c) { return c ? c->local_size : -1; }
+int symm_comm_device(const symm_comm_t *c) { return c ? c->device : -1; }
+symm_backend_t symm_comm_backend(const symm_comm_t *c) { return c ? c->backend : SYMM_BACKEND_AUTO; }
+int symm_comm_timeout_ms(const symm_comm_t *c) { return c ? c->timeout_ms : -1; }
+symm_store_t *symm_comm_store(symm_comm_t *c) { return c ? c->store : NULL; }
+
+/* A user-visible barrier is an agreed all-gather with its own tag, so that a
+ * rank in a barrier and a rank in another collective see a mismatch. */
+symm_result_t symm_comm_barrier(symm_comm_t *comm) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_barrier: comm is NULL");
+  return symm_comm_allgather_op(comm, SYMM_OP_BARRIER, NULL, 0, NULL);
+}
+
+symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {
+  if (!comm || !handle)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_native_handle: NULL argument");
+  if (comm->ops->version >= 1 && comm->ops->native_handle)
+    return comm->ops->native_handle(comm, handle);
+  return symm_error(SYMM_ERR_UNSUPPORTED,
+                    "backend %s has no native communicator handle (the nccl backend exposes "
+                    "its ncclComm_t)", comm->ops->name);
+}

@@ -1,0 +1,65 @@
+/*
+ * File-descriptor exchange between the ranks of one host (SCM_RIGHTS over
+ * abstract-namespace Unix sockets), used by the host backend (memfd) and the
+ * native backend (CUDA VMM POSIX-fd handles).
+ *
+ * Each rank runs a small server thread listening on the abstract socket
+ * "\0symmem-<job_id>-<comm index>-<rank>".  A rank publishes the fds of its
+ * allocations under their symm_mem_t id; peers fetch them by (rank, id) at
+ * any time, without the owner taking part, so rendezvous needs no pairwise
+ * ordering.  Connections from a process with another uid (SO_PEERCRED) are
+ * refused and logged.  Requests are length-checked; a malformed one closes
+ * that connection only.
+ */
+#ifndef SYMM_FD_EXCHANGE_H
+#define SYMM_FD_EXCHANGE_H
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "internal.h"
+
+typedef struct symm_fdx symm_fdx_t;
+
+/* Wire format, exposed for the protocol tests.  One SOCK_SEQPACKET message
+ * each way, host byte order (both ends are on one host).  A reply with status
+ * SYMM_FDX_OK carries exactly one fd (SCM_RIGHTS); other replies carry none.
+ * A connection from another uid gets one SYMM_FDX_REFUSED reply (id 0) and is
+ * closed without its requests being read. */
+#define SYMM_FDX_MAGIC 0x73464458u /* "XDFs" in memory order */
+enum { SYMM_FDX_OP_FETCH = 1 };
+enum { SYMM_FDX_OK = 0, SYMM_FDX_NOT_FOUND = 1, SYMM_FDX_REFUSED = 2 };
+typedef struct symm_fdx_request {
+  uint32_t magic;
+  uint32_t op;
+  uint64_t id;
+} symm_fdx_request_t;
+typedef struct symm_fdx_reply {
+  uint32_t magic;
+  uint32_t status;
+  uint64_t id; /* echoes the request's id */
+} symm_fdx_reply_t;
+
+/* Fills *addr with the abstract address of (job_id, index, rank)'s server and
+ * returns its length, or 0 if the name does not fit. */
+socklen_t symm_fdx_address(const char *job_id, int index, int rank,
+                           struct sockaddr_un *addr);
+
+/* Starts the server for comm's (job_id, index, rank).  SYMM_ERR_SYSTEM if the
+ * socket name is taken or cannot be bound. */
+symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **fdx);
+/* Stops the server thread, closes every published fd and connection. */
+void symm_fdx_stop(symm_fdx_t *fdx);
+/* Publishes fd (dup'ed; the caller keeps its own) under id. */
+symm_result_t symm_fdx_publish(symm_fdx_t *fdx, uint64_t id, int fd);
+/* Withdraws id (closes the dup).  Unknown ids are ignored. */
+void symm_fdx_unpublish(symm_fdx_t *fdx, uint64_t id);
+/* Fetches the fd that rank `peer` published under id; *fd is a new fd the
+ * caller owns.  SYMM_ERR_NOT_FOUND (peer has no such id), SYMM_ERR_PEER_LOST
+ * (peer's server gone), SYMM_ERR_PERMISSION (refused), SYMM_ERR_TIMEOUT.
+ * Thread-safe. */
+symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd);
+/* Number of fds currently published (for leak tests). */
+size_t symm_fdx_published(const symm_fdx_t *fdx);
+
+#endif

@@ -1,0 +1,105 @@
+/* Logging: SYMM_DEBUG level, SYMM_DEBUG_SUBSYS mask, SYMM_DEBUG_FILE target.
+ * Lines look like "host:pid:tid [dev] symm WARN message". */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_level_value = SYMM_LOG_WARN;
+static unsigned log_mask = SYMM_SUBSYS_ALL;
+static FILE *log_file;
+static char log_host[64];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_device = -1;
+
+static const struct {
+  const char *name;
+  unsigned bit;
+} subsys_names[] = {
+    {"INIT", SYMM_SUBSYS_INIT},       {"BOOTSTRAP", SYMM_SUBSYS_BOOTSTRAP},
+    {"STORE", SYMM_SUBSYS_STORE},     {"ALLOC", SYMM_SUBSYS_ALLOC},
+    {"BACKEND", SYMM_SUBSYS_BACKEND}, {"COLL", SYMM_SUBSYS_COLL},
+    {"ALL", SYMM_SUBSYS_ALL},
+};
+
+static unsigned parse_mask(const char *text) {
+  bool invert = text[0] == '^';
+  if (invert) text++;
+  unsigned mask = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", text);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+    for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
+      if (strcasecmp(tok, subsys_names[i].name) == 0) mask |= subsys_names[i].bit;
+  return invert ? ~mask : mask;
+}
+
+/* Expands %h (hostname) and %p (pid) in the SYMM_DEBUG_FILE pattern. */
+static void open_log_file(const char *pattern) {
+  char path[1024];
+  size_t n = 0;
+  for (const char *p = pattern; *p && n + 64 < sizeof path; p++) {
+    if (p[0] == '%' && p[1] == 'h') {
+      n += (size_t)snprintf(path + n, sizeof path - n, "%s", log_host);
+      p++;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
+      p++;
+    } else {
+      path[n++] = *p;
+    }
+  }
+  path[n] = 0;
+  log_file = fopen(path, "a");
+}
+
+static void log_init(void) {
+  gethostname(log_host, sizeof log_host - 1);
+  const char *lvl = getenv("SYMM_DEBUG");
+  if (lvl && *lvl) {
+    if (strcasecmp(lvl, "NONE") == 0) log_level_value = SYMM_LOG_NONE;
+    else if (strcasecmp(lvl, "INFO") == 0) log_level_value = SYMM_LOG_INFO;
+    else if (strcasecmp(lvl, "TRACE") == 0) log_level_value = SYMM_LOG_TRACE;
+    else log_level_value = SYMM_LOG_WARN;
+  }
+  const char *sub = getenv("SYMM_DEBUG_SUBSYS");
+  if (sub && *sub) log_mask = parse_mask(sub);
+  const char *file = getenv("SYMM_DEBUG_FILE");
+  if (file && *file) open_log_file(file);
+}
+
+int symm_log_level(void) {
+  pthread_once(&log_once, log_init);
+  return log_level_value;
+}
+
+void symm_log_set_device(int device) { log_device = device; }
+
+void symm_log(int level, unsigned subsys, const char *file, int line,
+              const char *fmt, ...) {
+  pthread_once(&log_once, log_init);
+  if (level > log_level_value || !(subsys & log_mask)) return;
+  static const char *names[] = {"NONE", "WARN", "INFO", "TRACE"};
+  char msg[1280];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  char dev[16] = "";
+  if (log_device >= 0) snprintf(dev, sizeof dev, " [%d]", log_device);
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  pthread_mutex_lock(&log_lock);
+  FILE *out = log_file ? log_file : stderr;
+  fprintf(out, "%s:%d:%ld%s symm %s %s:%d %s\n", log_host, (int)getpid(),
+          (long)syscall(SYS_gettid), dev, names[level], base, line, msg);
+  fflush(out);
+  pthread_mutex_unlock(&log_lock);
+}

@@ -1,0 +1,1 @@
+TEST_ENTRY(errors_strerror, 10)

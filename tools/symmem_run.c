@@ -1,0 +1,830 @@
+/*
+ * symmem-run: starts a job's key-value store and N ranks of a program on
+ * this host.
+ *
+ *   symmem-run -n N [-p] [--bind ADDR] [--port P] [--timeout S] [--] PROG ARGS
+ *
+ * The store runs in this process (a thread of symm_store_server_*), so the
+ * ranks are started with SYMM_STORE_EXTERNAL=1 and rank 0 does not serve one.
+ * The launcher owns the job's lifetime: when a rank fails it tells the store
+ * (so peers blocked on that rank fail fast with SYMM_ERR_PEER_LOST instead of
+ * waiting out their timeout), stops the other ranks, and leaves no process of
+ * the job behind.
+ *
+ * Process model:
+ *  - each rank is the leader of its own process group, so signalling the
+ *    group reaches whatever the rank started (shell pipelines, helpers);
+ *  - ranks die with the launcher (PR_SET_PDEATHSIG), and the launcher is a
+ *    child subreaper, so a rank's orphaned children are re-parented here and
+ *    reaped rather than left as zombies;
+ *  - the main loop is single-threaded: signals and SIGCHLD are turned into
+ *    bytes on a self-pipe and handled next to the ranks' output pipes in one
+ *    poll().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+
+extern char **environ;
+
+#define RUN_MAX_RANKS 4096
+/* Between SIGTERM and SIGKILL when the launcher stops the job itself. */
+#define RUN_KILL_GRACE_MS 2000
+/* After the last rank exited, how long output still held open by escaped
+ * descendants is waited for before the pipes are closed. */
+#define RUN_DRAIN_MS 1000
+/* A line longer than this is written out in pieces (prefix on the first). */
+#define RUN_LINE_MAX (64u * 1024u)
+#define RUN_EXIT_USAGE 2
+#define RUN_EXIT_TIMEOUT 124
+
+typedef struct run_options {
+  int np;
+  bool prefix;
+  const char *bind;
+  int port;
+  double timeout_s; /* 0: none */
+  char **argv;      /* the program and its arguments */
+} run_options_t;
+
+/* One of a rank's output pipes in --prefix mode, and its unfinished line. */
+typedef struct out_stream {
+  int fd;         /* read end; -1 once closed */
+  int dest;       /* 1 or 2 */
+  char *buf;
+  size_t len, cap;
+  bool mid_line;  /* part of the current line was already written */
+} out_stream_t;
+
+typedef struct rank_proc {
+  pid_t pid;          /* 0: never started */
+  bool running;
+  bool group_gone;    /* its process group is known to be empty */
+  out_stream_t out[2];
+} rank_proc_t;
+
+typedef struct job {
+  run_options_t opt;
+  rank_proc_t *ranks;
+  int started, running;
+  symm_store_server_t *server;
+  char token[33];
+  char job_id[48];
+  char store_addr[320];
+  bool stdin_is_tty;
+  int exit_code;       /* decided by the first cause; -1 while undecided */
+  bool stopping;       /* SIGTERM sent by the launcher, SIGKILL due at kill_at */
+  bool killed;
+  uint64_t kill_at, deadline, drain_until;
+  int signals_seen;    /* forwarded INT/TERM/HUP */
+  char *scratch;       /* one prefixed line, written with one write() */
+} job_t;
+
+static int sig_pipe[2] = {-1, -1};
+/* Lets the spawn loop notice Ctrl-C before the main loop runs. */
+static volatile sig_atomic_t stop_requested;
+
+/* ------------------------------------------------------------- utilities */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *signal_abbrev(int sig) {
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  case SIGKILL: return "SIGKILL";
+  default: return "signal";
+  }
+}
+
+/* Writes everything, waiting out a non-blocking destination; drops the
+ * data if the destination is gone (EPIPE), since the ranks should not die
+ * because nobody reads the launcher's output any more. */
+static void write_all(int fd, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, data, len);
+    if (w > 0) {
+      data += w;
+      len -= (size_t)w;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else if (w < 0 && errno == EAGAIN) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+    } else {
+      return;
+    }
+  }
+}
+
+static void random_hex(char *out, size_t nbytes) {
+  unsigned char raw[32];
+  if (nbytes > sizeof raw) nbytes = sizeof raw;
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t r = getrandom(raw + got, nbytes - got, 0);
+    if (r > 0) got += (size_t)r;
+    else if (r < 0 && errno != EINTR) break;
+  }
+  if (got < nbytes) { /* very old kernel: fall back to the device */
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+      got += fread(raw + got, 1, nbytes - got, f);
+      fclose(f);
+    }
+  }
+  if (got < nbytes) { /* never expected; a weak token beats no job */
+    uint64_t x = now_ms() ^ ((uint64_t)getpid() << 32);
+    for (size_t i = got; i < nbytes; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      raw[i] = (unsigned char)(x >> 56);
+    }
+  }
+  for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+}
+
+/* ----------------------------------------------------------- options */
+
+static void print_usage(FILE *out) {
+  fprintf(out,
+          "usage: symmem-run -n N [options] [--] PROGRAM [ARGS...]\n"
+          "\n"
+          "Starts the job's key-value store and N ranks of PROGRAM on this host.\n"
+          "Each rank gets SYMM_RANK, SYMM_WORLD_SIZE, SYMM_LOCAL_RANK, SYMM_LOCAL_SIZE,\n"
+          "SYMM_STORE_ADDR, SYMM_TOKEN, SYMM_JOB_ID and SYMM_STORE_EXTERNAL=1.\n"
+          "\n"
+          "options:\n"
+          "  -n, --np N          number of ranks, 1..%d (required)\n"
+          "  -p, --prefix        start every output line of rank r with \"[r] \"\n"
+          "      --bind ADDR     address the store listens on (default 127.0.0.1)\n"
+          "      --port P        port of the store (default: any free port)\n"
+          "      --timeout SECS  stop the job after SECS seconds (exit status 124)\n"
+          "  -h, --help          show this help\n"
+          "      --version       show the version\n"
+          "\n"
+          "If a rank exits non-zero or is killed, the other ranks get SIGTERM (SIGKILL\n"
+          "%d s later) and symmem-run exits with that rank's status (128+signal for a\n"
+          "signal).  SIGINT/SIGTERM/SIGHUP are forwarded to the ranks; a second one\n"
+          "kills them.\n",
+          RUN_MAX_RANKS, RUN_KILL_GRACE_MS / 1000);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "symmem-run: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  print_usage(stderr);
+  return RUN_EXIT_USAGE;
+}
+
+static bool parse_int(const char *text, long lo, long hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < lo || v > hi) return false;
+  *out = (int)v;
+  return true;
+}
+
+enum { OPT_BIND = 256, OPT_PORT, OPT_TIMEOUT, OPT_VERSION };
+
+/* Returns -1 to go on, else the exit status (0 for --help/--version). */
+static int parse_options(int argc, char **argv, run_options_t *opt) {
+  static const struct option longopts[] = {
+      {"np", required_argument, NULL, 'n'},
+      {"prefix", no_argument, NULL, 'p'},
+      {"bind", required_argument, NULL, OPT_BIND},
+      {"port", required_argument, NULL, OPT_PORT},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, OPT_VERSION},
+      {NULL, 0, NULL, 0}};
+  *opt = (run_options_t){0, false, "127.0.0.1", 0, 0.0, NULL};
+  opterr = 0; /* our own messages, followed by the usage */
+  int c;
+  /* '+': options end at PROGRAM, so its own options are left alone. */
+  while ((c = getopt_long(argc, argv, "+:n:ph", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      if (!parse_int(optarg, 1, RUN_MAX_RANKS, &opt->np))
+        return usage_error("-n needs a number of ranks from 1 to 4096, not '%s'", optarg);
+      break;
+    case 'p': opt->prefix = true; break;
+    case OPT_BIND:
+      if (!*optarg) return usage_error("--bind needs an address%s", "");
+      opt->bind = optarg;
+      break;
+    case OPT_PORT:
+      if (!parse_int(optarg, 0, 65535, &opt->port))
+        return usage_error("--port needs a port number from 0 to 65535, not '%s'", optarg);
+      break;
+    case OPT_TIMEOUT: {
+      char *end;
+      errno = 0;
+      double t = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !isfinite(t) || t <= 0 || t > 1e9)
+        return usage_error("--timeout needs a positive number of seconds, not '%s'", optarg);
+      opt->timeout_s = t;
+      break;
+    }
+    case 'h': print_usage(stdout); return 0;
+    case OPT_VERSION: {
+      int v = symm_version();
+      printf("symmem-run (symmem) %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
+      return 0;
+    }
+    case ':': return usage_error("option %s needs a value", argv[optind - 1]);
+    default: return usage_error("unknown option %s", argv[optind - 1]);
+    }
+  }
+  if (opt->np == 0) return usage_error("the number of ranks (-n N) is required%s", "");
+  if (optind >= argc) return usage_error("no program to run%s", "");
+  opt->argv = argv + optind;
+  return -1;
+}
+
+/* ------------------------------------------------------------- signals */
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  if (sig != SIGCHLD) stop_requested = 1;
+  ssize_t w = write(sig_pipe[1], &b, 1); /* full pipe: a wake-up is pending */
+  (void)w;
+  errno = saved;
+}
+
+static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+static int install_signal_handlers(void) {
+  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigfillset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+    if (sigaction(caught_signals[i], &sa, NULL) != 0) return -1;
+  /* A closed stdout must not kill the launcher and orphan the job. */
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+/* ------------------------------------------------------- job environment */
+
+static const char *const job_env_names[] = {
+    "SYMM_RANK",      "SYMM_WORLD_SIZE", "SYMM_LOCAL_RANK", "SYMM_LOCAL_SIZE",
+    "SYMM_STORE_ADDR", "SYMM_TOKEN",     "SYMM_JOB_ID",     "SYMM_STORE_EXTERNAL"};
+#define JOB_ENV_COUNT (sizeof job_env_names / sizeof job_env_names[0])
+
+static bool is_job_env(const char *entry) {
+  for (size_t i = 0; i < JOB_ENV_COUNT; i++) {
+    size_t n = strlen(job_env_names[i]);
+    if (strncmp(entry, job_env_names[i], n) == 0 && entry[n] == '=') return true;
+  }
+  return false;
+}
+
+/*
+ * The ranks' environment, built before fork: the child of a multi-threaded
+ * process (the store thread) may only make async-signal-safe calls, so it
+ * cannot setenv().  The first two entries are the per-rank ones
+ * (SYMM_RANK, SYMM_LOCAL_RANK); they point into rank_buf, which spawn_rank
+ * rewrites for each rank.  Everything else is inherited unchanged: in
+ * particular NCCL_NVLS_ENABLE and the other multicast guards.
+ */
+typedef struct rank_env {
+  char **envp;
+  char rank_buf[2][32];
+  char *shared[JOB_ENV_COUNT - 2];
+} rank_env_t;
+
+static int rank_env_init(rank_env_t *env, const job_t *job) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  memset(env, 0, sizeof *env);
+  env->envp = calloc(n + JOB_ENV_COUNT + 1, sizeof *env->envp);
+  if (!env->envp) return -1;
+  const char *values[JOB_ENV_COUNT - 2];
+  char world[16];
+  snprintf(world, sizeof world, "%d", job->opt.np);
+  values[0] = world; /* SYMM_WORLD_SIZE */
+  values[1] = world; /* SYMM_LOCAL_SIZE: every rank is on this host */
+  values[2] = job->store_addr;
+  values[3] = job->token;
+  values[4] = job->job_id;
+  values[5] = "1";
+  size_t k = 0;
+  env->envp[k++] = env->rank_buf[0];
+  env->envp[k++] = env->rank_buf[1];
+  for (size_t i = 0; i < JOB_ENV_COUNT - 2; i++) {
+    const char *name = i < 1 ? job_env_names[1] : job_env_names[i + 2];
+    size_t len = strlen(name) + strlen(values[i]) + 2;
+    env->shared[i] = malloc(len);
+    if (!env->shared[i]) return -1;
+    snprintf(env->shared[i], len, "%s=%s", name, values[i]);
+    env->envp[k++] = env->shared[i];
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!is_job_env(environ[i])) env->envp[k++] = environ[i];
+  env->envp[k] = NULL;
+  return 0;
+}
+
+static void rank_env_set_rank(rank_env_t *env, int rank) {
+  snprintf(env->rank_buf[0], sizeof env->rank_buf[0], "SYMM_RANK=%d", rank);
+  snprintf(env->rank_buf[1], sizeof env->rank_buf[1], "SYMM_LOCAL_RANK=%d", rank);
+}
+
+static void rank_env_free(rank_env_t *env) {
+  for (size_t i = 0; i < JOB_ENV_COUNT - 2; i++) free(env->shared[i]);
+  free(env->envp);
+}
+
+/* ------------------------------------------------------------- spawning */
+
+/* Runs in the forked child: only async-signal-safe calls until exec. */
+static void exec_rank(const job_t *job, int rank, int out_fds[2], int err_report,
+                      char **envp, const sigset_t *mask, pid_t launcher) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+    sigaction(caught_signals[i], &dfl, NULL);
+  sigaction(SIGPIPE, &dfl, NULL);
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127); /* launcher died before prctl */
+  /* A rank in a background process group that reads the terminal would be
+   * stopped by SIGTTIN, so only rank 0 reads stdin, and not from a tty. */
+  if (rank != 0 || job->stdin_is_tty) {
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) dup2(null_fd, 0);
+  }
+  if (out_fds[0] >= 0) dup2(out_fds[0], 1);
+  if (out_fds[1] >= 0) dup2(out_fds[1], 2);
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  execvpe(job->opt.argv[0], job->opt.argv, envp);
+  int err = errno;
+  ssize_t w = write(err_report, &err, sizeof err);
+  (void)w;
+  _exit(127);
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/*
+ * Starts rank `rank`.  Returns 0, or the errno of a failed exec (the child
+ * reports it through a close-on-exec pipe, so the parent knows whether the
+ * program started without waiting for it to exit), or -1 for a failure of
+ * our own (message printed).
+ */
+static int spawn_rank(job_t *job, int rank, rank_env_t *env) {
+  rank_proc_t *rp = &job->ranks[rank];
+  int pipes[2][2] = {{-1, -1}, {-1, -1}}, report[2] = {-1, -1};
+  int child_out[2] = {-1, -1};
+  int result = -1;
+  if (job->opt.prefix)
+    for (int i = 0; i < 2; i++) {
+      if (pipe2(pipes[i], O_CLOEXEC) != 0) goto fail_errno;
+      child_out[i] = pipes[i][1];
+    }
+  if (pipe2(report, O_CLOEXEC) != 0) goto fail_errno;
+  rank_env_set_rank(env, rank);
+
+  /* Signals stay blocked across fork so that the child cannot run the
+   * launcher's handler (and write to its self-pipe) before resetting it. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t launcher = getpid();
+  pid_t pid = fork();
+  if (pid == 0) exec_rank(job, rank, child_out, report[1], env->envp, &old, launcher);
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) {
+    errno = fork_errno;
+    goto fail_errno;
+  }
+  setpgid(pid, pid); /* also in the child: whichever runs first wins */
+  rp->pid = pid;
+  rp->running = true;
+  job->started++;
+  job->running++;
+  close_fd(&report[1]);
+  for (int i = 0; i < 2; i++) {
+    close_fd(&pipes[i][1]);
+    rp->out[i].fd = pipes[i][0];
+    rp->out[i].dest = i + 1;
+    pipes[i][0] = -1;
+    if (rp->out[i].fd >= 0) fcntl(rp->out[i].fd, F_SETFL, O_NONBLOCK);
+  }
+  int exec_errno = 0;
+  ssize_t r;
+  while ((r = read(report[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  result = r == (ssize_t)sizeof exec_errno ? exec_errno : 0;
+  goto done;
+
+fail_errno:
+  fprintf(stderr, "symmem-run: cannot start rank %d: %s\n", rank, strerror(errno));
+  result = -1;
+done:
+  for (int i = 0; i < 2; i++) {
+    close_fd(&pipes[i][0]);
+    close_fd(&pipes[i][1]);
+  }
+  close_fd(&report[0]);
+  close_fd(&report[1]);
+  return result;
+}
+
+/* ----------------------------------------------------------- stopping */
+
+static void record_exit(job_t *job, int code) {
+  if (job->exit_code < 0) job->exit_code = code;
+}
+
+/* Signals rank `rank`'s process group: the rank and what it started.  A
+ * rank that already exited is signalled only while its group is known to
+ * have members, so that a recycled pid is never hit. */
+static void signal_rank(job_t *job, int rank, int sig) {
+  rank_proc_t *rp = &job->ranks[rank];
+  if (rp->pid <= 0 || rp->group_gone) return;
+  if (kill(-rp->pid, sig) == 0) return;
+  if (rp->running) kill(rp->pid, sig); /* it left its group (setsid ...) */
+  else rp->group_gone = true;
+}
+
+static void signal_all(job_t *job, int sig) {
+  for (int r = 0; r < job->started; r++) signal_rank(job, r, sig);
+}
+
+/* SIGTERM now, SIGKILL after the grace period.  Idempotent. */
+static void begin_stop(job_t *job) {
+  if (job->stopping) return;
+  job->stopping = true;
+  job->kill_at = now_ms() + RUN_KILL_GRACE_MS;
+  signal_all(job, SIGTERM);
+}
+
+static void kill_all(job_t *job) {
+  job->killed = true;
+  signal_all(job, SIGKILL);
+}
+
+static void on_forwarded_signal(job_t *job, int sig) {
+  if (++job->signals_seen == 1) {
+    fprintf(stderr,
+            "symmem-run: got %s; forwarding it to the ranks (send it again to kill them)\n",
+            signal_abbrev(sig));
+    record_exit(job, 128 + sig);
+    signal_all(job, sig);
+  } else if (!job->killed) {
+    fprintf(stderr, "symmem-run: got %s again; killing the ranks\n", signal_abbrev(sig));
+    kill_all(job);
+  }
+}
+
+/* ---------------------------------------------------------- rank output */
+
+static void emit(job_t *job, out_stream_t *s, int rank, const char *data, size_t len,
+                 bool end_line) {
+  size_t n = 0;
+  if (!s->mid_line) n = (size_t)snprintf(job->scratch, 32, "[%d] ", rank);
+  memcpy(job->scratch + n, data, len);
+  n += len;
+  if (end_line) job->scratch[n++] = '\n';
+  write_all(s->dest, job->scratch, n);
+  s->mid_line = !end_line;
+}
+
+/* Writes every complete line in the buffer, each in one write() so that
+ * lines of different ranks never interleave; keeps the unfinished rest. */
+static void flush_lines(job_t *job, out_stream_t *s, int rank, bool at_eof) {
+  size_t start = 0;
+  for (;;) {
+    char *nl = memchr(s->buf + start, '\n', s->len - start);
+    if (!nl) break;
+    size_t line = (size_t)(nl - (s->buf + start));
+    emit(job, s, rank, s->buf + start, line, true);
+    start += line + 1;
+  }
+  if (start < s->len && (at_eof || s->len - start >= RUN_LINE_MAX)) {
+    emit(job, s, rank, s->buf + start, s->len - start, at_eof);
+    start = s->len;
+  } else if (at_eof && s->mid_line) {
+    emit(job, s, rank, "", 0, true);
+  }
+  memmove(s->buf, s->buf + start, s->len - start);
+  s->len -= start;
+}
+
+static void close_stream(job_t *job, out_stream_t *s, int rank) {
+  if (s->fd < 0) return;
+  flush_lines(job, s, rank, true);
+  close_fd(&s->fd);
+  free(s->buf);
+  s->buf = NULL;
+  s->len = s->cap = 0;
+}
+
+/* Reads what is available now; closes the stream at end of file. */
+static void pump_stream(job_t *job, out_stream_t *s, int rank) {
+  while (s->fd >= 0) {
+    if (s->cap - s->len < 512 && s->cap < RUN_LINE_MAX) {
+      size_t cap = s->cap ? s->cap * 2 : 4096;
+      if (cap > RUN_LINE_MAX) cap = RUN_LINE_MAX;
+      char *buf = realloc(s->buf, cap);
+      if (!buf) { /* keep going with what we have */
+        flush_lines(job, s, rank, true);
+        if (!s->cap) return;
+      } else {
+        s->buf = buf;
+        s->cap = cap;
+      }
+    }
+    ssize_t r = read(s->fd, s->buf + s->len, s->cap - s->len);
+    if (r > 0) {
+      s->len += (size_t)r;
+      flush_lines(job, s, rank, false);
+    } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+      close_stream(job, s, rank);
+    } else if (errno == EAGAIN) {
+      return;
+    }
+  }
+}
+
+/* --------------------------------------------------------------- reaping */
+
+static void describe_status(int status, char *buf, size_t len) {
+  if (WIFEXITED(status))
+    snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    snprintf(buf, len, "was killed by signal %d (%s)%s", WTERMSIG(status),
+             strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+  else
+    snprintf(buf, len, "ended with wait status 0x%x", (unsigned)status);
+}
+
+static void on_rank_exit(job_t *job, int rank, int status) {
+  rank_proc_t *rp = &job->ranks[rank];
+  rp->running = false;
+  job->running--;
+  /* Show what the rank wrote before it went, ahead of our verdict. */
+  for (int i = 0; i < 2; i++) pump_stream(job, &rp->out[i], rank);
+  if (kill(-rp->pid, 0) != 0 && errno == ESRCH) rp->group_gone = true;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+
+  symm_store_server_mark_lost(job->server, rank);
+  if (job->exit_code < 0) {
+    char what[128];
+    describe_status(status, what, sizeof what);
+    fprintf(stderr, "symmem-run: rank %d (pid %d) %s%s\n", rank, (int)rp->pid, what,
+            job->running > 0 ? "; stopping the other ranks" : "");
+    record_exit(job, WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  }
+  begin_stop(job);
+}
+
+/* An orphan of some rank, re-parented to us, has ended: groups that are now
+ * empty must not be signalled any more (their ids may be reused). */
+static void recheck_groups(job_t *job) {
+  for (int r = 0; r < job->started; r++) {
+    rank_proc_t *rp = &job->ranks[r];
+    if (!rp->running && !rp->group_gone && kill(-rp->pid, 0) != 0 && errno == ESRCH)
+      rp->group_gone = true;
+  }
+}
+
+static void reap_children(job_t *job) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    int rank = -1;
+    for (int r = 0; r < job->started; r++)
+      if (job->ranks[r].pid == pid && job->ranks[r].running) rank = r;
+    if (rank >= 0) on_rank_exit(job, rank, status);
+    else recheck_groups(job);
+  }
+}
+
+/* ----------------------------------------------------------- main loop */
+
+static void handle_signal_bytes(job_t *job) {
+  unsigned char bytes[64];
+  ssize_t n;
+  while ((n = read(sig_pipe[0], bytes, sizeof bytes)) > 0)
+    for (ssize_t i = 0; i < n; i++)
+      if (bytes[i] != SIGCHLD) on_forwarded_signal(job, bytes[i]);
+  reap_children(job); /* SIGCHLD, or a wake-up for one */
+}
+
+static void check_deadlines(job_t *job, uint64_t now) {
+  if (job->deadline && now >= job->deadline && job->running > 0) {
+    job->deadline = 0;
+    fprintf(stderr, "symmem-run: timeout of %g s reached; stopping the ranks\n",
+            job->opt.timeout_s);
+    record_exit(job, RUN_EXIT_TIMEOUT);
+    begin_stop(job);
+  }
+  if (job->stopping && !job->killed && now >= job->kill_at) {
+    if (job->running > 0)
+      fprintf(stderr, "symmem-run: %d rank(s) still running %d s after SIGTERM; killing them\n",
+              job->running, RUN_KILL_GRACE_MS / 1000);
+    kill_all(job);
+  }
+}
+
+static int poll_timeout(const job_t *job, uint64_t now) {
+  uint64_t next = UINT64_MAX;
+  if (job->deadline && job->running > 0) next = job->deadline;
+  if (job->stopping && !job->killed && job->kill_at < next) next = job->kill_at;
+  if (job->running == 0 && job->drain_until < next) next = job->drain_until;
+  if (next == UINT64_MAX) return -1;
+  return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}
+
+static void run_loop(job_t *job) {
+  size_t max_fds = 1 + 2 * (size_t)job->started;
+  struct pollfd *pfds = calloc(max_fds, sizeof *pfds);
+  int *owner = calloc(max_fds, sizeof *owner); /* rank * 2 + stream */
+  if (!pfds || !owner) { /* no output relaying possible; still reap */
+    fprintf(stderr, "symmem-run: out of memory; killing the ranks\n");
+    kill_all(job);
+  }
+  bool finished_ranks = false;
+  for (;;) {
+    uint64_t now = now_ms();
+    check_deadlines(job, now);
+    if (job->running == 0 && !finished_ranks) {
+      finished_ranks = true;
+      /* The job is over: whatever its ranks left behind goes too. */
+      signal_all(job, SIGKILL);
+      job->drain_until = now + RUN_DRAIN_MS;
+    }
+    size_t n = 0;
+    if (pfds) {
+      pfds[n++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+      for (int r = 0; r < job->started; r++)
+        for (int i = 0; i < 2; i++)
+          if (job->ranks[r].out[i].fd >= 0) {
+            owner[n] = r * 2 + i;
+            pfds[n++] = (struct pollfd){job->ranks[r].out[i].fd, POLLIN, 0};
+          }
+    }
+    if (finished_ranks && (n <= 1 || now >= job->drain_until)) break;
+    if (!pfds) {
+      reap_children(job);
+      usleep(10000);
+      continue;
+    }
+    int ready = poll(pfds, n, poll_timeout(job, now));
+    if (ready < 0 && errno != EINTR) {
+      fprintf(stderr, "symmem-run: poll: %s\n", strerror(errno));
+      usleep(10000);
+    }
+    for (size_t i = 1; ready > 0 && i < n; i++)
+      if (pfds[i].revents) {
+        int r = owner[i] / 2;
+        pump_stream(job, &job->ranks[r].out[owner[i] % 2], r);
+      }
+    handle_signal_bytes(job);
+  }
+  /* Output still held open by an escaped descendant is cut off here. */
+  for (int r = 0; r < job->started; r++)
+    for (int i = 0; i < 2; i++) close_stream(job, &job->ranks[r].out[i], r);
+  reap_children(job);
+  free(pfds);
+  free(owner);
+}
+
+/* --------------------------------------------------------------- setup */
+
+/* The address ranks connect to: loopback unless the store was bound to
+ * one specific address. */
+static void make_store_addr(job_t *job) {
+  const char *bind = job->opt.bind;
+  int port = symm_store_server_port(job->server);
+  const char *host = bind;
+  if (!strcmp(bind, "0.0.0.0") || !strcmp(bind, "*")) host = "127.0.0.1";
+  else if (!strcmp(bind, "::") || !strcmp(bind, "[::]")) host = "[::1]";
+  if (strchr(host, ':') && host[0] != '[')
+    snprintf(job->store_addr, sizeof job->store_addr, "[%s]:%d", host, port);
+  else
+    snprintf(job->store_addr, sizeof job->store_addr, "%s:%d", host, port);
+}
+
+/* -p needs two descriptors per rank; the default soft limit (1024) would
+ * cap a job at about 500 ranks. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+static void report_exec_failure(const job_t *job, int err) {
+  fprintf(stderr, "symmem-run: cannot execute '%s': %s\n", job->opt.argv[0], strerror(err));
+}
+
+static int start_ranks(job_t *job) {
+  rank_env_t env;
+  if (rank_env_init(&env, job) != 0) {
+    rank_env_free(&env);
+    fprintf(stderr, "symmem-run: out of memory\n");
+    return -1;
+  }
+  for (int r = 0; r < job->opt.np && !stop_requested; r++) {
+    int err = spawn_rank(job, r, &env);
+    if (err == 0) continue;
+    if (err > 0) {
+      report_exec_failure(job, err);
+      record_exit(job, err == ENOENT ? 127 : 126);
+    } else {
+      record_exit(job, 1);
+    }
+    break;
+  }
+  rank_env_free(&env);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  job_t job;
+  memset(&job, 0, sizeof job);
+  job.exit_code = -1;
+  int rc = parse_options(argc, argv, &job.opt);
+  if (rc >= 0) return rc;
+
+  raise_fd_limit();
+  job.stdin_is_tty = isatty(0);
+  job.ranks = calloc((size_t)job.opt.np, sizeof *job.ranks);
+  job.scratch = malloc(RUN_LINE_MAX + 64);
+  if (!job.ranks || !job.scratch) {
+    fprintf(stderr, "symmem-run: out of memory\n");
+    rc = 1;
+    goto out;
+  }
+  for (int r = 0; r < job.opt.np; r++) job.ranks[r].out[0].fd = job.ranks[r].out[1].fd = -1;
+  if (install_signal_handlers() != 0) {
+    fprintf(stderr, "symmem-run: cannot set up signal handling: %s\n", strerror(errno));
+    rc = 1;
+    goto out;
+  }
+  /* Orphans of the ranks come to us, so that they are reaped and their
+   * process groups can be tracked. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  random_hex(job.token, 16);
+  char tag[9];
+  random_hex(tag, 4);
+  snprintf(job.job_id, sizeof job.job_id, "r%d-%s", (int)getpid(), tag);
+  symm_result_t res = symm_store_server_start(job.opt.bind, job.opt.port, job.token, &job.server);
+  if (res != SYMM_SUCCESS) {
+    fprintf(stderr, "symmem-run: cannot start the store on %s port %d: %s\n", job.opt.bind,
+            job.opt.port, *symm_last_error() ? symm_last_error() : symm_strerror(res));
+    rc = 1;
+    goto out;
+  }
+  make_store_addr(&job);
+  if (job.opt.timeout_s > 0) job.deadline = now_ms() + (uint64_t)llround(job.opt.timeout_s * 1000);
+
+  if (start_ranks(&job) != 0) record_exit(&job, 1);
+  /* A job with missing ranks cannot make progress: stop the ones started. */
+  if (job.started < job.opt.np) begin_stop(&job);
+  run_loop(&job);
+  rc = job.exit_code < 0 ? 0 : job.exit_code;
+
+out:
+  symm_store_server_stop(job.server);
+  free(job.ranks);
+  free(job.scratch);
+  return rc;
+}
