@@ -5,3 +5,4 @@
 #include "list-store.h"
 #include "list-launcher.h"
 #include "list-fdx.h"
+#include "list-ranks.h"

@@ -133,6 +133,7 @@ static const symm_bootstrap_ops_t store_bootstrap_ops = {
     .broadcast = store_broadcast,
     .barrier = store_barrier,
     .fini = store_fini,
+    .allgatherv = store_gather,
 };
 
 symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix, int rank,

@@ -273,34 +273,38 @@ static const char *op_name(uint32_t op) {
 symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,
                                      size_t len, void *recv) {
   size_t unit = sizeof(uint32_t) * 2 + len;
-  uint8_t *mine = malloc(unit), *all = malloc(unit * (size_t)comm->size);
+  uint8_t *mine = malloc(unit);
+  void **values = calloc((size_t)comm->size, sizeof *values);
+  size_t *lens = calloc((size_t)comm->size, sizeof *lens);
   symm_result_t res = SYMM_SUCCESS;
-  if (!mine || !all) {
+  if (!mine || !values || !lens) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", op_name(op));
     goto out;
   }
   uint32_t hdr[2] = {op, (uint32_t)len};
   memcpy(mine, hdr, sizeof hdr);
   if (len) memcpy(mine + sizeof hdr, send, len);
-  res = comm->bootstrap->ops->allgather(comm->bootstrap, mine, unit, all);
-  if (res == SYMM_ERR_MISMATCH) {
+  res = comm->bootstrap->ops->allgatherv(comm->bootstrap, mine, unit, values, lens);
+  if (res != SYMM_SUCCESS) {
     symm_error_context("%s", op_name(op));
     goto out;
   }
-  if (res != SYMM_SUCCESS) goto out;
+  /* Every rank sees the same contributions, so all reach the same verdict. */
   for (int r = 0; r < comm->size; r++) {
-    uint32_t other[2];
-    memcpy(other, all + (size_t)r * unit, sizeof other);
-    if (other[0] != op || other[1] != len) {
-      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank %d called %s",
-                       r, op_name(other[0]), comm->rank, op_name(op));
+    uint32_t other[2] = {0, 0};
+    if (lens[r] >= sizeof other) memcpy(other, values[r], sizeof other);
+    if (lens[r] < sizeof other || other[0] != op || other[1] != len || lens[r] != unit) {
+      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank %d called %s", r,
+                       op_name(other[0]), comm->rank, op_name(op));
       goto out;
     }
-    if (recv && len) memcpy((uint8_t *)recv + (size_t)r * len, all + (size_t)r * unit + sizeof hdr, len);
+    if (recv && len) memcpy((uint8_t *)recv + (size_t)r * len, (uint8_t *)values[r] + sizeof hdr, len);
   }
 out:
+  for (int r = 0; values && r < comm->size; r++) free(values[r]);
+  free(values);
+  free(lens);
   free(mine);
-  free(all);
   return res;
 }
 

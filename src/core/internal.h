@@ -117,6 +117,10 @@ typedef struct symm_bootstrap_ops {
   symm_result_t (*broadcast)(symm_bootstrap_t *bs, void *buf, size_t len, int root);
   symm_result_t (*barrier)(symm_bootstrap_t *bs);
   void (*fini)(symm_bootstrap_t *bs);
+  /* Gathers contributions of any length: values[r] (malloc'd, caller frees
+   * each) and lens[r] for every rank.  Collective. */
+  symm_result_t (*allgatherv)(symm_bootstrap_t *bs, const void *send, size_t len,
+                              void **values, size_t *lens);
   /* members above: version 1 */
 } symm_bootstrap_ops_t;
 

@@ -1,0 +1,359 @@
+/* Single-process behaviour of the core: names, configuration, bad input,
+ * a one-rank communicator, the registry. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "harness.h"
+
+TEST_IMPL(core_backend_names) {
+  symm_backend_t b;
+  ASSERT_OK(symm_backend_from_name("host", &b));
+  ASSERT_EQ(b, SYMM_BACKEND_HOST);
+  ASSERT_OK(symm_backend_from_name("NVSHMEM", &b));
+  ASSERT_EQ(b, SYMM_BACKEND_NVSHMEM);
+  ASSERT_RES(symm_backend_from_name("bogus", &b), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "bogus");
+  const char *names[] = {"auto", "host", "native", "cuda", "nccl", "nvshmem"};
+  for (int i = 0; i < 6; i++) {
+    ASSERT_STR_CONTAINS(symm_last_error(), names[i]);
+    ASSERT_STR_CONTAINS(symm_backend_name((symm_backend_t)i), names[i]);
+  }
+  ASSERT_RES(symm_backend_from_name(NULL, &b), SYMM_ERR_INVALID_ARG);
+  ASSERT_PTR_EQ(symm_backend_name((symm_backend_t)42), NULL);
+  char why[256] = "";
+  ASSERT_OK(symm_backend_available(SYMM_BACKEND_HOST, why, sizeof why));
+  return 0;
+}
+
+TEST_IMPL(core_gpu_backends_explain) {
+  /* On a machine without a GPU every GPU backend says why it is unusable. */
+  for (int b = SYMM_BACKEND_NATIVE; b <= SYMM_BACKEND_NVSHMEM; b++) {
+    char why[512] = "";
+    symm_result_t r = symm_backend_available((symm_backend_t)b, why, sizeof why);
+    if (r == SYMM_SUCCESS) continue; /* a GPU machine */
+    ASSERT_EQ(r, SYMM_ERR_UNSUPPORTED);
+    ASSERT_GT(strlen(why), 10);
+    ASSERT_STR_CONTAINS(symm_last_error(), symm_backend_name((symm_backend_t)b));
+  }
+  return 0;
+}
+
+TEST_IMPL(core_dtypes) {
+  ASSERT_EQ(symm_dtype_size(SYMM_DTYPE_BF16), 2);
+  ASSERT_EQ(symm_dtype_size(SYMM_DTYPE_F64), 8);
+  ASSERT_EQ(symm_dtype_size(SYMM_DTYPE_U8), 1);
+  ASSERT_EQ(symm_dtype_size((symm_dtype_t)99), 0);
+  symm_dtype_t d;
+  ASSERT_OK(symm_dtype_from_name("i32", &d));
+  ASSERT_EQ(d, SYMM_DTYPE_I32);
+  ASSERT_RES(symm_dtype_from_name("f128", &d), SYMM_ERR_INVALID_ARG);
+  for (int i = 0; i < SYMM_DTYPE_COUNT_; i++) {
+    symm_dtype_t back;
+    ASSERT_OK(symm_dtype_from_name(symm_dtype_name((symm_dtype_t)i), &back));
+    ASSERT_EQ(back, i);
+  }
+  return 0;
+}
+
+TEST_IMPL(core_settings) {
+  size_t n;
+  const symm_setting_desc_t *s = symm_settings_table(&n);
+  ASSERT_GT(n, 10);
+  for (size_t i = 0; i < n; i++) {
+    ASSERT(strncmp(s[i].name, "SYMM_", 5) == 0);
+    ASSERT(s[i].help && strlen(s[i].help) > 10);
+  }
+  setenv("SYMM_POOL_BYTES", "64M", 1);
+  ASSERT_EQ(symm_setting_int("SYMM_POOL_BYTES"), 64 << 20);
+  unsetenv("SYMM_POOL_BYTES");
+  ASSERT_EQ(symm_setting_int("SYMM_POOL_BYTES"), 1 << 30);
+  ASSERT_EQ(symm_parse_size("1.5G"), -1);
+  ASSERT_EQ(symm_parse_size("4KiB"), 4096);
+  return 0;
+}
+
+TEST_IMPL(core_multicast_guard) {
+  char why[256];
+  unsetenv("SYMM_ENABLE_MULTICAST");
+  ASSERT(!symm_multicast_allowed(why, sizeof why));
+  ASSERT_STR_CONTAINS(why, "SYMM_ENABLE_MULTICAST");
+  setenv("SYMM_ENABLE_MULTICAST", "1", 1);
+  const char *vars[][2] = {{"NCCL_NVLS_ENABLE", "0"},
+                           {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"},
+                           {"NVSHMEM_DISABLE_NVLS", "1"}};
+  for (int i = 0; i < 3; i++) {
+    unsetenv("NCCL_NVLS_ENABLE");
+    unsetenv("TORCH_SYMM_MEM_DISABLE_MULTICAST");
+    unsetenv("NVSHMEM_DISABLE_NVLS");
+    setenv(vars[i][0], vars[i][1], 1);
+    ASSERT(!symm_multicast_allowed(why, sizeof why));
+    ASSERT_STR_CONTAINS(why, vars[i][0]);
+  }
+  /* Only with the opt-in and none of the guards does the check pass; this
+   * test never calls anything that would create a multicast object. */
+  unsetenv("NCCL_NVLS_ENABLE");
+  unsetenv("TORCH_SYMM_MEM_DISABLE_MULTICAST");
+  unsetenv("NVSHMEM_DISABLE_NVLS");
+  ASSERT(symm_multicast_allowed(why, sizeof why));
+  return 0;
+}
+
+static void clear_launcher_env(void) {
+  const char *vars[] = {"SYMM_RANK", "SYMM_WORLD_SIZE", "RANK", "WORLD_SIZE",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "SLURM_NTASKS", "SYMM_STORE_ADDR", "MASTER_ADDR",
+                        "SYMM_BACKEND", NULL};
+  for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
+}
+
+TEST_IMPL(core_config_errors) {
+  clear_launcher_env();
+  symm_comm_t *comm = (symm_comm_t *)0x1;
+  ASSERT_RES(symm_comm_init(NULL, NULL), SYMM_ERR_INVALID_ARG);
+
+  symm_config_t bad = SYMM_CONFIG_INIT;
+  bad.size = 8;
+  ASSERT_RES(symm_comm_init(&bad, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_PTR_EQ(comm, NULL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_CONFIG_INIT");
+
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.rank = 3;
+  cfg.world_size = 2;
+  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "out of range");
+
+  cfg.rank = 0;
+  cfg.world_size = 2; /* two ranks but no store address anywhere */
+  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_STORE_ADDR");
+
+  setenv("SYMM_BACKEND", "bogus", 1);
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "valid names");
+  ASSERT_STR_CONTAINS(symm_last_error(), "native");
+  unsetenv("SYMM_BACKEND");
+
+  symm_config_t range = SYMM_CONFIG_INIT;
+  range.backend = (symm_backend_t)77;
+  ASSERT_RES(symm_comm_init(&range, &comm), SYMM_ERR_INVALID_ARG);
+  return 0;
+}
+
+TEST_IMPL(core_unavailable_backend) {
+  clear_launcher_env();
+  char why[256];
+  if (symm_backend_available(SYMM_BACKEND_NCCL, why, sizeof why) == SYMM_SUCCESS) {
+    printf("SKIP: nccl backend usable here\n");
+    return TEST_SKIP;
+  }
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.backend = SYMM_BACKEND_NCCL;
+  symm_comm_t *comm = NULL;
+  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "nccl");
+  ASSERT_PTR_EQ(comm, NULL);
+  return 0;
+}
+
+/* A process with no launcher environment is a world of one. */
+TEST_IMPL(core_single_rank) {
+  clear_launcher_env();
+  symm_comm_t *comm;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_EQ(symm_comm_rank(comm), 0);
+  ASSERT_EQ(symm_comm_size(comm), 1);
+  ASSERT_EQ(symm_comm_local_rank(comm), 0);
+  ASSERT_EQ(symm_comm_local_size(comm), 1);
+  ASSERT_NE(symm_comm_backend(comm), SYMM_BACKEND_AUTO);
+  ASSERT_OK(symm_comm_barrier(comm));
+  void *h;
+  if (symm_comm_backend(comm) == SYMM_BACKEND_HOST) {
+    ASSERT_RES(symm_comm_native_handle(comm, &h), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "nccl");
+  }
+
+  symm_store_t *store = symm_comm_store(comm);
+  ASSERT(store != NULL);
+  ASSERT_OK(symm_store_set(store, "app/key", "value", 6));
+  char buf[16];
+  size_t len;
+  ASSERT_OK(symm_store_get(store, "app/key", buf, sizeof buf, &len, 0));
+  ASSERT_EQ(len, 6);
+  ASSERT(strcmp(buf, "value") == 0);
+
+  int64_t sizes[2] = {3, 5};
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_F32, &t));
+  ASSERT_EQ(symm_tensor_numel(t), 15);
+  ASSERT_EQ(symm_tensor_nbytes(t), 60);
+  ASSERT_EQ(symm_tensor_strides(t)[0], 5);
+  ASSERT_EQ(symm_tensor_strides(t)[1], 1);
+  ASSERT(!symm_tensor_is_rendezvoused(t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_rendezvous(t)); /* idempotent */
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, 0, &v));
+  ASSERT_PTR_EQ(v.data, symm_tensor_data(t));
+  ASSERT_EQ(v.strides[0], 5);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(core_alloc_bad_input) {
+  clear_launcher_env();
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *comm;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = (symm_tensor_t *)0x1;
+  int64_t ok[1] = {4}, zero[2] = {4, 0}, neg[1] = {-3}, nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t huge[2] = {INT64_MAX / 2, 4};
+  ASSERT_RES(symm_tensor_alloc(NULL, ok, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, NULL, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, ok, 1, SYMM_DTYPE_F32, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, zero, 2, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_PTR_EQ(t, NULL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "dimension 1");
+  ASSERT_RES(symm_tensor_alloc(comm, neg, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, ok, 0, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, nine, 9, SYMM_DTYPE_F32, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "ndim 9");
+  ASSERT_RES(symm_tensor_alloc(comm, ok, 1, (symm_dtype_t)40, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_alloc(comm, huge, 2, SYMM_DTYPE_F64, &t), SYMM_ERR_INVALID_ARG);
+
+  ASSERT_OK(symm_tensor_alloc(comm, ok, 1, SYMM_DTYPE_F32, &t));
+  symm_view_t v;
+  ASSERT_RES(symm_tensor_remote_view(t, 1, &v), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 out of range");
+  ASSERT_RES(symm_tensor_remote_view(t, -1, &v), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_remote_view(NULL, 0, &v), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_tensor_remote_view(t, 0, NULL), SYMM_ERR_INVALID_ARG);
+  void *const *ptrs;
+  ASSERT_RES(symm_tensor_peer_ptrs(t, &ptrs), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_contiguous_view(t, &v), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_rendezvous(NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_validate(comm, symm_tensor_data(t), 4), SYMM_ERR_STATE);
+  symm_tensor_t *found;
+  ASSERT_RES(symm_tensor_lookup(NULL, &found, NULL, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_comm_barrier(NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_EQ(symm_comm_rank(NULL), -1);
+  ASSERT_PTR_EQ(symm_tensor_data(NULL), NULL);
+  symm_tensor_free(NULL);
+  symm_comm_destroy(NULL);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(core_signal_pad_and_validate) {
+  clear_launcher_env();
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *a, *b;
+  ASSERT_OK(symm_comm_init(NULL, &a));
+  ASSERT_OK(symm_comm_init(NULL, &b));
+  int64_t n = 1000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(a, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  void *pad;
+  ASSERT_OK(symm_tensor_signal_pad(t, 0, &pad));
+  ASSERT_GE(symm_signal_pad_bytes(), 1024);
+  ASSERT((char *)pad + symm_signal_pad_bytes() <= (char *)symm_tensor_data(t));
+  for (size_t i = 0; i < symm_signal_pad_bytes(); i++) ASSERT_EQ(((unsigned char *)pad)[i], 0);
+
+  char *data = symm_tensor_data(t);
+  ASSERT_OK(symm_validate(a, data, 4000));
+  ASSERT_OK(symm_validate(a, data + 100, 16));
+  ASSERT_RES(symm_validate(b, data, 16), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "another communicator");
+  ASSERT_RES(symm_validate(a, data, 1 << 20), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "past the end");
+  int on_stack;
+  ASSERT_RES(symm_validate(a, &on_stack, 4), SYMM_ERR_NOT_FOUND);
+  void *heap = malloc(64);
+  ASSERT_RES(symm_validate(a, heap, 4), SYMM_ERR_NOT_FOUND);
+  free(heap);
+  ASSERT_RES(symm_validate(a, data, 0), SYMM_ERR_INVALID_ARG);
+
+  /* Signals written by a previous user are gone when the pool hands the
+   * memory out again. */
+  memset(pad, 0xab, symm_signal_pad_bytes());
+  symm_tensor_free(t);
+  ASSERT_RES(symm_validate(a, data, 4), SYMM_ERR_NOT_FOUND);
+  ASSERT_OK(symm_tensor_alloc(a, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_PTR_EQ(symm_tensor_data(t), data); /* pooled */
+  ASSERT_OK(symm_tensor_signal_pad(t, 0, &pad));
+  for (size_t i = 0; i < symm_signal_pad_bytes(); i++) ASSERT_EQ(((unsigned char *)pad)[i], 0);
+  size_t released = 0;
+  symm_tensor_free(t);
+  ASSERT_OK(symm_comm_pool_trim(a, &released));
+  ASSERT_GE(released, 4000);
+  symm_comm_destroy(b);
+  symm_comm_destroy(a);
+  return 0;
+}
+
+/* Lookups from several threads while the main thread allocates and frees. */
+typedef struct {
+  symm_tensor_t *stable;
+  volatile int stop;
+  long lookups;
+} lookup_arg_t;
+
+static void *lookup_thread(void *p) {
+  lookup_arg_t *a = p;
+  char *base = symm_tensor_data(a->stable);
+  size_t n = symm_tensor_nbytes(a->stable);
+  while (!a->stop) {
+    for (size_t off = 0; off < n; off += 997) {
+      symm_tensor_t *t;
+      size_t o;
+      int r;
+      if (symm_tensor_lookup(base + off, &t, &r, &o) != SYMM_SUCCESS || t != a->stable || o != off)
+        abort();
+      __atomic_add_fetch(&a->lookups, 1, __ATOMIC_RELAXED);
+    }
+  }
+  return NULL;
+}
+
+TEST_IMPL(core_registry_threads) {
+  clear_launcher_env();
+  setenv("SYMM_BACKEND", "host", 1);
+  setenv("SYMM_POOL_BYTES", "0", 1);
+  symm_comm_t *comm;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t n = 1 << 16;
+  lookup_arg_t arg = {0};
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &arg.stable));
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, lookup_thread, &arg);
+  size_t before = symm_registry_count();
+  for (int i = 0; i < 300; i++) {
+    int64_t m = 4096 + i * 64;
+    symm_tensor_t *t;
+    ASSERT_OK(symm_tensor_alloc(comm, &m, 1, SYMM_DTYPE_U8, &t));
+    symm_tensor_t *found;
+    int rank;
+    size_t off;
+    ASSERT_OK(symm_tensor_lookup((char *)symm_tensor_data(t) + m - 1, &found, &rank, &off));
+    ASSERT_PTR_EQ(found, t);
+    ASSERT_EQ(off, m - 1);
+    ASSERT_EQ(rank, 0);
+    symm_tensor_free(t);
+    ASSERT_RES(symm_tensor_lookup((char *)symm_tensor_data(arg.stable) - 1, &found, NULL, NULL),
+               SYMM_ERR_NOT_FOUND);
+  }
+  arg.stop = 1;
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  ASSERT_EQ(symm_registry_count(), before);
+  ASSERT_GT(arg.lookups, 100);
+  symm_tensor_free(arg.stable);
+  ASSERT_EQ(symm_registry_count(), 0);
+  symm_comm_destroy(comm);
+  unsetenv("SYMM_POOL_BYTES");
+  return 0;
+}

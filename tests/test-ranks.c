@@ -1,0 +1,432 @@
+/* Multi-process behaviour on the host backend: real processes, real sockets,
+ * real shared memory.  Each test forks its ranks (harness.c), which reach
+ * the store served by the test process. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+#include "core/internal.h"
+#include "harness.h"
+
+#define RANK_CHECK(call) ASSERT_OK(call)
+
+static symm_comm_t *init_comm(void) {
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  return comm;
+}
+
+static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 1000003 + i; }
+
+/* ---- the full path: alloc, rendezvous, remote write/read, contiguous view,
+ * ---- interior lookups, validate. */
+static int full_path_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  ASSERT_EQ(symm_comm_rank(comm), rank);
+  ASSERT_EQ(symm_comm_size(comm), size);
+  ASSERT_EQ(symm_comm_local_size(comm), size); /* same host: computed */
+  ASSERT_EQ(symm_comm_local_rank(comm), rank);
+  ASSERT_EQ(symm_comm_backend(comm), SYMM_BACKEND_HOST);
+
+  /* 3 x 1001 i64: not a multiple of the page, so the contiguous view's
+   * rank stride is padded. */
+  int64_t sizes[2] = {3, 1001};
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_I64, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT(symm_tensor_is_rendezvoused(t));
+  int64_t numel = 3 * 1001;
+
+  /* Write into the right neighbour through the remote view. */
+  int right = (rank + 1) % size;
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, right, &v));
+  ASSERT_EQ(v.rank, right);
+  ASSERT_EQ(v.ndim, 2);
+  ASSERT_EQ(v.strides[0], 1001);
+  ASSERT_EQ(v.device, -1);
+  for (int64_t i = 0; i < numel; i++) ((int64_t *)v.data)[i] = value_at(rank, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  int left = (rank + size - 1) % size;
+  const int64_t *mine = symm_tensor_data(t);
+  for (int64_t i = 0; i < numel; i++) ASSERT_EQ(mine[i], value_at(left, i));
+
+  /* Read every peer directly through the pointer array. */
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_PTR_EQ(ptrs[rank], mine);
+  for (int r = 0; r < size; r++) {
+    int writer = (r + size - 1) % size;
+    ASSERT_EQ(((int64_t *)ptrs[r])[numel - 1], value_at(writer, numel - 1));
+  }
+
+  /* Contiguous view: [size, 3, 1001]. */
+  symm_view_t cv;
+  ASSERT_OK(symm_tensor_contiguous_view(t, &cv));
+  ASSERT_EQ(cv.ndim, 3);
+  ASSERT_EQ(cv.sizes[0], size);
+  ASSERT_EQ(cv.sizes[1], 3);
+  ASSERT_EQ(cv.strides[1], 1001);
+  ASSERT_GE(cv.strides[0], numel);
+  ASSERT_EQ(cv.rank, -1);
+  for (int r = 0; r < size; r++) {
+    const int64_t *row = (const int64_t *)cv.data + r * cv.strides[0];
+    int writer = (r + size - 1) % size;
+    ASSERT_EQ(row[0], value_at(writer, 0));
+    ASSERT_EQ(row[numel - 1], value_at(writer, numel - 1));
+  }
+  /* The contiguous view aliases the same memory: a write shows up in place. */
+  ((int64_t *)cv.data)[rank * cv.strides[0] + 7] = -7;
+  ASSERT_EQ(mine[7], -7);
+  symm_view_t again;
+  ASSERT_OK(symm_tensor_contiguous_view(t, &again));
+  ASSERT_PTR_EQ(again.data, cv.data);
+
+  /* Interior pointers of local, peer and contiguous mappings. */
+  symm_tensor_t *found;
+  int frank;
+  size_t off;
+  ASSERT_OK(symm_tensor_lookup((const char *)mine + 808, &found, &frank, &off));
+  ASSERT_PTR_EQ(found, t);
+  ASSERT_EQ(frank, rank);
+  ASSERT_EQ(off, 808);
+  ASSERT_OK(symm_tensor_lookup((char *)v.data + 8 * 1500 + 3, &found, &frank, &off));
+  ASSERT_PTR_EQ(found, t);
+  ASSERT_EQ(frank, right);
+  ASSERT_EQ(off, 8 * 1500 + 3);
+  ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
+  ASSERT_PTR_EQ(found, t);
+  ASSERT_EQ(frank, -1);
+
+  /* Validate: whole tensor, a slice of a peer, past the end. */
+  ASSERT_OK(symm_validate(comm, mine, (size_t)numel * 8));
+  ASSERT_OK(symm_validate(comm, (char *)v.data + 64, 64));
+  ASSERT_RES(symm_validate(comm, mine, (size_t)numel * 8 + (1 << 20)), SYMM_ERR_MISMATCH);
+
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  ASSERT_RES(symm_tensor_lookup(mine, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  ASSERT_RES(symm_tensor_lookup(v.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  ASSERT_RES(symm_tensor_lookup(cv.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_full_path_2) { ASSERT_EQ(test_run_ranks(2, full_path_rank, NULL), 0); return 0; }
+TEST_IMPL(ranks_full_path_3) { ASSERT_EQ(test_run_ranks(3, full_path_rank, NULL), 0); return 0; }
+TEST_IMPL(ranks_full_path_4) { ASSERT_EQ(test_run_ranks(4, full_path_rank, NULL), 0); return 0; }
+TEST_IMPL(ranks_full_path_8) { ASSERT_EQ(test_run_ranks(8, full_path_rank, NULL), 0); return 0; }
+
+/* ---- mismatches ----------------------------------------------------- */
+static int mismatch_rank(int rank, int size, void *arg) {
+  const char *kind = arg;
+  symm_comm_t *comm = init_comm();
+  int64_t n = 1024;
+  symm_dtype_t dt = SYMM_DTYPE_F32;
+  if (rank == size - 1) {
+    if (strcmp(kind, "size") == 0) n = 2048;
+    else dt = SYMM_DTYPE_I32;
+  }
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, dt, &t));
+  size_t registered = symm_registry_count();
+  ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank");
+  /* Nothing mapped: no new registry entries, no remote view. */
+  ASSERT_EQ(symm_registry_count(), registered);
+  ASSERT(!symm_tensor_is_rendezvoused(t));
+  symm_view_t v;
+  ASSERT_RES(symm_tensor_remote_view(t, (rank + 1) % size, &v), SYMM_ERR_STATE);
+  /* The communicator stays usable. */
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  int64_t m = 64;
+  ASSERT_OK(symm_tensor_alloc(comm, &m, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_mismatch_size) {
+  ASSERT_EQ(test_run_ranks(3, mismatch_rank, "size"), 0);
+  return 0;
+}
+TEST_IMPL(ranks_mismatch_dtype) {
+  ASSERT_EQ(test_run_ranks(2, mismatch_rank, "dtype"), 0);
+  return 0;
+}
+
+/* Ranks calling different collectives: barrier vs rendezvous. */
+static int order_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  int64_t n = 16;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  if (rank == 0) ASSERT_RES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
+  else ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "barrier");
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_mismatch_order) {
+  ASSERT_EQ(test_run_ranks(2, order_rank, NULL), 0);
+  return 0;
+}
+
+/* ---- a rank killed while the others wait ----------------------------- */
+typedef struct {
+  const char *where; /* "rendezvous" or "barrier" */
+  int timeout_ms;
+} kill_arg_t;
+
+static int killed_rank(int rank, int size, void *arg) {
+  kill_arg_t *ka = arg;
+  symm_comm_t *comm = init_comm();
+  int64_t n = 4096;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  if (rank == 1) {
+    for (;;) pause(); /* killed by the harness */
+  }
+  uint64_t start = test_now_ms();
+  symm_result_t res = strcmp(ka->where, "barrier") == 0 ? symm_comm_barrier(comm)
+                                                         : symm_tensor_rendezvous(t);
+  uint64_t took = test_now_ms() - start;
+  if (res != SYMM_ERR_TIMEOUT && res != SYMM_ERR_PEER_LOST)
+    TEST_FAIL_("rank %d: %s returned %s (%s)", rank, ka->where, symm_strerror(res),
+               symm_last_error());
+  ASSERT_LE(took, (uint64_t)ka->timeout_ms + 1000);
+  printf("rank %d: %s -> %s after %llu ms: %s\n", rank, ka->where, symm_strerror(res),
+         (unsigned long long)took, symm_last_error());
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+static int count_job_sockets(const char *job) {
+  FILE *f = fopen("/proc/net/unix", "r");
+  if (!f) return -1;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, job)) n++;
+  fclose(f);
+  return n;
+}
+
+static void run_kill_case(const char *where, int n) {
+  kill_arg_t ka = {where, 3000};
+  int status[8];
+  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700, NULL};
+  int bad = test_run_ranks_opts(n, killed_rank, &ka, &o);
+  ASSERT_EQ(bad, 1); /* only the killed rank */
+  ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
+  /* Every rank is reaped by the harness; nothing of the job listens any more. */
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "symmem-t%d-", (int)getpid());
+  ASSERT_EQ(count_job_sockets(pattern), 0);
+}
+
+TEST_IMPL(ranks_killed_in_rendezvous) {
+  run_kill_case("rendezvous", 3);
+  return 0;
+}
+TEST_IMPL(ranks_killed_in_barrier) {
+  run_kill_case("barrier", 4);
+  return 0;
+}
+
+/* ---- pool ------------------------------------------------------------ */
+static int pool_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  int64_t n = 10000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  void *peer_before = ptrs[(rank + 1) % size];
+  void *mine_before = symm_tensor_data(t);
+  symm_tensor_free(t);
+
+  /* Same rounded size, other shape: a pool hit with the peer mapping kept. */
+  int64_t sizes[2] = {100, 100};
+  ASSERT_OK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_F32, &t));
+  ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
+  size_t maps_before = test_mapped_bytes();
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_EQ(test_mapped_bytes(), maps_before); /* no new mapping */
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_PTR_EQ(ptrs[(rank + 1) % size], peer_before);
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+  ((float *)v.data)[0] = (float)rank;
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_EQ((int)((float *)symm_tensor_data(t))[0], (rank + size - 1) % size);
+  symm_tensor_free(t);
+
+  /* Rank 0 empties its pool: it allocates fresh memory while the others
+   * reuse theirs, and everybody must still see everybody. */
+  if (rank == 0) {
+    size_t released = 0;
+    ASSERT_OK(symm_comm_pool_trim(comm, &released));
+    ASSERT_GT(released, 0);
+  }
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  if (rank != 0) ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  for (int r = 0; r < size; r++) {
+    ASSERT_OK(symm_tensor_remote_view(t, r, &v));
+    ((int32_t *)v.data)[rank] = 100 + rank;
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  for (int r = 0; r < size; r++) ASSERT_EQ(((int32_t *)symm_tensor_data(t))[r], 100 + r);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_pool_reuse) {
+  ASSERT_EQ(test_run_ranks(3, pool_rank, NULL), 0);
+  return 0;
+}
+
+/* ---- 10,000 alloc -> rendezvous -> free cycles, no growth ------------- */
+static int cycles_rank(int rank, int size, void *arg) {
+  const char *pool = arg;
+  setenv("SYMM_POOL_BYTES", pool, 1);
+  symm_comm_t *comm = init_comm();
+  int fds0 = 0;
+  size_t mapped0 = 0;
+  for (int i = 0; i < 10000; i++) {
+    if (i == 50) {
+      fds0 = test_count_fds();
+      mapped0 = test_mapped_bytes();
+    }
+    int64_t n = 1024 + (i % 4) * 4096; /* four different sizes */
+    symm_tensor_t *t;
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+    ASSERT_OK(symm_tensor_rendezvous(t));
+    ((uint8_t *)symm_tensor_data(t))[0] = (uint8_t)i;
+    symm_tensor_free(t);
+  }
+  int fds1 = test_count_fds();
+  size_t mapped1 = test_mapped_bytes();
+  printf("rank %d pool=%s: fds %d -> %d, mapped %zu -> %zu\n", rank, pool, fds0, fds1, mapped0,
+         mapped1);
+  ASSERT_EQ(fds1, fds0);
+  ASSERT_LE(mapped1, mapped0 + (256 << 10)); /* malloc arenas may settle a little */
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_cycles_pool) {
+  ASSERT_EQ(test_run_ranks(2, cycles_rank, "1G"), 0);
+  return 0;
+}
+TEST_IMPL(ranks_cycles_nopool) {
+  ASSERT_EQ(test_run_ranks(2, cycles_rank, "0"), 0);
+  return 0;
+}
+
+/* ---- launcher environments ------------------------------------------- */
+static int env_rank(int rank, int size, void *arg) {
+  const char *style = arg;
+  const char *addr = getenv("SYMM_STORE_ADDR");
+  char num[16];
+  if (strcmp(style, "torchrun") == 0) {
+    const char *colon = strrchr(addr, ':');
+    char port[16];
+    snprintf(port, sizeof port, "%s", colon + 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("SYMM_STORE_PORT", port, 1);
+    unsetenv("SYMM_STORE_ADDR");
+    snprintf(num, sizeof num, "%d", rank);
+    setenv("RANK", num, 1);
+    setenv("LOCAL_RANK", num, 1);
+    snprintf(num, sizeof num, "%d", size);
+    setenv("WORLD_SIZE", num, 1);
+  } else { /* Open MPI */
+    snprintf(num, sizeof num, "%d", rank);
+    setenv("OMPI_COMM_WORLD_RANK", num, 1);
+    snprintf(num, sizeof num, "%d", size);
+    setenv("OMPI_COMM_WORLD_SIZE", num, 1);
+  }
+  unsetenv("SYMM_RANK");
+  unsetenv("SYMM_WORLD_SIZE");
+  symm_comm_t *comm = init_comm();
+  ASSERT_EQ(symm_comm_rank(comm), rank);
+  ASSERT_EQ(symm_comm_size(comm), size);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_env_torchrun) {
+  ASSERT_EQ(test_run_ranks(3, env_rank, "torchrun"), 0);
+  return 0;
+}
+TEST_IMPL(ranks_env_openmpi) {
+  ASSERT_EQ(test_run_ranks(2, env_rank, "ompi"), 0);
+  return 0;
+}
+
+/* ---- rank 0 serves the store itself (no symmem-run) ------------------- */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    TEST_FAIL_("free_port: %s", strerror(errno));
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static int self_served_rank(int rank, int size, void *arg) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
+  setenv("SYMM_STORE_ADDR", addr, 1);
+  unsetenv("SYMM_STORE_EXTERNAL");
+  symm_comm_t *comm = init_comm();
+  int64_t n = 100;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F64, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm); /* rank 0 waits for the others before stopping the store */
+  return 0;
+}
+
+TEST_IMPL(ranks_rank0_serves_store) {
+  int port = free_port();
+  ASSERT_EQ(test_run_ranks(4, self_served_rank, &port), 0);
+  return 0;
+}
+
+/* ---- the store through the communicator ------------------------------ */
+static int store_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  symm_store_t *s = symm_comm_store(comm);
+  int64_t v;
+  ASSERT_OK(symm_store_add(s, "app/counter", 1, &v));
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_store_add(s, "app/counter", 0, &v));
+  ASSERT_EQ(v, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_store_counter) {
+  ASSERT_EQ(test_run_ranks(4, store_rank, NULL), 0);
+  return 0;
+}
