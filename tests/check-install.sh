@@ -1,0 +1,29 @@
+#!/bin/sh
+# `cmake --install` into a scratch prefix, then build a program against the
+# installed library twice: through pkg-config and through the CMake package.
+set -e
+build="$1"; src="$2"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+for f in include/symmem.h bin/symmem-run bin/symmem-info; do
+  [ -e "$tmp/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+done
+libdir=$(ls -d "$tmp"/prefix/lib* | head -n1)
+[ -e "$libdir/libsymmem.so" ] && [ -e "$libdir/libsymmem.a" ] || { echo "FAIL: libraries"; exit 1; }
+PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists symmem || { echo "FAIL: pkg-config"; exit 1; }
+cc -std=c11 -o "$tmp/ex" "$src/examples/neighbor_exchange.c" \
+  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs symmem)
+LD_LIBRARY_PATH="$libdir" SYMM_BACKEND=host "$tmp/prefix/bin/symmem-run" -n 2 -- "$tmp/ex" >"$tmp/out"
+grep -q " OK" "$tmp/out" || { cat "$tmp/out"; echo "FAIL: example via pkg-config"; exit 1; }
+mkdir "$tmp/cm"
+cat >"$tmp/cm/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.18)
+project(consumer C)
+find_package(symmem REQUIRED)
+add_executable(ex ex.c)
+target_link_libraries(ex symmem::symmem)
+CM
+cp "$src/examples/neighbor_exchange.c" "$tmp/cm/ex.c"
+cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cm/b" >/dev/null
+echo "ok: installed, built with pkg-config and find_package(symmem)"
