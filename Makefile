@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RANKS ?= 4
 
-.PHONY: all build run test install test-gpu bench-gpu clean deps
+.PHONY: all build run test test-sanitize install test-gpu bench-gpu clean deps
 
 all: build
 
@@ -23,6 +23,17 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer (CPU
+# code only), in its own build folder.
+SAN_BUILD ?= build-asan
+test-sanitize:
+	@test -f $(SAN_BUILD)/CMakeCache.txt || $(CMAKE) -S . -B $(SAN_BUILD) \
+	  -DCMAKE_BUILD_TYPE=Debug -DSYMM_WITH_CUDA=OFF -DSYMM_SANITIZE=address,undefined
+	$(CMAKE) --build $(SAN_BUILD) -j $(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 600
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
