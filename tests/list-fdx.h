@@ -1,0 +1,12 @@
+/* fd exchange between the ranks of one host (tests/test-fdx.c). */
+TEST_ENTRY(fdx_all_pairs, 60)
+TEST_ENTRY(fdx_not_found, 20)
+TEST_ENTRY(fdx_no_server, 20)
+TEST_ENTRY(fdx_peer_lost, 30)
+TEST_ENTRY(fdx_uid_refused, 60)
+TEST_ENTRY(fdx_malformed, 30)
+TEST_ENTRY(fdx_slow_reader, 30)
+TEST_ENTRY(fdx_fd_leak, 60)
+TEST_ENTRY(fdx_threads, 30)
+TEST_ENTRY(fdx_name_taken, 20)
+TEST_ENTRY(fdx_late_reply, 20)

@@ -15,18 +15,21 @@
  *  - each rank is the leader of its own process group, so signalling the
  *    group reaches whatever the rank started (shell pipelines, helpers);
  *  - ranks die with the launcher (PR_SET_PDEATHSIG), and the launcher is a
- *    child subreaper, so a rank's orphaned children are re-parented here and
- *    reaped rather than left as zombies;
+ *    child subreaper: a rank's orphaned children are re-parented here, are
+ *    reaped rather than left as zombies, and those that left their rank's
+ *    process group are still found and killed when the job ends;
  *  - the main loop is single-threaded: signals and SIGCHLD are turned into
  *    bytes on a self-pipe and handled next to the ranks' output pipes in one
  *    poll().
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,14 +93,16 @@ typedef struct job {
   int exit_code;       /* decided by the first cause; -1 while undecided */
   bool stopping;       /* SIGTERM sent by the launcher, SIGKILL due at kill_at */
   bool killed;
-  uint64_t kill_at, deadline, drain_until;
+  uint64_t kill_at, deadline;
+  /* After the last rank: leftovers get SIGTERM, SIGKILL at end_kill_at;
+   * then output is drained until drain_until. */
+  bool ended, end_killed, leftovers_done;
+  uint64_t end_kill_at, end_giveup_at, drain_until;
   int signals_seen;    /* forwarded INT/TERM/HUP */
   char *scratch;       /* one prefixed line, written with one write() */
 } job_t;
 
 static int sig_pipe[2] = {-1, -1};
-/* Lets the spawn loop notice Ctrl-C before the main loop runs. */
-static volatile sig_atomic_t stop_requested;
 
 /* ------------------------------------------------------------- utilities */
 
@@ -189,10 +194,14 @@ static void print_usage(FILE *out) {
           RUN_MAX_RANKS, RUN_KILL_GRACE_MS / 1000);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "symmem-run: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n\n");
+  va_end(ap);
   print_usage(stderr);
   return RUN_EXIT_USAGE;
 }
@@ -231,7 +240,7 @@ static int parse_options(int argc, char **argv, run_options_t *opt) {
       break;
     case 'p': opt->prefix = true; break;
     case OPT_BIND:
-      if (!*optarg) return usage_error("--bind needs an address%s", "");
+      if (!*optarg) return usage_error("--bind needs an address");
       opt->bind = optarg;
       break;
     case OPT_PORT:
@@ -254,11 +263,13 @@ static int parse_options(int argc, char **argv, run_options_t *opt) {
       return 0;
     }
     case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-    default: return usage_error("unknown option %s", argv[optind - 1]);
+    default:
+      if (optopt > 0 && optopt < 256) return usage_error("unknown option -%c", optopt);
+      return usage_error("unknown option %s", argv[optind - 1]);
     }
   }
-  if (opt->np == 0) return usage_error("the number of ranks (-n N) is required%s", "");
-  if (optind >= argc) return usage_error("no program to run%s", "");
+  if (opt->np == 0) return usage_error("the number of ranks (-n N) is required");
+  if (optind >= argc) return usage_error("no program to run");
   opt->argv = argv + optind;
   return -1;
 }
@@ -268,7 +279,6 @@ static int parse_options(int argc, char **argv, run_options_t *opt) {
 static void on_signal(int sig) {
   int saved = errno;
   unsigned char b = (unsigned char)sig;
-  if (sig != SIGCHLD) stop_requested = 1;
   ssize_t w = write(sig_pipe[1], &b, 1); /* full pipe: a wake-up is pending */
   (void)w;
   errno = saved;
@@ -292,13 +302,16 @@ static int install_signal_handlers(void) {
 
 /* ------------------------------------------------------- job environment */
 
-static const char *const job_env_names[] = {
-    "SYMM_RANK",      "SYMM_WORLD_SIZE", "SYMM_LOCAL_RANK", "SYMM_LOCAL_SIZE",
-    "SYMM_STORE_ADDR", "SYMM_TOKEN",     "SYMM_JOB_ID",     "SYMM_STORE_EXTERNAL"};
-#define JOB_ENV_COUNT (sizeof job_env_names / sizeof job_env_names[0])
+/* Variables symmem-run sets for every rank; any inherited value of these
+ * is dropped.  The first two differ per rank. */
+enum { ENV_RANK, ENV_LOCAL_RANK, ENV_WORLD_SIZE, ENV_LOCAL_SIZE, ENV_STORE_ADDR,
+       ENV_TOKEN, ENV_JOB_ID, ENV_STORE_EXTERNAL, ENV_COUNT };
+static const char *const job_env_names[ENV_COUNT] = {
+    "SYMM_RANK",       "SYMM_LOCAL_RANK", "SYMM_WORLD_SIZE", "SYMM_LOCAL_SIZE",
+    "SYMM_STORE_ADDR", "SYMM_TOKEN",      "SYMM_JOB_ID",     "SYMM_STORE_EXTERNAL"};
 
 static bool is_job_env(const char *entry) {
-  for (size_t i = 0; i < JOB_ENV_COUNT; i++) {
+  for (size_t i = 0; i < ENV_COUNT; i++) {
     size_t n = strlen(job_env_names[i]);
     if (strncmp(entry, job_env_names[i], n) == 0 && entry[n] == '=') return true;
   }
@@ -308,42 +321,39 @@ static bool is_job_env(const char *entry) {
 /*
  * The ranks' environment, built before fork: the child of a multi-threaded
  * process (the store thread) may only make async-signal-safe calls, so it
- * cannot setenv().  The first two entries are the per-rank ones
- * (SYMM_RANK, SYMM_LOCAL_RANK); they point into rank_buf, which spawn_rank
- * rewrites for each rank.  Everything else is inherited unchanged: in
+ * cannot setenv().  entries[ENV_RANK] and entries[ENV_LOCAL_RANK] are
+ * rewritten for each rank.  Everything else is inherited unchanged, in
  * particular NCCL_NVLS_ENABLE and the other multicast guards.
  */
 typedef struct rank_env {
   char **envp;
-  char rank_buf[2][32];
-  char *shared[JOB_ENV_COUNT - 2];
+  char *entries[ENV_COUNT];
 } rank_env_t;
 
 static int rank_env_init(rank_env_t *env, const job_t *job) {
+  memset(env, 0, sizeof *env);
   size_t n = 0;
   while (environ[n]) n++;
-  memset(env, 0, sizeof *env);
-  env->envp = calloc(n + JOB_ENV_COUNT + 1, sizeof *env->envp);
+  env->envp = calloc(n + ENV_COUNT + 1, sizeof *env->envp);
   if (!env->envp) return -1;
-  const char *values[JOB_ENV_COUNT - 2];
   char world[16];
   snprintf(world, sizeof world, "%d", job->opt.np);
-  values[0] = world; /* SYMM_WORLD_SIZE */
-  values[1] = world; /* SYMM_LOCAL_SIZE: every rank is on this host */
-  values[2] = job->store_addr;
-  values[3] = job->token;
-  values[4] = job->job_id;
-  values[5] = "1";
+  const char *values[ENV_COUNT] = {
+      [ENV_RANK] = "4096", /* sizes the buffer for any rank number */
+      [ENV_LOCAL_RANK] = "4096",
+      [ENV_WORLD_SIZE] = world,
+      [ENV_LOCAL_SIZE] = world, /* every rank runs on this host */
+      [ENV_STORE_ADDR] = job->store_addr,
+      [ENV_TOKEN] = job->token,
+      [ENV_JOB_ID] = job->job_id,
+      [ENV_STORE_EXTERNAL] = "1"};
   size_t k = 0;
-  env->envp[k++] = env->rank_buf[0];
-  env->envp[k++] = env->rank_buf[1];
-  for (size_t i = 0; i < JOB_ENV_COUNT - 2; i++) {
-    const char *name = i < 1 ? job_env_names[1] : job_env_names[i + 2];
-    size_t len = strlen(name) + strlen(values[i]) + 2;
-    env->shared[i] = malloc(len);
-    if (!env->shared[i]) return -1;
-    snprintf(env->shared[i], len, "%s=%s", name, values[i]);
-    env->envp[k++] = env->shared[i];
+  for (size_t i = 0; i < ENV_COUNT; i++) {
+    size_t len = strlen(job_env_names[i]) + strlen(values[i]) + 2;
+    env->entries[i] = malloc(len);
+    if (!env->entries[i]) return -1;
+    snprintf(env->entries[i], len, "%s=%s", job_env_names[i], values[i]);
+    env->envp[k++] = env->entries[i];
   }
   for (size_t i = 0; i < n; i++)
     if (!is_job_env(environ[i])) env->envp[k++] = environ[i];
@@ -352,19 +362,21 @@ static int rank_env_init(rank_env_t *env, const job_t *job) {
 }
 
 static void rank_env_set_rank(rank_env_t *env, int rank) {
-  snprintf(env->rank_buf[0], sizeof env->rank_buf[0], "SYMM_RANK=%d", rank);
-  snprintf(env->rank_buf[1], sizeof env->rank_buf[1], "SYMM_LOCAL_RANK=%d", rank);
+  for (int i = ENV_RANK; i <= ENV_LOCAL_RANK; i++) {
+    size_t len = strlen(job_env_names[i]) + 6; /* "=4096" + NUL */
+    snprintf(env->entries[i], len, "%s=%d", job_env_names[i], rank);
+  }
 }
 
 static void rank_env_free(rank_env_t *env) {
-  for (size_t i = 0; i < JOB_ENV_COUNT - 2; i++) free(env->shared[i]);
+  for (size_t i = 0; i < ENV_COUNT; i++) free(env->entries[i]);
   free(env->envp);
 }
 
 /* ------------------------------------------------------------- spawning */
 
 /* Runs in the forked child: only async-signal-safe calls until exec. */
-static void exec_rank(const job_t *job, int rank, int out_fds[2], int err_report,
+__attribute__((noreturn)) static void exec_rank(const job_t *job, int rank, int out_fds[2], int err_report,
                       char **envp, const sigset_t *mask, pid_t launcher) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
@@ -552,20 +564,36 @@ static void close_stream(job_t *job, out_stream_t *s, int rank) {
   s->len = s->cap = 0;
 }
 
+/* Makes room for the next read: grows the buffer up to RUN_LINE_MAX, then
+ * writes out an over-long line in pieces.  False if nothing can be kept. */
+static bool make_room(job_t *job, out_stream_t *s, int rank) {
+  if (s->cap - s->len >= 512 || s->cap >= RUN_LINE_MAX) {
+    if (s->len == s->cap) {
+      emit(job, s, rank, s->buf, s->len, false);
+      s->len = 0;
+    }
+    return true;
+  }
+  size_t cap = s->cap ? s->cap * 2 : 4096;
+  if (cap > RUN_LINE_MAX) cap = RUN_LINE_MAX;
+  char *buf = realloc(s->buf, cap);
+  if (buf) {
+    s->buf = buf;
+    s->cap = cap;
+  } else if (s->len == s->cap) {
+    if (!s->cap) return false;
+    emit(job, s, rank, s->buf, s->len, false);
+    s->len = 0;
+  }
+  return true;
+}
+
 /* Reads what is available now; closes the stream at end of file. */
 static void pump_stream(job_t *job, out_stream_t *s, int rank) {
   while (s->fd >= 0) {
-    if (s->cap - s->len < 512 && s->cap < RUN_LINE_MAX) {
-      size_t cap = s->cap ? s->cap * 2 : 4096;
-      if (cap > RUN_LINE_MAX) cap = RUN_LINE_MAX;
-      char *buf = realloc(s->buf, cap);
-      if (!buf) { /* keep going with what we have */
-        flush_lines(job, s, rank, true);
-        if (!s->cap) return;
-      } else {
-        s->buf = buf;
-        s->cap = cap;
-      }
+    if (!make_room(job, s, rank)) {
+      close_fd(&s->fd); /* out of memory: this rank's output is lost */
+      return;
     }
     ssize_t r = read(s->fd, s->buf + s->len, s->cap - s->len);
     if (r > 0) {
@@ -600,7 +628,9 @@ static void on_rank_exit(job_t *job, int rank, int status) {
   if (kill(-rp->pid, 0) != 0 && errno == ESRCH) rp->group_gone = true;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
 
-  symm_store_server_mark_lost(job->server, rank);
+  /* Ranks that die of our own SIGTERM need no announcement: everyone is
+   * being stopped anyway, and their closed connections tell the store. */
+  if (!job->stopping) symm_store_server_mark_lost(job->server, rank);
   if (job->exit_code < 0) {
     char what[128];
     describe_status(status, what, sizeof what);
@@ -622,6 +652,51 @@ static void recheck_groups(job_t *job) {
   }
 }
 
+static bool is_rank_group(const job_t *job, pid_t pgid) {
+  for (int r = 0; r < job->started; r++)
+    if (job->ranks[r].pid == pgid) return true;
+  return false;
+}
+
+/*
+ * Children adopted as subreaper that are still alive, i.e. processes of the
+ * job whose parent has died.  Called once the ranks are gone, when our only
+ * children are such orphans, including those that left their rank's process
+ * group (setsid ...).  Sends them sig unless it is 0; with skip_rank_groups
+ * those still in a rank's group are left to the group signal.  Returns how
+ * many there are.
+ */
+static int signal_adopted_orphans(const job_t *job, int sig, bool skip_rank_groups) {
+  DIR *proc = opendir("/proc");
+  if (!proc) return 0;
+  pid_t self = getpid();
+  int count = 0;
+  struct dirent *e;
+  while ((e = readdir(proc)) != NULL) {
+    char *end, path[64], stat[512];
+    long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end) continue;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (n <= 0) continue;
+    stat[n] = 0;
+    const char *after_comm = strrchr(stat, ')'); /* comm may hold anything */
+    char state;
+    int ppid, pgid;
+    if (!after_comm || sscanf(after_comm + 1, " %c %d %d", &state, &ppid, &pgid) != 3 ||
+        ppid != self || state == 'Z')
+      continue;
+    count++;
+    if (sig && !(skip_rank_groups && is_rank_group(job, pgid)))
+      kill((pid_t)pid, sig);
+  }
+  closedir(proc);
+  return count;
+}
+
 static void reap_children(job_t *job) {
   int status;
   pid_t pid;
@@ -634,7 +709,7 @@ static void reap_children(job_t *job) {
   }
 }
 
-/* ----------------------------------------------------------- main loop */
+/* ------------------------------------------------------- signals, timers */
 
 static void handle_signal_bytes(job_t *job) {
   unsigned char bytes[64];
@@ -646,7 +721,8 @@ static void handle_signal_bytes(job_t *job) {
 }
 
 static void check_deadlines(job_t *job, uint64_t now) {
-  if (job->deadline && now >= job->deadline && job->running > 0) {
+  if (job->running == 0) return; /* see cleanup_step */
+  if (job->deadline && now >= job->deadline) {
     job->deadline = 0;
     fprintf(stderr, "symmem-run: timeout of %g s reached; stopping the ranks\n",
             job->opt.timeout_s);
@@ -654,18 +730,73 @@ static void check_deadlines(job_t *job, uint64_t now) {
     begin_stop(job);
   }
   if (job->stopping && !job->killed && now >= job->kill_at) {
-    if (job->running > 0)
-      fprintf(stderr, "symmem-run: %d rank(s) still running %d s after SIGTERM; killing them\n",
-              job->running, RUN_KILL_GRACE_MS / 1000);
+    fprintf(stderr, "symmem-run: %d rank(s) still running %d s after SIGTERM; killing them\n",
+            job->running, RUN_KILL_GRACE_MS / 1000);
     kill_all(job);
   }
 }
 
+/* ---------------------------------------------- after the last rank ended */
+
+/* Whether processes of the job outlive its ranks: members of a rank's
+ * process group, or adopted orphans. */
+static bool leftovers_remain(job_t *job) {
+  recheck_groups(job);
+  for (int r = 0; r < job->started; r++)
+    if (!job->ranks[r].group_gone) return true;
+  return signal_adopted_orphans(job, 0, false) > 0;
+}
+
+static void finish_cleanup(job_t *job, uint64_t now) {
+  job->leftovers_done = true;
+  job->drain_until = now + RUN_DRAIN_MS;
+}
+
+static void kill_leftovers(job_t *job, uint64_t now) {
+  job->end_killed = true;
+  job->end_giveup_at = now + 500; /* for members we may not signal */
+  signal_all(job, SIGKILL);
+  signal_adopted_orphans(job, SIGKILL, false);
+}
+
+/*
+ * The job is over when its last rank is, and what the ranks left behind
+ * goes too: SIGTERM, and SIGKILL after the grace period, so that a helper
+ * still handling a forwarded signal can finish.  Groups already told to stop
+ * are not told twice.
+ */
+static void begin_cleanup(job_t *job, uint64_t now) {
+  job->ended = true;
+  if (!leftovers_remain(job)) {
+    finish_cleanup(job, now);
+  } else if (job->killed) {
+    kill_leftovers(job, now);
+  } else {
+    bool groups_told = job->stopping || job->signals_seen > 0;
+    if (!groups_told) signal_all(job, SIGTERM);
+    signal_adopted_orphans(job, SIGTERM, true);
+    job->end_kill_at = job->stopping ? job->kill_at : now + RUN_KILL_GRACE_MS;
+  }
+}
+
+static void cleanup_step(job_t *job, uint64_t now) {
+  if (!leftovers_remain(job)) finish_cleanup(job, now);
+  else if (!job->end_killed && now >= job->end_kill_at) kill_leftovers(job, now);
+  else if (job->end_killed && now >= job->end_giveup_at) finish_cleanup(job, now);
+}
+
+/* ----------------------------------------------------------- main loop */
+
 static int poll_timeout(const job_t *job, uint64_t now) {
   uint64_t next = UINT64_MAX;
-  if (job->deadline && job->running > 0) next = job->deadline;
-  if (job->stopping && !job->killed && job->kill_at < next) next = job->kill_at;
-  if (job->running == 0 && job->drain_until < next) next = job->drain_until;
+  if (job->running > 0) {
+    if (job->deadline) next = job->deadline;
+    if (job->stopping && !job->killed && job->kill_at < next) next = job->kill_at;
+  } else if (!job->leftovers_done) {
+    return 20; /* leftovers end without telling us */
+  } else {
+    next = job->drain_until;
+  }
   if (next == UINT64_MAX) return -1;
   return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
@@ -678,15 +809,12 @@ static void run_loop(job_t *job) {
     fprintf(stderr, "symmem-run: out of memory; killing the ranks\n");
     kill_all(job);
   }
-  bool finished_ranks = false;
   for (;;) {
     uint64_t now = now_ms();
     check_deadlines(job, now);
-    if (job->running == 0 && !finished_ranks) {
-      finished_ranks = true;
-      /* The job is over: whatever its ranks left behind goes too. */
-      signal_all(job, SIGKILL);
-      job->drain_until = now + RUN_DRAIN_MS;
+    if (job->running == 0) {
+      if (!job->ended) begin_cleanup(job, now);
+      else if (!job->leftovers_done) cleanup_step(job, now);
     }
     size_t n = 0;
     if (pfds) {
@@ -698,7 +826,7 @@ static void run_loop(job_t *job) {
             pfds[n++] = (struct pollfd){job->ranks[r].out[i].fd, POLLIN, 0};
           }
     }
-    if (finished_ranks && (n <= 1 || now >= job->drain_until)) break;
+    if (job->leftovers_done && (n <= 1 || now >= job->drain_until)) break;
     if (!pfds) {
       reap_children(job);
       usleep(10000);
@@ -716,7 +844,7 @@ static void run_loop(job_t *job) {
       }
     handle_signal_bytes(job);
   }
-  /* Output still held open by an escaped descendant is cut off here. */
+  /* Output still held open by a process we could not stop is cut off. */
   for (int r = 0; r < job->started; r++)
     for (int i = 0; i < 2; i++) close_stream(job, &job->ranks[r].out[i], r);
   reap_children(job);
@@ -761,16 +889,17 @@ static int start_ranks(job_t *job) {
     fprintf(stderr, "symmem-run: out of memory\n");
     return -1;
   }
-  for (int r = 0; r < job->opt.np && !stop_requested; r++) {
+  /* A signal or a rank that failed already ends the spawning. */
+  for (int r = 0; r < job->opt.np && job->exit_code < 0; r++) {
     int err = spawn_rank(job, r, &env);
-    if (err == 0) continue;
     if (err > 0) {
       report_exec_failure(job, err);
       record_exit(job, err == ENOENT ? 127 : 126);
-    } else {
+    } else if (err < 0) {
       record_exit(job, 1);
     }
-    break;
+    if (err != 0) begin_stop(job); /* before its exit is seen: no "lost" */
+    handle_signal_bytes(job);
   }
   rank_env_free(&env);
   return 0;

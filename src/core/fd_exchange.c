@@ -159,6 +159,20 @@ static bool fdx_send_reply(int sock, uint32_t status, uint64_t id, int fd) {
   return n == (ssize_t)sizeof rep;
 }
 
+/* Closes a server-side connection so that the client still reads what was
+ * sent to it.  Closing a Unix socket with unread requests in its queue makes
+ * the client's next recv fail with ECONNRESET before it sees a reply already
+ * queued (a refusal, say); after SHUT_RD nothing more can be queued, so
+ * draining first leaves the client a clean end-of-file. */
+static void fdx_close_conn(int *sock) {
+  if (*sock < 0) return;
+  shutdown(*sock, SHUT_RD);
+  char sink[64];
+  for (int i = 0; i < 64 && recv(*sock, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+  }
+  fdx_close(sock);
+}
+
 /* ------------------------------------------------------- published table */
 
 /* Index of the first entry with id >= `id` (table_lock held). */
@@ -321,7 +335,7 @@ static void fdx_admit(symm_fdx_t *fdx, int sock) {
   fdx->nconns++;
   return;
 drop:
-  close(sock);
+  fdx_close_conn(&sock);
 }
 
 /* Accepts every pending connection.  Returns 0, or the time (ns) before which
@@ -376,7 +390,7 @@ static void *fdx_server_main(void *arg) {
     if (fdx->pfds[0].revents) break; /* symm_fdx_stop */
     for (size_t i = 0; i + 2 < n; i++) {
       short ev = fdx->pfds[2 + i].revents;
-      if (ev && !fdx_serve(fdx, &fdx->conns[i], ev)) fdx_close(&fdx->conns[i].fd);
+      if (ev && !fdx_serve(fdx, &fdx->conns[i], ev)) fdx_close_conn(&fdx->conns[i].fd);
     }
     if (fdx->pfds[1].revents) accept_resume_ns = fdx_accept_all(fdx);
     fdx_drop_closed_conns(fdx);

@@ -1,0 +1,800 @@
+/* Tests of the fd exchange (src/core/fd_exchange.c): real servers in this
+ * process or in forked ones, each built from a hand-filled struct symm_comm,
+ * no store involved. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fd_exchange.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------- helpers */
+
+static void fdx_test_job(char *job, size_t cap) {
+  unsigned char rnd[6];
+  symm_random_bytes(rnd, sizeof rnd);
+  snprintf(job, cap, "fdx%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+           rnd[3], rnd[4], rnd[5]);
+}
+
+static void fdx_test_comm(struct symm_comm *c, const char *job, int rank, int size,
+                          int timeout_ms) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->job_id, sizeof c->job_id, "%s", job);
+  c->rank = rank;
+  c->size = size;
+  c->timeout_ms = timeout_ms;
+}
+
+static symm_fdx_t *fdx_test_start(const char *job, int rank, int size, int timeout_ms) {
+  struct symm_comm c;
+  fdx_test_comm(&c, job, rank, size, timeout_ms);
+  symm_fdx_t *fdx = NULL;
+  ASSERT_OK(symm_fdx_start(&c, &fdx));
+  ASSERT(fdx != NULL);
+  return fdx;
+}
+
+static unsigned char fdx_pattern(int seed, size_t i) {
+  return (unsigned char)((size_t)seed * 131u + i * 7u + (i >> 12));
+}
+
+/* A memfd of `size` bytes filled with seed's pattern. */
+static int fdx_make_memfd(size_t size, int seed) {
+  int fd = memfd_create("symm-test-fdx", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, (off_t)size), 0);
+  unsigned char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT(p != MAP_FAILED);
+  for (size_t i = 0; i < size; i++) p[i] = fdx_pattern(seed, i);
+  ASSERT_EQ(munmap(p, size), 0);
+  return fd;
+}
+
+/* Maps fd and checks it is the memfd fdx_make_memfd(size, seed) made. */
+static void fdx_check_memfd(int fd, size_t size, int seed) {
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(st.st_size, size);
+  ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  const unsigned char *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT(p != MAP_FAILED);
+  for (size_t i = 0; i < size; i++)
+    if (p[i] != fdx_pattern(seed, i)) TEST_FAIL_("byte %zu of seed %d's memfd is %u", i, seed, p[i]);
+  ASSERT_EQ(munmap((void *)p, size), 0);
+}
+
+static size_t fdx_rank_bytes(int rank) { return 4096u * (size_t)(rank + 1) + 17u * (size_t)rank; }
+
+/* Waits up to timeout_ms for pid; kills it at the deadline.  Returns its
+ * raw wait status. */
+static int fdx_wait_child(pid_t pid, int timeout_ms) {
+  uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+  for (;;) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    ASSERT_EQ(r, 0);
+    if (test_now_ms() > deadline) {
+      kill(pid, SIGKILL);
+      ASSERT_EQ(waitpid(pid, &st, 0), pid);
+      TEST_FAIL_("child %d did not finish within %d ms", (int)pid, timeout_ms);
+    }
+    usleep(2000);
+  }
+}
+
+static pid_t fdx_fork(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  return pid;
+}
+
+/* Reads one byte from fd within timeout_ms; returns read()'s result. */
+static ssize_t fdx_read_byte(int fd, int timeout_ms) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) != 1) return -1;
+  char b;
+  return read(fd, &b, 1);
+}
+
+/* ---- a group of forked ranks with a barrier through pipes ------------- */
+
+typedef struct fdx_member {
+  int rank, size;
+  const char *job;
+  int up, down; /* child's ends: write "arrived", read "go" */
+} fdx_member_t;
+
+typedef int (*fdx_rank_fn)(const fdx_member_t *m);
+
+static void fdx_barrier(const fdx_member_t *m) {
+  char b = 1;
+  ASSERT_EQ(write(m->up, &b, 1), 1);
+  ASSERT_EQ(read(m->down, &b, 1), 1);
+}
+
+/* Runs fn in n forked ranks of job; the parent releases each barrier once
+ * every rank has arrived.  Returns how many ranks failed. */
+static int fdx_run_group(int n, const char *job, fdx_rank_fn fn, int timeout_ms) {
+  int up[8][2], down[8][2];
+  pid_t pids[8];
+  ASSERT_LE(n, 8);
+  for (int r = 0; r < n; r++) {
+    ASSERT_EQ(pipe2(up[r], O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(down[r], O_CLOEXEC), 0);
+  }
+  for (int r = 0; r < n; r++) {
+    pids[r] = fdx_fork();
+    if (pids[r] == 0) {
+      for (int k = 0; k < n; k++) {
+        if (k != r) close(up[k][1]), close(down[k][0]);
+        close(up[k][0]);
+        close(down[k][1]);
+      }
+      fdx_member_t m = {r, n, job, up[r][1], down[r][0]};
+      int rc = fn(&m);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc);
+    }
+  }
+  for (int r = 0; r < n; r++) close(up[r][1]), close(down[r][0]);
+
+  uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+  int arrived = 0, live = n, bad = 0;
+  bool done[8] = {false};
+  while (live > 0 && !bad && test_now_ms() < deadline) {
+    for (int r = 0; r < n; r++) {
+      int st;
+      if (!done[r] && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        done[r] = true;
+        live--;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+          fprintf(stderr, "rank %d: %s %d\n", r, WIFEXITED(st) ? "exit" : "signal",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+          bad++;
+        }
+      }
+      if (!done[r] && fdx_read_byte(up[r][0], 0) == 1) arrived++;
+    }
+    if (arrived == n) {
+      for (int r = 0; r < n; r++) ASSERT_EQ(write(down[r][1], "g", 1), 1);
+      arrived = 0;
+    }
+    usleep(1000);
+  }
+  for (int r = 0; r < n; r++) {
+    if (!done[r]) {
+      if (!bad) fprintf(stderr, "rank %d still running after %d ms\n", r, timeout_ms);
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], NULL, 0);
+      bad++;
+    }
+    close(up[r][0]);
+    close(down[r][1]);
+  }
+  return bad;
+}
+
+/* ---- raw protocol client -------------------------------------------- */
+
+static int fdx_raw_connect(const char *job, int rank, int timeout_ms) {
+  struct sockaddr_un addr;
+  socklen_t len = symm_fdx_address(job, 0, rank, &addr);
+  ASSERT_GT(len, 0);
+  uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+  for (;;) {
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    if (connect(s, (struct sockaddr *)&addr, len) == 0) return s;
+    close(s);
+    if (test_now_ms() > deadline) return -1;
+    usleep(2000);
+  }
+}
+
+static void fdx_raw_send(int s, const void *buf, size_t len, int fd_to_attach) {
+  struct iovec iov = {(void *)buf, len};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd_to_attach >= 0) {
+    memset(&ctl, 0, sizeof ctl);
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd_to_attach, sizeof(int));
+  }
+  ASSERT_EQ(sendmsg(s, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void fdx_raw_request(int s, uint32_t magic, uint32_t op, uint64_t id) {
+  symm_fdx_request_t req;
+  memset(&req, 0, sizeof req);
+  req.magic = magic;
+  req.op = op;
+  req.id = id;
+  fdx_raw_send(s, &req, sizeof req, -1);
+}
+
+/* Receives one message within timeout_ms: returns its length (0 at EOF, -1
+ * on timeout); *fd gets an attached fd or -1. */
+static ssize_t fdx_raw_recv(int s, symm_fdx_reply_t *rep, int *fd, int timeout_ms) {
+  *fd = -1;
+  memset(rep, 0, sizeof *rep);
+  struct pollfd p = {s, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) != 1) return -1;
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct iovec iov = {rep, sizeof *rep};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl.buf;
+  msg.msg_controllen = sizeof ctl.buf;
+  ssize_t n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0 && errno == ECONNRESET) return 0;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (n > 0 && cm && cm->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(cm), sizeof(int));
+  return n;
+}
+
+/* The server must close s (after a malformed request) within 5 s. */
+static void fdx_expect_closed(int s) {
+  symm_fdx_reply_t rep;
+  int fd;
+  ssize_t n = fdx_raw_recv(s, &rep, &fd, 5000);
+  if (fd >= 0) close(fd);
+  ASSERT_EQ(n, 0);
+  close(s);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Every rank publishes one memfd; every rank fetches every rank's (its own
+ * included) twice, the second time over the cached connection. */
+static int fdx_all_pairs_rank(const fdx_member_t *m) {
+  symm_fdx_t *fdx = fdx_test_start(m->job, m->rank, m->size, 10000);
+  int mine = fdx_make_memfd(fdx_rank_bytes(m->rank), m->rank);
+  ASSERT_OK(symm_fdx_publish(fdx, 100 + (uint64_t)m->rank, mine));
+  close(mine); /* the server keeps its own dup */
+  fdx_barrier(m);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < m->size; i++) {
+      int peer = (m->rank + i) % m->size;
+      int fd = -1;
+      ASSERT_OK(symm_fdx_fetch(fdx, peer, 100 + (uint64_t)peer, &fd));
+      fdx_check_memfd(fd, fdx_rank_bytes(peer), peer);
+      close(fd);
+    }
+  }
+  fdx_barrier(m); /* nobody stops serving while others still fetch */
+  ASSERT_EQ(symm_fdx_published(fdx), 1);
+  symm_fdx_stop(fdx);
+  return 0;
+}
+
+TEST_IMPL(fdx_all_pairs) {
+  for (int n = 2; n <= 8; n++) {
+    char job[48];
+    fdx_test_job(job, sizeof job);
+    int bad = fdx_run_group(n, job, fdx_all_pairs_rank, 20000);
+    if (bad) TEST_FAIL_("%d of %d ranks failed", bad, n);
+  }
+  return 0;
+}
+
+TEST_IMPL(fdx_not_found) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 5000);
+  symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
+  int fd = 123;
+  ASSERT_RES(symm_fdx_fetch(b, 0, 77, &fd), SYMM_ERR_NOT_FOUND);
+  ASSERT_EQ(fd, -1);
+  ASSERT_STR_CONTAINS(symm_last_error(), "77");
+
+  int mem = fdx_make_memfd(8192, 5);
+  ASSERT_OK(symm_fdx_publish(a, 77, mem));
+  ASSERT_EQ(symm_fdx_published(a), 1);
+  ASSERT_OK(symm_fdx_fetch(b, 0, 77, &fd)); /* same connection as the miss */
+  fdx_check_memfd(fd, 8192, 5);
+  close(fd);
+  ASSERT_OK(symm_fdx_fetch(a, 0, 77, &fd)); /* from itself */
+  fdx_check_memfd(fd, 8192, 5);
+  close(fd);
+
+  int before = test_count_fds();
+  ASSERT_RES(symm_fdx_publish(a, 77, mem), SYMM_ERR_INVALID_ARG);
+  ASSERT_EQ(test_count_fds(), before); /* the refused dup was closed */
+  ASSERT_RES(symm_fdx_publish(a, 78, -1), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_fdx_fetch(b, 2, 77, &fd), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_fdx_fetch(b, -1, 77, &fd), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_fdx_fetch(NULL, 0, 77, &fd), SYMM_ERR_INVALID_ARG);
+
+  symm_fdx_unpublish(a, 12345); /* unknown: ignored */
+  ASSERT_EQ(symm_fdx_published(a), 1);
+  symm_fdx_unpublish(a, 77);
+  ASSERT_EQ(symm_fdx_published(a), 0);
+  ASSERT_RES(symm_fdx_fetch(b, 0, 77, &fd), SYMM_ERR_NOT_FOUND);
+  close(mem);
+  symm_fdx_stop(b);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* A rank whose server never starts: a timeout, not a hang. */
+TEST_IMPL(fdx_no_server) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 300);
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  uint64_t took = test_now_ms() - t0;
+  ASSERT(res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST);
+  ASSERT_EQ(fd, -1);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  ASSERT_GE(took, 250);
+  ASSERT_LT(took, 3000);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* A peer whose server was reached once and then went away (killed process,
+ * or stopped server) is reported lost at once, long before the timeout. */
+TEST_IMPL(fdx_peer_lost) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  int ready[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  pid_t pid = fdx_fork();
+  if (pid == 0) {
+    close(ready[0]);
+    symm_fdx_t *b = fdx_test_start(job, 1, 3, 10000);
+    int mem = fdx_make_memfd(4096, 1);
+    ASSERT_OK(symm_fdx_publish(b, 9, mem));
+    ASSERT_EQ(write(ready[1], "r", 1), 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  symm_fdx_t *a = fdx_test_start(job, 0, 3, 10000);
+  symm_fdx_t *c = fdx_test_start(job, 2, 3, 10000);
+  ASSERT_EQ(fdx_read_byte(ready[0], 10000), 1);
+  close(ready[0]);
+  int fd;
+  ASSERT_OK(symm_fdx_fetch(a, 1, 9, &fd));
+  fdx_check_memfd(fd, 4096, 1);
+  close(fd);
+
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_EQ(waitpid(pid, NULL, 0), pid);
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_fdx_fetch(a, 1, 9, &fd), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  ASSERT_EQ(fd, -1);
+
+  ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_NOT_FOUND); /* reach c once */
+  symm_fdx_stop(c);
+  t0 = test_now_ms();
+  ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+static void fdx_become_nobody(void) {
+  if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
+  if (geteuid() != 65534) _exit(91);
+}
+
+/* Runs as uid 65534 against rank 0 (root): a valid request must get a
+ * refusal and no fd; the library client must report PERMISSION. */
+static int fdx_foreign_client(const char *job) {
+  fdx_become_nobody();
+  int s = fdx_raw_connect(job, 0, 10000);
+  if (s < 0) return 10;
+  /* The server may have refused and shut down before this arrives (EPIPE):
+   * its refusal must be readable either way. */
+  symm_fdx_request_t req = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 1};
+  (void)!send(s, &req, sizeof req, MSG_NOSIGNAL);
+  symm_fdx_reply_t rep;
+  int fd;
+  ssize_t n = fdx_raw_recv(s, &rep, &fd, 5000);
+  if (fd >= 0) return 11; /* the fd leaked to another user */
+  if (n != (ssize_t)sizeof rep || rep.magic != SYMM_FDX_MAGIC || rep.status != SYMM_FDX_REFUSED)
+    return 12;
+  if (fdx_raw_recv(s, &rep, &fd, 5000) != 0) return 13; /* and closed */
+  close(s);
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 1, 3, 5000);
+  symm_fdx_t *mine = NULL;
+  if (symm_fdx_start(&c, &mine) != SYMM_SUCCESS) return 14;
+  symm_result_t res = symm_fdx_fetch(mine, 0, 1, &fd);
+  symm_fdx_stop(mine);
+  return res == SYMM_ERR_PERMISSION ? 0 : 15;
+}
+
+/* Serves rank 2 as uid 65534 until `quit` reaches EOF. */
+static int fdx_foreign_server(const char *job, int ready, int quit) {
+  fdx_become_nobody();
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 2, 3, 5000);
+  symm_fdx_t *fdx = NULL;
+  if (symm_fdx_start(&c, &fdx) != SYMM_SUCCESS) return 20;
+  int mem = fdx_make_memfd(4096, 2);
+  if (symm_fdx_publish(fdx, 2, mem) != SYMM_SUCCESS) return 21;
+  if (write(ready, "r", 1) != 1) return 22;
+  fdx_read_byte(quit, 20000);
+  symm_fdx_stop(fdx);
+  return 0;
+}
+
+TEST_IMPL(fdx_uid_refused) {
+  if (geteuid() != 0) {
+    printf("SKIP: needs root to run a peer under another uid\n");
+    return TEST_SKIP;
+  }
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  int ready[2], quit[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(quit, O_CLOEXEC), 0);
+  /* Both children are forked before this process starts any thread. */
+  pid_t client = fdx_fork();
+  if (client == 0) _exit(fdx_foreign_client(job));
+  pid_t server = fdx_fork();
+  if (server == 0) {
+    close(ready[0]);
+    close(quit[1]);
+    _exit(fdx_foreign_server(job, ready[1], quit[0]));
+  }
+  close(ready[1]);
+  close(quit[0]);
+
+  symm_fdx_t *a = fdx_test_start(job, 0, 3, 5000);
+  int mem = fdx_make_memfd(4096, 0);
+  ASSERT_OK(symm_fdx_publish(a, 1, mem));
+  int st = fdx_wait_child(client, 20000);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    TEST_FAIL_("foreign client: %s %d", WIFEXITED(st) ? "exit" : "signal",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+
+  int fd;
+  ASSERT_OK(symm_fdx_fetch(a, 0, 1, &fd)); /* still serving its own uid */
+  fdx_check_memfd(fd, 4096, 0);
+  close(fd);
+
+  ASSERT_EQ(fdx_read_byte(ready[0], 10000), 1);
+  ASSERT_RES(symm_fdx_fetch(a, 2, 2, &fd), SYMM_ERR_PERMISSION);
+  ASSERT_EQ(fd, -1);
+  ASSERT_STR_CONTAINS(symm_last_error(), "uid 65534");
+  close(quit[1]);
+  st = fdx_wait_child(server, 20000);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(ready[0]);
+  close(mem);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* Garbage, truncated, oversized and fd-carrying requests close their own
+ * connection only; the server keeps answering everybody else. */
+TEST_IMPL(fdx_malformed) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 5000);
+  symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
+  int mem = fdx_make_memfd(4096, 3);
+  ASSERT_OK(symm_fdx_publish(a, 5, mem));
+  int idle = fdx_raw_connect(job, 0, 1000); /* connected, never speaks */
+  ASSERT_GE(idle, 0);
+  /* Once b has been served, the server has accepted idle (it accepts in
+   * arrival order), so both ends of both connections are in the count. */
+  int fd;
+  ASSERT_OK(symm_fdx_fetch(b, 0, 5, &fd));
+  close(fd);
+  int baseline = test_count_fds();
+
+  /* The raw client's well-formed request works, so the rejections below
+   * are about the damage done to it. */
+  int s = fdx_raw_connect(job, 0, 1000);
+  fdx_raw_request(s, SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5);
+  symm_fdx_reply_t rep;
+  ASSERT_EQ(fdx_raw_recv(s, &rep, &fd, 5000), sizeof rep);
+  ASSERT_EQ(rep.status, SYMM_FDX_OK);
+  ASSERT_EQ(rep.id, 5);
+  ASSERT_GE(fd, 0);
+  fdx_check_memfd(fd, 4096, 3);
+  close(fd);
+
+  symm_fdx_request_t good = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5};
+  unsigned char big[64];
+  memset(big, 0, sizeof big);
+  memcpy(big, &good, sizeof good);
+  int spare[2];
+  ASSERT_EQ(pipe2(spare, O_CLOEXEC), 0);
+  for (int kind = 0; kind < 6; kind++) {
+    if (kind > 0) s = fdx_raw_connect(job, 0, 1000);
+    ASSERT_GE(s, 0);
+    switch (kind) {
+    case 0: fdx_raw_send(s, "garbage", 5, -1); break;          /* truncated */
+    case 1: fdx_raw_request(s, 0xdeadbeef, SYMM_FDX_OP_FETCH, 5); break;
+    case 2: fdx_raw_request(s, SYMM_FDX_MAGIC, 99, 5); break;  /* unknown op */
+    case 3: fdx_raw_send(s, big, sizeof big, -1); break;       /* oversized */
+    case 4: fdx_raw_send(s, &good, sizeof good, spare[0]); break; /* fd attached */
+    case 5: fdx_raw_send(s, "", 0, -1); break;                 /* empty */
+    }
+    fdx_expect_closed(s);
+    ASSERT_OK(symm_fdx_fetch(b, 0, 5, &fd));
+    fdx_check_memfd(fd, 4096, 3);
+    close(fd);
+  }
+  close(spare[0]);
+  close(spare[1]);
+  /* Every raw connection is gone from both ends, and the attached pipe
+   * end did not stay behind in the server. */
+  ASSERT_EQ(test_count_fds(), baseline);
+  close(idle);
+  close(mem);
+  symm_fdx_stop(b);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* A client that sends requests without ever reading the replies loses its
+ * connection; it cannot stall the server for the others. */
+TEST_IMPL(fdx_slow_reader) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 5000);
+  symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
+  int mem = fdx_make_memfd(4096, 4);
+  ASSERT_OK(symm_fdx_publish(a, 5, mem));
+  int s = fdx_raw_connect(job, 0, 1000);
+  ASSERT_GE(s, 0);
+  symm_fdx_request_t req = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5};
+  uint64_t deadline = test_now_ms() + 10000;
+  int sent = 0;
+  bool cut_off = false;
+  while (!cut_off && test_now_ms() < deadline) {
+    ssize_t n = send(s, &req, sizeof req, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == (ssize_t)sizeof req) sent++;
+    else if (errno == EPIPE || errno == ECONNRESET) cut_off = true;
+    else if (errno == EAGAIN) usleep(1000);
+    else TEST_FAIL_("send: %s", strerror(errno));
+  }
+  if (!cut_off) TEST_FAIL_("server kept a client that never reads (%d requests sent)", sent);
+  close(s);
+  int fd;
+  ASSERT_OK(symm_fdx_fetch(b, 0, 5, &fd));
+  fdx_check_memfd(fd, 4096, 4);
+  close(fd);
+  close(mem);
+  symm_fdx_stop(b);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* 1000 publish/fetch/unpublish cycles leave no fd behind, and stop closes
+ * everything start opened. */
+TEST_IMPL(fdx_fd_leak) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  int mem = fdx_make_memfd(4096, 6);
+  int baseline = test_count_fds();
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 5000);
+  symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
+  int steady = -1;
+  for (uint32_t i = 0; i < 1000; i++) {
+    ASSERT_EQ(pwrite(mem, &i, sizeof i, 0), sizeof i);
+    ASSERT_OK(symm_fdx_publish(a, 1000 + i, mem));
+    int fd;
+    ASSERT_OK(symm_fdx_fetch(b, 0, 1000 + i, &fd));
+    uint32_t seen = ~0u;
+    ASSERT_EQ(pread(fd, &seen, sizeof seen, 0), sizeof seen);
+    ASSERT_EQ(seen, i);
+    close(fd);
+    symm_fdx_unpublish(a, 1000 + i);
+    ASSERT_RES(symm_fdx_fetch(b, 0, 1000 + i, &fd), SYMM_ERR_NOT_FOUND);
+    if (i == 0) steady = test_count_fds();
+  }
+  ASSERT_EQ(test_count_fds(), steady);
+  ASSERT_EQ(symm_fdx_published(a), 0);
+  /* leave some published: stop must close them too */
+  for (uint64_t id = 1; id <= 10; id++) ASSERT_OK(symm_fdx_publish(a, id, mem));
+  ASSERT_EQ(test_count_fds(), steady + 10);
+  symm_fdx_stop(b);
+  symm_fdx_stop(a);
+  ASSERT_EQ(test_count_fds(), baseline);
+  close(mem);
+  return 0;
+}
+
+struct fdx_thread_arg {
+  symm_fdx_t *fdx;
+  uint32_t id;
+  int failures;
+};
+
+static void *fdx_fetch_loop(void *p) {
+  struct fdx_thread_arg *t = p;
+  for (int i = 0; i < 200; i++) {
+    int fd;
+    uint32_t seen = 0;
+    if (symm_fdx_fetch(t->fdx, 0, t->id, &fd) != SYMM_SUCCESS) {
+      t->failures++;
+      continue;
+    }
+    if (pread(fd, &seen, sizeof seen, 0) != sizeof seen || seen != t->id) t->failures++;
+    close(fd);
+  }
+  return NULL;
+}
+
+/* Fetch is thread-safe: 8 threads share one cached connection. */
+TEST_IMPL(fdx_threads) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 10000);
+  symm_fdx_t *b = fdx_test_start(job, 1, 2, 10000);
+  int mems[8];
+  pthread_t th[8];
+  struct fdx_thread_arg args[8];
+  for (uint32_t t = 0; t < 8; t++) {
+    mems[t] = memfd_create("symm-test-fdx", MFD_CLOEXEC);
+    ASSERT_GE(mems[t], 0);
+    ASSERT_EQ(pwrite(mems[t], &t, sizeof t, 0), sizeof t);
+    ASSERT_OK(symm_fdx_publish(a, t, mems[t]));
+    args[t] = (struct fdx_thread_arg){b, t, 0};
+  }
+  for (int t = 0; t < 8; t++) ASSERT_EQ(pthread_create(&th[t], NULL, fdx_fetch_loop, &args[t]), 0);
+  for (int t = 0; t < 8; t++) {
+    ASSERT_EQ(pthread_join(th[t], NULL), 0);
+    ASSERT_EQ(args[t].failures, 0);
+  }
+  for (int t = 0; t < 8; t++) close(mems[t]);
+  symm_fdx_stop(b);
+  symm_fdx_stop(a);
+  return 0;
+}
+
+/* A second server under the same name fails cleanly; bad ranks are refused. */
+TEST_IMPL(fdx_name_taken) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 1000);
+  int before = test_count_fds();
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 0, 2, 1000);
+  symm_fdx_t *dup = (symm_fdx_t *)&c;
+  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_SYSTEM);
+  ASSERT(dup == NULL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "taken");
+  ASSERT_EQ(test_count_fds(), before);
+  fdx_test_comm(&c, job, 2, 2, 1000);
+  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_INVALID_ARG);
+  fdx_test_comm(&c, job, 0, 0, 1000);
+  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_INVALID_ARG);
+  symm_fdx_stop(a);
+  symm_fdx_stop(NULL);
+  return 0;
+}
+
+/* A fake rank-1 server that answers its first request only after the
+ * client's timeout, then answers correctly whatever comes next. */
+struct fdx_fake_server {
+  int listener;
+  int answered; /* correct replies sent */
+};
+
+static void fdx_fake_reply(int conn, uint64_t id) {
+  int mem = fdx_make_memfd(4096, (int)id);
+  symm_fdx_reply_t rep = {SYMM_FDX_MAGIC, SYMM_FDX_OK, id};
+  struct iovec iov = {&rep, sizeof rep};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  memset(&ctl, 0, sizeof ctl);
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl.buf;
+  msg.msg_controllen = sizeof ctl.buf;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &mem, sizeof mem);
+  (void)!sendmsg(conn, &msg, MSG_NOSIGNAL); /* the late one may find the client gone */
+  close(mem);
+}
+
+static void *fdx_fake_server_main(void *p) {
+  struct fdx_fake_server *f = p;
+  symm_fdx_request_t req;
+  int late = accept4(f->listener, NULL, NULL, SOCK_CLOEXEC);
+  ASSERT_GE(late, 0);
+  ASSERT_EQ(recv(late, &req, sizeof req, 0), sizeof req);
+  usleep(600 * 1000); /* the client timed out after 300 ms */
+  fdx_fake_reply(late, req.id);
+  int conn = -1;
+  uint64_t deadline = test_now_ms() + 5000;
+  while (!f->answered && test_now_ms() < deadline) {
+    struct pollfd pf[3] = {{f->listener, POLLIN, 0}, {late, POLLIN, 0}, {conn, POLLIN, 0}};
+    if (poll(pf, 3, 100) <= 0) continue;
+    if (pf[0].revents && conn < 0) conn = accept4(f->listener, NULL, NULL, SOCK_CLOEXEC);
+    for (int k = 1; k < 3; k++) {
+      if (!pf[k].revents) continue;
+      ssize_t n = recv(pf[k].fd, &req, sizeof req, MSG_DONTWAIT);
+      if (n == (ssize_t)sizeof req) {
+        fdx_fake_reply(pf[k].fd, req.id);
+        f->answered++;
+      } else if (n == 0) {
+        close(pf[k].fd);
+        if (k == 1) late = -1;
+        else conn = -1;
+      }
+    }
+  }
+  usleep(100 * 1000); /* let the client read before the sockets go */
+  if (late >= 0) close(late);
+  if (conn >= 0) close(conn);
+  return NULL;
+}
+
+/* A reply that arrives after the client gave up must not be taken as the
+ * answer to the next request: a hung server costs a timeout, and the next
+ * fetch gets the fd it asked for. */
+TEST_IMPL(fdx_late_reply) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  struct fdx_fake_server f = {-1, 0};
+  struct sockaddr_un addr;
+  socklen_t len = symm_fdx_address(job, 0, 1, &addr);
+  f.listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(f.listener, 0);
+  ASSERT_EQ(bind(f.listener, (struct sockaddr *)&addr, len), 0);
+  ASSERT_EQ(listen(f.listener, 8), 0);
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, NULL, fdx_fake_server_main, &f), 0);
+
+  symm_fdx_t *a = fdx_test_start(job, 0, 2, 300);
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_fdx_fetch(a, 1, 1, &fd), SYMM_ERR_TIMEOUT);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  ASSERT_EQ(fd, -1);
+  usleep(800 * 1000); /* the late reply has been sent by now */
+  ASSERT_OK(symm_fdx_fetch(a, 1, 2, &fd));
+  fdx_check_memfd(fd, 4096, 2);
+  close(fd);
+  ASSERT_EQ(pthread_join(th, NULL), 0);
+  ASSERT_EQ(f.answered, 1);
+  close(f.listener);
+  symm_fdx_stop(a);
+  return 0;
+}

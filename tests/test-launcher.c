@@ -1,0 +1,701 @@
+/* Tests of the tools: symmem-run (environment, output prefixing, failure
+ * handling, signals, timeouts, usage, the store it serves) and symmem-info.
+ * The tools are run as separate processes, the way people run them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "harness.h"
+
+#define OUT_CAP (64 * 1024)
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Runs a shell command built from fmt; returns its exit status (128+signal
+ * when killed) and how long it took. */
+static int run_fmt(char *out, uint64_t *elapsed_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int run_fmt(char *out, uint64_t *elapsed_ms, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  ASSERT_LT(n, (int)sizeof cmd);
+  uint64_t start = test_now_ms();
+  int rc = test_run_command(cmd, out, OUT_CAP);
+  if (elapsed_ms) *elapsed_ms = test_now_ms() - start;
+  printf("$ %s\n-> %d\n%s\n", cmd, rc, out);
+  return rc;
+}
+
+static int count_occurrences(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* A fresh directory for one test's files; removed by remove_temp_dir. */
+static char *make_temp_dir(void) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/symm-launcher-XXXXXX");
+  ASSERT(mkdtemp(path) != NULL);
+  return path;
+}
+
+static void remove_temp_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[512];
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static void write_file(const char *dir, const char *name, const char *text, mode_t mode) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  chmod(path, mode);
+}
+
+static int read_pid_file(const char *dir, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) TEST_FAIL_("missing pid file %s", path);
+  int pid = 0;
+  if (fscanf(f, "%d", &pid) != 1) pid = 0;
+  fclose(f);
+  ASSERT_GT(pid, 1);
+  return pid;
+}
+
+static void read_file(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+  out[n] = 0;
+  if (f) fclose(f);
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* Gone means no such process, or a zombie waiting for a parent that does
+ * not reap (a container's pid 1). */
+static bool process_gone(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64], stat[512] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  read_file(path, stat, sizeof stat);
+  const char *paren = strrchr(stat, ')');
+  return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* Every process named by the pid files must be gone within wait_ms. */
+static void assert_all_gone(const char *dir, const char *const *names, int n, int wait_ms) {
+  uint64_t deadline = test_now_ms() + (uint64_t)wait_ms;
+  for (int i = 0; i < n; i++) {
+    int pid = read_pid_file(dir, names[i]);
+    while (!process_gone(pid) && test_now_ms() < deadline) usleep(20000);
+    if (!process_gone(pid)) {
+      kill(pid, SIGKILL);
+      TEST_FAIL_("process %d (%s) of the job is still alive", pid, names[i]);
+    }
+  }
+}
+
+/* Starts symmem-run with argv (NULL-terminated, after the tool name) with
+ * stdout and stderr to out_path, for tests that signal it. */
+static pid_t spawn_run(const char *out_path, const char *const *args) {
+  const char *argv[32];
+  int n = 0;
+  argv[n++] = test_tool_path("symmem-run");
+  while (*args && n < 31) argv[n++] = *args++;
+  argv[n] = NULL;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) _exit(99);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(argv[0], (char *const *)argv);
+    _exit(98);
+  }
+  return pid;
+}
+
+/* Waits for pid to exit within wait_ms; returns its decoded status, or -1
+ * (after killing it) on timeout. */
+static int wait_exit(pid_t pid, int wait_ms) {
+  uint64_t deadline = test_now_ms() + (uint64_t)wait_ms;
+  for (;;) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (test_now_ms() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    usleep(10000);
+  }
+}
+
+static void wait_for_files(const char *dir, const char *const *names, int n, int wait_ms) {
+  uint64_t deadline = test_now_ms() + (uint64_t)wait_ms;
+  for (int i = 0; i < n; i++)
+    while (!file_exists(dir, names[i])) {
+      if (test_now_ms() >= deadline) TEST_FAIL_("%s/%s did not appear", dir, names[i]);
+      usleep(10000);
+    }
+}
+
+static const char *store_check_path(void) {
+  static char path[1024];
+  snprintf(path, sizeof path, "%s/progs/symm-store-check", SYMM_TESTS_DIR);
+  return path;
+}
+
+/* ------------------------------------------------------------ symmem-run */
+
+TEST_IMPL(launcher_env) {
+  char *out = malloc(OUT_CAP);
+  /* Inherited job variables are replaced; the multicast guards are not. */
+  int rc = run_fmt(out, NULL,
+                   "NCCL_NVLS_ENABLE=0 SYMM_RANK=99 SYMM_TOKEN=stale %s -n 3 sh -c "
+                   "'echo ENV $SYMM_RANK $SYMM_WORLD_SIZE $SYMM_LOCAL_RANK $SYMM_LOCAL_SIZE "
+                   "$SYMM_TOKEN $SYMM_STORE_ADDR $SYMM_JOB_ID $SYMM_STORE_EXTERNAL "
+                   "$NCCL_NVLS_ENABLE'",
+                   test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  bool seen[3] = {false, false, false};
+  char first_token[64] = "", first_addr[128] = "", first_job[64] = "";
+  int lines = 0;
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    int rank, world, local_rank, local_size, external, nvls;
+    char token[64], addr[128], job[64];
+    if (strncmp(line, "ENV ", 4) != 0) continue;
+    ASSERT_EQ(sscanf(line, "ENV %d %d %d %d %63s %127s %63s %d %d", &rank, &world, &local_rank,
+                     &local_size, token, addr, job, &external, &nvls),
+              9);
+    ASSERT(rank >= 0 && rank < 3);
+    ASSERT(!seen[rank]);
+    seen[rank] = true;
+    ASSERT_EQ(world, 3);
+    ASSERT_EQ(local_rank, rank);
+    ASSERT_EQ(local_size, 3);
+    ASSERT_EQ(external, 1);
+    ASSERT_EQ(nvls, 0);
+    ASSERT_EQ(strlen(token), 32);
+    ASSERT_EQ(strspn(token, "0123456789abcdef"), 32);
+    ASSERT_STR_CONTAINS(addr, ":");
+    ASSERT(job[0] != 0);
+    if (lines++ == 0) {
+      strcpy(first_token, token);
+      strcpy(first_addr, addr);
+      strcpy(first_job, job);
+    }
+    ASSERT_EQ(strcmp(token, first_token), 0);
+    ASSERT_EQ(strcmp(addr, first_addr), 0);
+    ASSERT_EQ(strcmp(job, first_job), 0);
+  }
+  ASSERT_EQ(lines, 3);
+
+  /* Two jobs get different tokens. */
+  rc = run_fmt(out, NULL, "%s -n 1 sh -c 'echo TOKEN $SYMM_TOKEN'", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "TOKEN ");
+  ASSERT(strstr(out, first_token) == NULL);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_prefix) {
+  char *out = malloc(OUT_CAP);
+  char *dir = make_temp_dir();
+  /* A line written in two pieces must come out whole; a last line without
+   * a newline must still come out. */
+  write_file(dir, "rank.sh",
+             "r=$SYMM_RANK\n"
+             "echo out$r\n"
+             "echo err$r >&2\n"
+             "printf 'piece%s-' $r\n"
+             "sleep 0.2\n"
+             "echo joined$r\n"
+             "printf 'tail%s' $r\n",
+             0644);
+  int rc = run_fmt(out, NULL, "%s -p -n 2 sh %s/rank.sh", test_tool_path("symmem-run"), dir);
+  ASSERT_EQ(rc, 0);
+  for (int r = 0; r < 2; r++) {
+    const char *fmts[] = {"[%d] out%d\n", "[%d] err%d\n", "[%d] piece%d-joined%d\n",
+                          "[%d] tail%d\n"};
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+      char want[64];
+      snprintf(want, sizeof want, fmts[i], r, r, r);
+      ASSERT_STR_CONTAINS(out, want);
+    }
+  }
+  int lines = 0;
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++)
+    if (!(line[0] == '[' && (line[1] == '0' || line[1] == '1') && !strncmp(line + 2, "] ", 2)))
+      TEST_FAIL_("line without a rank prefix: \"%s\"", line);
+  ASSERT_EQ(lines, 8);
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_exit_code) {
+  char *out = malloc(OUT_CAP);
+  uint64_t ms;
+  int rc = run_fmt(out, &ms,
+                   "%s -n 3 sh -c 'if [ \"$SYMM_RANK\" = 1 ]; then exit 3; fi; sleep 30'",
+                   test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 3);
+  ASSERT_STR_CONTAINS(out, "rank 1 (pid ");
+  ASSERT_STR_CONTAINS(out, "exited with status 3");
+  ASSERT_STR_CONTAINS(out, "stopping the other ranks");
+  ASSERT_LT(ms, 10000);
+  /* All ranks succeeding gives 0 and no complaint. */
+  rc = run_fmt(out, NULL, "%s -n 4 true", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(strlen(out), 0);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_kill) {
+  char *out = malloc(OUT_CAP);
+  char *dir = make_temp_dir();
+  char script[1024];
+  /* Every rank records its shell and a background child; rank 2 kills
+   * itself with SIGKILL once all six pids are written. */
+  snprintf(script, sizeof script,
+           "d=%s\n"
+           "echo $$ > $d/sh.$SYMM_RANK\n"
+           "sleep 30 &\n"
+           "echo $! > $d/bg.$SYMM_RANK\n"
+           "if [ \"$SYMM_RANK\" = 2 ]; then\n"
+           "  while [ $(ls $d | grep -cE '^(sh|bg)[.]') -lt 6 ]; do sleep 0.05; done\n"
+           "  kill -9 $$\n"
+           "fi\n"
+           "wait\n",
+           dir);
+  write_file(dir, "rank.sh", script, 0644);
+  uint64_t ms;
+  int rc = run_fmt(out, &ms, "%s -n 3 sh %s/rank.sh", test_tool_path("symmem-run"), dir);
+  ASSERT_EQ(rc, 128 + 9);
+  ASSERT_STR_CONTAINS(out, "rank 2 (pid ");
+  ASSERT_STR_CONTAINS(out, "signal 9");
+  ASSERT_LT(ms, 10000);
+  const char *names[] = {"sh.0", "sh.1", "sh.2", "bg.0", "bg.1", "bg.2"};
+  assert_all_gone(dir, names, 6, 3000);
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_no_leftovers) {
+  char *out = malloc(OUT_CAP);
+  char *dir = make_temp_dir();
+  char script[1024];
+  int rc = test_run_command("command -v setsid", out, OUT_CAP);
+  const char *escape = rc == 0 ? "setsid" : "";
+  if (rc != 0) printf("no setsid here: the escaping child stays in its group\n");
+  /* Ranks that succeed but leave children behind, one of them in a
+   * session of its own: the job is over when the ranks are, and with -p
+   * the leftovers would also hold the output pipes open. */
+  snprintf(script, sizeof script,
+           "sleep 30 &\n"
+           "echo $! > %s/bg.$SYMM_RANK\n"
+           "%s sleep 31 &\n"
+           "echo $! > %s/esc.$SYMM_RANK\n"
+           "sleep 0.2\n"
+           "echo done $SYMM_RANK\n",
+           dir, escape, dir);
+  write_file(dir, "rank.sh", script, 0644);
+  uint64_t ms;
+  rc = run_fmt(out, &ms, "%s -p -n 2 sh %s/rank.sh", test_tool_path("symmem-run"), dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "[0] done 0");
+  ASSERT_STR_CONTAINS(out, "[1] done 1");
+  ASSERT_LT(ms, 5000);
+  const char *names[] = {"bg.0", "bg.1", "esc.0", "esc.1"};
+  assert_all_gone(dir, names, 4, 3000);
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_sigterm) {
+  char *dir = make_temp_dir();
+  char script[1024], out_path[256], *out = malloc(OUT_CAP);
+  /* The nested shell hears SIGTERM only if its rank's whole process group
+   * is signalled; its parent does not pass the signal on. */
+  snprintf(script, sizeof script,
+           "d=%s\n"
+           "trap 'echo trapped $SYMM_RANK; exit 5' TERM\n"
+           "sh -c 'trap \"echo grandchild-term $SYMM_RANK; exit 0\" TERM; "
+           "echo $$ > %s/gc.$SYMM_RANK; sleep 30 & wait' &\n"
+           "sleep 30 &\n"
+           "echo $! > $d/bg.$SYMM_RANK\n"
+           "echo $$ > $d/sh.$SYMM_RANK\n"
+           "wait\n",
+           dir, dir);
+  write_file(dir, "rank.sh", script, 0644);
+  snprintf(out_path, sizeof out_path, "%s/out", dir);
+  char script_path[256];
+  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
+  const char *args[] = {"-n", "2", "sh", script_path, NULL};
+  pid_t pid = spawn_run(out_path, args);
+  const char *names[] = {"sh.0", "sh.1", "gc.0", "gc.1", "bg.0", "bg.1"};
+  wait_for_files(dir, names, 4, 10000);
+  uint64_t start = test_now_ms();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int rc = wait_exit(pid, 10000);
+  uint64_t ms = test_now_ms() - start;
+  read_file(out_path, out, OUT_CAP);
+  printf("symmem-run -> %d after %llu ms:\n%s\n", rc, (unsigned long long)ms, out);
+  ASSERT_EQ(rc, 128 + SIGTERM);
+  ASSERT_LT(ms, 5000);
+  ASSERT_STR_CONTAINS(out, "forwarding");
+  ASSERT_STR_CONTAINS(out, "trapped 0");
+  ASSERT_STR_CONTAINS(out, "trapped 1");
+  ASSERT_STR_CONTAINS(out, "grandchild-term 0");
+  ASSERT_STR_CONTAINS(out, "grandchild-term 1");
+  assert_all_gone(dir, names, 6, 3000);
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_sigint_twice) {
+  char *dir = make_temp_dir();
+  char script[1024], out_path[256], script_path[256], *out = malloc(OUT_CAP);
+  /* Ranks that shrug off SIGINT: the first one is only forwarded, the
+   * second one must kill them. */
+  snprintf(script, sizeof script,
+           "trap 'echo got-int $SYMM_RANK' INT\n"
+           "echo $$ > %s/sh.$SYMM_RANK\n"
+           "while :; do sleep 0.1; done\n",
+           dir);
+  write_file(dir, "rank.sh", script, 0644);
+  snprintf(out_path, sizeof out_path, "%s/out", dir);
+  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
+  const char *args[] = {"-n", "2", "sh", script_path, NULL};
+  pid_t pid = spawn_run(out_path, args);
+  const char *names[] = {"sh.0", "sh.1"};
+  wait_for_files(dir, names, 2, 10000);
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  uint64_t deadline = test_now_ms() + 5000;
+  do {
+    usleep(50000);
+    read_file(out_path, out, OUT_CAP);
+  } while ((!strstr(out, "got-int 0") || !strstr(out, "got-int 1")) && test_now_ms() < deadline);
+  ASSERT_STR_CONTAINS(out, "got-int 0");
+  ASSERT_STR_CONTAINS(out, "got-int 1");
+  int st;
+  ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0); /* still running after one */
+  uint64_t start = test_now_ms();
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int rc = wait_exit(pid, 10000);
+  uint64_t ms = test_now_ms() - start;
+  read_file(out_path, out, OUT_CAP);
+  printf("symmem-run -> %d after %llu ms:\n%s\n", rc, (unsigned long long)ms, out);
+  ASSERT_EQ(rc, 128 + SIGINT);
+  ASSERT_LT(ms, 5000);
+  ASSERT_STR_CONTAINS(out, "killing");
+  assert_all_gone(dir, names, 2, 3000);
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_timeout) {
+  char *out = malloc(OUT_CAP);
+  uint64_t ms;
+  int rc = run_fmt(out, &ms, "%s --timeout 1 -n 2 sleep 30", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 124);
+  ASSERT_STR_CONTAINS(out, "timeout");
+  ASSERT_GE(ms, 900);
+  ASSERT_LT(ms, 6000);
+  /* Ranks ignoring SIGTERM are killed after the grace period. */
+  rc = run_fmt(out, &ms, "%s --timeout 0.5 -n 2 sh -c 'trap \"\" TERM; sleep 30'",
+               test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 124);
+  ASSERT_STR_CONTAINS(out, "killing");
+  ASSERT_LT(ms, 8000);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_usage) {
+  char *out = malloc(OUT_CAP);
+  static const char *const bad[] = {
+      "",          "true",          "-n 0 true",           "-n 4097 true",
+      "-n abc true", "-n 2",        "--bogus -n 1 true",   "-n 1 --port 70000 true",
+      "-n 1 --timeout -1 true",     "-n 1 --timeout x true", "-n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = run_fmt(out, NULL, "%s %s", test_tool_path("symmem-run"), bad[i]);
+    ASSERT_EQ(rc, 2);
+    ASSERT_STR_CONTAINS(out, "usage: symmem-run");
+    ASSERT_STR_CONTAINS(out, "symmem-run: "); /* a message saying what is wrong */
+  }
+  int rc = run_fmt(out, NULL, "%s --help", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "usage: symmem-run");
+  rc = run_fmt(out, NULL, "%s --version", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  char version[32];
+  snprintf(version, sizeof version, "%d.%d.%d", SYMM_VERSION_MAJOR, SYMM_VERSION_MINOR,
+           SYMM_VERSION_PATCH);
+  ASSERT_STR_CONTAINS(out, version);
+  /* Options after PROGRAM belong to it; "--" ends ours. */
+  rc = run_fmt(out, NULL, "%s -n 1 -- sh -c 'echo args: $0 $1' x -n",
+               test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "args: x -n");
+  rc = run_fmt(out, NULL, "%s --np=2 sh -c 'echo long-np-ok'", test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(count_occurrences(out, "long-np-ok"), 2);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_exec_fail) {
+  char *out = malloc(OUT_CAP);
+  char *dir = make_temp_dir();
+  int rc = run_fmt(out, NULL, "%s -n 2 /nonexistent/symm-no-such-program",
+                   test_tool_path("symmem-run"));
+  ASSERT_EQ(rc, 127);
+  ASSERT_STR_CONTAINS(out, "cannot execute");
+  ASSERT_STR_CONTAINS(out, "symm-no-such-program");
+  ASSERT_EQ(count_occurrences(out, "cannot execute"), 1);
+  write_file(dir, "not-executable", "echo hi\n", 0644);
+  rc = run_fmt(out, NULL, "%s -n 2 %s/not-executable", test_tool_path("symmem-run"), dir);
+  ASSERT_EQ(rc, 126);
+  ASSERT_STR_CONTAINS(out, "cannot execute");
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_store) {
+  if (access(store_check_path(), X_OK) != 0) {
+    printf("SKIP: %s not built (tests/progs)\n", store_check_path());
+    return TEST_SKIP;
+  }
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "%s -n 3 %s", test_tool_path("symmem-run"), store_check_path());
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(count_occurrences(out, "store ok rank"), 3);
+  /* The store checks the token symmem-run made. */
+  rc = run_fmt(out, NULL, "%s -n 2 %s --wrong-token", test_tool_path("symmem-run"),
+               store_check_path());
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(count_occurrences(out, "token refused ok"), 2);
+  /* --bind with an explicit port. */
+  rc = run_fmt(out, NULL, "%s --bind 0.0.0.0 -n 2 %s", test_tool_path("symmem-run"),
+               store_check_path());
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(count_occurrences(out, "store ok rank"), 2);
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_peer_lost) {
+  if (access(store_check_path(), X_OK) != 0) {
+    printf("SKIP: %s not built (tests/progs)\n", store_check_path());
+    return TEST_SKIP;
+  }
+  char *out = malloc(OUT_CAP);
+  uint64_t ms;
+  /* Rank 1 leaves the store cleanly and exits 3: only symmem-run's
+   * mark_lost can wake rank 0, which waits with a 20 s timeout. */
+  int rc = run_fmt(out, &ms, "%s -n 2 %s --peer-lost", test_tool_path("symmem-run"),
+                   store_check_path());
+  ASSERT_EQ(rc, 3);
+  ASSERT_STR_CONTAINS(out, "peer lost ok");
+  ASSERT_STR_CONTAINS(out, "rank 1 (pid ");
+  ASSERT_LT(ms, 10000);
+  free(out);
+  return 0;
+}
+
+/* ----------------------------------------------------------- symmem-info */
+
+/* The report line of backend `name`: "  name   available" or
+ * "  name   unavailable: reason". */
+static void check_backend_line(const char *out, const char *name) {
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "\n  %s ", name);
+  const char *line = strstr(out, prefix);
+  if (!line) TEST_FAIL_("no line for backend %s", name);
+  line += strlen(prefix);
+  while (*line == ' ') line++;
+  if (!strncmp(line, "available", 9)) return;
+  if (strncmp(line, "unavailable: ", 13) != 0) TEST_FAIL_("backend %s: bad line", name);
+  line += 13;
+  ASSERT(*line != '\n' && *line != ' ' && *line != 0); /* a reason is given */
+}
+
+TEST_IMPL(launcher_info) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "env -u SYMM_BACKEND SYMM_TIMOUT_MS=5 SYMM_TIMEOUT_MS=7 %s",
+                   test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  char version[32];
+  snprintf(version, sizeof version, "symmem %d.%d.%d", SYMM_VERSION_MAJOR, SYMM_VERSION_MINOR,
+           SYMM_VERSION_PATCH);
+  ASSERT_STR_CONTAINS(out, version);
+  static const char *const names[] = {"host", "native", "cuda", "nccl", "nvshmem"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_backend_line(out, names[i]);
+  ASSERT_STR_CONTAINS(out, "multicast: ");
+  ASSERT_STR_CONTAINS(out, "SYMM_TIMEOUT_MS=7");
+  ASSERT_STR_CONTAINS(out, "SYMM_TIMOUT_MS=5  (not a symmem setting");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_info_env) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "SYMM_TIMEOUT_MS=1234 %s --env", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "SYMM_TIMEOUT_MS (int, default 60000)");
+  ASSERT_STR_CONTAINS(out, "current value: 1234");
+  size_t n = 0;
+  const symm_setting_desc_t *table = symm_settings_table(&n);
+  ASSERT_GT(n, 0);
+  for (size_t i = 0; i < n; i++) {
+    char head[128];
+    snprintf(head, sizeof head, "%s (", table[i].name);
+    ASSERT_STR_CONTAINS(out, head);
+    ASSERT_STR_CONTAINS(out, table[i].help);
+  }
+  rc = run_fmt(out, NULL, "SYMM_TIMEOUT_MS=soon %s --env", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "current value: soon (not an integer)");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_info_bogus_backend) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "SYMM_BACKEND=bogus %s", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 1);
+  ASSERT_STR_CONTAINS(out, "backends");  /* the report is still printed */
+  const char *err = strstr(out, "error: SYMM_BACKEND");
+  ASSERT(err != NULL);
+  ASSERT_STR_CONTAINS(err, "bogus");
+  ASSERT_STR_CONTAINS(err, "host");
+  ASSERT_STR_CONTAINS(err, "native");
+  /* A valid name, any case, is fine. */
+  rc = run_fmt(out, NULL, "SYMM_BACKEND=HOST %s", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "backend choice: SYMM_BACKEND=HOST");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_info_multicast) {
+  char *out = malloc(OUT_CAP);
+  const char *clean = "env -u NCCL_NVLS_ENABLE -u TORCH_SYMM_MEM_DISABLE_MULTICAST "
+                      "-u NVSHMEM_DISABLE_NVLS -u SYMM_ENABLE_MULTICAST";
+  int rc = run_fmt(out, NULL, "%s %s", clean, test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "multicast: off (");
+  ASSERT_STR_CONTAINS(out, "SYMM_ENABLE_MULTICAST");
+  rc = run_fmt(out, NULL, "%s SYMM_ENABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 %s", clean,
+               test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "multicast: off (");
+  ASSERT_STR_CONTAINS(out, "NCCL_NVLS_ENABLE=0");
+  /* Only reported, never exercised: symmem-info makes no multicast object. */
+  rc = run_fmt(out, NULL, "%s SYMM_ENABLE_MULTICAST=1 %s", clean, test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "multicast: allowed");
+  free(out);
+  return 0;
+}
+
+/* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
+static void assert_json_shape(const char *s) {
+  int depth = 0;
+  bool in_string = false;
+  while (*s == ' ' || *s == '\n') s++;
+  ASSERT_EQ(*s, '{');
+  for (; *s; s++) {
+    if (in_string) {
+      if (*s == '\\') s++;
+      else if (*s == '"') in_string = false;
+      else ASSERT((unsigned char)*s >= 0x20);
+    } else if (*s == '"') {
+      in_string = true;
+    } else if (*s == '{' || *s == '[') {
+      depth++;
+    } else if (*s == '}' || *s == ']') {
+      ASSERT_GT(depth, 0);
+      if (--depth == 0) break;
+    }
+  }
+  ASSERT_EQ(depth, 0);
+  ASSERT(!in_string);
+}
+
+TEST_IMPL(launcher_info_json) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "env -u SYMM_BACKEND SYMM_TIMEOUT_MS=42 %s --json",
+                   test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  assert_json_shape(out);
+  ASSERT_STR_CONTAINS(out, "\"backends\":[");
+  static const char *const names[] = {"host", "native", "cuda", "nccl", "nvshmem"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "{\"name\":\"%s\"", names[i]);
+    ASSERT_STR_CONTAINS(out, want);
+  }
+  ASSERT_STR_CONTAINS(out, "{\"name\":\"SYMM_TIMEOUT_MS\",\"type\":\"int\",\"default\":\"60000\","
+                           "\"value\":\"42\"");
+  ASSERT_STR_CONTAINS(out, "\"multicast\":{\"allowed\":");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(launcher_info_usage) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "%s --bogus", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "usage: symmem-info");
+  rc = run_fmt(out, NULL, "%s extra", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "unexpected argument");
+  rc = run_fmt(out, NULL, "%s --help", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "--env");
+  free(out);
+  return 0;
+}

@@ -1,0 +1,405 @@
+/*
+ * symmem-info: what symmem can do on this machine, and why not.
+ *
+ *   symmem-info            version, every backend (available, or the reason
+ *                          it is not; its own details), the backend choice,
+ *                          the multicast guard, SYMM_* settings that are set
+ *   symmem-info --env      every SYMM_* setting: type, default, help, value
+ *   symmem-info --json     all of the above as one JSON object
+ *
+ * Exit status: 0, or 1 when SYMM_BACKEND names no backend (the report is
+ * still printed, since that is when it helps most), 2 for usage errors.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/internal.h"
+
+extern char **environ;
+
+#define INFO_REASON_MAX 512
+
+/* What was learnt about one backend. */
+typedef struct backend_report {
+  const char *name;
+  bool built;       /* in the library's static table */
+  bool available;
+  char reason[INFO_REASON_MAX];
+  char *details;    /* describe() output, malloc'd, may be NULL */
+} backend_report_t;
+
+typedef struct info {
+  backend_report_t backends[SYMM_BACKEND_COUNT_];
+  size_t n_backends;
+  const char *backend_env;   /* SYMM_BACKEND, NULL if unset */
+  bool backend_env_ok;
+  char backend_error[INFO_REASON_MAX];
+  bool multicast;
+  char multicast_why[INFO_REASON_MAX];
+} info_t;
+
+/* -------------------------------------------------------------- gathering */
+
+/* describe() writes to a FILE; capture it so it can be indented or quoted. */
+static char *capture_describe(void (*describe)(FILE *)) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return NULL;
+  describe(mem);
+  fclose(mem);
+  if (text && len == 0) {
+    free(text);
+    text = NULL;
+  }
+  return text;
+}
+
+static void probe_backend(backend_report_t *rep, const symm_backend_ops_t *ops) {
+  rep->name = ops->name;
+  rep->built = true;
+  rep->reason[0] = 0;
+  if (!ops->probe) {
+    snprintf(rep->reason, sizeof rep->reason, "backend has no probe");
+  } else if (ops->probe(rep->reason, sizeof rep->reason) == SYMM_SUCCESS) {
+    rep->available = true;
+  } else if (!rep->reason[0]) {
+    snprintf(rep->reason, sizeof rep->reason, "probe failed: %s",
+             *symm_last_error() ? symm_last_error() : "no reason given");
+  }
+  if (ops->describe) rep->details = capture_describe(ops->describe);
+}
+
+/* Backends in the library's table order (the `auto` preference), then any
+ * backend the API knows but this build lacks, so every name is accounted
+ * for. */
+static void gather_backends(info_t *info) {
+  size_t count = 0;
+  const symm_backend_ops_t *const *list = symm_backend_list(&count);
+  bool seen[SYMM_BACKEND_COUNT_] = {false};
+  for (size_t i = 0; i < count && info->n_backends < SYMM_BACKEND_COUNT_; i++) {
+    if (!list[i]) continue;
+    probe_backend(&info->backends[info->n_backends++], list[i]);
+    if ((unsigned)list[i]->id < SYMM_BACKEND_COUNT_) seen[list[i]->id] = true;
+  }
+  for (int id = SYMM_BACKEND_AUTO + 1; id < SYMM_BACKEND_COUNT_; id++) {
+    if (seen[id] || info->n_backends >= SYMM_BACKEND_COUNT_) continue;
+    backend_report_t *rep = &info->backends[info->n_backends++];
+    rep->name = symm_backend_name((symm_backend_t)id);
+    snprintf(rep->reason, sizeof rep->reason, "not built into this library");
+  }
+}
+
+static void gather(info_t *info) {
+  memset(info, 0, sizeof *info);
+  gather_backends(info);
+  info->backend_env = getenv("SYMM_BACKEND");
+  if (info->backend_env && !*info->backend_env) info->backend_env = NULL;
+  info->backend_env_ok = true;
+  if (info->backend_env) {
+    symm_backend_t b;
+    if (symm_backend_from_name(info->backend_env, &b) != SYMM_SUCCESS) {
+      info->backend_env_ok = false;
+      snprintf(info->backend_error, sizeof info->backend_error, "%s", symm_last_error());
+    }
+  }
+  info->multicast = symm_multicast_allowed(info->multicast_why, sizeof info->multicast_why);
+}
+
+static void free_info(info_t *info) {
+  for (size_t i = 0; i < info->n_backends; i++) free(info->backends[i].details);
+}
+
+/* ------------------------------------------------------------- settings */
+
+static const char *type_name(symm_setting_type_t type) {
+  switch (type) {
+  case SYMM_SETTING_STRING: return "string";
+  case SYMM_SETTING_INT: return "int";
+  case SYMM_SETTING_BOOL: return "bool";
+  case SYMM_SETTING_SIZE: return "size";
+  }
+  return "?";
+}
+
+/* Why a set value does not parse as its type, or NULL if it does.  Only
+ * the syntax is checked; what a string means is up to its user. */
+static const char *value_problem(const symm_setting_desc_t *d, const char *value) {
+  static const char *const bools[] = {"0", "1", "true", "false", "yes", "no", "on", "off"};
+  char *end;
+  switch (d->type) {
+  case SYMM_SETTING_INT:
+    errno = 0;
+    strtoll(value, &end, 10);
+    return errno || end == value || *end ? "not an integer" : NULL;
+  case SYMM_SETTING_BOOL:
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+      if (!strcasecmp(value, bools[i])) return NULL;
+    return "not a boolean (1/0, true/false, yes/no, on/off)";
+  case SYMM_SETTING_SIZE:
+    return symm_parse_size(value) < 0 ? "not a size (e.g. 4096, 64M, 1G)" : NULL;
+  case SYMM_SETTING_STRING: return NULL;
+  }
+  return NULL;
+}
+
+static const symm_setting_desc_t *find_setting(const char *name, size_t name_len) {
+  size_t n = 0;
+  const symm_setting_desc_t *table = symm_settings_table(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strlen(table[i].name) == name_len && !strncmp(table[i].name, name, name_len))
+      return &table[i];
+  return NULL;
+}
+
+static const char *env_value(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+/* ------------------------------------------------------------ text output */
+
+static void print_indented(const char *text, const char *indent) {
+  const char *line = text;
+  while (line && *line) {
+    const char *nl = strchr(line, '\n');
+    int len = nl ? (int)(nl - line) : (int)strlen(line);
+    printf("%s%.*s\n", indent, len, line);
+    line = nl ? nl + 1 : NULL;
+  }
+}
+
+static void print_backends(const info_t *info) {
+  printf("backends (in auto order):\n");
+  for (size_t i = 0; i < info->n_backends; i++) {
+    const backend_report_t *rep = &info->backends[i];
+    if (rep->available) printf("  %-8s available\n", rep->name);
+    else printf("  %-8s unavailable: %s\n", rep->name, rep->reason);
+    if (rep->details) print_indented(rep->details, "             ");
+  }
+}
+
+static void print_selection(const info_t *info) {
+  if (!info->backend_env) {
+    printf("backend choice: auto (SYMM_BACKEND not set)\n");
+    return;
+  }
+  if (!info->backend_env_ok) {
+    printf("backend choice: SYMM_BACKEND=%s is not a backend\n", info->backend_env);
+    return;
+  }
+  printf("backend choice: SYMM_BACKEND=%s\n", info->backend_env);
+  for (size_t i = 0; i < info->n_backends; i++)
+    if (!strcasecmp(info->backends[i].name, info->backend_env) && !info->backends[i].available)
+      printf("  warning: %s is unavailable here; symm_comm_init will fail\n",
+             info->backends[i].name);
+}
+
+static void print_multicast(const info_t *info) {
+  static const char *const guards[] = {"SYMM_ENABLE_MULTICAST", "NCCL_NVLS_ENABLE",
+                                       "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+                                       "NVSHMEM_DISABLE_NVLS"};
+  if (info->multicast)
+    printf("multicast: allowed by the settings (SYMM_ENABLE_MULTICAST=1, no guard set)\n");
+  else
+    printf("multicast: off (%s)\n", info->multicast_why);
+  for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+    const char *v = getenv(guards[i]);
+    if (v) printf("  %s=%s\n", guards[i], v);
+  }
+}
+
+/* SYMM_* variables of the environment: declared ones with their value (and
+ * a note if it does not parse), undeclared ones flagged as likely typos. */
+static void print_set_settings(void) {
+  printf("settings from the environment:\n");
+  int shown = 0;
+  for (char **e = environ; *e; e++) {
+    if (strncmp(*e, "SYMM_", 5) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    if (!eq) continue;
+    const symm_setting_desc_t *d = find_setting(*e, (size_t)(eq - *e));
+    const char *problem = d ? value_problem(d, eq + 1) : NULL;
+    if (!d)
+      printf("  %s  (not a symmem setting; see symmem-info --env)\n", *e);
+    else if (problem)
+      printf("  %s  (%s)\n", *e, problem);
+    else
+      printf("  %s\n", *e);
+    shown++;
+  }
+  if (!shown) printf("  (none; defaults apply, see symmem-info --env)\n");
+}
+
+static void print_report(const info_t *info) {
+  int v = symm_version();
+  printf("symmem %d.%d.%d\n\n", v / 10000, v / 100 % 100, v % 100);
+  print_backends(info);
+  printf("\n");
+  print_selection(info);
+  print_multicast(info);
+  printf("\n");
+  print_set_settings();
+}
+
+static void print_env_table(void) {
+  size_t n = 0;
+  const symm_setting_desc_t *table = symm_settings_table(&n);
+  for (size_t i = 0; i < n; i++) {
+    const symm_setting_desc_t *d = &table[i];
+    const char *value = env_value(d->name);
+    printf("%s (%s, default %s)\n", d->name, type_name(d->type),
+           d->default_value ? d->default_value : "unset");
+    printf("    %s\n", d->help);
+    if (value) {
+      const char *problem = value_problem(d, value);
+      printf("    current value: %s%s%s%s\n", value, problem ? " (" : "",
+             problem ? problem : "", problem ? ")" : "");
+    }
+  }
+}
+
+/* ------------------------------------------------------------ JSON output */
+
+static void json_string(const char *s) {
+  if (!s) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') printf("\\%c", *p);
+    else if (*p == '\n') fputs("\\n", stdout);
+    else if (*p == '\t') fputs("\\t", stdout);
+    else if (*p < 0x20) printf("\\u%04x", *p);
+    else putchar(*p);
+  }
+  putchar('"');
+}
+
+static void json_lines(const char *text) {
+  putchar('[');
+  const char *line = text;
+  bool first = true;
+  while (line && *line) {
+    const char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    char *copy = strndup(line, len);
+    if (!first) putchar(',');
+    json_string(copy ? copy : "");
+    free(copy);
+    first = false;
+    line = nl ? nl + 1 : NULL;
+  }
+  putchar(']');
+}
+
+static void print_json(const info_t *info) {
+  int v = symm_version();
+  printf("{\"version\":\"%d.%d.%d\",\"backends\":[", v / 10000, v / 100 % 100, v % 100);
+  for (size_t i = 0; i < info->n_backends; i++) {
+    const backend_report_t *rep = &info->backends[i];
+    printf("%s{\"name\":", i ? "," : "");
+    json_string(rep->name);
+    printf(",\"built\":%s,\"available\":%s,\"reason\":", rep->built ? "true" : "false",
+           rep->available ? "true" : "false");
+    json_string(rep->available ? NULL : rep->reason);
+    printf(",\"details\":");
+    json_lines(rep->details);
+    putchar('}');
+  }
+  printf("],\"backend_env\":");
+  json_string(info->backend_env);
+  printf(",\"backend_error\":");
+  json_string(info->backend_env_ok ? NULL : info->backend_error);
+  printf(",\"multicast\":{\"allowed\":%s,\"reason\":", info->multicast ? "true" : "false");
+  json_string(info->multicast ? NULL : info->multicast_why);
+  printf("},\"settings\":[");
+  size_t n = 0;
+  const symm_setting_desc_t *table = symm_settings_table(&n);
+  for (size_t i = 0; i < n; i++) {
+    printf("%s{\"name\":", i ? "," : "");
+    json_string(table[i].name);
+    printf(",\"type\":\"%s\",\"default\":", type_name(table[i].type));
+    json_string(table[i].default_value);
+    printf(",\"value\":");
+    json_string(env_value(table[i].name));
+    printf(",\"help\":");
+    json_string(table[i].help);
+    putchar('}');
+  }
+  printf("]}\n");
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void print_usage(FILE *out) {
+  fprintf(out,
+          "usage: symmem-info [--env] [--json]\n"
+          "\n"
+          "Shows which symmem backends work on this machine (and why the others do\n"
+          "not), the backend SYMM_BACKEND selects, the multicast guard, and the SYMM_*\n"
+          "settings in the environment.\n"
+          "\n"
+          "options:\n"
+          "  -e, --env      list every SYMM_* setting with its type, default and help\n"
+          "  -j, --json     print everything as one JSON object\n"
+          "  -h, --help     show this help\n"
+          "      --version  show the version\n"
+          "\n"
+          "Exit status: 0; 1 if SYMM_BACKEND is not a backend name; 2 for usage errors.\n");
+}
+
+enum { OPT_VERSION = 256 };
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"env", no_argument, NULL, 'e'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, OPT_VERSION},
+                                           {NULL, 0, NULL, 0}};
+  bool env_mode = false, json_mode = false;
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "ejh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'e': env_mode = true; break;
+    case 'j': json_mode = true; break;
+    case 'h': print_usage(stdout); return 0;
+    case OPT_VERSION: {
+      int v = symm_version();
+      printf("symmem-info (symmem) %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
+      return 0;
+    }
+    default:
+      if (optopt > 0 && optopt < 256) fprintf(stderr, "symmem-info: unknown option -%c\n\n", optopt);
+      else fprintf(stderr, "symmem-info: unknown option %s\n\n", argv[optind - 1]);
+      print_usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "symmem-info: unexpected argument '%s'\n\n", argv[optind]);
+    print_usage(stderr);
+    return 2;
+  }
+
+  info_t info;
+  gather(&info);
+  if (json_mode) print_json(&info);
+  else if (env_mode) print_env_table();
+  else print_report(&info);
+  fflush(stdout);
+  int rc = 0;
+  if (!info.backend_env_ok) {
+    fprintf(stderr, "symmem-info: error: SYMM_BACKEND: %s\n", info.backend_error);
+    rc = 1;
+  }
+  free_info(&info);
+  return rc;
+}
