@@ -1,0 +1,1439 @@
+/* Tests of the embedded key-value store: client API semantics, timeouts,
+ * lost ranks, and a server that survives malformed and hostile peers. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+#include "bootstrap/store_proto.h"
+#include "harness.h"
+
+static const char *const k_token = "store-test-token-0123456789";
+
+/* ---------------------------------------------------------------- fixture */
+typedef struct fixture {
+  symm_store_server_t *server;
+  int port;
+  char addr[64];
+} fixture_t;
+
+static void fx_start(fixture_t *f) {
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, k_token, &f->server));
+  f->port = symm_store_server_port(f->server);
+  ASSERT_GT(f->port, 0);
+  snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", f->port);
+}
+
+static void fx_stop(fixture_t *f) {
+  symm_store_server_stop(f->server);
+  f->server = NULL;
+}
+
+static symm_store_t *fx_client(const fixture_t *f, int rank) {
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(f->addr, k_token, rank, 5000, &s));
+  ASSERT(s != NULL);
+  return s;
+}
+
+/* A fresh well-behaved client can still do a round trip. */
+static void fx_check_alive(const fixture_t *f) {
+  static int n;
+  char key[64], val[64], got[64];
+  snprintf(key, sizeof key, "alive/%d", n);
+  snprintf(val, sizeof val, "value-%d", n++);
+  symm_store_t *s = fx_client(f, -1);
+  ASSERT_OK(symm_store_set(s, key, val, strlen(val)));
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(s, key, got, sizeof got, &len, 1000));
+  ASSERT_EQ(len, strlen(val));
+  ASSERT(memcmp(got, val, len) == 0);
+  symm_store_close(s);
+}
+
+static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000u); }
+
+static void get_str(symm_store_t *s, const char *key, const char *expect) {
+  char buf[256];
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(s, key, buf, sizeof buf, &len, 1000));
+  ASSERT_EQ(len, strlen(expect));
+  ASSERT(memcmp(buf, expect, len) == 0);
+}
+
+/* ------------------------------------------------------------ raw sockets */
+static int raw_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Sends what the socket takes; a server that already hung up is fine. */
+static void raw_send(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n > 0) {
+    ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    b += k;
+    n -= (size_t)k;
+  }
+}
+
+/* Milliseconds until the server closes fd (EOF or reset), discarding what
+ * it sends; -1 if still open after timeout_ms. */
+static int raw_wait_closed(int fd, int timeout_ms) {
+  uint64_t start = test_now_ms();
+  for (;;) {
+    int left = timeout_ms - (int)(test_now_ms() - start);
+    if (left <= 0) return -1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, left) <= 0) continue;
+    char sink[4096];
+    ssize_t n = recv(fd, sink, sizeof sink, 0);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+      return (int)(test_now_ms() - start);
+  }
+}
+
+/* Encodes a message with an arbitrary body into out; returns its size. */
+static size_t raw_msg(uint8_t *out, uint8_t op, const void *body, uint32_t len) {
+  symm_proto_encode_header(out, op, 7, len);
+  if (len) memcpy(out + SYMM_PROTO_HEADER_BYTES, body, len);
+  return SYMM_PROTO_HEADER_BYTES + len;
+}
+
+static size_t raw_hello_msg(uint8_t *out, const char *token, int rank) {
+  uint8_t body[64];
+  size_t tl = strlen(token);
+  symm_proto_put16(body, (uint16_t)tl);
+  memcpy(body + 2, token, tl);
+  symm_proto_put32(body + 2 + tl, (uint32_t)rank);
+  return raw_msg(out, SYMM_OP_HELLO, body, (uint32_t)(2 + tl + 4));
+}
+
+static void raw_recv_all(int fd, void *buf, size_t n) {
+  uint8_t *p = buf;
+  while (n > 0) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    ASSERT_GT(poll(&pf, 1, 5000), 0);
+    ssize_t k = recv(fd, p, n, 0);
+    ASSERT_GT(k, 0);
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+/* Reads one reply; returns its status, body (after status/lost rank)
+ * length in *len, copying at most cap bytes of it. */
+static uint32_t raw_reply(int fd, uint8_t op, void *payload, size_t cap, size_t *len) {
+  uint8_t hdr[SYMM_PROTO_HEADER_BYTES];
+  raw_recv_all(fd, hdr, sizeof hdr);
+  symm_proto_header_t h;
+  symm_proto_decode_header(hdr, &h);
+  ASSERT_EQ(h.magic, SYMM_PROTO_MAGIC);
+  ASSERT_EQ(h.opcode, op | SYMM_PROTO_REPLY_FLAG);
+  ASSERT_GE(h.body_len, SYMM_PROTO_REPLY_PREFIX);
+  uint8_t prefix[SYMM_PROTO_REPLY_PREFIX];
+  raw_recv_all(fd, prefix, sizeof prefix);
+  size_t rest = h.body_len - SYMM_PROTO_REPLY_PREFIX;
+  if (len) *len = rest;
+  uint8_t sink[4096];
+  while (rest > 0) {
+    size_t take = rest < sizeof sink ? rest : sizeof sink;
+    raw_recv_all(fd, sink, take);
+    if (payload && cap) {
+      size_t c = take < cap ? take : cap;
+      memcpy(payload, sink, c);
+      payload = (uint8_t *)payload + c;
+      cap -= c;
+    }
+    rest -= take;
+  }
+  return symm_proto_get32(prefix);
+}
+
+/* A raw connection that has said a good HELLO as a tool. */
+static int raw_authed(const fixture_t *f) {
+  int fd = raw_connect(f->port);
+  uint8_t msg[128];
+  raw_send(fd, msg, raw_hello_msg(msg, k_token, -1));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  return fd;
+}
+
+/* Body of a GET: key, timeout. */
+static uint32_t raw_get_body(uint8_t *b, const char *key, int32_t timeout) {
+  size_t kl = strlen(key);
+  symm_proto_put16(b, (uint16_t)kl);
+  memcpy(b + 2, key, kl);
+  symm_proto_put32(b + 2 + kl, (uint32_t)timeout);
+  return (uint32_t)(2 + kl + 4);
+}
+
+/* ------------------------------------------------------------ threads */
+typedef struct setter_arg {
+  const fixture_t *f;
+  int delay_ms;
+  const char *key;
+  const char *value; /* NULL: delete the key instead */
+} setter_arg_t;
+
+static void *setter_thread(void *p) {
+  setter_arg_t *a = p;
+  symm_store_t *s = fx_client(a->f, -1);
+  sleep_ms(a->delay_ms);
+  if (a->value)
+    ASSERT_OK(symm_store_set(s, a->key, a->value, strlen(a->value)));
+  else
+    ASSERT_OK(symm_store_delete(s, a->key));
+  symm_store_close(s);
+  return NULL;
+}
+
+typedef struct getter_arg {
+  symm_store_t *s;
+  const char *key;
+  int timeout_ms;
+  symm_result_t res;
+  uint64_t elapsed_ms;
+  char err[512];
+} getter_arg_t;
+
+static void *getter_thread(void *p) {
+  getter_arg_t *a = p;
+  char buf[64];
+  size_t len;
+  uint64_t t0 = test_now_ms();
+  a->res = symm_store_get(a->s, a->key, buf, sizeof buf, &len, a->timeout_ms);
+  a->elapsed_ms = test_now_ms() - t0;
+  snprintf(a->err, sizeof a->err, "%s", symm_last_error());
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ tests */
+TEST_IMPL(store_parse_addr) {
+  char host[64];
+  int port = 0;
+  ASSERT_OK(symm_store_parse_addr("10.1.2.3:29500", host, sizeof host, &port));
+  ASSERT_STR_CONTAINS(host, "10.1.2.3");
+  ASSERT_EQ(port, 29500);
+  ASSERT_OK(symm_store_parse_addr("[fe80::1]:80", host, sizeof host, &port));
+  ASSERT_EQ(strcmp(host, "fe80::1"), 0);
+  ASSERT_EQ(port, 80);
+  ASSERT_OK(symm_store_parse_addr("::1:1234", host, sizeof host, &port));
+  ASSERT_EQ(strcmp(host, "::1"), 0);
+  ASSERT_EQ(port, 1234);
+  ASSERT_OK(symm_store_parse_addr("node-7.cluster:65535", host, sizeof host, &port));
+  ASSERT_EQ(strcmp(host, "node-7.cluster"), 0);
+  ASSERT_RES(symm_store_parse_addr("nohost", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr(":80", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("h:", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("h:0", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("h:65536", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("h:12x", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("[::1]80", host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr("abcdefgh:1", host, 4, &port), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_parse_addr(NULL, host, sizeof host, &port), SYMM_ERR_INVALID_ARG);
+  return 0;
+}
+
+TEST_IMPL(store_bad_args) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, -1);
+  char key256[257], key255[256], buf[8];
+  memset(key256, 'k', 256);
+  key256[256] = 0;
+  memset(key255, 'k', 255);
+  key255[255] = 0;
+  size_t len;
+  int present;
+  const char *keys[1] = {NULL};
+
+  ASSERT_RES(symm_store_set(NULL, "k", "v", 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_set(s, NULL, "v", 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_set(s, "", "v", 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_set(s, key256, "v", 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "key length");
+  ASSERT_RES(symm_store_set(s, "k", NULL, 5), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_store_set(s, key255, "v", 1));
+  get_str(s, key255, "v");
+  ASSERT_RES(symm_store_get(s, "k", NULL, 5, &len, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_get(s, "k", buf, sizeof buf, NULL, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_wait(s, NULL, 1, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_wait(s, keys, 1, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_wait(s, keys, SYMM_STORE_MAX_KEYS + 1, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_check(s, keys, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_check(s, keys, 1, &present), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_multi_get(s, keys, 1, NULL, NULL, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_compare_set(s, "k", NULL, 3, "d", 1, NULL, 0, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_add(s, NULL, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_delete(s, ""), SYMM_ERR_INVALID_ARG);
+  /* Argument errors never reach the server, so the handle stays usable. */
+  get_str(s, key255, "v");
+
+  symm_store_t *out = (symm_store_t *)&f; /* must be reset to NULL */
+  ASSERT_RES(symm_store_connect("127.0.0.1", k_token, 0, 100, &out), SYMM_ERR_INVALID_ARG);
+  ASSERT(out == NULL);
+  ASSERT_RES(symm_store_connect(f.addr, k_token, -2, 100, &out), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_connect(f.addr, k_token, 0, 100, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_server_start(NULL, 0, k_token, NULL), SYMM_ERR_INVALID_ARG);
+  symm_store_server_t *srv = NULL;
+  ASSERT_RES(symm_store_server_start(NULL, 70000, k_token, &srv), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_server_start("127.0.0.1", f.port, k_token, &srv), SYMM_ERR_SYSTEM);
+  ASSERT(srv == NULL);
+  symm_store_close(NULL);
+  symm_store_abandon(NULL);
+  symm_store_server_stop(NULL);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_set_get) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[64];
+  size_t len = 99;
+
+  ASSERT_RES(symm_store_get(s, "missing", buf, sizeof buf, &len, 0), SYMM_ERR_TIMEOUT);
+  ASSERT_OK(symm_store_set(s, "a", "hello", 5));
+  get_str(s, "a", "hello");
+  ASSERT_OK(symm_store_set(s, "a", "a much longer value", 19));
+  get_str(s, "a", "a much longer value");
+  ASSERT_OK(symm_store_set(s, "a", "x", 1));
+  get_str(s, "a", "x");
+
+  const uint8_t bin[6] = {0, 1, 0, 255, 0, 7};
+  ASSERT_OK(symm_store_set(s, "bin", bin, sizeof bin));
+  ASSERT_OK(symm_store_get(s, "bin", buf, sizeof bin, &len, 0)); /* exact fit */
+  ASSERT_EQ(len, sizeof bin);
+  ASSERT(memcmp(buf, bin, sizeof bin) == 0);
+
+  memset(buf, 'Z', sizeof buf);
+  ASSERT_RES(symm_store_get(s, "bin", buf, 5, &len, 0), SYMM_ERR_NO_MEMORY);
+  ASSERT_EQ(len, sizeof bin);
+  ASSERT_EQ(buf[0], 'Z'); /* nothing copied */
+  ASSERT_RES(symm_store_get(s, "bin", NULL, 0, &len, 0), SYMM_ERR_NO_MEMORY);
+
+  ASSERT_OK(symm_store_set(s, "empty", NULL, 0));
+  len = 99;
+  ASSERT_OK(symm_store_get(s, "empty", NULL, 0, &len, 0));
+  ASSERT_EQ(len, 0);
+  symm_store_close(s);
+
+  /* Values outlive the connection that set them. */
+  s = fx_client(&f, 1);
+  get_str(s, "a", "x");
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_add) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  int64_t v = 0;
+  ASSERT_OK(symm_store_add(s, "ctr", 5, &v));
+  ASSERT_EQ(v, 5);
+  ASSERT_OK(symm_store_add(s, "ctr", -7, &v));
+  ASSERT_EQ(v, -2);
+  ASSERT_OK(symm_store_add(s, "ctr", 0, NULL));
+  get_str(s, "ctr", "-2"); /* counters are decimal text */
+
+  ASSERT_OK(symm_store_set(s, "ten", "10", 2));
+  ASSERT_OK(symm_store_add(s, "ten", 32, &v));
+  ASSERT_EQ(v, 42);
+
+  ASSERT_OK(symm_store_set(s, "txt", "abc", 3));
+  ASSERT_RES(symm_store_add(s, "txt", 1, &v), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "integer");
+  get_str(s, "txt", "abc");
+  ASSERT_OK(symm_store_set(s, "empty", NULL, 0));
+  ASSERT_RES(symm_store_add(s, "empty", 1, &v), SYMM_ERR_INVALID_ARG);
+
+  ASSERT_OK(symm_store_set(s, "max", "9223372036854775807", 19));
+  ASSERT_RES(symm_store_add(s, "max", 1, &v), SYMM_ERR_INVALID_ARG);
+  get_str(s, "max", "9223372036854775807");
+  ASSERT_OK(symm_store_add(s, "max", -1, &v));
+  ASSERT_EQ(v, INT64_MAX - 1);
+  ASSERT_OK(symm_store_add(s, "min", INT64_MIN, &v));
+  ASSERT_EQ(v, INT64_MIN);
+  ASSERT_RES(symm_store_add(s, "min", -1, &v), SYMM_ERR_INVALID_ARG);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_compare_set) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[64];
+  size_t len = 0;
+  int present = -1;
+
+  /* Absent expected: creates. */
+  ASSERT_OK(symm_store_compare_set(s, "k", NULL, 0, "v1", 2, buf, sizeof buf, &len));
+  ASSERT_EQ(len, 2);
+  ASSERT(memcmp(buf, "v1", 2) == 0);
+  /* Absent expected but present: no swap, current value returned. */
+  ASSERT_OK(symm_store_compare_set(s, "k", NULL, 0, "v2", 2, buf, sizeof buf, &len));
+  ASSERT(len == 2 && memcmp(buf, "v1", 2) == 0);
+  ASSERT_OK(symm_store_compare_set(s, "k", "wrong", 5, "v3", 2, buf, sizeof buf, &len));
+  ASSERT(len == 2 && memcmp(buf, "v1", 2) == 0);
+  /* Matching: swapped. */
+  ASSERT_OK(symm_store_compare_set(s, "k", "v1", 2, "value3", 6, buf, sizeof buf, &len));
+  ASSERT(len == 6 && memcmp(buf, "value3", 6) == 0);
+  get_str(s, "k", "value3");
+  /* Small buffer: NO_MEMORY, but the swap happened. */
+  ASSERT_RES(symm_store_compare_set(s, "k", "value3", 6, "v4", 2, buf, 1, &len),
+             SYMM_ERR_NO_MEMORY);
+  ASSERT_EQ(len, 2);
+  get_str(s, "k", "v4");
+  /* No buffer wanted. */
+  ASSERT_OK(symm_store_compare_set(s, "k", "v4", 2, "v5", 2, NULL, 0, NULL));
+  get_str(s, "k", "v5");
+  /* Expected bytes on an absent key: nothing happens, *len 0. */
+  len = 9;
+  ASSERT_OK(symm_store_compare_set(s, "nokey", "x", 1, "y", 1, buf, sizeof buf, &len));
+  ASSERT_EQ(len, 0);
+  const char *keys[] = {"nokey"};
+  ASSERT_OK(symm_store_check(s, keys, 1, &present));
+  ASSERT_EQ(present, 0);
+  /* An empty expected value (non-NULL, 0 bytes) matches an empty value,
+   * not absence. */
+  ASSERT_OK(symm_store_compare_set(s, "nokey", "", 0, "y", 1, NULL, 0, NULL));
+  ASSERT_OK(symm_store_check(s, keys, 1, &present));
+  ASSERT_EQ(present, 0);
+  ASSERT_OK(symm_store_set(s, "e", "", 0));
+  ASSERT_OK(symm_store_compare_set(s, "e", "", 0, "full", 4, buf, sizeof buf, &len));
+  ASSERT(len == 4 && memcmp(buf, "full", 4) == 0);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_delete_check) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  int present = -1;
+  char buf[8];
+  size_t len;
+  ASSERT_OK(symm_store_set(s, "k1", "1", 1));
+  ASSERT_OK(symm_store_set(s, "k2", "2", 1));
+  const char *both[] = {"k1", "k2"}, *mixed[] = {"k1", "k3"}, *one[] = {"k1"};
+  ASSERT_OK(symm_store_check(s, both, 2, &present));
+  ASSERT_EQ(present, 1);
+  ASSERT_OK(symm_store_check(s, mixed, 2, &present));
+  ASSERT_EQ(present, 0);
+  ASSERT_OK(symm_store_delete(s, "k1"));
+  ASSERT_RES(symm_store_delete(s, "k1"), SYMM_ERR_NOT_FOUND);
+  ASSERT_STR_CONTAINS(symm_last_error(), "no such key");
+  ASSERT_OK(symm_store_check(s, one, 1, &present));
+  ASSERT_EQ(present, 0);
+  ASSERT_RES(symm_store_get(s, "k1", buf, sizeof buf, &len, 0), SYMM_ERR_TIMEOUT);
+  present = 0;
+  ASSERT_OK(symm_store_check(s, NULL, 0, &present));
+  ASSERT_EQ(present, 1);
+  /* A deleted key can be set again. */
+  ASSERT_OK(symm_store_set(s, "k1", "again", 5));
+  get_str(s, "k1", "again");
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_wait) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  ASSERT_OK(symm_store_set(s, "a", "1", 1));
+  ASSERT_OK(symm_store_set(s, "b", "2", 1));
+  const char *ab[] = {"a", "b"}, *xy[] = {"x", "y"}, *pq[] = {"p", "q"};
+  uint64_t t0 = test_now_ms();
+  ASSERT_OK(symm_store_wait(s, ab, 2, 5000));
+  ASSERT_LT(test_now_ms() - t0, 1000);
+  ASSERT_OK(symm_store_wait(s, NULL, 0, 0));
+
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_wait(s, xy, 2, 300), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(test_now_ms() - t0, 280);
+
+  /* Keys set by others later. */
+  pthread_t tx, ty;
+  setter_arg_t ax = {&f, 100, "x", "X"}, ay = {&f, 250, "y", "Y"};
+  pthread_create(&tx, NULL, setter_thread, &ax);
+  pthread_create(&ty, NULL, setter_thread, &ay);
+  t0 = test_now_ms();
+  ASSERT_OK(symm_store_wait(s, xy, 2, 5000));
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 200);
+  ASSERT_LT(el, 3000);
+  pthread_join(tx, NULL);
+  pthread_join(ty, NULL);
+
+  /* A key seen present and then deleted while the wait is parked must be
+   * waited for again: q appearing at 300 ms must not end the wait. */
+  ASSERT_OK(symm_store_set(s, "p", "1", 1));
+  pthread_t td, tq, tp;
+  setter_arg_t ad = {&f, 100, "p", NULL}, aq = {&f, 300, "q", "Q"}, ap = {&f, 600, "p", "P"};
+  pthread_create(&td, NULL, setter_thread, &ad);
+  pthread_create(&tq, NULL, setter_thread, &aq);
+  pthread_create(&tp, NULL, setter_thread, &ap);
+  t0 = test_now_ms();
+  ASSERT_OK(symm_store_wait(s, pq, 2, 5000));
+  el = test_now_ms() - t0;
+  ASSERT_GE(el, 500);
+  ASSERT_LT(el, 3000);
+  pthread_join(td, NULL);
+  pthread_join(tq, NULL);
+  pthread_join(tp, NULL);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_get_waits_thread) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  pthread_t t;
+  setter_arg_t a = {&f, 200, "later", "arrived"};
+  pthread_create(&t, NULL, setter_thread, &a);
+  char buf[32];
+  size_t len = 0;
+  uint64_t t0 = test_now_ms();
+  ASSERT_OK(symm_store_get(s, "later", buf, sizeof buf, &len, 5000));
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 150);
+  ASSERT_LT(el, 3000);
+  ASSERT_EQ(len, 7);
+  ASSERT(memcmp(buf, "arrived", 7) == 0);
+  pthread_join(t, NULL);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_get_waits_process) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    symm_store_t *c = NULL;
+    if (symm_store_connect(f.addr, k_token, 1, 5000, &c) != SYMM_SUCCESS) _exit(3);
+    sleep_ms(200);
+    int rc = symm_store_set(c, "from-child", "hi parent", 9) == SYMM_SUCCESS ? 0 : 4;
+    symm_store_close(c);
+    _exit(rc);
+  }
+  char buf[32];
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(s, "from-child", buf, sizeof buf, &len, 10000));
+  ASSERT_EQ(len, 9);
+  ASSERT(memcmp(buf, "hi parent", 9) == 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT(WIFEXITED(st));
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_timeouts) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[8];
+  size_t len;
+  const char *keys[] = {"nope"};
+  void *vals[1];
+  size_t lens[1];
+
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(s, "nope", buf, sizeof buf, &len, 300), SYMM_ERR_TIMEOUT);
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 290);
+  ASSERT_LT(el, 1300);
+  ASSERT_STR_CONTAINS(symm_last_error(), "nope");
+
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_wait(s, keys, 1, 300), SYMM_ERR_TIMEOUT);
+  el = test_now_ms() - t0;
+  ASSERT_GE(el, 290);
+  ASSERT_LT(el, 1300);
+
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_multi_get(s, keys, 1, vals, lens, 300), SYMM_ERR_TIMEOUT);
+  el = test_now_ms() - t0;
+  ASSERT_GE(el, 290);
+  ASSERT_LT(el, 1300);
+  ASSERT(vals[0] == NULL);
+
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(s, "nope", buf, sizeof buf, &len, 0), SYMM_ERR_TIMEOUT);
+  ASSERT_LT(test_now_ms() - t0, 300);
+
+  /* Negative: the handle's default. */
+  symm_store_set_timeout(s, 400);
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(s, "nope", buf, sizeof buf, &len, -1), SYMM_ERR_TIMEOUT);
+  el = test_now_ms() - t0;
+  ASSERT_GE(el, 390);
+  ASSERT_LT(el, 1400);
+
+  /* A server-side timeout leaves the connection in sync and usable. */
+  ASSERT_OK(symm_store_set(s, "nope", "now", 3));
+  get_str(s, "nope", "now");
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_multi_get) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  ASSERT_OK(symm_store_set(s, "a", "alpha", 5));
+  ASSERT_OK(symm_store_set(s, "b", "bb", 2));
+  ASSERT_OK(symm_store_set(s, "c", NULL, 0));
+  const char *keys[] = {"a", "b", "c", "a"};
+  void *vals[4];
+  size_t lens[4];
+  ASSERT_OK(symm_store_multi_get(s, keys, 4, vals, lens, 0));
+  ASSERT(lens[0] == 5 && memcmp(vals[0], "alpha", 5) == 0);
+  ASSERT(lens[1] == 2 && memcmp(vals[1], "bb", 2) == 0);
+  ASSERT_EQ(lens[2], 0);
+  ASSERT(vals[2] != NULL);
+  ASSERT(lens[3] == 5 && memcmp(vals[3], "alpha", 5) == 0);
+  for (int i = 0; i < 4; i++) free(vals[i]);
+
+  const char *late[] = {"a", "late", "b"};
+  pthread_t t;
+  setter_arg_t arg = {&f, 200, "late", "finally"};
+  pthread_create(&t, NULL, setter_thread, &arg);
+  uint64_t t0 = test_now_ms();
+  ASSERT_OK(symm_store_multi_get(s, late, 3, vals, lens, 5000));
+  ASSERT_GE(test_now_ms() - t0, 150);
+  ASSERT(lens[1] == 7 && memcmp(vals[1], "finally", 7) == 0);
+  ASSERT(lens[2] == 2 && memcmp(vals[2], "bb", 2) == 0);
+  for (int i = 0; i < 3; i++) free(vals[i]);
+  pthread_join(t, NULL);
+
+  const char *missing[] = {"a", "zzz"};
+  vals[0] = vals[1] = (void *)1;
+  ASSERT_RES(symm_store_multi_get(s, missing, 2, vals, lens, 100), SYMM_ERR_TIMEOUT);
+  ASSERT(vals[0] == NULL && vals[1] == NULL); /* nothing allocated on error */
+  ASSERT_STR_CONTAINS(symm_last_error(), "1 more key");
+  ASSERT_OK(symm_store_multi_get(s, NULL, 0, NULL, NULL, 0));
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_max_sizes) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  size_t max = SYMM_STORE_MAX_VALUE;
+  uint8_t *big = malloc(max + 1), *back = malloc(max + 1);
+  ASSERT(big && back);
+  for (size_t i = 0; i <= max; i++) big[i] = (uint8_t)(i * 2654435761u >> 13);
+
+  ASSERT_OK(symm_store_set(s, "big", big, max));
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(s, "big", back, max + 1, &len, 0));
+  ASSERT_EQ(len, max);
+  ASSERT(memcmp(big, back, max) == 0);
+  ASSERT_RES(symm_store_set(s, "big", big, max + 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "limit");
+  ASSERT_RES(symm_store_compare_set(s, "big", big, max + 1, "x", 1, NULL, 0, NULL),
+             SYMM_ERR_INVALID_ARG);
+
+  /* Two maximal values in one CAS request (the largest request). */
+  big[0] ^= 0xff;
+  ASSERT_OK(symm_store_compare_set(s, "big", back, max, big, max, back, max, &len));
+  ASSERT_EQ(len, max);
+  ASSERT(memcmp(big, back, max) == 0);
+
+  /* Two maximal values in one MGET reply. */
+  ASSERT_OK(symm_store_set(s, "big2", big, max));
+  const char *keys[] = {"big", "big2"};
+  void *vals[2];
+  size_t lens[2];
+  ASSERT_OK(symm_store_multi_get(s, keys, 2, vals, lens, 0));
+  ASSERT(lens[0] == max && lens[1] == max);
+  ASSERT(memcmp(vals[0], big, max) == 0 && memcmp(vals[1], big, max) == 0);
+  free(vals[0]);
+  free(vals[1]);
+
+  /* The maximal key count. */
+  const char **many = malloc(SYMM_STORE_MAX_KEYS * sizeof *many);
+  ASSERT(many);
+  for (int i = 0; i < SYMM_STORE_MAX_KEYS; i++) many[i] = "big";
+  int present = 0;
+  ASSERT_OK(symm_store_check(s, many, SYMM_STORE_MAX_KEYS, &present));
+  ASSERT_EQ(present, 1);
+  free(many);
+  free(big);
+  free(back);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+typedef struct worker_arg {
+  const fixture_t *f;
+  symm_store_t *shared; /* NULL: own connection */
+  int id, ops;
+  int failures;
+} worker_arg_t;
+
+static void *worker_thread(void *p) {
+  worker_arg_t *a = p;
+  symm_store_t *s = a->shared ? a->shared : fx_client(a->f, -1);
+  for (int i = 0; i < a->ops; i++) {
+    char key[64], val[64], got[64];
+    snprintf(key, sizeof key, "w%d/%d", a->id, i % 50);
+    int n = snprintf(val, sizeof val, "worker %d op %d", a->id, i);
+    size_t len = 0;
+    switch (i % 3) {
+      case 0:
+        if (symm_store_add(s, "counter", 1, NULL) != SYMM_SUCCESS) a->failures++;
+        break;
+      case 1:
+        if (symm_store_set(s, key, val, (size_t)n) != SYMM_SUCCESS) a->failures++;
+        if (symm_store_get(s, key, got, sizeof got, &len, 0) != SYMM_SUCCESS ||
+            len != (size_t)n || memcmp(got, val, len) != 0)
+          a->failures++;
+        break;
+      default: {
+        const char *keys[] = {key};
+        int present = 0;
+        if (symm_store_check(s, keys, 1, &present) != SYMM_SUCCESS) a->failures++;
+      }
+    }
+  }
+  if (!a->shared) symm_store_close(s);
+  return NULL;
+}
+
+static int64_t run_workers(const fixture_t *f, symm_store_t *shared, int nthreads,
+                           int ops) {
+  pthread_t t[16];
+  worker_arg_t args[16];
+  for (int i = 0; i < nthreads; i++) {
+    args[i] = (worker_arg_t){f, shared, i, ops, 0};
+    ASSERT_EQ(pthread_create(&t[i], NULL, worker_thread, &args[i]), 0);
+  }
+  int failures = 0;
+  for (int i = 0; i < nthreads; i++) {
+    pthread_join(t[i], NULL);
+    failures += args[i].failures;
+  }
+  ASSERT_EQ(failures, 0);
+  symm_store_t *s = fx_client(f, -1);
+  int64_t counter = 0;
+  ASSERT_OK(symm_store_add(s, "counter", 0, &counter));
+  ASSERT_OK(symm_store_delete(s, "counter"));
+  symm_store_close(s);
+  return counter;
+}
+
+TEST_IMPL(store_concurrent_clients) {
+  fixture_t f;
+  fx_start(&f);
+  int ops = 500;
+  int64_t counter = run_workers(&f, NULL, 16, ops);
+  ASSERT_EQ(counter, 16 * ((ops + 2) / 3));
+  fx_stop(&f);
+  return 0;
+}
+
+/* One handle shared by threads: the mutex keeps requests from interleaving
+ * on the wire (a mix-up would show as wrong values or protocol errors). */
+TEST_IMPL(store_shared_handle) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, -1);
+  int ops = 300;
+  int64_t counter = run_workers(&f, s, 8, ops);
+  ASSERT_EQ(counter, 8 * ((ops + 2) / 3));
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_many_keys) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  enum { N = 100000 };
+  char key[32];
+  uint64_t t0 = test_now_ms();
+  for (int i = 0; i < N; i++) {
+    snprintf(key, sizeof key, "many/%d", i);
+    ASSERT_OK(symm_store_set(s, key, &i, sizeof i));
+  }
+  uint64_t set_ms = test_now_ms() - t0;
+  /* Lookups spread over the whole table. */
+  for (int i = 0; i < N; i += 997) {
+    int v = -1;
+    size_t len;
+    snprintf(key, sizeof key, "many/%d", i);
+    ASSERT_OK(symm_store_get(s, key, &v, sizeof v, &len, 0));
+    ASSERT_EQ(v, i);
+  }
+  static char names[N][16];
+  const char **keys = malloc(N * sizeof *keys);
+  ASSERT(keys);
+  for (int i = 0; i < N; i++) {
+    snprintf(names[i], sizeof names[i], "many/%d", i);
+    keys[i] = names[i];
+  }
+  int present = 0;
+  ASSERT_OK(symm_store_check(s, keys, SYMM_STORE_MAX_KEYS, &present));
+  ASSERT_EQ(present, 1);
+  ASSERT_OK(symm_store_check(s, keys + SYMM_STORE_MAX_KEYS, N - SYMM_STORE_MAX_KEYS, &present));
+  ASSERT_EQ(present, 1);
+  t0 = test_now_ms();
+  for (int i = 0; i < N; i++) ASSERT_OK(symm_store_delete(s, keys[i]));
+  uint64_t del_ms = test_now_ms() - t0;
+  for (int i = 0; i < N; i += 4999) {
+    ASSERT_OK(symm_store_check(s, &keys[i], 1, &present));
+    ASSERT_EQ(present, 0);
+  }
+  printf("100k keys: set %llu ms, delete %llu ms\n", (unsigned long long)set_ms,
+         (unsigned long long)del_ms);
+  /* Round trips dominate; a table that degraded to lists would be far
+   * slower than this bound. */
+  ASSERT_LT(set_ms, 60000);
+  ASSERT_LT(del_ms, 60000);
+  free(keys);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_wrong_token) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *bad = (symm_store_t *)&f;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_connect(f.addr, "not-the-token", 0, 5000, &bad), SYMM_ERR_PERMISSION);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "token");
+  ASSERT(bad == NULL);
+  ASSERT_RES(symm_store_connect(f.addr, "", 0, 5000, &bad), SYMM_ERR_PERMISSION);
+  /* A prefix of the token is not the token. */
+  char prefix[8];
+  snprintf(prefix, sizeof prefix, "%s", k_token);
+  ASSERT_RES(symm_store_connect(f.addr, prefix, 0, 5000, &bad), SYMM_ERR_PERMISSION);
+
+  /* On the wire: a PERMISSION reply, then the server hangs up. */
+  int fd = raw_connect(f.port);
+  uint8_t msg[128];
+  raw_send(fd, msg, raw_hello_msg(msg, "wrong", 2));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_ERR_PERMISSION);
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  fx_check_alive(&f);
+  /* A refused rank is not a lost rank: others' waits are unaffected. */
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[8];
+  size_t len;
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_TIMEOUT);
+  symm_store_close(s);
+  fx_stop(&f);
+
+  /* A server without a token accepts any. */
+  symm_store_server_t *open_srv = NULL;
+  ASSERT_OK(symm_store_server_start(NULL, 0, "", &open_srv));
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(open_srv));
+  ASSERT_OK(symm_store_connect(addr, "anything", 0, 5000, &s));
+  ASSERT_OK(symm_store_set(s, "k", "v", 1));
+  symm_store_close(s);
+  symm_store_server_stop(open_srv);
+  return 0;
+}
+
+TEST_IMPL(store_raw_truncated) {
+  fixture_t f;
+  fx_start(&f);
+  uint8_t msg[512], body[256];
+
+  /* Before HELLO: a header announcing more body than is sent, then close. */
+  int fd = raw_connect(f.port);
+  size_t n = raw_hello_msg(msg, k_token, 0);
+  raw_send(fd, msg, n - 5);
+  close(fd);
+  fx_check_alive(&f);
+
+  /* After HELLO: half a SET, then close.  The key must not appear. */
+  fd = raw_authed(&f);
+  symm_proto_put16(body, 4);
+  memcpy(body + 2, "half", 4);
+  symm_proto_put32(body + 6, 100);
+  memset(body + 10, 'v', 100);
+  n = raw_msg(msg, SYMM_OP_SET, body, 110);
+  raw_send(fd, msg, n - 50);
+  close(fd);
+  fx_check_alive(&f);
+  symm_store_t *s = fx_client(&f, -1);
+  const char *keys[] = {"half"};
+  int present = 1;
+  ASSERT_OK(symm_store_check(s, keys, 1, &present));
+  ASSERT_EQ(present, 0);
+
+  /* A complete message whose field runs past the body: closed by the
+   * server, and the connection is not left waiting. */
+  fd = raw_authed(&f);
+  symm_proto_put16(body, 10); /* key claims 10 bytes, body has 5 */
+  memcpy(body + 2, "abcde", 5);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_DEL, body, 7));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* Trailing bytes after the last field. */
+  fd = raw_authed(&f);
+  uint32_t bl = raw_get_body(body, "k", 0);
+  memcpy(body + bl, "xyz", 3);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET, body, bl + 3));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* And the well-formed version of that message is answered. */
+  fd = raw_authed(&f);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET, body, bl));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_GET, NULL, 0, NULL), SYMM_ERR_TIMEOUT);
+  close(fd);
+
+  fx_check_alive(&f);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_raw_oversized) {
+  fixture_t f;
+  fx_start(&f);
+  uint8_t msg[512], body[256];
+
+  /* Before HELLO: a huge body length is refused from the header alone. */
+  int fd = raw_connect(f.port);
+  symm_proto_encode_header(msg, SYMM_OP_HELLO, 1, 0xFFFFFFFFu);
+  raw_send(fd, msg, SYMM_PROTO_HEADER_BYTES);
+  int ms = raw_wait_closed(fd, 3000);
+  ASSERT_GE(ms, 0);
+  ASSERT_LT(ms, 2000);
+  close(fd);
+  fx_check_alive(&f);
+
+  /* After HELLO: more than a SET may carry. */
+  fd = raw_authed(&f);
+  symm_proto_encode_header(msg, SYMM_OP_SET, 1,
+                           (uint32_t)symm_proto_max_body(SYMM_OP_SET) + 1);
+  raw_send(fd, msg, SYMM_PROTO_HEADER_BYTES);
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A value length field over SYMM_STORE_MAX_VALUE inside a small body. */
+  fd = raw_authed(&f);
+  symm_proto_put16(body, 1);
+  body[2] = 'k';
+  symm_proto_put32(body + 3, SYMM_STORE_MAX_VALUE + 1);
+  memset(body + 7, 0, 16);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_SET, body, 23));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A key length field over SYMM_STORE_MAX_KEY. */
+  fd = raw_authed(&f);
+  symm_proto_put16(body, 300);
+  memset(body + 2, 'k', 200);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_DEL, body, 202));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A key count over SYMM_STORE_MAX_KEYS. */
+  fd = raw_authed(&f);
+  symm_proto_put32(body, SYMM_STORE_MAX_KEYS + 1);
+  symm_proto_put16(body + 4, 1);
+  body[6] = 'k';
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_CHECK, body, 7));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A token over the limit in HELLO. */
+  fd = raw_connect(f.port);
+  symm_proto_put16(body, 2000);
+  memset(body + 2, 't', 100);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, 102));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  fx_check_alive(&f);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_raw_garbage) {
+  fixture_t f;
+  fx_start(&f);
+  uint8_t msg[2048], body[64];
+
+  int fd = raw_connect(f.port);
+  for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)(i * 7919u >> 3);
+  raw_send(fd, msg, sizeof msg);
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+  fx_check_alive(&f);
+
+  /* Wrong version. */
+  fd = raw_connect(f.port);
+  size_t n = raw_hello_msg(msg, k_token, -1);
+  msg[4] = SYMM_PROTO_VERSION + 1;
+  raw_send(fd, msg, n);
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A request before HELLO. */
+  fd = raw_connect(f.port);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET, body, raw_get_body(body, "k", 0)));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* Unknown opcode after HELLO. */
+  fd = raw_authed(&f);
+  raw_send(fd, msg, raw_msg(msg, 77, NULL, 0));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A reply opcode sent as a request. */
+  fd = raw_authed(&f);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET | SYMM_PROTO_REPLY_FLAG, NULL, 0));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* A second HELLO. */
+  fd = raw_authed(&f);
+  raw_send(fd, msg, raw_hello_msg(msg, k_token, -1));
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+
+  /* Those were tools (rank -1): closing them lost no rank, and the
+   * server still serves. */
+  fx_check_alive(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[8];
+  size_t len;
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_TIMEOUT);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_raw_handshake_timeout) {
+  setenv("SYMM_STORE_HANDSHAKE_MS", "300", 1);
+  fixture_t f;
+  fx_start(&f);
+  int idle = raw_connect(f.port);
+  int partial = raw_connect(f.port);
+  uint8_t msg[128];
+  raw_send(partial, msg, raw_hello_msg(msg, k_token, 0) - 3);
+  /* A good client is served while those two hang around. */
+  fx_check_alive(&f);
+  int ms = raw_wait_closed(idle, 5000);
+  ASSERT_GE(ms, 150);
+  ASSERT_LT(ms, 2500);
+  ASSERT_GE(raw_wait_closed(partial, 5000), 0);
+  close(idle);
+  close(partial);
+  /* Authenticated connections are not subject to the handshake timeout. */
+  symm_store_t *s = fx_client(&f, -1);
+  sleep_ms(600);
+  ASSERT_OK(symm_store_set(s, "k", "v", 1));
+  symm_store_close(s);
+  fx_check_alive(&f);
+  fx_stop(&f);
+  unsetenv("SYMM_STORE_HANDSHAKE_MS");
+  return 0;
+}
+
+/* A peer that pipelines requests and never reads must not stall others;
+ * once it reads, it gets every reply. */
+TEST_IMPL(store_slow_reader) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, -1);
+  size_t vlen = 1u << 20;
+  uint8_t *v = malloc(vlen);
+  ASSERT(v);
+  memset(v, 0x5a, vlen);
+  ASSERT_OK(symm_store_set(s, "big", v, vlen));
+
+  int fd = raw_authed(&f);
+  /* 64 MiB of replies: far more than the socket buffers hold, so the
+   * server is left with unsendable output for this peer. */
+  enum { NREQ = 64 };
+  uint8_t msg[64], body[32];
+  uint32_t bl = raw_get_body(body, "big", 0);
+  size_t n = raw_msg(msg, SYMM_OP_GET, body, bl);
+  for (int i = 0; i < NREQ; i++) raw_send(fd, msg, n);
+
+  uint64_t t0 = test_now_ms();
+  for (int i = 0; i < 100; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "fast%d", i);
+    ASSERT_OK(symm_store_set(s, key, "x", 1));
+    get_str(s, key, "x");
+  }
+  ASSERT_LT(test_now_ms() - t0, 5000);
+
+  for (int i = 0; i < NREQ; i++) {
+    size_t len = 0;
+    uint8_t head[8];
+    ASSERT_EQ(raw_reply(fd, SYMM_OP_GET, head, sizeof head, &len), SYMM_SUCCESS);
+    ASSERT_EQ(len, 4 + vlen);
+    ASSERT_EQ(symm_proto_get32(head), vlen);
+    ASSERT_EQ(head[4], 0x5a);
+  }
+  close(fd);
+  free(v);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_lost_rank) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *r0 = fx_client(&f, 0);
+  symm_store_t *r1 = fx_client(&f, 1);
+
+  getter_arg_t g = {r0, "never", 10000, SYMM_SUCCESS, 0, ""};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_thread, &g);
+  sleep_ms(200);
+  symm_store_abandon(r1);
+  pthread_join(t, NULL);
+  ASSERT_RES(g.res, SYMM_ERR_PEER_LOST);
+  ASSERT_LT(g.elapsed_ms, 3000);
+  ASSERT_STR_CONTAINS(g.err, "rank 1");
+
+  /* Later blocking requests that cannot complete fail at once... */
+  char buf[16];
+  size_t len;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(r0, "never2", buf, sizeof buf, &len, 5000), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 1000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 lost");
+  const char *keys[] = {"never3"};
+  ASSERT_RES(symm_store_wait(r0, keys, 1, 5000), SYMM_ERR_PEER_LOST);
+  /* ...while satisfiable ones still work. */
+  ASSERT_OK(symm_store_set(r0, "here", "yes", 3));
+  get_str(r0, "here", "yes");
+  ASSERT_OK(symm_store_wait(r0, (const char *[]){"here"}, 1, 5000));
+
+  /* A new HELLO from rank 1 (a new communicator) clears it. */
+  r1 = fx_client(&f, 1);
+  ASSERT_RES(symm_store_get(r0, "never4", buf, sizeof buf, &len, 200), SYMM_ERR_TIMEOUT);
+
+  /* A rank process that dies without BYE is lost too. */
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    symm_store_t *c = NULL;
+    if (symm_store_connect(f.addr, k_token, 2, 5000, &c) != SYMM_SUCCESS) _exit(3);
+    sleep_ms(300);
+    _exit(0); /* no close: the kernel closes the socket */
+  }
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(r0, "never5", buf, sizeof buf, &len, 10000), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 5000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+  int st;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+  symm_store_close(r1);
+  symm_store_close(r0);
+  fx_stop(&f);
+  return 0;
+}
+
+/* The counterpart of store_lost_rank: a rank that says BYE is not lost. */
+TEST_IMPL(store_bye_not_lost) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *r0 = fx_client(&f, 0);
+  symm_store_t *r1 = fx_client(&f, 1);
+  symm_store_t *tool = fx_client(&f, -1);
+  symm_store_close(r1);
+  symm_store_abandon(tool); /* tools have no rank to lose */
+  sleep_ms(100);
+  char buf[8];
+  size_t len;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(r0, "never", buf, sizeof buf, &len, 300), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(test_now_ms() - t0, 290);
+  symm_store_close(r0);
+  fx_stop(&f);
+  return 0;
+}
+
+TEST_IMPL(store_mark_lost) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *r0 = fx_client(&f, 0);
+  getter_arg_t g = {r0, "never", 10000, SYMM_SUCCESS, 0, ""};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_thread, &g);
+  sleep_ms(200);
+  symm_store_server_mark_lost(NULL, 3);
+  symm_store_server_mark_lost(f.server, -1); /* ignored */
+  symm_store_server_mark_lost(f.server, 3);
+  pthread_join(t, NULL);
+  ASSERT_RES(g.res, SYMM_ERR_PEER_LOST);
+  ASSERT_LT(g.elapsed_ms, 2000);
+  ASSERT_STR_CONTAINS(g.err, "rank 3");
+
+  /* CHECK does not block, so it still answers. */
+  int present = 1;
+  ASSERT_OK(symm_store_check(r0, (const char *[]){"never"}, 1, &present));
+  ASSERT_EQ(present, 0);
+  char buf[8];
+  size_t len;
+  ASSERT_RES(symm_store_get(r0, "never", buf, sizeof buf, &len, 0), SYMM_ERR_PEER_LOST);
+
+  symm_store_t *r3 = fx_client(&f, 3); /* rank 3 is back */
+  ASSERT_RES(symm_store_get(r0, "never", buf, sizeof buf, &len, 200), SYMM_ERR_TIMEOUT);
+  symm_store_close(r3);
+  symm_store_close(r0);
+  fx_stop(&f);
+  return 0;
+}
+
+typedef struct closer_arg {
+  symm_store_t *s;
+  int delay_ms;
+} closer_arg_t;
+
+static void *closer_thread(void *p) {
+  closer_arg_t *a = p;
+  sleep_ms(a->delay_ms);
+  symm_store_close(a->s);
+  return NULL;
+}
+
+TEST_IMPL(store_drain) {
+  fixture_t f;
+  fx_start(&f);
+  ASSERT_RES(symm_store_server_drain(NULL, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_store_server_drain(f.server, 0));
+  symm_store_t *tool = fx_client(&f, -1);
+  ASSERT_OK(symm_store_server_drain(f.server, 100)); /* tools do not count */
+
+  symm_store_t *r0 = fx_client(&f, 0);
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_server_drain(f.server, 200), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(test_now_ms() - t0, 190);
+
+  pthread_t t;
+  closer_arg_t a = {r0, 200};
+  pthread_create(&t, NULL, closer_thread, &a);
+  t0 = test_now_ms();
+  ASSERT_OK(symm_store_server_drain(f.server, 5000));
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 150);
+  ASSERT_LT(el, 3000);
+  pthread_join(t, NULL);
+
+  symm_store_t *r1 = fx_client(&f, 1);
+  symm_store_abandon(r1);
+  ASSERT_OK(symm_store_server_drain(f.server, 3000));
+  symm_store_close(tool);
+  fx_stop(&f);
+  return 0;
+}
+
+typedef struct late_server_arg {
+  int port, delay_ms;
+  symm_store_server_t *server;
+} late_server_arg_t;
+
+static void *late_server_thread(void *p) {
+  late_server_arg_t *a = p;
+  sleep_ms(a->delay_ms);
+  ASSERT_OK(symm_store_server_start("127.0.0.1", a->port, k_token, &a->server));
+  return NULL;
+}
+
+TEST_IMPL(store_connect_retry) {
+  fixture_t f;
+  fx_start(&f);
+  int port = f.port;
+  char addr[64];
+  snprintf(addr, sizeof addr, "%s", f.addr);
+  fx_stop(&f); /* now nobody listens on port */
+
+  symm_store_t *s = NULL;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_connect(addr, k_token, 0, 300, &s), SYMM_ERR_TIMEOUT);
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 250);
+  ASSERT_LT(el, 1500);
+  ASSERT_STR_CONTAINS(symm_last_error(), "within 300 ms");
+
+  /* A server that comes up while the client retries. */
+  late_server_arg_t a = {port, 400, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, late_server_thread, &a);
+  t0 = test_now_ms();
+  ASSERT_OK(symm_store_connect(addr, k_token, 0, 10000, &s));
+  el = test_now_ms() - t0;
+  ASSERT_GE(el, 300);
+  ASSERT_LT(el, 5000);
+  pthread_join(t, NULL);
+  ASSERT_OK(symm_store_set(s, "k", "v", 1));
+  symm_store_close(s);
+  symm_store_server_stop(a.server);
+
+  ASSERT_RES(symm_store_connect("no.such.host.invalid:1234", k_token, 0, 300, &s),
+             SYMM_ERR_INVALID_ARG);
+  return 0;
+}
+
+TEST_IMPL(store_ipv6) {
+  symm_store_server_t *srv = NULL;
+  if (symm_store_server_start("::1", 0, k_token, &srv) != SYMM_SUCCESS) {
+    printf("SKIP: cannot bind ::1 (%s)\n", symm_last_error());
+    return TEST_SKIP;
+  }
+  char addr[64];
+  snprintf(addr, sizeof addr, "[::1]:%d", symm_store_server_port(srv));
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(addr, k_token, 0, 5000, &s));
+  ASSERT_OK(symm_store_set(s, "six", "v6", 2));
+  get_str(s, "six", "v6");
+  symm_store_close(s);
+  /* The IPv4 loopback is not served by a ::1 server. */
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(srv));
+  ASSERT_RES(symm_store_connect(addr, k_token, 0, 200, &s), SYMM_ERR_TIMEOUT);
+  symm_store_server_stop(srv);
+
+  ASSERT_OK(symm_store_server_start("[::1]", 0, k_token, &srv));
+  symm_store_server_stop(srv);
+  return 0;
+}
+
+TEST_IMPL(store_server_gone) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = fx_client(&f, 0);
+  getter_arg_t g = {s, "never", 10000, SYMM_SUCCESS, 0, ""};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_thread, &g);
+  sleep_ms(200);
+  fx_stop(&f);
+  pthread_join(t, NULL);
+  ASSERT_RES(g.res, SYMM_ERR_PEER_LOST);
+  ASSERT_LT(g.elapsed_ms, 3000);
+  ASSERT_STR_CONTAINS(g.err, "store connection lost");
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_set(s, "k", "v", 1), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 500);
+  symm_store_close(s);
+  return 0;
+}
+
+/* A fake store that answers HELLO and then never replies. */
+typedef struct stuck_arg {
+  int listen_fd;
+  atomic_int done;
+} stuck_arg_t;
+
+static void *stuck_server_thread(void *p) {
+  stuck_arg_t *a = p;
+  int fd = accept(a->listen_fd, NULL, NULL);
+  ASSERT_GE(fd, 0);
+  uint8_t hdr[SYMM_PROTO_HEADER_BYTES], body[2048];
+  raw_recv_all(fd, hdr, sizeof hdr);
+  symm_proto_header_t h;
+  symm_proto_decode_header(hdr, &h);
+  ASSERT_EQ(h.opcode, SYMM_OP_HELLO);
+  ASSERT_LE(h.body_len, sizeof body);
+  raw_recv_all(fd, body, h.body_len);
+  uint8_t reply[SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX];
+  symm_proto_encode_header(reply, SYMM_OP_HELLO | SYMM_PROTO_REPLY_FLAG, h.id,
+                           SYMM_PROTO_REPLY_PREFIX);
+  symm_proto_put32(reply + 16, SYMM_SUCCESS);
+  symm_proto_put32(reply + 20, (uint32_t)-1);
+  raw_send(fd, reply, sizeof reply);
+  while (!atomic_load(&a->done)) sleep_ms(20); /* read nothing, answer nothing */
+  close(fd);
+  return NULL;
+}
+
+TEST_IMPL(store_stuck_server) {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  socklen_t sl = sizeof sa;
+  getsockname(lfd, (struct sockaddr *)&sa, &sl);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+  stuck_arg_t a = {.listen_fd = lfd};
+  atomic_init(&a.done, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, stuck_server_thread, &a);
+
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(addr, k_token, 0, 5000, &s));
+  char buf[8];
+  size_t len;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(s, "k", buf, sizeof buf, &len, 200), SYMM_ERR_TIMEOUT);
+  uint64_t el = test_now_ms() - t0;
+  ASSERT_GE(el, 1000); /* the server's 200 ms plus the client's grace */
+  ASSERT_LT(el, 3000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "no progress");
+  /* The stream may now hold a stale reply: later calls fail cleanly. */
+  t0 = test_now_ms();
+  ASSERT_RES(symm_store_set(s, "k", "v", 1), SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "unusable");
+  ASSERT_LT(test_now_ms() - t0, 500);
+  symm_store_close(s);
+  atomic_store(&a.done, 1);
+  pthread_join(t, NULL);
+  close(lfd);
+  return 0;
+}
