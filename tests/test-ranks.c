@@ -318,8 +318,12 @@ static int cycles_rank(int rank, int size, void *arg) {
     ((uint8_t *)symm_tensor_data(t))[0] = (uint8_t)i;
     symm_tensor_free(t);
   }
+  /* Count while every peer is still connected: one that already left would
+   * have closed its connections to us. */
+  ASSERT_OK(symm_comm_barrier(comm));
   int fds1 = test_count_fds();
   size_t mapped1 = test_mapped_bytes();
+  ASSERT_OK(symm_comm_barrier(comm));
   printf("rank %d pool=%s: fds %d -> %d, mapped %zu -> %zu\n", rank, pool, fds0, fds1, mapped0,
          mapped1);
   ASSERT_EQ(fds1, fds0);

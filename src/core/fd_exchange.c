@@ -265,7 +265,10 @@ static bool fdx_answer(symm_fdx_t *fdx, int sock, uint64_t id) {
 /* Reads and answers one request.  Returns false when the connection must be
  * closed: the client left, sent something malformed, or stopped reading. */
 static bool fdx_serve(symm_fdx_t *fdx, const struct fdx_conn *c, short revents) {
-  if (!(revents & POLLIN)) return false; /* hang-up or error with no data */
+  if (!(revents & POLLIN)) {
+    SYMM_INFO(BACKEND, "fd server %s: pid %d hung up (revents 0x%x)", fdx->name, (int)c->pid, revents);
+    return false; /* hang-up or error with no data */
+  }
   symm_fdx_request_t req;
   memset(&req, 0, sizeof req);
   struct iovec iov = {&req, sizeof req};
@@ -276,8 +279,16 @@ static bool fdx_serve(symm_fdx_t *fdx, const struct fdx_conn *c, short revents) 
   /* No control buffer: fds a client attaches are dropped by the kernel and
    * flagged with MSG_CTRUNC, so they cannot pile up in this process. */
   ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT);
-  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  if (n == 0) return false; /* closed (or an empty message, equally wrong) */
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+    SYMM_INFO(BACKEND, "fd server %s: receive from pid %d failed (%s)", fdx->name, (int)c->pid,
+              strerror(errno));
+    return false;
+  }
+  if (n == 0) {
+    SYMM_INFO(BACKEND, "fd server %s: pid %d closed its connection", fdx->name, (int)c->pid);
+    return false; /* closed (or an empty message, equally wrong) */
+  }
   const char *bad = NULL;
   if (n != (ssize_t)sizeof req || (msg.msg_flags & MSG_TRUNC)) bad = "wrong length";
   else if (msg.msg_flags & MSG_CTRUNC) bad = "ancillary data attached";
