@@ -66,13 +66,44 @@ int test_run_command(const char *cmd, char *out, size_t cap) {
   return 128 + WTERMSIG(st);
 }
 
+/* Forks the store process; returns its pid with the port it serves.  It
+ * runs until ctl[1] is closed. */
+static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2], int *port) {
+  if (pipe(ctl) != 0 || pipe(portpipe) != 0) TEST_FAIL_("pipe: %s", strerror(errno));
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(ctl[1]);
+    close(portpipe[0]);
+    symm_store_server_t *server = NULL;
+    int p = -1;
+    if (symm_store_server_start("127.0.0.1", 0, token, &server) == SYMM_SUCCESS)
+      p = symm_store_server_port(server);
+    if (write(portpipe[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
+    close(portpipe[1]);
+    char c;
+    while (read(ctl[0], &c, 1) > 0) {
+    }
+    symm_store_server_stop(server);
+    _exit(0);
+  }
+  close(ctl[0]);
+  close(portpipe[1]);
+  if (read(portpipe[0], port, sizeof *port) != (ssize_t)sizeof *port || *port <= 0)
+    TEST_FAIL_("store process did not start: %s", strerror(errno));
+  close(portpipe[0]);
+  return pid;
+}
+
 int test_run_ranks(int n, test_rank_fn fn, void *arg) {
   return test_run_ranks_opts(n, fn, arg, NULL);
 }
 
 int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
                         const test_job_opts_t *opts) {
-  test_job_opts_t o = {60000, NULL, "host", 20000, -1, 0, NULL};
+  test_job_opts_t o = {60000, NULL, "host", 20000, -1, 0};
   if (opts) {
     o = *opts;
     if (!o.timeout_ms) o.timeout_ms = 60000;
@@ -87,11 +118,14 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
   for (int i = 0; i < 16; i++) sprintf(token + 2 * i, "%02x", rnd[i]);
   snprintf(job, sizeof job, "t%d-%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3]);
 
-  symm_store_server_t *server = NULL;
-  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, token, &server));
-  if (o.server) *o.server = server;
+  /* The store runs in a process of its own, forked before any thread
+   * exists here: forking the ranks from a process with a running server
+   * thread could hand them a lock held by that thread (malloc's, the
+   * sanitizers' allocator's) and deadlock them. */
+  int port = 0, ctl[2], portpipe[2];
+  pid_t store_pid = start_store_process(token, ctl, portpipe, &port);
   char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(server));
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
 
   fflush(stdout);
   fflush(stderr);
@@ -100,6 +134,7 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     pid_t pid = fork();
     if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
     if (pid == 0) {
+      close(ctl[1]);
       char num[32];
       snprintf(num, sizeof num, "%d", r);
       setenv("SYMM_RANK", num, 1);
@@ -157,6 +192,8 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     usleep(2000);
   }
   free(pids);
-  if (!o.server) symm_store_server_stop(server);
+  close(ctl[1]); /* the store process stops on EOF */
+  int st;
+  waitpid(store_pid, &st, 0);
   return bad;
 }

@@ -77,11 +77,10 @@ typedef struct test_job_opts {
   int store_timeout_ms;    /* SYMM_TIMEOUT_MS for the ranks; default 20000 */
   int kill_rank;           /* rank to SIGKILL after kill_after_ms; -1 none */
   int kill_after_ms;
-  struct symm_store_server **server; /* optional: receives the job's server */
 } test_job_opts_t;
 
-/* Starts a store server in this process, forks n ranks running fn, waits
- * for all (killing them all at the timeout).  Returns the number of ranks
+/* Starts a store server in a process of its own, forks n ranks running fn,
+ * waits for all (killing them all at the timeout).  Returns the number of ranks
  * that did not exit with status 0. */
 int test_run_ranks(int n, test_rank_fn fn, void *arg);
 int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t *opts);

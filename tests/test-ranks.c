@@ -224,7 +224,7 @@ static int count_job_sockets(const char *job) {
 static void run_kill_case(const char *where, int n) {
   kill_arg_t ka = {where, 3000};
   int status[8];
-  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700, NULL};
+  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700};
   int bad = test_run_ranks_opts(n, killed_rank, &ka, &o);
   ASSERT_EQ(bad, 1); /* only the killed rank */
   ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
