@@ -33,16 +33,13 @@ static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t
   /* Every rank that reaches collective `seq` has fetched all keys of seq-1,
    * which all ranks set only after their fetch of seq-2 returned: nobody can
    * still need our key of seq-2. */
-  if (seq > 2) {
-    key_name(s, seq - 2, bs->rank, key, sizeof key);
-    symm_result_t dr = symm_store_delete(s->store, key);
-    if (dr != SYMM_SUCCESS && dr != SYMM_ERR_NOT_FOUND) return dr;
-  }
+  char old[192];
+  if (seq > 2) key_name(s, seq - 2, bs->rank, old, sizeof old);
   key_name(s, seq, bs->rank, key, sizeof key);
-  SYMM_CHECK(symm_store_set(s->store, key, send, len));
   for (int r = 0; r < bs->size; r++) key_name(s, seq, r, s->keys[r], 192);
-  symm_result_t res = symm_store_multi_get(s->store, (const char *const *)s->keys,
-                                           (size_t)bs->size, values, lens, bs->timeout_ms);
+  symm_result_t res = symm_store_exchange(s->store, seq > 2 ? old : NULL, key, send, len,
+                                          (const char *const *)s->keys, (size_t)bs->size, values,
+                                          lens, bs->timeout_ms);
   if (res == SYMM_ERR_TIMEOUT) {
     /* Name the ranks that never arrived, which is what the user needs. */
     char missing[256] = "";

@@ -52,6 +52,7 @@ struct symm_store {
   int rank;
   int timeout_ms;      /* used for negative timeouts and non-blocking ops */
   uint32_t next_id;
+  uint32_t reply_id;   /* id the next reply must carry */
   bool broken;         /* see the file comment */
   bool torn_request;   /* broken while sending: the server holds half a message */
   char addr[300];      /* for messages */
@@ -157,7 +158,8 @@ static symm_result_t cli_bad_reply(symm_store_t *s, const char *what,
 static size_t cli_begin(symm_store_t *s, uint8_t op) {
   s->req.len = 0;
   s->req.failed = false;
-  return symm_proto_begin(&s->req, op, ++s->next_id);
+  s->reply_id = ++s->next_id;
+  return symm_proto_begin(&s->req, op, s->next_id);
 }
 
 /* Reads the reply to the request just sent: its header must start
@@ -173,7 +175,7 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
   symm_proto_decode_header(hdr, &h);
   if (h.magic != SYMM_PROTO_MAGIC || h.version != SYMM_PROTO_VERSION || h.reserved)
     return cli_bad_reply(s, what, "bad magic or version (is this a symmem store?)");
-  if (h.opcode != (op | SYMM_PROTO_REPLY_FLAG) || h.id != s->next_id)
+  if (h.opcode != (op | SYMM_PROTO_REPLY_FLAG) || h.id != s->reply_id)
     return cli_bad_reply(s, what, "reply to another request");
   if (h.body_len < SYMM_PROTO_REPLY_PREFIX || h.body_len > SYMM_PROTO_MAX_REPLY)
     return cli_bad_reply(s, what, "reply length out of range");
@@ -540,6 +542,95 @@ symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
   cli_reply_t rep;
   symm_result_t res = cli_keys_call(store, SYMM_OP_MGET, "multi_get", keys, n, t, &rep);
   if (res == SYMM_SUCCESS) res = cli_take_values(store, &rep, n, values, lens);
+  cli_unlock(store);
+  return res;
+}
+
+/* The three requests go out in one write and the server answers them in
+ * order, so the whole exchange costs one round trip instead of three. */
+symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, const char *key,
+                                  const void *value, size_t len, const char *const *keys,
+                                  size_t n, void **values, size_t *lens, int timeout_ms) {
+  if (!store || !values || !lens || n == 0)
+    return symm_error(SYMM_ERR_INVALID_ARG, "store exchange: NULL argument or no keys");
+  if (del_key) SYMM_CHECK(cli_check_key("exchange", del_key));
+  SYMM_CHECK(cli_check_key("exchange", key));
+  SYMM_CHECK(cli_check_value("exchange", value, len));
+  SYMM_CHECK(cli_check_keys("exchange", keys, n));
+  for (size_t i = 0; i < n; i++) {
+    values[i] = NULL;
+    lens[i] = 0;
+  }
+  cli_lock(store);
+  int t = cli_resolve_timeout(store, timeout_ms);
+  uint32_t del_id = 0, set_id;
+  store->req.len = 0;
+  store->req.failed = false;
+  if (del_key) {
+    size_t at = symm_proto_begin(&store->req, SYMM_OP_DEL, del_id = ++store->next_id);
+    symm_proto_put_key(&store->req, del_key, strlen(del_key));
+    symm_proto_finish(&store->req, at);
+  }
+  size_t at = symm_proto_begin(&store->req, SYMM_OP_SET, set_id = ++store->next_id);
+  symm_proto_put_key(&store->req, key, strlen(key));
+  symm_proto_put_value(&store->req, value, len);
+  symm_proto_finish(&store->req, at);
+  at = symm_proto_begin(&store->req, SYMM_OP_MGET, ++store->next_id);
+  symm_proto_put_i32(&store->req, t);
+  cli_put_keys(store, keys, n);
+  /* cli_call finishes the last message, sends the lot, reads one reply. */
+  cli_reply_t rep;
+  symm_result_t res;
+  if (store->broken) {
+    res = symm_error(SYMM_ERR_PEER_LOST,
+                     "store exchange: connection to %s unusable after an earlier failure",
+                     store->addr);
+    goto out;
+  }
+  if (store->req.failed) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "store exchange: no memory for the request");
+    goto out;
+  }
+  symm_proto_finish(&store->req, at);
+  cli_io_t io = cli_send_all(store->fd, store->req.data, store->req.len,
+                             cli_deadline((uint64_t)store->timeout_ms));
+  if (io != CLI_IO_OK) {
+    store->torn_request = true;
+    res = cli_io_error(store, io, "exchange", (uint64_t)store->timeout_ms);
+    goto out;
+  }
+  if (del_key) {
+    store->reply_id = del_id;
+    SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_DEL, "exchange", (uint64_t)store->timeout_ms,
+                                   &rep), res, out);
+    /* A missing key is fine: the caller deletes what may already be gone. */
+    if (rep.status != SYMM_SUCCESS && rep.status != SYMM_ERR_NOT_FOUND) {
+      res = cli_status_error(&rep, "exchange delete", del_key, 1, 0, NULL);
+      goto out;
+    }
+  }
+  store->reply_id = set_id;
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_SET, "exchange", (uint64_t)store->timeout_ms, &rep),
+                  res, out);
+  if (rep.status != SYMM_SUCCESS) {
+    /* The MGET reply is still coming: read it so the stream stays in step. */
+    symm_result_t set_status = cli_status_error(&rep, "exchange set", key, 1, 0, NULL);
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
+    store->reply_id = store->next_id;
+    if (cli_read_reply(store, SYMM_OP_MGET, "exchange", cli_blocking_guard(t), &rep) == SYMM_SUCCESS)
+      symm_error_restore(saved);
+    res = set_status;
+    goto out;
+  }
+  store->reply_id = store->next_id;
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_MGET, "exchange", cli_blocking_guard(t), &rep),
+                  res, out);
+  if (rep.status != SYMM_SUCCESS)
+    res = cli_status_error(&rep, "exchange", keys[0], n, t, NULL);
+  else
+    res = cli_take_values(store, &rep, n, values, lens);
+out:
   cli_unlock(store);
   return res;
 }

@@ -1,0 +1,809 @@
+/*
+ * A stand-in for libcuda.so.1 that lets the native backend run on machines
+ * without a GPU (SYMM_CUDA_LIB=.../libsymm-fakecuda.so).  "Device memory"
+ * is host memory: cuMemCreate makes a memfd, cuMemMap maps it MAP_SHARED
+ * into a PROT_NONE reservation, cuMemSetAccess makes it read-write, POSIX-fd
+ * export is a dup of the memfd.  So the backend's whole protocol (export,
+ * fd exchange, import, mapping, contiguous views, validation, teardown) runs
+ * for real across processes, and the CPU can check the data.
+ *
+ * The fake is stricter than needed where the backend could go wrong:
+ *  - only cuGetProcAddress_v2 is exported; every other entry point must be
+ *    resolved through it;
+ *  - resolving any cuMulticast* entry point aborts the process (the
+ *    multicast guard must stop the backend before that), unless
+ *    FAKECUDA_ALLOW_MULTICAST_RESOLVE=1;
+ *  - cuMemMap refuses a non-zero offset, unaligned or overlapping ranges,
+ *    cuMemAddressFree a range that is still mapped; calls that need a
+ *    context fail without a live current one;
+ *  - fakecuda_stats() reports live handles, mappings, reservations and
+ *    device allocations, for leak checks.
+ *
+ * Environment: FAKECUDA_DEVICES (default 2), FAKECUDA_NO_DEVICE=1 (cuInit
+ * fails), FAKECUDA_FABRIC=fails|works|absent (default fails: the device
+ * reports fabric support but exporting is refused, as without IMEX),
+ * FAKECUDA_NO_VMM=1, FAKECUDA_GRANULARITY (bytes, default 2 MiB),
+ * FAKECUDA_ACCESS_PER_MAPPING=1 (cuMemSetAccess refuses ranges that span
+ * several mappings).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/native/native_driver.h"
+
+#define FK_API __attribute__((visibility("default")))
+#define FK_MAX_DEVICES 16
+
+enum {
+  FK_ERROR_INVALID_CONTEXT = 201,
+  FK_ERROR_CONTEXT_IS_DESTROYED = 709,
+};
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct fk_handle {
+  int fd;
+  size_t size;
+  int types;     /* requested handle types */
+  int device;
+  int refs;      /* handle references: create, import, retain */
+  int maps;      /* live mappings */
+  bool local;    /* created here (counts as used device memory) */
+  struct fk_handle *next;
+} fk_handle_t;
+
+typedef struct fk_range {
+  uintptr_t va;
+  size_t size;
+  fk_handle_t *h;   /* mappings only */
+  int access;       /* mappings only */
+  struct fk_range *next;
+} fk_range_t;
+
+typedef struct fk_ctx {
+  int device;
+  int refs;
+} fk_ctx_t;
+
+static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool fk_initialized;
+static fk_handle_t *fk_handles;
+static fk_range_t *fk_reservations, *fk_mappings, *fk_devallocs;
+static fk_ctx_t fk_ctxs[FK_MAX_DEVICES];
+static __thread fk_ctx_t *fk_current;
+static size_t fk_used[FK_MAX_DEVICES];
+static const size_t fk_total = (size_t)16 << 30;
+
+static int fk_env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+static int fk_ndev(void) {
+  int n = fk_env_int("FAKECUDA_DEVICES", 2);
+  return n < 0 ? 0 : n > FK_MAX_DEVICES ? FK_MAX_DEVICES : n;
+}
+
+static size_t fk_gran(void) {
+  const char *v = getenv("FAKECUDA_GRANULARITY");
+  return v && *v ? (size_t)strtoull(v, NULL, 0) : (size_t)2 << 20;
+}
+
+static const char *fk_fabric_mode(void) {
+  const char *v = getenv("FAKECUDA_FABRIC");
+  return v && *v ? v : "fails";
+}
+
+static bool fk_valid_dev(int d) { return d >= 0 && d < fk_ndev(); }
+
+/* Calls that need a live current context (as the real driver's do). */
+static ncu_result fk_need_ctx(void) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (!fk_current) return FK_ERROR_INVALID_CONTEXT;
+  if (fk_current->refs <= 0) return FK_ERROR_CONTEXT_IS_DESTROYED;
+  return NCU_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static const struct {
+  ncu_result code;
+  const char *name, *text;
+} fk_errors[] = {
+    {NCU_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {NCU_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {NCU_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {NCU_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {NCU_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {NCU_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {FK_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {NCU_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {FK_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {NCU_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {NCU_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+static ncu_result fk_cuGetErrorName(ncu_result e, const char **s) {
+  for (size_t i = 0; i < sizeof fk_errors / sizeof fk_errors[0]; i++)
+    if (fk_errors[i].code == e) {
+      *s = fk_errors[i].name;
+      return NCU_SUCCESS;
+    }
+  *s = NULL;
+  return NCU_ERROR_INVALID_VALUE;
+}
+
+static ncu_result fk_cuGetErrorString(ncu_result e, const char **s) {
+  for (size_t i = 0; i < sizeof fk_errors / sizeof fk_errors[0]; i++)
+    if (fk_errors[i].code == e) {
+      *s = fk_errors[i].text;
+      return NCU_SUCCESS;
+    }
+  *s = NULL;
+  return NCU_ERROR_INVALID_VALUE;
+}
+
+/* ---------------------------------------------------------- init, devices */
+
+static ncu_result fk_cuInit(unsigned int flags) {
+  if (flags) return NCU_ERROR_INVALID_VALUE;
+  if (fk_env_int("FAKECUDA_NO_DEVICE", 0) || fk_ndev() == 0) return NCU_ERROR_NO_DEVICE;
+  fk_initialized = true;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDriverGetVersion(int *v) {
+  *v = 12080;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetCount(int *n) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  *n = fk_ndev();
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGet(ncu_device *d, int ordinal) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (!fk_valid_dev(ordinal)) return NCU_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetName(char *name, int len, ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  snprintf(name, (size_t)len, "Fake GPU %d", d);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetAttribute(int *v, int attr, ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  bool fabric = strcmp(fk_fabric_mode(), "absent") != 0;
+  switch (attr) {
+    case NCU_DEV_ATTR_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case NCU_DEV_ATTR_PCI_BUS_ID: *v = 0x10 + d; break;
+    case NCU_DEV_ATTR_PCI_DEVICE_ID: *v = 0; break;
+    case NCU_DEV_ATTR_PCI_DOMAIN_ID: *v = 0; break;
+    case NCU_DEV_ATTR_UNIFIED_ADDRESSING: *v = 1; break;
+    case NCU_DEV_ATTR_CC_MAJOR: *v = 9; break;
+    case NCU_DEV_ATTR_CC_MINOR: *v = 0; break;
+    case NCU_DEV_ATTR_VMM_SUPPORTED: *v = !fk_env_int("FAKECUDA_NO_VMM", 0); break;
+    case NCU_DEV_ATTR_POSIX_FD_SUPPORTED: *v = 1; break;
+    case NCU_DEV_ATTR_GDR_WITH_VMM_SUPPORTED: *v = 0; break;
+    case NCU_DEV_ATTR_FABRIC_SUPPORTED: *v = fabric; break;
+    case NCU_DEV_ATTR_MULTICAST_SUPPORTED: *v = 1; break; /* like the H200s */
+    default: *v = 0; break;
+  }
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceTotalMem(size_t *bytes, ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  *bytes = fk_total;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetPCIBusId(char *bus, int len, ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetByPCIBusId(ncu_device *d, const char *bus) {
+  unsigned dom, b, dev, fn;
+  if (sscanf(bus, "%x:%x:%x.%x", &dom, &b, &dev, &fn) != 4) return NCU_ERROR_INVALID_VALUE;
+  if (!fk_valid_dev((int)b - 0x10)) return NCU_ERROR_INVALID_DEVICE;
+  *d = (int)b - 0x10;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetUuid(ncu_uuid *u, ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  memset(u, 0, sizeof *u);
+  memcpy(u->bytes, "fakegpu", 7);
+  u->bytes[15] = (unsigned char)d;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceCanAccessPeer(int *can, ncu_device a, ncu_device b) {
+  if (!fk_valid_dev(a) || !fk_valid_dev(b)) return NCU_ERROR_INVALID_DEVICE;
+  *can = a != b;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDeviceGetP2PAttribute(int *v, int attr, ncu_device a, ncu_device b) {
+  if (!fk_valid_dev(a) || !fk_valid_dev(b) || a == b) return NCU_ERROR_INVALID_DEVICE;
+  *v = attr == NCU_P2P_PERFORMANCE_RANK ? 0 : 1;
+  return NCU_SUCCESS;
+}
+
+/* ------------------------------------------------------------- contexts */
+
+static ncu_result fk_cuDevicePrimaryCtxRetain(ncu_context *ctx, ncu_device d) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&fk_lock);
+  fk_ctxs[d].device = d;
+  fk_ctxs[d].refs++;
+  pthread_mutex_unlock(&fk_lock);
+  *ctx = (ncu_context)&fk_ctxs[d];
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuDevicePrimaryCtxRelease(ncu_device d) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&fk_lock);
+  ncu_result res = fk_ctxs[d].refs > 0 ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+  if (fk_ctxs[d].refs > 0) fk_ctxs[d].refs--;
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuDevicePrimaryCtxGetState(ncu_device d, unsigned int *flags, int *active) {
+  if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = fk_ctxs[d].refs > 0;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuCtxGetCurrent(ncu_context *ctx) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  *ctx = (ncu_context)fk_current;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuCtxSetCurrent(ncu_context ctx) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  fk_ctx_t *c = (fk_ctx_t *)ctx;
+  if (c && (c < fk_ctxs || c >= fk_ctxs + FK_MAX_DEVICES)) return FK_ERROR_INVALID_CONTEXT;
+  if (c && c->refs <= 0) return FK_ERROR_CONTEXT_IS_DESTROYED;
+  fk_current = c;
+  return NCU_SUCCESS;
+}
+
+/* --------------------------------------------------------------- streams */
+
+static int fk_streams;
+
+static ncu_result fk_cuStreamCreate(ncu_stream *s, unsigned int flags) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  *s = (ncu_stream)malloc(1);
+  __atomic_add_fetch(&fk_streams, 1, __ATOMIC_RELAXED);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuStreamDestroy(ncu_stream s) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (!s) return NCU_ERROR_INVALID_VALUE;
+  free(s);
+  __atomic_sub_fetch(&fk_streams, 1, __ATOMIC_RELAXED);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuStreamSynchronize(ncu_stream s) { return fk_need_ctx(); }
+
+/* ---------------------------------------------------- ranges and handles */
+
+static fk_range_t *fk_find(fk_range_t *list, uintptr_t p) {
+  for (fk_range_t *r = list; r; r = r->next)
+    if (p >= r->va && p < r->va + r->size) return r;
+  return NULL;
+}
+
+static void fk_unlink(fk_range_t **list, fk_range_t *x) {
+  for (fk_range_t **pp = list; *pp; pp = &(*pp)->next)
+    if (*pp == x) {
+      *pp = x->next;
+      return;
+    }
+}
+
+static fk_range_t *fk_add(fk_range_t **list, uintptr_t va, size_t size) {
+  fk_range_t *r = calloc(1, sizeof *r);
+  r->va = va;
+  r->size = size;
+  r->next = *list;
+  *list = r;
+  return r;
+}
+
+static fk_handle_t *fk_handle_of(ncu_mem_handle id) {
+  for (fk_handle_t *h = fk_handles; h; h = h->next)
+    if ((ncu_mem_handle)(uintptr_t)h == id) return h;
+  return NULL;
+}
+
+/* Physical memory goes once no handle and no mapping refer to it. */
+static void fk_maybe_destroy(fk_handle_t *h) {
+  if (h->refs > 0 || h->maps > 0) return;
+  for (fk_handle_t **pp = &fk_handles; *pp; pp = &(*pp)->next)
+    if (*pp == h) {
+      *pp = h->next;
+      break;
+    }
+  if (h->local) fk_used[h->device] -= h->size;
+  close(h->fd);
+  free(h);
+}
+
+static fk_handle_t *fk_new_handle(int fd, size_t size, int types, int device, bool local) {
+  fk_handle_t *h = calloc(1, sizeof *h);
+  h->fd = fd;
+  h->size = size;
+  h->types = types;
+  h->device = device;
+  h->refs = 1;
+  h->local = local;
+  h->next = fk_handles;
+  fk_handles = h;
+  if (local) fk_used[device] += size;
+  return h;
+}
+
+static bool fk_prop_ok(const ncu_alloc_prop *p) {
+  return p && p->type == NCU_ALLOC_PINNED && p->location.type == NCU_LOCATION_DEVICE &&
+         fk_valid_dev(p->location.id) &&
+         (p->requested_handle_types & ~(NCU_HANDLE_POSIX_FD | NCU_HANDLE_FABRIC)) == 0 &&
+         p->win32_metadata == NULL;
+}
+
+static ncu_result fk_cuMemGetAllocationGranularity(size_t *g, const ncu_alloc_prop *p, int opt) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (!fk_prop_ok(p) || (opt != NCU_GRANULARITY_MINIMUM && opt != NCU_GRANULARITY_RECOMMENDED))
+    return NCU_ERROR_INVALID_VALUE;
+  *g = fk_gran();
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemCreate(ncu_mem_handle *out, size_t size, const ncu_alloc_prop *p,
+                                 unsigned long long flags) {
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (fk_env_int("FAKECUDA_NO_VMM", 0)) return NCU_ERROR_NOT_SUPPORTED;
+  if (!fk_prop_ok(p) || flags || size == 0 || size % fk_gran()) return NCU_ERROR_INVALID_VALUE;
+  if ((p->requested_handle_types & NCU_HANDLE_FABRIC) && !strcmp(fk_fabric_mode(), "absent"))
+    return NCU_ERROR_NOT_SUPPORTED;
+  char name[64];
+  snprintf(name, sizeof name, "fakecuda-d%d-t%d", p->location.id, p->requested_handle_types);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return NCU_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return NCU_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_lock(&fk_lock);
+  fk_handle_t *h = fk_new_handle(fd, size, p->requested_handle_types, p->location.id, true);
+  pthread_mutex_unlock(&fk_lock);
+  *out = (ncu_mem_handle)(uintptr_t)h;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemRelease(ncu_mem_handle id) {
+  pthread_mutex_lock(&fk_lock);
+  fk_handle_t *h = fk_handle_of(id);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  if (h && h->refs > 0) {
+    h->refs--;
+    fk_maybe_destroy(h);
+    res = NCU_SUCCESS;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuMemAddressReserve(ncu_deviceptr *ptr, size_t size, size_t align,
+                                         ncu_deviceptr hint, unsigned long long flags) {
+  size_t g = fk_gran();
+  if (!fk_initialized) return NCU_ERROR_NOT_INITIALIZED;
+  if (!size || size % g || flags || (align & (align - 1))) return NCU_ERROR_INVALID_VALUE;
+  if (align < g) align = g;
+  void *m = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return NCU_ERROR_OUT_OF_MEMORY;
+  uintptr_t start = ((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1);
+  if (start > (uintptr_t)m) munmap(m, start - (uintptr_t)m);
+  uintptr_t end = (uintptr_t)m + size + align;
+  if (end > start + size) munmap((void *)(start + size), end - (start + size));
+  pthread_mutex_lock(&fk_lock);
+  fk_add(&fk_reservations, start, size);
+  pthread_mutex_unlock(&fk_lock);
+  *ptr = start;
+  return NCU_SUCCESS;
+}
+
+static bool fk_any_mapping_in(uintptr_t va, size_t size) {
+  for (fk_range_t *m = fk_mappings; m; m = m->next)
+    if (m->va < va + size && va < m->va + m->size) return true;
+  return false;
+}
+
+static ncu_result fk_cuMemAddressFree(ncu_deviceptr ptr, size_t size) {
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *r = fk_find(fk_reservations, (uintptr_t)ptr);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  if (r && r->va == ptr && r->size == size && !fk_any_mapping_in(r->va, r->size)) {
+    munmap((void *)r->va, r->size);
+    fk_unlink(&fk_reservations, r);
+    free(r);
+    res = NCU_SUCCESS;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuMemMap(ncu_deviceptr ptr, size_t size, size_t offset, ncu_mem_handle id,
+                              unsigned long long flags) {
+  size_t g = fk_gran();
+  /* The real driver's documentation: offset "currently must be zero". */
+  if (offset != 0 || flags || !size || size % g || ptr % g) return NCU_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fk_lock);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  fk_handle_t *h = fk_handle_of(id);
+  fk_range_t *r = fk_find(fk_reservations, (uintptr_t)ptr);
+  if (h && h->refs > 0 && size <= h->size && r && ptr + size <= r->va + r->size &&
+      !fk_any_mapping_in((uintptr_t)ptr, size)) {
+    void *m = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0);
+    if (m != MAP_FAILED) {
+      fk_range_t *mp = fk_add(&fk_mappings, (uintptr_t)ptr, size);
+      mp->h = h;
+      h->maps++;
+      res = NCU_SUCCESS;
+    } else {
+      res = NCU_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+/* Calls over [ptr, ptr + size) that must consist of whole mappings. */
+static bool fk_whole_mappings(uintptr_t ptr, size_t size) {
+  for (uintptr_t cur = ptr; cur < ptr + size;) {
+    fk_range_t *m = fk_find(fk_mappings, cur);
+    if (!m || m->va != cur || cur + m->size > ptr + size) return false;
+    cur += m->size;
+  }
+  return true;
+}
+
+static ncu_result fk_cuMemUnmap(ncu_deviceptr ptr, size_t size) {
+  pthread_mutex_lock(&fk_lock);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  if (size && fk_whole_mappings((uintptr_t)ptr, size)) {
+    for (uintptr_t cur = (uintptr_t)ptr; cur < ptr + size;) {
+      fk_range_t *m = fk_find(fk_mappings, cur);
+      /* Back to a PROT_NONE reservation, as after a real unmap. */
+      mmap((void *)m->va, m->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+           MAP_NORESERVE, -1, 0);
+      cur += m->size;
+      fk_unlink(&fk_mappings, m);
+      m->h->maps--;
+      fk_maybe_destroy(m->h);
+      free(m);
+    }
+    res = NCU_SUCCESS;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuMemSetAccess(ncu_deviceptr ptr, size_t size, const ncu_access_desc *d,
+                                    size_t count) {
+  if (!d || count != 1 || d->location.type != NCU_LOCATION_DEVICE || !fk_valid_dev(d->location.id))
+    return NCU_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fk_lock);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  fk_range_t *first = fk_find(fk_mappings, (uintptr_t)ptr);
+  bool spans = first && first->va == ptr && first->size < size;
+  if (spans && fk_env_int("FAKECUDA_ACCESS_PER_MAPPING", 0)) {
+    res = NCU_ERROR_INVALID_VALUE; /* a driver that wants one call per mapping */
+  } else if (size && fk_whole_mappings((uintptr_t)ptr, size)) {
+    int prot = d->flags == NCU_ACCESS_READWRITE ? PROT_READ | PROT_WRITE
+               : d->flags == 1                  ? PROT_READ
+                                                : PROT_NONE;
+    res = mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+    for (uintptr_t cur = (uintptr_t)ptr; res == NCU_SUCCESS && cur < ptr + size;) {
+      fk_range_t *m = fk_find(fk_mappings, cur);
+      m->access = d->flags;
+      cur += m->size;
+    }
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuMemGetAccess(unsigned long long *flags, const ncu_location *loc,
+                                    ncu_deviceptr ptr) {
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *m = fk_find(fk_mappings, (uintptr_t)ptr);
+  if (m) *flags = (unsigned long long)m->access;
+  pthread_mutex_unlock(&fk_lock);
+  return m ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+/* Fabric handle of the fake: where to find the memfd of the exporter. */
+typedef struct fk_fabric {
+  char magic[8];
+  int32_t pid, fd, device, types;
+  uint64_t size;
+} fk_fabric_t;
+
+static ncu_result fk_cuMemExportToShareableHandle(void *out, ncu_mem_handle id, int type,
+                                                  unsigned long long flags) {
+  pthread_mutex_lock(&fk_lock);
+  fk_handle_t *h = fk_handle_of(id);
+  ncu_result res = NCU_ERROR_INVALID_VALUE;
+  if (!h || flags) goto out;
+  if (type == NCU_HANDLE_POSIX_FD && (h->types & NCU_HANDLE_POSIX_FD)) {
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    res = fd < 0 ? NCU_ERROR_OUT_OF_MEMORY : NCU_SUCCESS;
+    if (fd >= 0) *(int *)out = fd;
+  } else if (type == NCU_HANDLE_FABRIC && (h->types & NCU_HANDLE_FABRIC)) {
+    if (strcmp(fk_fabric_mode(), "works") != 0) {
+      res = NCU_ERROR_NOT_PERMITTED; /* as without an IMEX channel */
+      goto out;
+    }
+    fk_fabric_t f;
+    memset(&f, 0, sizeof f);
+    memcpy(f.magic, "fkfabr", 7);
+    f.pid = getpid();
+    f.fd = h->fd;
+    f.device = h->device;
+    f.types = h->types;
+    f.size = h->size;
+    memset(out, 0, NCU_FABRIC_HANDLE_BYTES);
+    memcpy(out, &f, sizeof f);
+    res = NCU_SUCCESS;
+  }
+out:
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+static ncu_result fk_cuMemImportFromShareableHandle(ncu_mem_handle *out, void *os, int type) {
+  int fd = -1, device = 0, types = NCU_HANDLE_POSIX_FD;
+  size_t size = 0;
+  if (type == NCU_HANDLE_POSIX_FD) {
+    fd = fcntl((int)(intptr_t)os, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return NCU_ERROR_INVALID_VALUE;
+    struct stat st;
+    char link[128], target[256] = "";
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) target[n] = 0;
+    if (fstat(fd, &st) != 0 || !strstr(target, "fakecuda-d") ||
+        sscanf(strstr(target, "fakecuda-d"), "fakecuda-d%d-t%d", &device, &types) != 2) {
+      close(fd);
+      return NCU_ERROR_INVALID_VALUE;
+    }
+    size = (size_t)st.st_size;
+  } else if (type == NCU_HANDLE_FABRIC) {
+    fk_fabric_t f;
+    memcpy(&f, os, sizeof f);
+    if (memcmp(f.magic, "fkfabr", 7) != 0) return NCU_ERROR_INVALID_VALUE;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", f.pid, f.fd);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return NCU_ERROR_INVALID_VALUE;
+    device = f.device;
+    types = f.types;
+    size = f.size;
+  } else {
+    return NCU_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&fk_lock);
+  fk_handle_t *h = fk_new_handle(fd, size, types, device, false);
+  pthread_mutex_unlock(&fk_lock);
+  *out = (ncu_mem_handle)(uintptr_t)h;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemRetainAllocationHandle(ncu_mem_handle *out, void *addr) {
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *m = fk_find(fk_mappings, (uintptr_t)addr);
+  if (m) {
+    m->h->refs++;
+    *out = (ncu_mem_handle)(uintptr_t)m->h;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return m ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+static ncu_result fk_cuMemGetAllocationPropertiesFromHandle(ncu_alloc_prop *p, ncu_mem_handle id) {
+  pthread_mutex_lock(&fk_lock);
+  fk_handle_t *h = fk_handle_of(id);
+  if (h) {
+    memset(p, 0, sizeof *p);
+    p->type = NCU_ALLOC_PINNED;
+    p->requested_handle_types = h->types;
+    p->location.type = NCU_LOCATION_DEVICE;
+    p->location.id = h->device;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return h ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+static ncu_result fk_cuPointerGetAttribute(void *data, int attr, ncu_deviceptr ptr) {
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *m = fk_find(fk_mappings, (uintptr_t)ptr);
+  fk_range_t *a = m ? NULL : fk_find(fk_devallocs, (uintptr_t)ptr);
+  fk_range_t *r = m ? m : a;
+  ncu_result res = r ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+  if (r) switch (attr) {
+      case NCU_PTR_ATTR_MEMORY_TYPE: *(unsigned int *)data = NCU_MEMORYTYPE_DEVICE; break;
+      case NCU_PTR_ATTR_DEVICE_ORDINAL: *(int *)data = m ? m->h->device : 0; break;
+      case NCU_PTR_ATTR_RANGE_START: *(ncu_deviceptr *)data = r->va; break;
+      case NCU_PTR_ATTR_RANGE_SIZE: *(size_t *)data = r->size; break;
+      case NCU_PTR_ATTR_MAPPING_BASE: *(void **)data = (void *)r->va; break;
+      case NCU_PTR_ATTR_MAPPING_SIZE: *(size_t *)data = r->size; break;
+      case NCU_PTR_ATTR_MAPPED: *(int *)data = 1; break;
+      default: res = NCU_ERROR_INVALID_VALUE; break;
+    }
+  pthread_mutex_unlock(&fk_lock);
+  return res;
+}
+
+/* ------------------------------------------------ plain device memory */
+
+static ncu_result fk_cuMemGetInfo(size_t *free_b, size_t *total) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  *free_b = fk_total - fk_used[fk_current->device];
+  *total = fk_total;
+  pthread_mutex_unlock(&fk_lock);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemAlloc(ncu_deviceptr *p, size_t bytes) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (!bytes) return NCU_ERROR_INVALID_VALUE;
+  void *m = malloc(bytes);
+  if (!m) return NCU_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fk_lock);
+  fk_add(&fk_devallocs, (uintptr_t)m, bytes);
+  fk_used[fk_current->device] += bytes;
+  pthread_mutex_unlock(&fk_lock);
+  *p = (ncu_deviceptr)(uintptr_t)m;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemFree(ncu_deviceptr p) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *a = fk_find(fk_devallocs, (uintptr_t)p);
+  if (a && a->va == p) {
+    fk_used[fk_current->device] -= a->size;
+    fk_unlink(&fk_devallocs, a);
+    free((void *)a->va);
+    free(a);
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return a ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+static bool fk_is_device_range(uintptr_t p, size_t n) {
+  fk_range_t *r = fk_find(fk_mappings, p);
+  if (!r) r = fk_find(fk_devallocs, p);
+  /* A range over several back-to-back mappings (a contiguous view) is fine
+   * as long as each piece is device memory. */
+  for (uintptr_t cur = p; r && cur < p + n;) {
+    cur = r->va + r->size;
+    if (cur >= p + n) return true;
+    r = fk_find(fk_mappings, cur);
+  }
+  return r != NULL;
+}
+
+static ncu_result fk_cuMemcpyHtoDAsync(ncu_deviceptr dst, const void *src, size_t n,
+                                       ncu_stream s) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  bool ok = s && fk_is_device_range((uintptr_t)dst, n);
+  pthread_mutex_unlock(&fk_lock);
+  if (!ok) return NCU_ERROR_INVALID_VALUE;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t n, ncu_stream s) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  bool ok = s && fk_is_device_range((uintptr_t)dst, n);
+  pthread_mutex_unlock(&fk_lock);
+  if (!ok) return NCU_ERROR_INVALID_VALUE;
+  memset((void *)(uintptr_t)dst, v, n);
+  return NCU_SUCCESS;
+}
+
+/* ------------------------------------------------------- proc addresses */
+
+static const struct {
+  const char *name;
+  void *fn;
+} fk_table[] = {
+#define FK_ENTRY(name, params) {#name, (void *)fk_##name},
+    NATIVE_DRIVER_FUNCTIONS(FK_ENTRY)
+#undef FK_ENTRY
+};
+
+FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                      unsigned long long flags, int *status) {
+  if (!symbol || !pfn) return NCU_ERROR_INVALID_VALUE;
+  *pfn = NULL;
+  if (strncmp(symbol, "cuMulticast", 11) == 0) {
+    if (!fk_env_int("FAKECUDA_ALLOW_MULTICAST_RESOLVE", 0)) {
+      fprintf(stderr, "fakecuda: %s resolved although multicast must stay off; aborting\n",
+              symbol);
+      abort();
+    }
+    if (status) *status = NCU_PROC_NOT_FOUND;
+    return NCU_ERROR_NOT_FOUND;
+  }
+  if (version < 12000) {
+    if (status) *status = NCU_PROC_VERSION_TOO_LOW;
+    return NCU_ERROR_NOT_FOUND;
+  }
+  for (size_t i = 0; i < sizeof fk_table / sizeof fk_table[0]; i++)
+    if (strcmp(fk_table[i].name, symbol) == 0) {
+      *pfn = fk_table[i].fn;
+      if (status) *status = NCU_PROC_FOUND;
+      return NCU_SUCCESS;
+    }
+  if (status) *status = NCU_PROC_NOT_FOUND;
+  return NCU_ERROR_NOT_FOUND;
+}
+
+/* Live objects, for leak checks: handles (created or imported), mappings,
+ * reservations, cuMemAlloc blocks, streams, retained primary contexts. */
+typedef struct fakecuda_stats {
+  long handles, mappings, reservations, devallocs, streams, contexts;
+} fakecuda_stats_t;
+
+FK_API void fakecuda_stats(fakecuda_stats_t *s) {
+  memset(s, 0, sizeof *s);
+  pthread_mutex_lock(&fk_lock);
+  for (fk_handle_t *h = fk_handles; h; h = h->next) s->handles++;
+  for (fk_range_t *r = fk_mappings; r; r = r->next) s->mappings++;
+  for (fk_range_t *r = fk_reservations; r; r = r->next) s->reservations++;
+  for (fk_range_t *r = fk_devallocs; r; r = r->next) s->devallocs++;
+  for (int d = 0; d < FK_MAX_DEVICES; d++) s->contexts += fk_ctxs[d].refs;
+  pthread_mutex_unlock(&fk_lock);
+  s->streams = __atomic_load_n(&fk_streams, __ATOMIC_RELAXED);
+}

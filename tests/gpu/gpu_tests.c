@@ -1,0 +1,560 @@
+/*
+ * GPU tests of the native backend.  Run under the launcher, one process per
+ * rank:  SYMM_BACKEND=native symmem-run -n 2 -- symm-gpu-tests [--quick]
+ * (4 ranks on 2 GPUs with SYMM_ALLOW_SHARED_DEVICE=1).  Every test is
+ * collective: each rank runs the same tests in the same order, and a failed
+ * check is recorded without skipping the collective calls after it, so one
+ * failure does not leave the other ranks waiting.  Rank 0 prints the summary
+ * "N passed, N failed" (a test fails if it failed on any rank).
+ *
+ *   --quick                    fewer alloc/free cycles (for compute-sanitizer)
+ *   --expect-shared-refusal    only check that init refuses ranks sharing a
+ *                              GPU without SYMM_ALLOW_SHARED_DEVICE
+ */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/native/native_ext.h"
+#include "core/internal.h"
+#include "gpu_kernels.h"
+#include "symmem.h"
+
+typedef struct gpu_ctx {
+  symm_comm_t *comm;
+  int rank, size, device;
+  bool quick;
+  int failed;  /* failed checks so far on this rank */
+} gpu_ctx_t;
+
+#define FAIL_(c, ...)                                                            \
+  do {                                                                          \
+    fprintf(stderr, "rank %d: FAIL %s:%d: ", (c)->rank, __FILE__, __LINE__);    \
+    fprintf(stderr, __VA_ARGS__);                                               \
+    fputc('\n', stderr);                                                        \
+    (c)->failed++;                                                              \
+  } while (0)
+#define CHECK(c, cond, ...)                                                     \
+  do {                                                                          \
+    if (!(cond)) FAIL_(c, __VA_ARGS__);                                         \
+  } while (0)
+/* A symm_ call expected to return `want`; evaluates to whether it did. */
+#define CHECK_RES(c, call, want)                                                \
+  check_res_((c), (call), (want), #call, __LINE__)
+#define CHECK_OK(c, call) CHECK_RES(c, call, SYMM_SUCCESS)
+#define CUDA_OK(c, call) check_cuda_((c), (int)(call), #call, __LINE__)
+
+static bool check_res_(gpu_ctx_t *c, symm_result_t got, symm_result_t want, const char *what,
+                       int line) {
+  if (got == want) return true;
+  fprintf(stderr, "rank %d: FAIL line %d: %s -> %s, expected %s (%s)\n", c->rank, line, what,
+          symm_strerror(got), symm_strerror(want), symm_last_error());
+  c->failed++;
+  return false;
+}
+
+static bool check_cuda_(gpu_ctx_t *c, int err, const char *what, int line) {
+  if (err == cudaSuccess) return true;
+  fprintf(stderr, "rank %d: FAIL line %d: %s -> %s\n", c->rank, line, what,
+          cudaGetErrorString((cudaError_t)err));
+  c->failed++;
+  return false;
+}
+
+static void barrier(gpu_ctx_t *c) { CHECK_OK(c, symm_comm_barrier(c->comm)); }
+
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n - 3; /* ".", ".." and the directory's own fd */
+}
+
+static size_t gpu_free_bytes(void) {
+  size_t free_b = 0, total = 0;
+  cudaMemGetInfo(&free_b, &total);
+  return free_b;
+}
+
+/* Number of elements of src[0..n) that differ from GPU_PATTERN(tag, i). */
+static unsigned long long pattern_mismatches(gpu_ctx_t *c, const float *src, size_t n, int tag) {
+  unsigned long long *bad = NULL, h = ~0ull;
+  if (!CUDA_OK(c, cudaMalloc((void **)&bad, sizeof *bad))) return h;
+  CUDA_OK(c, cudaMemset(bad, 0, sizeof *bad));
+  CUDA_OK(c, gpu_count_pattern_mismatch(src, n, tag, bad));
+  CUDA_OK(c, cudaMemcpy(&h, bad, sizeof h, cudaMemcpyDeviceToHost));
+  cudaFree(bad);
+  return h;
+}
+
+static symm_tensor_t *alloc_f32(gpu_ctx_t *c, size_t n) {
+  int64_t sizes[1] = {(int64_t)n};
+  symm_tensor_t *t = NULL;
+  CHECK_OK(c, symm_tensor_alloc(c->comm, sizes, 1, SYMM_DTYPE_F32, &t));
+  return t;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* The communicator uses the expected GPU, and memory lives on it. */
+static void test_device_choice(gpu_ctx_t *c) {
+  int ndev = 0;
+  CUDA_OK(c, cudaGetDeviceCount(&ndev));
+  int want = ndev > 0 ? symm_comm_local_rank(c->comm) % ndev : -1;
+  if (!getenv("SYMM_DEVICE"))
+    CHECK(c, c->device == want, "device %d, expected local rank %d mod %d GPUs", c->device,
+          symm_comm_local_rank(c->comm), ndev);
+  CHECK(c, symm_comm_backend(c->comm) == SYMM_BACKEND_NATIVE, "backend %s",
+        symm_backend_name(symm_comm_backend(c->comm)));
+  symm_tensor_t *t = alloc_f32(c, 1024);
+  if (t) {
+    struct cudaPointerAttributes a;
+    if (CUDA_OK(c, cudaPointerGetAttributes(&a, symm_tensor_data(t))))
+      CHECK(c, a.type == cudaMemoryTypeDevice && a.device == c->device,
+            "memory type %d on device %d, expected device memory on %d", (int)a.type, a.device,
+            c->device);
+    /* The signal pad is zeroed at allocation. */
+    void *pad = NULL;
+    if (CHECK_OK(c, symm_tensor_signal_pad(t, c->rank, &pad))) {
+      size_t n = symm_signal_pad_bytes();
+      unsigned char *h = malloc(n);
+      if (h && CUDA_OK(c, cudaMemcpy(h, pad, n, cudaMemcpyDeviceToHost))) {
+        size_t nonzero = 0;
+        for (size_t i = 0; i < n; i++) nonzero += h[i] != 0;
+        CHECK(c, nonzero == 0, "%zu non-zero bytes in a fresh signal pad", nonzero);
+      }
+      free(h);
+    }
+  }
+  symm_tensor_free(t);
+  barrier(c);
+}
+
+/* A kernel writes into the right neighbour's buffer through the peer
+ * pointer; after a barrier the neighbour finds its left neighbour's data. */
+static void test_neighbor_kernel(gpu_ctx_t *c) {
+  const size_t n = ((size_t)1 << 20) + 3; /* not a multiple of anything */
+  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+  symm_tensor_t *t = alloc_f32(c, n);
+  void *const *ptrs = NULL;
+  if (t && CHECK_OK(c, symm_tensor_rendezvous(t)) && CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs))) {
+    CHECK(c, ptrs[c->rank] == symm_tensor_data(t), "own entry of peer_ptrs is not the data");
+    CUDA_OK(c, gpu_write_pattern(ptrs[right], n, c->rank));
+    CUDA_OK(c, cudaDeviceSynchronize());
+  }
+  barrier(c);
+  if (ptrs) {
+    unsigned long long bad = pattern_mismatches(c, symm_tensor_data(t), n, left);
+    CHECK(c, bad == 0, "%llu of %zu elements written by rank %d are wrong", bad, n, left);
+  }
+  barrier(c);
+  symm_tensor_free(t);
+}
+
+/* Every rank reads every peer through a device array of peer pointers. */
+static void test_device_peer_array(gpu_ctx_t *c) {
+  const size_t n = 65536;
+  symm_tensor_t *t = alloc_f32(c, n);
+  void *const *ptrs = NULL;
+  void *dptrs = NULL;
+  float *out = NULL;
+  if (t && CHECK_OK(c, symm_tensor_rendezvous(t)) && CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs))) {
+    CUDA_OK(c, gpu_fill(symm_tensor_data(t), n, (float)(c->rank + 1)));
+    CUDA_OK(c, cudaDeviceSynchronize());
+    CHECK_OK(c, native_device_copy(c->comm, ptrs, sizeof(void *) * (size_t)c->size, &dptrs));
+  }
+  barrier(c);
+  if (dptrs && CUDA_OK(c, cudaMalloc((void **)&out, n * sizeof *out))) {
+    CUDA_OK(c, gpu_sum_peers((float *const *)dptrs, c->size, n, out));
+    float *h = malloc(n * sizeof *h);
+    if (h && CUDA_OK(c, cudaMemcpy(h, out, n * sizeof *h, cudaMemcpyDeviceToHost))) {
+      float want = (float)(c->size * (c->size + 1) / 2);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; i++) bad += h[i] != want;
+      CHECK(c, bad == 0, "%zu sums over the peers differ from %g", bad, (double)want);
+    }
+    free(h);
+    cudaFree(out);
+  }
+  native_device_free(c->comm, dptrs);
+  barrier(c);
+  symm_tensor_free(t);
+}
+
+/* cudaMemcpy to and from remote views, host<->peer and peer->local. */
+static void test_remote_view_memcpy(gpu_ctx_t *c) {
+  const size_t n = 300000;
+  const size_t bytes = n * sizeof(float);
+  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+  int left2 = (c->rank + 2 * c->size - 2) % c->size;
+  symm_tensor_t *t = alloc_f32(c, n);
+  float *h = malloc(bytes);
+  symm_view_t rv, lv;
+  bool ok = t && h && CHECK_OK(c, symm_tensor_rendezvous(t)) &&
+            CHECK_OK(c, symm_tensor_remote_view(t, right, &rv)) &&
+            CHECK_OK(c, symm_tensor_remote_view(t, left, &lv));
+  if (ok) {
+    CHECK(c, rv.rank == right && rv.ndim == 1 && rv.sizes[0] == (int64_t)n,
+          "remote view: rank %d ndim %d size %lld", rv.rank, rv.ndim, (long long)rv.sizes[0]);
+    for (size_t i = 0; i < n; i++) h[i] = GPU_PATTERN(c->rank, i);
+    CUDA_OK(c, cudaMemcpy(rv.data, h, bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(c, cudaDeviceSynchronize());
+  }
+  barrier(c);
+  if (ok) {
+    /* Our buffer holds the left neighbour's pattern; reading the left
+     * neighbour's buffer through the view gives its left neighbour's. */
+    unsigned long long bad = pattern_mismatches(c, symm_tensor_data(t), n, left);
+    CHECK(c, bad == 0, "%llu elements copied in by rank %d are wrong", bad, left);
+    memset(h, 0, bytes);
+    if (CUDA_OK(c, cudaMemcpy(h, lv.data, bytes, cudaMemcpyDeviceToHost))) {
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; i++) wrong += h[i] != GPU_PATTERN(left2, i);
+      CHECK(c, wrong == 0, "%zu elements read from rank %d's view are wrong", wrong, left);
+    }
+    float *scratch = NULL;
+    if (CUDA_OK(c, cudaMalloc((void **)&scratch, bytes))) {
+      CUDA_OK(c, cudaMemcpy(scratch, lv.data, bytes, cudaMemcpyDeviceToDevice));
+      bad = pattern_mismatches(c, scratch, n, left2);
+      CHECK(c, bad == 0, "%llu elements of the device-to-device copy are wrong", bad);
+      cudaFree(scratch);
+    }
+  }
+  barrier(c);
+  free(h);
+  symm_tensor_free(t);
+}
+
+/* The contiguous view holds every rank's data back to back; a kernel reads
+ * all of it.  4 MiB of data is a multiple of the 2 MiB granularity, so the
+ * header promises strides[0] == numel; 1000 floats is not. */
+static void contiguous_case(gpu_ctx_t *c, size_t n, bool expect_dense) {
+  symm_tensor_t *t = alloc_f32(c, n);
+  bool ok = t && CHECK_OK(c, symm_tensor_rendezvous(t));
+  if (ok) {
+    CUDA_OK(c, gpu_fill(symm_tensor_data(t), n, (float)(c->rank + 1)));
+    CUDA_OK(c, cudaDeviceSynchronize());
+  }
+  barrier(c);
+  symm_view_t v;
+  if (ok && CHECK_OK(c, symm_tensor_contiguous_view(t, &v))) {
+    CHECK(c, v.ndim == 2 && v.sizes[0] == c->size && v.sizes[1] == (int64_t)n && v.rank == -1,
+          "contiguous view: ndim %d sizes [%lld, %lld] rank %d", v.ndim, (long long)v.sizes[0],
+          (long long)v.sizes[1], v.rank);
+    CHECK(c, v.strides[0] >= (int64_t)n && v.strides[1] == 1, "strides [%lld, %lld] for %zu",
+          (long long)v.strides[0], (long long)v.strides[1], n);
+    if (expect_dense)
+      CHECK(c, v.strides[0] == (int64_t)n,
+            "strides[0] %lld != numel %zu: the data does not start at a granularity boundary "
+            "(the core's data_offset should equal the native granularity)",
+            (long long)v.strides[0], n);
+    unsigned long long *bad = NULL, h = ~0ull;
+    if (CUDA_OK(c, cudaMalloc((void **)&bad, sizeof *bad))) {
+      CUDA_OK(c, cudaMemset(bad, 0, sizeof *bad));
+      CUDA_OK(c, gpu_check_contiguous(v.data, c->size, v.strides[0], n, bad));
+      CUDA_OK(c, cudaMemcpy(&h, bad, sizeof h, cudaMemcpyDeviceToHost));
+      CHECK(c, h == 0, "%llu elements of the contiguous view are wrong", h);
+      cudaFree(bad);
+    }
+    symm_tensor_t *found = NULL;
+    int rank = 0;
+    float *last = (float *)v.data + (size_t)(c->size - 1) * (size_t)v.strides[0] + n - 1;
+    if (CHECK_OK(c, symm_tensor_lookup(last, &found, &rank, NULL)))
+      CHECK(c, found == t && rank == -1, "lookup in the contiguous view: %p rank %d",
+            (void *)found, rank);
+  }
+  barrier(c);
+  symm_tensor_free(t);
+}
+
+static void test_contiguous_view(gpu_ctx_t *c) {
+  contiguous_case(c, (size_t)1 << 20, true);
+  contiguous_case(c, 1000, false);
+}
+
+/* Different sizes or dtypes across ranks: SYMM_ERR_MISMATCH everywhere,
+ * and the communicator still works afterwards. */
+static void test_mismatch(gpu_ctx_t *c) {
+  symm_tensor_t *t = alloc_f32(c, c->rank == 0 ? 1000 : 1001);
+  if (t) CHECK_RES(c, symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
+  symm_tensor_free(t);
+
+  int64_t sizes[1] = {4096};
+  t = NULL;
+  CHECK_OK(c, symm_tensor_alloc(c->comm, sizes, 1, c->rank == 0 ? SYMM_DTYPE_F32 : SYMM_DTYPE_I32,
+                                &t));
+  if (t) CHECK_RES(c, symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
+  symm_tensor_free(t);
+
+  t = alloc_f32(c, 4096);
+  if (t) CHECK_OK(c, symm_tensor_rendezvous(t));
+  symm_tensor_free(t);
+  barrier(c);
+}
+
+static bool env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
+}
+
+/* The multicast guard refuses: with SYMM_ENABLE_MULTICAST unset, and with
+ * it set while the NVLS-disabling variables veto it.  The second case is
+ * entered only when the guard function itself already says no, so that a
+ * broken guard can never reach cuMulticastCreate on a shared machine. */
+static void test_multicast_refusal(gpu_ctx_t *c) {
+  if (!env_is("NCCL_NVLS_ENABLE", "0") || !env_is("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1") ||
+      !env_is("NVSHMEM_DISABLE_NVLS", "1")) {
+    FAIL_(c, "refusing to test multicast without NCCL_NVLS_ENABLE=0 "
+             "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 (run-gpu-tests.sh sets "
+             "them)");
+    barrier(c);
+    return;
+  }
+  unsetenv("SYMM_ENABLE_MULTICAST");
+  symm_tensor_t *t = alloc_f32(c, (size_t)1 << 20);
+  void *mc = (void *)1, *priv = (void *)1;
+  if (t && CHECK_OK(c, symm_tensor_rendezvous(t))) {
+    if (CHECK_RES(c, native_multicast_map(c->comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED))
+      CHECK(c, strstr(symm_last_error(), "SYMM_ENABLE_MULTICAST") != NULL,
+            "refusal does not name SYMM_ENABLE_MULTICAST: %s", symm_last_error());
+
+    setenv("SYMM_ENABLE_MULTICAST", "1", 1);
+    char why[256] = "";
+    if (symm_multicast_allowed(why, sizeof why)) {
+      FAIL_(c, "multicast guard allows multicast although NCCL_NVLS_ENABLE=0 is set");
+    } else {
+      CHECK(c, strstr(why, "NCCL_NVLS_ENABLE") != NULL, "veto reason: %s", why);
+      if (CHECK_RES(c, native_multicast_map(c->comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED))
+        CHECK(c, strstr(symm_last_error(), "NCCL_NVLS_ENABLE") != NULL,
+              "refusal does not name the veto: %s", symm_last_error());
+    }
+    unsetenv("SYMM_ENABLE_MULTICAST");
+  }
+  barrier(c);
+  symm_tensor_free(t);
+}
+
+/* symm_validate accepts our memory and the backend's validate names what
+ * is wrong with other memory. */
+static void test_validate(gpu_ctx_t *c) {
+  const size_t n = 1 << 18, bytes = n * sizeof(float);
+  symm_tensor_t *t = alloc_f32(c, n);
+  void *const *ptrs = NULL;
+  void *dev = NULL;
+  char host[4096];
+  if (t && CHECK_OK(c, symm_tensor_rendezvous(t)) && CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs))) {
+    CHECK_OK(c, symm_validate(c->comm, symm_tensor_data(t), bytes));
+    CHECK_OK(c, symm_validate(c->comm, ptrs[(c->rank + 1) % c->size], bytes));
+    CHECK(c, symm_validate(c->comm, symm_tensor_data(t), bytes + ((size_t)64 << 20)) !=
+                 SYMM_SUCCESS, "validate accepted a range past the allocation");
+    size_t too_many = bytes + ((size_t)64 << 20);
+    if (CHECK_RES(c, symm_native_ops.validate(c->comm, symm_tensor_data(t), too_many),
+                  SYMM_ERR_MISMATCH))
+      CHECK(c, strstr(symm_last_error(), "smaller") != NULL, "message: %s", symm_last_error());
+    if (CUDA_OK(c, cudaMalloc(&dev, 1 << 20))) {
+      CHECK_RES(c, symm_validate(c->comm, dev, 1024), SYMM_ERR_NOT_FOUND);
+      if (CHECK_RES(c, symm_native_ops.validate(c->comm, dev, 1024), SYMM_ERR_INVALID_ARG))
+        CHECK(c, strstr(symm_last_error(), "not VMM") != NULL, "message: %s", symm_last_error());
+      cudaFree(dev);
+    }
+    if (CHECK_RES(c, symm_native_ops.validate(c->comm, host, sizeof host), SYMM_ERR_INVALID_ARG))
+      CHECK(c, strstr(symm_last_error(), "not CUDA memory") != NULL, "message: %s",
+            symm_last_error());
+  }
+  barrier(c);
+  symm_tensor_free(t);
+}
+
+/* Rank 0 frees (and trims) its buffer while the others still map it: their
+ * mappings stay valid, the data intact, until they free theirs. */
+static void test_free_while_mapped(gpu_ctx_t *c) {
+  const size_t n = (size_t)1 << 20;
+  symm_tensor_t *t = alloc_f32(c, n);
+  void *const *ptrs = NULL;
+  bool ok = t && CHECK_OK(c, symm_tensor_rendezvous(t)) &&
+            CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs));
+  if (ok && c->rank == 0) {
+    CUDA_OK(c, gpu_write_pattern(symm_tensor_data(t), n, 7));
+    CUDA_OK(c, cudaDeviceSynchronize());
+  }
+  barrier(c);
+  if (c->rank == 0) {
+    symm_tensor_free(t);
+    t = NULL;
+    CHECK_OK(c, symm_comm_pool_trim(c->comm, NULL));
+  }
+  barrier(c);
+  if (ok && c->rank != 0) {
+    unsigned long long bad = pattern_mismatches(c, ptrs[0], n, 7);
+    CHECK(c, bad == 0, "%llu elements of rank 0's freed buffer changed under our mapping", bad);
+  }
+  barrier(c);
+  symm_tensor_free(t);
+  CHECK_OK(c, symm_comm_pool_trim(c->comm, NULL));
+  barrier(c);
+}
+
+/* Many alloc -> rendezvous -> free cycles of varying sizes; after trimming
+ * the pool, open fds and free GPU memory are back where they started. */
+static void test_alloc_cycles(gpu_ctx_t *c) {
+  const int cycles = c->quick ? 50 : 1000;
+  const size_t slack = (size_t)4 << 20;
+  CHECK_OK(c, symm_comm_pool_trim(c->comm, NULL));
+  CUDA_OK(c, cudaDeviceSynchronize());
+  barrier(c);
+  int fds0 = count_fds();
+  size_t free0 = gpu_free_bytes();
+  barrier(c);
+  int failed0 = c->failed;
+  for (int i = 0; i < cycles && c->failed == failed0; i++) {
+    size_t n = 1 + (size_t)((i * 7919) % 4096) * 1024; /* 4 B .. 16 MiB */
+    symm_tensor_t *t = alloc_f32(c, n);
+    if (!t) break;
+    CHECK_OK(c, symm_tensor_rendezvous(t));
+    symm_tensor_free(t);
+  }
+  size_t free_pooled = gpu_free_bytes();
+  int64_t limit = symm_setting_int("SYMM_POOL_BYTES");
+  /* A peer on this GPU (shared device) pools its own memory here too. */
+  int per_gpu = c->size;
+  size_t pooled = free0 > free_pooled ? free0 - free_pooled : 0;
+  CHECK(c, pooled <= (size_t)limit * (size_t)per_gpu + slack,
+        "pool holds %zu bytes of GPU memory, limit %lld", pooled, (long long)limit);
+  size_t released = 0;
+  CHECK_OK(c, symm_comm_pool_trim(c->comm, &released));
+  CUDA_OK(c, cudaDeviceSynchronize());
+  barrier(c);
+  int fds1 = count_fds();
+  size_t free1 = gpu_free_bytes();
+  CHECK(c, fds1 == fds0, "open fds: %d before %d cycles, %d after", fds0, cycles, fds1);
+  CHECK(c, free1 + slack >= free0, "free GPU memory: %zu before, %zu after (%zu lost)", free0,
+        free1, free0 > free1 ? free0 - free1 : 0);
+  if (c->rank == 0)
+    printf("# cycles: %d, pool released %zu bytes, fds %d -> %d, free GPU memory %zu -> %zu\n",
+           cycles, released, fds0, fds1, free0, free1);
+  barrier(c);
+}
+
+/* ------------------------------------------------------------------ main */
+
+typedef struct gpu_test {
+  const char *name;
+  void (*fn)(gpu_ctx_t *c);
+} gpu_test_t;
+
+static const gpu_test_t gpu_tests[] = {
+    {"device_choice", test_device_choice},
+    {"neighbor_kernel", test_neighbor_kernel},
+    {"device_peer_array", test_device_peer_array},
+    {"remote_view_memcpy", test_remote_view_memcpy},
+    {"contiguous_view", test_contiguous_view},
+    {"mismatch", test_mismatch},
+    {"multicast_refusal", test_multicast_refusal},
+    {"validate", test_validate},
+    {"free_while_mapped", test_free_while_mapped},
+    {"alloc_cycles", test_alloc_cycles},
+};
+#define GPU_NTESTS ((int)(sizeof gpu_tests / sizeof gpu_tests[0]))
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Init must refuse several ranks per GPU unless SYMM_ALLOW_SHARED_DEVICE. */
+static int run_shared_refusal(void) {
+  gpu_ctx_t c = {0};
+  c.rank = getenv("SYMM_RANK") ? atoi(getenv("SYMM_RANK")) : 0;
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  symm_comm_t *comm = NULL;
+  if (CHECK_RES(&c, symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG))
+    CHECK(&c, strstr(symm_last_error(), "SYMM_ALLOW_SHARED_DEVICE") != NULL,
+          "refusal does not say how to allow sharing: %s", symm_last_error());
+  symm_comm_destroy(comm);
+  printf("rank %d: shared_device_refusal: %s\n%d passed, %d failed\n", c.rank,
+         c.failed ? "FAIL" : "ok", c.failed ? 0 : 1, c.failed ? 1 : 0);
+  return c.failed ? 1 : 0;
+}
+
+/* A test fails if it failed on any rank: counted through the store. */
+static int report(gpu_ctx_t *c, const int *failed_by_test) {
+  symm_store_t *store = symm_comm_store(c->comm);
+  for (int i = 0; i < GPU_NTESTS; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "gputest/%s", gpu_tests[i].name);
+    CHECK_OK(c, symm_store_add(store, key, failed_by_test[i] ? 1 : 0, NULL));
+  }
+  barrier(c);
+  if (c->rank != 0) {
+    /* Stay until rank 0 has printed: symmem-run stops the job as soon as a
+     * rank exits with a failure. */
+    barrier(c);
+    return 0;
+  }
+  int passed = 0, failed = 0;
+  for (int i = 0; i < GPU_NTESTS; i++) {
+    char key[64];
+    int64_t ranks_failed = -1;
+    snprintf(key, sizeof key, "gputest/%s", gpu_tests[i].name);
+    symm_store_add(store, key, 0, &ranks_failed);
+    printf("%-20s %s", gpu_tests[i].name, ranks_failed == 0 ? "ok" : "FAIL");
+    if (ranks_failed)
+      printf(" (on %lld rank%s)", (long long)ranks_failed, ranks_failed == 1 ? "" : "s");
+    printf("\n");
+    if (ranks_failed == 0)
+      passed++;
+    else
+      failed++;
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  fflush(stdout);
+  barrier(c);
+  return failed;
+}
+
+int main(int argc, char **argv) {
+  gpu_ctx_t c = {0};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) c.quick = true;
+    else if (strcmp(argv[i], "--expect-shared-refusal") == 0) return run_shared_refusal();
+    else {
+      fprintf(stderr, "usage: %s [--quick | --expect-shared-refusal]\n", argv[0]);
+      return 2;
+    }
+  }
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.backend = SYMM_BACKEND_NATIVE;
+  if (symm_comm_init(&cfg, &c.comm) != SYMM_SUCCESS) {
+    fprintf(stderr, "symm_comm_init: %s\n0 passed, 1 failed\n", symm_last_error());
+    return 1;
+  }
+  c.rank = symm_comm_rank(c.comm);
+  c.size = symm_comm_size(c.comm);
+  c.device = symm_comm_device(c.comm);
+  /* Applications should select the communicator's GPU for their own CUDA
+   * runtime calls; init already left its primary context current. */
+  cudaSetDevice(c.device);
+  if (c.rank == 0)
+    printf("# symm-gpu-tests: %d ranks, backend native%s\n", c.size, c.quick ? ", quick" : "");
+
+  int failed_by_test[GPU_NTESTS];
+  for (int i = 0; i < GPU_NTESTS; i++) {
+    int before = c.failed;
+    double t0 = now_ms();
+    gpu_tests[i].fn(&c);
+    failed_by_test[i] = c.failed - before;
+    if (failed_by_test[i])
+      fprintf(stderr, "rank %d: %s FAILED (%d checks, %.0f ms)\n", c.rank, gpu_tests[i].name,
+              failed_by_test[i], now_ms() - t0);
+  }
+  int global = report(&c, failed_by_test);
+  symm_comm_destroy(c.comm);
+  return (c.failed || global) ? 1 : 0;
+}

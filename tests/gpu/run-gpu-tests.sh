@@ -1,0 +1,97 @@
+#!/bin/sh
+# GPU test suite of the native backend (called by `make test-gpu`).
+#   tests/gpu/run-gpu-tests.sh [BUILD_DIR]
+# Runs symmem-info, the GPU tests with 2 ranks (one GPU each) and 4 ranks
+# (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1), the refusal of shared GPUs
+# without that setting, the native backend's protocol and the multi-process
+# conformance tests over the fake driver, and the GPU tests once more under
+# compute-sanitizer memcheck.
+# Exits non-zero if any step failed.
+set -u
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || {
+  echo "run-gpu-tests: build directory ${1:-build} not found" >&2
+  exit 1
+}
+RUN="$BUILD/tools/symmem-run"
+INFO="$BUILD/tools/symmem-info"
+PROG="$BUILD/tests/gpu/symm-gpu-tests"
+STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
+
+# DESIGN.md's GPU safety rule: NVLink multicast stays off on shared hosts.
+# These must be set before anything touches a GPU; the tests check them.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset SYMM_ENABLE_MULTICAST
+export SYMM_BACKEND=native
+
+for f in "$RUN" "$INFO" "$PROG"; do
+  if [ ! -x "$f" ]; then
+    echo "run-gpu-tests: $f missing (was the build made with nvcc present?)" >&2
+    exit 1
+  fi
+done
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$ngpu" -ge 1 ] 2>/dev/null || ngpu=0
+echo "# run-gpu-tests: $ngpu GPU(s) visible"
+if [ "$ngpu" -lt 1 ]; then
+  echo "run-gpu-tests: no GPU visible (nvidia-smi -L)" >&2
+  "$INFO" >&2
+  exit 1
+fi
+
+passed=0
+failed=0
+failed_steps=""
+step() {
+  name=$1
+  shift
+  echo "=== $name: $*"
+  if timeout "$STEP_TIMEOUT" "$@"; then
+    echo "=== $name: ok"
+    passed=$((passed + 1))
+  else
+    echo "=== $name: FAILED (exit $?)"
+    failed=$((failed + 1))
+    failed_steps="$failed_steps
+  $name"
+  fi
+}
+
+# Two ranks need two GPUs unless they may share one.
+two_rank_env=""
+[ "$ngpu" -lt 2 ] && two_rank_env="SYMM_ALLOW_SHARED_DEVICE=1"
+
+step "symmem-info" "$INFO"
+step "2 ranks" env $two_rank_env "$RUN" -n 2 -- "$PROG"
+step "4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 "$RUN" -n 4 -- "$PROG"
+if [ "$ngpu" -lt 4 ]; then
+  step "4 ranks refused without SYMM_ALLOW_SHARED_DEVICE" \
+    env -u SYMM_ALLOW_SHARED_DEVICE "$RUN" -n 4 -- "$PROG" --expect-shared-refusal
+fi
+# The multi-process conformance tests and the backend's protocol tests run
+# with the native backend over the fake driver (tests/gpu/fake_cuda.c): its
+# "device memory" is host memory, which those CPU-side tests read and write
+# directly (the harness reads SYMM_TEST_BACKEND; tests labelled
+# "conformance").  The real GPU is covered by symm-gpu-tests above.
+FAKE="$BUILD/tests/gpu/libsymm-fakecuda.so"
+# Expanded by the inner sh: $0 is the build directory, "$@" ctest's options.
+# shellcheck disable=SC2016
+CTEST_IN_BUILD='cd "$0" && exec ctest --output-on-failure --timeout 300 "$@"'
+step "native over the fake driver" sh -c "$CTEST_IN_BUILD" "$BUILD" -R '^native_fake_'
+step "conformance suite (native, fake driver)" env SYMM_TEST_BACKEND=native \
+  SYMM_CUDA_LIB="$FAKE" SYMM_ALLOW_SHARED_DEVICE=1 \
+  sh -c "$CTEST_IN_BUILD" "$BUILD" -L conformance --no-tests=ignore
+SANITIZER=$(command -v compute-sanitizer ||
+  echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ -x "$SANITIZER" ]; then
+  step "compute-sanitizer memcheck" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool memcheck --error-exitcode 97 "$PROG" --quick
+else
+  echo "=== compute-sanitizer memcheck: compute-sanitizer not found"
+  failed=$((failed + 1))
+  failed_steps="$failed_steps
+  compute-sanitizer (not found)"
+fi
+
+echo "run-gpu-tests: $passed passed, $failed failed$failed_steps"
+[ "$failed" -eq 0 ]
