@@ -39,7 +39,7 @@ install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 test-gpu: build
-	@echo "test-gpu: no GPU tests yet (the native backend issue adds them)"; exit 1
+	sh tests/gpu/run-gpu-tests.sh $(BUILD)
 
 bench-gpu: build
 	@echo "bench-gpu: no GPU benchmarks yet (the collectives issue adds them)"; exit 1

@@ -103,11 +103,15 @@ int test_run_ranks(int n, test_rank_fn fn, void *arg) {
 
 int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
                         const test_job_opts_t *opts) {
-  test_job_opts_t o = {60000, NULL, "host", 20000, -1, 0};
+  /* SYMM_TEST_BACKEND runs the same jobs on another backend (run-gpu-tests.sh
+   * runs the conformance tests on native over the fake driver). */
+  const char *env_backend = getenv("SYMM_TEST_BACKEND");
+  const char *dflt = env_backend && *env_backend ? env_backend : "host";
+  test_job_opts_t o = {60000, NULL, dflt, 20000, -1, 0};
   if (opts) {
     o = *opts;
     if (!o.timeout_ms) o.timeout_ms = 60000;
-    if (!o.backend) o.backend = "host";
+    if (!o.backend) o.backend = dflt;
     if (!o.store_timeout_ms) o.store_timeout_ms = 20000;
   }
   unsigned char rnd[16];

@@ -226,6 +226,19 @@ typedef struct symm_backend_ops {
    * machine (devices, peer access, support flags), one item per line. */
   void (*describe)(FILE *out);
   /* members above: version 1 */
+  /* Optional: copies `bytes` of host memory into new device memory of the
+   * communicator's GPU (the device array of peer pointers).  NULL for
+   * backends whose memory the CPU reaches directly. */
+  symm_result_t (*device_copy)(struct symm_comm *comm, const void *host, size_t bytes,
+                               void **dev);
+  void (*device_free)(struct symm_comm *comm, void *dev);
+  /* Optional: NVLink multicast mapping of mem's data.  Must first check
+   * symm_multicast_allowed and refuse with SYMM_ERR_UNSUPPORTED, touching
+   * nothing; collective over the communicator when allowed. */
+  symm_result_t (*multicast_map)(struct symm_comm *comm, const symm_mem_t *mem, void **mc_data,
+                                 void **priv);
+  void (*multicast_unmap)(struct symm_comm *comm, void *priv);
+  /* members above: version 2 */
 } symm_backend_ops_t;
 
 /* The backends (each defined in src/backends/<name>/). */
@@ -296,6 +309,8 @@ struct symm_tensor {
   void *contig_base;
   size_t contig_stride, contig_bytes;
   void *contig_priv;
+  void *peer_data_dev;        /* device copy of peer_data (ops->device_copy) */
+  void *mc_data, *mc_priv;    /* multicast mapping (ops->multicast_map) */
   struct symm_tensor *prev, *next;
 };
 

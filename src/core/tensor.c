@@ -120,9 +120,28 @@ static void unmap_peer_slot(symm_tensor_t *t, int r) {
   t->peer_data[r] = NULL;
 }
 
+/* Version-2 ops members exist only in tables that say so. */
+static bool has_op(const symm_comm_t *comm, bool present) {
+  return comm->ops->version >= 2 && present;
+}
+
+static void drop_peer_data_dev(symm_tensor_t *t) {
+  if (!t->peer_data_dev) return;
+  t->comm->ops->device_free(t->comm, t->peer_data_dev);
+  t->peer_data_dev = NULL;
+}
+
+static void drop_multicast(symm_tensor_t *t) {
+  if (!t->mc_priv) return;
+  t->comm->ops->multicast_unmap(t->comm, t->mc_priv);
+  t->mc_priv = t->mc_data = NULL;
+}
+
 /* Releases everything the tensor holds; the struct itself too. */
 static void destroy_tensor(symm_tensor_t *t) {
   symm_comm_t *comm = t->comm;
+  drop_multicast(t);
+  drop_peer_data_dev(t);
   drop_contiguous(t);
   if (t->peers)
     for (int r = 0; r < comm->size; r++)
@@ -320,6 +339,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
     symm_result_t mapped = map_missing_peers(t, all);
     res = symm_comm_agree(comm, mapped, "rendezvous mapping");
     if (res != SYMM_SUCCESS) goto out;
+    drop_peer_data_dev(t); /* the peers' addresses changed */
   }
   for (int r = 0; r < comm->size; r++) {
     t->infos[r] = all[r].info;
@@ -396,6 +416,41 @@ symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *t, void *const **ptrs) 
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs: tensor not rendezvoused yet");
   *ptrs = t->peer_data;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_ptrs) {
+  if (!t || !dev_ptrs)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_peer_ptrs_device: NULL argument");
+  if (!t->rendezvoused)
+    return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs_device: tensor not rendezvoused yet");
+  symm_comm_t *comm = t->comm;
+  if (!has_op(comm, comm->ops->device_copy != NULL))
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_peer_ptrs_device: the %s backend's "
+                      "memory is CPU memory; use symm_tensor_peer_ptrs", comm->ops->name);
+  if (!t->peer_data_dev)
+    SYMM_CHECK(comm->ops->device_copy(comm, t->peer_data, sizeof(void *) * (size_t)comm->size,
+                                      &t->peer_data_dev));
+  *dev_ptrs = (void *const *)t->peer_data_dev;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_tensor_multicast_ptr(symm_tensor_t *t, void **mc_ptr) {
+  /* The GPU safety rule first, before any argument, state or backend. */
+  char why[256] = "";
+  if (!symm_multicast_allowed(why, sizeof why))
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_multicast_ptr: %s", why);
+  if (!t || !mc_ptr)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_multicast_ptr: NULL argument");
+  if (!t->rendezvoused)
+    return symm_error(SYMM_ERR_STATE, "symm_tensor_multicast_ptr: tensor not rendezvoused yet");
+  symm_comm_t *comm = t->comm;
+  if (!has_op(comm, comm->ops->multicast_map != NULL))
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_multicast_ptr: multicast needs the "
+                      "native backend (this communicator uses %s)", comm->ops->name);
+  if (!t->mc_priv)
+    SYMM_CHECK(comm->ops->multicast_map(comm, &t->mem, &t->mc_data, &t->mc_priv));
+  *mc_ptr = t->mc_data;
   return SYMM_SUCCESS;
 }
 
@@ -509,6 +564,7 @@ void symm_tensor_free(symm_tensor_t *t) {
   symm_registry_remove(data_of(t));
   if (t->rendezvoused) unregister_peers(t);
   drop_contiguous(t);
+  drop_multicast(t); /* not kept in the pool: its binding is per tensor */
   t->rendezvoused = false;
   pthread_mutex_lock(&comm->lock);
   unlink_tensor(comm, t);

@@ -34,14 +34,21 @@ ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol,
   return res != NCU_SUCCESS ? res : NCU_ERROR_NOT_FOUND;
 }
 
-/* Resolves every entry of NATIVE_DRIVER_FUNCTIONS; names the first one the
- * driver lacks, which means a driver older than the ABI we declare. */
+/* Resolves every entry of NATIVE_DRIVER_FUNCTIONS.  A symbol the driver
+ * does not have means a driver older than the ABI we declare; any other
+ * failure (the toolkit's stub library answers every call with an error) is
+ * reported as is. */
 static bool native_resolve_all(char *why, size_t why_len) {
   void *fn;
+  ncu_result res;
 #define NATIVE_RESOLVE_FN(name, params)                                           \
-  if (native_driver_resolve(&native_drv, #name, &fn) != NCU_SUCCESS) {            \
-    snprintf(why, why_len, "CUDA driver lacks %s for CUDA %d.%d (driver too old?)", \
-             #name, NATIVE_CUDA_ABI / 1000, NATIVE_CUDA_ABI % 1000 / 10);         \
+  if ((res = native_driver_resolve(&native_drv, #name, &fn)) != NCU_SUCCESS) {    \
+    if (res == NCU_ERROR_NOT_FOUND)                                               \
+      snprintf(why, why_len, "CUDA driver lacks %s for CUDA %d.%d (driver too old?)", \
+               #name, NATIVE_CUDA_ABI / 1000, NATIVE_CUDA_ABI % 1000 / 10);       \
+    else                                                                          \
+      snprintf(why, why_len, "cuGetProcAddress(%s) failed: %s", #name,            \
+               native_cu_error(res));                                             \
     return false;                                                                 \
   }                                                                               \
   memcpy(&native_drv.name, &fn, sizeof fn);
@@ -119,6 +126,9 @@ const char *native_cu_error(ncu_result res) {
   if (native_drv.cuGetErrorString) native_drv.cuGetErrorString(res, &desc);
   if (name && desc)
     snprintf(buf, sizeof buf, "%s (%s)", name, desc);
+  else if (res == NCU_ERROR_STUB_LIBRARY)
+    snprintf(buf, sizeof buf, "CUDA_ERROR_STUB_LIBRARY (the toolkit's stub libcuda was loaded, "
+             "not the NVIDIA driver)");
   else
     snprintf(buf, sizeof buf, "CUDA error %d", res);
   return buf;

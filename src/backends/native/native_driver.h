@@ -31,6 +31,7 @@ enum {
   NCU_ERROR_INVALID_VALUE = 1,
   NCU_ERROR_OUT_OF_MEMORY = 2,
   NCU_ERROR_NOT_INITIALIZED = 3,
+  NCU_ERROR_STUB_LIBRARY = 34,
   NCU_ERROR_NO_DEVICE = 100,
   NCU_ERROR_INVALID_DEVICE = 101,
   NCU_ERROR_NOT_FOUND = 500,
@@ -163,6 +164,8 @@ typedef struct ncu_uuid {
                               ncu_device dst))                                 \
   X(cuDevicePrimaryCtxRetain, (ncu_context * ctx, ncu_device dev))             \
   X(cuDevicePrimaryCtxRelease, (ncu_device dev))                               \
+  X(cuDevicePrimaryCtxGetState, (ncu_device dev, unsigned int *flags,          \
+                                 int *active))                                 \
   X(cuCtxGetCurrent, (ncu_context * ctx))                                      \
   X(cuCtxSetCurrent, (ncu_context ctx))                                        \
   X(cuStreamCreate, (ncu_stream * stream, unsigned int flags))                 \

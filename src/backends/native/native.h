@@ -1,0 +1,141 @@
+/*
+ * State shared by the files of the native backend (CUDA VMM).  Not seen by
+ * the core: the core knows this backend only through symm_native_ops and the
+ * functions of native_ext.h.
+ */
+#ifndef SYMM_NATIVE_H
+#define SYMM_NATIVE_H
+
+#include "backends/native/native_driver.h"
+#include "backends/native/native_ext.h"
+#include "core/fd_exchange.h"
+#include "core/internal.h"
+
+/* How allocations travel to peers; one kind per communicator, agreed at
+ * init, so that the exchange blob needs no tag. */
+typedef enum {
+  NATIVE_HANDLE_FD = 1,     /* POSIX fd over the fd exchange (one host) */
+  NATIVE_HANDLE_FABRIC = 2  /* fabric handle in the exchange blob (IMEX) */
+} native_handle_kind_t;
+
+/* What every rank tells the others during init (all-gathered). */
+typedef struct native_rank_info {
+  int32_t status;        /* symm_result_t of this rank's local setup */
+  int32_t ordinal;       /* device ordinal in that rank's process */
+  uint32_t kinds;        /* bit NATIVE_HANDLE_*: handle kinds usable there */
+  uint32_t reserved;
+  uint64_t granularity;  /* recommended granularity of that device */
+  uint64_t host_hash;    /* hash of the hostname: fds only reach one host */
+  char pci_bus_id[32];   /* "0000:19:00.0" */
+  uint8_t uuid[16];
+  char why[256];         /* status's message, so every rank can show it */
+} native_rank_info_t;
+
+/* comm->backend_state. */
+typedef struct native_state {
+  const native_driver_t *drv;
+  ncu_device dev;
+  int ordinal;
+  ncu_context ctx;          /* the device's primary context (retained) */
+  bool ctx_retained;
+  ncu_stream stream;        /* private non-blocking stream */
+  size_t gran_min;          /* this device's minimum granularity */
+  size_t gran;              /* communicator-wide allocation granularity */
+  native_handle_kind_t kind;
+  int handle_types;         /* requestedHandleTypes for cuMemCreate */
+  symm_fdx_t *fdx;
+  int size, rank;
+  native_rank_info_t *ranks;/* [size] */
+  int *peer_ordinal;        /* [size] each rank's GPU as seen here, or -1 */
+  int *peer_access;         /* [size] cuDeviceCanAccessPeer from ours, -1 unknown */
+  uint64_t mc_seq;          /* multicast objects made on this communicator */
+} native_state_t;
+
+/*
+ * One allocation as mapped into this process: the local one (symm_mem_t.priv)
+ * or a peer's (symm_peer_map_t.priv).  It consists of one or two physical
+ * chunks mapped back to back in one reserved range.  When the data starts
+ * at a granularity boundary ("split" layout) the signal pad and the data are
+ * separate chunks, so that the contiguous view can map just the data of
+ * every rank (cuMemMap maps whole chunks only: its offset must be 0).
+ */
+#define NATIVE_MAX_CHUNKS 2
+typedef struct native_alloc {
+  ncu_deviceptr va;        /* start of the reservation (0: none) */
+  size_t size;             /* bytes reserved = alloc_bytes */
+  int nchunks;
+  int data_chunk;          /* index of the chunk holding the data */
+  size_t off[NATIVE_MAX_CHUNKS], len[NATIVE_MAX_CHUNKS];
+  ncu_mem_handle h[NATIVE_MAX_CHUNKS];
+  bool have_h[NATIVE_MAX_CHUNKS], mapped[NATIVE_MAX_CHUNKS];
+  bool published[NATIVE_MAX_CHUNKS];
+  uint64_t id;             /* symm_mem_t.id of the owner */
+  ncu_fabric_handle fabric[NATIVE_MAX_CHUNKS]; /* fabric kind only */
+} native_alloc_t;
+
+/* Key under which chunk i of allocation `id` is published in the fd
+ * exchange: the data chunk under the id itself, the pad chunk with the top
+ * bit set (ids are counters and never reach it). */
+static inline uint64_t native_chunk_key(const native_alloc_t *a, int i) {
+  return i == a->data_chunk ? a->id : a->id | (1ull << 63);
+}
+
+/* Fills the chunk layout of a->nchunks/off/len/data_chunk for an allocation
+ * of alloc_bytes whose data starts at data_offset. */
+void native_layout(const native_state_t *st, size_t alloc_bytes, size_t data_offset,
+                   native_alloc_t *a);
+/* Undoes whatever part of a mapping exists: unmaps the chunks, frees the
+ * reservation, releases the handles.  Safe on a partly built native_alloc. */
+void native_alloc_release(native_state_t *st, native_alloc_t *a);
+/* Grants this device read-write access to [va, va + total), which consists
+ * of n mappings of lens[i] bytes (or `uniform` bytes each if lens is NULL). */
+symm_result_t native_grant_access(native_state_t *st, ncu_deviceptr va, size_t total,
+                                  const size_t *lens, int n, size_t uniform);
+/* Reserves a->size bytes, maps every chunk whose handle is set, and grants
+ * this device read-write access. */
+symm_result_t native_map_chunks(native_state_t *st, native_alloc_t *a, const char *what);
+
+/* Makes the communicator's context current on this thread; *saved gets the
+ * context to put back with native_ctx_leave. */
+symm_result_t native_ctx_enter(native_state_t *st, ncu_context *saved);
+void native_ctx_leave(native_state_t *st, ncu_context saved);
+
+/* Records a failed driver call as the thread's error: "<what>: CUDA_ERROR_X
+ * (text)".  Returns SYMM_ERR_NO_MEMORY for out-of-memory, else
+ * SYMM_ERR_BACKEND. */
+symm_result_t native_cu_fail(ncu_result res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define NATIVE_CU_GOTO(call, res, label, ...)                                  \
+  do {                                                                         \
+    ncu_result cu_ = (call);                                                   \
+    if (cu_ != NCU_SUCCESS) {                                                  \
+      (res) = native_cu_fail(cu_, __VA_ARGS__);                                \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* Allocation property of this device for the communicator's handle types. */
+ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types);
+
+/* Ops implemented in the files of this folder (native_ops.c tables them). */
+symm_result_t native_probe(char *why, size_t why_len);
+symm_result_t native_init(symm_comm_t *comm);
+void native_fini(symm_comm_t *comm);
+size_t native_granularity(symm_comm_t *comm);
+void native_describe(FILE *out);
+symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem);
+void native_free(symm_comm_t *comm, symm_mem_t *mem);
+symm_result_t native_reset_pad(symm_comm_t *comm, symm_mem_t *mem);
+symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
+symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
+                              const symm_exchange_info_t *info, symm_peer_map_t *map);
+void native_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
+symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
+                                    const symm_peer_map_t *maps,
+                                    const symm_exchange_info_t *infos, void **base,
+                                    size_t *stride, void **priv);
+void native_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
+symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes);
+
+#endif /* SYMM_NATIVE_H */
