@@ -42,7 +42,7 @@ test-gpu: build
 	sh tests/gpu/run-gpu-tests.sh $(BUILD)
 
 bench-gpu: build
-	@echo "bench-gpu: no GPU benchmarks yet (the collectives issue adds them)"; exit 1
+	sh bench/run-gpu-bench.sh $(BUILD)
 
 deps:
 	sh .ci/install-deps

@@ -1,0 +1,23 @@
+#!/bin/sh
+# GPU benchmarks (called by `make bench-gpu`), each beside its peer in the
+# same run:
+#  - peer bandwidth through symmetric memory: SM copy kernel vs copy engine
+#  - alloc + rendezvous: symmem vs PyTorch symm_mem (bench/compare_rendezvous.py)
+#   bench/run-gpu-bench.sh [BUILD_DIR]
+set -u
+BUILD=${1:-build}
+# DESIGN.md's GPU safety rule, for every process started from here.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset SYMM_ENABLE_MULTICAST
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${ngpu:-0}" -lt 2 ]; then
+  echo "bench-gpu: needs 2 GPUs, found ${ngpu:-0}" >&2
+  exit 1
+fi
+status=0
+echo "## peer bandwidth: $BUILD/tools/symmem-run -n 2 -- $BUILD/bench/bench_peer_bw"
+"$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_peer_bw" || status=1
+echo
+echo "## alloc + rendezvous: python3 bench/compare_rendezvous.py --build $BUILD"
+python3 "$(dirname "$0")/compare_rendezvous.py" --build "$BUILD" || status=1
+exit $status
