@@ -1,11 +1,12 @@
 /* Times symmetric allocation on the chosen backend, for comparison with
  * PyTorch's symm_mem.empty + rendezvous (bench/torch_rendezvous.py):
- *   first  - symm_comm_init + the first alloc + rendezvous of the process
+ *   init   - symm_comm_init (driver and context set-up included)
+ *   first  - the first alloc + rendezvous after init (1 MiB)
  *   cold   - alloc + rendezvous of a fresh tensor (pool emptied before)
  *   pool   - alloc + rendezvous served by the pool (mappings kept)
  * Every figure is the slowest rank's, median of --iters runs.  Run under
  * symmem-run; rank 0 prints one line per size:
- *   size_bytes first_ms cold_ms pool_us
+ *   size_bytes init_ms first_ms cold_ms pool_us
  * Usage: bench_rendezvous [--sizes 1M,64M,1G] [--iters N] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,17 +96,19 @@ int main(int argc, char **argv) {
   double t0 = now_us();
   symm_comm_t *comm;
   CHECK(symm_comm_init(NULL, &comm));
+  double init_local = now_us() - t0;
   symm_tensor_t *t;
-  alloc_rendezvous_us(comm, 1 << 20, &t);
-  double first_local = now_us() - t0;
+  double first_local = alloc_rendezvous_us(comm, 1 << 20, &t);
   symm_tensor_free(t);
   CHECK(symm_comm_pool_trim(comm, NULL));
+  double init = max_over_ranks(comm, "init", 0, init_local);
   double first = max_over_ranks(comm, "first", 0, first_local);
   int rank = symm_comm_rank(comm);
   if (rank == 0) {
     printf("# symmem alloc+rendezvous: backend %s, %d ranks, %d iterations, slowest rank, median\n",
            symm_backend_name(symm_comm_backend(comm)), symm_comm_size(comm), iters);
-    printf("# %12s %10s %10s %10s\n", "size_bytes", "first_ms", "cold_ms", "pool_us");
+    printf("# %12s %10s %10s %10s %10s\n", "size_bytes", "init_ms", "first_ms", "cold_ms",
+           "pool_us");
   }
 
   char list[256];
@@ -123,8 +126,8 @@ int main(int argc, char **argv) {
       pool[i] = max_over_ranks(comm, "pool", i, p);
     }
     if (rank == 0)
-      printf("  %12lld %10.2f %10.3f %10.1f\n", bytes, first / 1e3, median(cold, iters) / 1e3,
-             median(pool, iters));
+      printf("  %12lld %10.2f %10.2f %10.3f %10.1f\n", bytes, init / 1e3, first / 1e3,
+             median(cold, iters) / 1e3, median(pool, iters));
   }
   free(cold);
   free(pool);

@@ -44,14 +44,19 @@ def main():
     theirs = run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
                   str(args.ranks), os.path.join(HERE, "torch_rendezvous.py"), "--sizes",
                   args.sizes, "--iters", str(args.iters)], env)
+    # ours: init_ms first_ms cold_ms pool_us; theirs: first_ms cold_ms
     print(f"\n{'size':>12} {'symmem cold ms':>15} {'torch cold ms':>14} {'ratio':>7} "
-          f"{'symmem pool us':>15} {'symmem first ms':>16} {'torch first ms':>15}")
+          f"{'symmem pool us':>15}")
     for size in sorted(ours):
         o = ours[size]
         t = theirs.get(size)
-        ratio = f"{o[1] / t[1]:7.2f}" if t else "      -"
-        print(f"{size:12d} {o[1]:15.3f} {t[1] if t else float('nan'):14.3f} {ratio} "
-              f"{o[2]:15.1f} {o[0]:16.2f} {t[0] if t else float('nan'):15.2f}")
+        ratio = f"{o[2] / t[1]:7.2f}" if t else "      -"
+        print(f"{size:12d} {o[2]:15.3f} {t[1] if t else float('nan'):14.3f} {ratio} {o[3]:15.1f}")
+    o = ours[min(ours)]
+    t = theirs.get(min(ours))
+    print(f"\nfirst alloc+rendezvous after init (1 MiB): symmem {o[1]:.2f} ms, torch "
+          f"{t[0] if t else float('nan'):.2f} ms (ratio {o[1] / t[0] if t else float('nan'):.3f}); "
+          f"symm_comm_init {o[0]:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -94,12 +94,17 @@ void symm_log(int level, unsigned subsys, const char *file, int line,
   va_end(ap);
   char dev[16] = "";
   if (log_device >= 0) snprintf(dev, sizeof dev, " [%d]", log_device);
+  /* TRACE lines carry a monotonic time stamp (ms) so that a trace doubles
+   * as a profile of where an operation spends its time. */
+  char when[32] = "";
+  if (log_level_value >= SYMM_LOG_TRACE)
+    snprintf(when, sizeof when, " %.3f", (double)symm_now_ns() / 1e6);
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   pthread_mutex_lock(&log_lock);
   FILE *out = log_file ? log_file : stderr;
-  fprintf(out, "%s:%d:%ld%s symm %s %s:%d %s\n", log_host, (int)getpid(),
-          (long)syscall(SYS_gettid), dev, names[level], base, line, msg);
+  fprintf(out, "%s:%d:%ld%s%s symm %s %s:%d %s\n", log_host, (int)getpid(),
+          (long)syscall(SYS_gettid), dev, when, names[level], base, line, msg);
   fflush(out);
   pthread_mutex_unlock(&log_lock);
 }

@@ -47,7 +47,7 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_ENABLE_MULTICAST", SYMM_SETTING_BOOL, "0",
      "1 enables NVLink multicast objects; ignored when NCCL_NVLS_ENABLE=0, "
      "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 or NVSHMEM_DISABLE_NVLS=1 is set."},
-    {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "1G",
+    {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "4G",
      "Limit of freed-but-still-mapped memory kept per communicator for reuse (0 = off)."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},

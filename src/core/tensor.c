@@ -231,7 +231,10 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
     SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
                (unsigned long long)t->mem.id);
   } else {
+    SYMM_TRACE(ALLOC, "alloc of %zu bytes: fresh", alloc_bytes);
     SYMM_CHECK(fresh_tensor(comm, data_offset, nbytes, alloc_bytes, &t));
+    SYMM_TRACE(ALLOC, "alloc of %zu bytes: done (mem %llu)", alloc_bytes,
+               (unsigned long long)t->mem.id);
   }
   set_shape(t, sizes, ndim, dtype, numel, nbytes);
   t->rendezvoused = false;
@@ -325,8 +328,10 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
   symm_result_t res;
+  SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanging", (unsigned long long)t->mem.id);
   SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_OP_RENDEZVOUS, &mine, sizeof mine, all), res,
                   out);
+  SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanged", (unsigned long long)t->mem.id);
   /* Every rank sees the same table, so every rank reaches the same verdict. */
   SYMM_CHECK_GOTO(check_same_shape(t, all), res, out);
 
@@ -337,6 +342,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
     /* Rank-local mapping can fail on one rank only; agree so that nobody
      * returns success while a peer could not map. */
     symm_result_t mapped = map_missing_peers(t, all);
+    SYMM_TRACE(ALLOC, "rendezvous of mem %llu: peers mapped", (unsigned long long)t->mem.id);
     res = symm_comm_agree(comm, mapped, "rendezvous mapping");
     if (res != SYMM_SUCCESS) goto out;
     drop_peer_data_dev(t); /* the peers' addresses changed */

@@ -173,9 +173,13 @@ symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
     return res;
   }
   SYMM_CHECK_GOTO(native_create_chunks(st, a), res, fail);
+  SYMM_TRACE(BACKEND, "native alloc %llu: created", (unsigned long long)a->id);
   SYMM_CHECK_GOTO(native_map_chunks(st, a, "native alloc"), res, fail);
-  SYMM_CHECK_GOTO(native_zero(st, a->va, mem->data_offset), res, fail);
+  SYMM_TRACE(BACKEND, "native alloc %llu: mapped", (unsigned long long)a->id);
+  SYMM_CHECK_GOTO(native_zero(st, a->va, SYMM_SIGNAL_PAD_BYTES), res, fail);
+  SYMM_TRACE(BACKEND, "native alloc %llu: pad zeroed", (unsigned long long)a->id);
   SYMM_CHECK_GOTO(native_export_chunks(st, a), res, fail);
+  SYMM_TRACE(BACKEND, "native alloc %llu: exported", (unsigned long long)a->id);
   native_ctx_leave(st, saved);
 
   mem->base = (void *)(uintptr_t)a->va;
@@ -199,7 +203,9 @@ symm_result_t native_reset_pad(symm_comm_t *comm, symm_mem_t *mem) {
   native_state_t *st = comm->backend_state;
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  symm_result_t res = native_zero(st, (ncu_deviceptr)(uintptr_t)mem->base, mem->data_offset);
+  /* Only the advertised pad (symm_signal_pad_bytes) is ever signalled; the
+   * rest of the pad chunk is never handed out. */
+  symm_result_t res = native_zero(st, (ncu_deviceptr)(uintptr_t)mem->base, SYMM_SIGNAL_PAD_BYTES);
   native_ctx_leave(st, saved);
   return res;
 }

@@ -110,6 +110,8 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
   }
   for (int i = 0; i < a->nchunks; i++)
     SYMM_CHECK_GOTO(native_import_chunk(st, peer, info, a, i), res, fail);
+  SYMM_TRACE(BACKEND, "native: imported rank %d allocation %llu", peer,
+             (unsigned long long)info->id);
   char what[64];
   snprintf(what, sizeof what, "native: mapping rank %d", peer);
   SYMM_CHECK_GOTO(native_map_chunks(st, a, what), res, fail);
