@@ -425,7 +425,8 @@ SYMM_API symm_result_t symm_tensor_multicast_ptr(symm_tensor_t *tensor, void **m
 
 /*
  * Signal pad of rank `rank` (this process's mapping of it): at least
- * symm_signal_pad_bytes() bytes, zeroed at allocation, just before the data.
+ * symm_signal_pad_bytes() bytes, zeroed at allocation, in front of the data
+ * (at a lower address of the same symmetric allocation).
  * Local; remote ranks need a rendezvoused tensor (SYMM_ERR_STATE).
  */
 SYMM_API symm_result_t symm_tensor_signal_pad(const symm_tensor_t *tensor,

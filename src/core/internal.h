@@ -143,8 +143,8 @@ struct symm_tensor;
 /*
  * One rank's piece of symmetric memory as the backend made it.  The core
  * owns the struct; the backend fills it in alloc and reads it afterwards.
- * Layout of the allocation: [signal pad | ... | data ... | rounding]; the
- * pad starts at `base`, the data at base + data_offset.
+ * Layout of the allocation: [... signal pad ... | data ... | rounding]; the
+ * pad starts at base + pad_offset, the data at base + data_offset.
  */
 typedef struct symm_mem {
   void *base;          /* local mapping of the whole allocation */
@@ -154,6 +154,9 @@ typedef struct symm_mem {
   uint64_t id;         /* unique per process and communicator, never reused */
   int device;          /* -1 for CPU memory */
   void *priv;          /* backend state (handles, fds ...) */
+  /* Where the signal pad starts, from base: 0 unless the backend places the
+   * pad elsewhere in [base, base + data_offset) (set by alloc). */
+  size_t pad_offset;
 } symm_mem_t;
 
 /* A peer's memory as mapped into this process. */
@@ -173,6 +176,7 @@ typedef struct symm_exchange_info {
   uint64_t id;
   uint64_t alloc_bytes;
   uint64_t data_offset;
+  uint64_t pad_offset;
   uint8_t blob[SYMM_EXCHANGE_BLOB_BYTES];
 } symm_exchange_info_t;
 
@@ -219,8 +223,9 @@ typedef struct symm_backend_ops {
   symm_result_t (*validate)(struct symm_comm *comm, const void *ptr, size_t nbytes);
   /* Optional: the backend's own communicator (ncclComm_t ...). */
   symm_result_t (*native_handle)(struct symm_comm *comm, void **handle);
-  /* Optional: zeroes the signal pad [base, base + data_offset) of a pooled
-   * allocation before reuse; NULL = the core memsets it (CPU memory). */
+  /* Optional: zeroes the signal pad (SYMM_SIGNAL_PAD_BYTES at base +
+   * pad_offset) of a pooled allocation before reuse; NULL = the core memsets
+   * it (CPU memory). */
   symm_result_t (*reset_pad)(struct symm_comm *comm, symm_mem_t *mem);
   /* Optional: prints what symmem-info shows about this backend on this
    * machine (devices, peer access, support flags), one item per line. */

@@ -226,7 +226,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
   if (t) {
     /* Signals left by the last user must not leak into the new one. */
     if (comm->ops->reset_pad) SYMM_CHECK(comm->ops->reset_pad(comm, &t->mem));
-    else memset(t->mem.base, 0, t->mem.data_offset);
+    else memset((char *)t->mem.base + t->mem.pad_offset, 0, SYMM_SIGNAL_PAD_BYTES);
     t->mem.data_bytes = nbytes;
     SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
                (unsigned long long)t->mem.id);
@@ -323,6 +323,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   mine.info.id = t->mem.id;
   mine.info.alloc_bytes = t->mem.alloc_bytes;
   mine.info.data_offset = t->mem.data_offset;
+  mine.info.pad_offset = t->mem.pad_offset;
   if (comm->ops->export_mem) SYMM_CHECK(comm->ops->export_mem(comm, &t->mem, &mine.info));
 
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
@@ -464,9 +465,9 @@ symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pa
   if (!t || !pad) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_signal_pad: NULL argument");
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_signal_pad"));
   if (rank == t->comm->rank) {
-    *pad = t->mem.base;
+    *pad = (char *)t->mem.base + t->mem.pad_offset;
   } else if (t->peers[rank].base) {
-    *pad = t->peers[rank].base;
+    *pad = (char *)t->peers[rank].base + t->infos[rank].pad_offset;
   } else {
     return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_signal_pad: rank %d not reachable", rank);
   }
