@@ -44,12 +44,99 @@ __global__ void copy16(uint4 *__restrict__ dst, const uint4 *__restrict__ src, s
   for (; i < n; i += stride) __stcs(dst + i, __ldcs(src + i));
 }
 
+/* The same copy through the Hopper bulk-copy engine (TMA): one thread per
+ * block streams CHUNK-byte pieces peer -> shared memory (completion on an
+ * mbarrier) -> destination, STAGES pieces in flight, so that few threads
+ * keep many bytes in flight over NVLink. */
+#define TMA_STAGES 4
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void tma_load(void *smem, const void *gmem, uint32_t bytes,
+                                                uint64_t *bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(smem)),
+      "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+static __device__ __forceinline__ void tma_wait(uint64_t *bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT_%=;\n}" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+static __device__ __forceinline__ void tma_store(void *gmem, const void *smem, uint32_t bytes) {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem),
+               "r"(smem_u32(smem)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+__global__ void copy_tma(char *__restrict__ dst, const char *__restrict__ src, size_t bytes,
+                         uint32_t chunk) {
+  extern __shared__ __align__(128) char buf[];
+  __shared__ __align__(8) uint64_t bars[TMA_STAGES];
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < TMA_STAGES; i++)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[i])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  size_t nchunks = (bytes + chunk - 1) / chunk;
+  /* This block's pieces: blockIdx.x, + gridDim.x, ... ; k counts them. */
+  size_t mine = nchunks > blockIdx.x ? (nchunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  auto piece = [&](size_t k, size_t *off) {
+    *off = (blockIdx.x + k * gridDim.x) * (size_t)chunk;
+    size_t left = bytes - *off;
+    return (uint32_t)(left < chunk ? left : chunk);
+  };
+  for (size_t k = 0; k < mine && k < TMA_STAGES; k++) {
+    size_t off;
+    uint32_t n = piece(k, &off);
+    tma_load(buf + (k % TMA_STAGES) * chunk, src + off, n, &bars[k % TMA_STAGES]);
+  }
+  for (size_t k = 0; k < mine; k++) {
+    int st = (int)(k % TMA_STAGES);
+    size_t off;
+    uint32_t n = piece(k, &off);
+    tma_wait(&bars[st], (uint32_t)((k / TMA_STAGES) & 1));
+    tma_store(dst + off, buf + st * chunk, n);
+    /* The previous store has read its buffer: refill that one. */
+    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    if (k >= 1 && k - 1 + TMA_STAGES < mine) {
+      size_t kk = k - 1 + TMA_STAGES, off2;
+      uint32_t n2 = piece(kk, &off2);
+      tma_load(buf + (kk % TMA_STAGES) * chunk, src + off2, n2, &bars[kk % TMA_STAGES]);
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* unroll 0 selects the TMA copy; threads is then the piece size in KiB. */
 typedef struct {
   int unroll, threads, blocks_per_sm;
 } copy_cfg_t;
 
 static void launch_copy(const copy_cfg_t *c, int sms, cudaStream_t s, void *dst, const void *src,
                         size_t bytes) {
+  if (c->unroll == 0) {
+    uint32_t chunk = (uint32_t)c->threads << 10;
+    size_t pieces = (bytes + chunk - 1) / chunk;
+    int blocks = (int)(pieces < (size_t)sms * c->blocks_per_sm ? pieces : (size_t)sms * c->blocks_per_sm);
+    size_t smem = (size_t)chunk * TMA_STAGES;
+    static size_t smem_set;
+    if (smem > smem_set) {
+      CUDA(cudaFuncSetAttribute(copy_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      smem_set = smem;
+    }
+    copy_tma<<<blocks, 32, smem, s>>>((char *)dst, (const char *)src, bytes, chunk);
+    return;
+  }
   size_t n = bytes / 16;
   /* No more blocks than there is work for, at most blocks_per_sm waves. */
   size_t need = (n + (size_t)c->threads * c->unroll - 1) / ((size_t)c->threads * c->unroll);
@@ -61,6 +148,32 @@ static void launch_copy(const copy_cfg_t *c, int sms, cudaStream_t s, void *dst,
     copy16<2><<<blocks, c->threads, 0, s>>>((uint4 *)dst, (const uint4 *)src, n);
   else
     copy16<4><<<blocks, c->threads, 0, s>>>((uint4 *)dst, (const uint4 *)src, n);
+}
+
+__global__ void count_ne(const uint4 *p, size_t n, uint32_t word, unsigned long long *bad) {
+  unsigned long long mine = 0;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint4 v = p[i];
+    mine += (v.x != word) + (v.y != word) + (v.z != word) + (v.w != word);
+  }
+  if (mine) atomicAdd(bad, mine);
+}
+
+/* Copies src -> dst with cfg after poisoning dst, and counts 4-byte words
+ * of dst that differ from `word` (what src holds). */
+static unsigned long long check_copy(cudaStream_t s, const copy_cfg_t *cfg, int sms, void *dst,
+                                     const void *src, size_t bytes, uint32_t word) {
+  unsigned long long *bad, host = 0;
+  CUDA(cudaMalloc(&bad, sizeof *bad));
+  CUDA(cudaMemsetAsync(bad, 0, sizeof *bad, s));
+  CUDA(cudaMemsetAsync(dst, 0x5a, bytes, s));
+  launch_copy(cfg, sms, s, dst, src, bytes);
+  count_ne<<<sms * 4, 512, 0, s>>>((const uint4 *)dst, bytes / 16, word, bad);
+  CUDA(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, s));
+  CUDA(cudaStreamSynchronize(s));
+  cudaFree(bad);
+  return host;
 }
 
 static float time_ms(cudaStream_t s, int iters, void *dst, const void *src, size_t bytes,
@@ -106,6 +219,7 @@ int main(int argc, char **argv) {
   CUDA(cudaMemset(symm_tensor_data(t), 2, max_bytes));
   CUDA(cudaDeviceSynchronize());
   CHECK(symm_comm_barrier(comm));
+  int status = 0;
   if (rank == 0) {
     cudaStream_t s;
     CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -118,6 +232,19 @@ int main(int argc, char **argv) {
     copy_cfg_t best[2] = {{4, 512, 8}, {4, 512, 8}};
     float best_ms[2] = {1e30f, 1e30f};
     size_t probe = max_bytes < (256u << 20) ? max_bytes : (256u << 20);
+    /* TMA shapes: piece KiB x blocks/SM within 227 KiB of shared memory. */
+    static const copy_cfg_t tma[] = {{0, 8, 2}, {0, 16, 1}, {0, 16, 2}, {0, 32, 1}, {0, 8, 4}, {0, 48, 1}};
+    for (int dir = 0; dir < 2; dir++)
+      for (size_t i = 0; i < sizeof tma / sizeof tma[0]; i++) {
+        float ms = dir == 0 ? time_ms(s, 5, local, peer, probe, &tma[i], sms)
+                            : time_ms(s, 5, peer, local, probe, &tma[i], sms);
+        printf("# sweep %s tma piece %2d KiB blocks/SM %d: %6.1f GB/s\n", dir ? "write" : "read",
+               tma[i].threads, tma[i].blocks_per_sm, probe / ms / 1e6);
+        if (ms < best_ms[dir]) {
+          best_ms[dir] = ms;
+          best[dir] = tma[i];
+        }
+      }
     for (int dir = 0; dir < 2; dir++)
       for (int u = 0; u < 3; u++)
         for (int th = 0; th < 3; th++)
@@ -134,8 +261,19 @@ int main(int argc, char **argv) {
             }
           }
     for (int dir = 0; dir < 2; dir++)
-      printf("# sm_%s uses unroll %d, %d threads, %d blocks/SM\n", dir ? "write" : "read",
-             best[dir].unroll, best[dir].threads, best[dir].blocks_per_sm);
+      if (best[dir].unroll)
+        printf("# sm_%s uses unroll %d, %d threads, %d blocks/SM\n", dir ? "write" : "read",
+               best[dir].unroll, best[dir].threads, best[dir].blocks_per_sm);
+      else
+        printf("# sm_%s uses the TMA copy, %d KiB pieces, %d blocks/SM\n", dir ? "write" : "read",
+               best[dir].threads, best[dir].blocks_per_sm);
+    /* The peer holds 0x02 bytes (set before the barrier). */
+    for (int dir = 0; dir < 1; dir++) {
+      size_t odd = max_bytes - 4096 - 16 * 7;
+      unsigned long long wrong = check_copy(s, &best[0], sms, local, peer, odd, 0x02020202u);
+      printf("# check: sm_read of %zu bytes from the peer: %llu wrong words\n", odd, wrong);
+      if (wrong) status = 1;
+    }
     printf("# %12s %9s %9s %9s %9s %11s\n", "size_bytes", "sm_read", "sm_write", "ce_read",
            "ce_write", "best_sm/ce");
     for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 4) {
@@ -154,5 +292,5 @@ int main(int argc, char **argv) {
   cudaFree(local);
   symm_tensor_free(t);
   symm_comm_destroy(comm);
-  return 0;
+  return status;
 }
