@@ -62,7 +62,7 @@ int main(void) {
   CHECK(symm_store_set(store, key, line, strlen(line) + 1));
   if (rank == 0) {
     printf("# neighbor exchange: %d ranks, each writes its right neighbour's buffer\n", size);
-    printf("rank  backend  wrote  from       bytes      wrong  check\n");
+    printf("rank  backend wrote  from       bytes      wrong  check\n");
     for (int r = 0; r < size; r++) {
       char buf[160];
       size_t len;
