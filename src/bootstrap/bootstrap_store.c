@@ -17,7 +17,9 @@ typedef struct {
   symm_store_t *store;
   char prefix[128];
   uint64_t seq;
-  char **keys; /* [size] scratch */
+  char **keys;   /* [size] scratch */
+  void **values; /* [size] scratch for allgather / broadcast */
+  size_t *lens;
 } store_bs_t;
 
 static void key_name(const store_bs_t *s, uint64_t seq, int rank, char *out, size_t cap) {
@@ -57,53 +59,52 @@ static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t
   return res;
 }
 
+/* Gathers into the bootstrap's own scratch arrays; release_scratch frees
+ * the values afterwards. */
+static symm_result_t gather_scratch(symm_bootstrap_t *bs, const void *send, size_t len) {
+  store_bs_t *s = bs->state;
+  return store_gather(bs, send, len, s->values, s->lens);
+}
+
+static void release_scratch(symm_bootstrap_t *bs) {
+  store_bs_t *s = bs->state;
+  for (int r = 0; r < bs->size; r++) {
+    free(s->values[r]);
+    s->values[r] = NULL;
+  }
+}
+
 static symm_result_t store_allgather(symm_bootstrap_t *bs, const void *send, size_t len,
                                      void *recv) {
-  void **values = calloc((size_t)bs->size, sizeof *values);
-  size_t *lens = calloc((size_t)bs->size, sizeof *lens);
+  store_bs_t *s = bs->state;
+  SYMM_CHECK(gather_scratch(bs, send, len));
   symm_result_t res = SYMM_SUCCESS;
-  if (!values || !lens) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
-    goto out;
-  }
-  SYMM_CHECK_GOTO(store_gather(bs, send, len, values, lens), res, out);
   for (int r = 0; r < bs->size; r++) {
-    if (lens[r] != len) {
+    if (s->lens[r] != len) {
       res = symm_error(SYMM_ERR_MISMATCH,
                        "bootstrap: rank %d contributed %zu bytes to an all-gather where rank %d "
                        "contributed %zu (ranks are in different collectives)",
-                       r, lens[r], bs->rank, len);
+                       r, s->lens[r], bs->rank, len);
       break;
     }
-    memcpy((char *)recv + (size_t)r * len, values[r], len);
+    memcpy((char *)recv + (size_t)r * len, s->values[r], len);
   }
-  for (int r = 0; r < bs->size; r++) free(values[r]);
-out:
-  free(values);
-  free(lens);
+  release_scratch(bs);
   return res;
 }
 
 static symm_result_t store_broadcast(symm_bootstrap_t *bs, void *buf, size_t len, int root) {
-  void **values = calloc((size_t)bs->size, sizeof *values);
-  size_t *lens = calloc((size_t)bs->size, sizeof *lens);
-  symm_result_t res = SYMM_SUCCESS;
-  if (!values || !lens) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
-    goto out;
-  }
+  store_bs_t *s = bs->state;
   uint8_t none = 0;
-  if (bs->rank == root) SYMM_CHECK_GOTO(store_gather(bs, buf, len, values, lens), res, out);
-  else SYMM_CHECK_GOTO(store_gather(bs, &none, 1, values, lens), res, out);
-  if (lens[root] != len)
+  if (bs->rank == root) SYMM_CHECK(gather_scratch(bs, buf, len));
+  else SYMM_CHECK(gather_scratch(bs, &none, 1));
+  symm_result_t res = SYMM_SUCCESS;
+  if (s->lens[root] != len)
     res = symm_error(SYMM_ERR_MISMATCH, "bootstrap: broadcast of %zu bytes from rank %d, "
-                     "rank %d expected %zu", lens[root], root, bs->rank, len);
+                     "rank %d expected %zu", s->lens[root], root, bs->rank, len);
   else if (bs->rank != root)
-    memcpy(buf, values[root], len);
-  for (int r = 0; r < bs->size; r++) free(values[r]);
-out:
-  free(values);
-  free(lens);
+    memcpy(buf, s->values[root], len);
+  release_scratch(bs);
   return res;
 }
 
@@ -118,6 +119,8 @@ static void store_fini(symm_bootstrap_t *bs) {
   if (s) {
     for (int r = 0; r < bs->size; r++) free(s->keys ? s->keys[r] : NULL);
     free(s->keys);
+    free(s->values);
+    free(s->lens);
     free(s);
   }
   free(bs);
@@ -150,7 +153,9 @@ symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
   s->store = store;
   snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
   s->keys = calloc((size_t)size, sizeof *s->keys);
-  if (!s->keys) goto oom;
+  s->values = calloc((size_t)size, sizeof *s->values);
+  s->lens = calloc((size_t)size, sizeof *s->lens);
+  if (!s->keys || !s->values || !s->lens) goto oom;
   for (int r = 0; r < size; r++)
     if (!(s->keys[r] = malloc(192))) goto oom;
   *out = bs;

@@ -212,7 +212,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
   if (!comm || !out)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: %s is NULL", comm ? "tensor" : "comm");
   *out = NULL;
-  size_t numel, nbytes;
+  size_t numel = 0, nbytes = 0;
   SYMM_CHECK(check_shape(sizes, ndim, dtype, &numel, &nbytes));
   size_t gran = comm->ops->granularity(comm);
   size_t data_offset = symm_round_up(SYMM_SIGNAL_PAD_BYTES, gran);
