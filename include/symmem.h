@@ -477,7 +477,11 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
  * keep valid mappings of it until they free their own tensor.  The memory
  * goes to the communicator's pool (limit SYMM_POOL_BYTES) when it fits,
  * where a later allocation of the same rounded size reuses it, mappings
- * included.  NULL is accepted and ignored.
+ * included; its signal pad is zeroed again when it is handed out.  As with
+ * any memory, GPU work on any rank that still reads or writes this tensor
+ * (its data or its signal pad) must have completed before the free: pooled
+ * memory may be given to the next tensor at once.  NULL is accepted and
+ * ignored.
  */
 SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
 
