@@ -17,7 +17,10 @@
  *    cuMemAddressFree a range that is still mapped; calls that need a
  *    context fail without a live current one;
  *  - fakecuda_stats() reports live handles, mappings, reservations and
- *    device allocations, for leak checks.
+ *    device allocations, for leak checks, and how many exports and imports
+ *    of shareable handles were made (the costly calls of a rendezvous);
+ *  - like the real driver, one handle may be mapped at several VAs at once
+ *    (each cuMemMap is a MAP_SHARED view of the same memfd).
  *
  * Environment: FAKECUDA_DEVICES (default 2), FAKECUDA_NO_DEVICE=1 (cuInit
  * fails), FAKECUDA_FABRIC=fails|works|absent (default fails: the device
@@ -85,6 +88,7 @@ static fk_ctx_t fk_ctxs[FK_MAX_DEVICES];
 static __thread fk_ctx_t *fk_current;
 static size_t fk_used[FK_MAX_DEVICES];
 static const size_t fk_total = (size_t)16 << 30;
+static long fk_exports, fk_imports; /* successful calls, cumulative */
 
 static int fk_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
@@ -587,6 +591,7 @@ static ncu_result fk_cuMemExportToShareableHandle(void *out, ncu_mem_handle id, 
     memcpy(out, &f, sizeof f);
     res = NCU_SUCCESS;
   }
+  if (res == NCU_SUCCESS) fk_exports++;
 out:
   pthread_mutex_unlock(&fk_lock);
   return res;
@@ -625,6 +630,7 @@ static ncu_result fk_cuMemImportFromShareableHandle(ncu_mem_handle *out, void *o
   }
   pthread_mutex_lock(&fk_lock);
   fk_handle_t *h = fk_new_handle(fd, size, types, device, false);
+  fk_imports++;
   pthread_mutex_unlock(&fk_lock);
   *out = (ncu_mem_handle)(uintptr_t)h;
   return NCU_SUCCESS;
@@ -791,9 +797,12 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
 }
 
 /* Live objects, for leak checks: handles (created or imported), mappings,
- * reservations, cuMemAlloc blocks, streams, retained primary contexts. */
+ * reservations, cuMemAlloc blocks, streams, retained primary contexts; and
+ * cumulative counts of successful exports and imports of shareable
+ * handles. */
 typedef struct fakecuda_stats {
   long handles, mappings, reservations, devallocs, streams, contexts;
+  long exports, imports;
 } fakecuda_stats_t;
 
 FK_API void fakecuda_stats(fakecuda_stats_t *s) {
@@ -804,6 +813,8 @@ FK_API void fakecuda_stats(fakecuda_stats_t *s) {
   for (fk_range_t *r = fk_reservations; r; r = r->next) s->reservations++;
   for (fk_range_t *r = fk_devallocs; r; r = r->next) s->devallocs++;
   for (int d = 0; d < FK_MAX_DEVICES; d++) s->contexts += fk_ctxs[d].refs;
+  s->exports = fk_exports;
+  s->imports = fk_imports;
   pthread_mutex_unlock(&fk_lock);
   s->streams = __atomic_load_n(&fk_streams, __ATOMIC_RELAXED);
 }

@@ -400,16 +400,115 @@ static void test_free_while_mapped(gpu_ctx_t *c) {
   barrier(c);
 }
 
+/* Signal pads are slots of the communicator's pad heap: each tensor's pad
+ * is its own, zeroed, in front of its data in the same range, reached by
+ * the peers, and untouched by another tensor's reuse. */
+static void test_signal_pads(gpu_ctx_t *c) {
+  enum { NT = 3 };
+  const size_t n = (size_t)1 << 18, pad_bytes = symm_signal_pad_bytes();
+  const size_t words = pad_bytes / sizeof(uint32_t);
+  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+  symm_tensor_t *t[NT] = {NULL};
+  uint32_t *h = malloc(pad_bytes);
+  bool ok = h != NULL;
+  for (int i = 0; i < NT && ok; i++)
+    ok = (t[i] = alloc_f32(c, n)) != NULL && CHECK_OK(c, symm_tensor_rendezvous(t[i]));
+  for (int i = 0; i < NT && ok; i++) {
+    void *pad = NULL;
+    ok = CHECK_OK(c, symm_tensor_signal_pad(t[i], c->rank, &pad));
+    char *data = symm_tensor_data(t[i]);
+    CHECK(c, ok && (char *)pad + pad_bytes <= data && (size_t)(data - (char *)pad) <= t[i]->mem.data_offset,
+          "tensor %d: pad %p not in front of its data %p", i, pad, (void *)data);
+    /* With one heap chunk, distinct slots are distinct offsets in it. */
+    native_heap_info_t hi;
+    if (ok && CHECK_OK(c, native_heap_info(c->comm, &hi)) && hi.chunks == 1)
+      for (int j = 0; j < i; j++)
+        CHECK(c, t[j]->mem.pad_offset != t[i]->mem.pad_offset,
+              "tensors %d and %d: pads in the same slot (offset %zu)", j, i, t[i]->mem.pad_offset);
+    if (ok && CUDA_OK(c, cudaMemcpy(h, pad, pad_bytes, cudaMemcpyDeviceToHost))) {
+      size_t nonzero = 0;
+      for (size_t w = 0; w < words; w++) nonzero += h[w] != 0;
+      CHECK(c, nonzero == 0, "tensor %d: %zu non-zero words in a fresh pad", i, nonzero);
+    }
+    if (ok) CUDA_OK(c, gpu_fill(symm_tensor_data(t[i]), n, (float)(c->rank + 1)));
+  }
+  if (ok) CUDA_OK(c, cudaDeviceSynchronize());
+  barrier(c);
+  /* Each rank signals its right neighbour's pads (copy engine, peer VA). */
+  for (int i = 0; i < NT && ok; i++) {
+    void *rpad = NULL;
+    if (!CHECK_OK(c, symm_tensor_signal_pad(t[i], right, &rpad))) break;
+    for (size_t w = 0; w < words; w++) h[w] = (uint32_t)(c->rank + 1) << 24 | (uint32_t)(i << 16) | (uint32_t)w;
+    CUDA_OK(c, cudaMemcpy(rpad, h, pad_bytes, cudaMemcpyHostToDevice));
+  }
+  if (ok) CUDA_OK(c, cudaDeviceSynchronize());
+  barrier(c);
+  for (int i = 0; i < NT && ok; i++) {
+    void *pad = NULL;
+    if (!CHECK_OK(c, symm_tensor_signal_pad(t[i], c->rank, &pad))) break;
+    if (CUDA_OK(c, cudaMemcpy(h, pad, pad_bytes, cudaMemcpyDeviceToHost))) {
+      size_t wrong = 0;
+      for (size_t w = 0; w < words; w++)
+        wrong += h[w] != ((uint32_t)(left + 1) << 24 | (uint32_t)(i << 16) | (uint32_t)w);
+      CHECK(c, wrong == 0, "tensor %d: %zu pad words differ from rank %d's signal", i, wrong, left);
+    }
+    float *d = malloc(n * sizeof *d);
+    if (d && CUDA_OK(c, cudaMemcpy(d, symm_tensor_data(t[i]), n * sizeof *d, cudaMemcpyDeviceToHost))) {
+      size_t wrong = 0;
+      for (size_t e = 0; e < n; e++) wrong += d[e] != (float)(c->rank + 1);
+      CHECK(c, wrong == 0, "tensor %d: %zu data elements changed by pad signals", i, wrong);
+    }
+    free(d);
+  }
+  barrier(c);
+  /* Tensor 1 through the pool: its pad is zeroed, its neighbours' are not. */
+  if (ok) {
+    symm_tensor_free(t[1]);
+    t[1] = alloc_f32(c, n);
+    ok = t[1] && CHECK_OK(c, symm_tensor_rendezvous(t[1]));
+  }
+  for (int i = 0; i < NT && ok; i++) {
+    void *pad = NULL;
+    if (!CHECK_OK(c, symm_tensor_signal_pad(t[i], c->rank, &pad))) break;
+    if (CUDA_OK(c, cudaMemcpy(h, pad, pad_bytes, cudaMemcpyDeviceToHost))) {
+      uint32_t want0 = i == 1 ? 0 : ((uint32_t)(left + 1) << 24 | (uint32_t)(i << 16));
+      CHECK(c, h[0] == want0 && h[words - 1] == (i == 1 ? 0 : want0 + (uint32_t)(words - 1)),
+            "tensor %d after reusing tensor 1: pad words %#x .. %#x", i, h[0], h[words - 1]);
+    }
+  }
+  native_heap_info_t hi;
+  if (CHECK_OK(c, native_heap_info(c->comm, &hi)))
+    CHECK(c, hi.chunks >= 1 && hi.slots_used >= NT && hi.peer_chunks >= c->size - 1,
+          "pad heap: %ld chunks, %ld slots used, %ld peer chunks", hi.chunks, hi.slots_used,
+          hi.peer_chunks);
+  barrier(c);
+  for (int i = 0; i < NT; i++) symm_tensor_free(t[i]);
+  free(h);
+  barrier(c);
+}
+
 /* Many alloc -> rendezvous -> free cycles of varying sizes; after trimming
- * the pool, open fds and free GPU memory are back where they started. */
+ * the pool, open fds and free GPU memory are back where they started.  The
+ * pad heap (a granule per rank, its published fd, and the peers' imported
+ * chunks) is per-communicator state that stays until symm_comm_destroy: a
+ * warm-up allocation makes it before the baseline, and the heap is checked
+ * not to grow and to have every slot back after the trim. */
 static void test_alloc_cycles(gpu_ctx_t *c) {
   const int cycles = c->quick ? 50 : 1000;
   const size_t slack = (size_t)4 << 20;
+  symm_tensor_t *w = alloc_f32(c, 1);
+  if (w) CHECK_OK(c, symm_tensor_rendezvous(w));
+  symm_tensor_free(w);
   CHECK_OK(c, symm_comm_pool_trim(c->comm, NULL));
   CUDA_OK(c, cudaDeviceSynchronize());
   barrier(c);
   int fds0 = count_fds();
   size_t free0 = gpu_free_bytes();
+  native_heap_info_t heap0 = {0}, heap1 = {0};
+  CHECK_OK(c, native_heap_info(c->comm, &heap0));
+  CHECK(c, heap0.chunks >= 1 && heap0.slots_used == 0 && heap0.peer_chunks >= c->size - 1,
+        "pad heap before the cycles: %ld chunks, %ld slots used, %ld peer chunks", heap0.chunks,
+        heap0.slots_used, heap0.peer_chunks);
   barrier(c);
   int failed0 = c->failed;
   for (int i = 0; i < cycles && c->failed == failed0; i++) {
@@ -432,12 +531,20 @@ static void test_alloc_cycles(gpu_ctx_t *c) {
   barrier(c);
   int fds1 = count_fds();
   size_t free1 = gpu_free_bytes();
+  CHECK_OK(c, native_heap_info(c->comm, &heap1));
+  CHECK(c, heap1.chunks == heap0.chunks && heap1.slots_used == 0 &&
+               heap1.peer_chunks == heap0.peer_chunks,
+        "pad heap: %ld chunks / %ld peer chunks before the cycles, %ld / %ld after, %ld slots "
+        "still used", heap0.chunks, heap0.peer_chunks, heap1.chunks, heap1.peer_chunks,
+        heap1.slots_used);
   CHECK(c, fds1 == fds0, "open fds: %d before %d cycles, %d after", fds0, cycles, fds1);
   CHECK(c, free1 + slack >= free0, "free GPU memory: %zu before, %zu after (%zu lost)", free0,
         free1, free0 > free1 ? free0 - free1 : 0);
   if (c->rank == 0)
-    printf("# cycles: %d, pool released %zu bytes, fds %d -> %d, free GPU memory %zu -> %zu\n",
-           cycles, released, fds0, fds1, free0, free1);
+    printf("# cycles: %d, pool released %zu bytes, fds %d -> %d, free GPU memory %zu -> %zu, "
+           "pad heap %ld chunk(s) of %zu bytes + %ld imported\n",
+           cycles, released, fds0, fds1, free0, free1, heap1.chunks, heap1.chunk_bytes,
+           heap1.peer_chunks);
   barrier(c);
 }
 
@@ -458,6 +565,7 @@ static const gpu_test_t gpu_tests[] = {
     {"multicast_refusal", test_multicast_refusal},
     {"validate", test_validate},
     {"free_while_mapped", test_free_while_mapped},
+    {"signal_pads", test_signal_pads},
     {"alloc_cycles", test_alloc_cycles},
 };
 #define GPU_NTESTS ((int)(sizeof gpu_tests / sizeof gpu_tests[0]))

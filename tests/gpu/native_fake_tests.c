@@ -25,11 +25,12 @@
 
 typedef struct fakecuda_stats {
   long handles, mappings, reservations, devallocs, streams, contexts;
+  long exports, imports;
 } fakecuda_stats_t;
 
 /* The fake's counters, from the copy of the library the backend loaded. */
 static fakecuda_stats_t fake_stats(void) {
-  fakecuda_stats_t s = {-1, -1, -1, -1, -1, -1};
+  fakecuda_stats_t s = {-1, -1, -1, -1, -1, -1, -1, -1};
   void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
   void (*fn)(fakecuda_stats_t *) = NULL;
   if (lib) *(void **)&fn = dlsym(lib, "fakecuda_stats");
@@ -91,6 +92,16 @@ static int run_job(int n, test_rank_fn fn, void *arg) {
 }
 
 static native_state_t *state_of(symm_comm_t *comm) { return comm->backend_state; }
+
+/* Driver handles the pad heap holds by design until symm_comm_destroy: our
+ * heap chunks and the peers' chunks we imported. */
+static long heap_handles(symm_comm_t *comm) {
+  native_state_t *st = state_of(comm);
+  pthread_mutex_lock(&st->heap_lock);
+  long n = st->heap_chunks + st->peer_heap_count;
+  pthread_mutex_unlock(&st->heap_lock);
+  return n;
+}
 
 static symm_tensor_t *alloc_u64(symm_comm_t *comm, size_t n) {
   int64_t sizes[1] = {(int64_t)n};
@@ -323,9 +334,15 @@ static int free_while_mapped_rank(int rank, int size, void *arg) {
     symm_tensor_free(t);
     t = NULL;
     ROK(symm_comm_pool_trim(comm, NULL));
+    /* What is left is the pad heap, until symm_comm_destroy: one chunk of
+     * ours and one imported from each peer, and nothing else. */
+    native_state_t *st = state_of(comm);
+    RCHECK(st->heap_chunks == 1 && st->peer_heap_count == size - 1,
+           "heap: %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
     fakecuda_stats_t s = fake_stats();
-    RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "rank 0 kept %ld handles",
-           s.handles);
+    RCHECK(s.handles == heap_handles(comm) && s.mappings == 0 && s.reservations == 0,
+           "rank 0 kept %ld handles (heap %ld) %ld mappings %ld reservations", s.handles,
+           heap_handles(comm), s.mappings, s.reservations);
   }
   ROK(symm_comm_barrier(comm));
   if (rank != 0)
@@ -345,7 +362,10 @@ TEST_IMPL(native_fake_free_while_mapped) {
 static int cycles_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
-  /* Warm up: the fd exchange keeps one connection per peer once used. */
+  /* Warm up: the fd exchange keeps one connection per peer once used, and
+   * the pad heap (one chunk here, one imported per peer) stays until
+   * symm_comm_destroy; both are in the baseline, and checked below not to
+   * grow. */
   symm_tensor_t *w = alloc_u64(comm, 1);
   ROK(symm_tensor_rendezvous(w));
   symm_tensor_free(w);
@@ -353,6 +373,8 @@ static int cycles_rank(int rank, int size, void *arg) {
   ROK(symm_comm_barrier(comm));
   fakecuda_stats_t s0 = fake_stats();
   int fds0 = count_memory_fds();
+  long heap0 = heap_handles(comm);
+  RCHECK(heap0 == size, "heap handles %ld after the warm-up, want %d", heap0, size);
   for (int i = 0; i < 300; i++) {
     size_t n = 1 + (size_t)((i * 7919) % 97) * 8192; /* up to ~6 MiB */
     symm_tensor_t *t = alloc_u64(comm, n);
@@ -373,8 +395,12 @@ static int cycles_rank(int rank, int size, void *arg) {
          "after trim: %ld handles %ld mappings %ld reservations (were %ld %ld %ld)", s.handles,
          s.mappings, s.reservations, s0.handles, s0.mappings, s0.reservations);
   RCHECK(count_memory_fds() == fds0, "memory fds %d, were %d", count_memory_fds(), fds0);
+  RCHECK(heap_handles(comm) == heap0, "heap handles %ld, were %ld", heap_handles(comm), heap0);
   symm_comm_destroy(comm);
   RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  s = fake_stats();
+  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "after destroy: %ld handles "
+         "%ld mappings %ld reservations", s.handles, s.mappings, s.reservations);
   return 0;
 }
 
@@ -491,6 +517,251 @@ static int bad_setting_rank(int rank, int size, void *arg) {
 TEST_IMPL(native_fake_bad_handle_setting) {
   setenv("SYMM_NATIVE_HANDLE", "carrier-pigeon", 1);
   ASSERT_EQ(run_job(2, bad_setting_rank, NULL), 0);
+  return 0;
+}
+
+/* -------------------------------------------------------------- pad heap */
+
+static native_alloc_t *alloc_of(symm_tensor_t *t) { return t->mem.priv; }
+
+/* Checks of the signal pads of live tensors ts[0..n): each in its own slot
+ * of a heap-chunk window right in front of the data; slots of the window
+ * that no live tensor owns read zero. */
+static int check_pad_slots(int rank, symm_comm_t *comm, symm_tensor_t **ts, int n) {
+  native_state_t *st = state_of(comm);
+  for (int i = 0; i < n; i++) {
+    native_alloc_t *a = alloc_of(ts[i]);
+    RCHECK(a->nchunks == 2 && a->heap && a->slot >= 0, "tensor %d: not in the pad heap", i);
+    RCHECK(ts[i]->mem.pad_offset == (size_t)a->slot * SYMM_SIGNAL_PAD_BYTES,
+           "tensor %d: pad_offset %zu, slot %d", i, ts[i]->mem.pad_offset, a->slot);
+    RCHECK(ts[i]->mem.data_offset == st->heap_chunk_bytes &&
+               ts[i]->mem.pad_offset + SYMM_SIGNAL_PAD_BYTES <= ts[i]->mem.data_offset,
+           "tensor %d: pad at %zu, data at %zu", i, ts[i]->mem.pad_offset,
+           ts[i]->mem.data_offset);
+    for (int j = 0; j < i; j++)
+      RCHECK(alloc_of(ts[j])->heap != a->heap || alloc_of(ts[j])->slot != a->slot,
+             "tensors %d and %d share slot %d", j, i, a->slot);
+  }
+  /* Through tensor 0's window: every slot owned by none of ts is zero. */
+  const unsigned char *win = ts[0]->mem.base;
+  for (size_t off = 0; off < st->heap_chunk_bytes; off += SYMM_SIGNAL_PAD_BYTES) {
+    bool owned = false;
+    for (int i = 0; i < n; i++)
+      owned |= alloc_of(ts[i])->heap == alloc_of(ts[0])->heap && ts[i]->mem.pad_offset == off;
+    if (owned) continue;
+    for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+      RCHECK(win[off + b] == 0, "free slot at %zu byte %zu is %u", off, b, win[off + b]);
+  }
+  return 0;
+}
+
+/* The pad heap: the first tensor creates and exports one heap chunk, every
+ * later fresh tensor costs one export and one import per peer (its data
+ * chunk only); pads are separate slots, zeroed, reached by the peers, and
+ * the same memory whichever tensor's window one looks through. */
+static int heap_rank(int rank, int size, void *arg) {
+  const kind_arg_t *k = arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  native_state_t *st = state_of(comm);
+  RCHECK(st->kind == k->kind, "kind %d, want %d", st->kind, k->kind);
+  RCHECK(st->heap_chunk_bytes == st->gran && st->heap_chunks == 0, "heap of %zu bytes, %ld chunks",
+         st->heap_chunk_bytes, st->heap_chunks);
+  enum { N = 5 };
+  const size_t n = 1 << 16;
+  symm_tensor_t *ts[N] = {NULL};
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+
+  fakecuda_stats_t s0 = fake_stats();
+  RCHECK((ts[0] = alloc_u64(comm, n)) != NULL, "alloc");
+  ROK(symm_tensor_rendezvous(ts[0]));
+  fakecuda_stats_t s1 = fake_stats();
+  RCHECK(s1.exports - s0.exports == 2 && s1.imports - s0.imports == 2 * (size - 1),
+         "first tensor: %ld exports %ld imports, want 2 and %d", s1.exports - s0.exports,
+         s1.imports - s0.imports, 2 * (size - 1));
+  for (int i = 1; i < N; i++) {
+    RCHECK((ts[i] = alloc_u64(comm, n * (size_t)(i + 1))) != NULL, "alloc %d", i);
+    ROK(symm_tensor_rendezvous(ts[i]));
+  }
+  fakecuda_stats_t s2 = fake_stats();
+  RCHECK(s2.exports - s1.exports == N - 1 && s2.imports - s1.imports == (N - 1) * (size - 1),
+         "%d more tensors: %ld exports %ld imports, want %d and %d", N - 1,
+         s2.exports - s1.exports, s2.imports - s1.imports, N - 1, (N - 1) * (size - 1));
+  if (k->kind == NATIVE_HANDLE_FD)
+    RCHECK(symm_fdx_published(st->fdx) == (size_t)N + 1, "%zu fds published, want %d",
+           symm_fdx_published(st->fdx), N + 1);
+  else
+    RCHECK(symm_fdx_published(st->fdx) == 0, "fabric kind published fds");
+  RCHECK(st->heap_chunks == 1 && st->peer_heap_count == size - 1, "heap %ld, imported %ld",
+         st->heap_chunks, st->peer_heap_count);
+  if (check_pad_slots(rank, comm, ts, N)) return 1;
+  for (int i = 0; i < N; i++) {
+    void *pad = NULL;
+    ROK(symm_tensor_signal_pad(ts[i], rank, &pad));
+    for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+      RCHECK(((unsigned char *)pad)[b] == 0, "tensor %d: pad byte %zu not zero", i, b);
+  }
+  ROK(symm_comm_barrier(comm));
+
+  /* Signal the right neighbour's pad of every tensor. */
+  for (int i = 0; i < N; i++) {
+    uint64_t *pad = NULL;
+    ROK(symm_tensor_signal_pad(ts[i], right, (void **)&pad));
+    for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++) pad[w] = pattern(rank, w + 1000 * i);
+  }
+  ROK(symm_comm_barrier(comm));
+  for (int i = 0; i < N; i++) {
+    const uint64_t *pad = NULL, *data = symm_tensor_data(ts[i]);
+    ROK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
+    for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++)
+      RCHECK(pad[w] == pattern(left, w + 1000 * i), "tensor %d: pad word %zu", i, w);
+    for (size_t e = 0; e < symm_tensor_numel(ts[i]); e++)
+      RCHECK(data[e] == 0, "tensor %d: data element %zu written by a signal", i, e);
+    /* Every window maps the same heap chunk: tensor i's pad read through
+     * tensor 0's window, here and in the right neighbour's mapping. */
+    const uint64_t *alias = (const uint64_t *)((char *)ts[0]->mem.base + ts[i]->mem.pad_offset);
+    RCHECK(alias == pad || memcmp(alias, pad, SYMM_SIGNAL_PAD_BYTES) == 0,
+           "tensor %d's pad differs through tensor 0's window", i);
+    const uint64_t *rpad = NULL;
+    ROK(symm_tensor_signal_pad(ts[i], right, (void **)&rpad));
+    const uint64_t *ralias =
+        (const uint64_t *)((char *)ts[0]->peers[right].base + ts[i]->infos[right].pad_offset);
+    RCHECK(memcmp(ralias, rpad, SYMM_SIGNAL_PAD_BYTES) == 0 && rpad[0] == pattern(rank, 1000 * i),
+           "tensor %d: rank %d's pad differs through tensor 0's peer window", i, right);
+  }
+  ROK(symm_comm_barrier(comm));
+
+  /* A pooled tensor keeps its slot; reset_pad zeroes only that slot. */
+  size_t off2 = ts[2]->mem.pad_offset;
+  symm_tensor_free(ts[2]);
+  ts[2] = alloc_u64(comm, n * 3);
+  RCHECK(ts[2] && ts[2]->mem.pad_offset == off2, "pool hit lost its slot");
+  const uint64_t *pad2 = NULL;
+  ROK(symm_tensor_signal_pad(ts[2], rank, (void **)&pad2));
+  for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++)
+    RCHECK(pad2[w] == 0, "reused pad word %zu not reset", w);
+  for (int i = 0; i < N; i++) {
+    if (i == 2) continue;
+    const uint64_t *pad = NULL;
+    ROK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
+    RCHECK(pad[0] == pattern(left, 1000 * i), "reset_pad of tensor 2 touched tensor %d's pad", i);
+  }
+  ROK(symm_tensor_rendezvous(ts[2]));
+  ROK(symm_comm_barrier(comm));
+  for (int i = 0; i < N; i++) symm_tensor_free(ts[i]);
+  ROK(symm_comm_pool_trim(comm, NULL));
+  fakecuda_stats_t s3 = fake_stats();
+  RCHECK(s3.handles == heap_handles(comm) && s3.mappings == 0 && s3.reservations == 0,
+         "after trim: %ld handles (heap %ld) %ld mappings %ld reservations", s3.handles,
+         heap_handles(comm), s3.mappings, s3.reservations);
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  fakecuda_stats_t s = fake_stats();
+  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.streams == 0 &&
+             s.contexts == 0,
+         "left behind: %ld handles %ld mappings %ld reservations", s.handles, s.mappings,
+         s.reservations);
+  RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  return 0;
+}
+
+TEST_IMPL(native_fake_heap_fd) {
+  kind_arg_t k = {NATIVE_HANDLE_FD};
+  ASSERT_EQ(run_job(2, heap_rank, &k), 0);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, heap_rank, &k), 0);
+  return 0;
+}
+
+TEST_IMPL(native_fake_heap_fabric) {
+  setenv("FAKECUDA_FABRIC", "works", 1);
+  setenv("SYMM_NATIVE_HANDLE", "fabric", 1);
+  kind_arg_t k = {NATIVE_HANDLE_FABRIC};
+  ASSERT_EQ(run_job(2, heap_rank, &k), 0);
+  return 0;
+}
+
+/* A small granularity (16 slots per heap chunk) and no pool: the heap
+ * grows by a chunk when one is full, peers import the new chunk once, a
+ * freed slot is handed out again (next-fit, so only after the others) and
+ * comes back zeroed. */
+static int heap_grow_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  native_state_t *st = state_of(comm);
+  const int slots = (int)(st->heap_chunk_bytes / SYMM_SIGNAL_PAD_BYTES);
+  RCHECK(slots == 16, "%d slots per chunk", slots);
+  enum { MAXT = 40 };
+  symm_tensor_t *ts[MAXT] = {NULL};
+  const int n = slots + 3;
+  for (int i = 0; i < n; i++) {
+    RCHECK((ts[i] = alloc_u64(comm, 100)) != NULL, "alloc %d", i);
+    ROK(symm_tensor_rendezvous(ts[i]));
+  }
+  RCHECK(st->heap_chunks == 2 && st->peer_heap_count == 2 * (size - 1),
+         "heap %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
+  RCHECK(alloc_of(ts[slots])->heap != alloc_of(ts[0])->heap, "tensor %d not in the new chunk",
+         slots);
+  if (check_pad_slots(rank, comm, ts, slots) || check_pad_slots(rank, comm, ts + slots, 3))
+    return 1;
+  /* Peers reach the pads in the second chunk too. */
+  uint64_t *rpad = NULL;
+  ROK(symm_tensor_signal_pad(ts[n - 1], (rank + 1) % size, (void **)&rpad));
+  rpad[7] = pattern(rank, 7);
+  ROK(symm_comm_barrier(comm));
+  uint64_t *pad = NULL;
+  ROK(symm_tensor_signal_pad(ts[n - 1], rank, (void **)&pad));
+  RCHECK(pad[7] == pattern((rank + size - 1) % size, 7), "signal in the second chunk");
+
+  /* Dirty a pad in the second chunk (slots 0-2 used, the cursor at 3),
+   * free its tensor (no pool: the slot goes back), then allocate and free
+   * until the slot comes round again: next-fit hands out slots 3..15 first. */
+  const int victim = slots; /* slot 0 of the second chunk */
+  native_heap_chunk_t *chunk = alloc_of(ts[victim])->heap;
+  int slot = alloc_of(ts[victim])->slot;
+  RCHECK(slot == 0, "slot %d", slot);
+  ROK(symm_tensor_signal_pad(ts[victim], rank, (void **)&pad));
+  memset(pad, 0xcd, SYMM_SIGNAL_PAD_BYTES);
+  ROK(symm_comm_barrier(comm));
+  symm_tensor_free(ts[victim]);
+  ts[victim] = NULL;
+  symm_tensor_t *again = NULL;
+  int tries = 0;
+  for (; tries < 3 * slots; tries++) {
+    RCHECK((again = alloc_u64(comm, 100)) != NULL, "alloc");
+    if (alloc_of(again)->heap == chunk && alloc_of(again)->slot == slot) break;
+    symm_tensor_free(again);
+    again = NULL;
+  }
+  RCHECK(again, "slot %d never handed out again", slot);
+  RCHECK(tries == slots - 3, "freed slot reused after %d allocations, want %d (next-fit)", tries,
+         slots - 3);
+  ROK(symm_tensor_signal_pad(again, rank, (void **)&pad));
+  for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+    RCHECK(((unsigned char *)pad)[b] == 0, "reused slot: byte %zu not zeroed", b);
+  symm_tensor_free(again);
+  ROK(symm_comm_barrier(comm));
+  for (int i = 0; i < n; i++) symm_tensor_free(ts[i]);
+  fakecuda_stats_t s1 = fake_stats();
+  RCHECK(s1.handles == heap_handles(comm) && s1.mappings == 0 && s1.reservations == 0,
+         "after freeing all: %ld handles (heap %ld) %ld mappings %ld reservations", s1.handles,
+         heap_handles(comm), s1.mappings, s1.reservations);
+  for (native_heap_chunk_t *c = st->heap; c; c = c->next)
+    RCHECK(c->used == 0, "chunk %llu has %d slots in use", (unsigned long long)c->heap_id,
+           c->used);
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  fakecuda_stats_t s = fake_stats();
+  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "left behind: %ld handles",
+         s.handles);
+  RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  return 0;
+}
+
+TEST_IMPL(native_fake_heap_grows) {
+  setenv("FAKECUDA_GRANULARITY", "65536", 1);
+  setenv("SYMM_POOL_BYTES", "0", 1);
+  ASSERT_EQ(run_job(2, heap_grow_rank, NULL), 0);
   return 0;
 }
 

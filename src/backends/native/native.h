@@ -6,6 +6,8 @@
 #ifndef SYMM_NATIVE_H
 #define SYMM_NATIVE_H
 
+#include <pthread.h>
+
 #include "backends/native/native_driver.h"
 #include "backends/native/native_ext.h"
 #include "core/fd_exchange.h"
@@ -49,15 +51,63 @@ typedef struct native_state {
   int *peer_ordinal;        /* [size] each rank's GPU as seen here, or -1 */
   int *peer_access;         /* [size] cuDeviceCanAccessPeer from ours, -1 unknown */
   uint64_t mc_seq;          /* multicast objects made on this communicator */
+  /* The pad heap (native_heap.c); heap_lock guards every heap_* and
+   * peer_heap* member. */
+  pthread_mutex_t heap_lock;
+  bool heap_lock_ready;
+  size_t heap_chunk_bytes;  /* one heap chunk = one pad window of a tensor */
+  struct native_heap_chunk *heap;      /* our chunks, oldest first */
+  uint64_t heap_seq;        /* heap ids handed out (ids start at 1) */
+  long heap_chunks;         /* chunks in `heap` */
+  struct native_peer_heap *peer_heaps; /* imported chunks of the peers */
+  long peer_heap_count;     /* entries in `peer_heaps` */
 } native_state_t;
 
 /*
+ * The pad heap.  A tensor's signal pad (SYMM_SIGNAL_PAD_BYTES) does not get
+ * a physical chunk of its own: it is a slot of a "heap chunk" of
+ * heap_chunk_bytes (one granule: 512 slots of 4 KiB at 2 MiB), which is
+ * created and exported (fd published, or fabric handle kept) once per
+ * communicator, and imported once per peer and heap chunk.  Each tensor
+ * maps the whole heap chunk that owns its slot as the window in front of
+ * its data (one handle may be mapped at many VAs), so a fresh tensor costs
+ * one cuMemCreate + one export, and one import per peer, for its data
+ * only.  Heap chunks stay until the communicator is destroyed.
+ */
+typedef struct native_heap_chunk {
+  uint64_t heap_id;         /* per communicator, from 1 */
+  ncu_mem_handle h;
+  bool have_h, published;   /* published: fd in the fd exchange */
+  ncu_fabric_handle fabric; /* fabric kind only */
+  int nslots, used, cursor; /* cursor: where the next-fit search starts */
+  unsigned char *taken;     /* [nslots] */
+  struct native_heap_chunk *next;
+} native_heap_chunk_t;
+
+/* A peer's heap chunk imported into this process (kept until fini). */
+typedef struct native_peer_heap {
+  int peer;
+  uint64_t heap_id;
+  ncu_fabric_handle fabric; /* fabric kind: what identifies the chunk */
+  ncu_mem_handle h;
+  struct native_peer_heap *next;
+} native_peer_heap_t;
+
+/* Fd-exchange keys: a tensor's data chunk under its id (a counter), a heap
+ * chunk under its heap id with the top bit set; multicast objects use bit
+ * 62 (native_multicast.c). */
+#define NATIVE_HEAP_KEY_BIT (1ull << 63)
+
+/*
  * One allocation as mapped into this process: the local one (symm_mem_t.priv)
- * or a peer's (symm_peer_map_t.priv).  It consists of one or two physical
- * chunks mapped back to back in one reserved range.  When the data starts
- * at a granularity boundary ("split" layout) the signal pad and the data are
- * separate chunks, so that the contiguous view can map just the data of
- * every rank (cuMemMap maps whole chunks only: its offset must be 0).
+ * or a peer's (symm_peer_map_t.priv).  It consists of one or two mappings
+ * back to back in one reserved range.  When the data starts at the end of
+ * a pad window ("split" layout, what the core always asks for) chunk 0 is
+ * the window, a mapping of the heap chunk that holds the pad slot (its
+ * handle is borrowed from the heap: have_h[0] stays false), and chunk 1 is
+ * the data in its own physical chunk, so that the contiguous view can map
+ * just the data of every rank (cuMemMap maps whole chunks only: its offset
+ * must be 0).  Otherwise one chunk holds pad and data.
  */
 #define NATIVE_MAX_CHUNKS 2
 typedef struct native_alloc {
@@ -68,17 +118,14 @@ typedef struct native_alloc {
   size_t off[NATIVE_MAX_CHUNKS], len[NATIVE_MAX_CHUNKS];
   ncu_mem_handle h[NATIVE_MAX_CHUNKS];
   bool have_h[NATIVE_MAX_CHUNKS], mapped[NATIVE_MAX_CHUNKS];
-  bool published[NATIVE_MAX_CHUNKS];
+  bool published;          /* the data chunk's fd is in the fd exchange */
   uint64_t id;             /* symm_mem_t.id of the owner */
-  ncu_fabric_handle fabric[NATIVE_MAX_CHUNKS]; /* fabric kind only */
+  ncu_fabric_handle fabric;/* the data chunk's, fabric kind only */
+  native_heap_chunk_t *heap; /* local split allocations: the slot's chunk */
+  int slot;                /* slot in `heap`, -1 none */
 } native_alloc_t;
 
-/* Key under which chunk i of allocation `id` is published in the fd
- * exchange: the data chunk under the id itself, the pad chunk with the top
- * bit set (ids are counters and never reach it). */
-static inline uint64_t native_chunk_key(const native_alloc_t *a, int i) {
-  return i == a->data_chunk ? a->id : a->id | (1ull << 63);
-}
+static inline bool native_is_split(const native_alloc_t *a) { return a->nchunks == 2; }
 
 /* Fills the chunk layout of a->nchunks/off/len/data_chunk for an allocation
  * of alloc_bytes whose data starts at data_offset. */
@@ -94,6 +141,23 @@ symm_result_t native_grant_access(native_state_t *st, ncu_deviceptr va, size_t t
 /* Reserves a->size bytes, maps every chunk whose handle is set, and grants
  * this device read-write access. */
 symm_result_t native_map_chunks(native_state_t *st, native_alloc_t *a, const char *what);
+
+/* The pad heap (native_heap.c).  All take heap_lock themselves. */
+void native_heap_init(native_state_t *st);
+/* Releases every heap chunk and imported peer chunk (fini; the driver keeps
+ * the memory of a chunk that is still mapped until its last unmap). */
+void native_heap_fini(native_state_t *st);
+/* Takes a free slot, creating and exporting a heap chunk when none is left
+ * (context current).  *created tells whether a chunk was made. */
+symm_result_t native_heap_take(native_state_t *st, native_heap_chunk_t **chunk, int *slot,
+                               bool *created);
+void native_heap_give(native_state_t *st, native_heap_chunk_t *chunk, int slot);
+/* Handle of rank `peer`'s heap chunk (heap_id in fd kind, its fabric handle
+ * in fabric kind), imported on first use and cached until fini: the caller
+ * must not release it.  *imported tells whether this call imported it. */
+symm_result_t native_heap_peer(native_state_t *st, int peer, uint64_t heap_id,
+                               const ncu_fabric_handle *fabric, ncu_mem_handle *h,
+                               bool *imported);
 
 /* Makes the communicator's context current on this thread; *saved gets the
  * context to put back with native_ctx_leave. */

@@ -1,8 +1,10 @@
 /*
- * Local allocations of the native backend: physical chunks from cuMemCreate
- * mapped into one reserved range, the signal pad zeroed, and the chunks
- * exported at allocation time (fds published in the fd exchange, or fabric
- * handles kept for export_mem), so that rendezvous only imports.
+ * Local allocations of the native backend: a pad window (a mapping of the
+ * pad-heap chunk that holds this tensor's signal-pad slot, native_heap.c)
+ * and the data chunk from cuMemCreate mapped into one reserved range, the
+ * slot zeroed, and the data chunk exported at allocation time (fd published
+ * in the fd exchange, or fabric handle kept for export_mem), so that
+ * rendezvous only imports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +15,10 @@
 void native_layout(const native_state_t *st, size_t alloc_bytes, size_t data_offset,
                    native_alloc_t *a) {
   a->size = alloc_bytes;
-  if (data_offset > 0 && data_offset < alloc_bytes && data_offset % st->gran == 0) {
-    /* Split: pad chunk, then data chunk; the data can be mapped alone. */
+  a->slot = -1;
+  if (data_offset == st->heap_chunk_bytes && data_offset < alloc_bytes) {
+    /* Split: pad window (a heap chunk), then the data chunk, which can be
+     * mapped alone. */
     a->nchunks = 2;
     a->off[0] = 0;
     a->len[0] = data_offset;
@@ -91,6 +95,7 @@ void native_alloc_release(native_state_t *st, native_alloc_t *a) {
                 native_cu_error(cu));
     a->va = 0;
   }
+  /* A window's handle belongs to the heap (have_h false): not ours. */
   for (int i = 0; i < a->nchunks; i++)
     if (a->have_h[i]) {
       drv->cuMemRelease(a->h[i]);
@@ -110,48 +115,62 @@ out:
   return res;
 }
 
-/* Exports every chunk: fds go to the fd exchange (which keeps a dup, so our
- * copy is closed at once), fabric handles stay in the allocation until
- * export_mem copies them into the exchange blob. */
-static symm_result_t native_export_chunks(native_state_t *st, native_alloc_t *a) {
+/* Exports the data chunk (the pad window's heap chunk was exported when
+ * the heap grew): the fd goes to the fd exchange (which keeps a dup, so our
+ * copy is closed at once), the fabric handle stays in the allocation until
+ * export_mem copies it into the exchange blob. */
+static symm_result_t native_export_data(native_state_t *st, native_alloc_t *a) {
   symm_result_t res = SYMM_SUCCESS;
-  for (int i = 0; i < a->nchunks; i++) {
-    if (st->kind == NATIVE_HANDLE_FABRIC) {
-      NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&a->fabric[i], a->h[i],
-                                                           NCU_HANDLE_FABRIC, 0),
-                     res, out, "cuMemExportToShareableHandle(fabric, %zu bytes)", a->len[i]);
-      continue;
-    }
-    int fd = -1;
-    NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, a->h[i], NCU_HANDLE_POSIX_FD, 0),
-                   res, out, "cuMemExportToShareableHandle(POSIX fd, %zu bytes)", a->len[i]);
-    res = symm_fdx_publish(st->fdx, native_chunk_key(a, i), fd);
-    close(fd);
-    if (res != SYMM_SUCCESS) goto out;
-    a->published[i] = true;
+  int i = a->data_chunk;
+  if (st->kind == NATIVE_HANDLE_FABRIC) {
+    NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&a->fabric, a->h[i], NCU_HANDLE_FABRIC,
+                                                         0),
+                   res, out, "cuMemExportToShareableHandle(fabric, %zu bytes)", a->len[i]);
+    goto out;
   }
+  int fd = -1;
+  NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, a->h[i], NCU_HANDLE_POSIX_FD, 0),
+                 res, out, "cuMemExportToShareableHandle(POSIX fd, %zu bytes)", a->len[i]);
+  res = symm_fdx_publish(st->fdx, a->id, fd);
+  close(fd);
+  if (res == SYMM_SUCCESS) a->published = true;
 out:
   return res;
 }
 
 static void native_unpublish(native_state_t *st, native_alloc_t *a) {
-  for (int i = 0; i < a->nchunks; i++)
-    if (a->published[i]) {
-      symm_fdx_unpublish(st->fdx, native_chunk_key(a, i));
-      a->published[i] = false;
-    }
+  if (a->published) symm_fdx_unpublish(st->fdx, a->id);
+  a->published = false;
 }
 
-static symm_result_t native_create_chunks(native_state_t *st, native_alloc_t *a) {
+/* The window: a slot of the pad heap, and the heap chunk's handle mapped in
+ * front of the data (borrowed: the heap releases it at fini). */
+static symm_result_t native_take_pad(native_state_t *st, native_alloc_t *a, bool *created) {
+  *created = false;
+  if (!native_is_split(a)) return SYMM_SUCCESS;
+  SYMM_CHECK(native_heap_take(st, &a->heap, &a->slot, created));
+  a->h[0] = a->heap->h;
+  a->have_h[0] = false;
+  return SYMM_SUCCESS;
+}
+
+/* The data chunk (and, in the one-chunk layout, the pad with it). */
+static symm_result_t native_create_data(native_state_t *st, native_alloc_t *a) {
   ncu_alloc_prop prop = native_alloc_prop(st->ordinal, st->handle_types);
   symm_result_t res = SYMM_SUCCESS;
-  for (int i = 0; i < a->nchunks; i++) {
-    NATIVE_CU_GOTO(st->drv->cuMemCreate(&a->h[i], a->len[i], &prop, 0), res, out,
-                   "cuMemCreate(%zu bytes on device %d)", a->len[i], st->ordinal);
-    a->have_h[i] = true;
-  }
+  int i = a->data_chunk;
+  NATIVE_CU_GOTO(st->drv->cuMemCreate(&a->h[i], a->len[i], &prop, 0), res, out,
+                 "cuMemCreate(%zu bytes on device %d)", a->len[i], st->ordinal);
+  a->have_h[i] = true;
 out:
   return res;
+}
+
+static double native_us_since(uint64_t *t) {
+  uint64_t now = symm_now_ns();
+  double us = (double)(now - *t) / 1e3;
+  *t = now;
+  return us;
 }
 
 symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
@@ -172,26 +191,38 @@ symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
     free(a);
     return res;
   }
-  SYMM_CHECK_GOTO(native_create_chunks(st, a), res, fail);
-  SYMM_TRACE(BACKEND, "native alloc %llu: created", (unsigned long long)a->id);
+  uint64_t t = symm_now_ns();
+  double us_slot, us_create, us_map, us_zero, us_export;
+  bool heap_grew = false;
+  SYMM_CHECK_GOTO(native_take_pad(st, a, &heap_grew), res, fail);
+  us_slot = native_us_since(&t);
+  SYMM_CHECK_GOTO(native_create_data(st, a), res, fail);
+  us_create = native_us_since(&t);
   SYMM_CHECK_GOTO(native_map_chunks(st, a, "native alloc"), res, fail);
-  SYMM_TRACE(BACKEND, "native alloc %llu: mapped", (unsigned long long)a->id);
-  SYMM_CHECK_GOTO(native_zero(st, a->va, SYMM_SIGNAL_PAD_BYTES), res, fail);
-  SYMM_TRACE(BACKEND, "native alloc %llu: pad zeroed", (unsigned long long)a->id);
-  SYMM_CHECK_GOTO(native_export_chunks(st, a), res, fail);
-  SYMM_TRACE(BACKEND, "native alloc %llu: exported", (unsigned long long)a->id);
+  us_map = native_us_since(&t);
+  /* The slot may have served an earlier tensor: zero it before any peer
+   * can see this allocation. */
+  size_t pad_offset = a->slot >= 0 ? (size_t)a->slot * SYMM_SIGNAL_PAD_BYTES : 0;
+  SYMM_CHECK_GOTO(native_zero(st, a->va + pad_offset, SYMM_SIGNAL_PAD_BYTES), res, fail);
+  us_zero = native_us_since(&t);
+  SYMM_CHECK_GOTO(native_export_data(st, a), res, fail);
+  us_export = native_us_since(&t);
   native_ctx_leave(st, saved);
 
   mem->base = (void *)(uintptr_t)a->va;
+  mem->pad_offset = pad_offset;
   mem->priv = a;
   mem->device = st->ordinal;
-  SYMM_TRACE(BACKEND, "native: alloc id %llu: %zu bytes at %p (%d chunk%s)",
-             (unsigned long long)mem->id, mem->alloc_bytes, mem->base, a->nchunks,
-             a->nchunks > 1 ? "s" : "");
+  SYMM_TRACE(BACKEND, "native alloc %llu: %zu bytes at %p, pad at +%zu (heap chunk %llu slot %d%s); "
+             "us: slot %.0f create %.0f map+access %.0f zero %.0f export %.0f",
+             (unsigned long long)mem->id, mem->alloc_bytes, mem->base, pad_offset,
+             a->heap ? (unsigned long long)a->heap->heap_id : 0ull, a->slot,
+             heap_grew ? ", chunk new" : "", us_slot, us_create, us_map, us_zero, us_export);
   return SYMM_SUCCESS;
 fail:
   native_unpublish(st, a);
   native_alloc_release(st, a);
+  native_heap_give(st, a->heap, a->slot);
   native_ctx_leave(st, saved);
   free(a);
   return res;
@@ -203,9 +234,10 @@ symm_result_t native_reset_pad(symm_comm_t *comm, symm_mem_t *mem) {
   native_state_t *st = comm->backend_state;
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  /* Only the advertised pad (symm_signal_pad_bytes) is ever signalled; the
-   * rest of the pad chunk is never handed out. */
-  symm_result_t res = native_zero(st, (ncu_deviceptr)(uintptr_t)mem->base, SYMM_SIGNAL_PAD_BYTES);
+  /* Only the tensor's own slot: the rest of the window belongs to other
+   * tensors' pads (or to nobody). */
+  symm_result_t res = native_zero(st, (ncu_deviceptr)(uintptr_t)mem->base + mem->pad_offset,
+                                  SYMM_SIGNAL_PAD_BYTES);
   native_ctx_leave(st, saved);
   return res;
 }
@@ -218,6 +250,9 @@ void native_free(symm_comm_t *comm, symm_mem_t *mem) {
   bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
   native_alloc_release(st, a);
   native_unpublish(st, a);
+  /* Peers that still map this tensor keep their own reference to the heap
+   * chunk; the slot is zeroed when it is handed out again. */
+  native_heap_give(st, a->heap, a->slot);
   if (entered) native_ctx_leave(st, saved);
   free(a);
   mem->priv = NULL;

@@ -1,8 +1,10 @@
 /*
- * Making allocations reachable across ranks: export_mem puts fabric handles
- * into the exchange blob (fds were already published at allocation time),
- * map_peer imports a peer's chunks and maps them like a local allocation,
- * unmap_peer undoes it.
+ * Making allocations reachable across ranks: export_mem puts the identity
+ * of the pad's heap chunk (and fabric handles) into the exchange blob (the
+ * data chunk's fd was already published at allocation time, the heap
+ * chunk's when the heap grew), map_peer maps the peer's heap chunk
+ * (imported once per peer and chunk, native_heap.c) as the pad window and
+ * imports + maps the data chunk behind it, unmap_peer undoes it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,39 +12,60 @@
 
 #include "backends/native/native.h"
 
-/* Blob layout.  Fabric kind: the handles of the chunks in chunk order, 64
- * bytes each (two chunks fill the 128-byte blob exactly).  Fd kind: only a
- * marker, since the fds travel through the fd exchange. */
+/* Blob layout.
+ *  Fabric kind: [heap chunk's fabric handle | data chunk's fabric handle],
+ *    64 bytes each, which fills the 128-byte blob exactly (one-chunk layout:
+ *    [data chunk's handle | zeros]).
+ *  Fd kind: the marker, then at NATIVE_BLOB_HEAP_AT the heap id (0 for the
+ *    one-chunk layout); the fds travel through the fd exchange. */
 #define NATIVE_BLOB_FD_MARK "symm-native-fd"
+#define NATIVE_BLOB_HEAP_AT 16
 
-_Static_assert(NATIVE_MAX_CHUNKS * NCU_FABRIC_HANDLE_BYTES <= SYMM_EXCHANGE_BLOB_BYTES,
-               "fabric handles of every chunk must fit the exchange blob");
+_Static_assert(2 * NCU_FABRIC_HANDLE_BYTES <= SYMM_EXCHANGE_BLOB_BYTES,
+               "the heap chunk's and the data chunk's fabric handles must fit the blob");
+_Static_assert(sizeof NATIVE_BLOB_FD_MARK <= NATIVE_BLOB_HEAP_AT &&
+               NATIVE_BLOB_HEAP_AT + sizeof(uint64_t) <= SYMM_EXCHANGE_BLOB_BYTES,
+               "fd blob layout");
 
 symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
   native_state_t *st = comm->backend_state;
   const native_alloc_t *a = mem->priv;
   memset(info->blob, 0, sizeof info->blob);
   if (st->kind == NATIVE_HANDLE_FABRIC) {
-    for (int i = 0; i < a->nchunks; i++)
-      memcpy(info->blob + (size_t)i * NCU_FABRIC_HANDLE_BYTES, a->fabric[i].data,
-             NCU_FABRIC_HANDLE_BYTES);
+    size_t at = 0;
+    if (native_is_split(a)) {
+      memcpy(info->blob, a->heap->fabric.data, NCU_FABRIC_HANDLE_BYTES);
+      at = NCU_FABRIC_HANDLE_BYTES;
+    }
+    memcpy(info->blob + at, a->fabric.data, NCU_FABRIC_HANDLE_BYTES);
   } else {
     memcpy(info->blob, NATIVE_BLOB_FD_MARK, sizeof NATIVE_BLOB_FD_MARK);
+    uint64_t heap_id = native_is_split(a) ? a->heap->heap_id : 0;
+    memcpy(info->blob + NATIVE_BLOB_HEAP_AT, &heap_id, sizeof heap_id);
   }
   return SYMM_SUCCESS;
+}
+
+static uint64_t native_blob_heap_id(const symm_exchange_info_t *info) {
+  uint64_t heap_id;
+  memcpy(&heap_id, info->blob + NATIVE_BLOB_HEAP_AT, sizeof heap_id);
+  return heap_id;
 }
 
 /* Why `peer` cannot be mapped at all from here, before any driver call. */
 static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                                             const symm_exchange_info_t *info) {
   const native_rank_info_t *p = &st->ranks[peer];
+  bool split = info->data_offset == st->heap_chunk_bytes;
   if (info->alloc_bytes == 0 || info->alloc_bytes % st->gran != 0 ||
-      info->data_offset >= info->alloc_bytes)
+      info->data_offset >= info->alloc_bytes || info->pad_offset % SYMM_SIGNAL_PAD_BYTES != 0 ||
+      info->pad_offset + SYMM_SIGNAL_PAD_BYTES > info->data_offset)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "native: rank %d describes allocation %llu as %llu bytes with data at %llu "
-                      "(granularity %zu)", peer, (unsigned long long)info->id,
-                      (unsigned long long)info->alloc_bytes,
-                      (unsigned long long)info->data_offset, st->gran);
+                      "and its signal pad at %llu (granularity %zu)", peer,
+                      (unsigned long long)info->id, (unsigned long long)info->alloc_bytes,
+                      (unsigned long long)info->data_offset,
+                      (unsigned long long)info->pad_offset, st->gran);
   if (st->kind == NATIVE_HANDLE_FD) {
     if (p->host_hash != st->ranks[st->rank].host_hash)
       return symm_error(SYMM_ERR_UNSUPPORTED,
@@ -51,6 +74,10 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
     if (memcmp(info->blob, NATIVE_BLOB_FD_MARK, sizeof NATIVE_BLOB_FD_MARK) != 0)
       return symm_error(SYMM_ERR_PROTOCOL,
                         "native: rank %d sent an exchange blob that is not the fd marker", peer);
+    if (split != (native_blob_heap_id(info) != 0))
+      return symm_error(SYMM_ERR_PROTOCOL,
+                        "native: rank %d's allocation %llu %s a pad heap chunk", peer,
+                        (unsigned long long)info->id, split ? "lacks" : "names");
   }
   if (st->peer_access[peer] == 0)
     return symm_error(SYMM_ERR_UNSUPPORTED,
@@ -59,21 +86,37 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
   return SYMM_SUCCESS;
 }
 
-/* Imports chunk i of the peer's allocation into a->h[i]. */
-static symm_result_t native_import_chunk(native_state_t *st, int peer,
-                                         const symm_exchange_info_t *info, native_alloc_t *a,
-                                         int i) {
+/* The pad window of a split allocation: the peer's heap chunk, imported on
+ * first use and cached (borrowed here: have_h[0] stays false). */
+static symm_result_t native_peer_window(native_state_t *st, int peer,
+                                        const symm_exchange_info_t *info, native_alloc_t *a,
+                                        bool *imported) {
+  /* Fabric kind: the chunk's fabric handle names it (no room for an id). */
+  bool fabric = st->kind == NATIVE_HANDLE_FABRIC;
+  ncu_fabric_handle fh;
+  memcpy(fh.data, info->blob, NCU_FABRIC_HANDLE_BYTES);
+  SYMM_CHECK(native_heap_peer(st, peer, fabric ? 0 : native_blob_heap_id(info),
+                              fabric ? &fh : NULL, &a->h[0], imported));
+  a->have_h[0] = false;
+  return SYMM_SUCCESS;
+}
+
+/* Imports the data chunk of the peer's allocation into a->h[data_chunk]. */
+static symm_result_t native_import_data(native_state_t *st, int peer,
+                                        const symm_exchange_info_t *info, native_alloc_t *a) {
   symm_result_t res = SYMM_SUCCESS;
+  int i = a->data_chunk;
   if (st->kind == NATIVE_HANDLE_FABRIC) {
     ncu_fabric_handle fh;
-    memcpy(fh.data, info->blob + (size_t)i * NCU_FABRIC_HANDLE_BYTES, NCU_FABRIC_HANDLE_BYTES);
+    memcpy(fh.data, info->blob + (native_is_split(a) ? NCU_FABRIC_HANDLE_BYTES : 0),
+           NCU_FABRIC_HANDLE_BYTES);
     NATIVE_CU_GOTO(st->drv->cuMemImportFromShareableHandle(&a->h[i], &fh, NCU_HANDLE_FABRIC),
                    res, out, "cuMemImportFromShareableHandle(fabric, rank %d)", peer);
     a->have_h[i] = true;
     goto out;
   }
   int fd = -1;
-  res = symm_fdx_fetch(st->fdx, peer, native_chunk_key(a, i), &fd);
+  res = symm_fdx_fetch(st->fdx, peer, info->id, &fd);
   if (res != SYMM_SUCCESS) {
     symm_error_context("native: fetching the fd of rank %d's allocation %llu", peer,
                        (unsigned long long)info->id);
@@ -108,10 +151,13 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
     free(a);
     return res;
   }
-  for (int i = 0; i < a->nchunks; i++)
-    SYMM_CHECK_GOTO(native_import_chunk(st, peer, info, a, i), res, fail);
-  SYMM_TRACE(BACKEND, "native: imported rank %d allocation %llu", peer,
-             (unsigned long long)info->id);
+  uint64_t t0 = symm_now_ns(), t1, t2;
+  bool heap_imported = false;
+  if (native_is_split(a))
+    SYMM_CHECK_GOTO(native_peer_window(st, peer, info, a, &heap_imported), res, fail);
+  t1 = symm_now_ns();
+  SYMM_CHECK_GOTO(native_import_data(st, peer, info, a), res, fail);
+  t2 = symm_now_ns();
   char what[64];
   snprintf(what, sizeof what, "native: mapping rank %d", peer);
   SYMM_CHECK_GOTO(native_map_chunks(st, a, what), res, fail);
@@ -120,8 +166,12 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
   map->base = (void *)(uintptr_t)a->va;
   map->peer_id = info->id;
   map->priv = a;
-  SYMM_TRACE(BACKEND, "native: mapped rank %d allocation %llu (%zu bytes) at %p", peer,
-             (unsigned long long)info->id, a->size, map->base);
+  SYMM_TRACE(BACKEND, "native: mapped rank %d allocation %llu (%zu bytes) at %p, pad at +%llu; "
+             "us: heap window %.0f (%s) import data %.0f map+access %.0f", peer,
+             (unsigned long long)info->id, a->size, map->base,
+             (unsigned long long)info->pad_offset, (double)(t1 - t0) / 1e3,
+             !native_is_split(a) ? "none" : heap_imported ? "imported" : "cached",
+             (double)(t2 - t1) / 1e3, (double)(symm_now_ns() - t2) / 1e3);
   return SYMM_SUCCESS;
 fail:
   native_alloc_release(st, a);

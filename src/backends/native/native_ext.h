@@ -36,4 +36,16 @@ void native_multicast_unmap(symm_comm_t *comm, void *priv);
 symm_result_t native_device_copy(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
 void native_device_free(symm_comm_t *comm, void *dev);
 
+/*
+ * The pad heap of a native communicator (signal pads are slots of heap
+ * chunks that stay until symm_comm_destroy): our chunks, their slots in
+ * use, and the peers' chunks imported here.  For leak checks that must
+ * tell these from leaks.  Local.
+ */
+typedef struct native_heap_info {
+  long chunks, slots_used, slots_total, peer_chunks;
+  size_t chunk_bytes;
+} native_heap_info_t;
+symm_result_t native_heap_info(symm_comm_t *comm, native_heap_info_t *info);
+
 #endif /* SYMM_NATIVE_EXT_H */

@@ -348,6 +348,14 @@ static symm_result_t native_map_peers_devices(native_state_t *st) {
 
 static void native_state_destroy(native_state_t *st) {
   if (!st) return;
+  /* The pad heap first: its fds are in the fd exchange, its handles need
+   * the context.  Every tensor (and peer mapping) is gone by now. */
+  if (st->heap_lock_ready) {
+    ncu_context saved = NULL;
+    bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+    native_heap_fini(st);
+    if (entered) native_ctx_leave(st, saved);
+  }
   if (st->fdx) symm_fdx_stop(st->fdx);
   if (st->drv && st->ctx_retained) {
     ncu_context saved = NULL;
@@ -409,6 +417,7 @@ symm_result_t native_init(symm_comm_t *comm) {
   SYMM_CHECK_GOTO(native_check_shared(comm, st), res, fail);
   SYMM_CHECK_GOTO(native_agree_kind(st), res, fail);
   SYMM_CHECK_GOTO(native_map_peers_devices(st), res, fail);
+  native_heap_init(st); /* needs the agreed granularity */
 
   SYMM_INFO(BACKEND, "native: rank %d on GPU %d (%s), granularity %zu (min %zu), %s handles",
             comm->rank, st->ordinal, me.pci_bus_id, st->gran, st->gran_min,
