@@ -263,9 +263,9 @@ out:
 
 static const char *op_name(uint32_t op) {
   switch (op) {
-    case SYMM_OP_BARRIER: return "barrier";
-    case SYMM_OP_RENDEZVOUS: return "rendezvous";
-    case SYMM_OP_STATUS: return "status";
+    case SYMM_TAG_BARRIER: return "barrier";
+    case SYMM_TAG_RENDEZVOUS: return "rendezvous";
+    case SYMM_TAG_STATUS: return "status";
     default: return "collective";
   }
 }
@@ -314,7 +314,7 @@ symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char 
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
   int32_t code = (int32_t)mine;
-  symm_result_t res = symm_comm_allgather_op(comm, SYMM_OP_STATUS, &code, sizeof code, codes);
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &code, sizeof code, codes);
   if (res == SYMM_SUCCESS) {
     if (mine != SYMM_SUCCESS) {
       res = symm_error(mine, "%s", saved);
@@ -435,7 +435,7 @@ symm_store_t *symm_comm_store(symm_comm_t *c) { return c ? c->store : NULL; }
  * rank in a barrier and a rank in another collective see a mismatch. */
 symm_result_t symm_comm_barrier(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_barrier: comm is NULL");
-  return symm_comm_allgather_op(comm, SYMM_OP_BARRIER, NULL, 0, NULL);
+  return symm_comm_allgather_op(comm, SYMM_TAG_BARRIER, NULL, 0, NULL);
 }
 
 symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {

@@ -285,7 +285,7 @@ struct symm_comm {
 
 /* Collectives of the core, tagged so that ranks in different collectives
  * get SYMM_ERR_MISMATCH instead of exchanging garbage. */
-enum { SYMM_OP_BARRIER = 1, SYMM_OP_RENDEZVOUS = 2, SYMM_OP_STATUS = 3 };
+enum { SYMM_TAG_BARRIER = 1, SYMM_TAG_RENDEZVOUS = 2, SYMM_TAG_STATUS = 3 };
 /* All-gathers `len` bytes per rank into recv[rank * len] (recv may be NULL
  * when len is 0), checking that every rank called the same op. */
 symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,

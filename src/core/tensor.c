@@ -330,7 +330,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
   symm_result_t res;
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanging", (unsigned long long)t->mem.id);
-  SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_OP_RENDEZVOUS, &mine, sizeof mine, all), res,
+  SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, &mine, sizeof mine, all), res,
                   out);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanged", (unsigned long long)t->mem.id);
   /* Every rank sees the same table, so every rank reaches the same verdict. */
