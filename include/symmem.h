@@ -485,6 +485,105 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
  */
 SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
 
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                              */
+/* ------------------------------------------------------------------------ */
+/*
+ * Collectives built on direct loads and stores into peers' symmetric memory.
+ * Common contract for all of them:
+ *  - Collective over every rank of `comm`, in the same order, with the same
+ *    count, dtype, op and root on every rank.  Ranks that disagree get
+ *    SYMM_ERR_MISMATCH (host backend: from the call; GPU backends: from
+ *    symm_comm_check_async_error, since the call only enqueues work).
+ *  - Buffers are memory of this rank (CPU memory for the host backend, memory
+ *    of symm_comm_device for GPU backends).  When a buffer lies inside a
+ *    rendezvoused tensor of `comm` the operation works on it in place over
+ *    the peers' mappings; any other buffer is staged through the
+ *    communicator's scratch tensor.  The scratch grows (collectively) on the
+ *    first call that needs more than it holds; reserve it up front with
+ *    symm_comm_reserve_scratch before capturing calls in a CUDA graph.
+ *    sendbuf == recvbuf is allowed (in place) where the shapes agree.
+ *  - `stream`: the cudaStream_t to enqueue on for GPU backends (NULL: the
+ *    legacy default stream); calls are stream-ordered, do not synchronise
+ *    the host and do not allocate, so they can be captured in CUDA graphs
+ *    once the scratch is reserved.  Must be NULL for the host backend, where
+ *    every call is synchronous.
+ *  - dtypes: f32, bf16, f16 (reduced in f32), i32 for reductions; any dtype
+ *    for all-gather, broadcast and all-to-all.  ops: sum, min, max.
+ *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad
+ *    dtype/op/root, dtype not supported for reductions), SYMM_ERR_NO_MEMORY
+ *    (the scratch tensor could not grow to the data's size),
+ *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
+ *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
+ *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout).
+ *  - count 0 is a successful no-op, but still collective.
+ */
+typedef enum symm_redop {
+  SYMM_REDUCE_SUM = 0,
+  SYMM_REDUCE_MIN = 1,
+  SYMM_REDUCE_MAX = 2,
+  SYMM_REDUCE_COUNT_ = 3
+} symm_redop_t;
+
+typedef enum symm_algo {
+  SYMM_ALGO_AUTO = 0,     /* chosen by size and world size */
+  SYMM_ALGO_ONE_SHOT = 1, /* every rank reads every peer's data and reduces */
+  SYMM_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather */
+  SYMM_ALGO_LL = 3,       /* low-latency: data and flags in one packet (GPU) */
+  SYMM_ALGO_COUNT_ = 4
+} symm_algo_t;
+
+/* A CUDA stream (cudaStream_t) for GPU backends; NULL for the host backend. */
+typedef void *symm_stream_t;
+
+/* "sum", "min", "max" / "auto", "one_shot", "two_shot", "ll"; NULL out of range. */
+SYMM_API const char *symm_redop_name(symm_redop_t op);
+SYMM_API const char *symm_algo_name(symm_algo_t algo);
+/* Parses those names; SYMM_ERR_INVALID_ARG (listing valid names) otherwise. */
+SYMM_API symm_result_t symm_redop_from_name(const char *name, symm_redop_t *op);
+SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
+
+/*
+ * Makes sure the communicator's scratch tensor holds at least `bytes` per
+ * rank (default SYMM_SCRATCH_BYTES, reserved on the first collective that
+ * needs it).  Collective (it allocates and rendezvouses), never inside a CUDA
+ * graph capture.  Errors as symm_tensor_alloc / symm_tensor_rendezvous.
+ */
+SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes);
+
+/* All-reduce algorithm for this communicator (SYMM_ALLREDUCE_ALGO sets the
+ * default).  Local; the same choice must be made on every rank. */
+SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
+
+/* recvbuf[i] = op over ranks of sendbuf[i], i < count. */
+SYMM_API symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, symm_dtype_t dtype, symm_redop_t op,
+                                       symm_stream_t stream);
+/* recvbuf[r * count + i] = rank r's sendbuf[i]. */
+SYMM_API symm_result_t symm_all_gather(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, symm_dtype_t dtype, symm_stream_t stream);
+/* recvbuf[i] = op over ranks of sendbuf[rank * count + i]. */
+SYMM_API symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf,
+                                           void *recvbuf, size_t count, symm_dtype_t dtype,
+                                           symm_redop_t op, symm_stream_t stream);
+/* recvbuf[i] = root's sendbuf[i] (sendbuf is read on root only). */
+SYMM_API symm_result_t symm_broadcast(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t count, symm_dtype_t dtype, int root,
+                                      symm_stream_t stream);
+/* recvbuf[r * count + i] = rank r's sendbuf[rank * count + i]. */
+SYMM_API symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, symm_dtype_t dtype, symm_stream_t stream);
+
+/*
+ * Error raised asynchronously by device-side work of this communicator (a
+ * signal wait that timed out, ranks that enqueued different collectives):
+ * SYMM_SUCCESS if none.  Reading it clears it.  Local; does not synchronise
+ * streams (call it after synchronising to see the errors of finished work).
+ * Always SYMM_SUCCESS for the host backend, whose calls report directly.
+ */
+SYMM_API symm_result_t symm_comm_check_async_error(symm_comm_t *comm);
+
 #ifdef __cplusplus
 }
 #endif

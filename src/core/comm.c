@@ -355,6 +355,9 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
 
   symm_result_t res;
+  symm_algo_t algo = SYMM_ALGO_AUTO;
+  SYMM_CHECK_GOTO(symm_algo_from_name(symm_setting_str("SYMM_ALLREDUCE_ALGO"), &algo), res, fail);
+  comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
   SYMM_CHECK_GOTO(symm_bootstrap_store_init(comm->store, comm->prefix, comm->rank, comm->size,
                                             comm->timeout_ms, &comm->bootstrap),

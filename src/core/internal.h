@@ -139,6 +139,7 @@ symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
 /* ------------------------------------------------------------- backends */
 struct symm_comm;
 struct symm_tensor;
+struct symm_coll_args;
 
 /*
  * One rank's piece of symmetric memory as the backend made it.  The core
@@ -244,7 +245,44 @@ typedef struct symm_backend_ops {
                                  void **priv);
   void (*multicast_unmap)(struct symm_comm *comm, void *priv);
   /* members above: version 2 */
+  /* Optional: runs (host) or enqueues (GPU) one collective; the core has
+   * validated the arguments and resolved algo.  NULL: no collectives. */
+  symm_result_t (*collective)(struct symm_comm *comm, const struct symm_coll_args *args);
+  /* members above: version 3 */
 } symm_backend_ops_t;
+
+/* One collective call, as the core hands it to the backend. */
+typedef enum {
+  SYMM_COLL_ALL_REDUCE = 1,
+  SYMM_COLL_ALL_GATHER = 2,
+  SYMM_COLL_REDUCE_SCATTER = 3,
+  SYMM_COLL_BROADCAST = 4,
+  SYMM_COLL_ALL_TO_ALL = 5
+} symm_coll_kind_t;
+
+typedef struct symm_coll_args {
+  symm_coll_kind_t kind;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;         /* as in the public call */
+  size_t send_bytes;    /* bytes of sendbuf read on this rank */
+  size_t recv_bytes;    /* bytes of recvbuf written on this rank */
+  symm_dtype_t dtype;
+  symm_redop_t op;
+  int root;
+  symm_algo_t algo;     /* never AUTO for all-reduce: resolved by the core */
+  symm_stream_t stream;
+  uint64_t seq;         /* 1, 2, ... per communicator: epochs and mismatch checks */
+} symm_coll_args_t;
+
+/* Scratch tensor of comm with at least `bytes` per rank, allocating and
+ * rendezvousing it if needed (collective then).  tensor.c-owned. */
+symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
+/* Stable 64-bit description of a collective for cross-rank comparison. */
+uint64_t symm_coll_signature(const symm_coll_args_t *args);
+/* The communicator's error raised asynchronously (GPU backends set it). */
+void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The backends (each defined in src/backends/<name>/). */
 extern const symm_backend_ops_t symm_host_ops;
@@ -281,6 +319,12 @@ struct symm_comm {
   struct symm_tensor *tensors; /* live tensors (doubly linked) */
   struct symm_pool_entry *pool;
   size_t pool_bytes, pool_limit;
+  /* Collectives */
+  symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
+  symm_algo_t allreduce_algo;
+  uint64_t coll_seq;
+  int async_error;           /* symm_result_t, set by symm_comm_set_async_error */
+  char async_msg[256];
 };
 
 /* Collectives of the core, tagged so that ranks in different collectives

@@ -49,6 +49,11 @@ static const symm_setting_desc_t settings[] = {
      "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 or NVSHMEM_DISABLE_NVLS=1 is set."},
     {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "4G",
      "Limit of freed-but-still-mapped memory kept per communicator for reuse (0 = off)."},
+    {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "32M",
+     "Per-rank scratch tensor through which collectives stage buffers that are not "
+     "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch)."},
+    {"SYMM_ALLREDUCE_ALGO", SYMM_SETTING_STRING, "auto",
+     "All-reduce algorithm: auto|one_shot|two_shot|ll (auto picks by size and ranks)."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},
     {"SYMM_NVSHMEM_LIB", SYMM_SETTING_STRING, "libnvshmem_host.so.3",

@@ -605,7 +605,33 @@ symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released) {
   return SYMM_SUCCESS;
 }
 
+symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **out) {
+  if (comm->scratch && comm->scratch->nbytes >= bytes) {
+    *out = comm->scratch;
+    return SYMM_SUCCESS;
+  }
+  /* Every rank asks for the same size (it depends only on the collective's
+   * arguments), so every rank reaches this allocation together. */
+  size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
+  if (want < bytes) want = bytes;
+  if (want < 4096) want = 4096;
+  int64_t n = (int64_t)want;
+  symm_tensor_t *t;
+  SYMM_CHECK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  symm_result_t res = symm_tensor_rendezvous(t);
+  if (res != SYMM_SUCCESS) {
+    symm_tensor_free(t);
+    symm_error_context("reserving %zu bytes of collective scratch", want);
+    return res;
+  }
+  symm_tensor_free(comm->scratch);
+  comm->scratch = t;
+  *out = t;
+  return SYMM_SUCCESS;
+}
+
 void symm_comm_release_tensors(symm_comm_t *comm) {
+  comm->scratch = NULL; /* a live tensor like the others: freed below */
   for (;;) {
     pthread_mutex_lock(&comm->lock);
     symm_tensor_t *t = comm->tensors;

@@ -1,0 +1,174 @@
+/* Collectives: names, argument checks, algorithm choice, scratch
+ * reservation, dispatch to the backend's `collective` member. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max"};
+static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll"};
+
+const char *symm_redop_name(symm_redop_t op) {
+  return (unsigned)op < SYMM_REDUCE_COUNT_ ? redop_names[op] : NULL;
+}
+
+const char *symm_algo_name(symm_algo_t algo) {
+  return (unsigned)algo < SYMM_ALGO_COUNT_ ? algo_names[algo] : NULL;
+}
+
+symm_result_t symm_redop_from_name(const char *name, symm_redop_t *op) {
+  if (!name || !op) return symm_error(SYMM_ERR_INVALID_ARG, "symm_redop_from_name: NULL argument");
+  for (int i = 0; i < SYMM_REDUCE_COUNT_; i++)
+    if (strcasecmp(name, redop_names[i]) == 0) {
+      *op = (symm_redop_t)i;
+      return SYMM_SUCCESS;
+    }
+  return symm_error(SYMM_ERR_INVALID_ARG, "unknown reduction \"%s\"; valid names: sum, min, max",
+                    name);
+}
+
+symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo) {
+  if (!name || !algo)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_algo_from_name: NULL argument");
+  for (int i = 0; i < SYMM_ALGO_COUNT_; i++)
+    if (strcasecmp(name, algo_names[i]) == 0) {
+      *algo = (symm_algo_t)i;
+      return SYMM_SUCCESS;
+    }
+  return symm_error(SYMM_ERR_INVALID_ARG,
+                    "unknown algorithm \"%s\"; valid names: auto, one_shot, two_shot, ll", name);
+}
+
+symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo) {
+  if (!comm || (unsigned)algo >= SYMM_ALGO_COUNT_)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_set_allreduce_algo: %s",
+                      comm ? "algorithm out of range" : "comm is NULL");
+  comm->allreduce_algo = algo;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_reserve_scratch: comm is NULL");
+  symm_tensor_t *t;
+  return symm_comm_scratch(comm, bytes, &t);
+}
+
+void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...) {
+  if (comm->async_error) return; /* keep the first */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(comm->async_msg, sizeof comm->async_msg, fmt, ap);
+  va_end(ap);
+  comm->async_error = (int)err;
+}
+
+symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_check_async_error: comm is NULL");
+  symm_result_t err = (symm_result_t)comm->async_error;
+  if (err == SYMM_SUCCESS) return SYMM_SUCCESS;
+  comm->async_error = 0;
+  return symm_error(err, "%s", comm->async_msg);
+}
+
+uint64_t symm_coll_signature(const symm_coll_args_t *a) {
+  uint64_t fields[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
+                        (uint64_t)a->op, (uint64_t)(int64_t)a->root};
+  return symm_hash64(fields, sizeof fields, 0x73796d6dull);
+}
+
+static bool reducible(symm_dtype_t dt) {
+  return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
+         dt == SYMM_DTYPE_I32;
+}
+
+/* One-shot moves every rank's whole buffer to every rank: best while the
+ * latency of the extra step of two-shot dominates, i.e. for small buffers. */
+static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
+  symm_algo_t algo = comm->allreduce_algo;
+  if (algo != SYMM_ALGO_AUTO) return algo;
+  size_t threshold = comm->size <= 2 ? (size_t)1 << 20 : (size_t)256 << 10;
+  return bytes <= threshold ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+}
+
+static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  size_t esize = symm_dtype_size(a->dtype);
+  if (!esize) return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad dtype %d", fn, (int)a->dtype);
+  bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
+  if (reduces && (unsigned)a->op >= SYMM_REDUCE_COUNT_)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad reduction %d", fn, (int)a->op);
+  if (reduces && !reducible(a->dtype))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %s cannot be reduced (f32, bf16, f16, i32 "
+                      "can)", fn, symm_dtype_name(a->dtype));
+  if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", fn, a->root,
+                      comm->size);
+  if (a->count && (!a->recvbuf || (!a->sendbuf && !(a->kind == SYMM_COLL_BROADCAST &&
+                                                     comm->rank != a->root))))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: NULL buffer", fn);
+  size_t n = a->count, world = (size_t)comm->size, bytes;
+  if (__builtin_mul_overflow(n, esize, &bytes) || __builtin_mul_overflow(bytes, world, &(size_t){0}))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, n);
+  switch (a->kind) {
+    case SYMM_COLL_ALL_REDUCE:
+    case SYMM_COLL_BROADCAST: a->send_bytes = a->recv_bytes = bytes; break;
+    case SYMM_COLL_ALL_GATHER: a->send_bytes = bytes; a->recv_bytes = bytes * world; break;
+    case SYMM_COLL_REDUCE_SCATTER: a->send_bytes = bytes * world; a->recv_bytes = bytes; break;
+    case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
+  }
+  if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = choose_allreduce(comm, bytes);
+  if (comm->ops->version < 3 || !comm->ops->collective)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
+                      fn, comm->ops->name);
+  if (comm->device < 0 && a->stream)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
+                      comm->ops->name);
+  /* The scratch only depends on the arguments, which agree across ranks, so
+   * its (collective) growth happens on every rank at the same call. */
+  symm_tensor_t *scratch;
+  size_t need = a->send_bytes > a->recv_bytes ? a->send_bytes : a->recv_bytes;
+  if (need) SYMM_CHECK(symm_comm_scratch(comm, need, &scratch));
+  a->seq = ++comm->coll_seq;
+  SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
+             symm_dtype_name(a->dtype), reduces ? symm_redop_name(a->op) : "-",
+             symm_algo_name(a->algo));
+  return comm->ops->collective(comm, a);
+}
+
+symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              symm_dtype_t dtype, symm_redop_t op, symm_stream_t stream) {
+  symm_coll_args_t a = {SYMM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
+                        SYMM_ALGO_AUTO, stream, 0};
+  return run(comm, &a, "symm_all_reduce");
+}
+
+symm_result_t symm_all_gather(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              symm_dtype_t dtype, symm_stream_t stream) {
+  symm_coll_args_t a = {SYMM_COLL_ALL_GATHER, sendbuf, recvbuf, count, 0, 0, dtype,
+                        SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
+  return run(comm, &a, "symm_all_gather");
+}
+
+symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, symm_dtype_t dtype, symm_redop_t op,
+                                  symm_stream_t stream) {
+  symm_coll_args_t a = {SYMM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
+                        SYMM_ALGO_AUTO, stream, 0};
+  return run(comm, &a, "symm_reduce_scatter");
+}
+
+symm_result_t symm_broadcast(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             symm_dtype_t dtype, int root, symm_stream_t stream) {
+  symm_coll_args_t a = {SYMM_COLL_BROADCAST, sendbuf, recvbuf, count, 0, 0, dtype,
+                        SYMM_REDUCE_SUM, root, SYMM_ALGO_AUTO, stream, 0};
+  return run(comm, &a, "symm_broadcast");
+}
+
+symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              symm_dtype_t dtype, symm_stream_t stream) {
+  symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL, sendbuf, recvbuf, count, 0, 0, dtype,
+                        SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
+  return run(comm, &a, "symm_all_to_all");
+}
