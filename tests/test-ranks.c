@@ -436,3 +436,75 @@ TEST_IMPL(ranks_store_counter) {
   ASSERT_EQ(test_run_ranks(4, store_rank, NULL), 0);
   return 0;
 }
+
+/* ---- the bootstrap's two transports ----------------------------------- */
+/* The same jobs with the store as the only transport (SYMM_BOOTSTRAP_SHM=0),
+ * which is what ranks on several hosts use. */
+static int store_only_rank(int rank, int size, void *arg) {
+  setenv("SYMM_BOOTSTRAP_SHM", "0", 1);
+  return ((test_rank_fn)arg)(rank, size, NULL);
+}
+
+TEST_IMPL(ranks_store_bootstrap_full_path) {
+  ASSERT_EQ(test_run_ranks(3, store_only_rank, (void *)full_path_rank), 0);
+  return 0;
+}
+
+TEST_IMPL(ranks_store_bootstrap_mismatch) {
+  ASSERT_EQ(test_run_ranks(2, store_only_rank, (void *)order_rank), 0);
+  return 0;
+}
+
+static int store_only_killed_rank(int rank, int size, void *arg) {
+  setenv("SYMM_BOOTSTRAP_SHM", "0", 1);
+  return killed_rank(rank, size, arg);
+}
+
+TEST_IMPL(ranks_store_bootstrap_killed) {
+  kill_arg_t ka = {"barrier", 3000};
+  int status[3];
+  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700};
+  ASSERT_EQ(test_run_ranks_opts(3, store_only_killed_rank, &ka, &o), 1);
+  return 0;
+}
+
+/* Contributions of every size cross the shared-memory bootstrap: small ones
+ * through the segment, large ones through the store; mixed in one round. */
+static int big_gather_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  symm_bootstrap_t *bs = comm->bootstrap;
+  ASSERT(strcmp(bs->ops->name, "shm") == 0);
+  size_t lens[] = {0, 1, 4096, 16384, 16385, 200000, 3};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    for (int round = 0; round < 3; round++) { /* reuse both buffers, delete old keys */
+      size_t len = lens[k] + (size_t)rank * (round == 2 && lens[k] > 100); /* round 2: v-sizes */
+      unsigned char *mine = malloc(len + 1);
+      for (size_t i = 0; i < len; i++) mine[i] = (unsigned char)(rank * 31 + i + round);
+      void *values[16];
+      size_t got[16];
+      ASSERT_OK(bs->ops->allgatherv(bs, mine, len, values, got));
+      for (int r = 0; r < size; r++) {
+        size_t want = lens[k] + (size_t)r * (round == 2 && lens[k] > 100);
+        ASSERT_EQ(got[r], want);
+        for (size_t i = 0; i < want; i += 97)
+          ASSERT_EQ(((unsigned char *)values[r])[i], (unsigned char)(r * 31 + i + round));
+        free(values[r]);
+      }
+      free(mine);
+    }
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_shm_bootstrap_sizes) {
+  ASSERT_EQ(test_run_ranks(3, big_gather_rank, NULL), 0);
+  /* The segment's name is gone as soon as all ranks mapped it. */
+  char out[4096];
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -c 'symmem-t%d-' || true", (int)getpid());
+  test_run_command(cmd, out, sizeof out);
+  ASSERT_EQ(atoi(out), 0);
+  return 0;
+}

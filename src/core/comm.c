@@ -236,6 +236,16 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     }
   }
 
+  comm->pids = calloc((size_t)comm->size, sizeof *comm->pids);
+  if (!comm->pids) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+    goto out;
+  }
+  comm->single_host = true;
+  for (int r = 0; r < comm->size; r++) {
+    comm->pids[r] = all[r].pid;
+    comm->single_host &= all[r].host_hash == me.host_hash;
+  }
   /* Local rank/size: from the launcher, else from the hosts' names. */
   if (comm->local_rank < 0 || comm->local_size < 0) {
     int lr = 0, ls = 0;
@@ -331,6 +341,28 @@ symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char 
   return res;
 }
 
+/* Switches the bootstrap to shared memory when every rank is on this host.
+ * Failing to set it up is not an error (the store keeps working); a rank
+ * that died or timed out meanwhile is. */
+static symm_result_t try_shm_bootstrap(symm_comm_t *comm) {
+  if (comm->size < 2 || !comm->single_host || !symm_setting_bool("SYMM_BOOTSTRAP_SHM"))
+    return SYMM_SUCCESS;
+  symm_bootstrap_t *shm = NULL;
+  symm_result_t res = symm_bootstrap_shm_init(comm->bootstrap, comm->store, comm->prefix,
+                                              comm->job_id, comm->index, comm->pids, &shm);
+  if (res == SYMM_SUCCESS) {
+    comm->store_bootstrap = comm->bootstrap;
+    comm->bootstrap = shm;
+    SYMM_INFO(BOOTSTRAP, "comm %d: bootstrap through shared memory", comm->index);
+    return SYMM_SUCCESS;
+  }
+  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST) return res;
+  SYMM_INFO(BOOTSTRAP, "comm %d: bootstrap stays with the store: %s", comm->index,
+            symm_last_error());
+  symm_error_clear();
+  return SYMM_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ init */
 
 symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
@@ -363,6 +395,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
                                             comm->timeout_ms, &comm->bootstrap),
                   res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
+  SYMM_CHECK_GOTO(try_shm_bootstrap(comm), res, fail);
   comm->ops = symm_backend_find(comm->backend);
   if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->alloc || !comm->ops->free ||
       !comm->ops->map_peer || !comm->ops->unmap_peer || !comm->ops->granularity) {
@@ -407,6 +440,8 @@ void symm_comm_destroy(symm_comm_t *comm) {
     if (comm->ops->fini) comm->ops->fini(comm);
   }
   if (comm->bootstrap) comm->bootstrap->ops->fini(comm->bootstrap);
+  if (comm->store_bootstrap) comm->store_bootstrap->ops->fini(comm->store_bootstrap);
+  free(comm->pids);
   symm_store_close(comm->store);
   if (comm->server) {
     /* Peers may still be finishing a collective whose answer they have not

@@ -131,6 +131,15 @@ struct symm_bootstrap {
   void *state;
 };
 
+/* Bootstrap through a shared-memory segment, for ranks of one host; large
+ * contributions go through `store` (keys under `prefix`).  pids[size] are
+ * the ranks' processes (a vanished one is reported as lost).  Collective
+ * over store_bs; SYMM_ERR_UNSUPPORTED when some rank cannot map the
+ * segment (then every rank stays with store_bs). */
+symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *store,
+                                      const char *prefix, const char *job_id, int index,
+                                      const int32_t *pids, symm_bootstrap_t **out);
+
 /* Bootstrap over the job's key-value store; keys under `prefix`. */
 symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
                                         int rank, int size, int timeout_ms,
@@ -312,7 +321,10 @@ struct symm_comm {
   void *backend_state;
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
-  symm_bootstrap_t *bootstrap;
+  symm_bootstrap_t *bootstrap;  /* what the core uses: shm if possible */
+  symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
+  int32_t *pids;             /* [size], from init */
+  bool single_host;
   uint64_t next_mem_id;
   uint64_t rendezvous_seq;
   pthread_mutex_t lock;      /* tensors list, pool */

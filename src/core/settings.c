@@ -35,6 +35,9 @@ static const symm_setting_desc_t settings[] = {
      "1: the store is served by someone else (symmem-run); rank 0 does not start one."},
     {"SYMM_STORE_HANDSHAKE_MS", SYMM_SETTING_INT, "5000",
      "A store connection that has not said a valid HELLO within this time is dropped."},
+    {"SYMM_BOOTSTRAP_SHM", SYMM_SETTING_BOOL, "1",
+     "1: ranks that all share one host exchange bootstrap data through shared memory "
+     "(faster rendezvous and barriers); 0: always through the store."},
     {"SYMM_TOKEN", SYMM_SETTING_STRING, NULL,
      "Secret every store connection must present (symmem-run makes a random one)."},
     {"SYMM_JOB_ID", SYMM_SETTING_STRING, NULL,
