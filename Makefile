@@ -18,8 +18,9 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
+# The main job: symmem-bench's all-reduce table on the default backend.
 run: build
-	$(BUILD)/tools/symmem-run -n $(RANKS) -- $(BUILD)/examples/neighbor_exchange
+	$(BUILD)/tools/symmem-run -n $(RANKS) -- $(BUILD)/tools/symmem-bench -b 4 -e 4M -f 4 -c 1
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300

@@ -6,3 +6,5 @@
 #include "list-launcher.h"
 #include "list-fdx.h"
 #include "list-ranks.h"
+#include "list-bench.h"
+#include "list-coll.h"

@@ -66,6 +66,7 @@ void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char 
 
 symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_check_async_error: comm is NULL");
+  if (comm->ops->version >= 3 && comm->ops->poll_async_error) comm->ops->poll_async_error(comm);
   symm_result_t err = (symm_result_t)comm->async_error;
   if (err == SYMM_SUCCESS) return SYMM_SUCCESS;
   comm->async_error = 0;
@@ -84,10 +85,17 @@ static bool reducible(symm_dtype_t dt) {
 }
 
 /* One-shot moves every rank's whole buffer to every rank: best while the
- * latency of the extra step of two-shot dominates, i.e. for small buffers. */
+ * latency of the extra step of two-shot dominates, i.e. for small buffers.
+ * On GPUs the LL protocol (one kernel, data and flags in the same packets)
+ * beats both for the smallest sizes; backends without it treat LL as
+ * one-shot. */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
+  if (comm->device >= 0) {
+    size_t ll_max = comm->size <= 4 ? (size_t)64 << 10 : (size_t)16 << 10;
+    if (bytes <= ll_max) return SYMM_ALGO_LL;
+  }
   size_t threshold = comm->size <= 2 ? (size_t)1 << 20 : (size_t)256 << 10;
   return bytes <= threshold ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
 }

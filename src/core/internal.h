@@ -257,6 +257,11 @@ typedef struct symm_backend_ops {
   /* Optional: runs (host) or enqueues (GPU) one collective; the core has
    * validated the arguments and resolved algo.  NULL: no collectives. */
   symm_result_t (*collective)(struct symm_comm *comm, const struct symm_coll_args *args);
+  /* Optional: moves an error raised by device-side work since the last call
+   * (kernels write it asynchronously) into the communicator with
+   * symm_comm_set_async_error, and clears it at the source.  Local, does not
+   * synchronise.  NULL: the backend reports every error directly. */
+  symm_result_t (*poll_async_error)(struct symm_comm *comm);
   /* members above: version 3 */
 } symm_backend_ops_t;
 

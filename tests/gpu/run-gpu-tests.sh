@@ -4,8 +4,9 @@
 # Runs symmem-info, the GPU tests with 2 ranks (one GPU each) and 4 ranks
 # (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1), the refusal of shared GPUs
 # without that setting, the native backend's protocol and the multi-process
-# conformance tests over the fake driver, and the GPU tests once more under
-# compute-sanitizer memcheck.
+# conformance tests over the fake driver, the collectives (symm-gpu-coll-tests:
+# 2 ranks, 4 shared ranks, a rank that never calls), and the GPU tests and
+# the collectives once more under compute-sanitizer memcheck.
 # Exits non-zero if any step failed.  compute-sanitizer does not count the
 # driver errors that symmem provokes on purpose (the fabric-export probe, the
 # validate tests on non-VMM memory): those are checked by the tests.
@@ -17,6 +18,7 @@ BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || {
 RUN="$BUILD/tools/symmem-run"
 INFO="$BUILD/tools/symmem-info"
 PROG="$BUILD/tests/gpu/symm-gpu-tests"
+COLL="$BUILD/tests/gpu/symm-gpu-coll-tests"
 STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
 
 # DESIGN.md's GPU safety rule: NVLink multicast stays off on shared hosts.
@@ -25,7 +27,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 unset SYMM_ENABLE_MULTICAST
 export SYMM_BACKEND=native
 
-for f in "$RUN" "$INFO" "$PROG"; do
+for f in "$RUN" "$INFO" "$PROG" "$COLL"; do
   if [ ! -x "$f" ]; then
     echo "run-gpu-tests: $f missing (was the build made with nvcc present?)" >&2
     exit 1
@@ -70,6 +72,16 @@ if [ "$ngpu" -lt 4 ]; then
   step "4 ranks refused without SYMM_ALLOW_SHARED_DEVICE" \
     env -u SYMM_ALLOW_SHARED_DEVICE "$RUN" -n 4 -- "$PROG" --expect-shared-refusal
 fi
+# Collectives: every op/dtype/reduction/algorithm against a host reference,
+# graph capture and replay, mismatched calls; then a rank that never calls
+# (short timeout: the others must report SYMM_ERR_TIMEOUT, not hang).  The
+# 4-rank run shares GPUs between processes, which time-slice: slow but it
+# must still be correct.
+step "collectives, 2 ranks" env $two_rank_env "$RUN" -n 2 -- "$COLL"
+step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
+  "$RUN" -n 4 -- "$COLL" --quick
+step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
+  "$RUN" -n 2 -- "$COLL" --timeout
 # The multi-process conformance tests and the backend's protocol tests run
 # with the native backend over the fake driver (tests/gpu/fake_cuda.c): its
 # "device memory" is host memory, which those CPU-side tests read and write
@@ -88,6 +100,8 @@ SANITIZER=$(command -v compute-sanitizer ||
 if [ -x "$SANITIZER" ]; then
   step "compute-sanitizer memcheck" env $two_rank_env "$RUN" -n 2 -- \
     "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$PROG" --quick
+  step "compute-sanitizer memcheck, collectives" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$COLL" --quick
 else
   echo "=== compute-sanitizer memcheck: compute-sanitizer not found"
   failed=$((failed + 1))

@@ -31,4 +31,16 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   void **base, size_t *stride, void **priv);
 void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 
+/* Collectives (host_coll.c): ops->collective.  Synchronous; the protocol is
+ * described at the top of host_coll.c. */
+symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+/* out[i] = in[0][i] op in[1][i] op ... in[nin-1][i] for i < count, in that
+ * order (host_coll_reduce.c).  out must not overlap any input.  f16 and
+ * bf16 are reduced in f32 and rounded to nearest-even. */
+void host_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
+                 symm_redop_t op);
+/* Whether host_reduce handles this dtype and op (f32, bf16, f16, i32 x sum,
+ * min, max). */
+bool host_reducible(symm_dtype_t dtype, symm_redop_t op);
+
 #endif

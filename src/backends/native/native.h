@@ -61,6 +61,7 @@ typedef struct native_state {
   long heap_chunks;         /* chunks in `heap` */
   struct native_peer_heap *peer_heaps; /* imported chunks of the peers */
   long peer_heap_count;     /* entries in `peer_heaps` */
+  struct native_coll *coll; /* collectives (native_coll.c); NULL before startup */
 } native_state_t;
 
 /*
@@ -201,5 +202,15 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                     size_t *stride, void **priv);
 void native_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes);
+
+/* Collectives (native_coll.c).  startup loads the embedded kernels and the
+ * pinned error record; when that is impossible (no kernels in this build,
+ * driver without module support) the communicator still works and every
+ * collective returns SYMM_ERR_UNSUPPORTED with the reason.  fini releases
+ * them and then runs native_fini. */
+symm_result_t native_coll_startup(symm_comm_t *comm);
+void native_coll_fini(symm_comm_t *comm);
+symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_result_t native_poll_async_error(symm_comm_t *comm);
 
 #endif /* SYMM_NATIVE_H */

@@ -117,6 +117,40 @@ const native_driver_t *native_driver_init(char *why, size_t why_len) {
   return NULL;
 }
 
+static native_coll_driver_t native_coll_drv;
+static char native_coll_why[256];
+static bool native_coll_ok;
+static pthread_mutex_t native_coll_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool native_coll_tried;
+
+const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, char *why,
+                                                    size_t why_len) {
+  pthread_mutex_lock(&native_coll_lock);
+  if (!native_coll_tried) {
+    native_coll_tried = true;
+    void *fn;
+    ncu_result res;
+    native_coll_ok = true;
+#define NATIVE_RESOLVE_COLL_FN(name, params)                                          \
+  if (native_coll_ok) {                                                               \
+    if ((res = native_driver_resolve(drv, #name, &fn)) != NCU_SUCCESS) {              \
+      snprintf(native_coll_why, sizeof native_coll_why,                              \
+               "the CUDA driver has no usable %s: %s", #name, native_cu_error(res));  \
+      native_coll_ok = false;                                                         \
+    } else {                                                                          \
+      memcpy(&native_coll_drv.name, &fn, sizeof fn);                                  \
+    }                                                                                 \
+  }
+    NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_RESOLVE_COLL_FN)
+#undef NATIVE_RESOLVE_COLL_FN
+  }
+  bool ok = native_coll_ok;
+  pthread_mutex_unlock(&native_coll_lock);
+  if (ok) return &native_coll_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", native_coll_why);
+  return NULL;
+}
+
 const char *native_cu_error(ncu_result res) {
   static _Thread_local char buf[160];
   const char *name = NULL, *desc = NULL;

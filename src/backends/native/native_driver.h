@@ -202,7 +202,32 @@ typedef struct ncu_uuid {
                                              ncu_mem_handle h))                \
   X(cuPointerGetAttribute, (void *data, int attr, ncu_deviceptr ptr))
 
+/* Entry points of the collectives (native_coll.c), resolved on first use by
+ * native_coll_driver_load so that a driver (or the tests' fake driver)
+ * without them still runs everything else. */
+typedef struct ncu_module_st *ncu_module;     /* CUmodule */
+typedef struct ncu_function_st *ncu_function; /* CUfunction */
+/* cuMemHostAlloc flags. */
+enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
+#define NATIVE_COLL_DRIVER_FUNCTIONS(X)                                        \
+  X(cuModuleLoadData, (ncu_module * module, const void *image))                \
+  X(cuModuleUnload, (ncu_module module))                                       \
+  X(cuModuleGetFunction, (ncu_function * fn, ncu_module module,                \
+                          const char *name))                                   \
+  X(cuLaunchKernel, (ncu_function fn, unsigned int gx, unsigned int gy,        \
+                     unsigned int gz, unsigned int bx, unsigned int by,        \
+                     unsigned int bz, unsigned int shared_bytes,               \
+                     ncu_stream stream, void **params, void **extra))          \
+  X(cuMemHostAlloc, (void **ptr, size_t bytes, unsigned int flags))            \
+  X(cuMemHostGetDevicePointer, (ncu_deviceptr * dptr, void *ptr,               \
+                                unsigned int flags))                           \
+  X(cuMemFreeHost, (void *ptr))
+
 #define NATIVE_DECLARE_FN(name, params) ncu_result (*name) params;
+typedef struct native_coll_driver {
+  NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_DECLARE_FN)
+} native_coll_driver_t;
+
 typedef struct native_driver {
   void *lib;           /* dlopen handle, kept for the process lifetime */
   int driver_version;  /* cuDriverGetVersion, e.g. 12080 */
@@ -228,6 +253,12 @@ const native_driver_t *native_driver_init(char *why, size_t why_len);
 /* Resolves one more entry point (multicast).  0 on success, else a driver
  * result; *fn is NULL on failure. */
 ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol, void **fn);
+
+/* Resolves NATIVE_COLL_DRIVER_FUNCTIONS once per process (after
+ * native_driver_load succeeded).  NULL with the reason in why when the
+ * driver lacks one of them.  Thread-safe; the outcome is cached. */
+const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, char *why,
+                                                    size_t why_len);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)": name and description of a
  * driver result, in a per-thread buffer valid until the next call. */

@@ -4,13 +4,13 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 2,
+    .version = 3,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .probe = native_probe,
     .init = native_init,
-    .startup = NULL,
-    .fini = native_fini,
+    .startup = native_coll_startup,
+    .fini = native_coll_fini, /* then native_fini */
     .granularity = native_granularity,
     .alloc = native_alloc,
     .free = native_free,
@@ -27,4 +27,6 @@ const symm_backend_ops_t symm_native_ops = {
     .device_free = native_device_free,
     .multicast_map = native_multicast_map,
     .multicast_unmap = native_multicast_unmap,
+    .collective = native_collective,
+    .poll_async_error = native_poll_async_error,
 };

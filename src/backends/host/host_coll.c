@@ -1,0 +1,503 @@
+/* host backend: collectives over CPU shared memory (ops->collective).
+ *
+ * Synchronisation.  Every call runs on the communicator's scratch tensor.
+ * Each rank writes only its own signal pad of it and polls the others' (one
+ * writer per cache line), holding:
+ *   flag             4 * seq + phase, monotonic (seq = 1, 2, ... per
+ *                    communicator); phase 1: arrived (descriptor published,
+ *                    send data readable), 2: staged (only after a late
+ *                    staging round), 3: done (two-shot: my chunk is reduced;
+ *                    zero copy: I no longer read peers' buffers).  Stored
+ *                    with release, polled with acquire.
+ *   brief[seq & 1]   signature of the call and, for zero copy, the group
+ *                    (peer_sig of the rendezvous) and offset of sendbuf.
+ *   detail[seq & 1]  the arguments, for the mismatch message.
+ * Every rank publishes before waiting and compares all signatures after the
+ * arrival, so ranks that disagree all return SYMM_ERR_MISMATCH before any
+ * data moves.  Waits poll with backoff (spin ~20 us, then sched_yield up to
+ * 1 ms, then nanosleep growing to 64 us; no spinning at all when this host
+ * has more ranks than CPUs) so that oversubscribed ranks still progress, and
+ * end after comm->timeout_ms with SYMM_ERR_TIMEOUT naming
+ * the ranks that did not get there.
+ *
+ * Buffers.  The scratch data is cut in two halves used by seq parity, each
+ * holding IN (staged send data) then OUT (two-shot's reduced chunk); the
+ * halves start at 0 and at half the scratch whatever the call's size.  A rank
+ * that starts collective seq has seen every rank arrive at seq - 1, so every
+ * peer has finished seq - 2, the last user of this half (and of this
+ * descriptor slot): staging before arriving is safe, and collectives that
+ * stage need one barrier and no exit barrier.
+ *
+ * Zero copy.  When sendbuf lies in a rendezvoused tensor of this comm with
+ * room for the data, does not overlap recvbuf, and the call sends at least
+ * ZERO_COPY_MIN_BYTES, the rank publishes that tensor's group and its offset
+ * instead of staging.  If every rank published the same group, peers read
+ * each other's buffers in place (peer_data[r] + offset[r]) and end with an
+ * exit barrier (phase 3), because a caller may rewrite sendbuf as soon as
+ * the call returns.  Otherwise the ranks that did not stage copy now and
+ * everybody waits for phase 2.  Two-shot all-reduce needs no exit barrier:
+ * its phase 3 already follows the last read of any sendbuf, which is also
+ * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
+ * barrier and a copy beat two barriers. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host.h"
+
+#define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
+#define SCRATCH_ALIGN 64
+#define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
+#define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
+
+#define SPIN_NS 20000ull
+#define YIELD_NS 1000000ull
+#define SLEEP_MAX_NS 64000ull
+
+enum { PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
+
+typedef struct {
+  uint64_t sig;
+  uint64_t group;  /* 0: this rank's send data is staged in its scratch */
+  uint64_t offset; /* of sendbuf in the group's tensor on this rank */
+} coll_brief_t;
+
+typedef struct {
+  uint64_t count;
+  int32_t kind, dtype, op, root;
+} coll_detail_t;
+
+typedef struct {
+  _Atomic uint64_t flag;
+  coll_brief_t brief[2];
+  _Alignas(64) coll_detail_t detail[2];
+} coll_pad_t;
+
+_Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_BYTES, "collective pad outgrew the signal pad");
+
+/* One call in progress. */
+typedef struct {
+  symm_comm_t *comm;
+  const symm_coll_args_t *a;
+  int w, me, h;
+  uint64_t seq;
+  size_t esize;
+  size_t out_off, half; /* IN at 0 of each half, OUT at out_off; half: bytes needed */
+  size_t half_stride;   /* where the second half starts: half the scratch */
+  coll_pad_t **pads;    /* [w] */
+  const char **src;     /* [w] where rank r's send data is read */
+  symm_tensor_t *scratch;
+} coll_t;
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+    case SYMM_COLL_ALL_REDUCE: return "all_reduce";
+    case SYMM_COLL_ALL_GATHER: return "all_gather";
+    case SYMM_COLL_REDUCE_SCATTER: return "reduce_scatter";
+    case SYMM_COLL_BROADCAST: return "broadcast";
+    case SYMM_COLL_ALL_TO_ALL: return "all_to_all";
+  }
+  return "?";
+}
+
+static bool two_shot(const symm_coll_args_t *a) {
+  return a->kind == SYMM_COLL_ALL_REDUCE && a->algo == SYMM_ALGO_TWO_SHOT;
+}
+
+static bool rank_sends(const coll_t *c, int r) {
+  return c->a->kind != SYMM_COLL_BROADCAST || r == c->a->root;
+}
+
+/* ------------------------------------------------------------- waiting */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+typedef struct {
+  uint64_t deadline, since, sleep_ns, spin_ns;
+  unsigned iter;
+  bool spinning;
+} backoff_t;
+
+/* CPUs this process may run on, counted once. */
+static int usable_cpus(void) {
+  static _Atomic int cached;
+  int n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n) return n;
+  cpu_set_t set;
+  n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  atomic_store_explicit(&cached, n, memory_order_relaxed);
+  return n;
+}
+
+static void backoff_reset(backoff_t *b) {
+  b->since = symm_now_ns();
+  b->sleep_ns = 1000;
+  b->iter = 0;
+  b->spinning = b->spin_ns > 0;
+}
+
+/* With more ranks on this host than CPUs, the rank waited for is likely
+ * not running at all: spinning would only keep it off its CPU. */
+static void backoff_start(backoff_t *b, const symm_comm_t *comm) {
+  b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
+  backoff_reset(b);
+  b->deadline = b->since + (uint64_t)comm->timeout_ms * 1000000ull;
+}
+
+/* Waits a little, longer the longer nothing happened; false once past the
+ * deadline.  The clock is read every 64 spins only. */
+static bool backoff_pause(backoff_t *b) {
+  if (b->spinning && (++b->iter & 63)) {
+    cpu_relax();
+    return true;
+  }
+  uint64_t now = symm_now_ns();
+  if (now >= b->deadline) return false;
+  uint64_t waited = now - b->since;
+  if (waited < b->spin_ns) {
+    cpu_relax();
+    return true;
+  }
+  b->spinning = false;
+  if (waited < YIELD_NS) {
+    sched_yield();
+    return true;
+  }
+  struct timespec ts = {0, (long)b->sleep_ns};
+  nanosleep(&ts, NULL);
+  if (b->sleep_ns < SLEEP_MAX_NS) b->sleep_ns *= 2;
+  return true;
+}
+
+static uint64_t flag_of(const coll_t *c, int r) {
+  return atomic_load_explicit(&c->pads[r]->flag, memory_order_acquire);
+}
+
+static void signal_phase(coll_t *c, int phase) {
+  atomic_store_explicit(&c->pads[c->me]->flag, c->seq * PHASES + (uint64_t)phase,
+                        memory_order_release);
+}
+
+static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char *what) {
+  char list[200] = "";
+  size_t n = 0;
+  int missing = 0;
+  for (int r = 0; r < c->w; r++) {
+    if (r == c->me || flag_of(c, r) >= target) continue;
+    if (n + 16 < sizeof list) {
+      int k = snprintf(list + n, sizeof list - n, "%s%d", missing ? ", " : "", r);
+      n += k > 0 ? (size_t)k : 0;
+    } else if (n + 4 < sizeof list) {
+      n += (size_t)snprintf(list + n, sizeof list - n, "...");
+    }
+    missing++;
+  }
+  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
+                    "%s to %s", kind_name(c->a->kind), (unsigned long long)c->seq,
+                    c->comm->timeout_ms, missing > 1 ? "s" : "", list, what);
+}
+
+/* Waits until every other rank's flag reached `phase` of this call.  Peers
+ * are visited from rank + 1 on, which spreads the polling across pads. */
+static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
+  uint64_t target = c->seq * PHASES + (uint64_t)phase;
+  backoff_t b;
+  bool started = false;
+  for (int k = 1; k < c->w; k++) {
+    int r = (c->me + k) % c->w;
+    if (flag_of(c, r) >= target) continue;
+    if (!started) backoff_start(&b, c->comm);
+    started = true;
+    while (flag_of(c, r) < target)
+      if (!backoff_pause(&b)) return timeout_error(c, target, what);
+    backoff_reset(&b);
+  }
+  return SYMM_SUCCESS;
+}
+
+/* --------------------------------------------- descriptors, mismatches */
+
+static void publish(coll_t *c, uint64_t group, uint64_t offset) {
+  const symm_coll_args_t *a = c->a;
+  coll_pad_t *p = c->pads[c->me];
+  p->brief[c->h] = (coll_brief_t){symm_coll_signature(a), group, offset};
+  p->detail[c->h] = (coll_detail_t){a->count, (int32_t)a->kind, (int32_t)a->dtype,
+                                    (int32_t)a->op, (int32_t)a->root};
+  signal_phase(c, PHASE_ARRIVED);
+}
+
+static void describe(const coll_detail_t *d, char *out, size_t cap) {
+  const char *dt = symm_dtype_name((symm_dtype_t)d->dtype);
+  int n = snprintf(out, cap, "symm_%s(count %llu, %s", kind_name(d->kind),
+                   (unsigned long long)d->count, dt ? dt : "?");
+  if (n < 0 || (size_t)n >= cap) return;
+  const char *op = symm_redop_name((symm_redop_t)d->op);
+  if (d->kind == SYMM_COLL_ALL_REDUCE || d->kind == SYMM_COLL_REDUCE_SCATTER)
+    snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
+  else if (d->kind == SYMM_COLL_BROADCAST)
+    snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
+  else
+    snprintf(out + n, cap - (size_t)n, ")");
+}
+
+/* Every rank compares the same table against rank 0, so every rank reaches
+ * the same verdict and the same message. */
+static symm_result_t check_match(const coll_t *c) {
+  uint64_t sig0 = c->pads[0]->brief[c->h].sig;
+  for (int r = 1; r < c->w; r++) {
+    if (c->pads[r]->brief[c->h].sig == sig0) continue;
+    char mine[128], theirs[128];
+    describe(&c->pads[r]->detail[c->h], theirs, sizeof theirs);
+    describe(&c->pads[0]->detail[c->h], mine, sizeof mine);
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s",
+                      (unsigned long long)c->seq, r, theirs, mine);
+  }
+  return SYMM_SUCCESS;
+}
+
+/* ------------------------------------------------------------- scratch */
+
+static size_t two_shot_chunk(const coll_t *c) {
+  size_t n = c->a->count, w = (size_t)c->w;
+  return symm_round_up((n + w - 1) / w, CHUNK_ALIGN_ELEMS);
+}
+
+/* Elements [*lo, *hi) of rank r's two-shot chunk (empty for tiny counts). */
+static void chunk_range(const coll_t *c, int r, size_t *lo, size_t *hi) {
+  size_t cs = two_shot_chunk(c), n = c->a->count;
+  *lo = (size_t)r * cs < n ? (size_t)r * cs : n;
+  *hi = n - *lo < cs ? n : *lo + cs;
+}
+
+static void layout(coll_t *c) {
+  size_t out = two_shot(c->a) ? two_shot_chunk(c) * c->esize : 0;
+  c->out_off = symm_round_up(c->a->send_bytes, SCRATCH_ALIGN);
+  c->half = c->out_off + symm_round_up(out, SCRATCH_ALIGN);
+}
+
+/* The halves sit at fixed places (not at multiples of this call's need),
+ * so that a call of another size never lands on the half the previous call
+ * may still be read from. */
+static size_t half_capacity(const symm_tensor_t *s) {
+  return s->nbytes / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
+}
+
+static char *scratch_half(const coll_t *c, int r) {
+  return (char *)c->scratch->peer_data[r] + (size_t)c->h * c->half_stride;
+}
+
+static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
+  c->scratch = s;
+  c->half_stride = half_capacity(s);
+  for (int r = 0; r < c->w; r++) {
+    void *p;
+    SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
+    c->pads[r] = p;
+  }
+  return SYMM_SUCCESS;
+}
+
+/* The scratch must hold both halves.  Its size depends only on the
+ * arguments, so matching ranks grow it together; the ranks first agree on
+ * the arguments over the current scratch, because growing is collective and
+ * ranks that disagree would otherwise wait for each other in different
+ * places (one in the rendezvous, the others on the pads). */
+static symm_result_t prepare_scratch(coll_t *c) {
+  size_t need = 2 * c->half;
+  symm_tensor_t *s = c->comm->scratch;
+  if (s && half_capacity(s) >= c->half) return attach(c, s);
+  if (s) {
+    SYMM_CHECK(attach(c, s));
+    publish(c, 0, 0);
+    SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+    SYMM_CHECK(check_match(c));
+  }
+  SYMM_CHECK(symm_comm_scratch(c->comm, need ? need : 1, &s));
+  return attach(c, s);
+}
+
+/* ------------------------------------------------------------ zero copy */
+
+typedef struct {
+  symm_tensor_t *t;
+  uint64_t group, offset;
+} zero_copy_t;
+
+static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+/* Whether peers may read this rank's send data where it lies.  A broadcast
+ * non-root sends nothing but must be able to map the root's buffer: it
+ * qualifies through the tensor of its recvbuf. */
+static zero_copy_t zero_copy_candidate(const coll_t *c) {
+  zero_copy_t z = {NULL, 0, 0};
+  const symm_coll_args_t *a = c->a;
+  if (a->send_bytes < ZERO_COPY_MIN_BYTES) return z;
+  bool sends = rank_sends(c, c->me);
+  const void *ptr = sends ? a->sendbuf : a->recvbuf;
+  const void *base;
+  size_t len;
+  symm_tensor_t *t;
+  int rank;
+  /* The registry directly: a miss is no error worth a last-error message. */
+  if (!ptr || !symm_registry_find(ptr, &base, &len, &t, &rank)) return z;
+  if (t->comm != c->comm || !t->rendezvoused || rank != c->me) return z;
+  size_t off = (size_t)((const char *)ptr - (const char *)base);
+  if (sends) {
+    if (off > t->nbytes || a->send_bytes > t->nbytes - off) return z;
+    bool same = a->kind == SYMM_COLL_BROADCAST && a->sendbuf == a->recvbuf;
+    if (!same && !two_shot(a) &&
+        overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes))
+      return z;
+  }
+  z.t = t;
+  z.group = t->peer_sig;
+  z.offset = off;
+  return z;
+}
+
+/* ----------------------------------------------------------- operations */
+
+static void all_reduce_one_shot(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  host_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
+}
+
+/* Rank r reduces chunk r into its OUT, then everybody gathers the chunks,
+ * starting with rank + 1's so that the ranks read different pads at once. */
+static symm_result_t all_reduce_two_shot(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  size_t lo, hi;
+  chunk_range(c, c->me, &lo, &hi);
+  for (int r = 0; r < c->w; r++) c->src[r] += lo * c->esize;
+  host_reduce(scratch_half(c, c->me) + c->out_off, (const void *const *)c->src, c->w, hi - lo,
+              a->dtype, a->op);
+  signal_phase(c, PHASE_DONE);
+  SYMM_CHECK(wait_phase(c, PHASE_DONE, "reduce its chunk"));
+  for (int k = 1; k <= c->w; k++) {
+    int r = (c->me + k) % c->w;
+    chunk_range(c, r, &lo, &hi);
+    if (hi > lo)
+      memcpy((char *)a->recvbuf + lo * c->esize, scratch_half(c, r) + c->out_off,
+             (hi - lo) * c->esize);
+  }
+  return SYMM_SUCCESS;
+}
+
+static void reduce_scatter(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  for (int r = 0; r < c->w; r++) c->src[r] += (size_t)c->me * a->recv_bytes;
+  host_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
+}
+
+static void all_gather(coll_t *c) {
+  size_t bytes = c->a->send_bytes;
+  for (int k = 1; k <= c->w; k++) {
+    int r = (c->me + k) % c->w;
+    memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r], bytes);
+  }
+}
+
+static void all_to_all(coll_t *c) {
+  size_t bytes = c->a->send_bytes / (size_t)c->w;
+  for (int k = 1; k <= c->w; k++) {
+    int r = (c->me + k) % c->w;
+    memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r] + (size_t)c->me * bytes, bytes);
+  }
+}
+
+static void broadcast(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  if (c->me != a->root) memcpy(a->recvbuf, c->src[a->root], a->recv_bytes);
+  else if (a->recvbuf != a->sendbuf) memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
+}
+
+/* ----------------------------------------------------------------- call */
+
+static symm_result_t run(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  layout(c);
+  SYMM_CHECK(prepare_scratch(c));
+  bool sends = rank_sends(c, c->me);
+  zero_copy_t z = zero_copy_candidate(c);
+  char *my_in = scratch_half(c, c->me);
+  if (sends && !z.group && a->send_bytes) memcpy(my_in, a->sendbuf, a->send_bytes);
+  publish(c, z.group, z.offset);
+  SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(check_match(c));
+  if (!a->count) return SYMM_SUCCESS;
+
+  /* Same table on every rank, same decision. */
+  uint64_t group0 = c->pads[0]->brief[c->h].group;
+  bool zero_copy = group0 != 0, late = false;
+  for (int r = 0; r < c->w; r++) {
+    uint64_t g = c->pads[r]->brief[c->h].group;
+    zero_copy &= g == group0;
+    late |= g != 0 && rank_sends(c, r);
+  }
+  if (!zero_copy && late) {
+    if (sends && z.group) memcpy(my_in, a->sendbuf, a->send_bytes);
+    signal_phase(c, PHASE_STAGED);
+    SYMM_CHECK(wait_phase(c, PHASE_STAGED, "stage its data"));
+  }
+  for (int r = 0; r < c->w; r++)
+    c->src[r] = zero_copy ? (const char *)z.t->peer_data[r] + c->pads[r]->brief[c->h].offset
+                          : scratch_half(c, r);
+  SYMM_TRACE(COLL, "symm_%s #%llu: %s", kind_name(a->kind), (unsigned long long)c->seq,
+             zero_copy ? "zero copy" : late ? "staged late" : "staged");
+
+  switch (a->kind) {
+    case SYMM_COLL_ALL_REDUCE:
+      if (two_shot(a)) return all_reduce_two_shot(c);
+      all_reduce_one_shot(c);
+      break;
+    case SYMM_COLL_REDUCE_SCATTER: reduce_scatter(c); break;
+    case SYMM_COLL_ALL_GATHER: all_gather(c); break;
+    case SYMM_COLL_ALL_TO_ALL: all_to_all(c); break;
+    case SYMM_COLL_BROADCAST: broadcast(c); break;
+  }
+  if (zero_copy) {
+    signal_phase(c, PHASE_DONE);
+    SYMM_CHECK(wait_phase(c, PHASE_DONE, "finish reading"));
+  }
+  return SYMM_SUCCESS;
+}
+
+symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
+  bool reduces = args->kind == SYMM_COLL_ALL_REDUCE || args->kind == SYMM_COLL_REDUCE_SCATTER;
+  if (reduces && !host_reducible(args->dtype, args->op))
+    return symm_error(SYMM_ERR_INVALID_ARG, "host backend: cannot reduce %s with %s",
+                      symm_dtype_name(args->dtype), symm_redop_name(args->op));
+  coll_pad_t *pads_stack[STACK_RANKS];
+  const char *src_stack[STACK_RANKS];
+  coll_t c = {comm, args, comm->size, comm->rank, (int)(args->seq & 1), args->seq,
+              symm_dtype_size(args->dtype), 0, 0, 0, pads_stack, src_stack, NULL};
+  if (comm->size > STACK_RANKS) {
+    c.pads = malloc(sizeof *c.pads * (size_t)comm->size);
+    c.src = malloc(sizeof *c.src * (size_t)comm->size);
+    if (!c.pads || !c.src) {
+      free(c.pads);
+      free((void *)c.src);
+      return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
+    }
+  }
+  symm_result_t res = run(&c);
+  if (c.pads != pads_stack) {
+    free(c.pads);
+    free((void *)c.src);
+  }
+  return res;
+}

@@ -1,0 +1,330 @@
+/*
+ * Collectives of the native backend: the kernels of src/kernels/ (embedded
+ * as a fatbin, loaded with cuModuleLoadData, launched with cuLaunchKernel on
+ * the caller's stream), and the pinned error record they report to.
+ *
+ * Buffers.  Inputs are always staged into this rank's scratch tensor by the
+ * kernel itself (double-buffered by the device epoch, see coll_kernels.cu);
+ * outputs are written straight into recvbuf.  Zero-copy on symmetric
+ * buffers would need every rank's offset of the buffer inside its tensor,
+ * which the host does not know without communicating; staging costs one
+ * local copy and keeps every call stream-ordered and graph-capturable.
+ *
+ * Launches.  A call whose staged data exceeds half of the staging area is
+ * split into several launches (each a complete collective with its own
+ * epoch); the split depends only on the arguments and the scratch size, so
+ * every rank splits alike.  Nothing here allocates, synchronises or passes
+ * a host-side counter to a kernel, so calls can be captured in CUDA graphs
+ * once the scratch is reserved.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/native/native.h"
+#include "kernels/coll_abi.h"
+
+#ifdef SYMM_HAVE_KERNELS
+/* Generated from the fatbin by src/kernels/bin2c.cmake. */
+extern const unsigned char symm_coll_fatbin[];
+extern const size_t symm_coll_fatbin_size;
+#endif
+
+enum { NATIVE_COLL_KINDS = 8, NATIVE_COLL_DTYPES = 4 };
+
+typedef struct native_coll {
+  bool ready;
+  char why[256];                    /* why collectives are unavailable */
+  const native_coll_driver_t *cd;
+  ncu_module module;
+  volatile symm_coll_error_t *err;  /* pinned, mapped for the device */
+  ncu_deviceptr err_dev;
+  ncu_function fn[NATIVE_COLL_KINDS][NATIVE_COLL_DTYPES][SYMM_REDUCE_COUNT_];
+  const symm_tensor_t *scratch;     /* scratch the nonce belongs to */
+  uint32_t nonce;
+} native_coll_t;
+
+static const char *const native_coll_kernel_names[NATIVE_COLL_KINDS] = {
+    NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
+    "all_gather", "broadcast", "all_to_all"};
+
+/* Index of a reducible dtype in the kernel table, -1 for others. */
+static int native_coll_dtype_index(symm_dtype_t dt) {
+  switch (dt) {
+    case SYMM_DTYPE_F32: return 0;
+    case SYMM_DTYPE_BF16: return 1;
+    case SYMM_DTYPE_F16: return 2;
+    case SYMM_DTYPE_I32: return 3;
+    default: return -1;
+  }
+}
+static const char *const native_coll_dtype_names[NATIVE_COLL_DTYPES] = {"f32", "bf16", "f16",
+                                                                        "i32"};
+
+/* ------------------------------------------------------- startup, fini */
+
+symm_result_t native_coll_startup(symm_comm_t *comm) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = calloc(1, sizeof *co);
+  if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
+  st->coll = co;
+#ifndef SYMM_HAVE_KERNELS
+  snprintf(co->why, sizeof co->why, "libsymmem was built without CUDA kernels (no nvcc at "
+           "build time)");
+  return SYMM_SUCCESS;
+#else
+  co->cd = native_coll_driver_load(st->drv, co->why, sizeof co->why);
+  if (!co->cd) return SYMM_SUCCESS; /* collectives unsupported; the rest works */
+  ncu_context saved;
+  symm_result_t res = native_ctx_enter(st, &saved);
+  if (res != SYMM_SUCCESS) return res;
+  void *host = NULL;
+  ncu_result cu = co->cd->cuMemHostAlloc(&host, sizeof(symm_coll_error_t),
+                                         NCU_MEMHOSTALLOC_PORTABLE | NCU_MEMHOSTALLOC_DEVICEMAP);
+  if (cu != NCU_SUCCESS) {
+    snprintf(co->why, sizeof co->why, "cuMemHostAlloc of the error record failed: %s",
+             native_cu_error(cu));
+    goto out;
+  }
+  memset(host, 0, sizeof(symm_coll_error_t));
+  co->err = host;
+  cu = co->cd->cuMemHostGetDevicePointer(&co->err_dev, host, 0);
+  if (cu != NCU_SUCCESS) {
+    snprintf(co->why, sizeof co->why, "cuMemHostGetDevicePointer failed: %s", native_cu_error(cu));
+    goto out;
+  }
+  cu = co->cd->cuModuleLoadData(&co->module, symm_coll_fatbin);
+  if (cu != NCU_SUCCESS) {
+    snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu bytes) "
+             "failed: %s (is the GPU older than sm_80?)", symm_coll_fatbin_size,
+             native_cu_error(cu));
+    co->module = NULL;
+    goto out;
+  }
+  co->ready = true;
+out:
+  if (!co->ready) SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
+  native_ctx_leave(st, saved);
+  return SYMM_SUCCESS;
+#endif
+}
+
+void native_coll_fini(symm_comm_t *comm) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = st ? st->coll : NULL;
+  if (co) {
+    ncu_context saved = NULL;
+    bool entered = co->cd && native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+    if (entered) {
+      if (co->module) co->cd->cuModuleUnload(co->module);
+      if (co->err) co->cd->cuMemFreeHost((void *)co->err);
+      native_ctx_leave(st, saved);
+    }
+    free(co);
+    st->coll = NULL;
+  }
+  native_fini(comm);
+}
+
+/* ------------------------------------------------------------- errors */
+
+symm_result_t native_poll_async_error(symm_comm_t *comm) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = st ? st->coll : NULL;
+  if (!co || !co->err || !co->err->code) return SYMM_SUCCESS;
+  volatile symm_coll_error_t *e = co->err;
+  symm_result_t code = (symm_result_t)e->code;
+  unsigned peer = e->peer, kind = e->kind, epoch = e->epoch;
+  const char *what = kind < NATIVE_COLL_KINDS && native_coll_kernel_names[kind]
+                         ? native_coll_kernel_names[kind] : "?";
+  if (code == SYMM_ERR_MISMATCH)
+    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u "
+                              "enqueued a different collective (kind, count, dtype, op, root "
+                              "or algorithm differ)", epoch, what, comm->rank, peer);
+  else if (code == SYMM_ERR_TIMEOUT)
+    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u did "
+                              "not arrive within %d ms; the communicator's collectives are "
+                              "unusable from now on", epoch, what, comm->rank, peer,
+                              comm->timeout_ms);
+  else
+    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d failed on the "
+                              "device (peer %u)", epoch, what, comm->rank, peer);
+  /* Clear: code last, so that a kernel recording now is not lost halfway
+   * (it can only win the CAS once code is 0). */
+  e->peer = e->kind = e->epoch = 0;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  e->code = 0;
+  return code;
+}
+
+/* -------------------------------------------------------------- launch */
+
+static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, int op,
+                                          ncu_function *fn) {
+  bool reducing = kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER;
+  if (!reducing) dti = op = 0;
+  ncu_function *slot = &co->fn[kind][dti][op];
+  if (!*slot) {
+    char name[96];
+    if (reducing)
+      snprintf(name, sizeof name, "symm_coll_%s_%s_%s", native_coll_kernel_names[kind],
+               native_coll_dtype_names[dti], symm_redop_name((symm_redop_t)op));
+    else
+      snprintf(name, sizeof name, "symm_coll_%s", native_coll_kernel_names[kind]);
+    ncu_result cu = co->cd->cuModuleGetFunction(slot, co->module, name);
+    if (cu != NCU_SUCCESS) {
+      *slot = NULL;
+      return native_cu_fail(cu, "cuModuleGetFunction(%s)", name);
+    }
+  }
+  *fn = *slot;
+  return SYMM_SUCCESS;
+}
+
+static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
+                                uint64_t chunk, uint64_t n, int world) {
+  uint64_t f[6] = {symm_coll_signature(args), (uint64_t)kind, grid, chunk, n, (uint64_t)world};
+  uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
+  return (uint32_t)(h ^ (h >> 32));
+}
+
+static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
+  uint64_t g = (work_bytes + per_block - 1) / per_block;
+  if (g < 1) g = 1;
+  if (g > channels) g = channels;
+  return (unsigned)g;
+}
+
+static bool aligned16(uint64_t v) { return (v & 15u) == 0; }
+
+symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = st ? st->coll : NULL;
+  if (!co || !co->ready)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives unavailable: %s",
+                      co ? co->why : "backend not started");
+  if (args->count == 0) return SYMM_SUCCESS;
+  const int world = comm->size, rank = comm->rank;
+  if (world > SYMM_COLL_MAX_WORLD)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
+                      "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, world);
+  symm_tensor_t *scratch = comm->scratch;
+  if (!scratch)
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: no scratch tensor reserved");
+  if (co->scratch != scratch) {
+    /* Same on every rank: they all reserved this scratch at the same call. */
+    uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
+    uint64_t h = symm_hash64(f, sizeof f, symm_hash64(comm->prefix, strlen(comm->prefix), 7));
+    co->scratch = scratch;
+    co->nonce = (uint32_t)(h ^ (h >> 32));
+  }
+
+  const uint64_t es = symm_dtype_size(args->dtype);
+  const uint64_t S = scratch->nbytes;
+  symm_coll_params_t p;
+  memset(&p, 0, sizeof p);
+  void *const *data = NULL;
+  SYMM_CHECK(symm_tensor_peer_ptrs(scratch, &data));
+  for (int r = 0; r < world; r++) {
+    void *pad = NULL;
+    SYMM_CHECK(symm_tensor_signal_pad(scratch, r, &pad));
+    p.peer_data[r] = (uint64_t)(uintptr_t)data[r];
+    p.peer_pad[r] = (uint64_t)(uintptr_t)pad;
+  }
+  const uint64_t ll_bytes = S >= 4 * SYMM_COLL_LL_BYTES ? SYMM_COLL_LL_BYTES : 0;
+  p.ll_off = 0;
+  p.ll_region = ll_bytes ? (ll_bytes / 2 / (uint64_t)world) & ~(uint64_t)15 : 0;
+  p.stage_off = ll_bytes;
+  p.stage_half = ((S - ll_bytes) / 2) & ~(uint64_t)255;
+  p.err = co->err_dev;
+  p.timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
+  p.nonce = co->nonce;
+  p.rank = rank;
+  p.world = world;
+  p.root = args->root;
+  p.esize = (int32_t)es;
+  p.channels = (int32_t)symm_coll_channels((unsigned)world);
+  if (p.channels < 1)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: no signal channels for %d ranks",
+                      world);
+
+  int kind;
+  uint64_t mult = 1; /* staged bytes per launch = mult * elements * es */
+  switch (args->kind) {
+    case SYMM_COLL_ALL_REDUCE: {
+      kind = args->algo == SYMM_ALGO_TWO_SHOT ? SYMM_COLL_KERNEL_AR_TWO_SHOT
+                                                : SYMM_COLL_KERNEL_AR_ONE_SHOT;
+      uint64_t words = (args->count * es + 3) / 4;
+      /* LL when asked for and the packets fit the LL region; otherwise its
+       * closest relative (same choice on every rank). */
+      if (args->algo == SYMM_ALGO_LL && p.ll_region && words * 8 <= p.ll_region)
+        kind = SYMM_COLL_KERNEL_AR_LL;
+      break;
+    }
+    case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; mult = world; break;
+    case SYMM_COLL_ALL_GATHER: kind = SYMM_COLL_KERNEL_ALL_GATHER; break;
+    case SYMM_COLL_BROADCAST: kind = SYMM_COLL_KERNEL_BROADCAST; break;
+    case SYMM_COLL_ALL_TO_ALL: kind = SYMM_COLL_KERNEL_ALL_TO_ALL; mult = world; break;
+    default: return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
+  }
+  p.kind = kind;
+  int dti = native_coll_dtype_index(args->dtype);
+  bool reducing = kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER;
+  if (reducing && dti < 0)
+    return symm_error(SYMM_ERR_INVALID_ARG, "native collective: dtype %s cannot be reduced",
+                      symm_dtype_name(args->dtype));
+  ncu_function fn = NULL;
+  SYMM_CHECK(native_coll_function(co, kind, dti, (int)args->op, &fn));
+
+  /* Elements per launch: what one staging half holds, in multiples of 64
+   * elements so that every launch starts 16-byte aligned. */
+  uint64_t cap = p.stage_half / (mult * es) / 64 * 64;
+  if (kind == SYMM_COLL_KERNEL_AR_LL) cap = args->count;
+  if (cap == 0)
+    return symm_error(SYMM_ERR_NO_MEMORY, "native collective: the scratch (%llu bytes) is too "
+                      "small for the staging of %d ranks; reserve more with "
+                      "symm_comm_reserve_scratch or SYMM_SCRATCH_BYTES",
+                      (unsigned long long)S, world);
+  const uint64_t V = 16 / es ? 16 / es : 1;
+  const uint64_t send0 = (uint64_t)(uintptr_t)args->sendbuf;
+  const uint64_t recv0 = (uint64_t)(uintptr_t)args->recvbuf;
+  const uint64_t count = args->count;
+  const bool root = rank == args->root;
+
+  ncu_context saved;
+  SYMM_CHECK(native_ctx_enter(st, &saved));
+  symm_result_t res = SYMM_SUCCESS;
+  for (uint64_t off = 0, chunk = 0; off < count; off += cap, chunk++) {
+    uint64_t n = count - off < cap ? count - off : cap;
+    bool has_send = args->kind != SYMM_COLL_BROADCAST || root;
+    p.send = has_send ? send0 + off * es : 0;
+    p.recv = recv0 + off * es;
+    p.count = n;
+    p.send_seg = p.recv_seg = count;
+    p.seg = (((n + world - 1) / world + V - 1) / V) * V;
+    bool vec = aligned16(p.recv) && (!has_send || aligned16(p.send));
+    if (mult > 1) vec = vec && aligned16(n * es) && aligned16(count * es);
+    if (args->kind == SYMM_COLL_ALL_GATHER) vec = vec && aligned16(count * es);
+    p.vec = vec;
+    unsigned grid;
+    switch (kind) {
+      case SYMM_COLL_KERNEL_AR_LL:
+        grid = native_coll_grid((n * es + 3) / 4 * 4, 2048, (unsigned)p.channels);
+        break;
+      case SYMM_COLL_KERNEL_AR_TWO_SHOT:
+        grid = native_coll_grid(p.seg * es, 16384, (unsigned)p.channels);
+        break;
+      default: grid = native_coll_grid(n * es, 16384, (unsigned)p.channels); break;
+    }
+    p.sig = native_coll_sig(args, kind, grid, chunk, n, world);
+    void *kparams[1] = {&p};
+    ncu_result cu = co->cd->cuLaunchKernel(fn, grid, 1, 1, SYMM_COLL_THREADS, 1, 1, 0,
+                                           (ncu_stream)args->stream, kparams, NULL);
+    if (cu != NCU_SUCCESS) {
+      res = native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
+                           native_coll_kernel_names[kind], grid);
+      break;
+    }
+  }
+  native_ctx_leave(st, saved);
+  return res;
+}

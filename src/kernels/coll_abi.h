@@ -1,0 +1,100 @@
+/*
+ * What the native backend's host code (native_coll.c, C11) and the
+ * collective kernels (coll_kernels.cu) agree on: the kernel parameter block,
+ * the scratch and signal-pad layouts, the error record.  Plain C with
+ * fixed-width types so that both compilers lay it out identically.
+ *
+ * Protocol summary (the full story is in coll_kernels.cu):
+ *  - Every kernel of a communicator runs at an *epoch* e, a device-side
+ *    counter kept in the local part of this rank's scratch signal pad, which
+ *    the kernel itself advances when its last block finishes.  The host never
+ *    passes a sequence number, so a captured CUDA graph replays correctly.
+ *  - Ranks meet through *headers*: 8-byte words {flag(e), signature} that
+ *    block b writes into every peer's pad (channel b), double-buffered by the
+ *    parity of e.  A reader waits for flag(e), then compares signatures.
+ *  - Data is staged into the scratch's data area, also double-buffered by
+ *    the parity of e; LL packets live in a separate area of the scratch.
+ */
+#ifndef SYMM_COLL_ABI_H
+#define SYMM_COLL_ABI_H
+
+#include <stdint.h>
+
+/* Most ranks a GPU collective supports: the peers' pointers travel in the
+ * kernel parameters (2 x 8 bytes per rank), not in device memory. */
+#define SYMM_COLL_MAX_WORLD 32
+
+/* Threads per block of every collective kernel. */
+#define SYMM_COLL_THREADS 512
+
+/* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
+ * [headers: 2 phases x channels x world x 2 parities x 8 bytes][... ]
+ * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done]
+ * Peers write only headers; the local words are this rank's own. */
+#define SYMM_COLL_PAD_BYTES 4096u
+#define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
+#define SYMM_COLL_PHASES 2u
+/* Channels (= most blocks of one kernel) for a world size. */
+#define SYMM_COLL_MAX_CHANNELS 64u
+static inline unsigned symm_coll_channels(unsigned world) {
+  unsigned n = SYMM_COLL_PAD_LOCAL / (8u * 2u * SYMM_COLL_PHASES * world);
+  return n > SYMM_COLL_MAX_CHANNELS ? SYMM_COLL_MAX_CHANNELS : n;
+}
+
+/* ---- data area of the scratch tensor ----
+ * [LL area: 2 parity halves x world regions of 8-byte packets]
+ * [staging: 2 parity halves of stage_half bytes]
+ * The LL area exists only when the scratch is large enough. */
+#define SYMM_COLL_LL_BYTES ((uint64_t)1 << 20)
+
+/* Error record in pinned host memory, written by kernels (first error
+ * wins through a CAS on `code`), read and cleared by the host. */
+typedef struct symm_coll_error {
+  uint32_t code;   /* symm_result_t: SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT */
+  uint32_t peer;   /* the rank that differed or never arrived */
+  uint32_t kind;   /* SYMM_COLL_KERNEL_* of the kernel that saw it */
+  uint32_t epoch;  /* device epoch of that kernel */
+} symm_coll_error_t;
+
+/* Which kernel (also mixed into the signature). */
+enum {
+  SYMM_COLL_KERNEL_AR_ONE_SHOT = 1,
+  SYMM_COLL_KERNEL_AR_TWO_SHOT = 2,
+  SYMM_COLL_KERNEL_AR_LL = 3,
+  SYMM_COLL_KERNEL_REDUCE_SCATTER = 4,
+  SYMM_COLL_KERNEL_ALL_GATHER = 5,
+  SYMM_COLL_KERNEL_BROADCAST = 6,
+  SYMM_COLL_KERNEL_ALL_TO_ALL = 7
+};
+
+/*
+ * Parameters of one launch (passed by value).  Element counts and offsets
+ * are in elements of `esize` bytes.  One public call may be split into
+ * several launches when the staging half is smaller than the data; each
+ * launch is a full collective of its own (its own epoch).
+ */
+typedef struct symm_coll_params {
+  uint64_t peer_data[SYMM_COLL_MAX_WORLD]; /* scratch data of every rank */
+  uint64_t peer_pad[SYMM_COLL_MAX_WORLD];  /* scratch signal pad of every rank */
+  uint64_t send;        /* this rank's input (device pointer) */
+  uint64_t recv;        /* this rank's output */
+  uint64_t count;       /* elements per rank segment in this launch */
+  uint64_t send_seg;    /* elements between rank segments of send (RS, A2A) */
+  uint64_t recv_seg;    /* elements between rank segments of recv (AG, A2A) */
+  uint64_t seg;         /* two-shot: elements per reduce segment */
+  uint64_t stage_off;   /* byte offset of staging half 0 in the scratch data */
+  uint64_t stage_half;  /* bytes per staging half */
+  uint64_t ll_off;      /* byte offset of the LL area (two halves) */
+  uint64_t ll_region;   /* bytes of one rank's LL region in one half */
+  uint64_t err;         /* symm_coll_error_t * (device view of pinned memory) */
+  uint64_t timeout_ns;  /* bound of every wait */
+  uint32_t sig;         /* signature: every rank must have the same */
+  uint32_t nonce;       /* per-scratch salt of the flags (same on every rank) */
+  int32_t rank, world, root;
+  int32_t esize;        /* bytes per element */
+  int32_t vec;          /* 1: all buffers and segment offsets 16-byte aligned */
+  int32_t kind;         /* SYMM_COLL_KERNEL_* */
+  int32_t channels;     /* symm_coll_channels(world): header slots per phase */
+} symm_coll_params_t;
+
+#endif /* SYMM_COLL_ABI_H */

@@ -1,0 +1,372 @@
+/*
+ * GPU tests of the native backend's collectives, run under the launcher:
+ *   SYMM_BACKEND=native symmem-run -n 2 -- symm-gpu-coll-tests [--quick]
+ *   SYMM_TIMEOUT_MS=3000 symmem-run -n 2 -- symm-gpu-coll-tests --timeout
+ * Every op x dtype x reduction against a host reference at odd sizes, the
+ * three all-reduce algorithms, in place and out of place, CUDA graph capture
+ * and replay, mismatched calls (SYMM_ERR_MISMATCH on every rank), and with
+ * --timeout a rank that never calls (SYMM_ERR_TIMEOUT, no hang).  Inputs are
+ * small integers, exact in every dtype, so results compare exactly whatever
+ * the order of reduction.  Each rank prints its failures; the exit status is
+ * non-zero if any check failed on this rank.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "symmem.h"
+
+typedef struct ctx {
+  symm_comm_t *comm;
+  int rank, size;
+  bool quick;
+  int failed, checks;
+  cudaStream_t stream;
+} ctx_t;
+
+#define FAIL(c, ...)                                                           \
+  do {                                                                         \
+    fprintf(stderr, "rank %d: FAIL line %d: ", (c)->rank, __LINE__);           \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fputc('\n', stderr);                                                       \
+    (c)->failed++;                                                             \
+  } while (0)
+#define EXPECT(c, call, want)                                                  \
+  do {                                                                         \
+    symm_result_t r_ = (call);                                                 \
+    (c)->checks++;                                                             \
+    if (r_ != (want))                                                          \
+      FAIL(c, "%s -> %s, expected %s (%s)", #call, symm_strerror(r_),          \
+           symm_strerror(want), symm_last_error());                            \
+  } while (0)
+#define CUDA(c, call)                                                          \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess) FAIL(c, "%s: %s", #call, cudaGetErrorString(e_));   \
+  } while (0)
+
+/* --------------------------------------------------- host-side values */
+
+/* Element i of rank r's input (salt varies per case): an integer in
+ * [-8, 8], exact in f32, bf16, f16 and i32. */
+static int value(int r, size_t i, int salt) {
+  return (int)((i * 7 + (size_t)r * 13 + (size_t)salt * 5) % 17) - 8;
+}
+
+static uint16_t f32_to_f16(float f) { /* exact for small integers */
+  if (f == 0) return 0;
+  uint16_t sign = f < 0 ? 0x8000 : 0;
+  int e;
+  float m = frexpf(fabsf(f), &e); /* |f| = m * 2^e, m in [0.5, 1) */
+  return (uint16_t)(sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((m * 2 - 1) * 1024));
+}
+static float f16_to_f32(uint16_t h) {
+  int e = (h >> 10) & 31, frac = h & 1023;
+  float v = e == 0 ? ldexpf((float)frac, -24) : ldexpf(1.0f + frac / 1024.0f, e - 15);
+  return (h & 0x8000) ? -v : v;
+}
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+static float bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void put(symm_dtype_t dt, void *buf, size_t i, int v) {
+  switch (dt) {
+    case SYMM_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
+    case SYMM_DTYPE_BF16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
+    case SYMM_DTYPE_F16: ((uint16_t *)buf)[i] = f32_to_f16((float)v); break;
+    default: ((int32_t *)buf)[i] = v; break;
+  }
+}
+static double get(symm_dtype_t dt, const void *buf, size_t i) {
+  switch (dt) {
+    case SYMM_DTYPE_F32: return ((const float *)buf)[i];
+    case SYMM_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)buf)[i]);
+    case SYMM_DTYPE_F16: return f16_to_f32(((const uint16_t *)buf)[i]);
+    default: return ((const int32_t *)buf)[i];
+  }
+}
+
+static int reduce_ref(symm_redop_t op, int world, size_t i, int salt, int seg_of) {
+  /* seg_of >= 0: element i of the segment, as in reduce-scatter */
+  int acc = 0;
+  for (int r = 0; r < world; r++) {
+    int v = value(r, i, salt);
+    (void)seg_of;
+    acc = r == 0 ? v : op == SYMM_REDUCE_SUM ? acc + v : op == SYMM_REDUCE_MIN ? (v < acc ? v : acc)
+                                                                             : (v > acc ? v : acc);
+  }
+  return acc;
+}
+
+/* ------------------------------------------------------------- cases */
+
+typedef enum { K_AR, K_RS, K_AG, K_BC, K_A2A } kind_t;
+static const char *const kind_names[] = {"all_reduce", "reduce_scatter", "all_gather",
+                                         "broadcast", "all_to_all"};
+
+/* Runs one collective on device buffers made from the host reference and
+ * compares the result on the host.  Returns the number of wrong elements. */
+static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, size_t n,
+                       bool in_place, int salt) {
+  const int W = c->size, R = c->rank, root = W - 1;
+  const size_t es = symm_dtype_size(dt);
+  size_t send_n = (kind == K_RS || kind == K_A2A) ? n * W : n;
+  size_t recv_n = (kind == K_AG || kind == K_A2A) ? n * W : n;
+  size_t buf_n = send_n > recv_n ? send_n : recv_n;
+  char *h = malloc(buf_n * es), *out = malloc(buf_n * es);
+  void *dsend = NULL, *drecv = NULL;
+  size_t wrong = 0;
+  if (!h || !out) {
+    FAIL(c, "malloc");
+    goto done;
+  }
+  /* Input: global index g of this rank's send buffer holds value(R, g). */
+  for (size_t i = 0; i < send_n; i++) put(dt, h, i, value(R, i, salt));
+  CUDA(c, cudaMalloc(&dsend, buf_n * es));
+  if (!in_place) CUDA(c, cudaMalloc(&drecv, buf_n * es));
+  if (!dsend || (!in_place && !drecv)) goto done;
+  if (in_place) drecv = dsend;
+  CUDA(c, cudaMemset(drecv, 0x7f, buf_n * es));
+  if (kind == K_AG && in_place) {
+    /* In-place all-gather: this rank's part already sits at rank * n. */
+    CUDA(c, cudaMemcpy((char *)dsend + (size_t)R * n * es, h, n * es, cudaMemcpyHostToDevice));
+  } else {
+    CUDA(c, cudaMemcpy(dsend, h, send_n * es, cudaMemcpyHostToDevice));
+  }
+  const void *sb = kind == K_AG && in_place ? (char *)dsend + (size_t)R * n * es : dsend;
+  symm_result_t res = SYMM_ERR_INTERNAL;
+  switch (kind) {
+    case K_AR: res = symm_all_reduce(c->comm, sb, drecv, n, dt, op, c->stream); break;
+    case K_RS: res = symm_reduce_scatter(c->comm, sb, drecv, n, dt, op, c->stream); break;
+    case K_AG: res = symm_all_gather(c->comm, sb, drecv, n, dt, c->stream); break;
+    case K_BC: res = symm_broadcast(c->comm, sb, drecv, n, dt, root, c->stream); break;
+    case K_A2A: res = symm_all_to_all(c->comm, sb, drecv, n, dt, c->stream); break;
+  }
+  c->checks++;
+  if (res != SYMM_SUCCESS) FAIL(c, "%s: %s", kind_names[kind], symm_last_error());
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+  CUDA(c, cudaMemcpy(out, drecv, recv_n * es, cudaMemcpyDeviceToHost));
+  size_t first = (size_t)-1;
+  for (size_t i = 0; i < recv_n; i++) {
+    int want;
+    switch (kind) {
+      case K_AR: want = reduce_ref(op, W, i, salt, -1); break;
+      case K_RS: want = reduce_ref(op, W, (size_t)R * n + i, salt, R); break;
+      case K_AG: want = value((int)(i / n), i % n, salt); break;
+      case K_BC: want = value(root, i, salt); break;
+      default: want = value((int)(i / n), (size_t)R * n + i % n, salt); break;
+    }
+    if (get(dt, out, i) != (double)want) {
+      if (first == (size_t)-1) first = i;
+      wrong++;
+    }
+  }
+  if (wrong)
+    FAIL(c, "%s %s %s n=%zu %s: %zu of %zu wrong (first at %zu: %g)", kind_names[kind],
+         symm_dtype_name(dt), symm_redop_name(op), n, in_place ? "in place" : "out of place",
+         wrong, recv_n, first, get(dt, out, first));
+done:
+  cudaFree(dsend);
+  if (!in_place) cudaFree(drecv);
+  free(h);
+  free(out);
+  return wrong;
+}
+
+static const symm_dtype_t reducible[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16,
+                                         SYMM_DTYPE_I32};
+
+/* Every op x dtype x reduction x size, all-reduce under each algorithm. */
+static void test_ops(ctx_t *c) {
+  size_t sizes[] = {1, 7, 1003, ((size_t)1 << 20) + 5, ((size_t)3 << 20) + 1};
+  int nsizes = c->quick ? 3 : 5;
+  symm_algo_t algos[] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT, SYMM_ALGO_AUTO};
+  int salt = 0;
+  for (int s = 0; s < nsizes; s++)
+    for (int d = 0; d < 4; d++)
+      for (int op = 0; op < SYMM_REDUCE_COUNT_; op++)
+        for (int ip = 0; ip < 2; ip++) {
+          bool big = sizes[s] > 4096;
+          if (big && (op != SYMM_REDUCE_SUM || d == 3)) continue; /* keep large cases few */
+          for (int a = 0; a < 4; a++) {
+            symm_comm_set_allreduce_algo(c->comm, algos[a]);
+            run_case(c, K_AR, reducible[d], (symm_redop_t)op, sizes[s], ip, ++salt);
+          }
+          symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
+          run_case(c, K_RS, reducible[d], (symm_redop_t)op, sizes[s], ip, ++salt);
+          if (op == SYMM_REDUCE_SUM) {
+            run_case(c, K_AG, reducible[d], op, sizes[s], ip, ++salt);
+            run_case(c, K_BC, reducible[d], op, sizes[s], ip, ++salt);
+            run_case(c, K_A2A, reducible[d], op, sizes[s], ip, ++salt);
+          }
+        }
+  /* Copies of a dtype that cannot be reduced (bytes). */
+  run_case(c, K_AG, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, 5, false, ++salt);
+  symm_comm_barrier(c->comm);
+}
+
+/* Collectives captured in a CUDA graph replay correctly several times:
+ * the kernels carry no host-side sequence number. */
+static void test_graph(ctx_t *c) {
+  const size_t n = 4099;
+  const int W = c->size;
+  EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
+  float *in = NULL, *ar[3] = {NULL, NULL, NULL}, *ag = NULL;
+  CUDA(c, cudaMalloc((void **)&in, n * sizeof(float)));
+  for (int a = 0; a < 3; a++) CUDA(c, cudaMalloc((void **)&ar[a], n * sizeof(float)));
+  CUDA(c, cudaMalloc((void **)&ag, n * W * sizeof(float)));
+  float *h = malloc(n * W * sizeof(float));
+  symm_algo_t algos[3] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  CUDA(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+  for (int a = 0; a < 3; a++) {
+    symm_comm_set_allreduce_algo(c->comm, algos[a]);
+    EXPECT(c, symm_all_reduce(c->comm, in, ar[a], n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
+           SYMM_SUCCESS);
+  }
+  symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
+  EXPECT(c, symm_all_gather(c->comm, in, ag, n, SYMM_DTYPE_F32, c->stream), SYMM_SUCCESS);
+  CUDA(c, cudaStreamEndCapture(c->stream, &graph));
+  if (graph) CUDA(c, cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; exec && h && rep < 5; rep++) {
+    for (size_t i = 0; i < n; i++) h[i] = (float)value(c->rank, i, 100 + rep);
+    CUDA(c, cudaMemcpy(in, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA(c, cudaGraphLaunch(exec, c->stream));
+    CUDA(c, cudaStreamSynchronize(c->stream));
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+    for (int a = 0; a < 3; a++) {
+      CUDA(c, cudaMemcpy(h, ar[a], n * sizeof(float), cudaMemcpyDeviceToHost));
+      size_t bad = 0;
+      for (size_t i = 0; i < n; i++)
+        bad += h[i] != (float)reduce_ref(SYMM_REDUCE_SUM, W, i, 100 + rep, -1);
+      if (bad) FAIL(c, "graph replay %d, %s: %zu wrong", rep, symm_algo_name(algos[a]), bad);
+    }
+    CUDA(c, cudaMemcpy(h, ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n * W; i++) bad += h[i] != (float)value((int)(i / n), i % n, 100 + rep);
+    if (bad) FAIL(c, "graph replay %d, all_gather: %zu wrong", rep, bad);
+    /* The ranks must not start the next replay before every rank has
+     * rewritten its input: the graph reads it. */
+    symm_comm_barrier(c->comm);
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaFree(in);
+  for (int a = 0; a < 3; a++) cudaFree(ar[a]);
+  cudaFree(ag);
+  free(h);
+  symm_comm_barrier(c->comm);
+}
+
+/* Ranks enqueue different collectives: every rank sees SYMM_ERR_MISMATCH,
+ * none hangs, and the next matching collective works. */
+static void test_mismatch(ctx_t *c) {
+  const size_t n = 1000;
+  float *a = NULL, *b = NULL;
+  CUDA(c, cudaMalloc((void **)&a, (n + 1) * c->size * sizeof(float)));
+  CUDA(c, cudaMalloc((void **)&b, (n + 1) * c->size * sizeof(float)));
+  CUDA(c, cudaMemset(a, 0, (n + 1) * c->size * sizeof(float)));
+  EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
+  symm_algo_t algos[3] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+  for (int k = 0; k < 3; k++) {
+    symm_comm_set_allreduce_algo(c->comm, algos[k]);
+    /* Count differs on rank 0. */
+    EXPECT(c, symm_all_reduce(c->comm, a, b, c->rank == 0 ? n + 1 : n, SYMM_DTYPE_F32,
+                              SYMM_REDUCE_SUM, c->stream), SYMM_SUCCESS);
+    CUDA(c, cudaStreamSynchronize(c->stream));
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS); /* reading cleared it */
+    symm_comm_barrier(c->comm);
+  }
+  symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
+  /* Kind differs on rank 0 (all-gather against all-reduce). */
+  if (c->rank == 0)
+    EXPECT(c, symm_all_gather(c->comm, a, b, n, SYMM_DTYPE_F32, c->stream), SYMM_SUCCESS);
+  else
+    EXPECT(c, symm_all_reduce(c->comm, a, b, n, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, c->stream),
+           SYMM_SUCCESS);
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+  symm_comm_barrier(c->comm);
+  /* The communicator still works. */
+  if (run_case(c, K_AR, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 777, false, 4242) == 0)
+    run_case(c, K_AG, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, 777, false, 4243);
+  cudaFree(a);
+  cudaFree(b);
+  symm_comm_barrier(c->comm);
+}
+
+/* --timeout: the last rank never calls; the others get SYMM_ERR_TIMEOUT
+ * from the device within about SYMM_TIMEOUT_MS instead of hanging. */
+static void test_timeout(ctx_t *c) {
+  const size_t n = 4096;
+  float *a = NULL;
+  CUDA(c, cudaMalloc((void **)&a, n * sizeof(float)));
+  EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
+  int tmo = symm_comm_timeout_ms(c->comm);
+  if (c->rank != c->size - 1) {
+    EXPECT(c, symm_all_reduce(c->comm, a, a, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
+           SYMM_SUCCESS);
+    CUDA(c, cudaStreamSynchronize(c->stream));
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_TIMEOUT);
+    printf("rank %d: timeout reported: %s\n", c->rank, symm_last_error());
+  } else {
+    usleep((useconds_t)tmo * 1500); /* arrive at the barrier after the others time out */
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+  }
+  symm_comm_barrier(c->comm);
+  cudaFree(a);
+}
+
+int main(int argc, char **argv) {
+  ctx_t c = {0};
+  bool timeout_only = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) c.quick = true;
+    else if (strcmp(argv[i], "--timeout") == 0) timeout_only = true;
+    else {
+      fprintf(stderr, "usage: %s [--quick | --timeout]\n", argv[0]);
+      return 2;
+    }
+  }
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.backend = SYMM_BACKEND_NATIVE;
+  if (symm_comm_init(&cfg, &c.comm) != SYMM_SUCCESS) {
+    fprintf(stderr, "symm_comm_init: %s\n", symm_last_error());
+    return 1;
+  }
+  c.rank = symm_comm_rank(c.comm);
+  c.size = symm_comm_size(c.comm);
+  cudaSetDevice(symm_comm_device(c.comm));
+  cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking);
+  if (timeout_only) {
+    test_timeout(&c);
+  } else {
+    struct { const char *name; void (*fn)(ctx_t *); } tests[] = {
+        {"ops", test_ops}, {"graph", test_graph}, {"mismatch", test_mismatch}};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+      int before = c.failed;
+      tests[i].fn(&c);
+      printf("rank %d: %-10s %s\n", c.rank, tests[i].name, c.failed == before ? "ok" : "FAIL");
+      fflush(stdout);
+    }
+  }
+  printf("rank %d: %d checks, %d failed\n", c.rank, c.checks, c.failed);
+  cudaStreamDestroy(c.stream);
+  symm_comm_destroy(c.comm);
+  return c.failed ? 1 : 0;
+}

@@ -1,0 +1,10 @@
+/* symmem-bench (tests/test-bench.c), on the host backend. */
+TEST_ENTRY(bench_table, 120)
+TEST_ENTRY(bench_csv, 120)
+TEST_ENTRY(bench_json, 120)
+TEST_ENTRY(bench_sizes, 120)
+TEST_ENTRY(bench_collectives, 300)
+TEST_ENTRY(bench_detects_wrong, 120)
+TEST_ENTRY(bench_usage, 60)
+TEST_ENTRY(bench_graph_host, 60)
+TEST_ENTRY(bench_plot, 120)

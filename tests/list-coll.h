@@ -1,0 +1,12 @@
+/* Collectives on the host backend (tests/test-coll.c). */
+TEST_ENTRY(coll_ops_2, 60)
+TEST_ENTRY(coll_ops_3, 60)
+TEST_ENTRY(coll_ops_4, 90)
+TEST_ENTRY(coll_ops_5, 90)
+TEST_ENTRY(coll_ops_8, 120)
+TEST_ENTRY(coll_back_to_back, 60)
+TEST_ENTRY(coll_rounding, 30)
+TEST_ENTRY(coll_mismatch_count, 30)
+TEST_ENTRY(coll_mismatch_kind, 30)
+TEST_ENTRY(coll_timeout, 30)
+TEST_ENTRY(coll_bad_args, 30)

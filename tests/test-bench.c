@@ -1,0 +1,363 @@
+/* Tests of symmem-bench: run under symmem-run on the host backend the way
+ * people run it, and read its table, CSV and JSON the way scripts do. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define OUT_CAP (256 * 1024)
+#define MAX_ROWS 64
+
+typedef struct table_row {
+  size_t bytes, count;
+  char type[16], op[16];
+  double time_us, algbw, busbw;
+  char wrong[16];
+} table_row_t;
+
+/* Runs a shell command built from fmt, prints it with its output, returns
+ * the exit status. */
+static int run_fmt(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_fmt(char *out, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  ASSERT_LT(n, (int)sizeof cmd);
+  int rc = test_run_command(cmd, out, OUT_CAP);
+  printf("$ %s\n-> %d\n%s\n", cmd, rc, out);
+  return rc;
+}
+
+/* symmem-bench under symmem-run with `ranks` host ranks and ARGS. */
+static int run_bench(char *out, int ranks, const char *args) {
+  struct stat st;
+  if (stat(test_tool_path("symmem-bench"), &st) != 0)
+    TEST_FAIL_("%s is not built", test_tool_path("symmem-bench"));
+  return run_fmt(out, "env SYMM_BACKEND=host %s -n %d -- %s %s", test_tool_path("symmem-run"),
+                 ranks, test_tool_path("symmem-bench"), args);
+}
+
+static int count_occurrences(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* The data rows of a table: lines that start with blanks and a number. */
+static int parse_table(const char *out, table_row_t *rows, int max) {
+  int n = 0;
+  for (const char *line = out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    const char *p = line;
+    while (*p == ' ') p++;
+    if (p == line || *p < '0' || *p > '9') continue;
+    ASSERT_LT(n, max);
+    table_row_t *r = &rows[n];
+    int got = sscanf(line, "%zu %zu %15s %15s %lf %lf %lf %15s", &r->bytes, &r->count, r->type,
+                     r->op, &r->time_us, &r->algbw, &r->busbw, r->wrong);
+    if (got != 8) TEST_FAIL_("table row does not parse (%d fields): %.120s", got, line);
+    n++;
+  }
+  return n;
+}
+
+static void assert_table_header(const char *out) {
+  static const char *const columns[] = {"size(B)", "count(elems)", "type", "op", "time(us)",
+                                        "algbw(GB/s)", "busbw(GB/s)", "#wrong"};
+  const char *head = strstr(out, "#      size(B)");
+  ASSERT(head != NULL);
+  const char *end = strchr(head, '\n');
+  ASSERT(end != NULL);
+  const char *p = head;
+  for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
+    const char *c = strstr(p, columns[i]);
+    if (!c || c > end) TEST_FAIL_("column %s missing or out of order", columns[i]);
+    p = c + strlen(columns[i]);
+  }
+  ASSERT_STR_CONTAINS(out, "#  backend: host  ranks: ");
+  ASSERT_STR_CONTAINS(out, "devices: cpu");
+  ASSERT_STR_CONTAINS(out, "#  collective: ");
+  ASSERT_STR_CONTAINS(out, "#  iterations: ");
+  ASSERT_STR_CONTAINS(out, "# nccl: not used (host backend)");
+}
+
+/* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
+static void assert_json_shape(const char *s) {
+  int depth = 0;
+  bool in_string = false;
+  while (*s == ' ' || *s == '\n') s++;
+  ASSERT_EQ(*s, '{');
+  for (; *s; s++) {
+    if (in_string) {
+      if (*s == '\\') s++;
+      else if (*s == '"') in_string = false;
+      else ASSERT((unsigned char)*s >= 0x20);
+    } else if (*s == '"') {
+      in_string = true;
+    } else if (*s == '{' || *s == '[') {
+      depth++;
+    } else if (*s == '}' || *s == ']') {
+      ASSERT_GT(depth, 0);
+      if (--depth == 0) break;
+    }
+  }
+  ASSERT_EQ(depth, 0);
+  ASSERT(!in_string);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+TEST_IMPL(bench_table) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_bench(out, 2, "-b 8 -e 64K -f 8 -c 1");
+  ASSERT_EQ(rc, 0);
+  assert_table_header(out);
+  ASSERT_STR_CONTAINS(out, "#  backend: host  ranks: 2  devices: cpu,cpu");
+  ASSERT_STR_CONTAINS(out, "collective: all_reduce  dtype: f32  op: sum  algo: auto");
+  table_row_t rows[MAX_ROWS];
+  int n = parse_table(out, rows, MAX_ROWS);
+  static const size_t sizes[] = {8, 64, 512, 4096, 32768};
+  ASSERT_EQ(n, 5);
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(rows[i].bytes, sizes[i]);
+    ASSERT_EQ(rows[i].count, sizes[i] / 4);
+    ASSERT(strcmp(rows[i].type, "f32") == 0);
+    ASSERT(strcmp(rows[i].op, "sum") == 0);
+    ASSERT_STR_CONTAINS(rows[i].wrong, "0");
+    ASSERT_EQ(strlen(rows[i].wrong), 1);
+    ASSERT(rows[i].time_us > 0);
+    /* 2 ranks: busbw = algbw * 2(n-1)/n = algbw. */
+    ASSERT(rows[i].busbw <= rows[i].algbw * 1.001 + 0.001);
+    ASSERT(rows[i].busbw >= rows[i].algbw * 0.999 - 0.001);
+  }
+  ASSERT_STR_CONTAINS(out, "# Out of bounds values : 0 OK");
+  ASSERT_STR_CONTAINS(out, "# Avg bus bandwidth    : ");
+  /* -c 0: nothing checked, said so. */
+  rc = run_bench(out, 2, "-b 1K -e 1K -c 0 -n 3 -w 1");
+  ASSERT_EQ(rc, 0);
+  n = parse_table(out, rows, MAX_ROWS);
+  ASSERT_EQ(n, 1);
+  ASSERT(strcmp(rows[0].wrong, "N/A") == 0);
+  ASSERT_STR_CONTAINS(out, "# Out of bounds values : N/A");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_csv) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_bench(out, 2, "-b 8 -e 64K -f 8 -c 1 --csv");
+  ASSERT_EQ(rc, 0);
+  const char *head = strstr(out, "collective,backend,ranks,inplace,size_bytes,count,type,op,"
+                                 "time_us,algbw_gbps,busbw_gbps,wrong,nccl_time_us,ratio\n");
+  ASSERT(head != NULL);
+  ASSERT(strstr(out, "# ") == NULL); /* machine output only */
+  static const size_t sizes[] = {8, 64, 512, 4096, 32768};
+  const char *line = strchr(head, '\n') + 1;
+  for (int i = 0; i < 5; i++) {
+    const char *end = strchr(line, '\n');
+    ASSERT(end != NULL);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s", (int)(end - line), line);
+    int commas = 0;
+    for (const char *p = buf; *p; p++) commas += *p == ',';
+    ASSERT_EQ(commas, 13);
+    char coll[32], backend[16], type[16], op[16];
+    int ranks, inplace;
+    size_t bytes, count;
+    double time_us, algbw, busbw;
+    long long wrong;
+    int got = sscanf(buf, "%31[^,],%15[^,],%d,%d,%zu,%zu,%15[^,],%15[^,],%lf,%lf,%lf,%lld", coll,
+                     backend, &ranks, &inplace, &bytes, &count, type, op, &time_us, &algbw,
+                     &busbw, &wrong);
+    ASSERT_EQ(got, 12);
+    ASSERT(strcmp(coll, "all_reduce") == 0);
+    ASSERT(strcmp(backend, "host") == 0);
+    ASSERT_EQ(ranks, 2);
+    ASSERT_EQ(inplace, 1);
+    ASSERT_EQ(bytes, sizes[i]);
+    ASSERT_EQ(count, sizes[i] / 4);
+    ASSERT_EQ(wrong, 0);
+    ASSERT(time_us > 0);
+    ASSERT(strcmp(buf + strlen(buf) - 2, ",,") == 0); /* no NCCL on the host backend */
+    line = end + 1;
+  }
+  ASSERT_EQ(count_occurrences(out, "\nall_reduce,host,"), 5); /* one row per size */
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_json) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_bench(out, 2, "-b 8 -e 64K -f 8 -c 1 --json");
+  ASSERT_EQ(rc, 0);
+  const char *json = strstr(out, "{\"tool\":\"symmem-bench\"");
+  ASSERT(json != NULL);
+  assert_json_shape(json);
+  ASSERT_STR_CONTAINS(json, "\"config\":{\"backend\":\"host\",\"ranks\":2,\"devices\":[-1,-1],"
+                            "\"collective\":\"all_reduce\",\"dtype\":\"f32\",\"op\":\"sum\"");
+  ASSERT_STR_CONTAINS(json, "\"nccl\":{\"used\":false,\"reason\":\"host backend\"}");
+  ASSERT_EQ(count_occurrences(json, "{\"size_bytes\":"), 5);
+  ASSERT_EQ(count_occurrences(json, "\"wrong\":0,"), 5);
+  ASSERT_STR_CONTAINS(json, "{\"size_bytes\":32768,\"count\":8192,\"type\":\"f32\"");
+  ASSERT_EQ(count_occurrences(json, "\"nccl_time_us\":null,\"ratio\":null"), 5);
+  ASSERT_STR_CONTAINS(json, "\"out_of_bounds\":0,\"avg_busbw_gbps\":");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_sizes) {
+  char *out = malloc(OUT_CAP);
+  table_row_t rows[MAX_ROWS];
+  /* Suffixes, and the factor. */
+  int rc = run_bench(out, 2, "-b 1K -e 4K -f 2 -n 2 -w 1");
+  ASSERT_EQ(rc, 0);
+  int n = parse_table(out, rows, MAX_ROWS);
+  ASSERT_EQ(n, 3);
+  ASSERT_EQ(rows[0].bytes, 1024);
+  ASSERT_EQ(rows[1].bytes, 2048);
+  ASSERT_EQ(rows[2].bytes, 4096);
+  /* nccl-tests sizes of gathers: the whole result, split over the ranks, at
+   * least one element each; sizes that round alike are printed once. */
+  rc = run_bench(out, 3, "--coll all_gather -b 4 -e 64 -f 2 -n 2 -w 1");
+  ASSERT_EQ(rc, 0);
+  n = parse_table(out, rows, MAX_ROWS);
+  static const size_t gather_sizes[] = {12, 24, 60}; /* 64 B: 16 elements, 5 each */
+  ASSERT_EQ(n, 3);
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(rows[i].bytes, gather_sizes[i]);
+    ASSERT_EQ(rows[i].count, gather_sizes[i] / 4);
+    ASSERT(strcmp(rows[i].op, "none") == 0);
+    /* 3 ranks: busbw = algbw * 2/3. */
+    ASSERT(rows[i].busbw <= rows[i].algbw * 0.667 + 0.001);
+  }
+  free(out);
+  return 0;
+}
+
+/* Every collective, in and out of place, several dtypes and ops, odd
+ * counts, 2 and 3 ranks: each checked value must be right. */
+TEST_IMPL(bench_collectives) {
+  static const struct { int ranks; const char *args; } cases[] = {
+      {2, "--coll all_reduce --dtype f32 --op sum --inplace 0"},
+      {3, "--coll all_reduce --dtype bf16 --op sum --inplace 1"},
+      {3, "--coll all_reduce --dtype f16 --op min --inplace 0"},
+      {2, "--coll all_reduce --dtype i32 --op max --inplace 1"},
+      {3, "--coll all_reduce --dtype f32 --algo one_shot"},
+      {3, "--coll all_reduce --dtype f32 --algo two_shot --inplace 0"},
+      {3, "--coll all_gather --dtype u8 --inplace 1"},
+      {3, "--coll all_gather --dtype f64 --inplace 0"},
+      {3, "--coll reduce_scatter --dtype f32 --op sum --inplace 1"},
+      {2, "--coll reduce_scatter --dtype bf16 --op max --inplace 0"},
+      {3, "--coll broadcast --dtype i16 --root 1 --inplace 1"},
+      {3, "--coll broadcast --dtype f32 --root 2 --inplace 0"},
+      {3, "--coll all_to_all --dtype i64 --inplace 0"},
+      {2, "--coll all_to_all --dtype f16 --inplace 1"},
+  };
+  char *out = malloc(OUT_CAP);
+  char args[512];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    /* 12, 60, 300, 1500 and 7500 bytes: counts that are not multiples of
+     * anything convenient. */
+    snprintf(args, sizeof args, "%s -b 12 -e 8K -f 5 -n 2 -w 1 -c 1", cases[i].args);
+    int rc = run_bench(out, cases[i].ranks, args);
+    ASSERT_EQ(rc, 0);
+    table_row_t rows[MAX_ROWS];
+    int n = parse_table(out, rows, MAX_ROWS);
+    ASSERT_GE(n, 4);
+    for (int r = 0; r < n; r++) ASSERT(strcmp(rows[r].wrong, "0") == 0);
+    ASSERT_STR_CONTAINS(out, "# Out of bounds values : 0 OK");
+  }
+  free(out);
+  return 0;
+}
+
+/* The check must see wrong values: corrupted ones are counted, the footer
+ * says FAILED and the exit status is 1. */
+TEST_IMPL(bench_detects_wrong) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_bench(out, 2, "-b 64 -e 4K -f 8 -n 2 -w 1 --inject-errors 3");
+  ASSERT_EQ(rc, 1);
+  table_row_t rows[MAX_ROWS];
+  int n = parse_table(out, rows, MAX_ROWS);
+  ASSERT_EQ(n, 3);
+  for (int i = 0; i < n; i++) ASSERT(strcmp(rows[i].wrong, "3") == 0);
+  ASSERT_STR_CONTAINS(out, "# Out of bounds values : 9 FAILED");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_usage) {
+  char *out = malloc(OUT_CAP);
+  static const char *const bad[] = {
+      "--bogus",          "-b",                 "-b abc",          "-b 0",
+      "-e 1X",            "-f 1",               "-f x",            "-n 0",
+      "-w -1",            "-c 2",               "--coll nope",     "--op avg",
+      "--dtype f128",     "--algo fast",        "--inplace 2",     "--root x",
+      "--nccl 3",         "-b 1M -e 1K",        "--csv --json",    "extra",
+      "--coll reduce_scatter --dtype u8",       "--plot ''",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = run_fmt(out, "%s %s", test_tool_path("symmem-bench"), bad[i]);
+    ASSERT_EQ(rc, 2);
+    ASSERT_STR_CONTAINS(out, "usage: symmem-bench");
+    ASSERT_STR_CONTAINS(out, "symmem-bench: "); /* a message saying what is wrong */
+  }
+  int rc = run_fmt(out, "%s --help", test_tool_path("symmem-bench"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "usage: symmem-bench");
+  ASSERT_STR_CONTAINS(out, "--stepfactor");
+  /* A root outside the job is a usage error too, found once ranks exist. */
+  rc = run_bench(out, 2, "--coll broadcast --root 2 -b 8 -e 8");
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "--root 2 is not a rank of this 2-rank job");
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_graph_host) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_bench(out, 2, "--graph -b 8 -e 8");
+  ASSERT_EQ(rc, 1);
+  ASSERT_STR_CONTAINS(out, "--graph captures calls in a CUDA graph, which needs a GPU backend");
+  ASSERT(strstr(out, "size(B)") == NULL); /* refused before timing anything */
+  free(out);
+  return 0;
+}
+
+TEST_IMPL(bench_plot) {
+  char *out = malloc(OUT_CAP);
+  char dir[] = "/tmp/symm-bench-XXXXXX", png[128], args[256];
+  ASSERT(mkdtemp(dir) != NULL);
+  snprintf(png, sizeof png, "%s/plot.png", dir);
+  snprintf(args, sizeof args, "-b 8 -e 4K -f 8 -n 2 -w 1 --plot %s", png);
+  /* Without gnuplot: the table, then a clear error and status 1. */
+  int rc = run_fmt(out, "env PATH=/nonexistent SYMM_BACKEND=host %s -n 2 -- %s %s",
+                   test_tool_path("symmem-run"), test_tool_path("symmem-bench"), args);
+  ASSERT_EQ(rc, 1);
+  ASSERT_STR_CONTAINS(out, "# Avg bus bandwidth");
+  ASSERT_STR_CONTAINS(out, "--plot needs gnuplot, which is not in PATH");
+  ASSERT(access(png, F_OK) != 0);
+  rc = run_fmt(out, "command -v gnuplot");
+  if (rc != 0) {
+    rmdir(dir);
+    free(out);
+    printf("SKIP: gnuplot is not installed; only the error path was tested\n");
+    return TEST_SKIP;
+  }
+  rc = run_bench(out, 2, args);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "# plot: ");
+  FILE *f = fopen(png, "rb");
+  ASSERT(f != NULL);
+  unsigned char magic[8] = {0};
+  ASSERT_EQ(fread(magic, 1, sizeof magic, f), 8);
+  fclose(f);
+  ASSERT(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+  unlink(png);
+  rmdir(dir);
+  free(out);
+  return 0;
+}

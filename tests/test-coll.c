@@ -1,0 +1,582 @@
+/* Collectives on the host backend, in real processes: every op x dtype x
+ * reduction against a reference computed here from deterministic per-rank
+ * data, at odd sizes and world sizes 2 to 8; buffers in ordinary memory, in
+ * place on a symmetric tensor, read in place from a symmetric tensor (zero
+ * copy) and mixed; rounding of f16/bf16; mismatched calls, a rank that
+ * never arrives, count 0 and bad arguments. */
+#include <math.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static symm_comm_t *init_comm(void) {
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  return comm;
+}
+
+/* ------------------------------------------------- reference arithmetic */
+/* Deliberately unlike the library's bit tricks: frexp/rint on doubles
+ * (the default rounding mode is to nearest, ties to even).  The test data
+ * stays in the normal range of both formats. */
+
+static float f32_of_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* Rounds a finite, non-zero normal value to `digits` significant bits. */
+static double round_digits(double v, int digits, int *exp2) {
+  int e;
+  double m = frexp(v, &e); /* v = m * 2^e, 0.5 <= |m| < 1 */
+  double q = rint(ldexp(m, digits));
+  *exp2 = e - digits;
+  return q;
+}
+
+static uint16_t ref_to_bf16(float f) {
+  if (isnan(f)) return 0x7fc0;
+  if (f == 0 || isinf(f)) return (uint16_t)(bits_of(f) >> 16);
+  int e;
+  double q = round_digits(f, 8, &e);
+  float r = (float)ldexp(q, e);
+  return (uint16_t)(bits_of(r) >> 16);
+}
+
+static float ref_from_bf16(uint16_t h) { return f32_of_bits((uint32_t)h << 16); }
+
+static uint16_t ref_to_f16(float f) {
+  uint16_t sign = signbit(f) ? 0x8000 : 0;
+  if (isnan(f)) return 0x7e00;
+  double a = fabs((double)f);
+  if (a == 0) return sign;
+  int e;
+  double q = round_digits(a, 11, &e); /* a ~ q * 2^e, 1024 <= q <= 2048 */
+  if (q == 2048) {
+    q = 1024;
+    e++;
+  }
+  int biased = e + 10 + 15;
+  if (biased >= 31) return sign | 0x7c00;
+  ASSERT(biased >= 1); /* no subnormals in the generated data */
+  return (uint16_t)(sign | (biased << 10) | ((int)q - 1024));
+}
+
+static float ref_from_f16(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (float)((h & 0x8000) ? -v : v);
+}
+
+/* ------------------------------------------------------------ test data */
+
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Rank `rank`'s n elements for the call with this salt. */
+static void gen(void *buf, symm_dtype_t dt, size_t n, int rank, uint64_t salt) {
+  size_t es = symm_dtype_size(dt);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t h = mix64(((uint64_t)rank << 48) ^ (i * 0x2545f4914f6cdd1dull) ^ salt);
+    char *p = (char *)buf + i * es;
+    if (dt == SYMM_DTYPE_F32) {
+      float v = (float)((int64_t)(h % 200001) - 100000) / 64.0f;
+      memcpy(p, &v, 4);
+    } else if (dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16) {
+      float v = (float)((int64_t)(h % 4001) - 2000) / 8.0f;
+      if (v == 0) v = 0.125f;
+      uint16_t u = dt == SYMM_DTYPE_BF16 ? ref_to_bf16(v) : ref_to_f16(v);
+      memcpy(p, &u, 2);
+    } else {
+      memcpy(p, &h, es); /* i32: the whole range, so that sums wrap */
+    }
+  }
+}
+
+static float load_f(const void *buf, symm_dtype_t dt, size_t i) {
+  uint16_t u;
+  float f;
+  switch (dt) {
+    case SYMM_DTYPE_F32: memcpy(&f, (const char *)buf + 4 * i, 4); return f;
+    case SYMM_DTYPE_BF16: memcpy(&u, (const char *)buf + 2 * i, 2); return ref_from_bf16(u);
+    default: memcpy(&u, (const char *)buf + 2 * i, 2); return ref_from_f16(u);
+  }
+}
+
+static void store_f(void *buf, symm_dtype_t dt, size_t i, float f) {
+  uint16_t u;
+  switch (dt) {
+    case SYMM_DTYPE_F32: memcpy((char *)buf + 4 * i, &f, 4); return;
+    case SYMM_DTYPE_BF16: u = ref_to_bf16(f); break;
+    default: u = ref_to_f16(f); break;
+  }
+  memcpy((char *)buf + 2 * i, &u, 2);
+}
+
+/* out[i] = in[0][first + i] op in[1][first + i] ..., in rank order. */
+static void ref_reduce(void *out, void **in, int w, size_t first, size_t n, symm_dtype_t dt,
+                       symm_redop_t op) {
+  for (size_t i = 0; i < n; i++) {
+    if (dt == SYMM_DTYPE_I32) {
+      int32_t acc;
+      memcpy(&acc, (char *)in[0] + 4 * (first + i), 4);
+      for (int r = 1; r < w; r++) {
+        int32_t v;
+        memcpy(&v, (char *)in[r] + 4 * (first + i), 4);
+        if (op == SYMM_REDUCE_SUM) acc = (int32_t)((uint32_t)acc + (uint32_t)v);
+        else if (op == SYMM_REDUCE_MIN) acc = v < acc ? v : acc;
+        else acc = v > acc ? v : acc;
+      }
+      memcpy((char *)out + 4 * i, &acc, 4);
+      continue;
+    }
+    float acc = load_f(in[0], dt, first + i);
+    for (int r = 1; r < w; r++) {
+      float v = load_f(in[r], dt, first + i);
+      if (op == SYMM_REDUCE_SUM) acc = acc + v;
+      else if (op == SYMM_REDUCE_MIN) acc = v < acc ? v : acc;
+      else acc = v > acc ? v : acc;
+    }
+    store_f(out, dt, i, acc);
+  }
+}
+
+/* ------------------------------------------------------- one checked call */
+
+typedef enum { P_MALLOC, P_IN_PLACE, P_SYMMETRIC, P_MIXED, P_COUNT } placement_t;
+static const char *const placement_names[P_COUNT] = {"malloc", "in place", "symmetric", "mixed"};
+
+typedef enum { K_ALL_REDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_BROADCAST, K_ALL_TO_ALL, K_COUNT } kind_t;
+static const char *const kind_names[K_COUNT] = {"all_reduce", "reduce_scatter", "all_gather",
+                                                "broadcast", "all_to_all"};
+
+typedef struct {
+  symm_comm_t *comm;
+  int rank, size;
+  symm_tensor_t *sym; /* u8 tensor, room for the largest call */
+  uint64_t salt;
+  int calls;
+} job_t;
+
+static size_t max_bytes(int w) { return (size_t)65539 * 8 * (size_t)w; }
+
+static symm_result_t call(job_t *j, kind_t k, const void *send, void *recv, size_t count,
+                          symm_dtype_t dt, symm_redop_t op, int root) {
+  switch (k) {
+    case K_ALL_REDUCE: return symm_all_reduce(j->comm, send, recv, count, dt, op, NULL);
+    case K_REDUCE_SCATTER: return symm_reduce_scatter(j->comm, send, recv, count, dt, op, NULL);
+    case K_ALL_GATHER: return symm_all_gather(j->comm, send, recv, count, dt, NULL);
+    case K_BROADCAST: return symm_broadcast(j->comm, send, recv, count, dt, root, NULL);
+    default: return symm_all_to_all(j->comm, send, recv, count, dt, NULL);
+  }
+}
+
+static void check_case(job_t *j, kind_t k, symm_dtype_t dt, symm_redop_t op, size_t count,
+                       placement_t pl, symm_algo_t algo) {
+  int w = j->size, me = j->rank;
+  size_t es = symm_dtype_size(dt);
+  size_t send_n = count * (k == K_REDUCE_SCATTER || k == K_ALL_TO_ALL ? (size_t)w : 1);
+  size_t recv_n = count * (k == K_ALL_GATHER || k == K_ALL_TO_ALL ? (size_t)w : 1);
+  int root = (int)(j->salt % (uint64_t)w);
+  uint64_t salt = ++j->salt * 0x100000001b3ull;
+  /* Offsets differ per rank (and are not 16-byte aligned on odd ranks). */
+  char *sym = (char *)symm_tensor_data(j->sym) + 8 * (size_t)(me + 1);
+  char *heap_send = malloc(send_n * es), *heap_recv = malloc(recv_n * es);
+  ASSERT(heap_send && heap_recv);
+  char *send = heap_send, *recv = heap_recv;
+  if (pl == P_IN_PLACE) {
+    send = recv = sym;
+    if (k == K_ALL_GATHER) send = sym + (size_t)me * count * es;    /* NCCL's in place */
+    if (k == K_REDUCE_SCATTER) recv = sym + (size_t)me * count * es;
+  } else if (pl == P_SYMMETRIC || (pl == P_MIXED && me == 0)) {
+    send = sym;
+  }
+  memset(recv, 0xab, recv_n * es);
+  bool sends = k != K_BROADCAST || me == root;
+  if (sends) gen(send, dt, send_n, me, salt);
+  /* A broadcast's non-root sendbuf is never read: NULL must do. */
+  const void *send_arg = !sends && pl == P_MALLOC ? NULL : send;
+  if (k == K_ALL_REDUCE) ASSERT_OK(symm_comm_set_allreduce_algo(j->comm, algo));
+
+  symm_result_t res = call(j, k, send_arg, recv, count, dt, op, root);
+  if (res != SYMM_SUCCESS)
+    TEST_FAIL_("rank %d: %s %s %s count %zu %s algo %s -> %s (%s)", me, kind_names[k],
+               symm_dtype_name(dt), symm_redop_name(op), count, placement_names[pl],
+               symm_algo_name(algo), symm_strerror(res), symm_last_error());
+
+  /* Everybody's data, then what this rank must have received. */
+  void **in = calloc((size_t)w, sizeof *in);
+  char *want = malloc(recv_n * es);
+  ASSERT(in && want);
+  for (int r = 0; r < w; r++) {
+    in[r] = malloc(send_n * es);
+    ASSERT(in[r]);
+    gen(in[r], dt, send_n, r, salt);
+  }
+  switch (k) {
+    case K_ALL_REDUCE: ref_reduce(want, in, w, 0, count, dt, op); break;
+    case K_REDUCE_SCATTER: ref_reduce(want, in, w, (size_t)me * count, count, dt, op); break;
+    case K_ALL_GATHER:
+      for (int r = 0; r < w; r++) memcpy(want + (size_t)r * count * es, in[r], count * es);
+      break;
+    case K_BROADCAST: memcpy(want, in[root], count * es); break;
+    default:
+      for (int r = 0; r < w; r++)
+        memcpy(want + (size_t)r * count * es, (char *)in[r] + (size_t)me * count * es,
+               count * es);
+  }
+  if (memcmp(recv, want, recv_n * es) != 0) {
+    size_t i = 0;
+    while (memcmp(recv + i * es, want + i * es, es) == 0) i++;
+    uint64_t got = 0, exp = 0;
+    memcpy(&got, recv + i * es, es < 8 ? es : 8);
+    memcpy(&exp, want + i * es, es < 8 ? es : 8);
+    TEST_FAIL_("rank %d/%d: %s %s %s count %zu (%s, algo %s, root %d): element %zu is 0x%llx, "
+               "want 0x%llx", me, w, kind_names[k], symm_dtype_name(dt), symm_redop_name(op),
+               count, placement_names[pl], symm_algo_name(algo), root, i,
+               (unsigned long long)got, (unsigned long long)exp);
+  }
+  for (int r = 0; r < w; r++) free(in[r]);
+  free(in);
+  free(want);
+  free(heap_send);
+  free(heap_recv);
+  j->calls++;
+}
+
+/* ------------------------------------------------------ the op matrix */
+
+typedef struct {
+  bool full;           /* every dtype and reduction; else a reduced set */
+  const char *scratch; /* SYMM_SCRATCH_BYTES for the ranks (NULL: default) */
+} ops_arg_t;
+
+static const size_t sizes[] = {1, 7, 1000, 65539};
+static const symm_dtype_t reduce_dtypes[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16,
+                                             SYMM_DTYPE_I32};
+static const symm_dtype_t move_dtypes[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16,
+                                           SYMM_DTYPE_I32, SYMM_DTYPE_I8, SYMM_DTYPE_F64};
+
+static int ops_rank(int rank, int size, void *arg) {
+  const ops_arg_t *oa = arg;
+  if (oa->scratch) setenv("SYMM_SCRATCH_BYTES", oa->scratch, 1);
+  job_t j = {init_comm(), rank, size, NULL, 0, 0};
+  int64_t n = (int64_t)(max_bytes(size) + 4096);
+  ASSERT_OK(symm_tensor_alloc(j.comm, &n, 1, SYMM_DTYPE_U8, &j.sym));
+  ASSERT_OK(symm_tensor_rendezvous(j.sym));
+
+  /* count 0: a successful no-op, collective all the same, NULL buffers ok. */
+  for (int k = 0; k < K_COUNT; k++) ASSERT_OK(call(&j, k, NULL, NULL, 0, SYMM_DTYPE_F32, 0, 0));
+
+  int nred = oa->full ? 4 : 2, nmove = oa->full ? 6 : 2;
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+    for (int pl = 0; pl < P_COUNT; pl++) {
+      for (int d = 0; d < nred; d++)
+        for (int op = 0; op < SYMM_REDUCE_COUNT_; op++) {
+          if (!oa->full && op == SYMM_REDUCE_MIN) continue;
+          check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_ONE_SHOT);
+          check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_TWO_SHOT);
+          check_case(&j, K_REDUCE_SCATTER, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_AUTO);
+        }
+      for (int d = 0; d < nmove; d++)
+        for (int k = K_ALL_GATHER; k < K_COUNT; k++)
+          check_case(&j, k, move_dtypes[d], SYMM_REDUCE_SUM, sizes[s], pl, SYMM_ALGO_AUTO);
+    }
+  /* LL and AUTO resolve to one of the two on the host. */
+  check_case(&j, K_ALL_REDUCE, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 1000, P_MALLOC, SYMM_ALGO_LL);
+  check_case(&j, K_ALL_REDUCE, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, 65539, P_IN_PLACE,
+             SYMM_ALGO_AUTO);
+  if (rank == 0) printf("%d ranks: %d collective calls checked\n", size, j.calls);
+  ASSERT_OK(symm_comm_barrier(j.comm));
+  symm_tensor_free(j.sym);
+  symm_comm_destroy(j.comm);
+  return 0;
+}
+
+static void run_ops(int n, bool full, const char *scratch) {
+  ops_arg_t oa = {full, scratch};
+  test_job_opts_t o = {120000, NULL, NULL, 20000, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(n, ops_rank, &oa, &o), 0);
+}
+
+TEST_IMPL(coll_ops_2) { run_ops(2, true, NULL); return 0; }
+/* A small scratch: calls grow it (collectively) as the sizes go up. */
+TEST_IMPL(coll_ops_3) { run_ops(3, true, "16K"); return 0; }
+TEST_IMPL(coll_ops_4) { run_ops(4, true, NULL); return 0; }
+TEST_IMPL(coll_ops_5) { run_ops(5, false, NULL); return 0; }
+TEST_IMPL(coll_ops_8) { run_ops(8, false, "64K"); return 0; }
+
+/* ---------------------- back to back: reuse of scratch halves and buffers */
+/* No barrier between calls, and every rank rewrites its buffer as soon as
+ * a call returns: a peer still reading it (or a half of the scratch reused
+ * too early) shows up as a wrong sum. */
+static int back_to_back_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  int64_t n = 100000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  int32_t *buf = symm_tensor_data(t), small[5];
+  int32_t *out = malloc(sizeof *out * (size_t)n);
+  ASSERT(out);
+  for (int it = 0; it < 3000; it++) {
+    /* Small: staged.  Large: zero copy, out of place (one-shot) and in
+     * place (two-shot). */
+    bool large = it >= 2700, one_shot = it % 2 == 0;
+    size_t count = large ? (size_t)n : 5;
+    int32_t *send = large ? buf : small;
+    int32_t *recv = large && one_shot ? out : send;
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, one_shot ? SYMM_ALGO_ONE_SHOT
+                                                          : SYMM_ALGO_TWO_SHOT));
+    for (size_t i = 0; i < count; i++) send[i] = it * 7 + rank * 3 + (int32_t)i;
+    ASSERT_OK(symm_all_reduce(comm, send, recv, count, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (size_t i = 0; i < count; i++) {
+      int32_t want = size * (it * 7 + (int32_t)i) + 3 * size * (size - 1) / 2;
+      if (recv[i] != want)
+        TEST_FAIL_("rank %d iteration %d element %zu: %d, want %d", rank, it, i, recv[i], want);
+    }
+  }
+  free(out);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_back_to_back) {
+  ASSERT_EQ(test_run_ranks(3, back_to_back_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------ rounding, wrap-around */
+
+typedef struct {
+  symm_dtype_t dt;
+  uint32_t a, b, want; /* bits; want 0xffffffff: NaN */
+} rounding_case_t;
+
+static const rounding_case_t rounding_cases[] = {
+    {SYMM_DTYPE_BF16, 0x3f80, 0x3b80, 0x3f80},     /* 1 + 2^-8: tie, to even (down) */
+    {SYMM_DTYPE_BF16, 0x3f81, 0x3b80, 0x3f82},     /* tie, to even (up) */
+    {SYMM_DTYPE_BF16, 0x3f80, 0x3bc0, 0x3f81},     /* above the tie */
+    {SYMM_DTYPE_BF16, 0xbf80, 0xbb80, 0xbf80},     /* negative tie */
+    {SYMM_DTYPE_BF16, 0x3f80, 0xbb00, 0x3f80},     /* 1 - 2^-9: tie below 1 */
+    {SYMM_DTYPE_BF16, 0x7f7f, 0x7f7f, 0x7f80},     /* overflow to Inf */
+    {SYMM_DTYPE_BF16, 0x7fc0, 0x3f80, 0xffffffff}, /* NaN stays NaN */
+    {SYMM_DTYPE_F16, 0x3c00, 0x1000, 0x3c00},      /* 1 + 2^-11: tie, to even */
+    {SYMM_DTYPE_F16, 0x3c01, 0x1000, 0x3c02},      /* tie, to even (up) */
+    {SYMM_DTYPE_F16, 0x7bff, 0x4c00, 0x7c00},      /* 65504 + 16: tie, to Inf */
+    {SYMM_DTYPE_F16, 0x7bff, 0x4800, 0x7bff},      /* 65504 + 8: below the tie */
+    {SYMM_DTYPE_F16, 0xfbff, 0xcc00, 0xfc00},      /* to -Inf */
+    {SYMM_DTYPE_F16, 0x0001, 0x0001, 0x0002},      /* subnormals */
+    {SYMM_DTYPE_F16, 0x0400, 0x8001, 0x03ff},      /* normal - subnormal */
+    {SYMM_DTYPE_F16, 0x0001, 0x8001, 0x0000},      /* exact zero */
+    {SYMM_DTYPE_F16, 0x7e00, 0x3c00, 0xffffffff},  /* NaN */
+    {SYMM_DTYPE_I32, 0x7fffffff, 1, 0x80000000},   /* wraps */
+    {SYMM_DTYPE_I32, 0x80000000, 0xffffffff, 0x7fffffff},
+};
+
+static int rounding_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  size_t ncase = sizeof rounding_cases / sizeof *rounding_cases;
+  for (int algo = SYMM_ALGO_ONE_SHOT; algo <= SYMM_ALGO_TWO_SHOT; algo++) {
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, algo));
+    for (size_t c = 0; c < ncase; c++) {
+      const rounding_case_t *rc = &rounding_cases[c];
+      /* 37 copies: the vector body and the scalar tail both see it. */
+      enum { N = 37 };
+      uint32_t in32[N], out32[N];
+      uint16_t in16[N], out16[N];
+      uint32_t mine = rank == 0 ? rc->a : rc->b;
+      bool wide = rc->dt == SYMM_DTYPE_I32;
+      for (int i = 0; i < N; i++) {
+        in32[i] = mine;
+        in16[i] = (uint16_t)mine;
+      }
+      ASSERT_OK(symm_all_reduce(comm, wide ? (void *)in32 : (void *)in16,
+                                wide ? (void *)out32 : (void *)out16, N, rc->dt,
+                                SYMM_REDUCE_SUM, NULL));
+      for (int i = 0; i < N; i++) {
+        uint32_t got = wide ? out32[i] : out16[i];
+        bool ok = rc->want != 0xffffffff ? got == rc->want
+                  : rc->dt == SYMM_DTYPE_BF16 ? isnan(ref_from_bf16((uint16_t)got))
+                                              : isnan(ref_from_f16((uint16_t)got));
+        if (!ok)
+          TEST_FAIL_("%s %s: 0x%x + 0x%x gave 0x%x at %d, want 0x%x", symm_algo_name(algo),
+                     symm_dtype_name(rc->dt), rc->a, rc->b, got, i, rc->want);
+      }
+    }
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_rounding) {
+  ASSERT_EQ(test_run_ranks(2, rounding_rank, NULL), 0);
+  return 0;
+}
+
+/* --------------------------------------------------------- mismatches */
+
+static void check_recovers(symm_comm_t *comm, int rank, int size) {
+  float x[3] = {(float)rank, 1, -2};
+  ASSERT_OK(symm_all_reduce(comm, x, x, 3, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_EQ((int)x[0], size * (size - 1) / 2);
+  ASSERT_EQ((int)x[1], size);
+  ASSERT_EQ((int)x[2], -2 * size);
+}
+
+static int mismatch_count_rank(int rank, int size, void *arg) {
+  setenv("SYMM_SCRATCH_BYTES", "64K", 1);
+  symm_comm_t *comm = init_comm();
+  float *buf = calloc(12000, sizeof *buf);
+  ASSERT(buf);
+  check_recovers(comm, rank, size); /* the scratch exists from here on */
+  size_t count = rank == 2 ? 1001 : 1000;
+  ASSERT_RES(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 called symm_all_reduce(count 1001, f32, sum)");
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 0 called symm_all_reduce(count 1000, f32, sum)");
+  check_recovers(comm, rank, size);
+  /* 12000 floats fit the 64 KiB scratch but not both halves of it: the rank
+   * that would grow it must not wander off into a rendezvous alone. */
+  count = rank == 1 ? 12000 : 1000;
+  ASSERT_RES(symm_reduce_scatter(comm, buf, buf, count / 3, SYMM_DTYPE_F32, SYMM_REDUCE_MAX,
+                                 NULL), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_reduce_scatter(count 4000");
+  check_recovers(comm, rank, size);
+  free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_mismatch_count) {
+  ASSERT_EQ(test_run_ranks(3, mismatch_count_rank, NULL), 0);
+  return 0;
+}
+
+static int mismatch_kind_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  float in[64] = {0}, out[128];
+  check_recovers(comm, rank, size);
+  /* Different collectives, same count and dtype. */
+  symm_result_t res = rank == 0
+      ? symm_all_reduce(comm, in, out, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL)
+      : symm_all_gather(comm, in, out, 64, SYMM_DTYPE_F32, NULL);
+  ASSERT_EQ(res, SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_all_gather(count 64, f32)");
+  check_recovers(comm, rank, size);
+  /* Different reductions. */
+  ASSERT_RES(symm_all_reduce(comm, in, out, 64, SYMM_DTYPE_F32,
+                             rank == 0 ? SYMM_REDUCE_SUM : SYMM_REDUCE_MAX, NULL),
+             SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "max");
+  /* Different dtypes. */
+  ASSERT_RES(symm_all_to_all(comm, in, out, 32, rank == 0 ? SYMM_DTYPE_F32 : SYMM_DTYPE_I32,
+                             NULL), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "i32");
+  /* Different roots. */
+  ASSERT_RES(symm_broadcast(comm, in, out, 64, SYMM_DTYPE_F32, rank, NULL), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "root 1");
+  /* count 0 against count 64: still a mismatch. */
+  ASSERT_RES(symm_all_reduce(comm, in, out, rank == 0 ? 0 : 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM,
+                             NULL), SYMM_ERR_MISMATCH);
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_mismatch_kind) {
+  ASSERT_EQ(test_run_ranks(2, mismatch_kind_rank, NULL), 0);
+  return 0;
+}
+
+/* ---------------------------------------------- a rank that never comes */
+
+enum { SHORT_TIMEOUT_MS = 1500 };
+
+static int absent_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  if (rank == size - 1) {
+    /* Stays alive but never calls, until the others have given up. */
+    usleep((SHORT_TIMEOUT_MS + 1500) * 1000);
+    symm_comm_destroy(comm);
+    return 0;
+  }
+  float x[16] = {0};
+  uint64_t start = test_now_ms();
+  ASSERT_RES(symm_all_reduce(comm, x, x, 16, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_TIMEOUT);
+  uint64_t took = test_now_ms() - start;
+  char want[32];
+  snprintf(want, sizeof want, "rank %d", size - 1);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  ASSERT_GE(took, SHORT_TIMEOUT_MS - 100);
+  ASSERT_LE(took, SHORT_TIMEOUT_MS + 1000);
+  printf("rank %d: %s after %llu ms\n", rank, symm_last_error(), (unsigned long long)took);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_timeout) {
+  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(3, absent_rank, NULL, &o), 0);
+  return 0;
+}
+
+/* -------------------------------------------------------- bad arguments */
+
+static int bad_args_rank(int rank, int size, void *arg) {
+  symm_comm_t *comm = init_comm();
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[16];
+  /* Rejected before any rank waits, so the ranks stay in step. */
+  ASSERT_RES(symm_all_reduce(NULL, in, out, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, NULL, out, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, in, NULL, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_gather(comm, NULL, out, 8, SYMM_DTYPE_F32, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, in, out, 8, SYMM_DTYPE_I8, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "i8");
+  ASSERT_RES(symm_all_reduce(comm, in, out, 4, SYMM_DTYPE_F64, SYMM_REDUCE_MAX, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_reduce_scatter(comm, in, out, 2, SYMM_DTYPE_U32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, in, out, 8, SYMM_DTYPE_F32, (symm_redop_t)3, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, in, out, 8, (symm_dtype_t)99, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce(comm, in, out, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, (void *)in),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "stream");
+  ASSERT_RES(symm_broadcast(comm, in, out, 8, SYMM_DTYPE_F32, -1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_broadcast(comm, in, out, 8, SYMM_DTYPE_F32, size, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "root");
+  /* Valid after all that: count 0 with NULL buffers, a non-root's NULL
+   * sendbuf, then a real call. */
+  ASSERT_OK(symm_all_reduce(comm, NULL, NULL, 0, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_broadcast(comm, rank == 1 ? in : NULL, out, 8, SYMM_DTYPE_F32, 1, NULL));
+  for (int i = 0; i < 8; i++) ASSERT_EQ((int)out[i], i + 1);
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_bad_args) {
+  ASSERT_EQ(test_run_ranks(2, bad_args_rank, NULL), 0);
+  return 0;
+}
