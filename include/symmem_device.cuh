@@ -55,7 +55,7 @@
 /* Device-visible error record.  Zero it before use; the host reads it after
  * synchronising the stream (code != 0: something failed). */
 typedef struct symm_dev_error {
-  unsigned int code; /* SYMM_DEV_ERR_*, first error wins */
+  unsigned int code; /* SYMM_DEV_ERR_*, 0 until an error is recorded */
   unsigned int peer; /* rank whose signal did not come (or differed) */
 } symm_dev_error_t;
 
@@ -92,12 +92,18 @@ static __device__ __forceinline__ void symm_dev_st_relaxed_u64(uint64_t *p, uint
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-/* Records an error in *err unless one is already there (err may be NULL). */
+/* Records an error in *err unless one is already there (err may be NULL).
+ * Plain stores, the code last, so that the record may live in pinned host
+ * memory, where GPUs without host-native atomics may not use atomics; when
+ * two threads fail at once, either error may be the one kept. */
 static __device__ __forceinline__ void symm_dev_record_error(symm_dev_error_t *err,
                                                              unsigned int code,
                                                              unsigned int peer) {
-  if (err && atomicCAS_system(&err->code, 0u, code) == 0u) {
-    err->peer = peer;
+  volatile symm_dev_error_t *e = err;
+  if (e && e->code == 0u) {
+    e->peer = peer;
+    __threadfence_system();
+    e->code = code;
     __threadfence_system();
   }
 }

@@ -91,11 +91,16 @@ static __device__ __forceinline__ uint64_t *coll_header(const params_t &a, uint6
 
 static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_t code,
                                    uint32_t peer) {
-  symm_coll_error_t *err = (symm_coll_error_t *)(uintptr_t)a.err;
-  if (atomicCAS_system(&err->code, 0u, code) == 0u) {
+  /* The record is pinned host memory, where GPUs without host-native
+   * atomics (PCIe hosts) may not use atomics: plain stores, the code last.
+   * Two blocks failing at once may both write; either error is reported. */
+  volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)a.err;
+  if (err->code == 0u) {
     err->peer = peer;
     err->kind = (uint32_t)a.kind;
     err->epoch = c.e;
+    __threadfence_system();
+    err->code = code;
     __threadfence_system();
   }
 }
