@@ -5,7 +5,9 @@ PREFIX ?= /usr/local
 CMAKE ?= cmake
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-RANKS ?= 4
+# One rank per GPU where there are several GPUs, else 4 CPU ranks.
+RANKS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); \
+	if [ "$${n:-0}" -ge 2 ]; then echo $$n; else echo 4; fi)
 
 .PHONY: all build run test test-sanitize install test-gpu bench-gpu clean deps
 
