@@ -614,6 +614,9 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
    * arguments), so every rank reaches this allocation together. */
   size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
   if (want < bytes) want = bytes;
+  /* At least double: retired scratches are kept (see below), so growth must
+   * be geometric to bound what they hold to the size of the current one. */
+  if (comm->scratch && want < 2 * comm->scratch->nbytes) want = 2 * comm->scratch->nbytes;
   if (want < 4096) want = 4096;
   int64_t n = (int64_t)want;
   symm_tensor_t *t;
@@ -624,7 +627,13 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
     symm_error_context("reserving %zu bytes of collective scratch", want);
     return res;
   }
-  symm_tensor_free(comm->scratch);
+  /* The old scratch is not freed: GPU work enqueued on streams we cannot
+   * see may still read it, and freed memory could be handed to the next
+   * allocation at once.  It stays a live tensor of the communicator (freed
+   * with it); growth at least doubles, so all retired ones together are
+   * smaller than the current one. */
+  if (comm->scratch) SYMM_INFO(COLL, "collective scratch grows from %zu to %zu bytes per rank",
+                               comm->scratch->nbytes, want);
   comm->scratch = t;
   *out = t;
   return SYMM_SUCCESS;
