@@ -201,3 +201,27 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
   waitpid(store_pid, &st, 0);
   return bad;
 }
+
+/* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
+void test_assert_json_shape(const char *s) {
+  int depth = 0;
+  bool in_string = false;
+  while (*s == ' ' || *s == '\n') s++;
+  ASSERT_EQ(*s, '{');
+  for (; *s; s++) {
+    if (in_string) {
+      if (*s == '\\') s++;
+      else if (*s == '"') in_string = false;
+      else ASSERT((unsigned char)*s >= 0x20);
+    } else if (*s == '"') {
+      in_string = true;
+    } else if (*s == '{' || *s == '[') {
+      depth++;
+    } else if (*s == '}' || *s == ']') {
+      ASSERT_GT(depth, 0);
+      if (--depth == 0) break;
+    }
+  }
+  ASSERT_EQ(depth, 0);
+  ASSERT(!in_string);
+}

@@ -97,4 +97,8 @@ const char *test_tool_path(const char *tool);
  * 128+signal). */
 int test_run_command(const char *cmd, char *out, size_t cap);
 
+/* Asserts that s is one JSON object: balanced brackets outside strings,
+ * terminated strings, no control characters (not a full parser). */
+void test_assert_json_shape(const char *s);
+
 #endif

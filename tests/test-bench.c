@@ -84,29 +84,6 @@ static void assert_table_header(const char *out) {
   ASSERT_STR_CONTAINS(out, "# nccl: not used (host backend)");
 }
 
-/* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
-static void assert_json_shape(const char *s) {
-  int depth = 0;
-  bool in_string = false;
-  while (*s == ' ' || *s == '\n') s++;
-  ASSERT_EQ(*s, '{');
-  for (; *s; s++) {
-    if (in_string) {
-      if (*s == '\\') s++;
-      else if (*s == '"') in_string = false;
-      else ASSERT((unsigned char)*s >= 0x20);
-    } else if (*s == '"') {
-      in_string = true;
-    } else if (*s == '{' || *s == '[') {
-      depth++;
-    } else if (*s == '}' || *s == ']') {
-      ASSERT_GT(depth, 0);
-      if (--depth == 0) break;
-    }
-  }
-  ASSERT_EQ(depth, 0);
-  ASSERT(!in_string);
-}
 
 /* ------------------------------------------------------------------ tests */
 
@@ -195,7 +172,7 @@ TEST_IMPL(bench_json) {
   ASSERT_EQ(rc, 0);
   const char *json = strstr(out, "{\"tool\":\"symmem-bench\"");
   ASSERT(json != NULL);
-  assert_json_shape(json);
+  test_assert_json_shape(json);
   ASSERT_STR_CONTAINS(json, "\"config\":{\"backend\":\"host\",\"ranks\":2,\"devices\":[-1,-1],"
                             "\"collective\":\"all_reduce\",\"dtype\":\"f32\",\"op\":\"sum\"");
   ASSERT_STR_CONTAINS(json, "\"nccl\":{\"used\":false,\"reason\":\"host backend\"}");

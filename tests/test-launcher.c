@@ -641,36 +641,13 @@ TEST_IMPL(launcher_info_multicast) {
   return 0;
 }
 
-/* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
-static void assert_json_shape(const char *s) {
-  int depth = 0;
-  bool in_string = false;
-  while (*s == ' ' || *s == '\n') s++;
-  ASSERT_EQ(*s, '{');
-  for (; *s; s++) {
-    if (in_string) {
-      if (*s == '\\') s++;
-      else if (*s == '"') in_string = false;
-      else ASSERT((unsigned char)*s >= 0x20);
-    } else if (*s == '"') {
-      in_string = true;
-    } else if (*s == '{' || *s == '[') {
-      depth++;
-    } else if (*s == '}' || *s == ']') {
-      ASSERT_GT(depth, 0);
-      if (--depth == 0) break;
-    }
-  }
-  ASSERT_EQ(depth, 0);
-  ASSERT(!in_string);
-}
 
 TEST_IMPL(launcher_info_json) {
   char *out = malloc(OUT_CAP);
   int rc = run_fmt(out, NULL, "env -u SYMM_BACKEND SYMM_TIMEOUT_MS=42 %s --json",
                    test_tool_path("symmem-info"));
   ASSERT_EQ(rc, 0);
-  assert_json_shape(out);
+  test_assert_json_shape(out);
   ASSERT_STR_CONTAINS(out, "\"backends\":[");
   static const char *const names[] = {"host", "native", "cuda", "nccl", "nvshmem"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "tool_common.h"
 
 #ifdef SYMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -131,22 +132,11 @@ static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 static int usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "symmem-bench: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n\n");
+  int code = tool_usage_error("symmem-bench", print_usage, BENCH_EXIT_USAGE, fmt, ap);
   va_end(ap);
-  print_usage(stderr);
-  return BENCH_EXIT_USAGE;
+  return code;
 }
 
-static bool parse_int(const char *text, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
-}
 
 static bool parse_coll(const char *name, bench_coll_t *coll) {
   for (int i = 0; i < BENCH_COLL_COUNT_; i++)
@@ -213,20 +203,20 @@ static int parse_options(int argc, char **argv, bench_options_t *opt) {
       break;
     }
     case 'f':
-      if (!parse_int(optarg, 2, 1 << 20, &flag))
+      if (!tool_parse_int(optarg, 2, 1 << 20, &flag))
         return usage_error("-f/--stepfactor needs a whole factor of at least 2, not '%s'", optarg);
       opt->step_factor = (size_t)flag;
       break;
     case 'n':
-      if (!parse_int(optarg, 1, 1 << 30, &opt->iters))
+      if (!tool_parse_int(optarg, 1, 1 << 30, &opt->iters))
         return usage_error("-n/--iters needs a positive number, not '%s'", optarg);
       break;
     case 'w':
-      if (!parse_int(optarg, 0, 1 << 30, &opt->warmup))
+      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->warmup))
         return usage_error("-w/--warmup_iters needs a number >= 0, not '%s'", optarg);
       break;
     case 'c':
-      if (!parse_int(optarg, 0, 1, &opt->check))
+      if (!tool_parse_int(optarg, 0, 1, &opt->check))
         return usage_error("-c/--check takes 0 or 1, not '%s'", optarg);
       break;
     case OPT_COLL:
@@ -247,16 +237,16 @@ static int parse_options(int argc, char **argv, bench_options_t *opt) {
         return usage_error("%s", symm_last_error());
       break;
     case OPT_INPLACE:
-      if (!parse_int(optarg, 0, 1, &opt->inplace))
+      if (!tool_parse_int(optarg, 0, 1, &opt->inplace))
         return usage_error("--inplace takes 0 or 1, not '%s'", optarg);
       break;
     case OPT_ROOT:
-      if (!parse_int(optarg, 0, 1 << 20, &opt->root))
+      if (!tool_parse_int(optarg, 0, 1 << 20, &opt->root))
         return usage_error("--root needs a rank, not '%s'", optarg);
       break;
     case OPT_GRAPH: opt->graph = true; break;
     case OPT_NCCL:
-      if (!parse_int(optarg, 0, 1, &opt->nccl))
+      if (!tool_parse_int(optarg, 0, 1, &opt->nccl))
         return usage_error("--nccl takes 0 or 1, not '%s'", optarg);
       break;
     case OPT_CSV: csv = true; break;
@@ -266,7 +256,7 @@ static int parse_options(int argc, char **argv, bench_options_t *opt) {
       opt->plot = optarg;
       break;
     case OPT_INJECT:
-      if (!parse_int(optarg, 0, 1 << 30, &opt->inject))
+      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->inject))
         return usage_error("--inject-errors needs a number >= 0, not '%s'", optarg);
       break;
     case 'h': print_usage(stdout); return 0;

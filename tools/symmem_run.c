@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store.h"
+#include "tool_common.h"
 
 extern char **environ;
 
@@ -198,22 +199,11 @@ static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 static int usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "symmem-run: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n\n");
+  int code = tool_usage_error("symmem-run", print_usage, RUN_EXIT_USAGE, fmt, ap);
   va_end(ap);
-  print_usage(stderr);
-  return RUN_EXIT_USAGE;
+  return code;
 }
 
-static bool parse_int(const char *text, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
-}
 
 enum { OPT_BIND = 256, OPT_PORT, OPT_TIMEOUT, OPT_VERSION };
 
@@ -235,7 +225,7 @@ static int parse_options(int argc, char **argv, run_options_t *opt) {
   while ((c = getopt_long(argc, argv, "+:n:ph", longopts, NULL)) != -1) {
     switch (c) {
     case 'n':
-      if (!parse_int(optarg, 1, RUN_MAX_RANKS, &opt->np))
+      if (!tool_parse_int(optarg, 1, RUN_MAX_RANKS, &opt->np))
         return usage_error("-n needs a number of ranks from 1 to 4096, not '%s'", optarg);
       break;
     case 'p': opt->prefix = true; break;
@@ -244,7 +234,7 @@ static int parse_options(int argc, char **argv, run_options_t *opt) {
       opt->bind = optarg;
       break;
     case OPT_PORT:
-      if (!parse_int(optarg, 0, 65535, &opt->port))
+      if (!tool_parse_int(optarg, 0, 65535, &opt->port))
         return usage_error("--port needs a port number from 0 to 65535, not '%s'", optarg);
       break;
     case OPT_TIMEOUT: {
