@@ -43,15 +43,8 @@
  *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer; on
  *  expiry the kernel records SYMM_ERR_TIMEOUT (first error wins) in the
  *  pinned error record and finishes.  Once a timeout is recorded, later
- *  kernels of the communicator give up every wait that lasts longer than
- *  SYMM_COLL_POLL_NS (fail fast) until the host clears the record.
- *
- *  Host memory.  The error record is pinned host memory: a GPU read of it
- *  is a PCIe round trip (~1 us), and such reads are served one after the
- *  other, so one read per warp at kernel start cost ~1 us x warps of the
- *  grid (~1 ms for 64 blocks).  Kernels therefore never read the record on
- *  their fast path: only a wait that has already lasted SYMM_COLL_POLL_NS
- *  looks at it (then once per SYMM_COLL_POLL_NS), and only errors write it.
+ *  kernels of the communicator skip every wait (fail fast) until the host
+ *  clears the record.
  *
  *  Determinism.  Where every rank reduces the same element (one-shot, LL)
  *  the ranks' values are combined in the same order on every rank (the
@@ -77,18 +70,7 @@ struct coll_ctx {
   uint32_t flag;     /* flag(e) */
   uint32_t parity;   /* e & 1 */
   uint64_t deadline; /* globaltimer bound of every wait */
-};
-
-/* A wait that lasts this long starts polling the host error record for a
- * timeout recorded by an earlier kernel (fail fast), at this interval. */
-#define SYMM_COLL_POLL_NS 200000ull
-
-enum { WAIT_ON = 0, WAIT_EXPIRED = 1, WAIT_FAIL_FAST = 2 };
-
-/* State of one spinning wait; coll_wait_tick is called once per spin. */
-struct coll_wait {
-  unsigned spins;
-  uint64_t next_poll; /* globaltimer of the next look at the host record */
+  bool fail_fast;    /* a timeout is already recorded: do not wait */
 };
 
 static __device__ __forceinline__ uint32_t coll_flag(uint32_t nonce, uint32_t e) {
@@ -130,26 +112,9 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   c.flag = coll_flag(a.nonce, c.e);
   c.parity = c.e & 1u;
   c.deadline = symm_dev_deadline(a.timeout_ns);
+  volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)a.err;
+  c.fail_fast = err->code == (uint32_t)SYMM_DEV_ERR_TIMEOUT;
   return c;
-}
-
-/* WAIT_ON while the wait may go on; WAIT_EXPIRED past the deadline (the
- * caller records the timeout); WAIT_FAIL_FAST when an earlier kernel's
- * timeout is recorded (nothing more to record).  Reads the clock every 256
- * spins and the host record only once the wait lasted SYMM_COLL_POLL_NS. */
-static __device__ __forceinline__ int coll_wait_tick(const params_t &a, const coll_ctx &c,
-                                                     coll_wait &w) {
-  if ((++w.spins & 255u) != 0) return WAIT_ON;
-  const uint64_t now = symm_dev_globaltimer();
-  if (c.deadline && now > c.deadline) return WAIT_EXPIRED;
-  if (w.next_poll == 0) {
-    w.next_poll = now + SYMM_COLL_POLL_NS;
-  } else if (now >= w.next_poll) {
-    w.next_poll = now + SYMM_COLL_POLL_NS;
-    volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)a.err;
-    if (err->code == (uint32_t)SYMM_DEV_ERR_TIMEOUT) return WAIT_FAIL_FAST;
-  }
-  return WAIT_ON;
 }
 
 /* Advances the epoch once every block is done with it. */
@@ -175,6 +140,7 @@ static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsign
   __shared__ int s_status;
   if (threadIdx.x == 0) s_status = CTX_OK;
   __syncthreads();
+  if (c.fail_fast) return CTX_TIMEOUT;
   const unsigned ch = blockIdx.x;
   const int p = (int)threadIdx.x;
   const uint64_t mine = ((uint64_t)a.sig << 32) | c.flag;
@@ -183,12 +149,16 @@ static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsign
     symm_dev_st_release_u64(coll_header(a, a.peer_pad[p], phase, ch, a.rank, c.parity), mine);
     const uint64_t *slot = coll_header(a, a.peer_pad[a.rank], phase, ch, p, c.parity);
     uint64_t v;
-    coll_wait w = {0u, 0ull};
-    int ws = WAIT_ON;
-    while ((uint32_t)(v = symm_dev_ld_acquire_u64(slot)) != c.flag)
-      if ((ws = coll_wait_tick(a, c, w)) != WAIT_ON) break;
-    if (ws != WAIT_ON) {
-      if (ws == WAIT_EXPIRED) coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
+    unsigned spins = 0;
+    bool expired = false;
+    while ((uint32_t)(v = symm_dev_ld_acquire_u64(slot)) != c.flag) {
+      if ((++spins & 255u) == 0 && symm_dev_expired(c.deadline)) {
+        expired = true;
+        break;
+      }
+    }
+    if (expired) {
+      coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
       atomicOr(&s_status, CTX_TIMEOUT);
     } else if ((uint32_t)(v >> 32) != a.sig) {
       coll_record(a, c, SYMM_DEV_ERR_MISMATCH, (uint32_t)p);
@@ -346,8 +316,9 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
-  coll_copy(coll_stage(a, a.rank, c.parity) + lo * sizeof(T), (const char *)(send + lo),
-            (hi - lo) * sizeof(T), vec);
+  if (!c.fail_fast)
+    coll_copy(coll_stage(a, a.rank, c.parity) + lo * sizeof(T), (const char *)(send + lo),
+              (hi - lo) * sizeof(T), vec);
   if (coll_exchange(a, c, 0) == CTX_OK) {
     coll_reduce<T, Op, true>(a, recv, send, a.stage_off + c.parity * a.stage_half, lo, hi, vec);
   }
@@ -367,11 +338,12 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   char *mine = coll_stage(a, a.rank, c.parity);
-  for (int q = 0; q < a.world; q++) {
-    uint64_t l = q * seg + lo, h = q * seg + hi;
-    if (h > n) h = n;
-    if (l < h) coll_copy(mine + l * sizeof(T), (const char *)(send + l), (h - l) * sizeof(T), vec);
-  }
+  if (!c.fail_fast)
+    for (int q = 0; q < a.world; q++) {
+      uint64_t l = q * seg + lo, h = q * seg + hi;
+      if (h > n) h = n;
+      if (l < h) coll_copy(mine + l * sizeof(T), (const char *)(send + l), (h - l) * sizeof(T), vec);
+    }
   int st = coll_exchange(a, c, 0);
   if (st == CTX_OK) {
     uint64_t l = a.rank * seg + lo, h = a.rank * seg + hi;
@@ -418,17 +390,19 @@ static __device__ void all_reduce_ll(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const uint64_t half = a.ll_region * (uint64_t)W;
   const uint64_t ll_mine = a.peer_data[a.rank] + a.ll_off + c.parity * half;
-  for (uint64_t w = lo + threadIdx.x; w < hi; w += blockDim.x) {
-    ll_word<T> x;
-    x.u = 0;
-    for (int j = 0; j < E; j++)
-      if (w * E + j < n) x.v[j] = send[w * E + j];
-    const uint64_t pkt = ((uint64_t)c.flag << 32) | x.u;
-    for (int k = 1; k < W; k++) {
-      int p = (a.rank + k) % W;
-      uint64_t *dst = (uint64_t *)(uintptr_t)(a.peer_data[p] + a.ll_off + c.parity * half +
-                                              a.rank * a.ll_region) + w;
-      symm_dev_st_relaxed_u64(dst, pkt);
+  if (!c.fail_fast) {
+    for (uint64_t w = lo + threadIdx.x; w < hi; w += blockDim.x) {
+      ll_word<T> x;
+      x.u = 0;
+      for (int j = 0; j < E; j++)
+        if (w * E + j < n) x.v[j] = send[w * E + j];
+      const uint64_t pkt = ((uint64_t)c.flag << 32) | x.u;
+      for (int k = 1; k < W; k++) {
+        int p = (a.rank + k) % W;
+        uint64_t *dst = (uint64_t *)(uintptr_t)(a.peer_data[p] + a.ll_off + c.parity * half +
+                                                a.rank * a.ll_region) + w;
+        symm_dev_st_relaxed_u64(dst, pkt);
+      }
     }
   }
   int st = coll_exchange(a, c, 0);
@@ -447,11 +421,10 @@ static __device__ void all_reduce_ll(const params_t &a) {
         } else {
           uint64_t *slot = (uint64_t *)(uintptr_t)(ll_mine + r * a.ll_region) + w;
           uint64_t v;
-          coll_wait wt = {0u, 0ull};
+          unsigned spins = 0;
           while ((uint32_t)((v = symm_dev_ld_relaxed_u64(slot)) >> 32) != c.flag) {
-            int ws = coll_wait_tick(a, c, wt);
-            if (ws != WAIT_ON) {
-              if (ws == WAIT_EXPIRED) coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r);
+            if ((++spins & 255u) == 0 && symm_dev_expired(c.deadline)) {
+              coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r);
               expired = true;
               break;
             }
@@ -485,7 +458,7 @@ static __device__ void reduce_scatter(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   char *mine = coll_stage(a, a.rank, c.parity);
-  if (lo < hi)
+  if (!c.fail_fast && lo < hi)
     for (int q = 0; q < a.world; q++)
       coll_copy(mine + (q * a.count + lo) * sizeof(T), (const char *)(send + q * a.send_seg + lo),
                 (hi - lo) * sizeof(T), vec);
@@ -508,7 +481,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
   char *recv = (char *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   const uint64_t bytes = (hi - lo) * es;
-  if (bytes)
+  if (!c.fail_fast && bytes)
     coll_copy(coll_stage(a, a.rank, c.parity) + lo * es, send + lo * es, bytes, vec);
   if (coll_exchange(a, c, 0) == CTX_OK && bytes)
     for (int k = 0; k < a.world; k++) {
@@ -531,7 +504,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
   const bool vec = a.vec != 0;
   const uint64_t bytes = (hi - lo) * es;
   const bool root = a.rank == a.root;
-  if (root && bytes)
+  if (root && !c.fail_fast && bytes)
     coll_copy(coll_stage(a, a.rank, c.parity) + lo * es, send + lo * es, bytes, vec);
   if (coll_exchange(a, c, 0) == CTX_OK && bytes) {
     const char *src = root ? send : coll_stage(a, a.root, c.parity);
@@ -551,7 +524,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
   const bool vec = a.vec != 0;
   const uint64_t bytes = (hi - lo) * es;
   char *mine = coll_stage(a, a.rank, c.parity);
-  if (bytes)
+  if (!c.fail_fast && bytes)
     for (int q = 0; q < a.world; q++)
       coll_copy(mine + (q * a.count + lo) * es, send + (q * a.send_seg + lo) * es, bytes, vec);
   if (coll_exchange(a, c, 0) == CTX_OK && bytes)
