@@ -86,12 +86,17 @@ static bool reducible(symm_dtype_t dt) {
 
 /* One-shot moves every rank's whole buffer to every rank: best while the
  * latency of two-shot's extra step dominates.  Thresholds from symmem-bench
- * (2 x H200, bf16, eager; 2 CPU ranks on 2 cores); LL is left out of `auto`
- * until its kernel beats one-shot (it does not yet: 42 vs 24 us at 4 KiB). */
+ * (2 x H200, bf16, eager: LL 8.6 us vs one-shot 10.6 at 64 KiB, one-shot 15.3
+ * vs two-shot 18.3 at 1 MiB, two-shot 82 vs one-shot 88 at 16 MiB; 2 CPU
+ * ranks on 2 cores for the host).  LL falls back to one-shot in the backend
+ * when its packets do not fit. */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
-  if (comm->device >= 0) return bytes <= ((size_t)16 << 10) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+  if (comm->device >= 0) {
+    if (bytes <= ((size_t)64 << 10)) return SYMM_ALGO_LL;
+    return bytes <= ((size_t)8 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+  }
   if (comm->size > 2) return bytes <= ((size_t)256 << 10) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
   /* Two CPU ranks: two-shot pays off in the middle; beyond a few MiB the
    * memory bandwidth that one-shot saves on the second pass wins again. */

@@ -33,6 +33,8 @@
  * Peers write only headers; the local words are this rank's own. */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
+/* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */
+#define SYMM_COLL_WORD_TIMED_OUT 2
 #define SYMM_COLL_PHASES 2u
 /* Channels (= most blocks of one kernel) for a world size. */
 #define SYMM_COLL_MAX_CHANNELS 64u

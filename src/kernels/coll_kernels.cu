@@ -95,6 +95,12 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
    * atomics (PCIe hosts) may not use atomics: plain stores, the code last.
    * Two blocks failing at once may both write; either error is reported. */
   volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)a.err;
+  /* A timeout also sets the sticky flag in this rank's own pad (device
+   * memory), which later kernels read at start instead of the host record:
+   * a read of pinned host memory crosses PCIe and the GPU serves those one
+   * at a time, about 1 us each, so one per warp cost 1 ms at 64 blocks. */
+  if (code == (uint32_t)SYMM_DEV_ERR_TIMEOUT)
+    ((volatile uint32_t *)coll_local_words(a))[SYMM_COLL_WORD_TIMED_OUT] = 1u;
   if (err->code == 0u) {
     err->peer = peer;
     err->kind = (uint32_t)a.kind;
@@ -112,8 +118,12 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   c.flag = coll_flag(a.nonce, c.e);
   c.parity = c.e & 1u;
   c.deadline = symm_dev_deadline(a.timeout_ns);
-  volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)a.err;
-  c.fail_fast = err->code == (uint32_t)SYMM_DEV_ERR_TIMEOUT;
+  /* After a timeout the communicator's collectives are unusable (ranks are
+   * out of step): fail at once, and say so again in the host record in case
+   * the earlier error has been read already. */
+  c.fail_fast = words[SYMM_COLL_WORD_TIMED_OUT] != 0u;
+  if (c.fail_fast && blockIdx.x == 0 && threadIdx.x == 0)
+    coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, 0xffffffffu);
   return c;
 }
 

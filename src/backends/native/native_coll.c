@@ -140,6 +140,10 @@ symm_result_t native_poll_async_error(symm_comm_t *comm) {
     symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u "
                               "enqueued a different collective (kind, count, dtype, op, root "
                               "or algorithm differ)", epoch, what, comm->rank, peer);
+  else if (code == SYMM_ERR_TIMEOUT && peer == 0xffffffffu)
+    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d did not run: an "
+                              "earlier collective timed out and the communicator's collectives "
+                              "are unusable", epoch, what, comm->rank);
   else if (code == SYMM_ERR_TIMEOUT)
     symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u did "
                               "not arrive within %d ms; the communicator's collectives are "
@@ -207,9 +211,15 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   if (world > SYMM_COLL_MAX_WORLD)
     return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
                       "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, world);
-  symm_tensor_t *scratch = comm->scratch;
-  if (!scratch)
-    return symm_error(SYMM_ERR_INTERNAL, "native collective: no scratch tensor reserved");
+  /* Room for both staging halves and the LL area, so that a call is never
+   * split into several launches: split calls were seen to leave the last,
+   * small piece wrong (5 of 1048581 elements, 2 x H200), a bug not yet
+   * found.  The size depends only on the arguments, so every rank grows the
+   * scratch (collectively) at the same call; reserve it before capturing
+   * graphs. */
+  uint64_t staged = args->send_bytes > args->recv_bytes ? args->send_bytes : args->recv_bytes;
+  symm_tensor_t *scratch = NULL;
+  SYMM_CHECK(symm_comm_scratch(comm, 2 * staged + SYMM_COLL_LL_BYTES + 4096 + 4096 * (uint64_t)comm->size, &scratch));
   if (co->scratch != scratch) {
     /* Same on every rank: they all reserved this scratch at the same call. */
     uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
