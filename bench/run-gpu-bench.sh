@@ -3,6 +3,8 @@
 # same run:
 #  - peer bandwidth through symmetric memory: SM copy kernel vs copy engine
 #  - alloc + rendezvous: symmem vs PyTorch symm_mem (bench/compare_rendezvous.py)
+#  - bf16 all-reduce, eager and CUDA graph: symmem-bench vs PyTorch's symm_mem
+#    one-shot / two-shot and dist.all_reduce (NCCL) (bench/compare_allreduce.py)
 #   bench/run-gpu-bench.sh [BUILD_DIR]
 set -u
 BUILD=${1:-build}
@@ -20,4 +22,7 @@ echo "## peer bandwidth: $BUILD/tools/symmem-run -n 2 -- $BUILD/bench/bench_peer
 echo
 echo "## alloc + rendezvous: python3 bench/compare_rendezvous.py --build $BUILD"
 python3 "$(dirname "$0")/compare_rendezvous.py" --build "$BUILD" || status=1
+echo
+echo "## all-reduce: python3 bench/compare_allreduce.py --build $BUILD"
+python3 "$(dirname "$0")/compare_allreduce.py" --build "$BUILD" || status=1
 exit $status
