@@ -52,6 +52,7 @@
 #define SCRATCH_ALIGN 64
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
+#define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
 
 #define SPIN_NS 20000ull
 #define YIELD_NS 1000000ull
@@ -383,12 +384,35 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
   size_t lo, hi;
   chunk_range(c, c->me, &lo, &hi);
   for (int r = 0; r < c->w; r++) c->src[r] += lo * c->esize;
-  host_reduce(scratch_half(c, c->me) + c->out_off, (const void *const *)c->src, c->w, hi - lo,
-              a->dtype, a->op);
+  /* My own chunk straight into recvbuf too, piece by piece while the piece
+   * is still in L1, where writing recvbuf cannot touch send data not yet
+   * read: recvbuf is sendbuf itself (each piece of it is read before it is
+   * written) or lies apart from it. */
+  char *out = scratch_half(c, c->me) + c->out_off;
+  char *mine = (char *)a->recvbuf + lo * c->esize;
+  bool direct = a->recvbuf == a->sendbuf ||
+                !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
+  size_t n = hi - lo, step = direct ? REDUCE_PIECE_BYTES / c->esize : n;
+  const char *in[STACK_RANKS], **ip = c->w <= STACK_RANKS ? in : c->src;
+  for (size_t p = 0; p < n; p += step) {
+    size_t len = n - p < step ? n - p : step, off = p * c->esize;
+    if (ip != c->src)
+      for (int r = 0; r < c->w; r++) ip[r] = c->src[r] + off;
+    host_reduce(out + off, (const void *const *)ip, c->w, len, a->dtype, a->op);
+    if (direct && p + len < n) memcpy(mine + off, out + off, len * c->esize);
+    if (ip == c->src)
+      for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
+  }
   signal_phase(c, PHASE_DONE);
+  /* The last piece after the signal: peers need not wait for it. */
+  if (direct && n) {
+    size_t last = (n - 1) / step * step;
+    memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
+  }
   SYMM_CHECK(wait_phase(c, PHASE_DONE, "reduce its chunk"));
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
+    if (direct && r == c->me) continue;
     chunk_range(c, r, &lo, &hi);
     if (hi > lo)
       memcpy((char *)a->recvbuf + lo * c->esize, scratch_half(c, r) + c->out_off,
@@ -427,14 +451,30 @@ static void broadcast(coll_t *c) {
 
 /* ----------------------------------------------------------------- call */
 
+/* Copies this rank's send data into its IN.  Two-shot stages only what
+ * peers read: every chunk but its own, which it reduces from sendbuf. */
+static void stage(coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  char *in = scratch_half(c, c->me);
+  if (!two_shot(a)) {
+    memcpy(in, a->sendbuf, a->send_bytes);
+    return;
+  }
+  size_t lo, hi;
+  chunk_range(c, c->me, &lo, &hi);
+  lo *= c->esize;
+  hi *= c->esize;
+  memcpy(in, a->sendbuf, lo);
+  memcpy(in + hi, (const char *)a->sendbuf + hi, a->send_bytes - hi);
+}
+
 static symm_result_t run(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   layout(c);
   SYMM_CHECK(prepare_scratch(c));
   bool sends = rank_sends(c, c->me);
   zero_copy_t z = zero_copy_candidate(c);
-  char *my_in = scratch_half(c, c->me);
-  if (sends && !z.group && a->send_bytes) memcpy(my_in, a->sendbuf, a->send_bytes);
+  if (sends && !z.group && a->send_bytes) stage(c);
   publish(c, z.group, z.offset);
   SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
   SYMM_CHECK(check_match(c));
@@ -449,13 +489,14 @@ static symm_result_t run(coll_t *c) {
     late |= g != 0 && rank_sends(c, r);
   }
   if (!zero_copy && late) {
-    if (sends && z.group) memcpy(my_in, a->sendbuf, a->send_bytes);
+    if (sends && z.group) stage(c);
     signal_phase(c, PHASE_STAGED);
     SYMM_CHECK(wait_phase(c, PHASE_STAGED, "stage its data"));
   }
   for (int r = 0; r < c->w; r++)
     c->src[r] = zero_copy ? (const char *)z.t->peer_data[r] + c->pads[r]->brief[c->h].offset
                           : scratch_half(c, r);
+  if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
   SYMM_TRACE(COLL, "symm_%s #%llu: %s", kind_name(a->kind), (unsigned long long)c->seq,
              zero_copy ? "zero copy" : late ? "staged late" : "staged");
 
