@@ -196,7 +196,6 @@ def main():
     sizes = sweep(parse_size(args.minbytes), parse_size(args.maxbytes), args.factor)
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1")
-    env.pop("SYMM_ENABLE_MULTICAST", None)
     iters = (args.eager_iters, args.graph_iters)
 
     def dry(kind, graph=False):

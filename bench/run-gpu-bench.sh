@@ -10,7 +10,6 @@ set -u
 BUILD=${1:-build}
 # DESIGN.md's GPU safety rule, for every process started from here.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset SYMM_ENABLE_MULTICAST
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "${ngpu:-0}" -lt 2 ]; then
   echo "bench-gpu: needs 2 GPUs, found ${ngpu:-0}" >&2

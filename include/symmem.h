@@ -409,21 +409,6 @@ SYMM_API symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *tensor,
                                                     void *const **dev_ptrs);
 
 /*
- * NVLink multicast address of the tensor's data: a store through it lands in
- * every rank's buffer, multimem loads reduce across them.  Off by default
- * (DESIGN.md's GPU safety rule): unless SYMM_ENABLE_MULTICAST=1 and none of
- * NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
- * NVSHMEM_DISABLE_NVLS=1 is set, returns SYMM_ERR_UNSUPPORTED at once, with
- * the reason, touching neither the GPU nor the peers (so the refusal is
- * local).  When allowed: collective on the first call for a tensor (every
- * rank, rendezvoused tensor, same environment on every rank), then kept
- * until the tensor is freed.  Also SYMM_ERR_UNSUPPORTED for backends or
- * devices without multicast (only native; no NVSwitch; ranks sharing a
- * GPU), SYMM_ERR_STATE before rendezvous, SYMM_ERR_INVALID_ARG for NULL.
- */
-SYMM_API symm_result_t symm_tensor_multicast_ptr(symm_tensor_t *tensor, void **mc_ptr);
-
-/*
  * Signal pad of rank `rank` (this process's mapping of it): at least
  * symm_signal_pad_bytes() bytes, zeroed at allocation, in front of the data
  * (at a lower address of the same symmetric allocation).

@@ -74,29 +74,26 @@ TEST_IMPL(core_settings) {
   return 0;
 }
 
-TEST_IMPL(core_multicast_guard) {
-  char why[256];
-  unsetenv("SYMM_ENABLE_MULTICAST");
-  ASSERT(!symm_multicast_allowed(why, sizeof why));
-  ASSERT_STR_CONTAINS(why, "SYMM_ENABLE_MULTICAST");
-  setenv("SYMM_ENABLE_MULTICAST", "1", 1);
-  const char *vars[][2] = {{"NCCL_NVLS_ENABLE", "0"},
-                           {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"},
-                           {"NVSHMEM_DISABLE_NVLS", "1"}};
-  for (int i = 0; i < 3; i++) {
-    unsetenv("NCCL_NVLS_ENABLE");
-    unsetenv("TORCH_SYMM_MEM_DISABLE_MULTICAST");
-    unsetenv("NVSHMEM_DISABLE_NVLS");
-    setenv(vars[i][0], vars[i][1], 1);
-    ASSERT(!symm_multicast_allowed(why, sizeof why));
-    ASSERT_STR_CONTAINS(why, vars[i][0]);
-  }
-  /* Only with the opt-in and none of the guards does the check pass; this
-   * test never calls anything that would create a multicast object. */
+TEST_IMPL(core_multicast_never) {
+  /* symmem has no multicast path at all (check-exports.sh also checks that
+   * the library names no cuMulticast entry point); the status says so and
+   * names the NVLS-disabling variables that are set. */
+  char why[512];
   unsetenv("NCCL_NVLS_ENABLE");
   unsetenv("TORCH_SYMM_MEM_DISABLE_MULTICAST");
   unsetenv("NVSHMEM_DISABLE_NVLS");
-  ASSERT(symm_multicast_allowed(why, sizeof why));
+  symm_multicast_status(why, sizeof why);
+  ASSERT_STR_CONTAINS(why, "never creates NVLink multicast");
+  ASSERT(strstr(why, "is set") == NULL);
+  const char *vars[][2] = {{"NCCL_NVLS_ENABLE", "0"},
+                           {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"},
+                           {"NVSHMEM_DISABLE_NVLS", "1"}};
+  for (int i = 0; i < 3; i++) setenv(vars[i][0], vars[i][1], 1);
+  symm_multicast_status(why, sizeof why);
+  for (int i = 0; i < 3; i++) ASSERT_STR_CONTAINS(why, vars[i][0]);
+  char tiny[8];
+  symm_multicast_status(tiny, sizeof tiny); /* truncates, never overflows */
+  ASSERT_EQ(strlen(tiny), 7);
   return 0;
 }
 

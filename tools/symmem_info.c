@@ -3,7 +3,7 @@
  *
  *   symmem-info            version, every backend (available, or the reason
  *                          it is not; its own details), the backend choice,
- *                          the multicast guard, SYMM_* settings that are set
+ *                          the multicast status, SYMM_* settings that are set
  *   symmem-info --env      every SYMM_* setting: type, default, help, value
  *   symmem-info --json     all of the above as one JSON object
  *
@@ -39,7 +39,6 @@ typedef struct info {
   const char *backend_env;   /* SYMM_BACKEND, NULL if unset */
   bool backend_env_ok;
   char backend_error[INFO_REASON_MAX];
-  bool multicast;
   char multicast_why[INFO_REASON_MAX];
 } info_t;
 
@@ -108,7 +107,7 @@ static void gather(info_t *info) {
       snprintf(info->backend_error, sizeof info->backend_error, "%s", symm_last_error());
     }
   }
-  info->multicast = symm_multicast_allowed(info->multicast_why, sizeof info->multicast_why);
+  symm_multicast_status(info->multicast_why, sizeof info->multicast_why);
 }
 
 static void free_info(info_t *info) {
@@ -201,17 +200,7 @@ static void print_selection(const info_t *info) {
 }
 
 static void print_multicast(const info_t *info) {
-  static const char *const guards[] = {"SYMM_ENABLE_MULTICAST", "NCCL_NVLS_ENABLE",
-                                       "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                                       "NVSHMEM_DISABLE_NVLS"};
-  if (info->multicast)
-    printf("multicast: allowed by the settings (SYMM_ENABLE_MULTICAST=1, no guard set)\n");
-  else
-    printf("multicast: off (%s)\n", info->multicast_why);
-  for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
-    const char *v = getenv(guards[i]);
-    if (v) printf("  %s=%s\n", guards[i], v);
-  }
+  printf("multicast: off (%s)\n", info->multicast_why);
 }
 
 /* SYMM_* variables of the environment: declared ones with their value (and
@@ -317,8 +306,8 @@ static void print_json(const info_t *info) {
   json_string(info->backend_env);
   printf(",\"backend_error\":");
   json_string(info->backend_env_ok ? NULL : info->backend_error);
-  printf(",\"multicast\":{\"allowed\":%s,\"reason\":", info->multicast ? "true" : "false");
-  json_string(info->multicast ? NULL : info->multicast_why);
+  printf(",\"multicast\":{\"allowed\":false,\"reason\":");
+  json_string(info->multicast_why);
   printf("},\"settings\":[");
   size_t n = 0;
   const symm_setting_desc_t *table = symm_settings_table(&n);
@@ -343,7 +332,7 @@ static void print_usage(FILE *out) {
           "usage: symmem-info [--env] [--json]\n"
           "\n"
           "Shows which symmem backends work on this machine (and why the others do\n"
-          "not), the backend SYMM_BACKEND selects, the multicast guard, and the SYMM_*\n"
+          "not), the backend SYMM_BACKEND selects, the multicast status, and the SYMM_*\n"
           "settings in the environment.\n"
           "\n"
           "options:\n"

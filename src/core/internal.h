@@ -101,10 +101,11 @@ bool symm_setting_bool(const char *name);    /* 1/true/yes/on */
 /* Parses "64M", "1G", "4096" ... ; returns -1 on error. */
 int64_t symm_parse_size(const char *text);
 
-/* Multicast guard of DESIGN.md: false unless SYMM_ENABLE_MULTICAST=1 and none
- * of NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
- * NVSHMEM_DISABLE_NVLS=1 is set.  *why receives the reason when false. */
-bool symm_multicast_allowed(char *why, size_t why_len);
+/* symmem never creates NVLink multicast objects (DESIGN.md's GPU safety
+ * rule: they can take a shared host's GPUs out of service).  Writes that
+ * into why, naming the NVLS-disabling variables that are set, for
+ * symmem-info. */
+void symm_multicast_status(char *why, size_t why_len);
 
 /* ------------------------------------------------------------- bootstrap */
 typedef struct symm_bootstrap symm_bootstrap_t;
@@ -247,12 +248,6 @@ typedef struct symm_backend_ops {
   symm_result_t (*device_copy)(struct symm_comm *comm, const void *host, size_t bytes,
                                void **dev);
   void (*device_free)(struct symm_comm *comm, void *dev);
-  /* Optional: NVLink multicast mapping of mem's data.  Must first check
-   * symm_multicast_allowed and refuse with SYMM_ERR_UNSUPPORTED, touching
-   * nothing; collective over the communicator when allowed. */
-  symm_result_t (*multicast_map)(struct symm_comm *comm, const symm_mem_t *mem, void **mc_data,
-                                 void **priv);
-  void (*multicast_unmap)(struct symm_comm *comm, void *priv);
   /* members above: version 2 */
   /* Optional: runs (host) or enqueues (GPU) one collective; the core has
    * validated the arguments and resolved algo.  NULL: no collectives. */
@@ -376,7 +371,6 @@ struct symm_tensor {
   size_t contig_stride, contig_bytes;
   void *contig_priv;
   void *peer_data_dev;        /* device copy of peer_data (ops->device_copy) */
-  void *mc_data, *mc_priv;    /* multicast mapping (ops->multicast_map) */
   struct symm_tensor *prev, *next;
 };
 

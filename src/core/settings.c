@@ -47,9 +47,6 @@ static const symm_setting_desc_t settings[] = {
      "1: several ranks may use the same GPU (for tests with more ranks than GPUs)."},
     {"SYMM_NATIVE_HANDLE", SYMM_SETTING_STRING, "auto",
      "native backend handle type: auto|fd|fabric (auto falls back to fd)."},
-    {"SYMM_ENABLE_MULTICAST", SYMM_SETTING_BOOL, "0",
-     "1 enables NVLink multicast objects; ignored when NCCL_NVLS_ENABLE=0, "
-     "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 or NVSHMEM_DISABLE_NVLS=1 is set."},
     {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "4G",
      "Limit of freed-but-still-mapped memory kept per communicator for reuse (0 = off)."},
     {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "32M",
@@ -129,17 +126,16 @@ static bool text_true(const char *v) {
 
 bool symm_setting_bool(const char *name) { return text_true(symm_setting_str(name)); }
 
-bool symm_multicast_allowed(char *why, size_t why_len) {
-  const char *reason = NULL;
-  const char *v;
-  if (!symm_setting_bool("SYMM_ENABLE_MULTICAST"))
-    reason = "multicast is off unless SYMM_ENABLE_MULTICAST=1";
-  else if ((v = getenv("NCCL_NVLS_ENABLE")) && strcmp(v, "0") == 0)
-    reason = "multicast disabled by NCCL_NVLS_ENABLE=0";
-  else if (text_true(getenv("TORCH_SYMM_MEM_DISABLE_MULTICAST")))
-    reason = "multicast disabled by TORCH_SYMM_MEM_DISABLE_MULTICAST=1";
-  else if (text_true(getenv("NVSHMEM_DISABLE_NVLS")))
-    reason = "multicast disabled by NVSHMEM_DISABLE_NVLS=1";
-  if (reason && why && why_len) snprintf(why, why_len, "%s", reason);
-  return reason == NULL;
+void symm_multicast_status(char *why, size_t why_len) {
+  static const char *const vetoes[][2] = {{"NCCL_NVLS_ENABLE", "0"},
+                                          {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"},
+                                          {"NVSHMEM_DISABLE_NVLS", "1"}};
+  if (!why || !why_len) return;
+  size_t n = (size_t)snprintf(why, why_len, "symmem never creates NVLink multicast objects "
+                              "(they can take a shared host's GPUs out of service)");
+  for (size_t i = 0; i < 3 && n < why_len; i++) {
+    const char *v = getenv(vetoes[i][0]);
+    if (v && strcmp(v, vetoes[i][1]) == 0)
+      n += (size_t)snprintf(why + n, why_len - n, "; %s=%s is set", vetoes[i][0], v);
+  }
 }

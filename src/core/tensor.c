@@ -131,16 +131,9 @@ static void drop_peer_data_dev(symm_tensor_t *t) {
   t->peer_data_dev = NULL;
 }
 
-static void drop_multicast(symm_tensor_t *t) {
-  if (!t->mc_priv) return;
-  t->comm->ops->multicast_unmap(t->comm, t->mc_priv);
-  t->mc_priv = t->mc_data = NULL;
-}
-
 /* Releases everything the tensor holds; the struct itself too. */
 static void destroy_tensor(symm_tensor_t *t) {
   symm_comm_t *comm = t->comm;
-  drop_multicast(t);
   drop_peer_data_dev(t);
   drop_contiguous(t);
   if (t->peers)
@@ -442,25 +435,6 @@ symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_p
   return SYMM_SUCCESS;
 }
 
-symm_result_t symm_tensor_multicast_ptr(symm_tensor_t *t, void **mc_ptr) {
-  /* The GPU safety rule first, before any argument, state or backend. */
-  char why[256] = "";
-  if (!symm_multicast_allowed(why, sizeof why))
-    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_multicast_ptr: %s", why);
-  if (!t || !mc_ptr)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_multicast_ptr: NULL argument");
-  if (!t->rendezvoused)
-    return symm_error(SYMM_ERR_STATE, "symm_tensor_multicast_ptr: tensor not rendezvoused yet");
-  symm_comm_t *comm = t->comm;
-  if (!has_op(comm, comm->ops->multicast_map != NULL))
-    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_multicast_ptr: multicast needs the "
-                      "native backend (this communicator uses %s)", comm->ops->name);
-  if (!t->mc_priv)
-    SYMM_CHECK(comm->ops->multicast_map(comm, &t->mem, &t->mc_data, &t->mc_priv));
-  *mc_ptr = t->mc_data;
-  return SYMM_SUCCESS;
-}
-
 symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pad) {
   if (!t || !pad) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_signal_pad: NULL argument");
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_signal_pad"));
@@ -571,7 +545,6 @@ void symm_tensor_free(symm_tensor_t *t) {
   symm_registry_remove(data_of(t));
   if (t->rendezvoused) unregister_peers(t);
   drop_contiguous(t);
-  drop_multicast(t); /* not kept in the pool: its binding is per tensor */
   t->rendezvoused = false;
   pthread_mutex_lock(&comm->lock);
   unlink_tensor(comm, t);

@@ -10,9 +10,8 @@
  * The fake is stricter than needed where the backend could go wrong:
  *  - only cuGetProcAddress_v2 is exported; every other entry point must be
  *    resolved through it;
- *  - resolving any cuMulticast* entry point aborts the process (the
- *    multicast guard must stop the backend before that), unless
- *    FAKECUDA_ALLOW_MULTICAST_RESOLVE=1;
+ *  - resolving any cuMulticast* entry point aborts the process: symmem
+ *    must never create NVLink multicast objects;
  *  - cuMemMap refuses a non-zero offset, unaligned or overlapping ranges,
  *    cuMemAddressFree a range that is still mapped; calls that need a
  *    context fail without a live current one;
@@ -774,13 +773,9 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
   if (!symbol || !pfn) return NCU_ERROR_INVALID_VALUE;
   *pfn = NULL;
   if (strncmp(symbol, "cuMulticast", 11) == 0) {
-    if (!fk_env_int("FAKECUDA_ALLOW_MULTICAST_RESOLVE", 0)) {
-      fprintf(stderr, "fakecuda: %s resolved although multicast must stay off; aborting\n",
-              symbol);
-      abort();
-    }
-    if (status) *status = NCU_PROC_NOT_FOUND;
-    return NCU_ERROR_NOT_FOUND;
+    fprintf(stderr, "fakecuda: %s resolved although multicast must stay off; aborting\n",
+            symbol);
+    abort();
   }
   if (version < 12000) {
     if (status) *status = NCU_PROC_VERSION_TOO_LOW;

@@ -765,41 +765,6 @@ TEST_IMPL(native_fake_heap_grows) {
   return 0;
 }
 
-/* ------------------------------------------------------------- multicast */
-
-/* The fake aborts the process if any cuMulticast* entry point is even
- * resolved, so reaching the end proves the guard stopped the backend. */
-static int multicast_rank(int rank, int size, void *arg) {
-  symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  symm_tensor_t *t = alloc_u64(comm, 1 << 18);
-  ROK(symm_tensor_rendezvous(t));
-  void *mc = NULL, *priv = NULL;
-  unsetenv("SYMM_ENABLE_MULTICAST");
-  RRES(native_multicast_map(comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED);
-  RCHECK(strstr(symm_last_error(), "SYMM_ENABLE_MULTICAST"), "%s", symm_last_error());
-  setenv("SYMM_ENABLE_MULTICAST", "1", 1);
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
-  RRES(native_multicast_map(comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED);
-  RCHECK(strstr(symm_last_error(), "NCCL_NVLS_ENABLE"), "%s", symm_last_error());
-  unsetenv("NCCL_NVLS_ENABLE");
-  setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
-  RRES(native_multicast_map(comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED);
-  unsetenv("TORCH_SYMM_MEM_DISABLE_MULTICAST");
-  setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
-  RRES(native_multicast_map(comm, &t->mem, &mc, &priv), SYMM_ERR_UNSUPPORTED);
-  unsetenv("SYMM_ENABLE_MULTICAST");
-  RCHECK(mc == NULL && priv == NULL, "outputs touched");
-  symm_tensor_free(t);
-  symm_comm_destroy(comm);
-  return 0;
-}
-
-TEST_IMPL(native_fake_multicast_refused) {
-  ASSERT_EQ(run_job(2, multicast_rank, NULL), 0);
-  return 0;
-}
-
 /* ------------------------------------------------------------- contexts */
 
 /* A context the application made current (another GPU's) is put back
@@ -847,10 +812,8 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
-  /* Every test uses the fake driver unless it says otherwise, and starts
-   * from the multicast guard variables of a shared GPU host. */
+  /* Every test uses the fake driver unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
-  unsetenv("SYMM_ENABLE_MULTICAST");
   size_t n = sizeof native_fake_tests / sizeof native_fake_tests[0];
   if (argc != 2) {
     fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);

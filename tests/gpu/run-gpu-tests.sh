@@ -24,7 +24,6 @@ STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
 # DESIGN.md's GPU safety rule: NVLink multicast stays off on shared hosts.
 # These must be set before anything touches a GPU; the tests check them.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset SYMM_ENABLE_MULTICAST
 export SYMM_BACKEND=native
 
 for f in "$RUN" "$INFO" "$PROG" "$COLL"; do

@@ -50,7 +50,6 @@ typedef struct native_state {
   native_rank_info_t *ranks;/* [size] */
   int *peer_ordinal;        /* [size] each rank's GPU as seen here, or -1 */
   int *peer_access;         /* [size] cuDeviceCanAccessPeer from ours, -1 unknown */
-  uint64_t mc_seq;          /* multicast objects made on this communicator */
   /* The pad heap (native_heap.c); heap_lock guards every heap_* and
    * peer_heap* member. */
   pthread_mutex_t heap_lock;
@@ -95,8 +94,7 @@ typedef struct native_peer_heap {
 } native_peer_heap_t;
 
 /* Fd-exchange keys: a tensor's data chunk under its id (a counter), a heap
- * chunk under its heap id with the top bit set; multicast objects use bit
- * 62 (native_multicast.c). */
+ * chunk under its heap id with the top bit set. */
 #define NATIVE_HEAP_KEY_BIT (1ull << 63)
 
 /*

@@ -86,8 +86,7 @@ enum { NCU_MEMORYTYPE_HOST = 1, NCU_MEMORYTYPE_DEVICE = 2, NCU_MEMORYTYPE_ARRAY 
 enum { NCU_HANDLE_NONE = 0x0, NCU_HANDLE_POSIX_FD = 0x1, NCU_HANDLE_FABRIC = 0x8 };
 
 /* CUmemAllocationType, CUmemLocationType, CUmemAccess_flags,
- * CUmemAllocationGranularity_flags (the multicast granularity flags share
- * these two values). */
+ * CUmemAllocationGranularity_flags. */
 enum { NCU_ALLOC_PINNED = 0x1 };
 enum { NCU_LOCATION_DEVICE = 0x1 };
 enum { NCU_ACCESS_READWRITE = 0x3 };
@@ -123,14 +122,6 @@ typedef struct ncu_access_desc {
   int flags;
 } ncu_access_desc;
 
-/* CUmulticastObjectProp (v1): 32 bytes. */
-typedef struct ncu_mc_prop {
-  unsigned int num_devices;
-  size_t size;
-  unsigned long long handle_types;
-  unsigned long long flags;
-} ncu_mc_prop;
-
 /* CUmemFabricHandle: 64 opaque bytes (CU_IPC_HANDLE_SIZE). */
 #define NCU_FABRIC_HANDLE_BYTES 64
 typedef struct ncu_fabric_handle {
@@ -143,9 +134,9 @@ typedef struct ncu_uuid {
 } ncu_uuid;
 
 /* ------------------------------------------------------------ entry points */
-/* X(name, return-less parameter list): one line per driver function we use
- * outside the multicast guard.  Multicast entry points are resolved on
- * demand by native_multicast.c, only after the guard allows them. */
+/* X(name, return-less parameter list): one line per driver function the
+ * backend uses.  There is no multicast entry point among them, nor anywhere
+ * in symmem: see symm_multicast_status. */
 #define NATIVE_DRIVER_FUNCTIONS(X)                                             \
   X(cuGetErrorName, (ncu_result e, const char **s))                            \
   X(cuGetErrorString, (ncu_result e, const char **s))                          \
@@ -250,7 +241,7 @@ const native_driver_t *native_driver_load(char *why, size_t why_len);
  * native_driver_load ("cuInit failed: CUDA_ERROR_NO_DEVICE (...)"). */
 const native_driver_t *native_driver_init(char *why, size_t why_len);
 
-/* Resolves one more entry point (multicast).  0 on success, else a driver
+/* Resolves one more entry point (the collectives' table).  0 on success, else a driver
  * result; *fn is NULL on failure. */
 ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol, void **fn);
 

@@ -1,31 +1,14 @@
 /*
  * Native-backend functions beyond the version-1 ops table, for the core
- * (and the GPU tests) to call until the table grows members for them: the
- * multicast object of a tensor, and device copies of small host arrays
- * (the peers' data pointers, for kernels).  Each takes a communicator whose
+ * (and the GPU tests) to call until the table grows members for them:
+ * device copies of small host arrays (the peers' data pointers, for
+ * kernels) and the pad heap's statistics.  Each takes a communicator whose
  * backend is native; anything else gets SYMM_ERR_UNSUPPORTED.
  */
 #ifndef SYMM_NATIVE_EXT_H
 #define SYMM_NATIVE_EXT_H
 
 #include "core/internal.h"
-
-/*
- * NVLink multicast mapping of the data of `mem` (every rank's data bound to
- * one multicast object).  Checks the multicast guard of DESIGN.md first
- * (symm_multicast_allowed): when it refuses, returns SYMM_ERR_UNSUPPORTED at
- * once, locally, having touched neither the driver nor the peers.  When
- * allowed it is collective over the communicator: every rank must call it
- * for the same tensor.  On success *mc_data is the multicast address of the
- * data and *priv what native_multicast_unmap needs.  SYMM_ERR_UNSUPPORTED
- * also when a device lacks multicast support, ranks share a GPU, or the
- * data is not at a granularity boundary; SYMM_ERR_BACKEND for driver
- * failures.
- */
-symm_result_t native_multicast_map(symm_comm_t *comm, const symm_mem_t *mem, void **mc_data,
-                                   void **priv);
-/* Unmaps and releases what native_multicast_map made.  Local.  NULL ok. */
-void native_multicast_unmap(symm_comm_t *comm, void *priv);
 
 /*
  * Copies `bytes` of host memory to a new device allocation on the

@@ -25,8 +25,6 @@ const symm_backend_ops_t symm_native_ops = {
     .describe = native_describe,
     .device_copy = native_device_copy,
     .device_free = native_device_free,
-    .multicast_map = native_multicast_map,
-    .multicast_unmap = native_multicast_unmap,
     .collective = native_collective,
     .poll_async_error = native_poll_async_error,
 };
