@@ -357,3 +357,31 @@ TEST_IMPL(core_registry_threads) {
   unsetenv("SYMM_POOL_BYTES");
   return 0;
 }
+
+/* SYMM_DEBUG / SYMM_DEBUG_SUBSYS / SYMM_DEBUG_FILE, read once at the first
+ * log call of the process (this test runs in a process of its own). */
+TEST_IMPL(core_log_file) {
+  char pattern[128], path[128];
+  snprintf(pattern, sizeof pattern, "/tmp/symm-log-test-%d-%%p.log", (int)getpid());
+  snprintf(path, sizeof path, "/tmp/symm-log-test-%d-%d.log", (int)getpid(), (int)getpid());
+  setenv("SYMM_DEBUG", "INFO", 1);
+  setenv("SYMM_DEBUG_SUBSYS", "INIT,BOOTSTRAP", 1);
+  setenv("SYMM_DEBUG_FILE", pattern, 1);
+  SYMM_INFO(INIT, "init-line %d", 1);
+  SYMM_INFO(STORE, "store-line %d", 2);
+  SYMM_TRACE(INIT, "trace-line %d", 3);
+  SYMM_WARN(BOOTSTRAP, "warn-line %d", 4);
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL); /* %p expanded to the pid */
+  char text[4096] = "";
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  unlink(path);
+  ASSERT_STR_CONTAINS(text, "symm INFO");
+  ASSERT_STR_CONTAINS(text, "init-line 1");
+  ASSERT_STR_CONTAINS(text, "warn-line 4");
+  ASSERT(strstr(text, "store-line") == NULL); /* subsystem not selected */
+  ASSERT(strstr(text, "trace-line") == NULL); /* above the level */
+  return 0;
+}

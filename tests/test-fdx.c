@@ -204,26 +204,7 @@ static int fdx_raw_connect(const char *job, int rank, int timeout_ms) {
 }
 
 static void fdx_raw_send(int s, const void *buf, size_t len, int fd_to_attach) {
-  struct iovec iov = {(void *)buf, len};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } ctl;
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd_to_attach >= 0) {
-    memset(&ctl, 0, sizeof ctl);
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd_to_attach, sizeof(int));
-  }
-  ASSERT_EQ(sendmsg(s, &msg, MSG_NOSIGNAL), (ssize_t)len);
+  ASSERT_EQ(symm_fdx_sendmsg(s, buf, len, fd_to_attach, 0), (ssize_t)len);
 }
 
 static void fdx_raw_request(int s, uint32_t magic, uint32_t op, uint64_t id) {

@@ -126,13 +126,8 @@ static bool fdx_peer_cred(int sock, struct ucred *cred) {
          len == sizeof *cred;
 }
 
-static bool fdx_send_reply(int sock, uint32_t status, uint64_t id, int fd) {
-  symm_fdx_reply_t rep;
-  memset(&rep, 0, sizeof rep);
-  rep.magic = SYMM_FDX_MAGIC;
-  rep.status = status;
-  rep.id = id;
-  struct iovec iov = {&rep, sizeof rep};
+ssize_t symm_fdx_sendmsg(int sock, const void *buf, size_t len, int fd, int flags) {
+  struct iovec iov = {(void *)buf, len};
   union {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int))];
@@ -151,12 +146,21 @@ static bool fdx_send_reply(int sock, uint32_t status, uint64_t id, int fd) {
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd, sizeof fd);
   }
+  ssize_t n;
+  do n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+static bool fdx_send_reply(int sock, uint32_t status, uint64_t id, int fd) {
+  symm_fdx_reply_t rep;
+  memset(&rep, 0, sizeof rep);
+  rep.magic = SYMM_FDX_MAGIC;
+  rep.status = status;
+  rep.id = id;
   /* Never blocks: a client that does not read its replies fills its queue,
    * and then loses its connection rather than stalling the server. */
-  ssize_t n;
-  do n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  return n == (ssize_t)sizeof rep;
+  return symm_fdx_sendmsg(sock, &rep, sizeof rep, fd, MSG_DONTWAIT) == (ssize_t)sizeof rep;
 }
 
 /* Closes a server-side connection so that the client still reads what was

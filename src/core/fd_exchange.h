@@ -62,4 +62,9 @@ symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd);
 /* Number of fds currently published (for leak tests). */
 size_t symm_fdx_published(const symm_fdx_t *fdx);
 
+/* One message of len bytes on a Unix socket, with fd attached (SCM_RIGHTS)
+ * when fd >= 0; flags as for sendmsg (MSG_NOSIGNAL is added), retried on
+ * EINTR.  Returns what sendmsg returned. */
+ssize_t symm_fdx_sendmsg(int sock, const void *buf, size_t len, int fd, int flags);
+
 #endif
