@@ -22,12 +22,12 @@
  *  grid would wait on, so no block is left waiting.  flag(e) mixes a
  *  per-scratch nonce with e, is never 0 and differs from flag(e - 2).
  *
- *  Parity.  Because every kernel waits for every peer's header of its
- *  epoch, a peer that writes something of epoch e + 2 into our memory has
- *  seen our epoch e + 1 header, which we write only after our epoch e
- *  kernel finished.  So anything indexed by e & 1 (header slots, staging
- *  halves, LL halves) is free again two epochs later; no "done" barrier is
- *  needed at the end of a kernel.
+ *  Parity.  Every kernel waits for something every peer wrote at the start
+ *  of the same epoch (headers, or LL packets).  So a peer that writes
+ *  something of epoch e + 2 into our memory has seen our epoch e + 1 data,
+ *  which we write only after our epoch e kernel finished, and anything
+ *  indexed by e & 1 (header slots, staging halves, LL halves) is free again
+ *  two epochs later; no "done" barrier is needed at the end of a kernel.
  *
  *  Staging.  Inputs are copied into this rank's staging half (e & 1) of the
  *  scratch before the header is written; peers read them from there after
@@ -35,10 +35,11 @@
  *  own recv buffer.
  *
  *  LL.  The low-latency all-reduce pushes its input into every peer's LL
- *  region as 8-byte packets {data: 4 bytes, flag(e): 4 bytes} written with
- *  one 8-byte store, so data and flag arrive together; the reader spins on
- *  the packet itself and zeroes it after use.  One kernel, no barrier: the
- *  header exchange runs concurrently with the packets.
+ *  region as 16-byte packets of two {data, flag} halves, each written in
+ *  one piece, so data and flag arrive together; the reader spins on the
+ *  packet itself and zeroes it after use.  One kernel and no barrier: the
+ *  flag carries the call's signature, and a reader whose packets do not
+ *  come looks at the peer's header to tell a mismatch from a late peer.
  *
  *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer; on
  *  expiry the kernel records SYMM_ERR_TIMEOUT (first error wins) in the
@@ -127,16 +128,17 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   return c;
 }
 
-/* Advances the epoch once every block is done with it. */
+/* Advances the epoch once every block is done with it.  No fence: the
+ * next kernel on the stream reads the epoch only after this one completed. */
 static __device__ void coll_end(const params_t &a, const coll_ctx &c) {
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t *words = coll_local_words(a);
-    __threadfence();
-    if (atomicAdd(&words[1], 1u) == gridDim.x - 1) {
+    if (gridDim.x == 1) {
+      ((volatile uint32_t *)words)[0] = c.e;
+    } else if (atomicAdd(&words[1], 1u) == gridDim.x - 1) {
       words[1] = 0;
       ((volatile uint32_t *)words)[0] = c.e;
-      __threadfence();
     }
   }
 }
@@ -207,14 +209,26 @@ static __device__ __forceinline__ char *coll_stage(const params_t &a, int rank, 
 }
 
 /* dst[0, bytes) = src[0, bytes); 16-byte vectors when vec (both 16-byte
- * aligned), bytes otherwise.  All threads of the block share the work. */
+ * aligned), bytes otherwise.  All threads of the block share the work; each
+ * thread keeps COLL_UNROLL loads in flight, which is what it takes to fill
+ * NVLink with the few dozen blocks a collective runs. */
+enum { COLL_UNROLL = 4 };
 static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uint64_t bytes,
                                                  bool vec) {
   uint64_t done = 0;
   if (vec) {
-    const uint64_t nv = bytes / 16;
-    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x)
-      ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+    const uint64_t nv = bytes / 16, bd = blockDim.x;
+    const uint4 *s = (const uint4 *)src;
+    uint4 *d = (uint4 *)dst;
+    uint64_t i = threadIdx.x;
+    for (; i + (COLL_UNROLL - 1) * bd < nv; i += COLL_UNROLL * bd) {
+      uint4 x[COLL_UNROLL];
+#pragma unroll
+      for (int u = 0; u < COLL_UNROLL; u++) x[u] = s[i + u * bd];
+#pragma unroll
+      for (int u = 0; u < COLL_UNROLL; u++) d[i + u * bd] = x[u];
+    }
+    for (; i < nv; i += bd) d[i] = s[i];
     done = nv * 16;
   }
   for (uint64_t i = done + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
@@ -265,51 +279,77 @@ template <typename T> union vec16 {
   T v[16 / sizeof(T)];
 };
 
+/* Rank combined at step k when the combination starts at rank s. */
+static __device__ __forceinline__ int coll_rank_at(int s, int k, int world) {
+  return s + k < world ? s + k : s + k - world;
+}
+
 /*
  * out[i] = op over ranks r of src(r)[i] for i in [lo, hi), where src(r) is
  * `own` for r == a.rank and a.peer_data[r] + src_off otherwise (read from
- * the parameter space: no per-thread pointer array).
+ * the parameter space: no per-thread pointer array).  out2, when not NULL,
+ * receives the same values (two-shot: recv and the staged copy peers read).
  * `start(i)` picks the rank the combination starts at; ranks are combined
- * in the order start, start + 1, ... (mod world).
+ * in the order start, start + 1, ... (mod world).  lo is a multiple of the
+ * vector when vec.
  */
 template <typename T, typename Op, bool Det>
-static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint64_t src_off,
-                                   uint64_t lo, uint64_t hi, bool vec) {
+static __device__ void coll_reduce(const params_t &a, T *out, T *out2, const T *own,
+                                   uint64_t src_off, uint64_t lo, uint64_t hi, bool vec) {
   typedef typename dt<T>::acc_t acc_t;
   const int W = a.world;
   const int V = 16 / sizeof(T);
+  const uint64_t bd = blockDim.x;
   uint64_t i0 = lo;
   if (vec) {
     const uint64_t v_lo = lo / V, v_hi = hi / V;
-    for (uint64_t vi = v_lo + threadIdx.x; vi < v_hi; vi += blockDim.x) {
-      /* Deterministic: the start depends on the warp's position only. */
-      int s = Det ? (int)((vi >> 5) % (uint64_t)W) : (a.rank + 1) % W;
-      acc_t acc[16 / sizeof(T)];
+    for (uint64_t v0 = v_lo + threadIdx.x; v0 < v_hi; v0 += COLL_UNROLL * bd) {
+      acc_t acc[COLL_UNROLL][16 / sizeof(T)];
+      int s[COLL_UNROLL];
+#pragma unroll
+      for (int u = 0; u < COLL_UNROLL; u++)
+        /* Deterministic: the start depends on the warp's position only. */
+        s[u] = Det ? (int)(((v0 + u * bd) >> 5) % (uint64_t)W) : (a.rank + 1) % W;
       for (int k = 0; k < W; k++) {
-        int r = s + k < W ? s + k : s + k - W;
-        vec16<T> x;
-        x.u = r == a.rank ? ((const uint4 *)own)[vi]
-                          : ((const uint4 *)(uintptr_t)(a.peer_data[r] + src_off))[vi];
+        vec16<T> x[COLL_UNROLL];
 #pragma unroll
-        for (int j = 0; j < V; j++)
-          acc[j] = k == 0 ? dt<T>::load(x.v[j]) : Op::apply(acc[j], dt<T>::load(x.v[j]));
+        for (int u = 0; u < COLL_UNROLL; u++) { /* every load first: they overlap */
+          const uint64_t vi = v0 + u * bd;
+          const int r = coll_rank_at(s[u], k, W);
+          const uint4 *src = r == a.rank ? (const uint4 *)own
+                                         : (const uint4 *)(uintptr_t)(a.peer_data[r] + src_off);
+          x[u].u = vi < v_hi ? src[vi] : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < COLL_UNROLL; u++)
+#pragma unroll
+          for (int j = 0; j < V; j++)
+            acc[u][j] = k == 0 ? dt<T>::load(x[u].v[j])
+                               : Op::apply(acc[u][j], dt<T>::load(x[u].v[j]));
       }
-      vec16<T> y;
 #pragma unroll
-      for (int j = 0; j < V; j++) y.v[j] = dt<T>::store(acc[j]);
-      ((uint4 *)out)[vi] = y.u;
+      for (int u = 0; u < COLL_UNROLL; u++) {
+        const uint64_t vi = v0 + u * bd;
+        if (vi >= v_hi) break;
+        vec16<T> y;
+#pragma unroll
+        for (int j = 0; j < V; j++) y.v[j] = dt<T>::store(acc[u][j]);
+        ((uint4 *)out)[vi] = y.u;
+        if (out2) ((uint4 *)out2)[vi] = y.u;
+      }
     }
     i0 = v_hi * V > lo ? v_hi * V : lo;
   }
-  for (uint64_t i = i0 + threadIdx.x; i < hi; i += blockDim.x) {
+  for (uint64_t i = i0 + threadIdx.x; i < hi; i += bd) {
     int s = Det ? (int)((i / V >> 5) % (uint64_t)W) : (a.rank + 1) % W;
     acc_t acc = 0;
     for (int k = 0; k < W; k++) {
-      int r = s + k < W ? s + k : s + k - W;
+      int r = coll_rank_at(s, k, W);
       T x = r == a.rank ? own[i] : ((const T *)(uintptr_t)(a.peer_data[r] + src_off))[i];
       acc = k == 0 ? dt<T>::load(x) : Op::apply(acc, dt<T>::load(x));
     }
     out[i] = dt<T>::store(acc);
+    if (out2) out2[i] = out[i];
   }
 }
 
@@ -329,14 +369,16 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
   if (!c.fail_fast)
     coll_copy(coll_stage(a, a.rank, c.parity) + lo * sizeof(T), (const char *)(send + lo),
               (hi - lo) * sizeof(T), vec);
-  if (coll_exchange(a, c, 0) == CTX_OK) {
-    coll_reduce<T, Op, true>(a, recv, send, a.stage_off + c.parity * a.stage_half, lo, hi, vec);
-  }
+  if (coll_exchange(a, c, 0) == CTX_OK)
+    coll_reduce<T, Op, true>(a, recv, (T *)NULL, send, a.stage_off + c.parity * a.stage_half, lo,
+                             hi, vec);
   coll_end(a, c);
 }
 
-/* Two-shot: reduce-scatter into the staging half (segment `rank` is
- * reduced in place), exchange again, gather the reduced segments. */
+/* Two-shot: reduce-scatter, exchange again, gather the reduced segments.
+ * Only the segments peers reduce are staged (this rank reduces its own
+ * straight from send); the reduced segment goes to recv and, from the same
+ * registers, to the staging half where peers gather it. */
 template <typename T, typename Op>
 static __device__ void all_reduce_two_shot(const params_t &a) {
   coll_ctx c = coll_begin(a);
@@ -349,7 +391,8 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   const bool vec = a.vec != 0;
   char *mine = coll_stage(a, a.rank, c.parity);
   if (!c.fail_fast)
-    for (int q = 0; q < a.world; q++) {
+    for (int k = 1; k < a.world; k++) {
+      const int q = coll_rank_at(a.rank, k, a.world);
       uint64_t l = q * seg + lo, h = q * seg + hi;
       if (h > n) h = n;
       if (l < h) coll_copy(mine + l * sizeof(T), (const char *)(send + l), (h - l) * sizeof(T), vec);
@@ -358,17 +401,14 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   if (st == CTX_OK) {
     uint64_t l = a.rank * seg + lo, h = a.rank * seg + hi;
     if (h > n) h = n;
-    if (l < h) {
-      coll_reduce<T, Op, false>(a, recv, send, a.stage_off + c.parity * a.stage_half, l, h,
-                                vec);
-      __syncthreads();
-      coll_copy(mine + l * sizeof(T), (const char *)(recv + l), (h - l) * sizeof(T), vec);
-    }
+    if (l < h)
+      coll_reduce<T, Op, false>(a, recv, (T *)mine, send, a.stage_off + c.parity * a.stage_half,
+                                l, h, vec);
     st = coll_exchange(a, c, 1);
   }
   if (st == CTX_OK) {
     for (int k = 1; k < a.world; k++) {
-      int p = (a.rank + k) % a.world;
+      const int p = coll_rank_at(a.rank, k, a.world);
       uint64_t l = p * seg + lo, h = p * seg + hi;
       if (h > n) h = n;
       if (l < h)
@@ -379,76 +419,143 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   coll_end(a, c);
 }
 
-/* Element j of a 4-byte LL word of T: 1 (4-byte T) or 2 (2-byte T). */
-template <typename T> union ll_word {
-  uint32_t u;
-  T v[4 / sizeof(T)];
-};
+/* ------------------------------------------------------------------ LL */
+/*
+ * A packet is 16 bytes, two 8-byte halves {data word, flag}; each half is
+ * written in one piece, so a reader that sees the flag in both halves has
+ * both data words.  The flag mixes the epoch with the call's signature: a
+ * peer that enqueued a different collective never produces our flag, and
+ * the reader, while it waits, looks at that peer's header to say
+ * SYMM_ERR_MISMATCH instead of waiting out the timeout.  Consumed packets
+ * are zeroed, so that the region holds nothing stale when its parity comes
+ * round again.
+ */
+static __device__ __forceinline__ void ll_store(uint64_t addr, uint32_t d0, uint32_t d1,
+                                                uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(d0),
+               "r"(flag), "r"(d1), "r"(flag)
+               : "memory");
+}
+static __device__ __forceinline__ uint4 ll_load(uint64_t addr) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(addr)
+               : "memory");
+  return v;
+}
 
-/* LL: push 8-byte packets {data, flag} into every peer's LL region, then
- * reduce from the own LL regions as packets arrive. */
+static __device__ __forceinline__ uint32_t ll_flag(const params_t &a, const coll_ctx &c) {
+  return coll_flag(a.nonce ^ (a.sig * 0x85EBCA6Bu), c.e);
+}
+
+/* Packet i of n elements of src (8 bytes; zeros past the end). */
+template <typename T> union ll_data {
+  uint2 u;
+  T v[8 / sizeof(T)];
+};
+template <typename T>
+static __device__ __forceinline__ uint2 ll_pack(const T *src, uint64_t i, uint64_t n, bool vec) {
+  const int E = 8 / sizeof(T);
+  if (vec && (i + 1) * E <= n) return ((const uint2 *)src)[i];
+  ll_data<T> x;
+  x.u = make_uint2(0, 0);
+  for (int j = 0; j < E; j++)
+    if (i * E + j < n) x.v[j] = src[i * E + j];
+  return x.u;
+}
+
+/* Tells every peer, on every channel, which collective this rank runs at
+ * this epoch.  LL peers look at it only while they wait; peers running
+ * another kernel wait for it on their channels and see the mismatch. */
+static __device__ void ll_announce(const params_t &a, const coll_ctx &c) {
+  const uint64_t mine = ((uint64_t)a.sig << 32) | c.flag;
+  const unsigned W = (unsigned)a.world, n = (unsigned)a.channels * W;
+  for (unsigned idx = threadIdx.x; idx < n; idx += blockDim.x) {
+    const unsigned ch = idx / W, p = idx % W;
+    if ((int)p != a.rank)
+      symm_dev_st_relaxed_u64(coll_header(a, a.peer_pad[p], 0, ch, a.rank, c.parity), mine);
+  }
+}
+
+/* Waits for the packet at addr from rank `from`; false (error recorded)
+ * on timeout or when `from` announced a different collective. */
+static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t flag,
+                               uint64_t addr, int from, uint2 *out) {
+  uint4 v;
+  unsigned spins = 0;
+  while ((v = ll_load(addr)).y != flag || v.w != flag) {
+    if ((++spins & 63u) == 0) {
+      const uint64_t h = symm_dev_ld_relaxed_u64(
+          coll_header(a, a.peer_pad[a.rank], 0, 0, (unsigned)from, c.parity));
+      if ((uint32_t)h == c.flag && (uint32_t)(h >> 32) != a.sig) {
+        coll_record(a, c, SYMM_DEV_ERR_MISMATCH, (uint32_t)from);
+        return false;
+      }
+      if (symm_dev_expired(c.deadline)) {
+        coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)from);
+        return false;
+      }
+    }
+  }
+  ll_store(addr, 0, 0, 0); /* consumed */
+  *out = make_uint2(v.x, v.z);
+  return true;
+}
+
+/* LL all-reduce: one kernel, no barrier.  Every thread pushes its packets
+ * into every peer's LL region, then reduces them from its own regions as
+ * they arrive (ranks combined in the same order everywhere). */
 template <typename T, typename Op>
 static __device__ void all_reduce_ll(const params_t &a) {
   typedef typename dt<T>::acc_t acc_t;
   coll_ctx c = coll_begin(a);
   const int W = a.world;
-  const int E = 4 / sizeof(T); /* elements per word */
-  const uint64_t n = a.count, nw = (n + E - 1) / E;
-  uint64_t lo, hi;
-  coll_block_range(nw, 1, &lo, &hi);
+  const int E = 8 / sizeof(T); /* elements per packet */
+  const uint64_t n = a.count, np = (n + E - 1) / E;
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
+  const bool vec = a.vec != 0;
+  const uint32_t flag = ll_flag(a, c);
   const uint64_t half = a.ll_region * (uint64_t)W;
-  const uint64_t ll_mine = a.peer_data[a.rank] + a.ll_off + c.parity * half;
+  const uint64_t area = a.ll_off + c.parity * half;
+  const uint64_t mine = a.peer_data[a.rank] + area;
+  const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   if (!c.fail_fast) {
-    for (uint64_t w = lo + threadIdx.x; w < hi; w += blockDim.x) {
-      ll_word<T> x;
-      x.u = 0;
-      for (int j = 0; j < E; j++)
-        if (w * E + j < n) x.v[j] = send[w * E + j];
-      const uint64_t pkt = ((uint64_t)c.flag << 32) | x.u;
+    if (blockIdx.x == 0) ll_announce(a, c);
+    for (uint64_t i = first; i < np; i += stride) {
+      const uint2 d = ll_pack(send, i, n, vec);
       for (int k = 1; k < W; k++) {
-        int p = (a.rank + k) % W;
-        uint64_t *dst = (uint64_t *)(uintptr_t)(a.peer_data[p] + a.ll_off + c.parity * half +
-                                                a.rank * a.ll_region) + w;
-        symm_dev_st_relaxed_u64(dst, pkt);
+        const int p = coll_rank_at(a.rank, k, W);
+        ll_store(a.peer_data[p] + area + a.rank * a.ll_region + i * 16, d.x, d.y, flag);
       }
     }
-  }
-  int st = coll_exchange(a, c, 0);
-  if (st == CTX_OK) {
-    bool expired = false;
-    for (uint64_t w = lo + threadIdx.x; w < hi && !expired; w += blockDim.x) {
-      int s = (int)((w >> 5) % (uint64_t)W);
-      acc_t acc[4 / sizeof(T)];
-      for (int k = 0; k < W && !expired; k++) {
-        int r = s + k < W ? s + k : s + k - W;
-        ll_word<T> x;
-        x.u = 0;
-        if (r == a.rank) {
-          for (int j = 0; j < E; j++)
-            if (w * E + j < n) x.v[j] = send[w * E + j];
-        } else {
-          uint64_t *slot = (uint64_t *)(uintptr_t)(ll_mine + r * a.ll_region) + w;
-          uint64_t v;
-          unsigned spins = 0;
-          while ((uint32_t)((v = symm_dev_ld_relaxed_u64(slot)) >> 32) != c.flag) {
-            if ((++spins & 255u) == 0 && symm_dev_expired(c.deadline)) {
-              coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r);
-              expired = true;
-              break;
-            }
-          }
-          if (expired) break;
-          symm_dev_st_relaxed_u64(slot, 0); /* consumed: never mistaken for a later packet */
-          x.u = (uint32_t)v;
-        }
+    bool ok = true;
+    for (uint64_t i = first; i < np && ok; i += stride) {
+      const int s = (int)((i >> 5) % (uint64_t)W);
+      acc_t acc[8 / sizeof(T)];
+      for (int k = 0; k < W && ok; k++) {
+        const int r = coll_rank_at(s, k, W);
+        ll_data<T> x;
+        if (r == a.rank)
+          x.u = ll_pack(send, i, n, vec);
+        else
+          ok = ll_wait(a, c, flag, mine + r * a.ll_region + i * 16, r, &x.u);
+#pragma unroll
         for (int j = 0; j < E; j++)
           acc[j] = k == 0 ? dt<T>::load(x.v[j]) : Op::apply(acc[j], dt<T>::load(x.v[j]));
       }
-      if (expired) break;
-      for (int j = 0; j < E; j++)
-        if (w * E + j < n) recv[w * E + j] = dt<T>::store(acc[j]);
+      if (!ok) break;
+      ll_data<T> y;
+#pragma unroll
+      for (int j = 0; j < E; j++) y.v[j] = dt<T>::store(acc[j]);
+      if (vec && (i + 1) * E <= n) {
+        ((uint2 *)recv)[i] = y.u;
+      } else {
+        for (int j = 0; j < E; j++)
+          if (i * E + j < n) recv[i * E + j] = y.v[j];
+      }
     }
   }
   coll_end(a, c);
@@ -469,36 +576,52 @@ static __device__ void reduce_scatter(const params_t &a) {
   const bool vec = a.vec != 0;
   char *mine = coll_stage(a, a.rank, c.parity);
   if (!c.fail_fast && lo < hi)
-    for (int q = 0; q < a.world; q++)
+    for (int k = 1; k < a.world; k++) { /* peers read segment q; ours comes from send */
+      const int q = coll_rank_at(a.rank, k, a.world);
       coll_copy(mine + (q * a.count + lo) * sizeof(T), (const char *)(send + q * a.send_seg + lo),
                 (hi - lo) * sizeof(T), vec);
+    }
   if (coll_exchange(a, c, 0) == CTX_OK && lo < hi) {
     const uint64_t off = a.stage_off + c.parity * a.stage_half + a.rank * a.count * sizeof(T);
-    coll_reduce<T, Op, false>(a, recv, send + a.rank * a.send_seg, off, lo, hi, vec);
+    coll_reduce<T, Op, false>(a, recv, (T *)NULL, send + a.rank * a.send_seg, off, lo, hi, vec);
   }
   coll_end(a, c);
 }
 
 /* ------------------------------------------------ copies (any dtype) */
 
+/* This block's part of a copy collective: elements [lo, hi) of each
+ * segment, `bytes` = (hi - lo) * esize. */
+struct copy_part {
+  uint64_t es, lo, hi, bytes;
+  const char *send;
+  char *recv;
+  bool vec;
+};
+static __device__ copy_part coll_copy_part(const params_t &a) {
+  copy_part cp;
+  cp.es = (uint64_t)a.esize;
+  coll_block_range(a.count, 16 / cp.es ? 16 / cp.es : 1, &cp.lo, &cp.hi);
+  cp.send = (const char *)(uintptr_t)a.send;
+  cp.recv = (char *)(uintptr_t)a.recv;
+  cp.vec = a.vec != 0;
+  cp.bytes = (cp.hi - cp.lo) * cp.es;
+  return cp;
+}
+
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_gather(const params_t a) {
   coll_ctx c = coll_begin(a);
-  const uint64_t es = (uint64_t)a.esize;
-  uint64_t lo, hi;
-  coll_block_range(a.count, 16 / es ? 16 / es : 1, &lo, &hi);
-  const char *send = (const char *)(uintptr_t)a.send;
-  char *recv = (char *)(uintptr_t)a.recv;
-  const bool vec = a.vec != 0;
-  const uint64_t bytes = (hi - lo) * es;
-  if (!c.fail_fast && bytes)
-    coll_copy(coll_stage(a, a.rank, c.parity) + lo * es, send + lo * es, bytes, vec);
-  if (coll_exchange(a, c, 0) == CTX_OK && bytes)
+  const copy_part cp = coll_copy_part(a);
+  const uint64_t off = cp.lo * cp.es;
+  if (!c.fail_fast && cp.bytes)
+    coll_copy(coll_stage(a, a.rank, c.parity) + off, cp.send + off, cp.bytes, cp.vec);
+  if (coll_exchange(a, c, 0) == CTX_OK && cp.bytes)
     for (int k = 0; k < a.world; k++) {
-      int p = (a.rank + k) % a.world;
-      const char *src = p == a.rank ? send : coll_stage(a, p, c.parity);
-      char *dst = recv + p * a.recv_seg * es;
-      if (dst + lo * es != src + lo * es) coll_copy(dst + lo * es, src + lo * es, bytes, vec);
+      const int p = coll_rank_at(a.rank, k, a.world);
+      const char *src = p == a.rank ? cp.send : coll_stage(a, p, c.parity);
+      char *dst = cp.recv + p * a.recv_seg * cp.es;
+      if (dst != src) coll_copy(dst + off, src + off, cp.bytes, cp.vec);
     }
   coll_end(a, c);
 }
@@ -506,19 +629,14 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_broadcast(const params_t a) {
   coll_ctx c = coll_begin(a);
-  const uint64_t es = (uint64_t)a.esize;
-  uint64_t lo, hi;
-  coll_block_range(a.count, 16 / es ? 16 / es : 1, &lo, &hi);
-  const char *send = (const char *)(uintptr_t)a.send;
-  char *recv = (char *)(uintptr_t)a.recv;
-  const bool vec = a.vec != 0;
-  const uint64_t bytes = (hi - lo) * es;
+  const copy_part cp = coll_copy_part(a);
+  const uint64_t off = cp.lo * cp.es;
   const bool root = a.rank == a.root;
-  if (root && !c.fail_fast && bytes)
-    coll_copy(coll_stage(a, a.rank, c.parity) + lo * es, send + lo * es, bytes, vec);
-  if (coll_exchange(a, c, 0) == CTX_OK && bytes) {
-    const char *src = root ? send : coll_stage(a, a.root, c.parity);
-    if (recv != send || !root) coll_copy(recv + lo * es, src + lo * es, bytes, vec);
+  if (root && !c.fail_fast && cp.bytes)
+    coll_copy(coll_stage(a, a.rank, c.parity) + off, cp.send + off, cp.bytes, cp.vec);
+  if (coll_exchange(a, c, 0) == CTX_OK && cp.bytes) {
+    const char *src = root ? cp.send : coll_stage(a, a.root, c.parity);
+    if (cp.recv != cp.send || !root) coll_copy(cp.recv + off, src + off, cp.bytes, cp.vec);
   }
   coll_end(a, c);
 }
@@ -526,23 +644,18 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_to_all(const params_t a) {
   coll_ctx c = coll_begin(a);
-  const uint64_t es = (uint64_t)a.esize;
-  uint64_t lo, hi;
-  coll_block_range(a.count, 16 / es ? 16 / es : 1, &lo, &hi);
-  const char *send = (const char *)(uintptr_t)a.send;
-  char *recv = (char *)(uintptr_t)a.recv;
-  const bool vec = a.vec != 0;
-  const uint64_t bytes = (hi - lo) * es;
+  const copy_part cp = coll_copy_part(a);
   char *mine = coll_stage(a, a.rank, c.parity);
-  if (!c.fail_fast && bytes)
+  if (!c.fail_fast && cp.bytes)
     for (int q = 0; q < a.world; q++)
-      coll_copy(mine + (q * a.count + lo) * es, send + (q * a.send_seg + lo) * es, bytes, vec);
-  if (coll_exchange(a, c, 0) == CTX_OK && bytes)
+      coll_copy(mine + (q * a.count + cp.lo) * cp.es, cp.send + (q * a.send_seg + cp.lo) * cp.es,
+                cp.bytes, cp.vec);
+  if (coll_exchange(a, c, 0) == CTX_OK && cp.bytes)
     for (int k = 0; k < a.world; k++) {
-      int p = (a.rank + k) % a.world;
+      const int p = coll_rank_at(a.rank, k, a.world);
       /* Our own segment comes from the staged copy: recv may alias send. */
-      const char *src = coll_stage(a, p, c.parity) + (a.rank * a.count + lo) * es;
-      coll_copy(recv + (p * a.recv_seg + lo) * es, src, bytes, vec);
+      const char *src = coll_stage(a, p, c.parity) + (a.rank * a.count + cp.lo) * cp.es;
+      coll_copy(cp.recv + (p * a.recv_seg + cp.lo) * cp.es, src, cp.bytes, cp.vec);
     }
   coll_end(a, c);
 }

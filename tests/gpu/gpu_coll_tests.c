@@ -191,8 +191,9 @@ static const symm_dtype_t reducible[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_D
 
 /* Every op x dtype x reduction x size, all-reduce under each algorithm. */
 static void test_ops(ctx_t *c) {
-  size_t sizes[] = {1, 7, 1003, ((size_t)1 << 20) + 5, ((size_t)3 << 20) + 1};
-  int nsizes = c->quick ? 3 : 5;
+  /* 65537: an LL grid of many blocks (the packets still fit the LL area). */
+  size_t sizes[] = {1, 7, 1003, 65537, ((size_t)1 << 20) + 5, ((size_t)3 << 20) + 1};
+  int nsizes = c->quick ? 4 : 6;
   symm_algo_t algos[] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT, SYMM_ALGO_AUTO};
   int salt = 0;
   for (int s = 0; s < nsizes; s++)

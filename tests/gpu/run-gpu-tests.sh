@@ -6,7 +6,8 @@
 # without that setting, the native backend's protocol and the multi-process
 # conformance tests over the fake driver, the collectives (symm-gpu-coll-tests:
 # 2 ranks, 4 shared ranks, a rank that never calls), and the GPU tests and
-# the collectives once more under compute-sanitizer memcheck.
+# the collectives once more under compute-sanitizer memcheck, and the
+# collectives under racecheck (shared-memory hazards in the kernels).
 # Exits non-zero if any step failed.  compute-sanitizer does not count the
 # driver errors that symmem provokes on purpose (the fabric-export probe, the
 # validate tests on non-VMM memory): those are checked by the tests.
@@ -101,6 +102,8 @@ if [ -x "$SANITIZER" ]; then
     "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$PROG" --quick
   step "compute-sanitizer memcheck, collectives" env $two_rank_env "$RUN" -n 2 -- \
     "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$COLL" --quick
+  step "compute-sanitizer racecheck, collectives" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool racecheck --report-api-errors no --error-exitcode 97 "$COLL" --quick
 else
   echo "=== compute-sanitizer memcheck: compute-sanitizer not found"
   failed=$((failed + 1))

@@ -39,8 +39,8 @@ typedef struct native_coll {
   volatile symm_coll_error_t *err;  /* pinned, mapped for the device */
   ncu_deviceptr err_dev;
   ncu_function fn[NATIVE_COLL_KINDS][NATIVE_COLL_DTYPES][SYMM_REDUCE_COUNT_];
-  const symm_tensor_t *scratch;     /* scratch the nonce belongs to */
-  uint32_t nonce;
+  const symm_tensor_t *scratch;     /* scratch `base` describes */
+  symm_coll_params_t base;          /* per-scratch parameters: pointers, layout, nonce */
 } native_coll_t;
 
 static const char *const native_coll_kernel_names[NATIVE_COLL_KINDS] = {
@@ -200,6 +200,44 @@ static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsign
 
 static bool aligned16(uint64_t v) { return (v & 15u) == 0; }
 
+/* Fills co->base, the parameters that only change with the scratch: every
+ * rank's scratch data and pad pointers, the LL and staging layout, and the
+ * flags' nonce (the same on every rank: they all reserved this scratch at
+ * the same call).  Kept so that a call costs a copy, not a recomputation. */
+static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll_t *co,
+                                                  const symm_tensor_t *scratch) {
+  symm_coll_params_t *p = &co->base;
+  memset(p, 0, sizeof *p);
+  const int world = comm->size;
+  void *const *data = NULL;
+  SYMM_CHECK(symm_tensor_peer_ptrs((symm_tensor_t *)scratch, &data));
+  for (int r = 0; r < world; r++) {
+    void *pad = NULL;
+    SYMM_CHECK(symm_tensor_signal_pad((symm_tensor_t *)scratch, r, &pad));
+    p->peer_data[r] = (uint64_t)(uintptr_t)data[r];
+    p->peer_pad[r] = (uint64_t)(uintptr_t)pad;
+  }
+  const uint64_t S = scratch->nbytes;
+  const uint64_t ll_bytes = S >= 4 * SYMM_COLL_LL_BYTES ? SYMM_COLL_LL_BYTES : 0;
+  p->ll_off = 0;
+  p->ll_region = ll_bytes ? (ll_bytes / 2 / (uint64_t)world) & ~(uint64_t)15 : 0;
+  p->stage_off = ll_bytes;
+  p->stage_half = ((S - ll_bytes) / 2) & ~(uint64_t)255;
+  p->err = co->err_dev;
+  p->timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
+  uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
+  uint64_t h = symm_hash64(f, sizeof f, symm_hash64(comm->prefix, strlen(comm->prefix), 7));
+  p->nonce = (uint32_t)(h ^ (h >> 32));
+  p->rank = comm->rank;
+  p->world = world;
+  p->channels = (int32_t)symm_coll_channels((unsigned)world);
+  if (p->channels < 1)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: no signal channels for %d ranks",
+                      world);
+  co->scratch = scratch;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = st ? st->coll : NULL;
@@ -219,43 +257,14 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
    * graphs. */
   uint64_t staged = args->send_bytes > args->recv_bytes ? args->send_bytes : args->recv_bytes;
   symm_tensor_t *scratch = NULL;
-  SYMM_CHECK(symm_comm_scratch(comm, 2 * staged + SYMM_COLL_LL_BYTES + 4096 + 4096 * (uint64_t)comm->size, &scratch));
-  if (co->scratch != scratch) {
-    /* Same on every rank: they all reserved this scratch at the same call. */
-    uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
-    uint64_t h = symm_hash64(f, sizeof f, symm_hash64(comm->prefix, strlen(comm->prefix), 7));
-    co->scratch = scratch;
-    co->nonce = (uint32_t)(h ^ (h >> 32));
-  }
-
+  /* The 64-element rounding of a launch costs up to 64 x world elements. */
+  uint64_t need = 2 * staged + SYMM_COLL_LL_BYTES + 4096 + 4096 * (uint64_t)comm->size;
+  SYMM_CHECK(symm_comm_scratch(comm, need, &scratch));
+  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
   const uint64_t es = symm_dtype_size(args->dtype);
-  const uint64_t S = scratch->nbytes;
-  symm_coll_params_t p;
-  memset(&p, 0, sizeof p);
-  void *const *data = NULL;
-  SYMM_CHECK(symm_tensor_peer_ptrs(scratch, &data));
-  for (int r = 0; r < world; r++) {
-    void *pad = NULL;
-    SYMM_CHECK(symm_tensor_signal_pad(scratch, r, &pad));
-    p.peer_data[r] = (uint64_t)(uintptr_t)data[r];
-    p.peer_pad[r] = (uint64_t)(uintptr_t)pad;
-  }
-  const uint64_t ll_bytes = S >= 4 * SYMM_COLL_LL_BYTES ? SYMM_COLL_LL_BYTES : 0;
-  p.ll_off = 0;
-  p.ll_region = ll_bytes ? (ll_bytes / 2 / (uint64_t)world) & ~(uint64_t)15 : 0;
-  p.stage_off = ll_bytes;
-  p.stage_half = ((S - ll_bytes) / 2) & ~(uint64_t)255;
-  p.err = co->err_dev;
-  p.timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
-  p.nonce = co->nonce;
-  p.rank = rank;
-  p.world = world;
+  symm_coll_params_t p = co->base;
   p.root = args->root;
   p.esize = (int32_t)es;
-  p.channels = (int32_t)symm_coll_channels((unsigned)world);
-  if (p.channels < 1)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: no signal channels for %d ranks",
-                      world);
 
   int kind;
   uint64_t mult = 1; /* staged bytes per launch = mult * elements * es */
@@ -263,10 +272,10 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     case SYMM_COLL_ALL_REDUCE: {
       kind = args->algo == SYMM_ALGO_TWO_SHOT ? SYMM_COLL_KERNEL_AR_TWO_SHOT
                                                 : SYMM_COLL_KERNEL_AR_ONE_SHOT;
-      uint64_t words = (args->count * es + 3) / 4;
+      uint64_t packets = (args->count * es + 7) / 8;
       /* LL when asked for and the packets fit the LL region; otherwise its
        * closest relative (same choice on every rank). */
-      if (args->algo == SYMM_ALGO_LL && p.ll_region && words * 8 <= p.ll_region)
+      if (args->algo == SYMM_ALGO_LL && p.ll_region && packets * 16 <= p.ll_region)
         kind = SYMM_COLL_KERNEL_AR_LL;
       break;
     }
@@ -293,7 +302,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     return symm_error(SYMM_ERR_NO_MEMORY, "native collective: the scratch (%llu bytes) is too "
                       "small for the staging of %d ranks; reserve more with "
                       "symm_comm_reserve_scratch or SYMM_SCRATCH_BYTES",
-                      (unsigned long long)S, world);
+                      (unsigned long long)scratch->nbytes, world);
   const uint64_t V = 16 / es ? 16 / es : 1;
   const uint64_t send0 = (uint64_t)(uintptr_t)args->sendbuf;
   const uint64_t recv0 = (uint64_t)(uintptr_t)args->recvbuf;
@@ -317,8 +326,9 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     p.vec = vec;
     unsigned grid;
     switch (kind) {
-      case SYMM_COLL_KERNEL_AR_LL:
-        grid = native_coll_grid((n * es + 3) / 4 * 4, 2048, (unsigned)p.channels);
+      case SYMM_COLL_KERNEL_AR_LL: /* not tied to channels: it waits on packets */
+        grid = native_coll_grid((n * es + 7) / 8, (uint64_t)SYMM_COLL_THREADS *
+                                SYMM_COLL_LL_PACKETS_PER_THREAD, SYMM_COLL_MAX_CHANNELS);
         break;
       case SYMM_COLL_KERNEL_AR_TWO_SHOT:
         grid = native_coll_grid(p.seg * es, 16384, (unsigned)p.channels);
