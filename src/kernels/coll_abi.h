@@ -47,10 +47,8 @@ static inline unsigned symm_coll_channels(unsigned world) {
  * [LL area: 2 parity halves x world regions of 16-byte packets, each
  *  carrying 8 bytes of data]
  * [staging: 2 parity halves of stage_half bytes]
- * The LL area exists only when the scratch is large enough. */
+ * Staging halves start 16-byte aligned (multiples of 256 bytes). */
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
-/* Packets each thread of the LL kernel carries (sets its grid). */
-#define SYMM_COLL_LL_PACKETS_PER_THREAD 2u
 
 /* Error record in pinned host memory, written by kernels (first error
  * wins through a CAS on `code`), read and cleared by the host. */

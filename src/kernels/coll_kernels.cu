@@ -286,16 +286,18 @@ static __device__ __forceinline__ int coll_rank_at(int s, int k, int world) {
 
 /*
  * out[i] = op over ranks r of src(r)[i] for i in [lo, hi), where src(r) is
- * `own` for r == a.rank and a.peer_data[r] + src_off otherwise (read from
- * the parameter space: no per-thread pointer array).  out2, when not NULL,
- * receives the same values (two-shot: recv and the staged copy peers read).
+ * `own` for r == a.rank and the T array at src_base + r * src_stride (this
+ * rank's staging, where the peers pushed their data) otherwise.  With
+ * push_off != 0 the result also goes to every peer's scratch at push_off
+ * (element i at push_off + i * sizeof(T)), from the same registers.
  * `start(i)` picks the rank the combination starts at; ranks are combined
  * in the order start, start + 1, ... (mod world).  lo is a multiple of the
  * vector when vec.
  */
 template <typename T, typename Op, bool Det>
-static __device__ void coll_reduce(const params_t &a, T *out, T *out2, const T *own,
-                                   uint64_t src_off, uint64_t lo, uint64_t hi, bool vec) {
+static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint64_t src_base,
+                                   uint64_t src_stride, uint64_t push_off, uint64_t lo,
+                                   uint64_t hi, bool vec) {
   typedef typename dt<T>::acc_t acc_t;
   const int W = a.world;
   const int V = 16 / sizeof(T);
@@ -317,7 +319,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, T *out2, const T *
           const uint64_t vi = v0 + u * bd;
           const int r = coll_rank_at(s[u], k, W);
           const uint4 *src = r == a.rank ? (const uint4 *)own
-                                         : (const uint4 *)(uintptr_t)(a.peer_data[r] + src_off);
+                                         : (const uint4 *)(uintptr_t)(src_base + r * src_stride);
           x[u].u = vi < v_hi ? src[vi] : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
@@ -335,7 +337,9 @@ static __device__ void coll_reduce(const params_t &a, T *out, T *out2, const T *
 #pragma unroll
         for (int j = 0; j < V; j++) y.v[j] = dt<T>::store(acc[u][j]);
         ((uint4 *)out)[vi] = y.u;
-        if (out2) ((uint4 *)out2)[vi] = y.u;
+        if (push_off)
+          for (int k = 1; k < W; k++)
+            ((uint4 *)(uintptr_t)(a.peer_data[coll_rank_at(a.rank, k, W)] + push_off))[vi] = y.u;
       }
     }
     i0 = v_hi * V > lo ? v_hi * V : lo;
@@ -345,18 +349,39 @@ static __device__ void coll_reduce(const params_t &a, T *out, T *out2, const T *
     acc_t acc = 0;
     for (int k = 0; k < W; k++) {
       int r = coll_rank_at(s, k, W);
-      T x = r == a.rank ? own[i] : ((const T *)(uintptr_t)(a.peer_data[r] + src_off))[i];
+      T x = r == a.rank ? own[i] : ((const T *)(uintptr_t)(src_base + r * src_stride))[i];
       acc = k == 0 ? dt<T>::load(x) : Op::apply(acc, dt<T>::load(x));
     }
-    out[i] = dt<T>::store(acc);
-    if (out2) out2[i] = out[i];
+    const T y = dt<T>::store(acc);
+    out[i] = y;
+    if (push_off)
+      for (int k = 1; k < W; k++)
+        ((T *)(uintptr_t)(a.peer_data[coll_rank_at(a.rank, k, W)] + push_off))[i] = y;
   }
+}
+
+/* Writes elements [l, h) of src into every peer's scratch at dst_off +
+ * l * es: remote stores, so no read has to cross NVLink and back. */
+static __device__ __forceinline__ void coll_push(const params_t &a, const char *src,
+                                                 uint64_t dst_off, uint64_t l, uint64_t h,
+                                                 uint64_t es, bool vec) {
+  for (int k = 1; k < a.world; k++) {
+    const int p = coll_rank_at(a.rank, k, a.world);
+    coll_copy((char *)(uintptr_t)(a.peer_data[p] + dst_off) + l * es, src + l * es, (h - l) * es,
+              vec);
+  }
+}
+
+/* Byte offset of this epoch's staging half in every rank's scratch data. */
+static __device__ __forceinline__ uint64_t coll_stage_off(const params_t &a, const coll_ctx &c) {
+  return a.stage_off + c.parity * a.stage_half;
 }
 
 /* ------------------------------------------------------------ all-reduce */
 
-/* One-shot: stage, exchange, every rank reduces everything from every
- * rank's staging half. */
+/* One-shot (push): every rank writes its input into region `rank` of every
+ * peer's staging half, exchanges headers, and reduces all regions locally.
+ * Regions are a.seg elements apart. */
 template <typename T, typename Op>
 static __device__ void all_reduce_one_shot(const params_t &a) {
   coll_ctx c = coll_begin(a);
@@ -366,54 +391,57 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
-  if (!c.fail_fast)
-    coll_copy(coll_stage(a, a.rank, c.parity) + lo * sizeof(T), (const char *)(send + lo),
-              (hi - lo) * sizeof(T), vec);
+  const uint64_t region = a.seg * sizeof(T), stage = coll_stage_off(a, c);
+  if (!c.fail_fast && lo < hi)
+    coll_push(a, (const char *)send, stage + a.rank * region, lo, hi, sizeof(T), vec);
   if (coll_exchange(a, c, 0) == CTX_OK)
-    coll_reduce<T, Op, true>(a, recv, (T *)NULL, send, a.stage_off + c.parity * a.stage_half, lo,
-                             hi, vec);
+    coll_reduce<T, Op, true>(a, recv, send, a.peer_data[a.rank] + stage, region, 0, lo, hi, vec);
   coll_end(a, c);
 }
 
-/* Two-shot: reduce-scatter, exchange again, gather the reduced segments.
- * Only the segments peers reduce are staged (this rank reduces its own
- * straight from send); the reduced segment goes to recv and, from the same
- * registers, to the staging half where peers gather it. */
+/* Two-shot (push): rank r owns segment r (a.seg elements).  Phase 1: every
+ * rank writes segment q of its input into area A, region `rank`, of rank
+ * q.  Phase 2: every rank reduces its segment from A and writes the result
+ * to recv and into area B of every peer.  Phase 3: every rank copies the
+ * peers' reduced segments from its own area B into recv.  Area A holds
+ * world x seg elements, B follows it; a region's element i sits where the
+ * segment's element i would. */
 template <typename T, typename Op>
 static __device__ void all_reduce_two_shot(const params_t &a) {
   coll_ctx c = coll_begin(a);
   const int V = 16 / sizeof(T);
-  const uint64_t n = a.count, seg = a.seg;
+  const int W = a.world;
+  const uint64_t n = a.count, seg = a.seg, es = sizeof(T);
   uint64_t lo, hi;
   coll_block_range(seg, V, &lo, &hi);
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
-  char *mine = coll_stage(a, a.rank, c.parity);
+  const uint64_t A = coll_stage_off(a, c), B = A + (uint64_t)W * seg * es;
+  int st = CTX_TIMEOUT;
   if (!c.fail_fast)
-    for (int k = 1; k < a.world; k++) {
-      const int q = coll_rank_at(a.rank, k, a.world);
-      uint64_t l = q * seg + lo, h = q * seg + hi;
-      if (h > n) h = n;
-      if (l < h) coll_copy(mine + l * sizeof(T), (const char *)(send + l), (h - l) * sizeof(T), vec);
+    for (int k = 1; k < W; k++) {
+      const int q = coll_rank_at(a.rank, k, W);
+      const uint64_t l = q * seg + lo, h = q * seg + hi < n ? q * seg + hi : n;
+      /* Element i of segment q lands at A + (rank * seg + i - q * seg) of rank q. */
+      if (l < h)
+        coll_copy((char *)(uintptr_t)(a.peer_data[q] + A) + (a.rank * seg + lo) * es,
+                  (const char *)(send + l), (h - l) * es, vec);
     }
-  int st = coll_exchange(a, c, 0);
+  st = coll_exchange(a, c, 0);
   if (st == CTX_OK) {
-    uint64_t l = a.rank * seg + lo, h = a.rank * seg + hi;
-    if (h > n) h = n;
-    if (l < h)
-      coll_reduce<T, Op, false>(a, recv, (T *)mine, send, a.stage_off + c.parity * a.stage_half,
-                                l, h, vec);
+    const uint64_t l = a.rank * seg + lo, h = a.rank * seg + hi < n ? a.rank * seg + hi : n;
+    /* Element i (global index) of rank r's contribution: A + r*seg + i - rank*seg. */
+    const uint64_t base = a.peer_data[a.rank] + A - a.rank * seg * es;
+    if (l < h) coll_reduce<T, Op, false>(a, recv, send, base, seg * es, B, l, h, vec);
     st = coll_exchange(a, c, 1);
   }
   if (st == CTX_OK) {
-    for (int k = 1; k < a.world; k++) {
-      const int p = coll_rank_at(a.rank, k, a.world);
-      uint64_t l = p * seg + lo, h = p * seg + hi;
-      if (h > n) h = n;
-      if (l < h)
-        coll_copy((char *)(recv + l), coll_stage(a, p, c.parity) + l * sizeof(T),
-                  (h - l) * sizeof(T), vec);
+    const char *mine_b = (const char *)(uintptr_t)(a.peer_data[a.rank] + B);
+    for (int k = 1; k < W; k++) {
+      const int p = coll_rank_at(a.rank, k, W);
+      const uint64_t l = p * seg + lo, h = p * seg + hi < n ? p * seg + hi : n;
+      if (l < h) coll_copy((char *)(recv + l), mine_b + l * es, (h - l) * es, vec);
     }
   }
   coll_end(a, c);
@@ -509,28 +537,29 @@ static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t fl
 template <typename T, typename Op>
 static __device__ void all_reduce_ll(const params_t &a) {
   typedef typename dt<T>::acc_t acc_t;
-  coll_ctx c = coll_begin(a);
   const int W = a.world;
   const int E = 8 / sizeof(T); /* elements per packet */
   const uint64_t n = a.count, np = (n + E - 1) / E;
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
-  const uint32_t flag = ll_flag(a, c);
-  const uint64_t half = a.ll_region * (uint64_t)W;
-  const uint64_t area = a.ll_off + c.parity * half;
-  const uint64_t mine = a.peer_data[a.rank] + area;
   const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  /* The first packet's load overlaps the epoch's. */
+  const uint2 d0 = first < np ? ll_pack(send, first, n, vec) : make_uint2(0, 0);
+  coll_ctx c = coll_begin(a);
+  const uint32_t flag = ll_flag(a, c);
+  const uint64_t area = a.ll_off + c.parity * a.ll_region * (uint64_t)W;
+  const uint64_t mine = a.peer_data[a.rank] + area;
   if (!c.fail_fast) {
-    if (blockIdx.x == 0) ll_announce(a, c);
     for (uint64_t i = first; i < np; i += stride) {
-      const uint2 d = ll_pack(send, i, n, vec);
+      const uint2 d = i == first ? d0 : ll_pack(send, i, n, vec);
       for (int k = 1; k < W; k++) {
         const int p = coll_rank_at(a.rank, k, W);
         ll_store(a.peer_data[p] + area + a.rank * a.ll_region + i * 16, d.x, d.y, flag);
       }
     }
+    if (blockIdx.x == 0) ll_announce(a, c); /* after the packets: only a slow path reads it */
     bool ok = true;
     for (uint64_t i = first; i < np && ok; i += stride) {
       const int s = (int)((i >> 5) % (uint64_t)W);
@@ -539,7 +568,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
         const int r = coll_rank_at(s, k, W);
         ll_data<T> x;
         if (r == a.rank)
-          x.u = ll_pack(send, i, n, vec);
+          x.u = i == first ? d0 : ll_pack(send, i, n, vec);
         else
           ok = ll_wait(a, c, flag, mine + r * a.ll_region + i * 16, r, &x.u);
 #pragma unroll
@@ -563,8 +592,9 @@ static __device__ void all_reduce_ll(const params_t &a) {
 
 /* ------------------------------------------------------ reduce-scatter */
 
-/* Stage all world segments, exchange, reduce segment `rank` over every
- * rank's staging half into recv. */
+/* Push: every rank writes segment q of its input into region `rank` of
+ * rank q's staging half, exchanges headers, and reduces its own segment
+ * from the regions locally. */
 template <typename T, typename Op>
 static __device__ void reduce_scatter(const params_t &a) {
   coll_ctx c = coll_begin(a);
@@ -574,17 +604,16 @@ static __device__ void reduce_scatter(const params_t &a) {
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
-  char *mine = coll_stage(a, a.rank, c.parity);
+  const uint64_t es = sizeof(T), stage = coll_stage_off(a, c);
   if (!c.fail_fast && lo < hi)
-    for (int k = 1; k < a.world; k++) { /* peers read segment q; ours comes from send */
+    for (int k = 1; k < a.world; k++) {
       const int q = coll_rank_at(a.rank, k, a.world);
-      coll_copy(mine + (q * a.count + lo) * sizeof(T), (const char *)(send + q * a.send_seg + lo),
-                (hi - lo) * sizeof(T), vec);
+      coll_copy((char *)(uintptr_t)(a.peer_data[q] + stage) + (a.rank * a.count + lo) * es,
+                (const char *)(send + q * a.send_seg + lo), (hi - lo) * es, vec);
     }
-  if (coll_exchange(a, c, 0) == CTX_OK && lo < hi) {
-    const uint64_t off = a.stage_off + c.parity * a.stage_half + a.rank * a.count * sizeof(T);
-    coll_reduce<T, Op, false>(a, recv, (T *)NULL, send + a.rank * a.send_seg, off, lo, hi, vec);
-  }
+  if (coll_exchange(a, c, 0) == CTX_OK && lo < hi)
+    coll_reduce<T, Op, false>(a, recv, send + a.rank * a.send_seg, a.peer_data[a.rank] + stage,
+                              a.count * es, 0, lo, hi, vec);
   coll_end(a, c);
 }
 

@@ -24,6 +24,7 @@ typedef struct ctx {
   symm_comm_t *comm;
   int rank, size;
   bool quick;
+  symm_algo_t algo; /* the all-reduce algorithm set last (for messages) */
   int failed, checks;
   cudaStream_t stream;
 } ctx_t;
@@ -145,6 +146,11 @@ static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, 
   } else {
     CUDA(c, cudaMemcpy(dsend, h, send_n * es, cudaMemcpyHostToDevice));
   }
+  /* A copy from pageable memory may return before its last piece reached
+   * the device, and c->stream (non-blocking) does not wait for it: without
+   * this the kernels read a stale tail (seen: the last 5 elements of
+   * 1048581, which an earlier session took for a library bug). */
+  CUDA(c, cudaDeviceSynchronize());
   const void *sb = kind == K_AG && in_place ? (char *)dsend + (size_t)R * n * es : dsend;
   symm_result_t res = SYMM_ERR_INTERNAL;
   switch (kind) {
@@ -175,9 +181,10 @@ static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, 
     }
   }
   if (wrong)
-    FAIL(c, "%s %s %s n=%zu %s: %zu of %zu wrong (first at %zu: %g)", kind_names[kind],
-         symm_dtype_name(dt), symm_redop_name(op), n, in_place ? "in place" : "out of place",
-         wrong, recv_n, first, get(dt, out, first));
+    FAIL(c, "%s %s %s n=%zu %s (algorithm %s): %zu of %zu wrong (first at %zu: %g)",
+         kind_names[kind], symm_dtype_name(dt), symm_redop_name(op), n,
+         in_place ? "in place" : "out of place", symm_algo_name(c->algo), wrong, recv_n, first,
+         get(dt, out, first));
 done:
   cudaFree(dsend);
   if (!in_place) cudaFree(drecv);
@@ -204,9 +211,11 @@ static void test_ops(ctx_t *c) {
           if (big && (op != SYMM_REDUCE_SUM || d == 3)) continue; /* keep large cases few */
           for (int a = 0; a < 4; a++) {
             symm_comm_set_allreduce_algo(c->comm, algos[a]);
+            c->algo = algos[a];
             run_case(c, K_AR, reducible[d], (symm_redop_t)op, sizes[s], ip, ++salt);
           }
           symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
+          c->algo = SYMM_ALGO_AUTO;
           run_case(c, K_RS, reducible[d], (symm_redop_t)op, sizes[s], ip, ++salt);
           if (op == SYMM_REDUCE_SUM) {
             run_case(c, K_AG, reducible[d], op, sizes[s], ip, ++salt);
@@ -246,6 +255,7 @@ static void test_graph(ctx_t *c) {
   for (int rep = 0; exec && h && rep < 5; rep++) {
     for (size_t i = 0; i < n; i++) h[i] = (float)value(c->rank, i, 100 + rep);
     CUDA(c, cudaMemcpy(in, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA(c, cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
     CUDA(c, cudaGraphLaunch(exec, c->stream));
     CUDA(c, cudaStreamSynchronize(c->stream));
     EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);

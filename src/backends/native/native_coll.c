@@ -185,8 +185,8 @@ static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, 
 }
 
 static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
-                                uint64_t chunk, uint64_t n, int world) {
-  uint64_t f[6] = {symm_coll_signature(args), (uint64_t)kind, grid, chunk, n, (uint64_t)world};
+                                uint64_t n, int world) {
+  uint64_t f[5] = {symm_coll_signature(args), (uint64_t)kind, grid, n, (uint64_t)world};
   uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
   return (uint32_t)(h ^ (h >> 32));
 }
@@ -199,6 +199,17 @@ static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsign
 }
 
 static bool aligned16(uint64_t v) { return (v & 15u) == 0; }
+
+/* Bytes of one rank's LL region in one parity half of the LL area. */
+static uint64_t native_coll_ll_region(int world) {
+  return (SYMM_COLL_LL_BYTES / 2 / (uint64_t)world) & ~(uint64_t)15;
+}
+
+/* Scratch bytes for staging halves of `stage` bytes: the LL area, then
+ * two halves rounded to 256 bytes. */
+static uint64_t native_coll_scratch_bytes(uint64_t stage) {
+  return SYMM_COLL_LL_BYTES + 2 * ((stage + 255) & ~(uint64_t)255);
+}
 
 /* Fills co->base, the parameters that only change with the scratch: every
  * rank's scratch data and pad pointers, the LL and staging layout, and the
@@ -218,11 +229,13 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
     p->peer_pad[r] = (uint64_t)(uintptr_t)pad;
   }
   const uint64_t S = scratch->nbytes;
-  const uint64_t ll_bytes = S >= 4 * SYMM_COLL_LL_BYTES ? SYMM_COLL_LL_BYTES : 0;
+  if (S < native_coll_scratch_bytes(0))
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %llu bytes is smaller "
+                      "than the LL area", (unsigned long long)S);
   p->ll_off = 0;
-  p->ll_region = ll_bytes ? (ll_bytes / 2 / (uint64_t)world) & ~(uint64_t)15 : 0;
-  p->stage_off = ll_bytes;
-  p->stage_half = ((S - ll_bytes) / 2) & ~(uint64_t)255;
+  p->ll_region = native_coll_ll_region(world);
+  p->stage_off = SYMM_COLL_LL_BYTES;
+  p->stage_half = ((S - SYMM_COLL_LL_BYTES) / 2) & ~(uint64_t)255;
   p->err = co->err_dev;
   p->timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
   uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
@@ -249,43 +262,39 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   if (world > SYMM_COLL_MAX_WORLD)
     return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
                       "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, world);
-  /* Room for both staging halves and the LL area, so that a call is never
-   * split into several launches: split calls were seen to leave the last,
-   * small piece wrong (5 of 1048581 elements, 2 x H200), a bug not yet
-   * found.  The size depends only on the arguments, so every rank grows the
-   * scratch (collectively) at the same call; reserve it before capturing
-   * graphs. */
-  uint64_t staged = args->send_bytes > args->recv_bytes ? args->send_bytes : args->recv_bytes;
-  symm_tensor_t *scratch = NULL;
-  /* The 64-element rounding of a launch costs up to 64 x world elements. */
-  uint64_t need = 2 * staged + SYMM_COLL_LL_BYTES + 4096 + 4096 * (uint64_t)comm->size;
-  SYMM_CHECK(symm_comm_scratch(comm, need, &scratch));
-  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
   const uint64_t es = symm_dtype_size(args->dtype);
-  symm_coll_params_t p = co->base;
-  p.root = args->root;
-  p.esize = (int32_t)es;
+  const uint64_t count = args->count, W = (uint64_t)world;
+  const uint64_t V = 16 / es ? 16 / es : 1;
+  const uint64_t ll_region = native_coll_ll_region(world);
 
+  /* Kernel, and the bytes of one staging half it uses (see coll_kernels.cu
+   * for the layouts).  seg: two-shot's segment; one-shot's region. */
   int kind;
-  uint64_t mult = 1; /* staged bytes per launch = mult * elements * es */
+  uint64_t seg = 0, stage;
   switch (args->kind) {
-    case SYMM_COLL_ALL_REDUCE: {
-      kind = args->algo == SYMM_ALGO_TWO_SHOT ? SYMM_COLL_KERNEL_AR_TWO_SHOT
-                                                : SYMM_COLL_KERNEL_AR_ONE_SHOT;
-      uint64_t packets = (args->count * es + 7) / 8;
-      /* LL when asked for and the packets fit the LL region; otherwise its
-       * closest relative (same choice on every rank). */
-      if (args->algo == SYMM_ALGO_LL && p.ll_region && packets * 16 <= p.ll_region)
-        kind = SYMM_COLL_KERNEL_AR_LL;
+    case SYMM_COLL_ALL_REDUCE:
+      if (args->algo == SYMM_ALGO_TWO_SHOT) {
+        kind = SYMM_COLL_KERNEL_AR_TWO_SHOT;
+        seg = ((count + W - 1) / W + V - 1) / V * V;
+        stage = 2 * W * seg * es;
+      } else {
+        kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
+        seg = (count + 63) / 64 * 64;
+        stage = W * seg * es;
+        /* LL when asked for and the packets fit the LL region; otherwise
+         * its closest relative (the same choice on every rank). */
+        if (args->algo == SYMM_ALGO_LL && (count * es + 7) / 8 * 16 <= ll_region) {
+          kind = SYMM_COLL_KERNEL_AR_LL;
+          stage = 0;
+        }
+      }
       break;
-    }
-    case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; mult = world; break;
-    case SYMM_COLL_ALL_GATHER: kind = SYMM_COLL_KERNEL_ALL_GATHER; break;
-    case SYMM_COLL_BROADCAST: kind = SYMM_COLL_KERNEL_BROADCAST; break;
-    case SYMM_COLL_ALL_TO_ALL: kind = SYMM_COLL_KERNEL_ALL_TO_ALL; mult = world; break;
+    case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; stage = W * count * es; break;
+    case SYMM_COLL_ALL_GATHER: kind = SYMM_COLL_KERNEL_ALL_GATHER; stage = count * es; break;
+    case SYMM_COLL_BROADCAST: kind = SYMM_COLL_KERNEL_BROADCAST; stage = count * es; break;
+    case SYMM_COLL_ALL_TO_ALL: kind = SYMM_COLL_KERNEL_ALL_TO_ALL; stage = W * count * es; break;
     default: return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   }
-  p.kind = kind;
   int dti = native_coll_dtype_index(args->dtype);
   bool reducing = kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER;
   if (reducing && dti < 0)
@@ -294,57 +303,52 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   ncu_function fn = NULL;
   SYMM_CHECK(native_coll_function(co, kind, dti, (int)args->op, &fn));
 
-  /* Elements per launch: what one staging half holds, in multiples of 64
-   * elements so that every launch starts 16-byte aligned. */
-  uint64_t cap = p.stage_half / (mult * es) / 64 * 64;
-  if (kind == SYMM_COLL_KERNEL_AR_LL) cap = args->count;
-  if (cap == 0)
-    return symm_error(SYMM_ERR_NO_MEMORY, "native collective: the scratch (%llu bytes) is too "
-                      "small for the staging of %d ranks; reserve more with "
-                      "symm_comm_reserve_scratch or SYMM_SCRATCH_BYTES",
-                      (unsigned long long)scratch->nbytes, world);
-  const uint64_t V = 16 / es ? 16 / es : 1;
-  const uint64_t send0 = (uint64_t)(uintptr_t)args->sendbuf;
-  const uint64_t recv0 = (uint64_t)(uintptr_t)args->recvbuf;
-  const uint64_t count = args->count;
-  const bool root = rank == args->root;
+  /* One launch per call: the scratch holds the LL area and both staging
+   * halves.  The size depends only on the arguments, so every rank grows
+   * the scratch (collectively) at the same call; reserve it before
+   * capturing graphs. */
+  symm_tensor_t *scratch = NULL;
+  SYMM_CHECK(symm_comm_scratch(comm, native_coll_scratch_bytes(stage), &scratch));
+  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
+  symm_coll_params_t p = co->base;
+  if (p.stage_half < stage)
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %zu bytes holds %llu "
+                      "staging bytes, %llu needed", scratch->nbytes,
+                      (unsigned long long)p.stage_half, (unsigned long long)stage);
+  const bool has_send = args->kind != SYMM_COLL_BROADCAST || rank == args->root;
+  p.root = args->root;
+  p.esize = (int32_t)es;
+  p.kind = kind;
+  p.send = has_send ? (uint64_t)(uintptr_t)args->sendbuf : 0;
+  p.recv = (uint64_t)(uintptr_t)args->recvbuf;
+  p.count = count;
+  p.send_seg = p.recv_seg = count;
+  p.seg = seg;
+  bool vec = aligned16(p.recv) && (!has_send || aligned16(p.send));
+  if (kind == SYMM_COLL_KERNEL_REDUCE_SCATTER || kind == SYMM_COLL_KERNEL_ALL_TO_ALL ||
+      kind == SYMM_COLL_KERNEL_ALL_GATHER)
+    vec = vec && aligned16(count * es);
+  p.vec = vec;
+  unsigned grid;
+  switch (kind) {
+    case SYMM_COLL_KERNEL_AR_LL: /* not tied to channels: it waits on packets */
+      grid = native_coll_grid((count * es + 7) / 8, SYMM_COLL_THREADS, SYMM_COLL_MAX_CHANNELS);
+      break;
+    case SYMM_COLL_KERNEL_AR_TWO_SHOT:
+      grid = native_coll_grid(seg * es, 16384, (unsigned)p.channels);
+      break;
+    default: grid = native_coll_grid(count * es, 16384, (unsigned)p.channels); break;
+  }
+  p.sig = native_coll_sig(args, kind, grid, count, world);
 
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  symm_result_t res = SYMM_SUCCESS;
-  for (uint64_t off = 0, chunk = 0; off < count; off += cap, chunk++) {
-    uint64_t n = count - off < cap ? count - off : cap;
-    bool has_send = args->kind != SYMM_COLL_BROADCAST || root;
-    p.send = has_send ? send0 + off * es : 0;
-    p.recv = recv0 + off * es;
-    p.count = n;
-    p.send_seg = p.recv_seg = count;
-    p.seg = (((n + world - 1) / world + V - 1) / V) * V;
-    bool vec = aligned16(p.recv) && (!has_send || aligned16(p.send));
-    if (mult > 1) vec = vec && aligned16(n * es) && aligned16(count * es);
-    if (args->kind == SYMM_COLL_ALL_GATHER) vec = vec && aligned16(count * es);
-    p.vec = vec;
-    unsigned grid;
-    switch (kind) {
-      case SYMM_COLL_KERNEL_AR_LL: /* not tied to channels: it waits on packets */
-        grid = native_coll_grid((n * es + 7) / 8, (uint64_t)SYMM_COLL_THREADS *
-                                SYMM_COLL_LL_PACKETS_PER_THREAD, SYMM_COLL_MAX_CHANNELS);
-        break;
-      case SYMM_COLL_KERNEL_AR_TWO_SHOT:
-        grid = native_coll_grid(p.seg * es, 16384, (unsigned)p.channels);
-        break;
-      default: grid = native_coll_grid(n * es, 16384, (unsigned)p.channels); break;
-    }
-    p.sig = native_coll_sig(args, kind, grid, chunk, n, world);
-    void *kparams[1] = {&p};
-    ncu_result cu = co->cd->cuLaunchKernel(fn, grid, 1, 1, SYMM_COLL_THREADS, 1, 1, 0,
-                                           (ncu_stream)args->stream, kparams, NULL);
-    if (cu != NCU_SUCCESS) {
-      res = native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
-                           native_coll_kernel_names[kind], grid);
-      break;
-    }
-  }
+  void *kparams[1] = {&p};
+  ncu_result cu = co->cd->cuLaunchKernel(fn, grid, 1, 1, SYMM_COLL_THREADS, 1, 1, 0,
+                                         (ncu_stream)args->stream, kparams, NULL);
   native_ctx_leave(st, saved);
-  return res;
+  if (cu != NCU_SUCCESS)
+    return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
+                          native_coll_kernel_names[kind], grid);
+  return SYMM_SUCCESS;
 }
