@@ -77,6 +77,9 @@ static __device__ __forceinline__ uint64_t symm_dev_ld_acquire_u64(const uint64_
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+static __device__ __forceinline__ void symm_dev_st_release_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 static __device__ __forceinline__ void symm_dev_st_release_u64(uint64_t *p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }

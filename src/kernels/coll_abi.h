@@ -9,9 +9,10 @@
  *    counter kept in the local part of this rank's scratch signal pad, which
  *    the kernel itself advances when its last block finishes.  The host never
  *    passes a sequence number, so a captured CUDA graph replays correctly.
- *  - Ranks meet through *headers*: 8-byte words {flag(e), signature} that
- *    block b writes into every peer's pad (channel b), double-buffered by the
- *    parity of e.  A reader waits for flag(e), then compares signatures.
+ *  - Ranks meet through *headers*: the epoch e, which block b writes into
+ *    every peer's pad (channel b), double-buffered by the parity of e, and
+ *    one *announce* per kernel {e, signature}.  A reader waits for e in the
+ *    header, then compares the announced signature with its own.
  *  - Data is staged into the scratch's data area, also double-buffered by
  *    the parity of e; LL packets live in a separate area of the scratch.
  */
@@ -19,6 +20,12 @@
 #define SYMM_COLL_ABI_H
 
 #include <stdint.h>
+
+#ifdef __CUDACC__
+#define SYMM_COLL_HD __host__ __device__
+#else
+#define SYMM_COLL_HD
+#endif
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -28,18 +35,26 @@
 #define SYMM_COLL_THREADS 512
 
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
- * [headers: 2 phases x channels x world x 2 parities x 8 bytes][... ]
- * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done]
- * Peers write only headers; the local words are this rank's own. */
+ * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch)]
+ * [announces at symm_coll_announce_off: world x 2 parities x 8 bytes
+ *  {epoch, signature}]
+ * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done, timed out]
+ * Peers write only headers and announces; the local words are this rank's
+ * own.  The pad is zeroed when the scratch is made and epochs start at 1,
+ * so a slot never holds a value it could be mistaken for (until the epoch
+ * wraps after 2^32 collectives). */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
 /* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */
 #define SYMM_COLL_WORD_TIMED_OUT 2
 #define SYMM_COLL_PHASES 2u
-/* Channels (= most blocks of one kernel) for a world size. */
-#define SYMM_COLL_MAX_CHANNELS 64u
-static inline unsigned symm_coll_channels(unsigned world) {
-  unsigned n = SYMM_COLL_PAD_LOCAL / (8u * 2u * SYMM_COLL_PHASES * world);
+/* Channels (= most blocks of a kernel that exchanges headers). */
+#define SYMM_COLL_MAX_CHANNELS 128u
+SYMM_COLL_HD static inline unsigned symm_coll_announce_off(unsigned world) {
+  return SYMM_COLL_PAD_LOCAL - 16u * world;
+}
+SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
+  unsigned n = symm_coll_announce_off(world) / (4u * 2u * SYMM_COLL_PHASES * world);
   return n > SYMM_COLL_MAX_CHANNELS ? SYMM_COLL_MAX_CHANNELS : n;
 }
 

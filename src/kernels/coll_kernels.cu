@@ -13,14 +13,17 @@
  *  without the host passing any counter: graphs replay correctly.  A fresh
  *  scratch has a zeroed pad, so every rank restarts at e = 1 together.
  *
- *  Headers.  Block b (= channel b) of every kernel writes an 8-byte header
- *  {sig, flag(e)} into slot [phase][b][rank][e & 1] of every peer's pad and
- *  waits for the peers' headers in its own pad with flag(e).  A different
- *  sig means the ranks enqueued different collectives (kind, count, dtype,
- *  op, root, algorithm, grid): the block records SYMM_ERR_MISMATCH and skips
- *  the data phase.  Block 0 also poisons the channels a peer with a larger
- *  grid would wait on, so no block is left waiting.  flag(e) mixes a
- *  per-scratch nonce with e, is never 0 and differs from flag(e - 2).
+ *  Headers.  Block 0 of every kernel first *announces* {e, sig} into slot
+ *  [rank][e & 1] of every peer's pad.  Block b (= channel b) writes the
+ *  epoch e into header slot [phase][b][rank][e & 1] of every peer's pad,
+ *  waits for e in the peers' slots in its own pad, then for their
+ *  announces.  A different sig means the ranks enqueued different
+ *  collectives (kind, count, dtype, op, root, algorithm, grid): the block
+ *  records SYMM_ERR_MISMATCH and skips the data phase.  A block whose
+ *  header never comes (the peer runs a smaller grid, or the LL kernel)
+ *  looks at the announce while it waits, so no block is left waiting.
+ *  Headers are 4 bytes so that the 4 KiB pad holds 125 channels for 2
+ *  ranks: the bandwidth kernels need about one block per SM.
  *
  *  Parity.  Every kernel waits for something every peer wrote at the start
  *  of the same epoch (headers, or LL packets).  So a peer that writes
@@ -29,10 +32,12 @@
  *  indexed by e & 1 (header slots, staging halves, LL halves) is free again
  *  two epochs later; no "done" barrier is needed at the end of a kernel.
  *
- *  Staging.  Inputs are copied into this rank's staging half (e & 1) of the
- *  scratch before the header is written; peers read them from there after
- *  they saw the header (pull).  Outputs are written by each rank into its
- *  own recv buffer.
+ *  Staging.  The reductions push: each rank writes its input into its
+ *  region of every peer's staging half (e & 1) before the header, so no
+ *  read has to cross NVLink and come back.  The copy collectives (all-
+ *  gather, broadcast, all-to-all) stage into their own half and peers pull
+ *  after the header.  Outputs are written by each rank into its own recv
+ *  buffer.
  *
  *  LL.  The low-latency all-reduce pushes its input into every peer's LL
  *  region as 16-byte packets of two {data, flag} halves, each written in
@@ -68,12 +73,13 @@ enum { CTX_OK = 0, CTX_MISMATCH = 1, CTX_TIMEOUT = 2 };
 
 struct coll_ctx {
   uint32_t e;        /* this kernel's epoch */
-  uint32_t flag;     /* flag(e) */
   uint32_t parity;   /* e & 1 */
   uint64_t deadline; /* globaltimer bound of every wait */
   bool fail_fast;    /* a timeout is already recorded: do not wait */
 };
 
+/* LL packet flag: mixes the scratch's nonce (the LL area is not zeroed
+ * when the scratch is made), the epoch and the call's signature. */
 static __device__ __forceinline__ uint32_t coll_flag(uint32_t nonce, uint32_t e) {
   return (nonce + e * 0x9E3779B9u) | 1u;
 }
@@ -82,12 +88,20 @@ static __device__ __forceinline__ uint32_t *coll_local_words(const params_t &a) 
   return (uint32_t *)(uintptr_t)(a.peer_pad[a.rank] + SYMM_COLL_PAD_LOCAL);
 }
 
-static __device__ __forceinline__ uint64_t *coll_header(const params_t &a, uint64_t pad,
+/* Header slot [phase][channel][from][parity] of the pad at `pad`. */
+static __device__ __forceinline__ uint32_t *coll_header(const params_t &a, uint64_t pad,
                                                         unsigned phase, unsigned ch,
                                                         unsigned from, unsigned parity) {
   size_t idx = (((size_t)phase * (unsigned)a.channels + ch) * (unsigned)a.world + from) * 2u +
                parity;
-  return (uint64_t *)(uintptr_t)pad + idx;
+  return (uint32_t *)(uintptr_t)pad + idx;
+}
+
+/* Announce slot [from][parity]: {low: epoch, high: signature}. */
+static __device__ __forceinline__ uint64_t *coll_announce_slot(const params_t &a, uint64_t pad,
+                                                               unsigned from, unsigned parity) {
+  return (uint64_t *)(uintptr_t)(pad + symm_coll_announce_off((unsigned)a.world)) +
+         from * 2u + parity;
 }
 
 static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_t code,
@@ -116,7 +130,6 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
   c.e = words[0] + 1u;
-  c.flag = coll_flag(a.nonce, c.e);
   c.parity = c.e & 1u;
   c.deadline = symm_dev_deadline(a.timeout_ns);
   /* After a timeout the communicator's collectives are unusable (ranks are
@@ -125,6 +138,12 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   c.fail_fast = words[SYMM_COLL_WORD_TIMED_OUT] != 0u;
   if (c.fail_fast && blockIdx.x == 0 && threadIdx.x == 0)
     coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, 0xffffffffu);
+  /* Tell every peer which collective this rank runs at this epoch; a peer
+   * looks at it before it trusts our headers or packets. */
+  if (!c.fail_fast && blockIdx.x == 0 && (int)threadIdx.x < a.world &&
+      (int)threadIdx.x != a.rank)
+    symm_dev_st_relaxed_u64(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity),
+                            ((uint64_t)a.sig << 32) | c.e);
   return c;
 }
 
@@ -143,9 +162,26 @@ static __device__ void coll_end(const params_t &a, const coll_ctx &c) {
   }
 }
 
+/* What rank `from` announced for epoch e: CTX_OK (same collective),
+ * CTX_MISMATCH (recorded), or -1 (not arrived yet). */
+static __device__ __forceinline__ int coll_check_announce(const params_t &a, const coll_ctx &c,
+                                                          unsigned from) {
+  const uint64_t v =
+      symm_dev_ld_relaxed_u64(coll_announce_slot(a, a.peer_pad[a.rank], from, c.parity));
+  if ((uint32_t)v != c.e) return -1;
+  if ((uint32_t)(v >> 32) == a.sig) return CTX_OK;
+  coll_record(a, c, SYMM_DEV_ERR_MISMATCH, from);
+  return CTX_MISMATCH;
+}
+
 /*
  * Header exchange of this block on channel blockIdx.x, `phase`: releases
- * everything the block wrote before it.  Thread t < world handles peer t.
+ * everything the block wrote before it (the release store is cumulative
+ * over the block's writes, ordered by the barrier before it).  Thread
+ * t < world handles peer t: it stores the epoch into the peer's header
+ * slot, waits for the peer's, and then for the peer's announce, whose
+ * signature must equal ours.  A peer that runs another collective may
+ * never write this channel; its announce says so while we wait.
  * Returns CTX_* (same value in every thread).
  */
 static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsigned phase) {
@@ -155,35 +191,26 @@ static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsign
   if (c.fail_fast) return CTX_TIMEOUT;
   const unsigned ch = blockIdx.x;
   const int p = (int)threadIdx.x;
-  const uint64_t mine = ((uint64_t)a.sig << 32) | c.flag;
   if (p < a.world && p != a.rank) {
-    __threadfence_system();
-    symm_dev_st_release_u64(coll_header(a, a.peer_pad[p], phase, ch, a.rank, c.parity), mine);
-    const uint64_t *slot = coll_header(a, a.peer_pad[a.rank], phase, ch, p, c.parity);
-    uint64_t v;
+    symm_dev_st_release_u32(coll_header(a, a.peer_pad[p], phase, ch, a.rank, c.parity), c.e);
+    const uint32_t *slot = coll_header(a, a.peer_pad[a.rank], phase, ch, p, c.parity);
     unsigned spins = 0;
-    bool expired = false;
-    while ((uint32_t)(v = symm_dev_ld_acquire_u64(slot)) != c.flag) {
-      if ((++spins & 255u) == 0 && symm_dev_expired(c.deadline)) {
-        expired = true;
+    int st = -1;
+    bool seen = false;
+    for (;;) {
+      if (!seen) seen = symm_dev_ld_acquire_u32(slot) == c.e;
+      if (seen || (++spins & 63u) == 0) {
+        st = coll_check_announce(a, c, (unsigned)p);
+        if (st == CTX_MISMATCH || (seen && st == CTX_OK)) break;
+      }
+      if ((spins & 63u) == 0 && symm_dev_expired(c.deadline)) {
+        coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
+        st = CTX_TIMEOUT;
         break;
       }
+      if (seen) ++spins; /* waiting for the announce only */
     }
-    if (expired) {
-      coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
-      atomicOr(&s_status, CTX_TIMEOUT);
-    } else if ((uint32_t)(v >> 32) != a.sig) {
-      coll_record(a, c, SYMM_DEV_ERR_MISMATCH, (uint32_t)p);
-      atomicOr(&s_status, CTX_MISMATCH);
-      /* A peer running a larger grid waits on channels this kernel does
-       * not have: answer them with a header that cannot match theirs. */
-      if (phase == 0 && ch == 0) {
-        uint64_t poison = ((uint64_t)(~(uint32_t)(v >> 32)) << 32) | c.flag;
-        for (unsigned k = gridDim.x; k < (unsigned)a.channels; k++)
-          symm_dev_st_release_u64(coll_header(a, a.peer_pad[p], 0, k, a.rank, c.parity),
-                                  poison);
-      }
-    }
+    if (st != CTX_OK) atomicOr(&s_status, st);
   }
   __syncthreads();
   const int status = s_status;
@@ -493,19 +520,6 @@ static __device__ __forceinline__ uint2 ll_pack(const T *src, uint64_t i, uint64
   return x.u;
 }
 
-/* Tells every peer, on every channel, which collective this rank runs at
- * this epoch.  LL peers look at it only while they wait; peers running
- * another kernel wait for it on their channels and see the mismatch. */
-static __device__ void ll_announce(const params_t &a, const coll_ctx &c) {
-  const uint64_t mine = ((uint64_t)a.sig << 32) | c.flag;
-  const unsigned W = (unsigned)a.world, n = (unsigned)a.channels * W;
-  for (unsigned idx = threadIdx.x; idx < n; idx += blockDim.x) {
-    const unsigned ch = idx / W, p = idx % W;
-    if ((int)p != a.rank)
-      symm_dev_st_relaxed_u64(coll_header(a, a.peer_pad[p], 0, ch, a.rank, c.parity), mine);
-  }
-}
-
 /* Waits for the packet at addr from rank `from`; false (error recorded)
  * on timeout or when `from` announced a different collective. */
 static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t flag,
@@ -514,12 +528,7 @@ static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t fl
   unsigned spins = 0;
   while ((v = ll_load(addr)).y != flag || v.w != flag) {
     if ((++spins & 63u) == 0) {
-      const uint64_t h = symm_dev_ld_relaxed_u64(
-          coll_header(a, a.peer_pad[a.rank], 0, 0, (unsigned)from, c.parity));
-      if ((uint32_t)h == c.flag && (uint32_t)(h >> 32) != a.sig) {
-        coll_record(a, c, SYMM_DEV_ERR_MISMATCH, (uint32_t)from);
-        return false;
-      }
+      if (coll_check_announce(a, c, (unsigned)from) == CTX_MISMATCH) return false;
       if (symm_dev_expired(c.deadline)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)from);
         return false;
@@ -559,7 +568,6 @@ static __device__ void all_reduce_ll(const params_t &a) {
         ll_store(a.peer_data[p] + area + a.rank * a.ll_region + i * 16, d.x, d.y, flag);
       }
     }
-    if (blockIdx.x == 0) ll_announce(a, c); /* after the packets: only a slow path reads it */
     bool ok = true;
     for (uint64_t i = first; i < np && ok; i += stride) {
       const int s = (int)((i >> 5) % (uint64_t)W);

@@ -335,9 +335,9 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
       grid = native_coll_grid((count * es + 7) / 8, SYMM_COLL_THREADS, SYMM_COLL_MAX_CHANNELS);
       break;
     case SYMM_COLL_KERNEL_AR_TWO_SHOT:
-      grid = native_coll_grid(seg * es, 16384, (unsigned)p.channels);
+      grid = native_coll_grid(seg * es, 8192, (unsigned)p.channels);
       break;
-    default: grid = native_coll_grid(count * es, 16384, (unsigned)p.channels); break;
+    default: grid = native_coll_grid(count * es, 8192, (unsigned)p.channels); break;
   }
   p.sig = native_coll_sig(args, kind, grid, count, world);
 
