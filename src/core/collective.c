@@ -84,18 +84,20 @@ static bool reducible(symm_dtype_t dt) {
          dt == SYMM_DTYPE_I32;
 }
 
-/* One-shot moves every rank's whole buffer to every rank: best while the
- * latency of two-shot's extra step dominates.  Thresholds from symmem-bench
- * (2 x H200, bf16, eager: LL 8.6 us vs one-shot 10.6 at 64 KiB, one-shot 15.3
- * vs two-shot 18.3 at 1 MiB, two-shot 82 vs one-shot 88 at 16 MiB; 2 CPU
- * ranks on 2 cores for the host).  LL falls back to one-shot in the backend
- * when its packets do not fit. */
+/* LL pushes data and flags together (one NVLink crossing, half the
+ * bandwidth); one-shot moves every rank's whole buffer to every rank; two-
+ * shot moves each byte twice but only a 1/world share of it per rank.
+ * GPU thresholds from symmem-bench --graph, bf16, 2 x H200: LL 5.03 vs
+ * one-shot 7.24 us at 256 KiB and 6.97 vs 8.04 at 512 KiB; one-shot 10.14
+ * vs two-shot 11.66 at 1 MiB and 20.6 vs 22.4 at 4 MiB; two-shot 34.8 vs
+ * 35.2 at 8 MiB and 60.8 vs 64.2 at 16 MiB.  LL falls back to one-shot in
+ * the backend when its packets do not fit. */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
   if (comm->device >= 0) {
-    if (bytes <= ((size_t)64 << 10)) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)8 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+    if (bytes <= ((size_t)512 << 10)) return SYMM_ALGO_LL;
+    return bytes <= ((size_t)4 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
    * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */

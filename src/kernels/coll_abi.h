@@ -36,8 +36,8 @@
 
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
  * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch)]
- * [announces at symm_coll_announce_off: world x 2 parities x 8 bytes
- *  {epoch, signature}]
+ * [announces at symm_coll_announce_off: world x 2 parities x 16 bytes
+ *  {epoch, signature, epoch, zero-copy key}]
  * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done, timed out]
  * Peers write only headers and announces; the local words are this rank's
  * own.  The pad is zeroed when the scratch is made and epochs start at 1,
@@ -51,7 +51,7 @@
 /* Channels (= most blocks of a kernel that exchanges headers). */
 #define SYMM_COLL_MAX_CHANNELS 128u
 SYMM_COLL_HD static inline unsigned symm_coll_announce_off(unsigned world) {
-  return SYMM_COLL_PAD_LOCAL - 16u * world;
+  return SYMM_COLL_PAD_LOCAL - 32u * world;
 }
 SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
   unsigned n = symm_coll_announce_off(world) / (4u * 2u * SYMM_COLL_PHASES * world);
@@ -94,6 +94,7 @@ enum {
 typedef struct symm_coll_params {
   uint64_t peer_data[SYMM_COLL_MAX_WORLD]; /* scratch data of every rank */
   uint64_t peer_pad[SYMM_COLL_MAX_WORLD];  /* scratch signal pad of every rank */
+  uint64_t peer_recv[SYMM_COLL_MAX_WORLD]; /* zc != 0: every rank's mapping of recv */
   uint64_t send;        /* this rank's input (device pointer) */
   uint64_t recv;        /* this rank's output */
   uint64_t count;       /* elements per rank segment in this launch */
@@ -108,6 +109,7 @@ typedef struct symm_coll_params {
   uint64_t timeout_ns;  /* bound of every wait */
   uint32_t sig;         /* signature: every rank must have the same */
   uint32_t nonce;       /* per-scratch salt of the flags (same on every rank) */
+  uint32_t zc;          /* two-shot: recv's key (symmetric tensor and offset), 0: none */
   int32_t rank, world, root;
   int32_t esize;        /* bytes per element */
   int32_t vec;          /* 1: all buffers and segment offsets 16-byte aligned */

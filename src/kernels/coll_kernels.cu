@@ -97,11 +97,26 @@ static __device__ __forceinline__ uint32_t *coll_header(const params_t &a, uint6
   return (uint32_t *)(uintptr_t)pad + idx;
 }
 
-/* Announce slot [from][parity]: {low: epoch, high: signature}. */
-static __device__ __forceinline__ uint64_t *coll_announce_slot(const params_t &a, uint64_t pad,
-                                                               unsigned from, unsigned parity) {
-  return (uint64_t *)(uintptr_t)(pad + symm_coll_announce_off((unsigned)a.world)) +
-         from * 2u + parity;
+/* Announce slot [from][parity]: 16 bytes {epoch, signature, epoch, zc},
+ * stored at once; each 8-byte half carries the epoch, so a reader that
+ * sees it twice has the whole announce. */
+static __device__ __forceinline__ uint64_t coll_announce_slot(const params_t &a, uint64_t pad,
+                                                              unsigned from, unsigned parity) {
+  return pad + symm_coll_announce_off((unsigned)a.world) + (from * 2u + parity) * 16u;
+}
+static __device__ __forceinline__ void coll_st_v4(uint64_t addr, uint32_t x, uint32_t y,
+                                                  uint32_t z, uint32_t w) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(x), "r"(y),
+               "r"(z), "r"(w)
+               : "memory");
+}
+static __device__ __forceinline__ uint4 coll_ld_v4(uint64_t addr) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(addr)
+               : "memory");
+  return v;
 }
 
 static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_t code,
@@ -142,8 +157,8 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
    * looks at it before it trusts our headers or packets. */
   if (!c.fail_fast && blockIdx.x == 0 && (int)threadIdx.x < a.world &&
       (int)threadIdx.x != a.rank)
-    symm_dev_st_relaxed_u64(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity),
-                            ((uint64_t)a.sig << 32) | c.e);
+    coll_st_v4(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity), c.e, a.sig,
+               c.e, a.zc);
   return c;
 }
 
@@ -166,10 +181,9 @@ static __device__ void coll_end(const params_t &a, const coll_ctx &c) {
  * CTX_MISMATCH (recorded), or -1 (not arrived yet). */
 static __device__ __forceinline__ int coll_check_announce(const params_t &a, const coll_ctx &c,
                                                           unsigned from) {
-  const uint64_t v =
-      symm_dev_ld_relaxed_u64(coll_announce_slot(a, a.peer_pad[a.rank], from, c.parity));
-  if ((uint32_t)v != c.e) return -1;
-  if ((uint32_t)(v >> 32) == a.sig) return CTX_OK;
+  const uint4 v = coll_ld_v4(coll_announce_slot(a, a.peer_pad[a.rank], from, c.parity));
+  if (v.x != c.e || v.z != c.e) return -1;
+  if (v.y == a.sig) return CTX_OK;
   coll_record(a, c, SYMM_DEV_ERR_MISMATCH, from);
   return CTX_MISMATCH;
 }
@@ -315,12 +329,19 @@ static __device__ __forceinline__ int coll_rank_at(int s, int k, int world) {
  * out[i] = op over ranks r of src(r)[i] for i in [lo, hi), where src(r) is
  * `own` for r == a.rank and the T array at src_base + r * src_stride (this
  * rank's staging, where the peers pushed their data) otherwise.  With
- * push_off != 0 the result also goes to every peer's scratch at push_off
- * (element i at push_off + i * sizeof(T)), from the same registers.
+ * push_off != 0 the result also goes to every peer, from the same
+ * registers: element i to its scratch at push_off + i * sizeof(T), or with
+ * push_off == COLL_PUSH_RECV to its recv (a.peer_recv).
  * `start(i)` picks the rank the combination starts at; ranks are combined
  * in the order start, start + 1, ... (mod world).  lo is a multiple of the
  * vector when vec.
  */
+#define COLL_PUSH_RECV (~(uint64_t)0)
+static __device__ __forceinline__ uint64_t coll_push_base(const params_t &a, int p,
+                                                          uint64_t push_off) {
+  return push_off == COLL_PUSH_RECV ? a.peer_recv[p] : a.peer_data[p] + push_off;
+}
+
 template <typename T, typename Op, bool Det>
 static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint64_t src_base,
                                    uint64_t src_stride, uint64_t push_off, uint64_t lo,
@@ -366,7 +387,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
         ((uint4 *)out)[vi] = y.u;
         if (push_off)
           for (int k = 1; k < W; k++)
-            ((uint4 *)(uintptr_t)(a.peer_data[coll_rank_at(a.rank, k, W)] + push_off))[vi] = y.u;
+            ((uint4 *)(uintptr_t)coll_push_base(a, coll_rank_at(a.rank, k, W), push_off))[vi] = y.u;
       }
     }
     i0 = v_hi * V > lo ? v_hi * V : lo;
@@ -383,7 +404,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
     out[i] = y;
     if (push_off)
       for (int k = 1; k < W; k++)
-        ((T *)(uintptr_t)(a.peer_data[coll_rank_at(a.rank, k, W)] + push_off))[i] = y;
+        ((T *)(uintptr_t)coll_push_base(a, coll_rank_at(a.rank, k, W), push_off))[i] = y;
   }
 }
 
@@ -432,7 +453,12 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
  * to recv and into area B of every peer.  Phase 3: every rank copies the
  * peers' reduced segments from its own area B into recv.  Area A holds
  * world x seg elements, B follows it; a region's element i sits where the
- * segment's element i would. */
+ * segment's element i would.
+ * Zero copy: when every rank announced the same key (recv lies in the same
+ * symmetric tensor at the same offset everywhere), phase 2 writes straight
+ * into the peers' recv and phase 3 goes.  Safe in place: a peer's segment
+ * r of recv is written only after its input for segment r reached us in
+ * phase 1, and its kernel ends only after our phase-2 header. */
 template <typename T, typename Op>
 static __device__ void all_reduce_two_shot(const params_t &a) {
   coll_ctx c = coll_begin(a);
@@ -445,7 +471,6 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   const uint64_t A = coll_stage_off(a, c), B = A + (uint64_t)W * seg * es;
-  int st = CTX_TIMEOUT;
   if (!c.fail_fast)
     for (int k = 1; k < W; k++) {
       const int q = coll_rank_at(a.rank, k, W);
@@ -455,15 +480,25 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
         coll_copy((char *)(uintptr_t)(a.peer_data[q] + A) + (a.rank * seg + lo) * es,
                   (const char *)(send + l), (h - l) * es, vec);
     }
-  st = coll_exchange(a, c, 0);
+  int st = coll_exchange(a, c, 0);
+  __shared__ int s_zc;
+  if (threadIdx.x == 0) s_zc = a.zc != 0;
+  __syncthreads();
+  if (st == CTX_OK && a.zc && (int)threadIdx.x < W && (int)threadIdx.x != a.rank &&
+      coll_ld_v4(coll_announce_slot(a, a.peer_pad[a.rank], threadIdx.x, c.parity)).w != a.zc)
+    s_zc = 0; /* the exchange saw this announce already */
+  __syncthreads();
+  const bool zero_copy = s_zc != 0;
   if (st == CTX_OK) {
     const uint64_t l = a.rank * seg + lo, h = a.rank * seg + hi < n ? a.rank * seg + hi : n;
     /* Element i (global index) of rank r's contribution: A + r*seg + i - rank*seg. */
     const uint64_t base = a.peer_data[a.rank] + A - a.rank * seg * es;
-    if (l < h) coll_reduce<T, Op, false>(a, recv, send, base, seg * es, B, l, h, vec);
+    if (l < h)
+      coll_reduce<T, Op, false>(a, recv, send, base, seg * es, zero_copy ? COLL_PUSH_RECV : B, l,
+                                h, vec);
     st = coll_exchange(a, c, 1);
   }
-  if (st == CTX_OK) {
+  if (st == CTX_OK && !zero_copy) {
     const char *mine_b = (const char *)(uintptr_t)(a.peer_data[a.rank] + B);
     for (int k = 1; k < W; k++) {
       const int p = coll_rank_at(a.rank, k, W);
@@ -487,17 +522,7 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
  */
 static __device__ __forceinline__ void ll_store(uint64_t addr, uint32_t d0, uint32_t d1,
                                                 uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(d0),
-               "r"(flag), "r"(d1), "r"(flag)
-               : "memory");
-}
-static __device__ __forceinline__ uint4 ll_load(uint64_t addr) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(addr)
-               : "memory");
-  return v;
+  coll_st_v4(addr, d0, flag, d1, flag);
 }
 
 static __device__ __forceinline__ uint32_t ll_flag(const params_t &a, const coll_ctx &c) {
@@ -526,7 +551,7 @@ static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t fl
                                uint64_t addr, int from, uint2 *out) {
   uint4 v;
   unsigned spins = 0;
-  while ((v = ll_load(addr)).y != flag || v.w != flag) {
+  while ((v = coll_ld_v4(addr)).y != flag || v.w != flag) {
     if ((++spins & 63u) == 0) {
       if (coll_check_announce(a, c, (unsigned)from) == CTX_MISMATCH) return false;
       if (symm_dev_expired(c.deadline)) {

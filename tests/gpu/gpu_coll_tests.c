@@ -25,6 +25,7 @@ typedef struct ctx {
   int rank, size;
   bool quick;
   symm_algo_t algo; /* the all-reduce algorithm set last (for messages) */
+  void *recv_buf;   /* not NULL: run_case's recv (and in place, send) buffer */
   int failed, checks;
   cudaStream_t stream;
 } ctx_t;
@@ -135,8 +136,10 @@ static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, 
   }
   /* Input: global index g of this rank's send buffer holds value(R, g). */
   for (size_t i = 0; i < send_n; i++) put(dt, h, i, value(R, i, salt));
-  CUDA(c, cudaMalloc(&dsend, buf_n * es));
-  if (!in_place) CUDA(c, cudaMalloc(&drecv, buf_n * es));
+  if (c->recv_buf && in_place) dsend = c->recv_buf;
+  else CUDA(c, cudaMalloc(&dsend, buf_n * es));
+  if (c->recv_buf && !in_place) drecv = c->recv_buf;
+  else if (!in_place) CUDA(c, cudaMalloc(&drecv, buf_n * es));
   if (!dsend || (!in_place && !drecv)) goto done;
   if (in_place) drecv = dsend;
   CUDA(c, cudaMemset(drecv, 0x7f, buf_n * es));
@@ -186,8 +189,8 @@ static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, 
          in_place ? "in place" : "out of place", symm_algo_name(c->algo), wrong, recv_n, first,
          get(dt, out, first));
 done:
-  cudaFree(dsend);
-  if (!in_place) cudaFree(drecv);
+  if (dsend != c->recv_buf) cudaFree(dsend);
+  if (!in_place && drecv != c->recv_buf) cudaFree(drecv);
   free(h);
   free(out);
   return wrong;
@@ -321,6 +324,37 @@ static void test_mismatch(ctx_t *c) {
   symm_comm_barrier(c->comm);
 }
 
+/* Two-shot on buffers inside a symmetric tensor: in place and out of
+ * place, with the tensor at the same offset on every rank (zero copy: the
+ * reduced segments go straight into the peers' buffers), at different
+ * offsets, and with only rank 0's buffer symmetric (both staged). */
+static void test_zero_copy(ctx_t *c) {
+  const size_t sizes[] = {4099, ((size_t)1 << 20) + 5};
+  int64_t bytes = (int64_t)(((size_t)1 << 20) + 64) * 4 + 4096;
+  symm_tensor_t *t = NULL;
+  EXPECT(c, symm_tensor_alloc(c->comm, &bytes, 1, SYMM_DTYPE_U8, &t), SYMM_SUCCESS);
+  if (!t) return;
+  EXPECT(c, symm_tensor_rendezvous(t), SYMM_SUCCESS);
+  symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_TWO_SHOT);
+  c->algo = SYMM_ALGO_TWO_SHOT;
+  int salt = 5000;
+  for (int layout = 0; layout < 3; layout++) {
+    /* 0: same offset everywhere; 1: offset differs by rank; 2: rank 0 only. */
+    size_t off = layout == 1 ? (size_t)c->rank * 256 : 0;
+    c->recv_buf = layout == 2 && c->rank != 0 ? NULL : (char *)symm_tensor_data(t) + off;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+      for (int ip = 0; ip < 2; ip++) {
+        run_case(c, K_AR, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+        run_case(c, K_AR, SYMM_DTYPE_BF16, SYMM_REDUCE_MAX, sizes[s], ip, ++salt);
+      }
+  }
+  c->recv_buf = NULL;
+  symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
+  c->algo = SYMM_ALGO_AUTO;
+  symm_comm_barrier(c->comm);
+  symm_tensor_free(t);
+}
+
 /* --timeout: the last rank never calls; the others get SYMM_ERR_TIMEOUT
  * from the device within about SYMM_TIMEOUT_MS instead of hanging. */
 static void test_timeout(ctx_t *c) {
@@ -368,7 +402,8 @@ int main(int argc, char **argv) {
     test_timeout(&c);
   } else {
     struct { const char *name; void (*fn)(ctx_t *); } tests[] = {
-        {"ops", test_ops}, {"graph", test_graph}, {"mismatch", test_mismatch}};
+        {"ops", test_ops}, {"graph", test_graph}, {"mismatch", test_mismatch},
+        {"zero_copy", test_zero_copy}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
       int before = c.failed;
       tests[i].fn(&c);

@@ -251,6 +251,29 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   return SYMM_SUCCESS;
 }
 
+/* Two-shot writes the reduced segments straight into the peers' recv when
+ * recv lies in a rendezvoused tensor of this communicator: p->zc is a key
+ * of the tensor and offset, and p->peer_recv every rank's mapping of recv.
+ * The kernel uses them only if every rank announces the same key, so ranks
+ * that pass ordinary memory (or another offset) still work, staged. */
+static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *args,
+                                  symm_coll_params_t *p) {
+  const void *base;
+  size_t len;
+  symm_tensor_t *t;
+  int rank;
+  p->zc = 0;
+  if (!symm_registry_find(args->recvbuf, &base, &len, &t, &rank)) return;
+  if (t->comm != comm || !t->rendezvoused || rank != comm->rank || !t->peer_data) return;
+  const uint64_t off = (uint64_t)((const char *)args->recvbuf - (const char *)base);
+  if (off > t->nbytes || args->recv_bytes > t->nbytes - off) return;
+  for (int r = 0; r < comm->size; r++)
+    p->peer_recv[r] = (uint64_t)(uintptr_t)t->peer_data[r] + off;
+  uint64_t f[2] = {t->peer_sig, off};
+  uint64_t h = symm_hash64(f, sizeof f, 0x7a63ull);
+  p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
+}
+
 symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = st ? st->coll : NULL;
@@ -340,6 +363,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     default: grid = native_coll_grid(count * es, 8192, (unsigned)p.channels); break;
   }
   p.sig = native_coll_sig(args, kind, grid, count, world);
+  if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) native_coll_zero_copy(comm, args, &p);
 
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
