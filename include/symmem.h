@@ -315,6 +315,8 @@ SYMM_API symm_result_t symm_store_check(symm_store_t *store,
 /* Symmetric tensors                                                        */
 /* ------------------------------------------------------------------------ */
 typedef struct symm_tensor symm_tensor_t;
+/* A CUDA stream (cudaStream_t) for GPU backends; NULL for the host backend. */
+typedef void *symm_stream_t;
 
 /*
  * A view: a pointer plus shape, strides (in elements) and dtype.  Views do
@@ -419,6 +421,47 @@ SYMM_API symm_result_t symm_tensor_signal_pad(const symm_tensor_t *tensor,
 SYMM_API size_t symm_signal_pad_bytes(void);
 
 /*
+ * Stream-ordered signals over a tensor's signal pads: the slots and the
+ * self-resetting semantics of include/symmem_device.cuh (slot = channel *
+ * world_size + sender; a put waits while the receiver has not consumed the
+ * previous signal on that slot; a wait consumes the signal, so the pads are
+ * all zero again after every balanced put/wait pair and the same sequence
+ * can be replayed, CUDA graphs included).
+ *  - symm_signal_put: signals rank `peer` on `channel`, after, and
+ *    releasing (system scope), everything this rank wrote before it on
+ *    `stream` (GPU) or in program order (host).
+ *  - symm_signal_wait: waits for rank `peer`'s signal on `channel` and
+ *    consumes it; later work on `stream` (or later code) sees everything
+ *    the peer wrote before its put (acquire, system scope).
+ *  - symm_signal_barrier: put to every peer, then wait for every peer, on
+ *    `channel`.  Collective over the tensor's communicator.
+ * Put and wait are not collective: they pair up between two ranks.  Every
+ * wait is bounded by the communicator's timeout (SYMM_TIMEOUT_MS).
+ * GPU backends (native): one small kernel on `stream` (a cudaStream_t; NULL
+ * is the legacy default stream), no host synchronisation, capturable in
+ * CUDA graphs; a wait that times out is reported later by
+ * symm_comm_check_async_error as SYMM_ERR_TIMEOUT naming the peer, and the
+ * tensor's pads should then be treated as unusable.  Host backend: runs at
+ * once (stream must be NULL), polling with backoff so that oversubscribed
+ * ranks still progress, and returns SYMM_ERR_TIMEOUT itself.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL tensor; peer out of range or this
+ * rank; channel outside [0, symm_signal_channels); a stream on the host
+ * backend), SYMM_ERR_STATE (tensor not rendezvoused), SYMM_ERR_UNSUPPORTED
+ * (backend without stream-ordered signals, or a native build without CUDA
+ * kernels), SYMM_ERR_TIMEOUT (host backend), SYMM_ERR_BACKEND (the launch
+ * failed).
+ */
+SYMM_API symm_result_t symm_signal_put(symm_tensor_t *tensor, int peer, int channel,
+                                       symm_stream_t stream);
+SYMM_API symm_result_t symm_signal_wait(symm_tensor_t *tensor, int peer, int channel,
+                                        symm_stream_t stream);
+SYMM_API symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel,
+                                           symm_stream_t stream);
+/* Channels of a tensor's pads: symm_signal_pad_bytes() / 4 / world_size;
+ * -1 for a NULL tensor. */
+SYMM_API int symm_signal_channels(const symm_tensor_t *tensor);
+
+/*
  * All ranks' buffers mapped back to back in one virtual range, viewed as
  * shape [world_size, sizes...].  Rank r's buffer starts at
  * data + r * strides[0] elements; strides[0] equals numel when the tensor's
@@ -519,8 +562,6 @@ typedef enum symm_algo {
   SYMM_ALGO_COUNT_ = 4
 } symm_algo_t;
 
-/* A CUDA stream (cudaStream_t) for GPU backends; NULL for the host backend. */
-typedef void *symm_stream_t;
 
 /* "sum", "min", "max" / "auto", "one_shot", "two_shot", "ll"; NULL out of range. */
 SYMM_API const char *symm_redop_name(symm_redop_t op);

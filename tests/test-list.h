@@ -8,3 +8,4 @@
 #include "list-ranks.h"
 #include "list-bench.h"
 #include "list-coll.h"
+#include "list-signal.h"

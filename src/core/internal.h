@@ -258,7 +258,16 @@ typedef struct symm_backend_ops {
    * synchronise.  NULL: the backend reports every error directly. */
   symm_result_t (*poll_async_error)(struct symm_comm *comm);
   /* members above: version 3 */
+  /* Optional: runs (host) or enqueues (GPU) a signal put, wait or barrier
+   * (SYMM_SIGNAL_*) on a rendezvoused tensor's pads; the core has checked
+   * peer, channel and stream.  NULL: SYMM_ERR_UNSUPPORTED. */
+  symm_result_t (*signal)(struct symm_comm *comm, int op, const struct symm_tensor *tensor,
+                          int peer, int channel, void *stream);
+  /* members above: version 4 */
 } symm_backend_ops_t;
+
+/* ops->signal's operations. */
+enum { SYMM_SIGNAL_PUT = 1, SYMM_SIGNAL_WAIT = 2, SYMM_SIGNAL_BARRIER = 3 };
 
 /* One collective call, as the core hands it to the backend. */
 typedef enum {

@@ -117,4 +117,16 @@ typedef struct symm_coll_params {
   int32_t channels;     /* symm_coll_channels(world): header slots per phase */
 } symm_coll_params_t;
 
+/* Parameters of the signal kernel (symm_signal_put / _wait / _barrier):
+ * one block of SYMM_SIGNAL_THREADS threads; errors go to the collectives'
+ * error record with kind 0. */
+#define SYMM_SIGNAL_THREADS 32
+typedef struct symm_signal_params {
+  uint64_t pads[SYMM_COLL_MAX_WORLD]; /* every rank's pad of the tensor, as mapped here */
+  uint64_t err;                       /* symm_coll_error_t * (device view) */
+  uint64_t timeout_ns;
+  int32_t op; /* 1 put, 2 wait, 3 barrier (SYMM_SIGNAL_* of core/internal.h) */
+  int32_t rank, world, peer, channel;
+} symm_signal_params_t;
+
 #endif /* SYMM_COLL_ABI_H */

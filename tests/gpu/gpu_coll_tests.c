@@ -355,6 +355,65 @@ static void test_zero_copy(ctx_t *c) {
   symm_tensor_free(t);
 }
 
+/* Stream-ordered signals: data written into the peer's buffer before a
+ * put is there after the matching wait (ping-pong, several rounds on two
+ * channels), barriers on the stream and replayed from a CUDA graph, and
+ * every pad back to zero afterwards. */
+static void test_signals(ctx_t *c) {
+  const size_t n = 4096;
+  int64_t count = (int64_t)n;
+  symm_tensor_t *t = NULL;
+  EXPECT(c, symm_tensor_alloc(c->comm, &count, 1, SYMM_DTYPE_U8, &t), SYMM_SUCCESS);
+  if (!t) return;
+  EXPECT(c, symm_tensor_rendezvous(t), SYMM_SUCCESS);
+  void *const *peers = NULL;
+  EXPECT(c, symm_tensor_peer_ptrs(t, &peers), SYMM_SUCCESS);
+  unsigned char *h = malloc(n);
+  const int W = c->size, R = c->rank;
+  const int right = (R + 1) % W, left = (R + W - 1) % W;
+  for (int round = 1; peers && h && round <= 20; round++) {
+    /* Everyone writes into the right neighbour, signals it on channel 0,
+     * and waits for the left one. */
+    CUDA(c, cudaMemsetAsync(peers[right], (R * 16 + round) & 0xff, n, c->stream));
+    EXPECT(c, symm_signal_put(t, right, round & 1, c->stream), SYMM_SUCCESS);
+    EXPECT(c, symm_signal_wait(t, left, round & 1, c->stream), SYMM_SUCCESS);
+    CUDA(c, cudaMemcpyAsync(h, peers[R], n, cudaMemcpyDeviceToHost, c->stream));
+    CUDA(c, cudaStreamSynchronize(c->stream));
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != (unsigned char)((left * 16 + round) & 0xff);
+    if (bad) FAIL(c, "signal round %d: %zu of %zu bytes from rank %d wrong", round, bad, n, left);
+    /* The left neighbour writes into us again next round only after our
+     * barrier: we have read this round's data. */
+    EXPECT(c, symm_signal_barrier(t, 2, c->stream), SYMM_SUCCESS);
+  }
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  CUDA(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+  for (int k = 0; k < 3; k++) EXPECT(c, symm_signal_barrier(t, 3 + k, c->stream), SYMM_SUCCESS);
+  CUDA(c, cudaStreamEndCapture(c->stream, &graph));
+  if (graph) CUDA(c, cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; exec && rep < 10; rep++) CUDA(c, cudaGraphLaunch(exec, c->stream));
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  symm_comm_barrier(c->comm);
+  void *pad = NULL;
+  EXPECT(c, symm_tensor_signal_pad(t, R, &pad), SYMM_SUCCESS);
+  size_t pad_bytes = symm_signal_pad_bytes();
+  unsigned char *hp = malloc(pad_bytes);
+  if (pad && hp) {
+    CUDA(c, cudaMemcpy(hp, pad, pad_bytes, cudaMemcpyDeviceToHost));
+    size_t set = 0;
+    for (size_t i = 0; i < pad_bytes; i++) set += hp[i] != 0;
+    if (set) FAIL(c, "signals: %zu bytes of the pad not zero after balanced use", set);
+  }
+  free(hp);
+  free(h);
+  symm_tensor_free(t);
+}
+
 /* --timeout: the last rank never calls; the others get SYMM_ERR_TIMEOUT
  * from the device within about SYMM_TIMEOUT_MS instead of hanging. */
 static void test_timeout(ctx_t *c) {
@@ -363,6 +422,19 @@ static void test_timeout(ctx_t *c) {
   CUDA(c, cudaMalloc((void **)&a, n * sizeof(float)));
   EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
   int tmo = symm_comm_timeout_ms(c->comm);
+  int64_t pad_only = 64;
+  symm_tensor_t *t = NULL;
+  EXPECT(c, symm_tensor_alloc(c->comm, &pad_only, 1, SYMM_DTYPE_U8, &t), SYMM_SUCCESS);
+  if (t) EXPECT(c, symm_tensor_rendezvous(t), SYMM_SUCCESS);
+  if (t && c->rank != c->size - 1) {
+    /* A signal the last rank never sends: reported, not a hang. */
+    EXPECT(c, symm_signal_wait(t, c->size - 1, 0, c->stream), SYMM_SUCCESS);
+    CUDA(c, cudaStreamSynchronize(c->stream));
+    EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_TIMEOUT);
+    if (!strstr(symm_last_error(), "signal"))
+      FAIL(c, "signal timeout message: %s", symm_last_error());
+    printf("rank %d: signal timeout reported: %s\n", c->rank, symm_last_error());
+  }
   if (c->rank != c->size - 1) {
     EXPECT(c, symm_all_reduce(c->comm, a, a, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
            SYMM_SUCCESS);
@@ -370,11 +442,12 @@ static void test_timeout(ctx_t *c) {
     EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_TIMEOUT);
     printf("rank %d: timeout reported: %s\n", c->rank, symm_last_error());
   } else {
-    usleep((useconds_t)tmo * 1500); /* arrive at the barrier after the others time out */
+    usleep((useconds_t)tmo * 2500); /* arrive at the barrier after the others time out twice */
     EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
   }
   symm_comm_barrier(c->comm);
   cudaFree(a);
+  if (t) symm_tensor_free(t);
 }
 
 int main(int argc, char **argv) {
@@ -403,7 +476,8 @@ int main(int argc, char **argv) {
   } else {
     struct { const char *name; void (*fn)(ctx_t *); } tests[] = {
         {"ops", test_ops}, {"graph", test_graph}, {"mismatch", test_mismatch},
-        {"zero_copy", test_zero_copy}};
+        {"zero_copy", test_zero_copy},
+        {"signals", test_signals}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
       int before = c.failed;
       tests[i].fn(&c);

@@ -31,6 +31,23 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   void **base, size_t *stride, void **priv);
 void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 
+/* Waiting with backoff for a peer's store (host_backoff.c): start, then
+ * pause until the store is seen; pause returns false once comm->timeout_ms
+ * has passed since start.  reset restarts the backoff (not the deadline)
+ * after progress. */
+typedef struct {
+  uint64_t deadline, since, sleep_ns, spin_ns;
+  unsigned iter;
+  bool spinning;
+} host_backoff_t;
+void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm);
+void host_backoff_reset(host_backoff_t *b);
+bool host_backoff_pause(host_backoff_t *b);
+
+/* Stream-ordered signals, run at once (host_signal.c): ops->signal. */
+symm_result_t host_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
+                          int channel, void *stream);
+
 /* Collectives (host_coll.c): ops->collective.  Synchronous; the protocol is
  * described at the top of host_coll.c. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args);

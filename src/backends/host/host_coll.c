@@ -54,9 +54,6 @@
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
 #define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
 
-#define SPIN_NS 20000ull
-#define YIELD_NS 1000000ull
-#define SLEEP_MAX_NS 64000ull
 
 enum { PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
 
@@ -114,73 +111,6 @@ static bool rank_sends(const coll_t *c, int r) {
 
 /* ------------------------------------------------------------- waiting */
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
-typedef struct {
-  uint64_t deadline, since, sleep_ns, spin_ns;
-  unsigned iter;
-  bool spinning;
-} backoff_t;
-
-/* CPUs this process may run on, counted once. */
-static int usable_cpus(void) {
-  static _Atomic int cached;
-  int n = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (n) return n;
-  cpu_set_t set;
-  n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (n < 1) n = 1;
-  atomic_store_explicit(&cached, n, memory_order_relaxed);
-  return n;
-}
-
-static void backoff_reset(backoff_t *b) {
-  b->since = symm_now_ns();
-  b->sleep_ns = 1000;
-  b->iter = 0;
-  b->spinning = b->spin_ns > 0;
-}
-
-/* With more ranks on this host than CPUs, the rank waited for is likely
- * not running at all: spinning would only keep it off its CPU. */
-static void backoff_start(backoff_t *b, const symm_comm_t *comm) {
-  b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
-  backoff_reset(b);
-  b->deadline = b->since + (uint64_t)comm->timeout_ms * 1000000ull;
-}
-
-/* Waits a little, longer the longer nothing happened; false once past the
- * deadline.  The clock is read every 64 spins only. */
-static bool backoff_pause(backoff_t *b) {
-  if (b->spinning && (++b->iter & 63)) {
-    cpu_relax();
-    return true;
-  }
-  uint64_t now = symm_now_ns();
-  if (now >= b->deadline) return false;
-  uint64_t waited = now - b->since;
-  if (waited < b->spin_ns) {
-    cpu_relax();
-    return true;
-  }
-  b->spinning = false;
-  if (waited < YIELD_NS) {
-    sched_yield();
-    return true;
-  }
-  struct timespec ts = {0, (long)b->sleep_ns};
-  nanosleep(&ts, NULL);
-  if (b->sleep_ns < SLEEP_MAX_NS) b->sleep_ns *= 2;
-  return true;
-}
-
 static uint64_t flag_of(const coll_t *c, int r) {
   return atomic_load_explicit(&c->pads[r]->flag, memory_order_acquire);
 }
@@ -213,16 +143,16 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
  * are visited from rank + 1 on, which spreads the polling across pads. */
 static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
   uint64_t target = c->seq * PHASES + (uint64_t)phase;
-  backoff_t b;
+  host_backoff_t b;
   bool started = false;
   for (int k = 1; k < c->w; k++) {
     int r = (c->me + k) % c->w;
     if (flag_of(c, r) >= target) continue;
-    if (!started) backoff_start(&b, c->comm);
+    if (!started) host_backoff_start(&b, c->comm);
     started = true;
     while (flag_of(c, r) < target)
-      if (!backoff_pause(&b)) return timeout_error(c, target, what);
-    backoff_reset(&b);
+      if (!host_backoff_pause(&b)) return timeout_error(c, target, what);
+    host_backoff_reset(&b);
   }
   return SYMM_SUCCESS;
 }

@@ -39,6 +39,7 @@ typedef struct native_coll {
   volatile symm_coll_error_t *err;  /* pinned, mapped for the device */
   ncu_deviceptr err_dev;
   ncu_function fn[NATIVE_COLL_KINDS][NATIVE_COLL_DTYPES][SYMM_REDUCE_COUNT_];
+  ncu_function signal_fn;           /* symm_signal_op, loaded on first use */
   const symm_tensor_t *scratch;     /* scratch `base` describes */
   symm_coll_params_t base;          /* per-scratch parameters: pointers, layout, nonce */
 } native_coll_t;
@@ -140,6 +141,10 @@ symm_result_t native_poll_async_error(symm_comm_t *comm) {
     symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u "
                               "enqueued a different collective (kind, count, dtype, op, root "
                               "or algorithm differ)", epoch, what, comm->rank, peer);
+  else if (code == SYMM_ERR_TIMEOUT && kind == 0)
+    symm_comm_set_async_error(comm, code, "a signal put, wait or barrier on rank %d: rank %u did "
+                              "not signal (or consume a signal) within %d ms; the tensor's pads "
+                              "are unusable from now on", comm->rank, peer, comm->timeout_ms);
   else if (code == SYMM_ERR_TIMEOUT && peer == 0xffffffffu)
     symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d did not run: an "
                               "earlier collective timed out and the communicator's collectives "
@@ -374,5 +379,49 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   if (cu != NCU_SUCCESS)
     return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
                           native_coll_kernel_names[kind], grid);
+  return SYMM_SUCCESS;
+}
+
+/* ---------------------------------------------------------- signals */
+
+symm_result_t native_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
+                            int channel, void *stream) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = st ? st->coll : NULL;
+  if (!co || !co->ready)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: stream-ordered signals need the "
+                      "GPU kernels, which are unavailable: %s",
+                      co ? co->why : "backend not started");
+  if (comm->size > SYMM_COLL_MAX_WORLD)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: stream-ordered signals support at "
+                      "most %d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, comm->size);
+  if (!co->signal_fn) {
+    ncu_result cu = co->cd->cuModuleGetFunction(&co->signal_fn, co->module, "symm_signal_op");
+    if (cu != NCU_SUCCESS) {
+      co->signal_fn = NULL;
+      return native_cu_fail(cu, "cuModuleGetFunction(symm_signal_op)");
+    }
+  }
+  symm_signal_params_t p;
+  memset(&p, 0, sizeof p);
+  for (int r = 0; r < comm->size; r++) {
+    void *pad = NULL;
+    SYMM_CHECK(symm_tensor_signal_pad(tensor, r, &pad));
+    p.pads[r] = (uint64_t)(uintptr_t)pad;
+  }
+  p.err = co->err_dev;
+  p.timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
+  p.op = op;
+  p.rank = comm->rank;
+  p.world = comm->size;
+  p.peer = peer;
+  p.channel = channel;
+  ncu_context saved;
+  SYMM_CHECK(native_ctx_enter(st, &saved));
+  void *kparams[1] = {&p};
+  ncu_result cu = co->cd->cuLaunchKernel(co->signal_fn, 1, 1, 1, SYMM_SIGNAL_THREADS, 1, 1, 0,
+                                         (ncu_stream)stream, kparams, NULL);
+  native_ctx_leave(st, saved);
+  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuLaunchKernel(symm_signal_op)");
   return SYMM_SUCCESS;
 }

@@ -4,7 +4,7 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 3,
+    .version = 4,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .probe = native_probe,
@@ -27,4 +27,5 @@ const symm_backend_ops_t symm_native_ops = {
     .device_free = native_device_free,
     .collective = native_collective,
     .poll_async_error = native_poll_async_error,
+    .signal = native_signal,
 };

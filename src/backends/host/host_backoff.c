@@ -1,0 +1,73 @@
+/* host backend: waiting for another process's store to shared memory.
+ * Spin about 20 us, then sched_yield up to 1 ms, then nanosleep growing to
+ * 64 us; no spinning at all when this host has more ranks than CPUs, where
+ * the rank waited for is likely not running and spinning would only keep it
+ * off its CPU. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host.h"
+
+#define SPIN_NS 20000ull
+#define YIELD_NS 1000000ull
+#define SLEEP_MAX_NS 64000ull
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* CPUs this process may run on, counted once. */
+static int usable_cpus(void) {
+  static _Atomic int cached;
+  int n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n) return n;
+  cpu_set_t set;
+  n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  atomic_store_explicit(&cached, n, memory_order_relaxed);
+  return n;
+}
+
+void host_backoff_reset(host_backoff_t *b) {
+  b->since = symm_now_ns();
+  b->sleep_ns = 1000;
+  b->iter = 0;
+  b->spinning = b->spin_ns > 0;
+}
+
+void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm) {
+  b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
+  host_backoff_reset(b);
+  b->deadline = b->since + (uint64_t)comm->timeout_ms * 1000000ull;
+}
+
+/* The clock is read every 64 spins only. */
+bool host_backoff_pause(host_backoff_t *b) {
+  if (b->spinning && (++b->iter & 63)) {
+    cpu_relax();
+    return true;
+  }
+  uint64_t now = symm_now_ns();
+  if (now >= b->deadline) return false;
+  uint64_t waited = now - b->since;
+  if (waited < b->spin_ns) {
+    cpu_relax();
+    return true;
+  }
+  b->spinning = false;
+  if (waited < YIELD_NS) {
+    sched_yield();
+    return true;
+  }
+  struct timespec ts = {0, (long)b->sleep_ns};
+  nanosleep(&ts, NULL);
+  if (b->sleep_ns < SLEEP_MAX_NS) b->sleep_ns *= 2;
+  return true;
+}

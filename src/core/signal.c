@@ -1,0 +1,52 @@
+/* Stream-ordered signals (symm_signal_put / _wait / _barrier): argument
+ * checks, then the backend's `signal` member. */
+#include "internal.h"
+
+int symm_signal_channels(const symm_tensor_t *tensor) {
+  if (!tensor) return -1;
+  return (int)(SYMM_SIGNAL_PAD_BYTES / 4 / (size_t)tensor->comm->size);
+}
+
+static const char *const signal_fn[] = {NULL, "symm_signal_put", "symm_signal_wait",
+                                        "symm_signal_barrier"};
+
+static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
+                                symm_stream_t stream) {
+  const char *fn = signal_fn[op];
+  if (!t) return symm_error(SYMM_ERR_INVALID_ARG, "%s: tensor is NULL", fn);
+  symm_comm_t *comm = t->comm;
+  if (!t->rendezvoused)
+    return symm_error(SYMM_ERR_STATE, "%s: the tensor is not rendezvoused (call "
+                      "symm_tensor_rendezvous first)", fn);
+  if (op != SYMM_SIGNAL_BARRIER && (peer < 0 || peer >= comm->size || peer == comm->rank))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: peer %d is not another rank of [0, %d) (this "
+                      "is rank %d)", fn, peer, comm->size, comm->rank);
+  int channels = symm_signal_channels(t);
+  if (channel < 0 || channel >= channels)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
+                      "a %d-byte pad)", fn, channel, channels, comm->size,
+                      (int)SYMM_SIGNAL_PAD_BYTES);
+  if (comm->device < 0 && stream)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
+                      comm->ops->name);
+  if (comm->ops->version < 4 || !comm->ops->signal)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no stream-ordered signals; "
+                      "use symmem_device.cuh in a kernel, or the native or host backend", fn,
+                      comm->ops->name);
+  SYMM_TRACE(COLL, "%s: peer %d channel %d", fn, peer, channel);
+  return comm->ops->signal(comm, op, t, peer, channel, stream);
+}
+
+symm_result_t symm_signal_put(symm_tensor_t *tensor, int peer, int channel,
+                              symm_stream_t stream) {
+  return signal_run(tensor, SYMM_SIGNAL_PUT, peer, channel, stream);
+}
+
+symm_result_t symm_signal_wait(symm_tensor_t *tensor, int peer, int channel,
+                               symm_stream_t stream) {
+  return signal_run(tensor, SYMM_SIGNAL_WAIT, peer, channel, stream);
+}
+
+symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel, symm_stream_t stream) {
+  return signal_run(tensor, SYMM_SIGNAL_BARRIER, -1, channel, stream);
+}
