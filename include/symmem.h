@@ -525,10 +525,13 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    SYMM_ERR_MISMATCH (host backend: from the call; GPU backends: from
  *    symm_comm_check_async_error, since the call only enqueues work).
  *  - Buffers are memory of this rank (CPU memory for the host backend, memory
- *    of symm_comm_device for GPU backends).  When a buffer lies inside a
- *    rendezvoused tensor of `comm` the operation works on it in place over
- *    the peers' mappings; any other buffer is staged through the
- *    communicator's scratch tensor.  The scratch grows (collectively) on the
+ *    of symm_comm_device for GPU backends).  When every rank's buffer lies
+ *    inside the same rendezvoused tensor of `comm` at the same offset, the
+ *    operation uses the peers' mappings of it (zero copy: host backend, all
+ *    operations; native backend, the two-shot all-reduce's output); any
+ *    other buffer is staged through the communicator's scratch tensor.
+ *    Ranks may mix the two: they agree at run time, and fall back to
+ *    staging.  The scratch grows (collectively) on the
  *    first call that needs more than it holds; reserve it up front with
  *    symm_comm_reserve_scratch before capturing calls in a CUDA graph.
  *    sendbuf == recvbuf is allowed (in place) where the shapes agree.

@@ -2,6 +2,9 @@
  * symmem_device.cuh - device-side synchronisation over symmem signal pads,
  * for user CUDA kernels (include after symmem.h; needs sm_70 or newer).
  *
+ * The same operations, launched from the host on a stream, are
+ * symm_signal_put / symm_signal_wait / symm_signal_barrier (symmem.h).
+ *
  * A signal pad (symm_tensor_signal_pad) is an array of 32-bit *slots*,
  * symm_signal_pad_bytes() / 4 of them, zeroed at allocation.  Rank r's pad is
  * written by the peers (through their mappings of it) and read by r.  A slot

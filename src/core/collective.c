@@ -89,15 +89,16 @@ static bool reducible(symm_dtype_t dt) {
  * shot moves each byte twice but only a 1/world share of it per rank.
  * GPU thresholds from symmem-bench --graph, bf16, 2 x H200: LL 5.03 vs
  * one-shot 7.24 us at 256 KiB and 6.97 vs 8.04 at 512 KiB; one-shot 10.14
- * vs two-shot 11.66 at 1 MiB and 20.6 vs 22.4 at 4 MiB; two-shot 34.8 vs
- * 35.2 at 8 MiB and 60.8 vs 64.2 at 16 MiB.  LL falls back to one-shot in
- * the backend when its packets do not fit. */
+ * vs two-shot 11.66 at 1 MiB; at 4 MiB two-shot 20.8 (zero copy, the
+ * symmetric in-place case) vs one-shot 21.7 (staged two-shot: 22.4); two-
+ * shot 57.5 vs 64.4 at 16 MiB.  LL falls back to one-shot in the backend
+ * when its packets do not fit. */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
   if (comm->device >= 0) {
     if (bytes <= ((size_t)512 << 10)) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)4 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+    return bytes <= ((size_t)2 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
    * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */
