@@ -188,6 +188,41 @@ static __device__ __forceinline__ int coll_check_announce(const params_t &a, con
   return CTX_MISMATCH;
 }
 
+/* Whether every rank announced this rank's zero-copy key a.zc (non-zero):
+ * then all of them write straight into each other's recv.  Waits for the
+ * announces (same verdict on every rank and in every thread); false on a
+ * mismatch or timeout, which are recorded. */
+static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c) {
+  __shared__ int s_agree;
+  if (threadIdx.x == 0) s_agree = a.zc != 0 && !c.fail_fast;
+  __syncthreads();
+  const int p = (int)threadIdx.x;
+  if (s_agree && p < a.world && p != a.rank) {
+    const uint64_t slot = coll_announce_slot(a, a.peer_pad[a.rank], (unsigned)p, c.parity);
+    unsigned spins = 0;
+    for (;;) {
+      int st = coll_check_announce(a, c, (unsigned)p);
+      if (st == CTX_OK) {
+        if (coll_ld_v4(slot).w != a.zc) s_agree = 0;
+        break;
+      }
+      if (st == CTX_MISMATCH) {
+        s_agree = 0;
+        break;
+      }
+      if ((++spins & 63u) == 0 && symm_dev_expired(c.deadline)) {
+        coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
+        s_agree = 0;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  const bool agree = s_agree != 0;
+  __syncthreads();
+  return agree;
+}
+
 /*
  * Header exchange of this block on channel blockIdx.x, `phase`: releases
  * everything the block wrote before it (the release store is cumulative
@@ -671,18 +706,36 @@ static __device__ copy_part coll_copy_part(const params_t &a) {
   return cp;
 }
 
+/* All-gather.  Zero copy (every rank's recv is the same symmetric tensor
+ * at the same offset, agreed through the announces): each rank writes its
+ * piece straight into region `rank` of every peer's recv, then exchanges
+ * headers.  Otherwise each rank stages its piece and peers pull it. */
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_gather(const params_t a) {
   coll_ctx c = coll_begin(a);
   const copy_part cp = coll_copy_part(a);
-  const uint64_t off = cp.lo * cp.es;
+  const uint64_t off = cp.lo * cp.es, region = a.recv_seg * cp.es;
+  if (a.zc && coll_agree_zero_copy(a, c)) {
+    if (cp.bytes) {
+      for (int k = 1; k < a.world; k++) {
+        const int p = coll_rank_at(a.rank, k, a.world);
+        coll_copy((char *)(uintptr_t)a.peer_recv[p] + a.rank * region + off, cp.send + off,
+                  cp.bytes, cp.vec);
+      }
+      char *own = cp.recv + a.rank * region;
+      if (own != cp.send) coll_copy(own + off, cp.send + off, cp.bytes, cp.vec);
+    }
+    coll_exchange(a, c, 0);
+    coll_end(a, c);
+    return;
+  }
   if (!c.fail_fast && cp.bytes)
     coll_copy(coll_stage(a, a.rank, c.parity) + off, cp.send + off, cp.bytes, cp.vec);
   if (coll_exchange(a, c, 0) == CTX_OK && cp.bytes)
     for (int k = 0; k < a.world; k++) {
       const int p = coll_rank_at(a.rank, k, a.world);
       const char *src = p == a.rank ? cp.send : coll_stage(a, p, c.parity);
-      char *dst = cp.recv + p * a.recv_seg * cp.es;
+      char *dst = cp.recv + p * region;
       if (dst != src) coll_copy(dst + off, src + off, cp.bytes, cp.vec);
     }
   coll_end(a, c);

@@ -324,13 +324,13 @@ static void test_mismatch(ctx_t *c) {
   symm_comm_barrier(c->comm);
 }
 
-/* Two-shot on buffers inside a symmetric tensor: in place and out of
- * place, with the tensor at the same offset on every rank (zero copy: the
- * reduced segments go straight into the peers' buffers), at different
- * offsets, and with only rank 0's buffer symmetric (both staged). */
+/* Two-shot all-reduce and all-gather on buffers inside a symmetric tensor:
+ * in place and out of place, with the tensor at the same offset on every
+ * rank (zero copy: results go straight into the peers' buffers), at
+ * different offsets, and with only rank 0's buffer symmetric (staged). */
 static void test_zero_copy(ctx_t *c) {
   const size_t sizes[] = {4099, ((size_t)1 << 20) + 5};
-  int64_t bytes = (int64_t)(((size_t)1 << 20) + 64) * 4 + 4096;
+  int64_t bytes = (int64_t)(((size_t)1 << 20) + 64) * 4 * c->size + 4096;
   symm_tensor_t *t = NULL;
   EXPECT(c, symm_tensor_alloc(c->comm, &bytes, 1, SYMM_DTYPE_U8, &t), SYMM_SUCCESS);
   if (!t) return;
@@ -346,6 +346,7 @@ static void test_zero_copy(ctx_t *c) {
       for (int ip = 0; ip < 2; ip++) {
         run_case(c, K_AR, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
         run_case(c, K_AR, SYMM_DTYPE_BF16, SYMM_REDUCE_MAX, sizes[s], ip, ++salt);
+        run_case(c, K_AG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
       }
   }
   c->recv_buf = NULL;

@@ -256,8 +256,9 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   return SYMM_SUCCESS;
 }
 
-/* Two-shot writes the reduced segments straight into the peers' recv when
- * recv lies in a rendezvoused tensor of this communicator: p->zc is a key
+/* Two-shot (its reduced segments) and all-gather (its pieces) write
+ * straight into the peers' recv when recv lies in a rendezvoused tensor of
+ * this communicator: p->zc is a key
  * of the tensor and offset, and p->peer_recv every rank's mapping of recv.
  * The kernel uses them only if every rank announces the same key, so ranks
  * that pass ordinary memory (or another offset) still work, staged. */
@@ -368,7 +369,11 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     default: grid = native_coll_grid(count * es, 8192, (unsigned)p.channels); break;
   }
   p.sig = native_coll_sig(args, kind, grid, count, world);
-  if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) native_coll_zero_copy(comm, args, &p);
+  /* All-gather waits for every announce before it moves data when it may
+   * write into the peers' recv: worth it from 1 MiB of output. */
+  if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT ||
+      (kind == SYMM_COLL_KERNEL_ALL_GATHER && args->recv_bytes >= ((uint64_t)1 << 20)))
+    native_coll_zero_copy(comm, args, &p);
 
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
