@@ -194,32 +194,32 @@ static __device__ __forceinline__ int coll_check_announce(const params_t &a, con
  * mismatch or timeout, which are recorded. */
 static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c) {
   __shared__ int s_agree;
-  if (threadIdx.x == 0) s_agree = a.zc != 0 && !c.fail_fast;
+  if (threadIdx.x == 0) s_agree = 1;
   __syncthreads();
   const int p = (int)threadIdx.x;
-  if (s_agree && p < a.world && p != a.rank) {
+  if (a.zc != 0 && !c.fail_fast && p < a.world && p != a.rank) {
     const uint64_t slot = coll_announce_slot(a, a.peer_pad[a.rank], (unsigned)p, c.parity);
     unsigned spins = 0;
     for (;;) {
       int st = coll_check_announce(a, c, (unsigned)p);
       if (st == CTX_OK) {
-        if (coll_ld_v4(slot).w != a.zc) s_agree = 0;
+        if (coll_ld_v4(slot).w != a.zc) atomicExch(&s_agree, 0);
         break;
       }
       if (st == CTX_MISMATCH) {
-        s_agree = 0;
+        atomicExch(&s_agree, 0);
         break;
       }
       if ((++spins & 63u) == 0 && symm_dev_expired(c.deadline)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
-        s_agree = 0;
+        atomicExch(&s_agree, 0);
         break;
       }
     }
   }
   __syncthreads();
-  const bool agree = s_agree != 0;
-  __syncthreads();
+  const bool agree = a.zc != 0 && !c.fail_fast && s_agree != 0;
+  __syncthreads(); /* s_agree is set again by the next call */
   return agree;
 }
 
@@ -521,7 +521,7 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   __syncthreads();
   if (st == CTX_OK && a.zc && (int)threadIdx.x < W && (int)threadIdx.x != a.rank &&
       coll_ld_v4(coll_announce_slot(a, a.peer_pad[a.rank], threadIdx.x, c.parity)).w != a.zc)
-    s_zc = 0; /* the exchange saw this announce already */
+    atomicExch(&s_zc, 0); /* the exchange saw this announce already */
   __syncthreads();
   const bool zero_copy = s_zc != 0;
   if (st == CTX_OK) {
