@@ -38,6 +38,14 @@ static int pad_is_clear(const symm_tensor_t *t, int rank) {
   return 1;
 }
 
+/* Every signal was consumed (this rank's pad is all zero); tears down. */
+static int finish(symm_comm_t *comm, symm_tensor_t *t, int rank) {
+  ASSERT(pad_is_clear(t, rank));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
 /* Rank 0 writes round i into rank 1's buffer and signals on channel 0;
  * rank 1 checks it, answers into rank 0's buffer on channel 1. */
 static int ping_pong_rank(int rank, int size, void *arg) {
@@ -62,10 +70,7 @@ static int ping_pong_rank(int rank, int size, void *arg) {
     }
   }
   ASSERT_OK(symm_comm_barrier(comm));
-  ASSERT(pad_is_clear(t, rank));
-  symm_tensor_free(t);
-  symm_comm_destroy(comm);
-  return 0;
+  return finish(comm, t, rank);
 }
 
 TEST_IMPL(signal_ping_pong) {
@@ -91,10 +96,7 @@ static int barrier_rank(int rank, int size, void *arg) {
     for (int r = 0; r < size; r++) ASSERT_EQ(((volatile int32_t *)peers[r])[0], i);
     ASSERT_OK(symm_signal_barrier(t, (i + 1) % channels, NULL));
   }
-  ASSERT(pad_is_clear(t, rank));
-  symm_tensor_free(t);
-  symm_comm_destroy(comm);
-  return 0;
+  return finish(comm, t, rank);
 }
 
 TEST_IMPL(signal_barrier_3) {
@@ -125,14 +127,9 @@ static int timeout_rank(int rank, int size, void *arg) {
     usleep((2 * SHORT_TIMEOUT_MS + 500) * 1000); /* silent until rank 0 gave up twice */
   }
   ASSERT_OK(symm_comm_barrier(comm));
-  if (rank == 1) {
-    /* The one signal that did arrive is there, and consumable. */
-    ASSERT_OK(symm_signal_wait(t, 0, 2, NULL));
-    ASSERT(pad_is_clear(t, 1));
-  }
-  symm_tensor_free(t);
-  symm_comm_destroy(comm);
-  return 0;
+  /* The one signal that did arrive is there, and consumable. */
+  if (rank == 1) ASSERT_OK(symm_signal_wait(t, 0, 2, NULL));
+  return finish(comm, t, rank);
 }
 
 TEST_IMPL(signal_timeout) {
@@ -164,10 +161,7 @@ static int bad_args_rank(int rank, int size, void *arg) {
   ASSERT_STR_CONTAINS(symm_last_error(), "stream");
   /* Nothing was signalled by the refused calls; a real barrier works. */
   ASSERT_OK(symm_signal_barrier(t, channels - 1, NULL));
-  ASSERT(pad_is_clear(t, rank));
-  symm_tensor_free(t);
-  symm_comm_destroy(comm);
-  return 0;
+  return finish(comm, t, rank);
 }
 
 TEST_IMPL(signal_bad_args) {
