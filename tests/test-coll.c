@@ -461,6 +461,44 @@ static int mismatch_count_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* Large all-reduces run in slices (SYMM_HOST_SLICE_BYTES, 4 KiB here):
+ * odd counts in place, out of place and from a symmetric tensor give the
+ * full result, and counts that agree on the first slice but not on the
+ * whole call are a mismatch at once, on every rank. */
+static int sliced_rank(int rank, int size, void *arg) {
+  (void)arg;
+  setenv("SYMM_HOST_SLICE_BYTES", "4K", 1);
+  symm_comm_t *comm = init_comm();
+  const size_t n = 10007; /* 10 slices of 1024 floats and a short one */
+  int64_t len = (int64_t)n;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &len, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  float *sym = symm_tensor_data(t), *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+  ASSERT(in && out);
+  for (int pass = 0; pass < 3; pass++) {
+    float *src = pass == 2 ? sym : in, *dst = pass == 0 ? in : pass == 1 ? out : sym;
+    for (size_t i = 0; i < n; i++) src[i] = (float)((int)(i % 13) + rank);
+    ASSERT_OK(symm_all_reduce(comm, src, dst, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+    for (size_t i = 0; i < n; i++) ASSERT_EQ((int)dst[i], size * (int)(i % 13) + size * (size - 1) / 2);
+  }
+  size_t count = rank == size - 1 ? 3000 : 2000;
+  ASSERT_RES(symm_all_reduce(comm, in, out, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "count 3000");
+  check_recovers(comm, rank, size);
+  free(in);
+  free(out);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_sliced) {
+  ASSERT_EQ(test_run_ranks(3, sliced_rank, NULL), 0);
+  return 0;
+}
+
 TEST_IMPL(coll_mismatch_count) {
   ASSERT_EQ(test_run_ranks(3, mismatch_count_rank, NULL), 0);
   return 0;

@@ -9,6 +9,7 @@
 typedef struct {
   symm_fdx_t *fdx;
   size_t page;
+  size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, read once */
 } host_state_t;
 
 /* Per allocation: the memfd, kept open while the allocation lives so that
@@ -33,10 +34,10 @@ void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *pr
 
 /* Waiting with backoff for a peer's store (host_backoff.c): start, then
  * pause until the store is seen; pause returns false once comm->timeout_ms
- * has passed since start.  reset restarts the backoff (not the deadline)
+ * has passed since its first clock reading (at most 64 spins after start).  reset restarts the backoff (not the deadline)
  * after progress. */
 typedef struct {
-  uint64_t deadline, since, sleep_ns, spin_ns;
+  uint64_t deadline, since, sleep_ns, spin_ns, timeout_ns;
   unsigned iter;
   bool spinning;
 } host_backoff_t;

@@ -35,8 +35,10 @@ static int usable_cpus(void) {
   return n;
 }
 
+/* The clock is first read after 64 spins (most waits end before, and a
+ * clock read costs as much as a short wait): `since` 0 means not yet. */
 void host_backoff_reset(host_backoff_t *b) {
-  b->since = symm_now_ns();
+  b->since = 0;
   b->sleep_ns = 1000;
   b->iter = 0;
   b->spinning = b->spin_ns > 0;
@@ -45,7 +47,8 @@ void host_backoff_reset(host_backoff_t *b) {
 void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm) {
   b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
   host_backoff_reset(b);
-  b->deadline = b->since + (uint64_t)comm->timeout_ms * 1000000ull;
+  b->deadline = 0;
+  b->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
 }
 
 /* The clock is read every 64 spins only. */
@@ -55,6 +58,8 @@ bool host_backoff_pause(host_backoff_t *b) {
     return true;
   }
   uint64_t now = symm_now_ns();
+  if (!b->deadline) b->deadline = now + b->timeout_ns;
+  if (!b->since) b->since = now;
   if (now >= b->deadline) return false;
   uint64_t waited = now - b->since;
   if (waited < b->spin_ns) {
