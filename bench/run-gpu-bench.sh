@@ -5,7 +5,7 @@
 #  - alloc + rendezvous: symmem vs PyTorch symm_mem (bench/compare_rendezvous.py)
 #  - bf16 all-reduce, eager and CUDA graph: symmem-bench vs PyTorch's symm_mem
 #    one-shot / two-shot and dist.all_reduce (NCCL) (bench/compare_allreduce.py)
-#  - each all-reduce algorithm forced (ll, one_shot, two_shot) in a CUDA
+#  - each all-reduce algorithm forced (ll, ll128, one_shot, two_shot) in a CUDA
 #    graph, with NCCL's column: the crossovers that set `auto`
 #  - all-gather and reduce-scatter against NCCL
 #   bench/run-gpu-bench.sh [BUILD_DIR]
@@ -29,7 +29,7 @@ echo "## all-reduce: python3 bench/compare_allreduce.py --build $BUILD"
 python3 "$(dirname "$0")/compare_allreduce.py" --build "$BUILD" || status=1
 echo
 RANKS=${SYMM_BENCH_RANKS:-2}
-for algo in ll one_shot two_shot; do
+for algo in ll ll128 one_shot two_shot; do
   echo "## all-reduce, algorithm $algo forced, CUDA graph, $RANKS ranks"
   "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
     --algo $algo -b 4K -e 64M -f 4 -n 20 || status=1

@@ -562,11 +562,12 @@ typedef enum symm_algo {
   SYMM_ALGO_ONE_SHOT = 1, /* every rank reads every peer's data and reduces */
   SYMM_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather */
   SYMM_ALGO_LL = 3,       /* low-latency: data and flags in one packet (GPU) */
-  SYMM_ALGO_COUNT_ = 4
+  SYMM_ALGO_LL128 = 4,    /* low-latency, 128-byte lines of 120 data bytes and a flag (GPU) */
+  SYMM_ALGO_COUNT_ = 5
 } symm_algo_t;
 
 
-/* "sum", "min", "max" / "auto", "one_shot", "two_shot", "ll"; NULL out of range. */
+/* "sum", "min", "max" / "auto", "one_shot", "two_shot", "ll", "ll128"; NULL out of range. */
 SYMM_API const char *symm_redop_name(symm_redop_t op);
 SYMM_API const char *symm_algo_name(symm_algo_t algo);
 /* Parses those names; SYMM_ERR_INVALID_ARG (listing valid names) otherwise. */

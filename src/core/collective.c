@@ -8,7 +8,8 @@
 #include "internal.h"
 
 static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max"};
-static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll"};
+static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll",
+                                                           "ll128"};
 
 const char *symm_redop_name(symm_redop_t op) {
   return (unsigned)op < SYMM_REDUCE_COUNT_ ? redop_names[op] : NULL;
@@ -38,7 +39,8 @@ symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo) {
       return SYMM_SUCCESS;
     }
   return symm_error(SYMM_ERR_INVALID_ARG,
-                    "unknown algorithm \"%s\"; valid names: auto, one_shot, two_shot, ll", name);
+                    "unknown algorithm \"%s\"; valid names: auto, one_shot, two_shot, ll, ll128",
+                    name);
 }
 
 symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo) {

@@ -56,7 +56,7 @@ static const symm_setting_desc_t settings[] = {
      "Host backend: all-reduces larger than this run as slices of this size, so that "
      "every rank's buffers stay in the CPU caches (0: never slice)."},
     {"SYMM_ALLREDUCE_ALGO", SYMM_SETTING_STRING, "auto",
-     "All-reduce algorithm: auto|one_shot|two_shot|ll (auto picks by size and ranks)."},
+     "All-reduce algorithm: auto|one_shot|two_shot|ll|ll128 (auto picks by size and ranks)."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},
     {"SYMM_NVSHMEM_LIB", SYMM_SETTING_STRING, "libnvshmem_host.so.3",

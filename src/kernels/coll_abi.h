@@ -61,9 +61,13 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
 /* ---- data area of the scratch tensor ----
  * [LL area: 2 parity halves x world regions of 16-byte packets, each
  *  carrying 8 bytes of data]
+ * [LL128 area: 2 parity halves x world regions of 128-byte lines]
  * [staging: 2 parity halves of stage_half bytes]
  * Staging halves start 16-byte aligned (multiples of 256 bytes). */
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
+/* LL128 area, after the LL area: 2 parity halves x world regions of
+ * 128-byte lines, each carrying 120 bytes of data and an 8-byte flag. */
+#define SYMM_COLL_LL128_BYTES ((uint64_t)16 << 20)
 
 /* Error record in pinned host memory, written by kernels (first error
  * wins through a CAS on `code`), read and cleared by the host. */
@@ -82,7 +86,8 @@ enum {
   SYMM_COLL_KERNEL_REDUCE_SCATTER = 4,
   SYMM_COLL_KERNEL_ALL_GATHER = 5,
   SYMM_COLL_KERNEL_BROADCAST = 6,
-  SYMM_COLL_KERNEL_ALL_TO_ALL = 7
+  SYMM_COLL_KERNEL_ALL_TO_ALL = 7,
+  SYMM_COLL_KERNEL_AR_LL128 = 8
 };
 
 /*
@@ -105,6 +110,8 @@ typedef struct symm_coll_params {
   uint64_t stage_half;  /* bytes per staging half */
   uint64_t ll_off;      /* byte offset of the LL area (two halves) */
   uint64_t ll_region;   /* bytes of one rank's LL region in one half */
+  uint64_t ll128_off;   /* byte offset of the LL128 area (two halves) */
+  uint64_t ll128_region; /* bytes of one rank's LL128 region in one half */
   uint64_t err;         /* symm_coll_error_t * (device view of pinned memory) */
   uint64_t timeout_ns;  /* bound of every wait */
   uint32_t sig;         /* signature: every rank must have the same */

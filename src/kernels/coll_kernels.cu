@@ -658,6 +658,159 @@ static __device__ void all_reduce_ll(const params_t &a) {
   coll_end(a, c);
 }
 
+/* --------------------------------------------------------------- LL128 */
+/*
+ * LL128: like LL, but a 128-byte line carries 120 bytes of data and one
+ * 8-byte flag.  Eight threads write a line with one 16-byte store each; the
+ * warp's stores to a line leave as one 128-byte NVLink write, which arrives
+ * whole, and the eight threads' loads of a line are one 128-byte read of
+ * the L2 line, so a reader that sees the flag (in the line's last 8 bytes,
+ * held by the group's eighth thread) has the whole line.  That is the
+ * property NCCL's LL128 protocol relies on over NVLink.  Readers retry as a
+ * warp until all four lines of the warp carry the flag; the flag word is
+ * zeroed after use.
+ */
+enum { LL128_WORDS = 15 }; /* 8-byte data words per line */
+
+static __device__ __forceinline__ void ll128_store(uint64_t addr, uint64_t w0, uint64_t w1) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(addr), "l"(w0), "l"(w1)
+               : "memory");
+}
+static __device__ __forceinline__ void ll128_load(uint64_t addr, uint64_t *w0, uint64_t *w1) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(*w0), "=l"(*w1)
+               : "l"(addr)
+               : "memory");
+}
+
+/* Data word i (8 bytes) of n elements of src, zeros past the end; src is
+ * 8-byte aligned (the host checks). */
+template <typename T>
+static __device__ __forceinline__ uint64_t ll128_word(const T *src, uint64_t i, uint64_t n) {
+  const uint64_t E = 8 / sizeof(T);
+  if ((i + 1) * E <= n) return ((const uint64_t *)src)[i];
+  union { uint64_t u; T v[8 / sizeof(T)]; } x;
+  x.u = 0;
+  for (uint64_t j = 0; j < E; j++)
+    if (i * E + j < n) x.v[j] = src[i * E + j];
+  return x.u;
+}
+template <typename T>
+static __device__ __forceinline__ void ll128_put_word(T *dst, uint64_t i, uint64_t n, uint64_t w) {
+  const uint64_t E = 8 / sizeof(T);
+  if ((i + 1) * E <= n) {
+    ((uint64_t *)dst)[i] = w;
+    return;
+  }
+  union { uint64_t u; T v[8 / sizeof(T)]; } x;
+  x.u = w;
+  for (uint64_t j = 0; j < E; j++)
+    if (i * E + j < n) dst[i * E + j] = x.v[j];
+}
+/* acc (8 bytes of T, as acc_t) op= x. */
+template <typename T, typename Op>
+static __device__ __forceinline__ void ll128_combine(typename dt<T>::acc_t *acc, uint64_t x,
+                                                     bool first) {
+  union { uint64_t u; T v[8 / sizeof(T)]; } y;
+  y.u = x;
+#pragma unroll
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++)
+    acc[j] = first ? dt<T>::load(y.v[j]) : Op::apply(acc[j], dt<T>::load(y.v[j]));
+}
+template <typename T>
+static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_t *acc) {
+  union { uint64_t u; T v[8 / sizeof(T)]; } y;
+#pragma unroll
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++) y.v[j] = dt<T>::store(acc[j]);
+  return y.u;
+}
+
+template <typename T, typename Op>
+static __device__ void all_reduce_ll128(const params_t &a) {
+  typedef typename dt<T>::acc_t acc_t;
+  const int W = a.world;
+  const uint64_t n = a.count, E = 8 / sizeof(T);
+  const uint64_t nwords = (n + E - 1) / E, nlines = (nwords + LL128_WORDS - 1) / LL128_WORDS;
+  const T *send = (const T *)(uintptr_t)a.send;
+  T *recv = (T *)(uintptr_t)a.recv;
+  const unsigned lane = threadIdx.x & 31u, sub = lane & 7u;
+  /* Line groups (8 threads each), numbered across the grid. */
+  const uint64_t group = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 3;
+  const uint64_t groups = ((uint64_t)gridDim.x * blockDim.x) >> 3;
+  const uint64_t w0i = 2u * sub, w1i = 2u * sub + 1u; /* this thread's words in a line */
+  const bool has_w1 = sub != 7u;                      /* the eighth holds the flag */
+  coll_ctx c = coll_begin(a);
+  const uint32_t f = ll_flag(a, c);
+  const uint64_t flag = ((uint64_t)f << 32) | f;
+  const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
+  const uint64_t mine = a.peer_data[a.rank] + area;
+  if (!c.fail_fast) {
+    /* Warp-uniform, and converged at the stores: a line's eight stores
+     * must leave as one instruction to travel as one 128-byte write. */
+    for (uint64_t Lw = group & ~(uint64_t)3; Lw < nlines; Lw += groups) {
+      const uint64_t L = Lw + (lane >> 3), base = L * LL128_WORDS;
+      const bool valid = L < nlines;
+      const uint64_t x0 = valid && base + w0i < nwords ? ll128_word(send, base + w0i, n) : 0;
+      const uint64_t x1 =
+          !has_w1 ? flag : valid && base + w1i < nwords ? ll128_word(send, base + w1i, n) : 0;
+      for (int k = 1; k < W; k++) {
+        const int p = coll_rank_at(a.rank, k, W);
+        __syncwarp();
+        if (valid)
+          ll128_store(a.peer_data[p] + area + a.rank * a.ll128_region + L * 128u + sub * 16u,
+                      x0, x1);
+      }
+    }
+    bool ok = true;
+    /* Warp-uniform loop: the warp's four groups handle lines Lw .. Lw + 3. */
+    for (uint64_t Lw = group & ~(uint64_t)3; Lw < nlines && ok; Lw += groups) {
+      const uint64_t L = Lw + (lane >> 3), base = L * LL128_WORDS;
+      const bool valid = L < nlines;
+      const bool v0 = valid && base + w0i < nwords, v1 = valid && has_w1 && base + w1i < nwords;
+      const int s = (int)((Lw >> 2) % (uint64_t)W);
+      acc_t acc0[8 / sizeof(T)], acc1[8 / sizeof(T)];
+      for (int k = 0; k < W && ok; k++) {
+        const int r = coll_rank_at(s, k, W);
+        uint64_t x0 = 0, x1 = 0;
+        if (r == a.rank) {
+          x0 = v0 ? ll128_word(send, base + w0i, n) : 0;
+          x1 = v1 ? ll128_word(send, base + w1i, n) : 0;
+        } else {
+          const uint64_t addr = mine + r * a.ll128_region + L * 128u + sub * 16u;
+          unsigned spins = 0;
+          for (;;) {
+            if (valid) ll128_load(addr, &x0, &x1);
+            const uint64_t got = __shfl_sync(0xffffffffu, x1, (int)((lane & ~7u) | 7u));
+            if (__all_sync(0xffffffffu, !valid || got == flag)) break;
+            if ((++spins & 63u) == 0) {
+              int bad = 0;
+              if (lane == 0) {
+                if (coll_check_announce(a, c, (unsigned)r) == CTX_MISMATCH) bad = 1;
+                else if (symm_dev_expired(c.deadline)) {
+                  coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r);
+                  bad = 1;
+                }
+              }
+              if (__any_sync(0xffffffffu, bad)) {
+                ok = false;
+                break;
+              }
+            }
+          }
+          if (!ok) break;
+          if (valid && !has_w1) ll128_store(addr, x0, 0); /* consumed: flag word zeroed */
+        }
+        ll128_combine<T, Op>(acc0, x0, k == 0);
+        ll128_combine<T, Op>(acc1, x1, k == 0);
+      }
+      if (!ok) break;
+      if (v0) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0));
+      if (v1) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1));
+    }
+  }
+  coll_end(a, c);
+}
+
 /* ------------------------------------------------------ reduce-scatter */
 
 /* Push: every rank writes segment q of its input into region `rank` of
@@ -824,4 +977,5 @@ extern "C" __global__ void __launch_bounds__(SYMM_SIGNAL_THREADS)
 SYMM_COLL_FOR_TYPES(ar_one_shot, all_reduce_one_shot)
 SYMM_COLL_FOR_TYPES(ar_two_shot, all_reduce_two_shot)
 SYMM_COLL_FOR_TYPES(ar_ll, all_reduce_ll)
+SYMM_COLL_FOR_TYPES(ar_ll128, all_reduce_ll128)
 SYMM_COLL_FOR_TYPES(reduce_scatter, reduce_scatter)

@@ -204,7 +204,8 @@ static void test_ops(ctx_t *c) {
   /* 65537: an LL grid of many blocks (the packets still fit the LL area). */
   size_t sizes[] = {1, 7, 1003, 65537, ((size_t)1 << 20) + 5, ((size_t)3 << 20) + 1};
   int nsizes = c->quick ? 4 : 6;
-  symm_algo_t algos[] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT, SYMM_ALGO_AUTO};
+  symm_algo_t algos[] = {SYMM_ALGO_LL, SYMM_ALGO_LL128, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT,
+                         SYMM_ALGO_AUTO};
   int salt = 0;
   for (int s = 0; s < nsizes; s++)
     for (int d = 0; d < 4; d++)
@@ -212,7 +213,7 @@ static void test_ops(ctx_t *c) {
         for (int ip = 0; ip < 2; ip++) {
           bool big = sizes[s] > 4096;
           if (big && (op != SYMM_REDUCE_SUM || d == 3)) continue; /* keep large cases few */
-          for (int a = 0; a < 4; a++) {
+          for (int a = 0; a < 5; a++) {
             symm_comm_set_allreduce_algo(c->comm, algos[a]);
             c->algo = algos[a];
             run_case(c, K_AR, reducible[d], (symm_redop_t)op, sizes[s], ip, ++salt);
@@ -237,16 +238,16 @@ static void test_graph(ctx_t *c) {
   const size_t n = 4099;
   const int W = c->size;
   EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
-  float *in = NULL, *ar[3] = {NULL, NULL, NULL}, *ag = NULL;
+  float *in = NULL, *ar[4] = {NULL, NULL, NULL, NULL}, *ag = NULL;
   CUDA(c, cudaMalloc((void **)&in, n * sizeof(float)));
-  for (int a = 0; a < 3; a++) CUDA(c, cudaMalloc((void **)&ar[a], n * sizeof(float)));
+  for (int a = 0; a < 4; a++) CUDA(c, cudaMalloc((void **)&ar[a], n * sizeof(float)));
   CUDA(c, cudaMalloc((void **)&ag, n * W * sizeof(float)));
   float *h = malloc(n * W * sizeof(float));
-  symm_algo_t algos[3] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+  symm_algo_t algos[4] = {SYMM_ALGO_LL, SYMM_ALGO_LL128, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   CUDA(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < 4; a++) {
     symm_comm_set_allreduce_algo(c->comm, algos[a]);
     EXPECT(c, symm_all_reduce(c->comm, in, ar[a], n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
            SYMM_SUCCESS);
@@ -262,7 +263,7 @@ static void test_graph(ctx_t *c) {
     CUDA(c, cudaGraphLaunch(exec, c->stream));
     CUDA(c, cudaStreamSynchronize(c->stream));
     EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < 4; a++) {
       CUDA(c, cudaMemcpy(h, ar[a], n * sizeof(float), cudaMemcpyDeviceToHost));
       size_t bad = 0;
       for (size_t i = 0; i < n; i++)
@@ -280,7 +281,7 @@ static void test_graph(ctx_t *c) {
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   cudaFree(in);
-  for (int a = 0; a < 3; a++) cudaFree(ar[a]);
+  for (int a = 0; a < 4; a++) cudaFree(ar[a]);
   cudaFree(ag);
   free(h);
   symm_comm_barrier(c->comm);
@@ -295,8 +296,8 @@ static void test_mismatch(ctx_t *c) {
   CUDA(c, cudaMalloc((void **)&b, (n + 1) * c->size * sizeof(float)));
   CUDA(c, cudaMemset(a, 0, (n + 1) * c->size * sizeof(float)));
   EXPECT(c, symm_comm_reserve_scratch(c->comm, (size_t)32 << 20), SYMM_SUCCESS);
-  symm_algo_t algos[3] = {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
-  for (int k = 0; k < 3; k++) {
+  symm_algo_t algos[4] = {SYMM_ALGO_LL, SYMM_ALGO_LL128, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+  for (int k = 0; k < 4; k++) {
     symm_comm_set_allreduce_algo(c->comm, algos[k]);
     /* Count differs on rank 0. */
     EXPECT(c, symm_all_reduce(c->comm, a, b, c->rank == 0 ? n + 1 : n, SYMM_DTYPE_F32,

@@ -29,7 +29,7 @@ extern const unsigned char symm_coll_fatbin[];
 extern const size_t symm_coll_fatbin_size;
 #endif
 
-enum { NATIVE_COLL_KINDS = 8, NATIVE_COLL_DTYPES = 4 };
+enum { NATIVE_COLL_KINDS = 9, NATIVE_COLL_DTYPES = 4 };
 
 typedef struct native_coll {
   bool ready;
@@ -46,7 +46,7 @@ typedef struct native_coll {
 
 static const char *const native_coll_kernel_names[NATIVE_COLL_KINDS] = {
     NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
-    "all_gather", "broadcast", "all_to_all"};
+    "all_gather", "broadcast", "all_to_all", "ar_ll128"};
 
 /* Index of a reducible dtype in the kernel table, -1 for others. */
 static int native_coll_dtype_index(symm_dtype_t dt) {
@@ -167,9 +167,14 @@ symm_result_t native_poll_async_error(symm_comm_t *comm) {
 
 /* -------------------------------------------------------------- launch */
 
+/* Kernels that reduce, one per dtype and op. */
+static bool native_coll_reducing(int kind) {
+  return kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER || kind == SYMM_COLL_KERNEL_AR_LL128;
+}
+
 static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, int op,
                                           ncu_function *fn) {
-  bool reducing = kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER;
+  bool reducing = native_coll_reducing(kind);
   if (!reducing) dti = op = 0;
   ncu_function *slot = &co->fn[kind][dti][op];
   if (!*slot) {
@@ -210,10 +215,18 @@ static uint64_t native_coll_ll_region(int world) {
   return (SYMM_COLL_LL_BYTES / 2 / (uint64_t)world) & ~(uint64_t)15;
 }
 
-/* Scratch bytes for staging halves of `stage` bytes: the LL area, then
- * two halves rounded to 256 bytes. */
+/* 128-byte lines (120 data bytes each) that carry `bytes`. */
+static uint64_t native_coll_ll128_lines(uint64_t bytes) { return ((bytes + 7) / 8 + 14) / 15; }
+
+/* Bytes of one rank's LL128 region in one parity half (whole lines). */
+static uint64_t native_coll_ll128_region(int world) {
+  return (SYMM_COLL_LL128_BYTES / 2 / (uint64_t)world) & ~(uint64_t)127;
+}
+
+/* Scratch bytes for staging halves of `stage` bytes: the LL and LL128
+ * areas, then two halves rounded to 256 bytes. */
 static uint64_t native_coll_scratch_bytes(uint64_t stage) {
-  return SYMM_COLL_LL_BYTES + 2 * ((stage + 255) & ~(uint64_t)255);
+  return SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES + 2 * ((stage + 255) & ~(uint64_t)255);
 }
 
 /* Fills co->base, the parameters that only change with the scratch: every
@@ -239,8 +252,10 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
                       "than the LL area", (unsigned long long)S);
   p->ll_off = 0;
   p->ll_region = native_coll_ll_region(world);
-  p->stage_off = SYMM_COLL_LL_BYTES;
-  p->stage_half = ((S - SYMM_COLL_LL_BYTES) / 2) & ~(uint64_t)255;
+  p->ll128_off = SYMM_COLL_LL_BYTES;
+  p->ll128_region = native_coll_ll128_region(world);
+  p->stage_off = SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES;
+  p->stage_half = ((S - p->stage_off) / 2) & ~(uint64_t)255;
   p->err = co->err_dev;
   p->timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
   uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
@@ -316,6 +331,13 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
           kind = SYMM_COLL_KERNEL_AR_LL;
           stage = 0;
         }
+        /* LL128 reads and writes whole 8-byte words of the buffers. */
+        if (args->algo == SYMM_ALGO_LL128 && native_coll_ll128_lines(count * es) * 128 <=
+            native_coll_ll128_region(world) && ((uintptr_t)args->sendbuf & 7) == 0 &&
+            ((uintptr_t)args->recvbuf & 7) == 0) {
+          kind = SYMM_COLL_KERNEL_AR_LL128;
+          stage = 0;
+        }
       }
       break;
     case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; stage = W * count * es; break;
@@ -325,7 +347,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     default: return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   }
   int dti = native_coll_dtype_index(args->dtype);
-  bool reducing = kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER;
+  bool reducing = native_coll_reducing(kind);
   if (reducing && dti < 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "native collective: dtype %s cannot be reduced",
                       symm_dtype_name(args->dtype));
@@ -362,6 +384,10 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   switch (kind) {
     case SYMM_COLL_KERNEL_AR_LL: /* not tied to channels: it waits on packets */
       grid = native_coll_grid((count * es + 7) / 8, SYMM_COLL_THREADS, SYMM_COLL_MAX_CHANNELS);
+      break;
+    case SYMM_COLL_KERNEL_AR_LL128: /* 64 lines per block and pass */
+      grid = native_coll_grid(native_coll_ll128_lines(count * es), SYMM_COLL_THREADS / 8,
+                              SYMM_COLL_MAX_CHANNELS);
       break;
     case SYMM_COLL_KERNEL_AR_TWO_SHOT:
       grid = native_coll_grid(seg * es, 8192, (unsigned)p.channels);
