@@ -87,20 +87,21 @@ static bool reducible(symm_dtype_t dt) {
 }
 
 /* LL pushes data and flags together (one NVLink crossing, half the
- * bandwidth); one-shot moves every rank's whole buffer to every rank; two-
- * shot moves each byte twice but only a 1/world share of it per rank.
- * GPU thresholds from symmem-bench --graph, bf16, 2 x H200: LL 5.03 vs
- * one-shot 7.24 us at 256 KiB and 6.97 vs 8.04 at 512 KiB; one-shot 10.14
- * vs two-shot 11.66 at 1 MiB; at 4 MiB two-shot 20.8 (zero copy, the
- * symmetric in-place case) vs one-shot 21.7 (staged two-shot: 22.4); two-
- * shot 57.5 vs 64.4 at 16 MiB.  LL falls back to one-shot in the backend
- * when its packets do not fit. */
+ * bandwidth); LL128 does the same in 128-byte lines (120 data bytes);
+ * one-shot moves every rank's whole buffer to every rank; two-shot moves
+ * each byte twice but only a 1/world share of it per rank.  GPU thresholds
+ * from symmem-bench --graph, bf16, 2 x H200, us: LL 3.35 / LL128 3.53 at
+ * 4 KiB, 4.11 / 4.27 at 128 KiB, 4.94 / 4.66 at 256 KiB; LL128 8.11 vs
+ * one-shot 10.43 at 1 MiB and 11.93 vs 13.49 at 2 MiB; at 4 MiB two-shot
+ * 20.8 (zero copy, the symmetric in-place case), LL128 21.4, one-shot 21.5.
+ * LL and LL128 fall back to one-shot in the backend when their lines do
+ * not fit (LL128's area holds 4 MiB at 2 ranks, less at more). */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
   if (comm->device >= 0) {
-    if (bytes <= ((size_t)512 << 10)) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)2 << 20) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
+    if (bytes <= ((size_t)128 << 10)) return SYMM_ALGO_LL;
+    return bytes <= ((size_t)2 << 20) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
    * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */
