@@ -499,6 +499,26 @@ TEST_IMPL(coll_sliced) {
   return 0;
 }
 
+/* Ranks that slice differently would pair up different pieces: refused. */
+static int slice_mismatch_rank(int rank, int size, void *arg) {
+  (void)arg;
+  setenv("SYMM_HOST_SLICE_BYTES", rank == 0 ? "4K" : "0", 1);
+  symm_comm_t *comm = init_comm();
+  float *buf = calloc(5000, sizeof *buf);
+  ASSERT(buf);
+  ASSERT_RES(symm_all_reduce(comm, buf, buf, 5000, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_MISMATCH);
+  check_recovers(comm, rank, size);
+  free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_slice_mismatch) {
+  ASSERT_EQ(test_run_ranks(2, slice_mismatch_rank, NULL), 0);
+  return 0;
+}
+
 TEST_IMPL(coll_mismatch_count) {
   ASSERT_EQ(test_run_ranks(3, mismatch_count_rank, NULL), 0);
   return 0;

@@ -54,7 +54,8 @@ static const symm_setting_desc_t settings[] = {
      "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch)."},
     {"SYMM_HOST_SLICE_BYTES", SYMM_SETTING_SIZE, "2M",
      "Host backend: all-reduces larger than this run as slices of this size, so that "
-     "every rank's buffers stay in the CPU caches (0: never slice)."},
+     "every rank's buffers stay in the CPU caches (0: never slice). The same on every "
+     "rank (ranks that differ get SYMM_ERR_MISMATCH)."},
     {"SYMM_ALLREDUCE_ALGO", SYMM_SETTING_STRING, "auto",
      "All-reduce algorithm: auto|one_shot|two_shot|ll|ll128 (auto picks by size and ranks)."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},

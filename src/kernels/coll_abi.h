@@ -35,14 +35,15 @@
 #define SYMM_COLL_THREADS 512
 
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
- * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch)]
+ * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch
+ *  with its top bit set; the reader zeroes the slot after use)]
  * [announces at symm_coll_announce_off: world x 2 parities x 16 bytes
  *  {epoch, signature, epoch, zero-copy key}]
  * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done, timed out]
  * Peers write only headers and announces; the local words are this rank's
- * own.  The pad is zeroed when the scratch is made and epochs start at 1,
- * so a slot never holds a value it could be mistaken for (until the epoch
- * wraps after 2^32 collectives). */
+ * own.  The pad is zeroed when the scratch is made and header slots are
+ * zeroed again when read, so a header is never stale; announces are
+ * rewritten by every kernel and compared by their full epoch. */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
 /* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */

@@ -15,9 +15,9 @@
  *
  *  Headers.  Block 0 of every kernel first *announces* {e, sig} into slot
  *  [rank][e & 1] of every peer's pad.  Block b (= channel b) writes the
- *  epoch e into header slot [phase][b][rank][e & 1] of every peer's pad,
- *  waits for e in the peers' slots in its own pad, then for their
- *  announces.  A different sig means the ranks enqueued different
+ *  epoch e (top bit set: never 0) into header slot [phase][b][rank][e & 1]
+ *  of every peer's pad, waits for it in the peers' slots in its own pad,
+ *  zeroes them, then waits for the peers' announces.  A different sig means the ranks enqueued different
  *  collectives (kind, count, dtype, op, root, algorithm, grid): the block
  *  records SYMM_ERR_MISMATCH and skips the data phase.  A block whose
  *  header never comes (the peer runs a smaller grid, or the LL kernel)
@@ -88,6 +88,13 @@ static __device__ __forceinline__ uint32_t *coll_local_words(const params_t &a) 
   return (uint32_t *)(uintptr_t)(a.peer_pad[a.rank] + SYMM_COLL_PAD_LOCAL);
 }
 
+/* What a header slot holds for epoch e: never 0, the value of a consumed
+ * (or never written) slot, so that no stale header can be taken for a
+ * fresh one, not even when the epoch counter wraps. */
+static __device__ __forceinline__ uint32_t coll_header_value(uint32_t e) {
+  return e | 0x80000000u;
+}
+
 /* Header slot [phase][channel][from][parity] of the pad at `pad`. */
 static __device__ __forceinline__ uint32_t *coll_header(const params_t &a, uint64_t pad,
                                                         unsigned phase, unsigned ch,
@@ -156,9 +163,13 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   /* Tell every peer which collective this rank runs at this epoch; a peer
    * looks at it before it trusts our headers or packets. */
   if (!c.fail_fast && blockIdx.x == 0 && (int)threadIdx.x < a.world &&
-      (int)threadIdx.x != a.rank)
+      (int)threadIdx.x != a.rank) {
+    /* Zero copy: peers may write our recv as soon as they see this, so
+     * everything before this kernel on our stream must be visible first. */
+    if (a.zc) __threadfence_system();
     coll_st_v4(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity), c.e, a.sig,
                c.e, a.zc);
+  }
   return c;
 }
 
@@ -216,6 +227,7 @@ static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c
         break;
       }
     }
+    __threadfence_system(); /* acquire: the peer's earlier work before our writes */
   }
   __syncthreads();
   const bool agree = a.zc != 0 && !c.fail_fast && s_agree != 0;
@@ -241,13 +253,15 @@ static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsign
   const unsigned ch = blockIdx.x;
   const int p = (int)threadIdx.x;
   if (p < a.world && p != a.rank) {
-    symm_dev_st_release_u32(coll_header(a, a.peer_pad[p], phase, ch, a.rank, c.parity), c.e);
-    const uint32_t *slot = coll_header(a, a.peer_pad[a.rank], phase, ch, p, c.parity);
+    const uint32_t hv = coll_header_value(c.e);
+    symm_dev_st_release_u32(coll_header(a, a.peer_pad[p], phase, ch, a.rank, c.parity), hv);
+    uint32_t *slot = coll_header(a, a.peer_pad[a.rank], phase, ch, p, c.parity);
     unsigned spins = 0;
     int st = -1;
     bool seen = false;
     for (;;) {
-      if (!seen) seen = symm_dev_ld_acquire_u32(slot) == c.e;
+      if (!seen && (seen = symm_dev_ld_acquire_u32(slot) == hv))
+        symm_dev_st_relaxed_u32(slot, 0u); /* consumed */
       if (seen || (++spins & 63u) == 0) {
         st = coll_check_announce(a, c, (unsigned)p);
         if (st == CTX_MISMATCH || (seen && st == CTX_OK)) break;
@@ -683,12 +697,14 @@ static __device__ __forceinline__ void ll128_load(uint64_t addr, uint64_t *w0, u
                : "memory");
 }
 
-/* Data word i (8 bytes) of n elements of src, zeros past the end; src is
- * 8-byte aligned (the host checks). */
+/* Data word i (8 bytes) of n elements of src, zeros past the end; whole
+ * 8-byte loads when `a8` (src and dst 8-byte aligned: each rank decides for
+ * its own buffers, so the kernel is the same on every rank). */
 template <typename T>
-static __device__ __forceinline__ uint64_t ll128_word(const T *src, uint64_t i, uint64_t n) {
+static __device__ __forceinline__ uint64_t ll128_word(const T *src, uint64_t i, uint64_t n,
+                                                      bool a8) {
   const uint64_t E = 8 / sizeof(T);
-  if ((i + 1) * E <= n) return ((const uint64_t *)src)[i];
+  if (a8 && (i + 1) * E <= n) return ((const uint64_t *)src)[i];
   union { uint64_t u; T v[8 / sizeof(T)]; } x;
   x.u = 0;
   for (uint64_t j = 0; j < E; j++)
@@ -696,9 +712,10 @@ static __device__ __forceinline__ uint64_t ll128_word(const T *src, uint64_t i, 
   return x.u;
 }
 template <typename T>
-static __device__ __forceinline__ void ll128_put_word(T *dst, uint64_t i, uint64_t n, uint64_t w) {
+static __device__ __forceinline__ void ll128_put_word(T *dst, uint64_t i, uint64_t n, uint64_t w,
+                                                      bool a8) {
   const uint64_t E = 8 / sizeof(T);
-  if ((i + 1) * E <= n) {
+  if (a8 && (i + 1) * E <= n) {
     ((uint64_t *)dst)[i] = w;
     return;
   }
@@ -739,6 +756,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t groups = ((uint64_t)gridDim.x * blockDim.x) >> 3;
   const uint64_t w0i = 2u * sub, w1i = 2u * sub + 1u; /* this thread's words in a line */
   const bool has_w1 = sub != 7u;                      /* the eighth holds the flag */
+  const bool a8 = (((uintptr_t)send | (uintptr_t)recv) & 7u) == 0;
   coll_ctx c = coll_begin(a);
   const uint32_t f = ll_flag(a, c);
   const uint64_t flag = ((uint64_t)f << 32) | f;
@@ -750,9 +768,9 @@ static __device__ void all_reduce_ll128(const params_t &a) {
     for (uint64_t Lw = group & ~(uint64_t)3; Lw < nlines; Lw += groups) {
       const uint64_t L = Lw + (lane >> 3), base = L * LL128_WORDS;
       const bool valid = L < nlines;
-      const uint64_t x0 = valid && base + w0i < nwords ? ll128_word(send, base + w0i, n) : 0;
+      const uint64_t x0 = valid && base + w0i < nwords ? ll128_word(send, base + w0i, n, a8) : 0;
       const uint64_t x1 =
-          !has_w1 ? flag : valid && base + w1i < nwords ? ll128_word(send, base + w1i, n) : 0;
+          !has_w1 ? flag : valid && base + w1i < nwords ? ll128_word(send, base + w1i, n, a8) : 0;
       for (int k = 1; k < W; k++) {
         const int p = coll_rank_at(a.rank, k, W);
         __syncwarp();
@@ -773,8 +791,8 @@ static __device__ void all_reduce_ll128(const params_t &a) {
         const int r = coll_rank_at(s, k, W);
         uint64_t x0 = 0, x1 = 0;
         if (r == a.rank) {
-          x0 = v0 ? ll128_word(send, base + w0i, n) : 0;
-          x1 = v1 ? ll128_word(send, base + w1i, n) : 0;
+          x0 = v0 ? ll128_word(send, base + w0i, n, a8) : 0;
+          x1 = v1 ? ll128_word(send, base + w1i, n, a8) : 0;
         } else {
           const uint64_t addr = mine + r * a.ll128_region + L * 128u + sub * 16u;
           unsigned spins = 0;
@@ -804,8 +822,8 @@ static __device__ void all_reduce_ll128(const params_t &a) {
         ll128_combine<T, Op>(acc1, x1, k == 0);
       }
       if (!ok) break;
-      if (v0) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0));
-      if (v1) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1));
+      if (v0) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0), a8);
+      if (v1) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1), a8);
     }
   }
   coll_end(a, c);

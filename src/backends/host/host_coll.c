@@ -95,7 +95,8 @@ _Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_BYTES, "collective pad outg
 typedef struct {
   symm_comm_t *comm;
   const symm_coll_args_t *a;
-  const symm_coll_args_t *whole; /* the call a is a slice of (signature, messages) */
+  const symm_coll_args_t *whole; /* the call a is a slice of (messages) */
+  uint64_t sig;                  /* of the whole call and its slicing */
   int w, me, h;
   uint64_t seq;
   size_t esize;
@@ -178,7 +179,7 @@ static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
 static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   const symm_coll_args_t *a = c->a;
   coll_pad_t *p = c->pads[c->me];
-  p->slot[c->h].brief = (coll_brief_t){symm_coll_signature(c->whole), group, offset};
+  p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
                                     (int32_t)a->op, (int32_t)a->root};
   signal_phase(c, PHASE_ARRIVED);
@@ -482,6 +483,10 @@ static symm_result_t run(coll_t *c) {
 static symm_result_t run_sliced(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   size_t slice = host_state(c->comm)->slice_bytes / c->esize;
+  /* Ranks with different SYMM_HOST_SLICE_BYTES would pair up different
+   * pieces: the slicing is part of the signature. */
+  uint64_t f[2] = {symm_coll_signature(a), a->kind == SYMM_COLL_ALL_REDUCE ? slice : 0};
+  c->sig = symm_hash64(f, sizeof f, 0x736c6963ull);
   if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
   for (size_t off = 0; off < a->count; off += slice) {
@@ -507,7 +512,7 @@ symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
                       symm_dtype_name(args->dtype), symm_redop_name(args->op));
   coll_pad_t *pads_stack[STACK_RANKS];
   const char *src_stack[STACK_RANKS];
-  coll_t c = {comm, args, args, comm->size, comm->rank, (int)(args->seq & 1), args->seq,
+  coll_t c = {comm, args, args, 0, comm->size, comm->rank, (int)(args->seq & 1), args->seq,
               symm_dtype_size(args->dtype), 0, 0, 0, pads_stack, src_stack, NULL};
   if (comm->size > STACK_RANKS) {
     c.pads = malloc(sizeof *c.pads * (size_t)comm->size);

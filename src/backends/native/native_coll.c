@@ -40,6 +40,7 @@ typedef struct native_coll {
   ncu_deviceptr err_dev;
   ncu_function fn[NATIVE_COLL_KINDS][NATIVE_COLL_DTYPES][SYMM_REDUCE_COUNT_];
   ncu_function signal_fn;           /* symm_signal_op, loaded on first use */
+  bool ll128;                       /* every pair of ranks' GPUs is NVLink-class */
   const symm_tensor_t *scratch;     /* scratch `base` describes */
   symm_coll_params_t base;          /* per-scratch parameters: pointers, layout, nonce */
 } native_coll_t;
@@ -63,11 +64,36 @@ static const char *const native_coll_dtype_names[NATIVE_COLL_DTYPES] = {"f32", "
 
 /* ------------------------------------------------------- startup, fini */
 
+/* LL128 needs a 128-byte store to reach the peer in one piece: true over
+ * NVLink and within one GPU, not over PCIe, where NCCL turns it off too.
+ * Native peer atomics are what NVLink-class links report.  Collective: the
+ * ranks AND their answers, so that every rank picks the same kernels. */
+static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t *st, bool *ok) {
+  int32_t mine = 1;
+  for (int r = 0; r < comm->size && mine; r++) {
+    int d = st->peer_ordinal ? st->peer_ordinal[r] : -1, atomics = 0;
+    if (r == comm->rank || d == (int)st->dev) continue;
+    if (d < 0 || st->drv->cuDeviceGetP2PAttribute(&atomics, NCU_P2P_NATIVE_ATOMIC_SUPPORTED,
+                                                  st->dev, d) != NCU_SUCCESS || !atomics)
+      mine = 0;
+  }
+  int32_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &mine, sizeof mine, all);
+  *ok = res == SYMM_SUCCESS;
+  for (int r = 0; r < comm->size && *ok; r++) *ok = all[r] != 0;
+  free(all);
+  SYMM_INFO(COLL, "native: LL128 all-reduce %s", *ok ? "on (NVLink-class peers)"
+                                                     : "off (a pair of GPUs without NVLink)");
+  return res;
+}
+
 symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = calloc(1, sizeof *co);
   if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
   st->coll = co;
+  SYMM_CHECK(native_coll_ll128_usable(comm, st, &co->ll128));
 #ifndef SYMM_HAVE_KERNELS
   snprintf(co->why, sizeof co->why, "libsymmem was built without CUDA kernels (no nvcc at "
            "build time)");
@@ -331,10 +357,10 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
           kind = SYMM_COLL_KERNEL_AR_LL;
           stage = 0;
         }
-        /* LL128 reads and writes whole 8-byte words of the buffers. */
-        if (args->algo == SYMM_ALGO_LL128 && native_coll_ll128_lines(count * es) * 128 <=
-            native_coll_ll128_region(world) && ((uintptr_t)args->sendbuf & 7) == 0 &&
-            ((uintptr_t)args->recvbuf & 7) == 0) {
+        /* LL128 only where every link delivers 128-byte writes whole; the
+         * choice depends on nothing that differs between ranks. */
+        if (args->algo == SYMM_ALGO_LL128 && co->ll128 &&
+            native_coll_ll128_lines(count * es) * 128 <= native_coll_ll128_region(world)) {
           kind = SYMM_COLL_KERNEL_AR_LL128;
           stage = 0;
         }
