@@ -485,9 +485,10 @@ static symm_result_t run_sliced(coll_t *c) {
   size_t slice = host_state(c->comm)->slice_bytes / c->esize;
   /* Ranks with different SYMM_HOST_SLICE_BYTES would pair up different
    * pieces: the slicing is part of the signature. */
-  uint64_t f[2] = {symm_coll_signature(a), a->kind == SYMM_COLL_ALL_REDUCE ? slice : 0};
+  bool sliced = a->kind == SYMM_COLL_ALL_REDUCE && slice && a->count > slice;
+  uint64_t f[2] = {symm_coll_signature(a), sliced ? slice : 0};
   c->sig = symm_hash64(f, sizeof f, 0x736c6963ull);
-  if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
+  if (!sliced) return run(c);
   symm_coll_args_t s = *a;
   for (size_t off = 0; off < a->count; off += slice) {
     s.count = a->count - off < slice ? a->count - off : slice;
