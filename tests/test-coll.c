@@ -508,6 +508,7 @@ static int slice_mismatch_rank(int rank, int size, void *arg) {
   ASSERT(buf);
   ASSERT_RES(symm_all_reduce(comm, buf, buf, 5000, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
              SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_HOST_SLICE_BYTES differ");
   check_recovers(comm, rank, size);
   free(buf);
   symm_comm_destroy(comm);

@@ -208,8 +208,10 @@ static symm_result_t check_match(const coll_t *c) {
     char mine[128], theirs[128];
     describe(&c->pads[r]->detail[c->h], theirs, sizeof theirs);
     describe(&c->pads[0]->detail[c->h], mine, sizeof mine);
-    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s",
-                      (unsigned long long)c->seq, r, theirs, mine);
+    bool alike = strcmp(mine, theirs) == 0;
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s%s",
+                      (unsigned long long)c->seq, r, theirs, mine,
+                      alike ? " (alike, but the ranks' SYMM_HOST_SLICE_BYTES differ)" : "");
   }
   return SYMM_SUCCESS;
 }
