@@ -8,6 +8,10 @@
 #  - each all-reduce algorithm forced (ll, ll128, one_shot, two_shot) in a CUDA
 #    graph, with NCCL's column: the crossovers that set `auto`
 #  - all-gather and reduce-scatter against NCCL
+# The rendezvous, all-reduce and per-algorithm sections run for every rank
+# count of SYMM_BENCH_RANKS (default: those of 2, 4, 8 that the GPUs allow,
+# one GPU per rank), so that an 8-GPU machine gives the crossovers at 4 and
+# 8 ranks in the same command.
 #   bench/run-gpu-bench.sh [BUILD_DIR]
 set -u
 BUILD=${1:-build}
@@ -22,23 +26,28 @@ status=0
 echo "## peer bandwidth: $BUILD/tools/symmem-run -n 2 -- $BUILD/bench/bench_peer_bw"
 "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_peer_bw" || status=1
 echo
-echo "## alloc + rendezvous: python3 bench/compare_rendezvous.py --build $BUILD"
-python3 "$(dirname "$0")/compare_rendezvous.py" --build "$BUILD" || status=1
-echo
-echo "## all-reduce: python3 bench/compare_allreduce.py --build $BUILD"
-python3 "$(dirname "$0")/compare_allreduce.py" --build "$BUILD" || status=1
-echo
-RANKS=${SYMM_BENCH_RANKS:-2}
-for algo in ll ll128 one_shot two_shot; do
-  echo "## all-reduce, algorithm $algo forced, CUDA graph, $RANKS ranks"
-  "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
-    --algo $algo -b 4K -e 64M -f 4 -n 20 || status=1
+if [ -z "${SYMM_BENCH_RANKS:-}" ]; then
+  SYMM_BENCH_RANKS=""
+  for n in 2 4 8; do [ "$n" -le "$ngpu" ] && SYMM_BENCH_RANKS="$SYMM_BENCH_RANKS $n"; done
+fi
+for RANKS in $SYMM_BENCH_RANKS; do
+  echo "## alloc + rendezvous, $RANKS ranks: python3 bench/compare_rendezvous.py --build $BUILD --ranks $RANKS"
+  python3 "$(dirname "$0")/compare_rendezvous.py" --build "$BUILD" --ranks "$RANKS" || status=1
   echo
-done
-for coll in all_gather reduce_scatter; do
-  echo "## $coll, bf16, CUDA graph, $RANKS ranks"
-  "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
-    --coll $coll -b 64K -e 256M -f 16 -n 20 || status=1
+  echo "## all-reduce, $RANKS ranks: python3 bench/compare_allreduce.py --build $BUILD --ranks $RANKS"
+  python3 "$(dirname "$0")/compare_allreduce.py" --build "$BUILD" --ranks "$RANKS" || status=1
   echo
+  for algo in ll ll128 one_shot two_shot; do
+    echo "## all-reduce, algorithm $algo forced, CUDA graph, $RANKS ranks"
+    "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
+      --algo $algo -b 4K -e 64M -f 4 -n 20 || status=1
+    echo
+  done
+  for coll in all_gather reduce_scatter; do
+    echo "## $coll, bf16, CUDA graph, $RANKS ranks"
+    "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
+      --coll $coll -b 64K -e 256M -f 16 -n 20 || status=1
+    echo
+  done
 done
 exit $status

@@ -78,6 +78,13 @@ fi
 # 4-rank run shares GPUs between processes, which time-slice: slow but it
 # must still be correct.
 step "collectives, 2 ranks" env $two_rank_env "$RUN" -n 2 -- "$COLL"
+# Machines with more GPUs: every GPU its own rank, up to 8 (issue 5's run).
+if [ "$ngpu" -ge 3 ]; then
+  nall=$ngpu
+  [ "$nall" -gt 8 ] && nall=8
+  step "$nall ranks, one GPU each" "$RUN" -n "$nall" -- "$PROG"
+  step "collectives, $nall ranks, one GPU each" "$RUN" -n "$nall" -- "$COLL"
+fi
 step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
   "$RUN" -n 4 -- "$COLL" --quick
 step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
