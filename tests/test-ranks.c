@@ -301,6 +301,49 @@ TEST_IMPL(ranks_pool_reuse) {
   return 0;
 }
 
+/* ---- a full pool: frees beyond SYMM_POOL_BYTES release their memory ----
+ * Host backend only (page granularity: a 1 MiB tensor takes 1 MiB and a
+ * page); not labelled conformance, GPU granularities differ. */
+static int pool_limit_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  setenv("SYMM_POOL_BYTES", "3584K", 1); /* room for three 1 MiB tensors, not four */
+  symm_comm_t *comm = init_comm();
+  enum { N = 5 };
+  symm_tensor_t *t[N];
+  void *data[N];
+  for (int i = 0; i < N; i++) {
+    int64_t n = 1 << 20;
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t[i]));
+    ASSERT_OK(symm_tensor_rendezvous(t[i]));
+    data[i] = symm_tensor_data(t[i]);
+  }
+  size_t mapped_all = test_mapped_bytes();
+  for (int i = 0; i < N; i++) symm_tensor_free(t[i]);
+  /* Two frees found the pool full: their memory (and peer mappings) went. */
+  ASSERT_LT(test_mapped_bytes(), mapped_all);
+  /* The three pooled ones come back, the most recently freed first... */
+  int64_t n = 1 << 20;
+  symm_tensor_t *again[3];
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &again[i]));
+    ASSERT_PTR_EQ(symm_tensor_data(again[i]), data[2 - i]);
+  }
+  for (int i = 0; i < 3; i++) symm_tensor_free(again[i]);
+  /* ... and a trim releases exactly them: three allocations, under the limit. */
+  size_t released = 0;
+  ASSERT_OK(symm_comm_pool_trim(comm, &released));
+  ASSERT_GT(released, (size_t)3 << 20);
+  ASSERT_LE(released, (size_t)3584 << 10);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(pool_limit) {
+  ASSERT_EQ(test_run_ranks(2, pool_limit_rank, NULL), 0);
+  return 0;
+}
+
 /* ---- 10,000 alloc -> rendezvous -> free cycles, no growth ------------- */
 static int cycles_rank(int rank, int size, void *arg) {
   const char *pool = arg;
