@@ -688,6 +688,23 @@ TEST_IMPL(store_max_sizes) {
   free(vals[0]);
   free(vals[1]);
 
+  /* A reply past SYMM_PROTO_MAX_REPLY (256 MiB): 17 maximal values.  The
+   * server refuses it, and the connection stays usable. */
+  const char *seventeen[17];
+  void *v17[17];
+  size_t l17[17];
+  for (int i = 0; i < 17; i++) seventeen[i] = "big";
+  ASSERT_RES(symm_store_multi_get(s, seventeen, 17, v17, l17, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "exceed the reply limit");
+  /* 16 would need 256 MiB plus framing: 15 is the most that fits. */
+  ASSERT_RES(symm_store_multi_get(s, seventeen, 16, v17, l17, 0), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_store_multi_get(s, seventeen, 15, v17, l17, 0));
+  for (int i = 0; i < 15; i++) {
+    ASSERT_EQ(l17[i], max);
+    free(v17[i]);
+  }
+  ASSERT_OK(symm_store_get(s, "big", back, max + 1, &len, 0));
+
   /* The maximal key count. */
   const char **many = malloc(SYMM_STORE_MAX_KEYS * sizeof *many);
   ASSERT(many);
