@@ -106,7 +106,7 @@ static void print_usage(FILE *out) {
           "      --dtype T            f32 (default), bf16, f16, i32; any symmem dtype\n"
           "                           for all_gather, broadcast, all_to_all\n"
           "      --algo A             all-reduce algorithm: auto (default), one_shot,\n"
-          "                           two_shot, ll\n"
+          "                           two_shot, ll, ll128\n"
           "      --inplace 0|1        1 (default): buffers inside a symmetric tensor,\n"
           "                           in place; 0: ordinary memory, out of place\n"
           "      --root R             broadcast root (default 0)\n"
