@@ -26,7 +26,15 @@
  * reports fabric support but exporting is refused, as without IMEX),
  * FAKECUDA_NO_VMM=1, FAKECUDA_GRANULARITY (bytes, default 2 MiB),
  * FAKECUDA_ACCESS_PER_MAPPING=1 (cuMemSetAccess refuses ranges that span
- * several mappings).
+ * several mappings), FAKECUDA_P2P_ATOMICS=0 (peers report no native
+ * atomics, as over PCIe), FAKECUDA_NO_KERNELS=1 (no module or launch entry
+ * points: collectives unavailable).
+ *
+ * Kernels: a module is a name table and a launch runs nothing; it is
+ * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
+ * name, grid, block and parameter block, so that CPU tests can check what
+ * the backend asks the GPU to do.  cuMemHostAlloc is calloc, its device
+ * pointer the same address.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,6 +52,7 @@
 #include <unistd.h>
 
 #include "backends/native/native_driver.h"
+#include "kernels/coll_abi.h"
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAX_DEVICES 16
@@ -248,7 +257,9 @@ static ncu_result fk_cuDeviceCanAccessPeer(int *can, ncu_device a, ncu_device b)
 
 static ncu_result fk_cuDeviceGetP2PAttribute(int *v, int attr, ncu_device a, ncu_device b) {
   if (!fk_valid_dev(a) || !fk_valid_dev(b) || a == b) return NCU_ERROR_INVALID_DEVICE;
-  *v = attr == NCU_P2P_PERFORMANCE_RANK ? 0 : 1;
+  *v = attr == NCU_P2P_PERFORMANCE_RANK            ? 0
+       : attr == NCU_P2P_NATIVE_ATOMIC_SUPPORTED ? fk_env_int("FAKECUDA_P2P_ATOMICS", 1)
+                                                 : 1;
   return NCU_SUCCESS;
 }
 
@@ -757,6 +768,110 @@ static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t 
   return NCU_SUCCESS;
 }
 
+/* -------------------------------------------------------------- kernels */
+
+typedef struct fakecuda_launch {
+  char name[96];
+  unsigned grid, block;
+  size_t param_bytes;
+  unsigned char params[sizeof(symm_coll_params_t) > sizeof(symm_signal_params_t)
+                           ? sizeof(symm_coll_params_t)
+                           : sizeof(symm_signal_params_t)];
+} fakecuda_launch_t;
+
+enum { FK_MAX_LAUNCHES = 256, FK_MAX_FUNCTIONS = 128 };
+static fakecuda_launch_t fk_launches[FK_MAX_LAUNCHES]; /* ring */
+static long fk_nlaunches;
+static char fk_function_names[FK_MAX_FUNCTIONS][96];
+static int fk_nfunctions;
+static int fk_module_token;
+
+static ncu_result fk_cuModuleLoadData(ncu_module *m, const void *image) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (!m || !image) return NCU_ERROR_INVALID_VALUE;
+  *m = (ncu_module)&fk_module_token;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuModuleUnload(ncu_module m) {
+  return m == (ncu_module)&fk_module_token ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+/* A function handle is 1 + its index in the name table. */
+static ncu_result fk_cuModuleGetFunction(ncu_function *fn, ncu_module m, const char *name) {
+  if (!fn || !name || m != (ncu_module)&fk_module_token) return NCU_ERROR_INVALID_VALUE;
+  if (strncmp(name, "symm_coll_", 10) != 0 && strcmp(name, "symm_signal_op") != 0)
+    return NCU_ERROR_NOT_FOUND;
+  pthread_mutex_lock(&fk_lock);
+  int i = 0;
+  while (i < fk_nfunctions && strcmp(fk_function_names[i], name) != 0) i++;
+  if (i == fk_nfunctions && i < FK_MAX_FUNCTIONS)
+    snprintf(fk_function_names[fk_nfunctions++], sizeof fk_function_names[0], "%s", name);
+  pthread_mutex_unlock(&fk_lock);
+  if (i >= FK_MAX_FUNCTIONS) return NCU_ERROR_OUT_OF_MEMORY;
+  *fn = (ncu_function)(uintptr_t)(i + 1);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    ncu_stream stream, void **params, void **extra) {
+  (void)stream, (void)shared;
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  int i = (int)(uintptr_t)fn - 1;
+  if (i < 0 || i >= fk_nfunctions || !params || !params[0] || extra || gx == 0 || gy != 1 ||
+      gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1)
+    return NCU_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fk_lock);
+  fakecuda_launch_t *l = &fk_launches[fk_nlaunches++ % FK_MAX_LAUNCHES];
+  snprintf(l->name, sizeof l->name, "%s", fk_function_names[i]);
+  l->grid = gx;
+  l->block = bx;
+  /* Each kernel takes one parameter block; its size follows from the name. */
+  l->param_bytes = strcmp(l->name, "symm_signal_op") == 0 ? sizeof(symm_signal_params_t)
+                                                          : sizeof(symm_coll_params_t);
+  memcpy(l->params, params[0], l->param_bytes);
+  pthread_mutex_unlock(&fk_lock);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+  (void)flags;
+  if (!p || !bytes) return NCU_ERROR_INVALID_VALUE;
+  *p = calloc(1, bytes);
+  return *p ? NCU_SUCCESS : NCU_ERROR_OUT_OF_MEMORY;
+}
+
+static ncu_result fk_cuMemHostGetDevicePointer(ncu_deviceptr *d, void *p, unsigned flags) {
+  if (!d || !p || flags) return NCU_ERROR_INVALID_VALUE;
+  *d = (ncu_deviceptr)(uintptr_t)p;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuMemFreeHost(void *p) {
+  free(p);
+  return NCU_SUCCESS;
+}
+
+FK_API long fakecuda_launch_count(void) {
+  pthread_mutex_lock(&fk_lock);
+  long n = fk_nlaunches;
+  pthread_mutex_unlock(&fk_lock);
+  return n;
+}
+
+/* Launch number i (0-based, counting every launch of the process); false
+ * once it has left the ring. */
+FK_API bool fakecuda_launch_get(long i, fakecuda_launch_t *out) {
+  pthread_mutex_lock(&fk_lock);
+  bool ok = i >= 0 && i < fk_nlaunches && fk_nlaunches - i <= FK_MAX_LAUNCHES;
+  if (ok) *out = fk_launches[i % FK_MAX_LAUNCHES];
+  pthread_mutex_unlock(&fk_lock);
+  return ok;
+}
+
 /* ------------------------------------------------------- proc addresses */
 
 static const struct {
@@ -765,6 +880,15 @@ static const struct {
 } fk_table[] = {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
     NATIVE_DRIVER_FUNCTIONS(FK_ENTRY)
+#undef FK_ENTRY
+};
+
+static const struct {
+  const char *name;
+  void *fn;
+} fk_kernel_table[] = {
+#define FK_ENTRY(name, params) {#name, (void *)fk_##name},
+    NATIVE_COLL_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
 };
 
@@ -781,6 +905,12 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
     if (status) *status = NCU_PROC_VERSION_TOO_LOW;
     return NCU_ERROR_NOT_FOUND;
   }
+  for (size_t i = 0; i < sizeof fk_kernel_table / sizeof fk_kernel_table[0]; i++)
+    if (strcmp(fk_kernel_table[i].name, symbol) == 0 && !fk_env_int("FAKECUDA_NO_KERNELS", 0)) {
+      *pfn = fk_kernel_table[i].fn;
+      if (status) *status = NCU_PROC_FOUND;
+      return NCU_SUCCESS;
+    }
   for (size_t i = 0; i < sizeof fk_table / sizeof fk_table[0]; i++)
     if (strcmp(fk_table[i].name, symbol) == 0) {
       *pfn = fk_table[i].fn;

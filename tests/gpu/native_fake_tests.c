@@ -16,6 +16,7 @@
 
 #include "backends/native/native.h"
 #include "harness.h"
+#include "kernels/coll_abi.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
 #include "list-native-fake.h"
@@ -797,6 +798,219 @@ static int context_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(native_fake_context_restored) {
   ASSERT_EQ(run_job(2, context_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------- collectives: what is launched
+ * The fake driver runs no kernel but records each launch (name, grid,
+ * parameter block): these tests check the host side of the native
+ * collectives, the choices every rank must make alike. */
+
+typedef struct fakecuda_launch {
+  char name[96];
+  unsigned grid, block;
+  size_t param_bytes;
+  unsigned char params[sizeof(symm_coll_params_t) > sizeof(symm_signal_params_t)
+                           ? sizeof(symm_coll_params_t)
+                           : sizeof(symm_signal_params_t)];
+} fakecuda_launch_t;
+
+/* The last launch of this process; false (name empty) when there is none. */
+static bool last_launch(fakecuda_launch_t *l) {
+  memset(l, 0, sizeof *l);
+  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  long (*count)(void) = NULL;
+  bool (*get)(long, fakecuda_launch_t *) = NULL;
+  if (lib) {
+    *(void **)&count = dlsym(lib, "fakecuda_launch_count");
+    *(void **)&get = dlsym(lib, "fakecuda_launch_get");
+  }
+  bool ok = count && get && get(count() - 1, l);
+  if (lib) dlclose(lib);
+  return ok;
+}
+
+/* The library was built without nvcc: nothing to launch, nothing to test. */
+static bool no_kernels(symm_result_t r) {
+  return r == SYMM_ERR_UNSUPPORTED && strstr(symm_last_error(), "without CUDA kernels");
+}
+
+/* Every rank's value of x, through a symmetric tensor (fake device memory
+ * is host memory), equal on all ranks? */
+static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t x) {
+  void *const *ptrs = NULL;
+  int rank = symm_comm_rank(comm), size = symm_comm_size(comm);
+  if (symm_tensor_peer_ptrs(board, &ptrs) != SYMM_SUCCESS) return false;
+  ((volatile uint64_t *)ptrs[rank])[0] = x;
+  symm_comm_barrier(comm);
+  bool same = true;
+  for (int r = 0; r < size; r++) same &= ((volatile uint64_t *)ptrs[r])[0] == x;
+  symm_comm_barrier(comm);
+  return same;
+}
+
+typedef struct { size_t bytes; const char *kernel; } expect_t;
+
+static int coll_launch_rank(int rank, int size, void *arg) {
+  bool no_atomics = arg != NULL;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  const size_t big = (size_t)16 << 20;
+  symm_tensor_t *buf = alloc_u64(comm, big / 8), *board = alloc_u64(comm, 8);
+  RCHECK(buf && board, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  ROK(symm_tensor_rendezvous(board));
+  char *data = symm_tensor_data(buf);
+  symm_result_t r = symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
+  if (no_kernels(r)) {
+    symm_comm_destroy(comm);
+    return TEST_SKIP;
+  }
+  ROK(r);
+  /* auto: LL to 128 KiB, LL128 to 2 MiB (NVLink-class peers only), then
+   * two-shot; LL128 without native peer atomics is one-shot. */
+  const expect_t cases[] = {
+      {4096, "symm_coll_ar_ll_bf16_sum"},
+      {128 << 10, "symm_coll_ar_ll_bf16_sum"},
+      {256 << 10, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {2 << 20, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {(2 << 20) + 16, "symm_coll_ar_two_shot_bf16_sum"},
+      {8 << 20, "symm_coll_ar_two_shot_bf16_sum"}};
+  fakecuda_launch_t l;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    size_t count = cases[k].bytes / 2;
+    ROK(symm_all_reduce(comm, data, data, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    RCHECK(last_launch(&l), "no launch recorded");
+    RCHECK(strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s", cases[k].bytes,
+           l.name, cases[k].kernel);
+    symm_coll_params_t p;
+    memcpy(&p, l.params, sizeof p);
+    RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
+           "params: count %llu rank %d world %d esize %d", (unsigned long long)p.count, p.rank,
+           p.world, p.esize);
+    RCHECK(l.block == SYMM_COLL_THREADS && l.grid >= 1 && l.grid <= SYMM_COLL_MAX_CHANNELS,
+           "grid %u block %u", l.grid, l.block);
+    if (strstr(l.name, "two_shot") || strstr(l.name, "one_shot"))
+      RCHECK(l.grid <= (unsigned)p.channels, "grid %u over %d channels", l.grid, p.channels);
+    /* Every rank launched the same collective (same signature, grid). */
+    RCHECK(same_on_all_ranks(comm, board, (uint64_t)p.sig << 32 | l.grid), "sig/grid differ");
+    /* Two-shot in place on a symmetric tensor: zero copy offered, with every
+     * rank's mapping of recv. */
+    if (strstr(l.name, "two_shot")) {
+      void *const *ptrs = NULL;
+      ROK(symm_tensor_peer_ptrs(buf, &ptrs));
+      RCHECK(p.zc != 0, "two-shot on a symmetric tensor without a zero-copy key");
+      for (int q = 0; q < size; q++)
+        RCHECK(p.peer_recv[q] == (uint64_t)(uintptr_t)ptrs[q], "peer_recv[%d]", q);
+      RCHECK(same_on_all_ranks(comm, board, p.zc), "zero-copy keys differ");
+    }
+  }
+  /* Ordinary device memory: staged, no key. */
+  void *plain = NULL;
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  ROK(native_ctx_enter(st, &saved));
+  ncu_deviceptr d = 0;
+  RCHECK(st->drv->cuMemAlloc(&d, big) == NCU_SUCCESS, "cuMemAlloc");
+  native_ctx_leave(st, saved);
+  plain = (void *)(uintptr_t)d;
+  ROK(symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "%s", l.name);
+  symm_coll_params_t p;
+  memcpy(&p, l.params, sizeof p);
+  RCHECK(p.zc == 0, "zero copy offered for ordinary memory");
+  /* A forced algorithm, another dtype and op. */
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
+  ROK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
+  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_f32_max") == 0, "%s", l.name);
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+  ROK(native_ctx_enter(st, &saved));
+  st->drv->cuMemFree(d);
+  native_ctx_leave(st, saved);
+  symm_tensor_free(buf);
+  symm_tensor_free(board);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_coll_choices) {
+  ASSERT_EQ(run_job(2, coll_launch_rank, NULL), 0);
+  return 0;
+}
+
+TEST_IMPL(native_fake_coll_choices_pcie) {
+  setenv("FAKECUDA_P2P_ATOMICS", "0", 1); /* inherited by the ranks */
+  ASSERT_EQ(run_job(2, coll_launch_rank, (void *)1), 0);
+  return 0;
+}
+
+/* Signals: the signal kernel with the right operation, peer, channel and
+ * every rank's pad; a device-side error reported by the kernels (written
+ * into the pinned record, as a kernel would) comes back from
+ * symm_comm_check_async_error with the kernel and the peer named. */
+static int signal_launch_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_u64(comm, 64);
+  RCHECK(t, "alloc");
+  ROK(symm_tensor_rendezvous(t));
+  int peer = (rank + 1) % size;
+  symm_result_t r = symm_signal_put(t, peer, 5, NULL);
+  if (no_kernels(r)) {
+    symm_comm_destroy(comm);
+    return TEST_SKIP;
+  }
+  ROK(r);
+  fakecuda_launch_t l;
+  RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0, "%s", l.name);
+  symm_signal_params_t sp;
+  memcpy(&sp, l.params, sizeof sp);
+  RCHECK(sp.op == 1 && sp.peer == peer && sp.channel == 5 && sp.rank == rank && sp.world == size,
+         "op %d peer %d channel %d", sp.op, sp.peer, sp.channel);
+  for (int q = 0; q < size; q++) {
+    void *pad = NULL;
+    ROK(symm_tensor_signal_pad(t, q, &pad));
+    RCHECK(sp.pads[q] == (uint64_t)(uintptr_t)pad, "pads[%d]", q);
+  }
+  ROK(symm_signal_barrier(t, symm_signal_channels(t) - 1, NULL));
+  RCHECK(last_launch(&l), "no launch");
+  memcpy(&sp, l.params, sizeof sp);
+  RCHECK(sp.op == 3 && sp.channel == symm_signal_channels(t) - 1, "barrier op %d ch %d", sp.op,
+         sp.channel);
+  RRES(symm_signal_wait(t, rank, 0, NULL), SYMM_ERR_INVALID_ARG);
+
+  /* Errors the kernels record: a timeout in the LL kernel, then one in a
+   * signal wait (kind 0). */
+  volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)sp.err;
+  ROK(symm_comm_check_async_error(comm));
+  err->peer = (uint32_t)peer;
+  err->kind = SYMM_COLL_KERNEL_AR_LL;
+  err->epoch = 7;
+  err->code = SYMM_ERR_TIMEOUT;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d did not arrive", peer);
+  RCHECK(strstr(symm_last_error(), "ar_ll kernel") && strstr(symm_last_error(), want), "%s",
+         symm_last_error());
+  RCHECK(err->code == 0, "record not cleared");
+  err->peer = (uint32_t)peer;
+  err->code = SYMM_ERR_TIMEOUT;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  RCHECK(strstr(symm_last_error(), "signal"), "%s", symm_last_error());
+  err->code = SYMM_ERR_MISMATCH;
+  err->kind = SYMM_COLL_KERNEL_AR_LL128;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
+  RCHECK(strstr(symm_last_error(), "ar_ll128 kernel"), "%s", symm_last_error());
+  ROK(symm_comm_check_async_error(comm));
+  symm_comm_barrier(comm);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_signal_launches) {
+  ASSERT_EQ(run_job(2, signal_launch_rank, NULL), 0);
   return 0;
 }
 
