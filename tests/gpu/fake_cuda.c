@@ -52,7 +52,7 @@
 #include <unistd.h>
 
 #include "backends/native/native_driver.h"
-#include "kernels/coll_abi.h"
+#include "fakecuda.h"
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAX_DEVICES 16
@@ -770,15 +770,6 @@ static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t 
 
 /* -------------------------------------------------------------- kernels */
 
-typedef struct fakecuda_launch {
-  char name[96];
-  unsigned grid, block;
-  size_t param_bytes;
-  unsigned char params[sizeof(symm_coll_params_t) > sizeof(symm_signal_params_t)
-                           ? sizeof(symm_coll_params_t)
-                           : sizeof(symm_signal_params_t)];
-} fakecuda_launch_t;
-
 enum { FK_MAX_LAUNCHES = 256, FK_MAX_FUNCTIONS = 128 };
 static fakecuda_launch_t fk_launches[FK_MAX_LAUNCHES]; /* ring */
 static long fk_nlaunches;
@@ -920,15 +911,6 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
   if (status) *status = NCU_PROC_NOT_FOUND;
   return NCU_ERROR_NOT_FOUND;
 }
-
-/* Live objects, for leak checks: handles (created or imported), mappings,
- * reservations, cuMemAlloc blocks, streams, retained primary contexts; and
- * cumulative counts of successful exports and imports of shareable
- * handles. */
-typedef struct fakecuda_stats {
-  long handles, mappings, reservations, devallocs, streams, contexts;
-  long exports, imports;
-} fakecuda_stats_t;
 
 FK_API void fakecuda_stats(fakecuda_stats_t *s) {
   memset(s, 0, sizeof *s);

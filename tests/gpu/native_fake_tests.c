@@ -16,19 +16,14 @@
 #include <unistd.h>
 
 #include "backends/native/native.h"
+#include "fakecuda.h"
 #include "harness.h"
-#include "kernels/coll_abi.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
 #include "list-native-fake.h"
 #undef TEST_ENTRY
 
 /* ------------------------------------------------------------- helpers */
-
-typedef struct fakecuda_stats {
-  long handles, mappings, reservations, devallocs, streams, contexts;
-  long exports, imports;
-} fakecuda_stats_t;
 
 /* The fake's counters, from the copy of the library the backend loaded. */
 static fakecuda_stats_t fake_stats(void) {
@@ -807,15 +802,6 @@ TEST_IMPL(native_fake_context_restored) {
  * parameter block): these tests check the host side of the native
  * collectives, the choices every rank must make alike. */
 
-typedef struct fakecuda_launch {
-  char name[96];
-  unsigned grid, block;
-  size_t param_bytes;
-  unsigned char params[sizeof(symm_coll_params_t) > sizeof(symm_signal_params_t)
-                           ? sizeof(symm_coll_params_t)
-                           : sizeof(symm_signal_params_t)];
-} fakecuda_launch_t;
-
 /* The last launch of this process; false (name empty) when there is none. */
 static bool last_launch(fakecuda_launch_t *l) {
   memset(l, 0, sizeof *l);
@@ -851,6 +837,13 @@ static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t 
 }
 
 typedef struct { size_t bytes; const char *kernel; } expect_t;
+
+#define ASSERT_JOB_OR_SKIP(n, fn, arg)                                          \
+  do {                                                                          \
+    int r_ = run_job_or_skip(n, fn, arg);                                       \
+    if (r_ == TEST_SKIP) return TEST_SKIP;                                      \
+    ASSERT_EQ(r_, 0);                                                           \
+  } while (0)
 
 /* run_job, where every rank may SKIP (exit TEST_SKIP) together: TEST_SKIP
  * then, else the number of ranks that failed. */
@@ -957,17 +950,13 @@ static int coll_launch_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_coll_choices) {
-  int r = run_job_or_skip(2, coll_launch_rank, NULL);
-  if (r == TEST_SKIP) return TEST_SKIP;
-  ASSERT_EQ(r, 0);
+  ASSERT_JOB_OR_SKIP(2, coll_launch_rank, NULL);
   return 0;
 }
 
 TEST_IMPL(native_fake_coll_choices_pcie) {
   setenv("FAKECUDA_P2P_ATOMICS", "0", 1); /* inherited by the ranks */
-  int r = run_job_or_skip(2, coll_launch_rank, (void *)1);
-  if (r == TEST_SKIP) return TEST_SKIP;
-  ASSERT_EQ(r, 0);
+  ASSERT_JOB_OR_SKIP(2, coll_launch_rank, (void *)1);
   return 0;
 }
 
@@ -1037,9 +1026,7 @@ static int signal_launch_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_signal_launches) {
-  int r = run_job_or_skip(2, signal_launch_rank, NULL);
-  if (r == TEST_SKIP) return TEST_SKIP;
-  ASSERT_EQ(r, 0);
+  ASSERT_JOB_OR_SKIP(2, signal_launch_rank, NULL);
   return 0;
 }
 
