@@ -8,6 +8,8 @@
 #  - each all-reduce algorithm forced (ll, ll128, one_shot, two_shot) in a CUDA
 #    graph, with NCCL's column: the crossovers that set `auto`
 #  - all-gather and reduce-scatter against NCCL
+#  - the crossovers of the forced sweeps and the thresholds `auto` should
+#    use, per rank count (bench/crossovers.py)
 # The rendezvous, all-reduce and per-algorithm sections run for every rank
 # count of SYMM_BENCH_RANKS (default: those of 2, 4, 8 that the GPUs allow,
 # one GPU per rank), so that an 8-GPU machine gives the crossovers at 4 and
@@ -23,6 +25,8 @@ if [ "${ngpu:-0}" -lt 2 ]; then
   exit 1
 fi
 status=0
+sweeps=$(mktemp /tmp/symm-bench-sweeps.XXXXXX) || exit 1
+trap 'rm -f "$sweeps" "$sweeps.out"' EXIT INT TERM
 echo "## peer bandwidth: $BUILD/tools/symmem-run -n 2 -- $BUILD/bench/bench_peer_bw"
 "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_peer_bw" || status=1
 echo
@@ -38,9 +42,12 @@ for RANKS in $SYMM_BENCH_RANKS; do
   python3 "$(dirname "$0")/compare_allreduce.py" --build "$BUILD" --ranks "$RANKS" || status=1
   echo
   for algo in ll ll128 one_shot two_shot; do
-    echo "## all-reduce, algorithm $algo forced, CUDA graph, $RANKS ranks"
+    echo "## all-reduce, algorithm $algo forced, CUDA graph, $RANKS ranks" | tee -a "$sweeps"
     "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph --dtype bf16 \
-      --algo $algo -b 4K -e 64M -f 4 -n 20 || status=1
+      --algo $algo -b 4K -e 64M -f 4 -n 20 >"$sweeps.out" || status=1
+    cat "$sweeps.out"
+    cat "$sweeps.out" >>"$sweeps"
+    rm -f "$sweeps.out"
     echo
   done
   for coll in all_gather reduce_scatter; do
@@ -50,4 +57,6 @@ for RANKS in $SYMM_BENCH_RANKS; do
     echo
   done
 done
+echo "## crossovers of the sweeps above: python3 bench/crossovers.py"
+python3 "$(dirname "$0")/crossovers.py" "$sweeps" || status=1
 exit $status
