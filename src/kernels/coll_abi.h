@@ -92,10 +92,8 @@ enum {
 };
 
 /*
- * Parameters of one launch (passed by value).  Element counts and offsets
- * are in elements of `esize` bytes.  One public call may be split into
- * several launches when the staging half is smaller than the data; each
- * launch is a full collective of its own (its own epoch).
+ * Parameters of one launch (passed by value), one launch per public call.
+ * Element counts and offsets are in elements of `esize` bytes.
  */
 typedef struct symm_coll_params {
   uint64_t peer_data[SYMM_COLL_MAX_WORLD]; /* scratch data of every rank */
@@ -103,10 +101,10 @@ typedef struct symm_coll_params {
   uint64_t peer_recv[SYMM_COLL_MAX_WORLD]; /* zc != 0: every rank's mapping of recv */
   uint64_t send;        /* this rank's input (device pointer) */
   uint64_t recv;        /* this rank's output */
-  uint64_t count;       /* elements per rank segment in this launch */
+  uint64_t count;       /* elements per rank segment */
   uint64_t send_seg;    /* elements between rank segments of send (RS, A2A) */
   uint64_t recv_seg;    /* elements between rank segments of recv (AG, A2A) */
-  uint64_t seg;         /* two-shot: elements per reduce segment */
+  uint64_t seg;         /* two-shot: elements per segment; one-shot: per region */
   uint64_t stage_off;   /* byte offset of staging half 0 in the scratch data */
   uint64_t stage_half;  /* bytes per staging half */
   uint64_t ll_off;      /* byte offset of the LL area (two halves) */
@@ -117,7 +115,7 @@ typedef struct symm_coll_params {
   uint64_t timeout_ns;  /* bound of every wait */
   uint32_t sig;         /* signature: every rank must have the same */
   uint32_t nonce;       /* per-scratch salt of the flags (same on every rank) */
-  uint32_t zc;          /* two-shot: recv's key (symmetric tensor and offset), 0: none */
+  uint32_t zc;          /* two-shot, all-gather: recv's key (tensor, offset), 0: none */
   int32_t rank, world, root;
   int32_t esize;        /* bytes per element */
   int32_t vec;          /* 1: all buffers and segment offsets 16-byte aligned */

@@ -1,21 +1,23 @@
 /*
- * Collectives of the native backend: the kernels of src/kernels/ (embedded
- * as a fatbin, loaded with cuModuleLoadData, launched with cuLaunchKernel on
- * the caller's stream), and the pinned error record they report to.
+ * Collectives and stream-ordered signals of the native backend: the kernels
+ * of src/kernels/ (embedded as a fatbin, loaded with cuModuleLoadData,
+ * launched with cuLaunchKernel on the caller's stream), and the pinned
+ * error record they report to.
  *
- * Buffers.  Inputs are always staged into this rank's scratch tensor by the
- * kernel itself (double-buffered by the device epoch, see coll_kernels.cu);
- * outputs are written straight into recvbuf.  Zero-copy on symmetric
- * buffers would need every rank's offset of the buffer inside its tensor,
- * which the host does not know without communicating; staging costs one
- * local copy and keeps every call stream-ordered and graph-capturable.
+ * Buffers.  The reductions push each rank's input into the peers' staging
+ * (the scratch tensor, double-buffered by the device epoch, see
+ * coll_kernels.cu); LL and LL128 push packets into their own areas of it.
+ * Outputs go straight into recvbuf.  Where every rank's recvbuf is the same
+ * symmetric tensor at the same offset, two-shot and all-gather write into
+ * the peers' recvbuf instead (zero copy): the host offers a key of the
+ * tensor and offset, and the kernel uses it only if every rank announced
+ * the same one, so nothing has to be agreed on the host.
  *
- * Launches.  A call whose staged data exceeds half of the staging area is
- * split into several launches (each a complete collective with its own
- * epoch); the split depends only on the arguments and the scratch size, so
- * every rank splits alike.  Nothing here allocates, synchronises or passes
- * a host-side counter to a kernel, so calls can be captured in CUDA graphs
- * once the scratch is reserved.
+ * Launches.  One launch per call; the scratch (grown collectively, at the
+ * same call on every rank, since its size depends only on the arguments)
+ * always holds the LL and LL128 areas and both staging halves.  Nothing
+ * here allocates, synchronises or passes a host-side counter to a kernel,
+ * so calls can be captured in CUDA graphs once the scratch is reserved.
  */
 #include <stdlib.h>
 #include <string.h>
