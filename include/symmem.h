@@ -20,6 +20,11 @@
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
+ *  - fork(): the child keeps none of the library's sockets (they become
+ *    /dev/null in the child), so a rank that dies is still seen as lost by
+ *    its peers while a forked child (a data-loader worker, say) lives on.
+ *    The child may read and write mapped symmetric memory it inherited, but
+ *    must not call into a communicator of its parent.
  */
 #ifndef SYMMEM_H
 #define SYMMEM_H

@@ -8,6 +8,7 @@ TEST_ENTRY(ranks_mismatch_order, 60)
 TEST_ENTRY(ranks_killed_in_rendezvous, 60)
 TEST_ENTRY(ranks_killed_in_barrier, 60)
 TEST_ENTRY(ranks_pool_reuse, 60)
+TEST_ENTRY(ranks_fork_drops_sockets, 60)
 TEST_ENTRY(pool_limit, 60) /* host sizes: not a conformance test */
 TEST_ENTRY(ranks_cycles_pool, 240)
 TEST_ENTRY(ranks_cycles_nopool, 300)

@@ -1,6 +1,7 @@
 /* Multi-process behaviour on the host backend: real processes, real sockets,
  * real shared memory.  Each test forks its ranks (harness.c), which reach
  * the store served by the test process. */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -298,6 +299,66 @@ static int pool_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(ranks_pool_reuse) {
   ASSERT_EQ(test_run_ranks(3, pool_rank, NULL), 0);
+  return 0;
+}
+
+/* ---- fork: the child keeps none of the library's sockets ----------------
+ * (a child holding the fd server's listener or the store connection would
+ * hide the rank's death from its peers). */
+static int count_sockets(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    char path[300], target[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(path, target, sizeof target - 1);
+    if (len > 0 && strncmp(target, "socket:", 7) == 0) n++;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+static int fork_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = init_comm();
+  int64_t n = 4096;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t)); /* fd-exchange connections now exist */
+  int before = count_sockets();
+  ASSERT_GT(before, 0);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    int left = count_sockets();
+    ssize_t w = write(pipefd[1], &left, sizeof left);
+    _exit(w == (ssize_t)sizeof left ? 0 : 1);
+  }
+  int left = -1;
+  ASSERT_EQ((int)read(pipefd[0], &left, sizeof left), (int)sizeof left);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  printf("rank %d: %d sockets, %d in a forked child\n", rank, before, left);
+  ASSERT_EQ(left, 0);
+  ASSERT_EQ(count_sockets(), before); /* the parent's are untouched */
+  /* And the parent's communicator still works. */
+  symm_tensor_t *u;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &u));
+  ASSERT_OK(symm_tensor_rendezvous(u));
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(u);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_fork_drops_sockets) {
+  ASSERT_EQ(test_run_ranks(3, fork_rank, NULL), 0);
   return 0;
 }
 

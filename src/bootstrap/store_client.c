@@ -718,6 +718,7 @@ static int cli_connect_one(const struct addrinfo *ai, uint64_t deadline) {
     errno = err;
     return -1;
   }
+  symm_fork_guard_add(fd);
   return fd;
 }
 
@@ -802,7 +803,7 @@ static symm_result_t cli_hello(symm_store_t *s, const char *token,
 }
 
 static void cli_free(symm_store_t *s, bool destroy_lock) {
-  if (s->fd >= 0) close(s->fd);
+  if (s->fd >= 0) symm_fork_guard_close(s->fd);
   symm_proto_buf_free(&s->req);
   free(s->reply);
   if (destroy_lock) pthread_mutex_destroy(&s->lock);

@@ -304,7 +304,7 @@ static void srv_conn_close(symm_store_server_t *s, srv_conn_t *c,
                            bool stopping) {
   if (c->dead) return;
   c->dead = true;
-  close(c->fd);
+  symm_fork_guard_close(c->fd);
   c->fd = -1;
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
@@ -892,7 +892,7 @@ static void srv_add_conn(symm_store_server_t *s, int fd,
   return;
 fail:
   SYMM_WARN(STORE, "store: out of memory accepting a connection");
-  close(fd);
+  symm_fork_guard_close(fd);
 }
 
 static void srv_accept(symm_store_server_t *s) {
@@ -902,6 +902,7 @@ static void srv_accept(symm_store_server_t *s) {
     int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
+      symm_fork_guard_add(fd);
       srv_add_conn(s, fd, &ss, len);
       continue;
     }
@@ -1087,6 +1088,7 @@ static symm_result_t srv_listen(symm_store_server_t *s, const char *bind_host,
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
       s->listen_fd = fd;
+      symm_fork_guard_add(fd);
       break;
     }
     err = errno;
@@ -1107,7 +1109,7 @@ static symm_result_t srv_listen(symm_store_server_t *s, const char *bind_host,
 }
 
 static void srv_free(symm_store_server_t *s) {
-  if (s->listen_fd >= 0) close(s->listen_fd);
+  if (s->listen_fd >= 0) symm_fork_guard_close(s->listen_fd);
   if (s->wake_rd >= 0) close(s->wake_rd);
   if (s->wake_wr >= 0) close(s->wake_wr);
   srv_table_free(&s->table);

@@ -94,7 +94,7 @@ static void fdx_printable_name(const struct sockaddr_un *addr, socklen_t len,
 }
 
 static void fdx_close(int *fd) {
-  if (*fd >= 0) close(*fd);
+  if (*fd >= 0) symm_fork_guard_close(*fd);
   *fd = -1;
 }
 
@@ -360,6 +360,7 @@ static uint64_t fdx_accept_all(symm_fdx_t *fdx) {
   for (;;) {
     int sock = accept4(fdx->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (sock >= 0) {
+      symm_fork_guard_add(sock);
       fdx_admit(fdx, sock);
       continue;
     }
@@ -441,6 +442,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
                           "fd server %s of rank %d runs as uid %d, not %u; refusing its fds",
                           name, peer, known ? (int)cred.uid : -1, (unsigned)geteuid());
       }
+      symm_fork_guard_add(sock);
       p->conn = sock;
       p->reached = true;
       return SYMM_SUCCESS;
@@ -616,6 +618,7 @@ static symm_result_t fdx_listen(symm_fdx_t *fdx) {
   socklen_t len = symm_fdx_address(fdx->job_id, fdx->index, fdx->rank, &addr);
   fdx->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fdx->listen_fd < 0) return symm_error_errno("fd server: socket");
+  symm_fork_guard_add(fdx->listen_fd);
   if (bind(fdx->listen_fd, (const struct sockaddr *)&addr, len) != 0) {
     if (errno == EADDRINUSE)
       return symm_error(SYMM_ERR_SYSTEM,

@@ -359,6 +359,11 @@ symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void 
  * failed, else the first failure of another rank ("<what> failed on rank r"),
  * so all ranks leave a collective with an error together. */
 symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what);
+
+/* Sockets a forked child must drop (fork_guard.c): add after creating one,
+ * close through symm_fork_guard_close (unregisters, then closes). */
+void symm_fork_guard_add(int fd);
+void symm_fork_guard_close(int fd);
 /* Frees every live tensor and pooled allocation (tensor.c). */
 void symm_comm_release_tensors(symm_comm_t *comm);
 
