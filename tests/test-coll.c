@@ -440,7 +440,7 @@ static void check_recovers(symm_comm_t *comm, int rank, int size) {
 static int mismatch_count_rank(int rank, int size, void *arg) {
   setenv("SYMM_SCRATCH_BYTES", "64K", 1);
   symm_comm_t *comm = init_comm();
-  float *buf = calloc(12000, sizeof *buf);
+  float *buf = calloc(30000, sizeof *buf);
   ASSERT(buf);
   check_recovers(comm, rank, size); /* the scratch exists from here on */
   size_t count = rank == 2 ? 1001 : 1000;
@@ -455,6 +455,13 @@ static int mismatch_count_rank(int rank, int size, void *arg) {
   ASSERT_RES(symm_reduce_scatter(comm, buf, buf, count / 3, SYMM_DTYPE_F32, SYMM_REDUCE_MAX,
                                  NULL), SYMM_ERR_MISMATCH);
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_reduce_scatter(count 4000");
+  check_recovers(comm, rank, size);
+  /* 30000 floats do not fit the scratch at all: still a mismatch, found
+   * before anybody grows it. */
+  count = rank == 1 ? 30000 : 1000;
+  ASSERT_RES(symm_reduce_scatter(comm, buf, buf, count / 3, SYMM_DTYPE_F32, SYMM_REDUCE_MAX,
+                                 NULL), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_reduce_scatter(count 10000");
   check_recovers(comm, rank, size);
   free(buf);
   symm_comm_destroy(comm);

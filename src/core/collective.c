@@ -142,11 +142,8 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
   if (comm->device < 0 && a->stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
-  /* The scratch only depends on the arguments, which agree across ranks, so
-   * its (collective) growth happens on every rank at the same call. */
-  symm_tensor_t *scratch;
-  size_t need = a->send_bytes > a->recv_bytes ? a->send_bytes : a->recv_bytes;
-  if (need) SYMM_CHECK(symm_comm_scratch(comm, need, &scratch));
+  /* The backend sizes and grows the scratch itself (host: after the ranks
+   * agreed on the call, so a mismatched rank never grows it alone). */
   a->seq = ++comm->coll_seq;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), reduces ? symm_redop_name(a->op) : "-",
