@@ -13,7 +13,6 @@
 #include "core/internal.h"
 #include "harness.h"
 
-#define RANK_CHECK(call) ASSERT_OK(call)
 
 static symm_comm_t *init_comm(void) {
   symm_comm_t *comm = NULL;

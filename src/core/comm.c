@@ -147,7 +147,6 @@ typedef struct {
   int32_t backend_requested;
   uint32_t usable_mask;   /* bit b: backend b probed usable here */
   uint64_t host_hash;
-  uint32_t uid;
   int32_t pid;
   uint8_t nonce[16];
   int32_t local_rank, local_size;
@@ -174,7 +173,7 @@ static uint32_t probe_usable(symm_backend_t wanted, char *why, size_t why_len) {
 /* Picks the backend every rank can use, and local rank/size if unknown. */
 static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *rc) {
   init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
-                    (int32_t)rc->cfg.backend, 0, 0, (uint32_t)getuid(), (int32_t)getpid(),
+                    (int32_t)rc->cfg.backend, 0, 0, (int32_t)getpid(),
                     {0}, rc->cfg.local_rank, rc->cfg.local_size};
   char host[256] = "";
   gethostname(host, sizeof host - 1);

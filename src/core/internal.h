@@ -160,7 +160,6 @@ struct symm_coll_args;
 typedef struct symm_mem {
   void *base;          /* local mapping of the whole allocation */
   size_t data_offset;  /* >= SYMM_SIGNAL_PAD_BYTES */
-  size_t data_bytes;   /* bytes requested for data */
   size_t alloc_bytes;  /* total, rounded to the granularity */
   uint64_t id;         /* unique per process and communicator, never reused */
   int device;          /* -1 for CPU memory */

@@ -60,8 +60,6 @@ static const symm_setting_desc_t settings[] = {
      "All-reduce algorithm: auto|one_shot|two_shot|ll|ll128 (auto picks by size and ranks)."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},
-    {"SYMM_NVSHMEM_LIB", SYMM_SETTING_STRING, "libnvshmem_host.so.3",
-     "NVSHMEM host library to load."},
 };
 
 const symm_setting_desc_t *symm_settings_table(size_t *count) {

@@ -184,7 +184,6 @@ static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t 
   }
   t->comm = comm;
   t->mem.data_offset = data_offset;
-  t->mem.data_bytes = nbytes;
   t->mem.alloc_bytes = alloc_bytes;
   t->mem.device = comm->device;
   pthread_mutex_lock(&comm->lock);
@@ -220,8 +219,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
     /* Signals left by the last user must not leak into the new one. */
     if (comm->ops->reset_pad) SYMM_CHECK(comm->ops->reset_pad(comm, &t->mem));
     else memset((char *)t->mem.base + t->mem.pad_offset, 0, SYMM_SIGNAL_PAD_BYTES);
-    t->mem.data_bytes = nbytes;
-    SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
+      SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
                (unsigned long long)t->mem.id);
   } else {
     SYMM_TRACE(ALLOC, "alloc of %zu bytes: fresh", alloc_bytes);

@@ -8,8 +8,8 @@
 
 #include "internal.h"
 
-/* FNV-1a, 64-bit, seeded; good enough for signatures of small vectors. */
-/* Eight bytes per step (a collective hashes its arguments on every call):
+/* Seeded 64-bit hash, eight bytes per step (collectives hash their
+ * arguments on every call), good enough for signatures and hash tables:
  * multiply-xorshift rounds, the length folded in, a final avalanche. */
 uint64_t symm_hash64(const void *data, size_t len, uint64_t seed) {
   const unsigned char *p = data;

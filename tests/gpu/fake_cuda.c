@@ -693,16 +693,6 @@ static ncu_result fk_cuPointerGetAttribute(void *data, int attr, ncu_deviceptr p
 
 /* ------------------------------------------------ plain device memory */
 
-static ncu_result fk_cuMemGetInfo(size_t *free_b, size_t *total) {
-  ncu_result r = fk_need_ctx();
-  if (r) return r;
-  pthread_mutex_lock(&fk_lock);
-  *free_b = fk_total - fk_used[fk_current->device];
-  *total = fk_total;
-  pthread_mutex_unlock(&fk_lock);
-  return NCU_SUCCESS;
-}
-
 static ncu_result fk_cuMemAlloc(ncu_deviceptr *p, size_t bytes) {
   ncu_result r = fk_need_ctx();
   if (r) return r;

@@ -100,12 +100,11 @@ static double get(symm_dtype_t dt, const void *buf, size_t i) {
   }
 }
 
-static int reduce_ref(symm_redop_t op, int world, size_t i, int salt, int seg_of) {
-  /* seg_of >= 0: element i of the segment, as in reduce-scatter */
+/* op over ranks of element i (the caller passes the global index). */
+static int reduce_ref(symm_redop_t op, int world, size_t i, int salt) {
   int acc = 0;
   for (int r = 0; r < world; r++) {
     int v = value(r, i, salt);
-    (void)seg_of;
     acc = r == 0 ? v : op == SYMM_REDUCE_SUM ? acc + v : op == SYMM_REDUCE_MIN ? (v < acc ? v : acc)
                                                                              : (v > acc ? v : acc);
   }
@@ -172,8 +171,8 @@ static size_t run_case(ctx_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, 
   for (size_t i = 0; i < recv_n; i++) {
     int want;
     switch (kind) {
-      case K_AR: want = reduce_ref(op, W, i, salt, -1); break;
-      case K_RS: want = reduce_ref(op, W, (size_t)R * n + i, salt, R); break;
+      case K_AR: want = reduce_ref(op, W, i, salt); break;
+      case K_RS: want = reduce_ref(op, W, (size_t)R * n + i, salt); break;
       case K_AG: want = value((int)(i / n), i % n, salt); break;
       case K_BC: want = value(root, i, salt); break;
       default: want = value((int)(i / n), (size_t)R * n + i % n, salt); break;
@@ -267,7 +266,7 @@ static void test_graph(ctx_t *c) {
       CUDA(c, cudaMemcpy(h, ar[a], n * sizeof(float), cudaMemcpyDeviceToHost));
       size_t bad = 0;
       for (size_t i = 0; i < n; i++)
-        bad += h[i] != (float)reduce_ref(SYMM_REDUCE_SUM, W, i, 100 + rep, -1);
+        bad += h[i] != (float)reduce_ref(SYMM_REDUCE_SUM, W, i, 100 + rep);
       if (bad) FAIL(c, "graph replay %d, %s: %zu wrong", rep, symm_algo_name(algos[a]), bad);
     }
     CUDA(c, cudaMemcpy(h, ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));

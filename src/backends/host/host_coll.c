@@ -43,12 +43,9 @@
  * its phase 3 already follows the last read of any sendbuf, which is also
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
  * barrier and a copy beat two barriers. */
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "host.h"
 

@@ -33,6 +33,9 @@ extern const size_t symm_coll_fatbin_size;
 
 enum { NATIVE_COLL_KINDS = 9, NATIVE_COLL_DTYPES = 4 };
 
+_Static_assert(SYMM_COLL_PAD_BYTES == SYMM_SIGNAL_PAD_BYTES,
+               "the kernels' pad layout assumes the library's signal pad size");
+
 typedef struct native_coll {
   bool ready;
   char why[256];                    /* why collectives are unavailable */
@@ -73,7 +76,7 @@ static const char *const native_coll_dtype_names[NATIVE_COLL_DTYPES] = {"f32", "
 static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t *st, bool *ok) {
   int32_t mine = 1;
   for (int r = 0; r < comm->size && mine; r++) {
-    int d = st->peer_ordinal ? st->peer_ordinal[r] : -1, atomics = 0;
+    int d = st->peer_ordinal[r], atomics = 0;
     if (r == comm->rank || d == (int)st->dev) continue;
     if (d < 0 || st->drv->cuDeviceGetP2PAttribute(&atomics, NCU_P2P_NATIVE_ATOMIC_SUPPORTED,
                                                   st->dev, d) != NCU_SUCCESS || !atomics)
@@ -230,8 +233,7 @@ static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned
 }
 
 static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
-  uint64_t g = (work_bytes + per_block - 1) / per_block;
-  if (g < 1) g = 1;
+  uint64_t g = (work_bytes + per_block - 1) / per_block; /* work_bytes >= 1 */
   if (g > channels) g = channels;
   return (unsigned)g;
 }
@@ -267,10 +269,10 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   memset(p, 0, sizeof *p);
   const int world = comm->size;
   void *const *data = NULL;
-  SYMM_CHECK(symm_tensor_peer_ptrs((symm_tensor_t *)scratch, &data));
+  SYMM_CHECK(symm_tensor_peer_ptrs(scratch, &data));
   for (int r = 0; r < world; r++) {
     void *pad = NULL;
-    SYMM_CHECK(symm_tensor_signal_pad((symm_tensor_t *)scratch, r, &pad));
+    SYMM_CHECK(symm_tensor_signal_pad(scratch, r, &pad));
     p->peer_data[r] = (uint64_t)(uintptr_t)data[r];
     p->peer_pad[r] = (uint64_t)(uintptr_t)pad;
   }
@@ -285,7 +287,7 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   p->stage_off = SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES;
   p->stage_half = ((S - p->stage_off) / 2) & ~(uint64_t)255;
   p->err = co->err_dev;
-  p->timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
+  p->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
   uint64_t h = symm_hash64(f, sizeof f, symm_hash64(comm->prefix, strlen(comm->prefix), 7));
   p->nonce = (uint32_t)(h ^ (h >> 32));
@@ -469,7 +471,7 @@ symm_result_t native_signal(symm_comm_t *comm, int op, const symm_tensor_t *tens
     p.pads[r] = (uint64_t)(uintptr_t)pad;
   }
   p.err = co->err_dev;
-  p.timeout_ns = (uint64_t)(comm->timeout_ms > 0 ? comm->timeout_ms : 60000) * 1000000ull;
+  p.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   p.op = op;
   p.rank = comm->rank;
   p.world = comm->size;

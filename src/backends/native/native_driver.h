@@ -162,7 +162,6 @@ typedef struct ncu_uuid {
   X(cuStreamCreate, (ncu_stream * stream, unsigned int flags))                 \
   X(cuStreamDestroy, (ncu_stream stream))                                      \
   X(cuStreamSynchronize, (ncu_stream stream))                                  \
-  X(cuMemGetInfo, (size_t * free_bytes, size_t *total_bytes))                  \
   X(cuMemAlloc, (ncu_deviceptr * ptr, size_t bytes))                           \
   X(cuMemFree, (ncu_deviceptr ptr))                                            \
   X(cuMemcpyHtoDAsync, (ncu_deviceptr dst, const void *src, size_t bytes,      \
