@@ -11,8 +11,9 @@
  *    passes a sequence number, so a captured CUDA graph replays correctly.
  *  - Ranks meet through *headers*: the epoch e, which block b writes into
  *    every peer's pad (channel b), double-buffered by the parity of e, and
- *    one *announce* per kernel {e, signature}.  A reader waits for e in the
- *    header, then compares the announced signature with its own.
+ *    one *announce* per kernel {e, signature, e, zero-copy key}.  A reader
+ *    waits for e in the header, then compares the announced signature with
+ *    its own.
  *  - Data is staged into the scratch's data area, also double-buffered by
  *    the parity of e; LL packets live in a separate area of the scratch.
  */

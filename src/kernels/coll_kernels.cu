@@ -44,13 +44,15 @@
  *  one piece, so data and flag arrive together; the reader spins on the
  *  packet itself and zeroes it after use.  One kernel and no barrier: the
  *  flag carries the call's signature, and a reader whose packets do not
- *  come looks at the peer's header to tell a mismatch from a late peer.
+ *  come looks at the peer's announce to tell a mismatch from a late peer.
+ *  LL128 does the same with 128-byte lines of 120 data bytes and a flag.
  *
  *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer; on
  *  expiry the kernel records SYMM_ERR_TIMEOUT (first error wins) in the
- *  pinned error record and finishes.  Once a timeout is recorded, later
- *  kernels of the communicator skip every wait (fail fast) until the host
- *  clears the record.
+ *  pinned error record, sets a sticky word in this rank's scratch pad, and
+ *  finishes.  While that word is set, later kernels on this scratch skip
+ *  every wait (fail fast) and report again; it is never cleared (the
+ *  ranks are out of step), only a new scratch starts without it.
  *
  *  Determinism.  Where every rank reduces the same element (one-shot, LL)
  *  the ranks' values are combined in the same order on every rank (the
@@ -564,7 +566,7 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
  * written in one piece, so a reader that sees the flag in both halves has
  * both data words.  The flag mixes the epoch with the call's signature: a
  * peer that enqueued a different collective never produces our flag, and
- * the reader, while it waits, looks at that peer's header to say
+ * the reader, while it waits, looks at that peer's announce to say
  * SYMM_ERR_MISMATCH instead of waiting out the timeout.  Consumed packets
  * are zeroed, so that the region holds nothing stale when its parity comes
  * round again.

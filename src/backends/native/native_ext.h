@@ -1,8 +1,7 @@
 /*
- * Native-backend functions beyond the version-1 ops table, for the core
- * (and the GPU tests) to call until the table grows members for them:
- * device copies of small host arrays (the peers' data pointers, for
- * kernels) and the pad heap's statistics.  Each takes a communicator whose
+ * Native-backend functions that the ops table reaches (device_copy and
+ * device_free, members of version 2) or that only the GPU tests call (the
+ * pad heap's statistics).  Each takes a communicator whose
  * backend is native; anything else gets SYMM_ERR_UNSUPPORTED.
  */
 #ifndef SYMM_NATIVE_EXT_H
