@@ -1,5 +1,6 @@
 TEST_ENTRY(errors_strerror, 10)
 TEST_ENTRY(core_backend_names, 10)
+TEST_ENTRY(core_coll_names, 10)
 TEST_ENTRY(core_gpu_backends_explain, 20)
 TEST_ENTRY(core_dtypes, 10)
 TEST_ENTRY(core_settings, 10)

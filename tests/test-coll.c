@@ -632,11 +632,20 @@ static int bad_args_rank(int rank, int size, void *arg) {
   ASSERT_RES(symm_broadcast(comm, in, out, 8, SYMM_DTYPE_F32, -1, NULL), SYMM_ERR_INVALID_ARG);
   ASSERT_RES(symm_broadcast(comm, in, out, 8, SYMM_DTYPE_F32, size, NULL), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "root");
+  ASSERT_RES(symm_all_reduce(comm, in, out, SIZE_MAX / 2, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "overflows");
+  ASSERT_RES(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_COUNT_), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_comm_reserve_scratch(NULL, 1), SYMM_ERR_INVALID_ARG);
+  /* Host collectives report errors from the call: nothing is ever pending. */
+  ASSERT_OK(symm_comm_check_async_error(comm));
   /* Valid after all that: count 0 with NULL buffers, a non-root's NULL
    * sendbuf, then a real call. */
   ASSERT_OK(symm_all_reduce(comm, NULL, NULL, 0, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
   ASSERT_OK(symm_broadcast(comm, rank == 1 ? in : NULL, out, 8, SYMM_DTYPE_F32, 1, NULL));
   for (int i = 0; i < 8; i++) ASSERT_EQ((int)out[i], i + 1);
+  /* Reserving scratch is collective and leaves collectives working. */
+  ASSERT_OK(symm_comm_reserve_scratch(comm, (size_t)1 << 20));
   check_recovers(comm, rank, size);
   symm_comm_destroy(comm);
   return 0;

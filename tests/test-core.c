@@ -27,6 +27,32 @@ TEST_IMPL(core_backend_names) {
   return 0;
 }
 
+/* Reduction and algorithm names round-trip; unknown names list the valid. */
+TEST_IMPL(core_coll_names) {
+  for (int i = 0; i < SYMM_REDUCE_COUNT_; i++) {
+    symm_redop_t op;
+    ASSERT_OK(symm_redop_from_name(symm_redop_name((symm_redop_t)i), &op));
+    ASSERT_EQ((int)op, i);
+  }
+  for (int i = 0; i < SYMM_ALGO_COUNT_; i++) {
+    symm_algo_t a;
+    ASSERT_OK(symm_algo_from_name(symm_algo_name((symm_algo_t)i), &a));
+    ASSERT_EQ((int)a, i);
+  }
+  symm_algo_t a;
+  ASSERT_OK(symm_algo_from_name("LL128", &a)); /* case-insensitive */
+  ASSERT_EQ((int)a, (int)SYMM_ALGO_LL128);
+  ASSERT_RES(symm_algo_from_name("fast", &a), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "ll128");
+  symm_redop_t op;
+  ASSERT_RES(symm_redop_from_name("avg", &op), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "sum, min, max");
+  ASSERT_RES(symm_redop_from_name(NULL, &op), SYMM_ERR_INVALID_ARG);
+  ASSERT(symm_redop_name((symm_redop_t)SYMM_REDUCE_COUNT_) == NULL);
+  ASSERT(symm_algo_name((symm_algo_t)SYMM_ALGO_COUNT_) == NULL);
+  return 0;
+}
+
 TEST_IMPL(core_gpu_backends_explain) {
   /* On a machine without a GPU every GPU backend says why it is unusable. */
   for (int b = SYMM_BACKEND_NATIVE; b <= SYMM_BACKEND_NVSHMEM; b++) {
