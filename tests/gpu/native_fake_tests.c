@@ -939,7 +939,24 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
   ROK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
   RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_f32_max") == 0, "%s", l.name);
+  /* LL and LL128 forced on more than their areas hold: one-shot. */
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL));
+  ROK(symm_all_reduce(comm, plain, plain, (1 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL, 1 MiB: %s", l.name);
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL128));
+  ROK(symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL128, 8 MiB: %s", l.name);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+  /* All-gather offers zero copy from 1 MiB of output, on a symmetric recv. */
+  const size_t ag_elems[2] = {((1 << 20) - 16) / 8 / size, (1 << 20) / 8 / size};
+  for (int k = 0; k < 2; k++) {
+    ROK(symm_all_gather(comm, data, data + 16 * 1024 * 1024 / 2, ag_elems[k], SYMM_DTYPE_U64,
+                        NULL));
+    RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0, "%s", l.name);
+    memcpy(&p, l.params, sizeof p);
+    RCHECK((p.zc != 0) == (k == 1), "all-gather of %zu bytes: zc %u",
+           ag_elems[k] * 8 * (size_t)size, p.zc);
+  }
   ROK(native_ctx_enter(st, &saved));
   st->drv->cuMemFree(d);
   native_ctx_leave(st, saved);
@@ -1018,6 +1035,13 @@ static int signal_launch_rank(int rank, int size, void *arg) {
   err->kind = SYMM_COLL_KERNEL_AR_LL128;
   RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
   RCHECK(strstr(symm_last_error(), "ar_ll128 kernel"), "%s", symm_last_error());
+  /* A kernel that did not run because an earlier one timed out. */
+  err->peer = 0xffffffffu;
+  err->kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
+  err->code = SYMM_ERR_TIMEOUT;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  RCHECK(strstr(symm_last_error(), "did not run: an earlier collective timed out"), "%s",
+         symm_last_error());
   ROK(symm_comm_check_async_error(comm));
   symm_comm_barrier(comm);
   symm_tensor_free(t);
