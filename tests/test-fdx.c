@@ -693,24 +693,7 @@ struct fdx_fake_server {
 static void fdx_fake_reply(int conn, uint64_t id) {
   int mem = fdx_make_memfd(4096, (int)id);
   symm_fdx_reply_t rep = {SYMM_FDX_MAGIC, SYMM_FDX_OK, id};
-  struct iovec iov = {&rep, sizeof rep};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } ctl;
-  memset(&ctl, 0, sizeof ctl);
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl.buf;
-  msg.msg_controllen = sizeof ctl.buf;
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &mem, sizeof mem);
-  (void)!sendmsg(conn, &msg, MSG_NOSIGNAL); /* the late one may find the client gone */
+  (void)symm_fdx_sendmsg(conn, &rep, sizeof rep, mem, 0); /* the late one may find the client gone */
   close(mem);
 }
 
