@@ -223,11 +223,13 @@ static int count_job_sockets(const char *job) {
   return n;
 }
 
-static void run_kill_case(const char *where, int n) {
+/* Rank 1 is killed `where`; NULL backend: the harness default, so that the
+ * conformance run (SYMM_TEST_BACKEND) covers other backends too. */
+static void run_kill_case(const char *where, int n, test_rank_fn fn) {
   kill_arg_t ka = {where, 3000};
   int status[8];
-  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700};
-  int bad = test_run_ranks_opts(n, killed_rank, &ka, &o);
+  test_job_opts_t o = {30000, status, NULL, ka.timeout_ms, 1, 700};
+  int bad = test_run_ranks_opts(n, fn, &ka, &o);
   ASSERT_EQ(bad, 1); /* only the killed rank */
   ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
   /* Every rank is reaped by the harness; nothing of the job listens any more. */
@@ -237,11 +239,11 @@ static void run_kill_case(const char *where, int n) {
 }
 
 TEST_IMPL(ranks_killed_in_rendezvous) {
-  run_kill_case("rendezvous", 3);
+  run_kill_case("rendezvous", 3, killed_rank);
   return 0;
 }
 TEST_IMPL(ranks_killed_in_barrier) {
-  run_kill_case("barrier", 4);
+  run_kill_case("barrier", 4, killed_rank);
   return 0;
 }
 
@@ -564,10 +566,7 @@ static int store_only_killed_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(ranks_store_bootstrap_killed) {
-  kill_arg_t ka = {"barrier", 3000};
-  int status[3];
-  test_job_opts_t o = {30000, status, "host", ka.timeout_ms, 1, 700};
-  ASSERT_EQ(test_run_ranks_opts(3, store_only_killed_rank, &ka, &o), 1);
+  run_kill_case("barrier", 3, store_only_killed_rank);
   return 0;
 }
 
