@@ -151,11 +151,6 @@ static bool coll_reduces(bench_coll_t coll) {
   return coll == BENCH_ALL_REDUCE || coll == BENCH_REDUCE_SCATTER;
 }
 
-static bool dtype_reducible(symm_dtype_t dt) {
-  return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
-         dt == SYMM_DTYPE_I32;
-}
-
 enum {
   OPT_COLL = 256, OPT_OP, OPT_DTYPE, OPT_ALGO, OPT_INPLACE, OPT_ROOT, OPT_GRAPH, OPT_NCCL,
   OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT
@@ -272,7 +267,7 @@ static int parse_options(int argc, char **argv, bench_options_t *opt) {
   if (opt->min_bytes > opt->max_bytes)
     return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
                        opt->max_bytes);
-  if (coll_reduces(opt->coll) && !dtype_reducible(opt->dtype))
+  if (coll_reduces(opt->coll) && !symm_dtype_reducible(opt->dtype))
     return usage_error("%s reduces, which needs --dtype f32, bf16, f16 or i32, not %s",
                        coll_names[opt->coll], symm_dtype_name(opt->dtype));
   return -1;
@@ -395,11 +390,7 @@ static void bench_die(const char *fmt, ...) {
 
 static bool on_gpu(const bench_t *b) { return b->device >= 0; }
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+static double now_us(void) { return (double)symm_now_ns() / 1e3; }
 
 /* ---- memory: CPU for the host backend, this rank's GPU otherwise */
 

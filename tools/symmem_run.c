@@ -107,11 +107,7 @@ static int sig_pipe[2] = {-1, -1};
 
 /* ------------------------------------------------------------- utilities */
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t now_ms(void) { return symm_now_ns() / 1000000u; }
 
 static const char *signal_abbrev(int sig) {
   switch (sig) {
@@ -146,26 +142,7 @@ static void write_all(int fd, const char *data, size_t len) {
 static void random_hex(char *out, size_t nbytes) {
   unsigned char raw[32];
   if (nbytes > sizeof raw) nbytes = sizeof raw;
-  size_t got = 0;
-  while (got < nbytes) {
-    ssize_t r = getrandom(raw + got, nbytes - got, 0);
-    if (r > 0) got += (size_t)r;
-    else if (r < 0 && errno != EINTR) break;
-  }
-  if (got < nbytes) { /* very old kernel: fall back to the device */
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-      got += fread(raw + got, 1, nbytes - got, f);
-      fclose(f);
-    }
-  }
-  if (got < nbytes) { /* never expected; a weak token beats no job */
-    uint64_t x = now_ms() ^ ((uint64_t)getpid() << 32);
-    for (size_t i = got; i < nbytes; i++) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      raw[i] = (unsigned char)(x >> 56);
-    }
-  }
+  symm_random_bytes(raw, nbytes);
   for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
 }
 

@@ -81,7 +81,7 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   return symm_hash64(fields, sizeof fields, 0x73796d6dull);
 }
 
-static bool reducible(symm_dtype_t dt) {
+bool symm_dtype_reducible(symm_dtype_t dt) {
   return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
          dt == SYMM_DTYPE_I32;
 }
@@ -116,7 +116,7 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
   bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
   if (reduces && (unsigned)a->op >= SYMM_REDUCE_COUNT_)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad reduction %d", fn, (int)a->op);
-  if (reduces && !reducible(a->dtype))
+  if (reduces && !symm_dtype_reducible(a->dtype))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %s cannot be reduced (f32, bf16, f16, i32 "
                       "can)", fn, symm_dtype_name(a->dtype));
   if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
