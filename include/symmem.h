@@ -453,7 +453,8 @@ SYMM_API size_t symm_signal_pad_bytes(void);
  * rank; channel outside [0, symm_signal_channels); a stream on the host
  * backend), SYMM_ERR_STATE (tensor not rendezvoused), SYMM_ERR_UNSUPPORTED
  * (backend without stream-ordered signals, or a native build without CUDA
- * kernels), SYMM_ERR_TIMEOUT (host backend), SYMM_ERR_BACKEND (the launch
+ * kernels), SYMM_ERR_TIMEOUT / SYMM_ERR_PEER_LOST (host backend: the peer
+ * never signalled, or its process is gone), SYMM_ERR_BACKEND (the launch
  * failed).
  */
 SYMM_API symm_result_t symm_signal_put(symm_tensor_t *tensor, int peer, int channel,

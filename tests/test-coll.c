@@ -596,6 +596,31 @@ static int absent_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* The last rank is SIGKILLed before it calls: the others get PEER_LOST
+ * (its process is gone), not a timeout 20 s later. */
+static int killed_before_call_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  if (rank == size - 1) {
+    sleep(30); /* killed here by the harness */
+    return 1;
+  }
+  float x[16] = {0};
+  ASSERT_RES(symm_all_reduce(comm, x, x, 16, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_PEER_LOST);
+  char want[32];
+  snprintf(want, sizeof want, "rank %d (pid", size - 1);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  return 0;
+}
+
+TEST_IMPL(coll_peer_killed) {
+  test_job_opts_t o = {30000, NULL, NULL, 20000, 2, 1000};
+  ASSERT_EQ(test_run_ranks_opts(3, killed_before_call_rank, NULL, &o), 1); /* only the killed */
+  return 0;
+}
+
 TEST_IMPL(coll_timeout) {
   test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
   ASSERT_EQ(test_run_ranks_opts(3, absent_rank, NULL, &o), 0);

@@ -138,6 +138,26 @@ TEST_IMPL(signal_timeout) {
   return 0;
 }
 
+/* Rank 1 is SIGKILLed: rank 0's wait for its signal ends in PEER_LOST. */
+static int killed_peer_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = init_comm();
+  symm_tensor_t *t = make_tensor(comm, 16);
+  if (rank == 1) {
+    sleep(30); /* killed here by the harness */
+    return 1;
+  }
+  ASSERT_RES(symm_signal_wait(t, 1, 0, NULL), SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 (pid");
+  return 0;
+}
+
+TEST_IMPL(signal_peer_killed) {
+  test_job_opts_t o = {30000, NULL, NULL, 20000, 1, 1000};
+  ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, NULL, &o), 1);
+  return 0;
+}
+
 static int bad_args_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = init_comm();

@@ -80,20 +80,6 @@ static void backoff(unsigned *round) {
   }
 }
 
-/* A rank's process is gone, or a zombie nobody reaped yet. */
-static bool process_gone(int32_t pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *paren = strrchr(buf, ')'); /* the state follows "(comm) " */
-  return paren && paren[1] == ' ' && paren[2] == 'Z';
-}
-
 static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq) {
   shm_bs_t *s = bs->state;
   _Atomic uint64_t *flag = &s->seg->slots[r].published;
@@ -107,7 +93,7 @@ static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq) {
     uint64_t now = symm_now_ns();
     if (now >= next_check) {
       next_check = now + SHM_LIVENESS_NS;
-      if (process_gone(s->pids[r]))
+      if (symm_process_gone(s->pids[r]))
         return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone (collective "
                           "#%llu)", r, (int)s->pids[r], (unsigned long long)seq);
     }

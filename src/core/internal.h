@@ -402,6 +402,8 @@ size_t symm_registry_count(void);
 uint64_t symm_hash64(const void *data, size_t len, uint64_t seed);
 uint64_t symm_now_ns(void);              /* CLOCK_MONOTONIC */
 void symm_random_bytes(void *buf, size_t len);
+/* Process pid (on this host) is gone, or a zombie nobody reaped yet. */
+bool symm_process_gone(int32_t pid);
 /* Round up to a multiple of align (power of two). */
 static inline size_t symm_round_up(size_t v, size_t align) {
   return (v + align - 1) & ~(align - 1);

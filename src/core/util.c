@@ -1,6 +1,8 @@
 /* Small helpers: hashing, clocks, randomness. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -52,4 +54,18 @@ void symm_random_bytes(void *buf, size_t len) {
     p += n;
     len -= (size_t)n;
   }
+}
+
+/* A rank's process is gone, or a zombie nobody reaped yet. */
+bool symm_process_gone(int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')'); /* the state follows "(comm) " */
+  return paren && paren[1] == ' ' && paren[2] == 'Z';
 }

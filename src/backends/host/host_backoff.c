@@ -13,6 +13,7 @@
 #define SPIN_NS 20000ull
 #define YIELD_NS 1000000ull
 #define SLEEP_MAX_NS 64000ull
+#define LIVENESS_NS 20000000ull /* look at the waited-for process every 20 ms */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,7 +49,14 @@ void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm) {
   b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
   host_backoff_reset(b);
   b->deadline = 0;
+  b->next_check = 0;
   b->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  b->pid = 0;
+  b->lost = false;
+}
+
+void host_backoff_watch(host_backoff_t *b, const symm_comm_t *comm, int rank) {
+  b->pid = comm->pids ? comm->pids[rank] : 0;
 }
 
 /* The clock is read every 64 spins only. */
@@ -61,6 +69,13 @@ bool host_backoff_pause(host_backoff_t *b) {
   if (!b->deadline) b->deadline = now + b->timeout_ns;
   if (!b->since) b->since = now;
   if (now >= b->deadline) return false;
+  if (b->pid > 0 && now >= b->next_check) {
+    b->next_check = now + LIVENESS_NS;
+    if (symm_process_gone(b->pid)) {
+      b->lost = true;
+      return false;
+    }
+  }
   uint64_t waited = now - b->since;
   if (waited < b->spin_ns) {
     cpu_relax();

@@ -164,8 +164,15 @@ static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
     if (flag_of(c, r) >= target) continue;
     if (!started) host_backoff_start(&b, c->comm);
     started = true;
-    while (flag_of(c, r) < target)
-      if (!host_backoff_pause(&b)) return timeout_error(c, target, what);
+    host_backoff_watch(&b, c->comm, r);
+    while (flag_of(c, r) < target) {
+      if (host_backoff_pause(&b)) continue;
+      if (b.lost)
+        return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
+                          "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq, r,
+                          (int)c->comm->pids[r], what);
+      return timeout_error(c, target, what);
+    }
     host_backoff_reset(&b);
   }
   return SYMM_SUCCESS;

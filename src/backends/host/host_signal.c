@@ -16,6 +16,11 @@ static symm_result_t slot_of(const symm_tensor_t *t, int owner, int channel, int
   return SYMM_SUCCESS;
 }
 
+static symm_result_t lost(const symm_comm_t *comm, int peer, const char *fn) {
+  return symm_error(SYMM_ERR_PEER_LOST, "%s: rank %d (pid %d) is gone", fn, peer,
+                    (int)comm->pids[peer]);
+}
+
 static symm_result_t put(symm_comm_t *comm, const symm_tensor_t *t, int peer, int channel,
                          const char *fn) {
   _Atomic uint32_t *slot;
@@ -27,11 +32,16 @@ static symm_result_t put(symm_comm_t *comm, const symm_tensor_t *t, int peer, in
     if (atomic_compare_exchange_weak_explicit(slot, &empty, 1u, memory_order_release,
                                               memory_order_relaxed))
       return SYMM_SUCCESS;
-    if (!started) host_backoff_start(&b, comm);
+    if (!started) {
+      host_backoff_start(&b, comm);
+      host_backoff_watch(&b, comm, peer);
+    }
     started = true;
     if (!host_backoff_pause(&b))
-      return symm_error(SYMM_ERR_TIMEOUT, "%s: rank %d did not consume the previous signal on "
-                        "channel %d within %d ms", fn, peer, channel, comm->timeout_ms);
+      return b.lost ? lost(comm, peer, fn)
+                    : symm_error(SYMM_ERR_TIMEOUT, "%s: rank %d did not consume the previous "
+                                 "signal on channel %d within %d ms", fn, peer, channel,
+                                 comm->timeout_ms);
   }
 }
 
@@ -42,10 +52,12 @@ static symm_result_t wait(symm_comm_t *comm, const symm_tensor_t *t, int peer, i
   if (!atomic_load_explicit(slot, memory_order_acquire)) {
     host_backoff_t b;
     host_backoff_start(&b, comm);
+    host_backoff_watch(&b, comm, peer);
     while (!atomic_load_explicit(slot, memory_order_acquire))
       if (!host_backoff_pause(&b))
-        return symm_error(SYMM_ERR_TIMEOUT, "%s: no signal from rank %d on channel %d within "
-                          "%d ms", fn, peer, channel, comm->timeout_ms);
+        return b.lost ? lost(comm, peer, fn)
+                      : symm_error(SYMM_ERR_TIMEOUT, "%s: no signal from rank %d on channel %d "
+                                   "within %d ms", fn, peer, channel, comm->timeout_ms);
   }
   atomic_store_explicit(slot, 0u, memory_order_relaxed); /* consumed */
   return SYMM_SUCCESS;
