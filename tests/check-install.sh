@@ -5,7 +5,7 @@ set -e
 build="$1"; src="$2"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-for f in include/symmem.h bin/symmem-run bin/symmem-info; do
+for f in include/symmem.h include/symmem_device.cuh bin/symmem-run bin/symmem-info bin/symmem-bench; do
   [ -e "$tmp/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 libdir=$(ls -d "$tmp"/prefix/lib* | head -n1)

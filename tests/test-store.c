@@ -106,6 +106,12 @@ static int raw_wait_closed(int fd, int timeout_ms) {
   }
 }
 
+/* The server closes fd (within 3 s); then ours goes too. */
+static void raw_expect_hangup(int fd) {
+  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
+  close(fd);
+}
+
 /* Encodes a message with an arbitrary body into out; returns its size. */
 static size_t raw_msg(uint8_t *out, uint8_t op, const void *body, uint32_t len) {
   symm_proto_encode_header(out, op, 7, len);
@@ -873,8 +879,7 @@ TEST_IMPL(store_wrong_token) {
   uint8_t msg[128];
   raw_send(fd, msg, raw_hello_msg(msg, "wrong", 2));
   ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_ERR_PERMISSION);
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   fx_check_alive(&f);
   /* A refused rank is not a lost rank: others' waits are unaffected. */
@@ -931,16 +936,14 @@ TEST_IMPL(store_raw_truncated) {
   symm_proto_put16(body, 10); /* key claims 10 bytes, body has 5 */
   memcpy(body + 2, "abcde", 5);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_DEL, body, 7));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* Trailing bytes after the last field. */
   fd = raw_authed(&f);
   uint32_t bl = raw_get_body(body, "k", 0);
   memcpy(body + bl, "xyz", 3);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET, body, bl + 3));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* And the well-formed version of that message is answered. */
   fd = raw_authed(&f);
@@ -974,8 +977,7 @@ TEST_IMPL(store_raw_oversized) {
   symm_proto_encode_header(msg, SYMM_OP_SET, 1,
                            (uint32_t)symm_proto_max_body(SYMM_OP_SET) + 1);
   raw_send(fd, msg, SYMM_PROTO_HEADER_BYTES);
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A value length field over SYMM_STORE_MAX_VALUE inside a small body. */
   fd = raw_authed(&f);
@@ -984,16 +986,14 @@ TEST_IMPL(store_raw_oversized) {
   symm_proto_put32(body + 3, SYMM_STORE_MAX_VALUE + 1);
   memset(body + 7, 0, 16);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_SET, body, 23));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A key length field over SYMM_STORE_MAX_KEY. */
   fd = raw_authed(&f);
   symm_proto_put16(body, 300);
   memset(body + 2, 'k', 200);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_DEL, body, 202));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A key count over SYMM_STORE_MAX_KEYS. */
   fd = raw_authed(&f);
@@ -1001,16 +1001,14 @@ TEST_IMPL(store_raw_oversized) {
   symm_proto_put16(body + 4, 1);
   body[6] = 'k';
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_CHECK, body, 7));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A token over the limit in HELLO. */
   fd = raw_connect(f.port);
   symm_proto_put16(body, 2000);
   memset(body + 2, 't', 100);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, 102));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   fx_check_alive(&f);
   fx_stop(&f);
@@ -1025,8 +1023,7 @@ TEST_IMPL(store_raw_garbage) {
   int fd = raw_connect(f.port);
   for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)(i * 7919u >> 3);
   raw_send(fd, msg, sizeof msg);
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
   fx_check_alive(&f);
 
   /* Wrong version. */
@@ -1034,32 +1031,27 @@ TEST_IMPL(store_raw_garbage) {
   size_t n = raw_hello_msg(msg, k_token, -1);
   msg[4] = SYMM_PROTO_VERSION + 1;
   raw_send(fd, msg, n);
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A request before HELLO. */
   fd = raw_connect(f.port);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET, body, raw_get_body(body, "k", 0)));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* Unknown opcode after HELLO. */
   fd = raw_authed(&f);
   raw_send(fd, msg, raw_msg(msg, 77, NULL, 0));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A reply opcode sent as a request. */
   fd = raw_authed(&f);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_GET | SYMM_PROTO_REPLY_FLAG, NULL, 0));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* A second HELLO. */
   fd = raw_authed(&f);
   raw_send(fd, msg, raw_hello_msg(msg, k_token, -1));
-  ASSERT_GE(raw_wait_closed(fd, 3000), 0);
-  close(fd);
+  raw_expect_hangup(fd);
 
   /* Those were tools (rank -1): closing them lost no rank, and the
    * server still serves. */
