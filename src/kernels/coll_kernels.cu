@@ -150,7 +150,20 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
   }
 }
 
+/* Programmatic dependent launch (native_coll_launch): a kernel of ours may
+ * start while the kernel before it on the stream still runs.  Wait for
+ * that kernel's completion and memory before touching anything (a no-op
+ * when launched without the attribute), then let the next kernel start:
+ * only after the wait, so that at most two kernels hold SM slots. */
+static __device__ __forceinline__ void coll_after_prior_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 static __device__ coll_ctx coll_begin(const params_t &a) {
+  coll_after_prior_kernel();
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
   c.e = words[0] + 1u;
@@ -631,6 +644,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
   const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   /* The first packet's load overlaps the epoch's. */
+  coll_after_prior_kernel();
   const uint2 d0 = first < np ? ll_pack(send, first, n, vec) : make_uint2(0, 0);
   coll_ctx c = coll_begin(a);
   const uint32_t flag = ll_flag(a, c);
@@ -958,6 +972,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_SIGNAL_THREADS)
   const int t = (int)threadIdx.x;
   const unsigned ch = (unsigned)a.channel, W = (unsigned)a.world;
   uint32_t *mine = (uint32_t *)(uintptr_t)a.pads[a.rank];
+  coll_after_prior_kernel();
   if (a.op == 1 || a.op == 2) {
     if (t != 0) return;
     if (a.op == 1)

@@ -795,10 +795,8 @@ static ncu_result fk_cuModuleGetFunction(ncu_function *fn, ncu_module m, const c
   return NCU_SUCCESS;
 }
 
-static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, unsigned gz,
-                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                                    ncu_stream stream, void **params, void **extra) {
-  (void)stream, (void)shared;
+static ncu_result fk_launch(ncu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, void **params, void **extra, int pdl) {
   ncu_result r = fk_need_ctx();
   if (r) return r;
   int i = (int)(uintptr_t)fn - 1;
@@ -810,12 +808,34 @@ static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, u
   snprintf(l->name, sizeof l->name, "%s", fk_function_names[i]);
   l->grid = gx;
   l->block = bx;
+  l->pdl = pdl;
   /* Each kernel takes one parameter block; its size follows from the name. */
   l->param_bytes = strcmp(l->name, "symm_signal_op") == 0 ? sizeof(symm_signal_params_t)
                                                           : sizeof(symm_coll_params_t);
   memcpy(l->params, params[0], l->param_bytes);
   pthread_mutex_unlock(&fk_lock);
   return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    ncu_stream stream, void **params, void **extra) {
+  (void)stream, (void)shared;
+  return fk_launch(fn, gx, gy, gz, bx, by, bz, params, extra, 0);
+}
+
+/* Accepts only the attribute symmem sets; FAKECUDA_NO_LAUNCH_EX=1 hides the
+ * entry point (a driver without it). */
+static ncu_result fk_cuLaunchKernelEx(const ncu_launch_config *cfg, ncu_function fn,
+                                      void **params, void **extra) {
+  if (!cfg || (cfg->num_attrs && !cfg->attrs)) return NCU_ERROR_INVALID_VALUE;
+  int pdl = 0;
+  for (unsigned i = 0; i < cfg->num_attrs; i++) {
+    if (cfg->attrs[i].id != NCU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION)
+      return NCU_ERROR_INVALID_VALUE;
+    pdl = cfg->attrs[i].value.programmatic_stream_serialization != 0;
+  }
+  return fk_launch(fn, cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz, params, extra, pdl);
 }
 
 static ncu_result fk_cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
@@ -871,6 +891,7 @@ static const struct {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
     NATIVE_COLL_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
+    {"cuLaunchKernelEx", (void *)fk_cuLaunchKernelEx},
 };
 
 FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
@@ -887,7 +908,8 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
     return NCU_ERROR_NOT_FOUND;
   }
   for (size_t i = 0; i < sizeof fk_kernel_table / sizeof fk_kernel_table[0]; i++)
-    if (strcmp(fk_kernel_table[i].name, symbol) == 0 && !fk_env_int("FAKECUDA_NO_KERNELS", 0)) {
+    if (strcmp(fk_kernel_table[i].name, symbol) == 0 && !fk_env_int("FAKECUDA_NO_KERNELS", 0) &&
+        !(strcmp(symbol, "cuLaunchKernelEx") == 0 && fk_env_int("FAKECUDA_NO_LAUNCH_EX", 0))) {
       *pfn = fk_kernel_table[i].fn;
       if (status) *status = NCU_PROC_FOUND;
       return NCU_SUCCESS;

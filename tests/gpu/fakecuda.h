@@ -17,11 +17,13 @@ typedef struct fakecuda_stats {
   long exports, imports;
 } fakecuda_stats_t;
 
-/* One recorded kernel launch: the kernel's name, grid and block (x only)
- * and its parameter block. */
+/* One recorded kernel launch: the kernel's name, grid and block (x only),
+ * whether it came through cuLaunchKernelEx with programmatic stream
+ * serialization, and its parameter block. */
 typedef struct fakecuda_launch {
   char name[96];
   unsigned grid, block;
+  int pdl;
   size_t param_bytes;
   unsigned char params[sizeof(symm_coll_params_t) > sizeof(symm_signal_params_t)
                            ? sizeof(symm_coll_params_t)

@@ -1054,6 +1054,66 @@ TEST_IMPL(native_fake_signal_launches) {
   return 0;
 }
 
+/* How kernels are launched: with programmatic dependent launch by default
+ * (through cuLaunchKernelEx), plainly with SYMM_NATIVE_PDL=0 or a driver
+ * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid. */
+typedef struct {
+  int pdl;         /* expected for every launch */
+  unsigned blocks; /* expected cap of the grids, 0: the defaults */
+} launch_expect_t;
+
+static int launch_settings_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  const launch_expect_t *want = arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, (8 << 20) / 8);
+  RCHECK(buf, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  char *data = symm_tensor_data(buf);
+  const size_t bytes[3] = {4096, 1 << 20, 8 << 20}; /* LL, LL128, two-shot */
+  /* Their grids: one block, SYMM_COLL_MAX_CHANNELS blocks, one per channel. */
+  const unsigned full[3] = {1, SYMM_COLL_MAX_CHANNELS, symm_coll_channels(2)};
+  fakecuda_launch_t l;
+  for (int k = 0; k < 3; k++) {
+    symm_result_t r =
+        symm_all_reduce(comm, data, data, bytes[k] / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
+    if (no_kernels(r)) {
+      symm_comm_destroy(comm);
+      return TEST_SKIP;
+    }
+    ROK(r);
+    RCHECK(last_launch(&l), "no launch");
+    unsigned grid = want->blocks && want->blocks < full[k] ? want->blocks : full[k];
+    RCHECK(l.pdl == want->pdl && l.grid == grid, "%s: pdl %d grid %u, want %d and %u", l.name,
+           l.pdl, l.grid, want->pdl, grid);
+  }
+  ROK(symm_signal_barrier(buf, 0, NULL));
+  RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0 && l.pdl == want->pdl,
+         "%s: pdl %d", l.name, l.pdl);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_launch_settings) {
+  /* The settings are inherited by the ranks of each job. */
+  launch_expect_t def = {1, 0};
+  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &def);
+  setenv("SYMM_COLL_MAX_BLOCKS", "3", 1);
+  launch_expect_t capped = {1, 3};
+  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &capped);
+  unsetenv("SYMM_COLL_MAX_BLOCKS");
+  setenv("SYMM_NATIVE_PDL", "0", 1);
+  launch_expect_t off = {0, 0};
+  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  unsetenv("SYMM_NATIVE_PDL");
+  setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
+  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  unsetenv("FAKECUDA_NO_LAUNCH_EX");
+  return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const struct {

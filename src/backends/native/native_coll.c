@@ -19,6 +19,7 @@
  * here allocates, synchronises or passes a host-side counter to a kernel,
  * so calls can be captured in CUDA graphs once the scratch is reserved.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,10 @@ enum { NATIVE_COLL_KINDS = 9, NATIVE_COLL_DTYPES = 4 };
 
 _Static_assert(SYMM_COLL_PAD_BYTES == SYMM_SIGNAL_PAD_BYTES,
                "the kernels' pad layout assumes the library's signal pad size");
+_Static_assert(sizeof(ncu_launch_attr) == 72 && offsetof(ncu_launch_attr, value) == 8 &&
+                   sizeof(ncu_launch_config) == 56 &&
+                   offsetof(ncu_launch_config, num_attrs) == 48,
+               "CUlaunchAttribute / CUlaunchConfig layout of the CUDA 12 driver ABI");
 
 typedef struct native_coll {
   bool ready;
@@ -46,6 +51,8 @@ typedef struct native_coll {
   ncu_function fn[NATIVE_COLL_KINDS][NATIVE_COLL_DTYPES][SYMM_REDUCE_COUNT_];
   ncu_function signal_fn;           /* symm_signal_op, loaded on first use */
   bool ll128;                       /* every pair of ranks' GPUs is NVLink-class */
+  bool pdl;                         /* launch with programmatic dependent launch */
+  unsigned max_blocks;              /* SYMM_COLL_MAX_BLOCKS, 0: no limit */
   const symm_tensor_t *scratch;     /* scratch `base` describes */
   symm_coll_params_t base;          /* per-scratch parameters: pointers, layout, nonce */
 } native_coll_t;
@@ -93,6 +100,13 @@ static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t 
   return res;
 }
 
+static int native_coll_cc_major(const native_state_t *st) {
+  int major = 0;
+  if (st->drv->cuDeviceGetAttribute(&major, NCU_DEV_ATTR_CC_MAJOR, st->dev) != NCU_SUCCESS)
+    return 0;
+  return major;
+}
+
 symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = calloc(1, sizeof *co);
@@ -132,6 +146,13 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
     co->module = NULL;
     goto out;
   }
+  /* griddepcontrol needs sm_90; older GPUs ignore the attribute, but
+   * their kernels (sm_80 code) do not wait, so it stays off there. */
+  co->pdl = co->cd->cuLaunchKernelEx && symm_setting_bool("SYMM_NATIVE_PDL") &&
+            native_coll_cc_major(st) >= 9;
+  SYMM_INFO(COLL, "native: programmatic dependent launch %s", co->pdl ? "on" : "off");
+  int64_t mb = symm_setting_int("SYMM_COLL_MAX_BLOCKS");
+  co->max_blocks = mb > 0 && mb < SYMM_COLL_MAX_CHANNELS ? (unsigned)mb : 0;
   co->ready = true;
 out:
   if (!co->ready) SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
@@ -197,6 +218,31 @@ symm_result_t native_poll_async_error(symm_comm_t *comm) {
 }
 
 /* -------------------------------------------------------------- launch */
+
+/*
+ * Launches fn on `stream` with one parameter block.  With programmatic
+ * dependent launch (SYMM_NATIVE_PDL, where the driver has cuLaunchKernelEx)
+ * the kernel may start while the kernel before it on the stream is still
+ * running: every kernel of ours waits (griddepcontrol.wait) for that
+ * kernel's completion and memory before it touches anything, and lets the
+ * kernel after it start early (griddepcontrol.launch_dependents).  What
+ * this hides is the launch latency between back-to-back kernels, in graphs
+ * too, where captured launches keep the attribute as a programmatic edge.
+ */
+static ncu_result native_coll_launch(const native_coll_t *co, ncu_function fn, unsigned grid,
+                                     unsigned threads, void *stream, void *params) {
+  void *kparams[1] = {params};
+  if (co->pdl) {
+    ncu_launch_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = NCU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_stream_serialization = 1;
+    ncu_launch_config cfg = {grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, &attr, 1};
+    return co->cd->cuLaunchKernelEx(&cfg, fn, kparams, NULL);
+  }
+  return co->cd->cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, kparams,
+                                NULL);
+}
 
 /* Kernels that reduce, one per dtype and op. */
 static bool native_coll_reducing(int kind) {
@@ -424,6 +470,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
       break;
     default: grid = native_coll_grid(count * es, 8192, (unsigned)p.channels); break;
   }
+  if (co->max_blocks && grid > co->max_blocks) grid = co->max_blocks;
   p.sig = native_coll_sig(args, kind, grid, count, world);
   /* All-gather waits for every announce before it moves data when it may
    * write into the peers' recv: worth it from 1 MiB of output. */
@@ -433,9 +480,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
 
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  void *kparams[1] = {&p};
-  ncu_result cu = co->cd->cuLaunchKernel(fn, grid, 1, 1, SYMM_COLL_THREADS, 1, 1, 0,
-                                         (ncu_stream)args->stream, kparams, NULL);
+  ncu_result cu = native_coll_launch(co, fn, grid, SYMM_COLL_THREADS, args->stream, &p);
   native_ctx_leave(st, saved);
   if (cu != NCU_SUCCESS)
     return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
@@ -479,9 +524,7 @@ symm_result_t native_signal(symm_comm_t *comm, int op, const symm_tensor_t *tens
   p.channel = channel;
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  void *kparams[1] = {&p};
-  ncu_result cu = co->cd->cuLaunchKernel(co->signal_fn, 1, 1, 1, SYMM_SIGNAL_THREADS, 1, 1, 0,
-                                         (ncu_stream)stream, kparams, NULL);
+  ncu_result cu = native_coll_launch(co, co->signal_fn, 1, SYMM_SIGNAL_THREADS, stream, &p);
   native_ctx_leave(st, saved);
   if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuLaunchKernel(symm_signal_op)");
   return SYMM_SUCCESS;

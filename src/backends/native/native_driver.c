@@ -143,6 +143,8 @@ const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, 
   }
     NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_RESOLVE_COLL_FN)
 #undef NATIVE_RESOLVE_COLL_FN
+    if (native_driver_resolve(drv, "cuLaunchKernelEx", &fn) == NCU_SUCCESS)
+      memcpy(&native_coll_drv.cuLaunchKernelEx, &fn, sizeof fn);
   }
   bool ok = native_coll_ok;
   pthread_mutex_unlock(&native_coll_lock);

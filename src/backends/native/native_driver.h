@@ -213,9 +213,32 @@ enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
                                 unsigned int flags))                           \
   X(cuMemFreeHost, (void *ptr))
 
+/* cuLaunchKernelEx's configuration (CUlaunchConfig, CUlaunchAttribute):
+ * only the programmatic-stream-serialization attribute is used. */
+enum { NCU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct ncu_launch_attr {
+  int id;           /* CUlaunchAttributeID */
+  char pad[4];      /* the value starts 8 bytes in */
+  union {
+    char bytes[64]; /* CUlaunchAttributeValue is 64 bytes */
+    int programmatic_stream_serialization;
+  } value;
+} ncu_launch_attr;
+typedef struct ncu_launch_config {
+  unsigned int gx, gy, gz, bx, by, bz;
+  unsigned int shared_bytes;
+  ncu_stream stream;
+  ncu_launch_attr *attrs;
+  unsigned int num_attrs;
+} ncu_launch_config;
+
 #define NATIVE_DECLARE_FN(name, params) ncu_result (*name) params;
 typedef struct native_coll_driver {
   NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_DECLARE_FN)
+  /* Optional (CUDA 12.0+, NULL where absent): launches with programmatic
+   * dependent launch, see native_coll_launch. */
+  ncu_result (*cuLaunchKernelEx)(const ncu_launch_config *config, ncu_function fn,
+                                 void **params, void **extra);
 } native_coll_driver_t;
 
 typedef struct native_driver {
