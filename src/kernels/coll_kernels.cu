@@ -758,11 +758,25 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
   return y.u;
 }
 
+/*
+ * Each 8-thread group handles LL128_BATCH lines per round, a grid stride
+ * apart, and every step of a round is issued for all of them before any
+ * waits: the loads of the input, the stores to each peer, the polls of
+ * each source.  The input stays in registers from the push to the
+ * reduction, so a round is a chain of three dependent memory latencies
+ * (input, peer's line, output), and at 128 blocks one round covers 16 K
+ * lines (1.9 MB), about all that `auto` gives LL128.  Two lines, not more:
+ * at three the bf16 sum kernel spills under the 128-register limit of
+ * 512-thread blocks.
+ */
+enum { LL128_BATCH = 2 };
+
 template <typename T, typename Op>
 static __device__ void all_reduce_ll128(const params_t &a) {
   typedef typename dt<T>::acc_t acc_t;
+  enum { B = LL128_BATCH, E = 8 / sizeof(T) };
   const int W = a.world;
-  const uint64_t n = a.count, E = 8 / sizeof(T);
+  const uint64_t n = a.count;
   const uint64_t nwords = (n + E - 1) / E, nlines = (nwords + LL128_WORDS - 1) / LL128_WORDS;
   const T *send = (const T *)(uintptr_t)a.send;
   T *recv = (T *)(uintptr_t)a.recv;
@@ -778,68 +792,90 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t flag = ((uint64_t)f << 32) | f;
   const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
   const uint64_t mine = a.peer_data[a.rank] + area;
-  if (!c.fail_fast) {
-    /* Warp-uniform, and converged at the stores: a line's eight stores
-     * must leave as one instruction to travel as one 128-byte write. */
-    for (uint64_t Lw = group & ~(uint64_t)3; Lw < nlines; Lw += groups) {
-      const uint64_t L = Lw + (lane >> 3), base = L * LL128_WORDS;
-      const bool valid = L < nlines;
-      const uint64_t x0 = valid && base + w0i < nwords ? ll128_word(send, base + w0i, n, a8) : 0;
-      const uint64_t x1 =
-          !has_w1 ? flag : valid && base + w1i < nwords ? ll128_word(send, base + w1i, n, a8) : 0;
-      for (int k = 1; k < W; k++) {
-        const int p = coll_rank_at(a.rank, k, W);
-        __syncwarp();
-        if (valid)
-          ll128_store(a.peer_data[p] + area + a.rank * a.ll128_region + L * 128u + sub * 16u,
-                      x0, x1);
-      }
+  bool ok = !c.fail_fast;
+  /* Warp-uniform loops, converged at the stores: a line's eight stores
+   * must leave as one instruction to travel as one 128-byte write. */
+  for (uint64_t Lb = group & ~(uint64_t)3; Lb < nlines && ok; Lb += B * groups) {
+    uint64_t L[B], x0[B], x1[B];
+    bool valid[B], v0[B], v1[B];
+#pragma unroll
+    for (int u = 0; u < B; u++) {
+      L[u] = Lb + u * groups + (lane >> 3);
+      const uint64_t base = L[u] * LL128_WORDS;
+      valid[u] = L[u] < nlines;
+      v0[u] = valid[u] && base + w0i < nwords;
+      v1[u] = valid[u] && has_w1 && base + w1i < nwords;
+      x0[u] = v0[u] ? ll128_word(send, base + w0i, n, a8) : 0;
+      x1[u] = !has_w1 ? flag : v1[u] ? ll128_word(send, base + w1i, n, a8) : 0;
     }
-    bool ok = true;
-    /* Warp-uniform loop: the warp's four groups handle lines Lw .. Lw + 3. */
-    for (uint64_t Lw = group & ~(uint64_t)3; Lw < nlines && ok; Lw += groups) {
-      const uint64_t L = Lw + (lane >> 3), base = L * LL128_WORDS;
-      const bool valid = L < nlines;
-      const bool v0 = valid && base + w0i < nwords, v1 = valid && has_w1 && base + w1i < nwords;
-      const int s = (int)((Lw >> 2) % (uint64_t)W);
-      acc_t acc0[8 / sizeof(T)], acc1[8 / sizeof(T)];
-      for (int k = 0; k < W && ok; k++) {
-        const int r = coll_rank_at(s, k, W);
-        uint64_t x0 = 0, x1 = 0;
-        if (r == a.rank) {
-          x0 = v0 ? ll128_word(send, base + w0i, n, a8) : 0;
-          x1 = v1 ? ll128_word(send, base + w1i, n, a8) : 0;
-        } else {
-          const uint64_t addr = mine + r * a.ll128_region + L * 128u + sub * 16u;
-          unsigned spins = 0;
-          for (;;) {
-            if (valid) ll128_load(addr, &x0, &x1);
-            const uint64_t got = __shfl_sync(0xffffffffu, x1, (int)((lane & ~7u) | 7u));
-            if (__all_sync(0xffffffffu, !valid || got == flag)) break;
-            if ((++spins & 63u) == 0) {
-              int bad = 0;
-              if (lane == 0) {
-                if (coll_check_announce(a, c, (unsigned)r) == CTX_MISMATCH) bad = 1;
-                else if (symm_dev_expired(c.deadline)) {
-                  coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r);
-                  bad = 1;
-                }
-              }
-              if (__any_sync(0xffffffffu, bad)) {
-                ok = false;
-                break;
+    for (int k = 1; k < W; k++) {
+      const uint64_t to = a.peer_data[coll_rank_at(a.rank, k, W)] + area + a.rank * a.ll128_region;
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < B; u++)
+        if (valid[u]) ll128_store(to + L[u] * 128u + sub * 16u, x0[u], x1[u]);
+    }
+    acc_t acc0[B][E], acc1[B][E];
+    for (int k = 0; k < W && ok; k++) {
+      /* Source of line u at step k: ranks are combined from a start that
+       * depends on the line only, the same order on every rank. */
+      int r[B];
+      uint64_t addr[B], y0[B], y1[B];
+      bool got[B];
+#pragma unroll
+      for (int u = 0; u < B; u++) {
+        r[u] = coll_rank_at((int)(((Lb + u * groups) >> 2) % (uint64_t)W), k, W);
+        addr[u] = mine + r[u] * a.ll128_region + L[u] * 128u + sub * 16u;
+        got[u] = r[u] == a.rank || !__any_sync(0xffffffffu, valid[u]);
+        y0[u] = x0[u];
+        y1[u] = has_w1 ? x1[u] : 0;
+      }
+      unsigned spins = 0;
+      for (;;) {
+#pragma unroll
+        for (int u = 0; u < B; u++) /* every poll first: they overlap */
+          if (!got[u] && valid[u]) ll128_load(addr[u], &y0[u], &y1[u]);
+        bool all = true;
+#pragma unroll
+        for (int u = 0; u < B; u++)
+          if (!got[u]) {
+            const uint64_t fl = __shfl_sync(0xffffffffu, y1[u], (int)((lane & ~7u) | 7u));
+            got[u] = __all_sync(0xffffffffu, !valid[u] || fl == flag);
+            all = all && got[u];
+          }
+        if (all) break;
+        if ((++spins & 63u) == 0) {
+          int bad = 0;
+          if (lane == 0)
+            for (int u = 0; u < B && !bad; u++) {
+              if (got[u]) continue;
+              if (coll_check_announce(a, c, (unsigned)r[u]) == CTX_MISMATCH) bad = 1;
+              else if (symm_dev_expired(c.deadline)) {
+                coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r[u]);
+                bad = 1;
               }
             }
+          if (__any_sync(0xffffffffu, bad)) {
+            ok = false;
+            break;
           }
-          if (!ok) break;
-          if (valid && !has_w1) ll128_store(addr, x0, 0); /* consumed: flag word zeroed */
         }
-        ll128_combine<T, Op>(acc0, x0, k == 0);
-        ll128_combine<T, Op>(acc1, x1, k == 0);
       }
       if (!ok) break;
-      if (v0) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0), a8);
-      if (v1) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1), a8);
+#pragma unroll
+      for (int u = 0; u < B; u++) {
+        if (r[u] != a.rank && valid[u] && !has_w1)
+          ll128_store(addr[u], y0[u], 0); /* consumed: flag word zeroed */
+        ll128_combine<T, Op>(acc0[u], y0[u], k == 0);
+        ll128_combine<T, Op>(acc1[u], y1[u], k == 0);
+      }
+    }
+    if (!ok) break;
+#pragma unroll
+    for (int u = 0; u < B; u++) {
+      const uint64_t base = L[u] * LL128_WORDS;
+      if (v0[u]) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0[u]), a8);
+      if (v1[u]) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1[u]), a8);
     }
   }
   coll_end(a, c);

@@ -944,8 +944,13 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   ROK(symm_all_reduce(comm, plain, plain, (1 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL, 1 MiB: %s", l.name);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL128));
-  ROK(symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL128, 8 MiB: %s", l.name);
+  /* A rank's region of one parity half: its 128-byte lines hold less. */
+  const size_t ll128_region = SYMM_COLL_LL128_BYTES / 2 / (size_t)size;
+  RCHECK(ll128_region <= big, "the test buffer is smaller than an LL128 region");
+  ROK(symm_all_reduce(comm, plain, plain, ll128_region / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM,
+                      NULL));
+  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL128, %zu bytes: %s", ll128_region,
+         l.name);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
   /* All-gather offers zero copy from 1 MiB of output, on a symmetric recv. */
   const size_t ag_elems[2] = {((1 << 20) - 16) / 8 / size, (1 << 20) / 8 / size};

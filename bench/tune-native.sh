@@ -1,0 +1,54 @@
+#!/bin/sh
+# Launch settings of the native collectives side by side, in one run: bf16
+# sum all-reduce in a CUDA graph (symmem-bench --graph, 20 calls), µs per
+# call for each algorithm with programmatic dependent launch on and off
+# (SYMM_NATIVE_PDL) and with the grid capped (SYMM_COLL_MAX_BLOCKS).
+# Prints one table per algorithm: a row per size, a column per setting.
+#   bench/tune-native.sh [BUILD_DIR] [RANKS]
+# TUNE_ALGOS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep.
+set -u
+BUILD=${1:-build}
+RANKS=${2:-2}
+ALGOS=${TUNE_ALGOS:-"ll ll128 one_shot two_shot"}
+BLOCKS=${TUNE_BLOCKS:-"16 32 64"}
+MIN=${TUNE_MIN:-4K}
+MAX=${TUNE_MAX:-64M}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+tmp=$(mktemp -d /tmp/symm-tune.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+
+# run NAME ALGO [VAR=VALUE ...]: size,time rows of one sweep into $tmp/ALGO.NAME
+run() {
+  name=$1 algo=$2
+  shift 2
+  env "$@" "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph \
+    --dtype bf16 --algo "$algo" -b "$MIN" -e "$MAX" -f 2 -n 20 --csv >"$tmp/out" 2>"$tmp/err" ||
+    { echo "tune-native: $algo $name failed:" >&2; cat "$tmp/err" >&2; status=1; return; }
+  awk -F, 'NR > 1 && $1 == "all_reduce" { print $5 "," $9 }' "$tmp/out" >"$tmp/$algo.$name"
+}
+
+for algo in $ALGOS; do
+  names="pdl no_pdl"
+  run pdl "$algo"
+  run no_pdl "$algo" SYMM_NATIVE_PDL=0
+  for b in $BLOCKS; do
+    names="$names max$b"
+    run "max$b" "$algo" SYMM_COLL_MAX_BLOCKS="$b"
+  done
+  echo "## $algo, bf16 sum, CUDA graph, $RANKS ranks, µs per call"
+  printf '%10s' size
+  for n in $names; do printf ' %9s' "$n"; done
+  echo
+  # One row per size of the first sweep; '-' where a sweep lacks it.
+  for size in $(cut -d, -f1 "$tmp/$algo.pdl" 2>/dev/null); do
+    printf '%10s' "$size"
+    for n in $names; do
+      t=$(awk -F, -v s="$size" '$1 == s { print $2 }' "$tmp/$algo.$n" 2>/dev/null)
+      printf ' %9s' "${t:--}"
+    done
+    echo
+  done
+  echo
+done
+exit $status
