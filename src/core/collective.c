@@ -89,19 +89,18 @@ bool symm_dtype_reducible(symm_dtype_t dt) {
 /* LL pushes data and flags together (one NVLink crossing, half the
  * bandwidth); LL128 does the same in 128-byte lines (120 data bytes);
  * one-shot moves every rank's whole buffer to every rank; two-shot moves
- * each byte twice but only a 1/world share of it per rank.  GPU thresholds
- * from symmem-bench --graph, bf16, 2 x H200, us: LL 3.35 / LL128 3.53 at
- * 4 KiB, 4.11 / 4.27 at 128 KiB, 4.94 / 4.66 at 256 KiB; LL128 8.11 vs
- * one-shot 10.43 at 1 MiB and 11.93 vs 13.49 at 2 MiB; at 4 MiB two-shot
- * 20.8 (zero copy, the symmetric in-place case), LL128 21.4, one-shot 21.5.
- * LL and LL128 fall back to one-shot in the backend when their lines do
- * not fit (LL128's area holds 4 MiB at 2 ranks, less at more). */
+ * each byte twice but only a 1/world share of it per rank. */
 static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
+  /* GPU ranks: bench/tune-native.sh at 2 ranks (H200 pair, bf16, CUDA
+   * graph, us): LL is fastest to 256 KiB (4.6 vs LL128 4.8), LL128 from
+   * 512 KiB (5.7 vs LL 6.4) to 4 MiB (19.0 vs two-shot 19.9), two-shot
+   * above.  A backend runs what does not fit its LL areas as its closest
+   * relative (native: LL128, then one- or two-shot). */
   if (comm->device >= 0) {
-    if (bytes <= ((size_t)128 << 10)) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)2 << 20) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
+    if (bytes <= ((size_t)256 << 10)) return SYMM_ALGO_LL;
+    return bytes <= ((size_t)4 << 20) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
    * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */

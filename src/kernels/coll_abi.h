@@ -69,7 +69,7 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
 /* LL128 area, after the LL area: 2 parity halves x world regions of
  * 128-byte lines, each carrying 120 bytes of data and an 8-byte flag. */
-#define SYMM_COLL_LL128_BYTES ((uint64_t)48 << 20)
+#define SYMM_COLL_LL128_BYTES ((uint64_t)24 << 20)
 
 /* Error record in pinned host memory, written by kernels (first error
  * wins through a CAS on `code`), read and cleared by the host. */

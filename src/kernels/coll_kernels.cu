@@ -384,6 +384,14 @@ template <typename T> union vec16 {
   T v[16 / sizeof(T)];
 };
 
+/* Rank a deterministic combination starts at for work item x (a warp's
+ * vector, packet group or lines): any function of x alone keeps every rank
+ * combining in the same order; 32-bit, since a 64-bit modulo by a run-time
+ * value is a long software sequence. */
+static __device__ __forceinline__ int coll_start_rank(uint64_t x, int world) {
+  return (int)((uint32_t)x % (uint32_t)world);
+}
+
 /* Rank combined at step k when the combination starts at rank s. */
 static __device__ __forceinline__ int coll_rank_at(int s, int k, int world) {
   return s + k < world ? s + k : s + k - world;
@@ -423,7 +431,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
 #pragma unroll
       for (int u = 0; u < COLL_UNROLL; u++)
         /* Deterministic: the start depends on the warp's position only. */
-        s[u] = Det ? (int)(((v0 + u * bd) >> 5) % (uint64_t)W) : (a.rank + 1) % W;
+        s[u] = Det ? coll_start_rank((v0 + u * bd) >> 5, W) : (a.rank + 1) % W;
       for (int k = 0; k < W; k++) {
         vec16<T> x[COLL_UNROLL];
 #pragma unroll
@@ -457,7 +465,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
     i0 = v_hi * V > lo ? v_hi * V : lo;
   }
   for (uint64_t i = i0 + threadIdx.x; i < hi; i += bd) {
-    int s = Det ? (int)((i / V >> 5) % (uint64_t)W) : (a.rank + 1) % W;
+    int s = Det ? coll_start_rank(i / V >> 5, W) : (a.rank + 1) % W;
     acc_t acc = 0;
     for (int k = 0; k < W; k++) {
       int r = coll_rank_at(s, k, W);
@@ -660,7 +668,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
     }
     bool ok = true;
     for (uint64_t i = first; i < np && ok; i += stride) {
-      const int s = (int)((i >> 5) % (uint64_t)W);
+      const int s = coll_start_rank(i >> 5, W);
       acc_t acc[8 / sizeof(T)];
       for (int k = 0; k < W && ok; k++) {
         const int r = coll_rank_at(s, k, W);
@@ -824,7 +832,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
       bool got[B];
 #pragma unroll
       for (int u = 0; u < B; u++) {
-        r[u] = coll_rank_at((int)(((Lb + u * groups) >> 2) % (uint64_t)W), k, W);
+        r[u] = coll_rank_at(coll_start_rank((Lb + u * groups) >> 2, W), k, W);
         addr[u] = mine + r[u] * a.ll128_region + L[u] * 128u + sub * 16u;
         got[u] = r[u] == a.rank || !__any_sync(0xffffffffu, valid[u]);
         y0[u] = x0[u];

@@ -883,14 +883,19 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     return TEST_SKIP;
   }
   ROK(r);
-  /* auto: LL to 128 KiB, LL128 to 2 MiB (NVLink-class peers only), then
-   * two-shot; LL128 without native peer atomics is one-shot. */
+  /* auto: LL to 256 KiB, LL128 to 4 MiB (NVLink-class peers only), then
+   * two-shot; LL128 without native peer atomics is one-shot to 1 MiB and
+   * two-shot above. */
   const expect_t cases[] = {
       {4096, "symm_coll_ar_ll_bf16_sum"},
-      {128 << 10, "symm_coll_ar_ll_bf16_sum"},
-      {256 << 10, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
-      {2 << 20, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
-      {(2 << 20) + 16, "symm_coll_ar_two_shot_bf16_sum"},
+      {256 << 10, "symm_coll_ar_ll_bf16_sum"},
+      {(256 << 10) + 16,
+       no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {1 << 20, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {(1 << 20) + 16,
+       no_atomics ? "symm_coll_ar_two_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {4 << 20, no_atomics ? "symm_coll_ar_two_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {(4 << 20) + 16, "symm_coll_ar_two_shot_bf16_sum"},
       {8 << 20, "symm_coll_ar_two_shot_bf16_sum"}};
   fakecuda_launch_t l;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -939,17 +944,19 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
   ROK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
   RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_f32_max") == 0, "%s", l.name);
-  /* LL and LL128 forced on more than their areas hold: one-shot. */
+  /* LL and LL128 forced on more than their areas hold: LL128, then two-shot
+   * (one-shot up to 1 MiB where LL128 is off). */
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL));
   ROK(symm_all_reduce(comm, plain, plain, (1 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL, 1 MiB: %s", l.name);
+  RCHECK(last_launch(&l) && strstr(l.name, no_atomics ? "one_shot" : "ll128"), "LL, 1 MiB: %s",
+         l.name);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL128));
   /* A rank's region of one parity half: its 128-byte lines hold less. */
   const size_t ll128_region = SYMM_COLL_LL128_BYTES / 2 / (size_t)size;
   RCHECK(ll128_region <= big, "the test buffer is smaller than an LL128 region");
   ROK(symm_all_reduce(comm, plain, plain, ll128_region / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM,
                       NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, "one_shot"), "LL128, %zu bytes: %s", ll128_region,
+  RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "LL128, %zu bytes: %s", ll128_region,
          l.name);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
   /* All-gather offers zero copy from 1 MiB of output, on a symmetric recv. */

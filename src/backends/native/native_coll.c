@@ -299,6 +299,33 @@ static uint64_t native_coll_ll128_region(int world) {
   return (SYMM_COLL_LL128_BYTES / 2 / (uint64_t)world) & ~(uint64_t)127;
 }
 
+/* All-reduces above this size that ask for LL or LL128 but do not fit
+ * their areas run two-shot, smaller ones one-shot. */
+#define NATIVE_COLL_ONE_SHOT_MAX ((uint64_t)1 << 20)
+
+/*
+ * The all-reduce kernel for algorithm `algo` on `bytes` of data: the one
+ * asked for where it can run, else its closest relative.  LL that does not
+ * fit the LL area is LL128; LL128 runs only where every link delivers
+ * 128-byte writes whole (co->ll128) and the lines fit its area, else
+ * one-shot (small) or two-shot.  Depends on nothing that differs between
+ * ranks, so every rank picks the same kernel.
+ */
+static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t algo, uint64_t bytes,
+                                        int world) {
+  if (algo == SYMM_ALGO_TWO_SHOT) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
+  if (algo == SYMM_ALGO_LL) {
+    if ((bytes + 7) / 8 * 16 <= native_coll_ll_region(world)) return SYMM_COLL_KERNEL_AR_LL;
+    algo = SYMM_ALGO_LL128;
+  }
+  if (algo == SYMM_ALGO_LL128) {
+    if (co->ll128 && native_coll_ll128_lines(bytes) * 128 <= native_coll_ll128_region(world))
+      return SYMM_COLL_KERNEL_AR_LL128;
+    if (bytes > NATIVE_COLL_ONE_SHOT_MAX) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
+  }
+  return SYMM_COLL_KERNEL_AR_ONE_SHOT;
+}
+
 /* Scratch bytes for staging halves of `stage` bytes: the LL and LL128
  * areas, then two halves rounded to 256 bytes. */
 static uint64_t native_coll_scratch_bytes(uint64_t stage) {
@@ -385,7 +412,6 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   const uint64_t es = symm_dtype_size(args->dtype);
   const uint64_t count = args->count, W = (uint64_t)world;
   const uint64_t V = 16 / es ? 16 / es : 1;
-  const uint64_t ll_region = native_coll_ll_region(world);
 
   /* Kernel, and the bytes of one staging half it uses (see coll_kernels.cu
    * for the layouts).  seg: two-shot's segment; one-shot's region. */
@@ -393,27 +419,15 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   uint64_t seg = 0, stage;
   switch (args->kind) {
     case SYMM_COLL_ALL_REDUCE:
-      if (args->algo == SYMM_ALGO_TWO_SHOT) {
-        kind = SYMM_COLL_KERNEL_AR_TWO_SHOT;
+      kind = native_coll_allreduce_kernel(co, args->algo, count * es, world);
+      if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) {
         seg = ((count + W - 1) / W + V - 1) / V * V;
         stage = 2 * W * seg * es;
-      } else {
-        kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
+      } else if (kind == SYMM_COLL_KERNEL_AR_ONE_SHOT) {
         seg = (count + 63) / 64 * 64;
         stage = W * seg * es;
-        /* LL when asked for and the packets fit the LL region; otherwise
-         * its closest relative (the same choice on every rank). */
-        if (args->algo == SYMM_ALGO_LL && (count * es + 7) / 8 * 16 <= ll_region) {
-          kind = SYMM_COLL_KERNEL_AR_LL;
-          stage = 0;
-        }
-        /* LL128 only where every link delivers 128-byte writes whole; the
-         * choice depends on nothing that differs between ranks. */
-        if (args->algo == SYMM_ALGO_LL128 && co->ll128 &&
-            native_coll_ll128_lines(count * es) * 128 <= native_coll_ll128_region(world)) {
-          kind = SYMM_COLL_KERNEL_AR_LL128;
-          stage = 0;
-        }
+      } else {
+        stage = 0; /* LL and LL128 have areas of their own */
       }
       break;
     case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; stage = W * count * es; break;
