@@ -4,12 +4,15 @@
 # call for each algorithm with programmatic dependent launch on and off
 # (SYMM_NATIVE_PDL) and with the grid capped (SYMM_COLL_MAX_BLOCKS).
 # Prints one table per algorithm: a row per size, a column per setting.
+# TUNE_COLLS adds the other bandwidth collectives (all_gather,
+# reduce_scatter), one table each.
 #   bench/tune-native.sh [BUILD_DIR] [RANKS]
-# TUNE_ALGOS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep.
+# TUNE_ALGOS, TUNE_COLLS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep.
 set -u
 BUILD=${1:-build}
 RANKS=${2:-2}
 ALGOS=${TUNE_ALGOS:-"ll ll128 one_shot two_shot"}
+COLLS=${TUNE_COLLS:-}
 BLOCKS=${TUNE_BLOCKS:-"16 32 64"}
 MIN=${TUNE_MIN:-4K}
 MAX=${TUNE_MAX:-64M}
@@ -18,17 +21,23 @@ tmp=$(mktemp -d /tmp/symm-tune.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 status=0
 
-# run NAME ALGO [VAR=VALUE ...]: size,time rows of one sweep into $tmp/ALGO.NAME
+# run NAME WHAT [VAR=VALUE ...]: size,time rows of one sweep into
+# $tmp/WHAT.NAME; WHAT is an all-reduce algorithm or another collective.
 run() {
-  name=$1 algo=$2
+  name=$1 what=$2
   shift 2
+  case $what in
+    all_gather | reduce_scatter) sel="--coll $what" ;;
+    *) sel="--algo $what" ;;
+  esac
+  # shellcheck disable=SC2086 # $sel is two words
   env "$@" "$BUILD/tools/symmem-run" -n "$RANKS" -- "$BUILD/tools/symmem-bench" --graph \
-    --dtype bf16 --algo "$algo" -b "$MIN" -e "$MAX" -f 2 -n 20 --csv >"$tmp/out" 2>"$tmp/err" ||
-    { echo "tune-native: $algo $name failed:" >&2; cat "$tmp/err" >&2; status=1; return; }
-  awk -F, 'NR > 1 && $1 == "all_reduce" { print $5 "," $9 }' "$tmp/out" >"$tmp/$algo.$name"
+    --dtype bf16 $sel -b "$MIN" -e "$MAX" -f 2 -n 20 --csv >"$tmp/out" 2>"$tmp/err" ||
+    { echo "tune-native: $what $name failed:" >&2; cat "$tmp/err" >&2; status=1; return; }
+  awk -F, 'NR > 1 { print $5 "," $9 }' "$tmp/out" >"$tmp/$what.$name"
 }
 
-for algo in $ALGOS; do
+for algo in $ALGOS $COLLS; do
   names="pdl no_pdl"
   run pdl "$algo"
   run no_pdl "$algo" SYMM_NATIVE_PDL=0
@@ -36,7 +45,7 @@ for algo in $ALGOS; do
     names="$names max$b"
     run "max$b" "$algo" SYMM_COLL_MAX_BLOCKS="$b"
   done
-  echo "## $algo, bf16 sum, CUDA graph, $RANKS ranks, µs per call"
+  echo "## $algo, bf16, CUDA graph, $RANKS ranks, µs per call"
   printf '%10s' size
   for n in $names; do printf ' %9s' "$n"; done
   echo

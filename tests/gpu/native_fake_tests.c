@@ -1084,8 +1084,9 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(buf));
   char *data = symm_tensor_data(buf);
   const size_t bytes[3] = {4096, 1 << 20, 8 << 20}; /* LL, LL128, two-shot */
-  /* Their grids: one block, SYMM_COLL_MAX_CHANNELS blocks, one per channel. */
-  const unsigned full[3] = {1, SYMM_COLL_MAX_CHANNELS, symm_coll_channels(2)};
+  /* Their grids at 2 ranks: one block, SYMM_COLL_MAX_CHANNELS blocks, and
+   * two-shot's 96 (native_coll_bw_blocks). */
+  const unsigned full[3] = {1, SYMM_COLL_MAX_CHANNELS, 96};
   fakecuda_launch_t l;
   for (int k = 0; k < 3; k++) {
     symm_result_t r =

@@ -286,6 +286,20 @@ static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsign
 
 static bool aligned16(uint64_t v) { return (v & 15u) == 0; }
 
+/*
+ * Most blocks of a kernel that exchanges headers: one per channel, but
+ * fewer move data faster at 2 ranks (bench/tune-native.sh, 2 x H200, bf16,
+ * CUDA graph, us at 16 / 64 / 256 MiB):
+ *   two-shot        124 blocks 57.5 / 204.2 / 792.2, 96: 52.9 / 196.9 / 763.9
+ *   reduce-scatter  124 blocks 35.1 / 133.4 / 505.6, 96: 34.5 / 131.6 / 500.2
+ *   all-gather      124 blocks 31.7 / 105.4 / 397.3, 64: 30.8 / 100.8 / 378.4
+ * At 4 and more ranks there are fewer channels than that.
+ */
+static unsigned native_coll_bw_blocks(int kind, int channels) {
+  unsigned most = kind == SYMM_COLL_KERNEL_ALL_GATHER ? 64u : 96u;
+  return (unsigned)channels < most ? (unsigned)channels : most;
+}
+
 /* Bytes of one rank's LL region in one parity half of the LL area. */
 static uint64_t native_coll_ll_region(int world) {
   return (SYMM_COLL_LL_BYTES / 2 / (uint64_t)world) & ~(uint64_t)15;
@@ -480,9 +494,11 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
                               SYMM_COLL_MAX_CHANNELS);
       break;
     case SYMM_COLL_KERNEL_AR_TWO_SHOT:
-      grid = native_coll_grid(seg * es, 8192, (unsigned)p.channels);
+      grid = native_coll_grid(seg * es, 8192, native_coll_bw_blocks(kind, p.channels));
       break;
-    default: grid = native_coll_grid(count * es, 8192, (unsigned)p.channels); break;
+    default:
+      grid = native_coll_grid(count * es, 8192, native_coll_bw_blocks(kind, p.channels));
+      break;
   }
   if (co->max_blocks && grid > co->max_blocks) grid = co->max_blocks;
   p.sig = native_coll_sig(args, kind, grid, count, world);
