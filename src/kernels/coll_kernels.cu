@@ -779,6 +779,32 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
  */
 enum { LL128_BATCH = 2 };
 
+/* The lines of the round starting at Lb of this thread's group (line u at
+ * Lb + u * groups), and this thread's two input words of each; the flag
+ * word (the group's eighth thread's second) is left 0 for the caller. */
+struct ll128_round {
+  uint64_t L[LL128_BATCH], x0[LL128_BATCH], x1[LL128_BATCH];
+  bool valid[LL128_BATCH], v0[LL128_BATCH], v1[LL128_BATCH];
+};
+template <typename T>
+static __device__ __forceinline__ void ll128_round_input(ll128_round &rd, const T *send,
+                                                         uint64_t n, uint64_t nwords,
+                                                         uint64_t nlines, uint64_t Lb,
+                                                         uint64_t groups, unsigned lane, bool a8) {
+  const unsigned sub = lane & 7u;
+  const uint64_t w0i = 2u * sub, w1i = 2u * sub + 1u;
+#pragma unroll
+  for (int u = 0; u < LL128_BATCH; u++) {
+    rd.L[u] = Lb + u * groups + (lane >> 3);
+    const uint64_t base = rd.L[u] * LL128_WORDS;
+    rd.valid[u] = rd.L[u] < nlines;
+    rd.v0[u] = rd.valid[u] && base + w0i < nwords;
+    rd.v1[u] = rd.valid[u] && sub != 7u && base + w1i < nwords;
+    rd.x0[u] = rd.v0[u] ? ll128_word(send, base + w0i, n, a8) : 0;
+    rd.x1[u] = rd.v1[u] ? ll128_word(send, base + w1i, n, a8) : 0;
+  }
+}
+
 template <typename T, typename Op>
 static __device__ void all_reduce_ll128(const params_t &a) {
   typedef typename dt<T>::acc_t acc_t;
@@ -795,27 +821,26 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t w0i = 2u * sub, w1i = 2u * sub + 1u; /* this thread's words in a line */
   const bool has_w1 = sub != 7u;                      /* the eighth holds the flag */
   const bool a8 = (((uintptr_t)send | (uintptr_t)recv) & 7u) == 0;
+  /* The first round's input loads overlap the epoch's. */
+  const uint64_t Lb0 = group & ~(uint64_t)3;
+  ll128_round rd;
+  coll_after_prior_kernel();
+  ll128_round_input(rd, send, n, nwords, nlines, Lb0, groups, lane, a8);
   coll_ctx c = coll_begin(a);
   const uint32_t f = ll_flag(a, c);
   const uint64_t flag = ((uint64_t)f << 32) | f;
   const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
   const uint64_t mine = a.peer_data[a.rank] + area;
   bool ok = !c.fail_fast;
+  uint64_t *const L = rd.L, *const x0 = rd.x0, *const x1 = rd.x1;
+  const bool *const valid = rd.valid, *const v0 = rd.v0, *const v1 = rd.v1;
   /* Warp-uniform loops, converged at the stores: a line's eight stores
    * must leave as one instruction to travel as one 128-byte write. */
-  for (uint64_t Lb = group & ~(uint64_t)3; Lb < nlines && ok; Lb += B * groups) {
-    uint64_t L[B], x0[B], x1[B];
-    bool valid[B], v0[B], v1[B];
+  for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
+    if (Lb != Lb0) ll128_round_input(rd, send, n, nwords, nlines, Lb, groups, lane, a8);
+    if (!has_w1)
 #pragma unroll
-    for (int u = 0; u < B; u++) {
-      L[u] = Lb + u * groups + (lane >> 3);
-      const uint64_t base = L[u] * LL128_WORDS;
-      valid[u] = L[u] < nlines;
-      v0[u] = valid[u] && base + w0i < nwords;
-      v1[u] = valid[u] && has_w1 && base + w1i < nwords;
-      x0[u] = v0[u] ? ll128_word(send, base + w0i, n, a8) : 0;
-      x1[u] = !has_w1 ? flag : v1[u] ? ll128_word(send, base + w1i, n, a8) : 0;
-    }
+      for (int u = 0; u < B; u++) x1[u] = flag;
     for (int k = 1; k < W; k++) {
       const uint64_t to = a.peer_data[coll_rank_at(a.rank, k, W)] + area + a.rank * a.ll128_region;
       __syncwarp();
