@@ -69,18 +69,6 @@
 
 typedef symm_coll_params_t params_t;
 
-/* Tuning knob (SYMM_KERNEL_FLAGS=-DSYMM_COLL_POLL_NS=N): LL and LL128
- * readers sleep N ns between polls of a packet or line that has not come,
- * which takes their load off the L2 that the peers' writes land in. */
-#ifndef SYMM_COLL_POLL_NS
-#define SYMM_COLL_POLL_NS 0
-#endif
-static __device__ __forceinline__ void coll_poll_pause() {
-#if SYMM_COLL_POLL_NS > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  __nanosleep(SYMM_COLL_POLL_NS);
-#endif
-}
-
 /* ------------------------------------------------------------------ ctx */
 
 enum { CTX_OK = 0, CTX_MISMATCH = 1, CTX_TIMEOUT = 2 };
@@ -636,7 +624,6 @@ static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t fl
   uint4 v;
   unsigned spins = 0;
   while ((v = coll_ld_v4(addr)).y != flag || v.w != flag) {
-    coll_poll_pause();
     if ((++spins & 63u) == 0) {
       if (coll_check_announce(a, c, (unsigned)from) == CTX_MISMATCH) return false;
       if (symm_dev_expired(c.deadline)) {
@@ -890,7 +877,6 @@ static __device__ void all_reduce_ll128(const params_t &a) {
             all = all && got[u];
           }
         if (all) break;
-        coll_poll_pause();
         if ((++spins & 63u) == 0) {
           int bad = 0;
           if (lane == 0)
