@@ -540,6 +540,15 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    staging.  The scratch grows (collectively) on the
  *    first call that needs more than it holds; reserve it up front with
  *    symm_comm_reserve_scratch before capturing calls in a CUDA graph.
+ *    Each rank decides to grow from its own arguments, so on GPU backends a
+ *    call whose count or dtype differs between ranks and makes only some
+ *    of them grow gives SYMM_ERR_TIMEOUT (after SYMM_TIMEOUT_MS, the
+ *    message says why) instead of SYMM_ERR_MISMATCH; with the scratch
+ *    reserved it is a mismatch.  Native needs 28 MiB for its low-latency
+ *    areas (LL and LL128 need nothing more) plus two staging halves, each
+ *    of world x the buffer (one-shot), about 2 x the buffer (two-shot),
+ *    world x count elements (reduce-scatter, all-to-all) or count elements
+ *    (all-gather, broadcast).
  *    sendbuf == recvbuf is allowed (in place) where the shapes agree.
  *  - `stream`: the cudaStream_t to enqueue on for GPU backends (NULL: the
  *    legacy default stream); calls are stream-ordered, do not synchronise

@@ -595,7 +595,15 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
   symm_result_t res = symm_tensor_rendezvous(t);
   if (res != SYMM_SUCCESS) {
     symm_tensor_free(t);
-    symm_error_context("reserving %zu bytes of collective scratch", want);
+    /* Growth is collective but decided by each rank from its own call: a
+     * rank whose arguments differ (count, dtype, collective) so that it did
+     * not need to grow never joins, and this is a timeout, not a mismatch. */
+    if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)
+      symm_error_context("reserving %zu bytes of collective scratch (ranks whose calls differ "
+                         "grow it at different calls; symm_comm_reserve_scratch up front makes "
+                         "that a mismatch)", want);
+    else
+      symm_error_context("reserving %zu bytes of collective scratch", want);
     return res;
   }
   /* The old scratch is not freed: GPU work enqueued on streams we cannot

@@ -845,15 +845,16 @@ typedef struct { size_t bytes; const char *kernel; } expect_t;
     ASSERT_EQ(r_, 0);                                                           \
   } while (0)
 
-/* run_job, where every rank may SKIP (exit TEST_SKIP) together: TEST_SKIP
- * then, else the number of ranks that failed. */
-static int run_job_or_skip(int n, test_rank_fn fn, void *arg) {
+/* run_job with SYMM_TIMEOUT_MS = symm_timeout_ms, where every rank may SKIP
+ * (exit TEST_SKIP) together: TEST_SKIP then, else the number of ranks that
+ * failed. */
+static int run_job_tmo_or_skip(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
   int status[8];
   test_job_opts_t o;
   memset(&o, 0, sizeof o);
   o.timeout_ms = 60000;
   o.backend = "native";
-  o.store_timeout_ms = 15000;
+  o.store_timeout_ms = symm_timeout_ms;
   o.kill_rank = -1;
   o.exit_status = status;
   int failed = test_run_ranks_opts(n, fn, arg, &o);
@@ -865,6 +866,10 @@ static int run_job_or_skip(int n, test_rank_fn fn, void *arg) {
     return TEST_SKIP;
   }
   return failed;
+}
+
+static int run_job_or_skip(int n, test_rank_fn fn, void *arg) {
+  return run_job_tmo_or_skip(n, fn, arg, 15000);
 }
 
 static int coll_launch_rank(int rank, int size, void *arg) {
@@ -1124,6 +1129,55 @@ TEST_IMPL(native_fake_launch_settings) {
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
   ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_NO_LAUNCH_EX");
+  return 0;
+}
+
+/* Ranks whose counts differ so that only rank 0 must grow the scratch: rank
+ * 0 waits in the growth's rendezvous, which rank 1 never joins, and gets a
+ * timeout that says why; rank 1's call only enqueues. */
+static int scratch_growth_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  ROK(native_ctx_enter(st, &saved));
+  ncu_deviceptr d = 0;
+  const size_t big = (size_t)16 << 20;
+  RCHECK(st->drv->cuMemAlloc(&d, big) == NCU_SUCCESS, "cuMemAlloc");
+  native_ctx_leave(st, saved);
+  void *buf = (void *)(uintptr_t)d;
+  /* Both ranks: a small call that reserves the default scratch. */
+  symm_result_t r = symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+  if (no_kernels(r)) {
+    symm_comm_destroy(comm);
+    return TEST_SKIP;
+  }
+  ROK(r);
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
+  /* One-shot stages world x the buffer per half: 16 MiB grows the scratch,
+   * 1 KiB does not. */
+  size_t count = rank == 0 ? big / 4 : 256;
+  r = symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+  if (rank == 0) {
+    RRES(r, SYMM_ERR_TIMEOUT);
+    RCHECK(strstr(symm_last_error(), "collective scratch (ranks whose calls differ"), "%s",
+           symm_last_error());
+  } else {
+    ROK(r);
+    usleep(3000 * 1000); /* until rank 0 has timed out */
+  }
+  ROK(native_ctx_enter(st, &saved));
+  st->drv->cuMemFree(d);
+  native_ctx_leave(st, saved);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_scratch_growth_differs) {
+  int r = run_job_tmo_or_skip(2, scratch_growth_rank, NULL, 1000);
+  if (r == TEST_SKIP) return TEST_SKIP;
+  ASSERT_EQ(r, 0);
   return 0;
 }
 
