@@ -609,6 +609,20 @@ SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes
  * default).  Local; the same choice must be made on every rank. */
 SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
 
+/*
+ * The algorithm symm_all_reduce runs for `count` elements of `dtype` on this
+ * communicator: the one set with symm_comm_set_allreduce_algo (or
+ * SYMM_ALLREDUCE_ALGO), or auto's choice by size, after the backend's
+ * fallbacks (native: LL that does not fit its area runs LL128, LL128 that
+ * cannot run is one-shot up to 1 MiB and two-shot above; host: LL and LL128
+ * are one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
+ * rank for the same arguments.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or
+ * algo, dtype that cannot be reduced, count that overflows),
+ * SYMM_ERR_UNSUPPORTED (the backend has no collectives).
+ */
+SYMM_API symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
+                                            symm_algo_t *algo);
+
 /* recvbuf[i] = op over ranks of sendbuf[i], i < count. */
 SYMM_API symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, symm_dtype_t dtype, symm_redop_t op,

@@ -680,3 +680,39 @@ TEST_IMPL(coll_bad_args) {
   ASSERT_EQ(test_run_ranks(2, bad_args_rank, NULL), 0);
   return 0;
 }
+
+/* symm_all_reduce_algo on the host backend: auto's choice by size, a forced
+ * algorithm, the host's fallback of the LL protocols, and bad arguments. */
+static int algo_query_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_algo_t a = SYMM_ALGO_AUTO;
+  ASSERT_OK(symm_all_reduce_algo(comm, 512, SYMM_DTYPE_F32, &a)); /* 2 KiB */
+  ASSERT_EQ(a, SYMM_ALGO_ONE_SHOT);
+  ASSERT_OK(symm_all_reduce_algo(comm, 513, SYMM_DTYPE_F32, &a));
+  ASSERT_EQ(a, SYMM_ALGO_TWO_SHOT);
+  ASSERT_OK(symm_all_reduce_algo(comm, 1024, SYMM_DTYPE_BF16, &a));
+  ASSERT_EQ(a, SYMM_ALGO_ONE_SHOT);
+  const struct { symm_algo_t set, runs; } forced[] = {
+      {SYMM_ALGO_ONE_SHOT, SYMM_ALGO_ONE_SHOT}, {SYMM_ALGO_TWO_SHOT, SYMM_ALGO_TWO_SHOT},
+      {SYMM_ALGO_LL, SYMM_ALGO_ONE_SHOT}, {SYMM_ALGO_LL128, SYMM_ALGO_ONE_SHOT}};
+  for (size_t k = 0; k < sizeof forced / sizeof forced[0]; k++) {
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, forced[k].set));
+    ASSERT_OK(symm_all_reduce_algo(comm, 1 << 20, SYMM_DTYPE_F32, &a));
+    ASSERT_EQ(a, forced[k].runs);
+  }
+  ASSERT_RES(symm_all_reduce_algo(NULL, 8, SYMM_DTYPE_F32, &a), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce_algo(comm, 8, SYMM_DTYPE_F32, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_reduce_algo(comm, 8, SYMM_DTYPE_U8, &a), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "cannot be reduced");
+  ASSERT_RES(symm_all_reduce_algo(comm, SIZE_MAX / 2, SYMM_DTYPE_F32, &a), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "overflows");
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_algo_query) {
+  ASSERT_EQ(test_run_ranks(2, algo_query_rank, NULL), 0);
+  return 0;
+}

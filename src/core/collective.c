@@ -108,6 +108,27 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   return SYMM_ALGO_TWO_SHOT;
 }
 
+symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
+                                   symm_algo_t *algo) {
+  static const char fn[] = "symm_all_reduce_algo";
+  if (!comm || !algo)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "algo" : "comm");
+  if (!symm_dtype_reducible(dtype))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %d cannot be reduced (f32, bf16, f16, i32 "
+                      "can)", fn, (int)dtype);
+  size_t bytes;
+  if (__builtin_mul_overflow(count, symm_dtype_size(dtype), &bytes))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
+  if (comm->ops->version < 3 || !comm->ops->collective)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
+                      fn, comm->ops->name);
+  symm_algo_t a = choose_allreduce(comm, bytes);
+  if (comm->ops->version >= 5 && comm->ops->allreduce_algo)
+    a = comm->ops->allreduce_algo(comm, a, bytes);
+  *algo = a;
+  return SYMM_SUCCESS;
+}
+
 static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   size_t esize = symm_dtype_size(a->dtype);

@@ -263,6 +263,10 @@ typedef struct symm_backend_ops {
   symm_result_t (*signal)(struct symm_comm *comm, int op, const struct symm_tensor *tensor,
                           int peer, int channel, void *stream);
   /* members above: version 4 */
+  /* Optional: the all-reduce algorithm `collective` runs when asked for
+   * `asked` (never AUTO) on `bytes` per rank; NULL: `asked` itself. */
+  symm_algo_t (*allreduce_algo)(struct symm_comm *comm, symm_algo_t asked, size_t bytes);
+  /* members above: version 5 */
 } symm_backend_ops_t;
 
 /* ops->signal's operations. */

@@ -909,6 +909,13 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     RCHECK(last_launch(&l), "no launch recorded");
     RCHECK(strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s", cases[k].bytes,
            l.name, cases[k].kernel);
+    /* The query names the algorithm of the kernel that ran. */
+    symm_algo_t algo = SYMM_ALGO_AUTO;
+    ROK(symm_all_reduce_algo(comm, count, SYMM_DTYPE_BF16, &algo));
+    char want[64];
+    snprintf(want, sizeof want, "_ar_%s_", symm_algo_name(algo));
+    RCHECK(strstr(l.name, want), "%zu bytes: symm_all_reduce_algo says %s, %s ran",
+           cases[k].bytes, symm_algo_name(algo), l.name);
     symm_coll_params_t p;
     memcpy(&p, l.params, sizeof p);
     RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,

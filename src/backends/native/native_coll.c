@@ -412,6 +412,18 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
   p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
 }
 
+symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
+  native_state_t *st = comm->backend_state;
+  const native_coll_t *co = st ? st->coll : NULL;
+  if (!co) return asked;
+  switch (native_coll_allreduce_kernel(co, asked, bytes, comm->size)) {
+    case SYMM_COLL_KERNEL_AR_LL: return SYMM_ALGO_LL;
+    case SYMM_COLL_KERNEL_AR_LL128: return SYMM_ALGO_LL128;
+    case SYMM_COLL_KERNEL_AR_TWO_SHOT: return SYMM_ALGO_TWO_SHOT;
+    default: return SYMM_ALGO_ONE_SHOT;
+  }
+}
+
 symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = st ? st->coll : NULL;

@@ -4,7 +4,7 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 4,
+    .version = 5,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .probe = native_probe,
@@ -28,4 +28,5 @@ const symm_backend_ops_t symm_native_ops = {
     .collective = native_collective,
     .poll_async_error = native_poll_async_error,
     .signal = native_signal,
+    .allreduce_algo = native_allreduce_algo,
 };
