@@ -151,14 +151,14 @@ def canned(kind, sizes, dtype, iters, graph, fail):
             return ("", "symmem-bench: cudaGraphInstantiate failed: operation not permitted\n"
                     "symmem-run: rank 0 exited with status 1\n", 1)
         out = ["collective,backend,ranks,inplace,size_bytes,count,type,op,time_us,algbw_gbps,"
-               "busbw_gbps,wrong,nccl_time_us,ratio"]
+               "busbw_gbps,wrong,nccl_time_us,ratio,algo"]
         for n in sizes:
             t = torch_us.get(n, torch_us[4 << 10])
             ours = (0.45 if graph else 0.55) * min(x for x in t[2:4] if x)
             nccl = t[5] if graph else t[4]
             algbw = n / (ours * 1e3)
             out.append(f"all_reduce,cuda,2,1,{n},{n // 2},{dtype},sum,{ours:.3f},{algbw:.4f},"
-                       f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f}")
+                       f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f},ll")
         return ("\n".join(out) + "\n", "", 0)
     if fail == "fail-torch":
         return ("", "Traceback (most recent call last):\n  File \"<string>\", line 1\n"

@@ -8,8 +8,10 @@ up to which LL, LL128 and one-shot are still the fastest of the ones left.
   python3 bench/crossovers.py LOG [LOG ...]
   python3 bench/crossovers.py --self-test
 
-Sizes where an algorithm fell back to another (LL beyond its area) are
-still listed under the algorithm asked for; the thresholds only ever move
+Rows whose algo column (symmem-bench's, the algorithm that ran) names
+another algorithm than the one forced are fallbacks (LL beyond its area
+runs LL128, ...) and are left out; older logs without the column count
+every row under the algorithm asked for.  The thresholds only ever move
 forward in the order ll, ll128, one_shot, two_shot, as auto's choice does.
 """
 import re
@@ -21,12 +23,12 @@ HEADER = re.compile(r"^## all-reduce, algorithm (\w+) forced, CUDA graph, (\d+) 
 
 def parse(lines):
     """{ranks: {algo: {size: time_us}}} from bench-gpu output."""
-    out, cur = {}, None
+    out, cur, asked = {}, None, None
     for line in lines:
         m = HEADER.match(line)
         if m:
-            algo, ranks = m.group(1), int(m.group(2))
-            cur = out.setdefault(ranks, {}).setdefault(algo, {}) if algo in ORDER else None
+            asked, ranks = m.group(1), int(m.group(2))
+            cur = out.setdefault(ranks, {}).setdefault(asked, {}) if asked in ORDER else None
             continue
         if line.startswith("##"):
             cur = None
@@ -40,6 +42,8 @@ def parse(lines):
             continue
         if wrong not in ("0", "N/A"):
             raise SystemExit(f"crossovers: {wrong} wrong values at {size} bytes ({line.strip()})")
+        if len(fields) > 8 and fields[8] in ORDER and fields[8] != asked:
+            continue  # a fallback: another algorithm ran
         cur[size] = time_us
     return out
 
@@ -93,6 +97,9 @@ SAMPLE = """## all-reduce, algorithm ll forced, CUDA graph, 2 ranks
           4096          2048   bf16    sum        3.06        1.340        1.340       0
         262144        131072   bf16    sum        4.93       53.160       53.160       0
        1048576        524288   bf16    sum       10.08      103.992      103.992       0
+## all-reduce, algorithm ll forced, CUDA graph, 4 ranks
+          4096          2048   bf16    sum        4.00        1.024        1.536       0        ll
+       1048576        524288   bf16    sum        9.00      116.508      174.762       0     ll128
 ## all-reduce, algorithm ll128 forced, CUDA graph, 2 ranks
           4096          2048   bf16    sum        3.42        1.198        1.198       0
         262144        131072   bf16    sum        4.51       58.125       58.125       0
@@ -114,8 +121,10 @@ SAMPLE = """## all-reduce, algorithm ll forced, CUDA graph, 2 ranks
 
 def self_test():
     data = parse(SAMPLE.splitlines())
-    assert sorted(data) == [2], data
+    assert sorted(data) == [2, 4], data
     assert data[2]["ll"][262144] == 4.93 and 65536 not in data[2]["two_shot"], data
+    assert data[4]["ll"] == {4096: 4.0}, data  # the LL128 row is a fallback
+    del data[4]
     sizes, limit = thresholds(data[2])
     assert sizes == [4096, 262144, 1048576, 4194304, 16777216], sizes
     assert limit == {"ll": 4096, "ll128": 1048576, "one_shot": 0}, limit

@@ -15,6 +15,7 @@ typedef struct table_row {
   char type[16], op[16];
   double time_us, algbw, busbw;
   char wrong[16];
+  char algo[16];
 } table_row_t;
 
 /* Runs a shell command built from fmt, prints it with its output, returns
@@ -56,9 +57,9 @@ static int parse_table(const char *out, table_row_t *rows, int max) {
     if (p == line || *p < '0' || *p > '9') continue;
     ASSERT_LT(n, max);
     table_row_t *r = &rows[n];
-    int got = sscanf(line, "%zu %zu %15s %15s %lf %lf %lf %15s", &r->bytes, &r->count, r->type,
-                     r->op, &r->time_us, &r->algbw, &r->busbw, r->wrong);
-    if (got != 8) TEST_FAIL_("table row does not parse (%d fields): %.120s", got, line);
+    int got = sscanf(line, "%zu %zu %15s %15s %lf %lf %lf %15s %15s", &r->bytes, &r->count,
+                     r->type, r->op, &r->time_us, &r->algbw, &r->busbw, r->wrong, r->algo);
+    if (got != 9) TEST_FAIL_("table row does not parse (%d fields): %.120s", got, line);
     n++;
   }
   return n;
@@ -66,7 +67,7 @@ static int parse_table(const char *out, table_row_t *rows, int max) {
 
 static void assert_table_header(const char *out) {
   static const char *const columns[] = {"size(B)", "count(elems)", "type", "op", "time(us)",
-                                        "algbw(GB/s)", "busbw(GB/s)", "#wrong"};
+                                        "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo"};
   const char *head = strstr(out, "#      size(B)");
   ASSERT(head != NULL);
   const char *end = strchr(head, '\n');
@@ -105,6 +106,8 @@ TEST_IMPL(bench_table) {
     ASSERT(strcmp(rows[i].op, "sum") == 0);
     ASSERT_STR_CONTAINS(rows[i].wrong, "0");
     ASSERT_EQ(strlen(rows[i].wrong), 1);
+    /* What ran: auto on the host backend, one-shot up to 2 KiB. */
+    ASSERT(strcmp(rows[i].algo, sizes[i] <= 2048 ? "one_shot" : "two_shot") == 0);
     ASSERT(rows[i].time_us > 0);
     /* 2 ranks: busbw = algbw * 2(n-1)/n = algbw. */
     ASSERT(rows[i].busbw <= rows[i].algbw * 1.001 + 0.001);
@@ -128,7 +131,7 @@ TEST_IMPL(bench_csv) {
   int rc = run_bench(out, 2, "-b 8 -e 64K -f 8 -c 1 --csv");
   ASSERT_EQ(rc, 0);
   const char *head = strstr(out, "collective,backend,ranks,inplace,size_bytes,count,type,op,"
-                                 "time_us,algbw_gbps,busbw_gbps,wrong,nccl_time_us,ratio\n");
+                                 "time_us,algbw_gbps,busbw_gbps,wrong,nccl_time_us,ratio,algo\n");
   ASSERT(head != NULL);
   ASSERT(strstr(out, "# ") == NULL); /* machine output only */
   static const size_t sizes[] = {8, 64, 512, 4096, 32768};
@@ -140,7 +143,7 @@ TEST_IMPL(bench_csv) {
     snprintf(buf, sizeof buf, "%.*s", (int)(end - line), line);
     int commas = 0;
     for (const char *p = buf; *p; p++) commas += *p == ',';
-    ASSERT_EQ(commas, 13);
+    ASSERT_EQ(commas, 14);
     char coll[32], backend[16], type[16], op[16];
     int ranks, inplace;
     size_t bytes, count;
@@ -158,7 +161,10 @@ TEST_IMPL(bench_csv) {
     ASSERT_EQ(count, sizes[i] / 4);
     ASSERT_EQ(wrong, 0);
     ASSERT(time_us > 0);
-    ASSERT(strcmp(buf + strlen(buf) - 2, ",,") == 0); /* no NCCL on the host backend */
+    /* No NCCL on the host backend; the algorithm auto picks there: one-shot
+     * up to 2 KiB, two-shot above. */
+    const char *want = sizes[i] <= 2048 ? ",,,one_shot" : ",,,two_shot";
+    ASSERT(strcmp(buf + strlen(buf) - strlen(want), want) == 0);
     line = end + 1;
   }
   ASSERT_EQ(count_occurrences(out, "\nall_reduce,host,"), 5); /* one row per size */
@@ -179,7 +185,8 @@ TEST_IMPL(bench_json) {
   ASSERT_EQ(count_occurrences(json, "{\"size_bytes\":"), 5);
   ASSERT_EQ(count_occurrences(json, "\"wrong\":0,"), 5);
   ASSERT_STR_CONTAINS(json, "{\"size_bytes\":32768,\"count\":8192,\"type\":\"f32\"");
-  ASSERT_EQ(count_occurrences(json, "\"nccl_time_us\":null,\"ratio\":null"), 5);
+  ASSERT_EQ(count_occurrences(json, "\"nccl_time_us\":null,\"ratio\":null,\"algo\":\""), 5);
+  ASSERT_EQ(count_occurrences(json, "\"algo\":\"two_shot\"}"), 2); /* 4 and 32 KiB */
   ASSERT_STR_CONTAINS(json, "\"out_of_bounds\":0,\"avg_busbw_gbps\":");
   free(out);
   return 0;

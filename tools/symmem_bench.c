@@ -317,6 +317,7 @@ typedef struct size_result {
   double algbw, busbw;
   int64_t wrong;    /* all ranks; -1 when not checked */
   double nccl_us;   /* slowest rank; < 0 when not measured */
+  const char *algo; /* all-reduce: the algorithm that ran (symm_all_reduce_algo); else "-" */
 } size_result_t;
 
 /* What each rank posts in the store for one size. */
@@ -909,8 +910,8 @@ static void print_table_header(const bench_t *b) {
   printf("#  time: mean per call of the slowest rank; busbw = algbw * %s\n",
          o->coll == BENCH_ALL_REDUCE ? "2(n-1)/n" : o->coll == BENCH_BROADCAST ? "1" : "(n-1)/n");
   printf("#\n");
-  printf("#%13s  %12s  %5s  %5s  %10s  %11s  %11s  %6s", "size(B)", "count(elems)", "type", "op",
-         "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  printf("#%13s  %12s  %5s  %5s  %10s  %11s  %11s  %6s  %8s", "size(B)", "count(elems)", "type",
+         "op", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo");
   if (b->nccl.used) printf("  %13s  %6s", "nccl_time(us)", "ratio");
   printf("\n");
   fflush(stdout);
@@ -920,8 +921,9 @@ static void print_table_row(const bench_t *b, const size_result_t *r) {
   char wrong[32];
   if (r->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
   else snprintf(wrong, sizeof wrong, "%lld", (long long)r->wrong);
-  printf("%14zu  %12zu  %5s  %5s  %10.2f  %11.3f  %11.3f  %6s", r->bytes, r->count,
-         symm_dtype_name(b->opt.dtype), op_column(b), r->time_us, r->algbw, r->busbw, wrong);
+  printf("%14zu  %12zu  %5s  %5s  %10.2f  %11.3f  %11.3f  %6s  %8s", r->bytes, r->count,
+         symm_dtype_name(b->opt.dtype), op_column(b), r->time_us, r->algbw, r->busbw, wrong,
+         r->algo);
   if (b->nccl.used) printf("  %13.2f  %6.3f", r->nccl_us, r->time_us / r->nccl_us);
   printf("\n");
   fflush(stdout);
@@ -929,7 +931,7 @@ static void print_table_row(const bench_t *b, const size_result_t *r) {
 
 static void print_csv_header(void) {
   printf("collective,backend,ranks,inplace,size_bytes,count,type,op,time_us,algbw_gbps,"
-         "busbw_gbps,wrong,nccl_time_us,ratio\n");
+         "busbw_gbps,wrong,nccl_time_us,ratio,algo\n");
 }
 
 static void print_csv_row(const bench_t *b, const size_result_t *r) {
@@ -940,7 +942,7 @@ static void print_csv_row(const bench_t *b, const size_result_t *r) {
   printf(",");
   if (r->nccl_us >= 0) printf("%.3f,%.4f", r->nccl_us, r->time_us / r->nccl_us);
   else printf(",");
-  printf("\n");
+  printf(",%s\n", r->algo);
   fflush(stdout);
 }
 
@@ -984,8 +986,9 @@ static void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) 
     if (r->wrong >= 0) printf("%lld", (long long)r->wrong);
     else printf("null");
     if (r->nccl_us >= 0)
-      printf(",\"nccl_time_us\":%.3f,\"ratio\":%.4f}", r->nccl_us, r->time_us / r->nccl_us);
-    else printf(",\"nccl_time_us\":null,\"ratio\":null}");
+      printf(",\"nccl_time_us\":%.3f,\"ratio\":%.4f", r->nccl_us, r->time_us / r->nccl_us);
+    else printf(",\"nccl_time_us\":null,\"ratio\":null");
+    printf(",\"algo\":\"%s\"}", r->algo);
   }
   printf("],\n\"out_of_bounds\":");
   if (o->check) printf("%lld", (long long)wrong_total);
@@ -1259,6 +1262,11 @@ static int run_sweep(bench_t *b, const size_t *sizes, int n_sizes) {
     r->busbw = r->algbw * bus_factor(b);
     r->wrong = o->check ? all.wrong : -1;
     r->nccl_us = all.nccl_us;
+    r->algo = "-";
+    symm_algo_t algo;
+    if (o->coll == BENCH_ALL_REDUCE &&
+        symm_all_reduce_algo(b->comm, l.count, o->dtype, &algo) == SYMM_SUCCESS)
+      r->algo = symm_algo_name(algo);
     if (r->wrong > 0) wrong_total += r->wrong;
     busbw_sum += r->busbw;
     if (o->format == BENCH_TABLE) print_table_row(b, r);
