@@ -2,7 +2,9 @@
  * buffer and writes into it, with an SM copy kernel (16-byte vectors) and
  * with the copy engine (cudaMemcpyAsync on the peer pointer), 1 MiB - 1 GiB.
  * Run under symmem-run -n 2; rank 0 prints
- *   size_bytes sm_read sm_write ce_read ce_write   (GB/s, 1e9 bytes/s) */
+ *   size_bytes sm_read sm_write ce_read ce_write   (GB/s, 1e9 bytes/s)
+ * and then the write bandwidth of the copy engine and the SM copy sharing
+ * one write (the copy engine's share from 0 to 100%). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,39 @@ static float time_ms(cudaStream_t s, int iters, void *dst, const void *src, size
   return ms / iters;
 }
 
+/* Writes `bytes` into the peer with the copy engine (the first `ce_share`
+ * of it, on stream ce) and the SM copy (the rest, on stream s) at once;
+ * returns ms per write, both streams done. */
+static float time_split_ms(cudaStream_t s, cudaStream_t ce, int iters, void *dst, const void *src,
+                           size_t bytes, double ce_share, const copy_cfg_t *cfg, int sms) {
+  size_t ce_bytes = (size_t)(bytes * ce_share) & ~(size_t)4095;
+  cudaEvent_t a, b, fork, joined;
+  CUDA(cudaEventCreate(&a));
+  CUDA(cudaEventCreate(&b));
+  CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+  for (int w = 0; w < 2 + iters; w++) {
+    if (w == 2) CUDA(cudaEventRecord(a, s));
+    CUDA(cudaEventRecord(fork, s));
+    CUDA(cudaStreamWaitEvent(ce, fork, 0));
+    if (ce_bytes) CUDA(cudaMemcpyAsync(dst, src, ce_bytes, cudaMemcpyDefault, ce));
+    if (ce_bytes < bytes)
+      launch_copy(cfg, sms, s, (char *)dst + ce_bytes, (const char *)src + ce_bytes,
+                  bytes - ce_bytes);
+    CUDA(cudaEventRecord(joined, ce));
+    CUDA(cudaStreamWaitEvent(s, joined, 0));
+  }
+  CUDA(cudaEventRecord(b, s));
+  CUDA(cudaEventSynchronize(b));
+  float ms;
+  CUDA(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(joined);
+  return ms / iters;
+}
+
 int main(int argc, char **argv) {
   size_t max_bytes = (size_t)1 << 30;
   symm_comm_t *comm;
@@ -286,6 +321,24 @@ int main(int argc, char **argv) {
       printf("  %12zu %9.1f %9.1f %9.1f %9.1f %11.3f\n", bytes, bytes / r / 1e6, bytes / w / 1e6,
              bytes / cr / 1e6, bytes / cw / 1e6, ce_best / sm_best);
     }
+    /* Can the copy engine and the SMs together write faster than either?
+     * (What a two-shot that hands part of its traffic to the copy engine
+     * could reach.) */
+    cudaStream_t ce;
+    CUDA(cudaStreamCreateWithFlags(&ce, cudaStreamNonBlocking));
+    printf("# write to the peer, copy engine and SM copy at once, GB/s by the copy engine's share\n");
+    printf("# %12s", "size_bytes");
+    static const double shares[] = {0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 1.0};
+    for (size_t k = 0; k < sizeof shares / sizeof shares[0]; k++) printf("   ce %3.0f%%", shares[k] * 100);
+    printf("\n");
+    for (size_t bytes = 64u << 20; bytes <= max_bytes; bytes *= 4) {
+      printf("  %12zu", bytes);
+      for (size_t k = 0; k < sizeof shares / sizeof shares[0]; k++)
+        printf(" %9.1f", bytes / time_split_ms(s, ce, 10, peer, local, bytes, shares[k], &best[1],
+                                                sms) / 1e6);
+      printf("\n");
+    }
+    cudaStreamDestroy(ce);
     cudaStreamDestroy(s);
   }
   CHECK(symm_comm_barrier(comm));
