@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu_kernels.h"
+#include "symmem_device.cuh"
 
 namespace {
 
@@ -52,6 +53,34 @@ __global__ void check_contiguous(const float *base, int world, int64_t stride, s
   if (local) atomicAdd(bad, local);
 }
 
+/* Same result in every thread: symm_dev_barrier_block (mode 0) or thread
+ * 0's symm_dev_barrier (mode 1). */
+__device__ int ring_barrier(const gpu_ring_t &a, unsigned channel, symm_dev_error_t *err) {
+  if (a.mode == 0)
+    return symm_dev_barrier_block(a.pads, a.rank, a.world, channel, a.timeout_ns, err);
+  __shared__ int res;
+  __syncthreads();
+  if (threadIdx.x == 0) res = symm_dev_barrier(a.pads, a.rank, a.world, channel, a.timeout_ns, err);
+  __syncthreads();
+  int r = res;
+  __syncthreads();
+  return r;
+}
+
+__global__ void barrier_ring(gpu_ring_t a, symm_dev_error_t *err, unsigned long long *bad) {
+  unsigned long long local = 0;
+  for (int round = 0; round < a.rounds; round++) {
+    for (size_t i = threadIdx.x; i < a.n; i += blockDim.x)
+      a.right_data[i] = (float)(a.rank * 1000 + round);
+    if (ring_barrier(a, 0, err) != SYMM_DEV_SUCCESS) break;
+    for (size_t i = threadIdx.x; i < a.n; i += blockDim.x)
+      local += a.my_data[i] != (float)(a.left * 1000 + round);
+    /* Our buffer is read before the left neighbour writes it again. */
+    if (ring_barrier(a, 1, err) != SYMM_DEV_SUCCESS) break;
+  }
+  if (local) atomicAdd(bad, local);
+}
+
 }  // namespace
 
 extern "C" int gpu_write_pattern(float *dst, size_t n, int tag) {
@@ -78,5 +107,10 @@ extern "C" int gpu_sum_peers(float *const *ptrs, int nptrs, size_t n, float *out
 extern "C" int gpu_check_contiguous(const float *base, int world, int64_t stride, size_t n,
                                     unsigned long long *bad) {
   check_contiguous<<<blocks_for(n), kThreads>>>(base, world, stride, n, bad);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int gpu_barrier_ring(const gpu_ring_t *ring, void *err, unsigned long long *bad) {
+  barrier_ring<<<1, 512>>>(*ring, (symm_dev_error_t *)err, bad);
   return (int)cudaGetLastError();
 }

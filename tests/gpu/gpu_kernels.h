@@ -27,6 +27,25 @@ int gpu_sum_peers(float *const *ptrs, int nptrs, size_t n, float *out);
 int gpu_check_contiguous(const float *base, int world, int64_t stride, size_t n,
                          unsigned long long *bad);
 
+/* The public device-side barriers of symmem_device.cuh in a user kernel:
+ * one block runs `rounds` rounds of: write rank * 1000 + round into the
+ * right neighbour's buffer, barrier, count elements of our own buffer that
+ * are not left * 1000 + round into *bad, barrier.  mode 0:
+ * symm_dev_barrier_block on channels 0 and 1; mode 1: thread 0 calls
+ * symm_dev_barrier between __syncthreads.  pads[r]: rank r's signal pad as
+ * mapped here (world <= GPU_MAX_RANKS).  *err (device memory, zeroed by the
+ * caller) is the symm_dev_error_t the barriers report to; *bad is device
+ * memory the caller zeroed. */
+#define GPU_MAX_RANKS 8
+typedef struct gpu_ring {
+  float *right_data, *my_data;
+  uint32_t *pads[GPU_MAX_RANKS];
+  int rank, world, left, rounds, mode;
+  size_t n;
+  uint64_t timeout_ns;
+} gpu_ring_t;
+int gpu_barrier_ring(const gpu_ring_t *ring, void *err, unsigned long long *bad);
+
 #ifdef __cplusplus
 }
 #endif

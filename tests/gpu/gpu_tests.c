@@ -445,6 +445,81 @@ static void test_signal_pads(gpu_ctx_t *c) {
   barrier(c);
 }
 
+/* The device-side barriers of symmem_device.cuh in a kernel of ours: rounds
+ * of ring writes between barriers see every neighbour's write and nothing
+ * stale, with symm_dev_barrier_block and with symm_dev_barrier; then a
+ * barrier that only rank 0 enters reports SYMM_DEV_ERR_TIMEOUT naming a
+ * peer, instead of hanging. */
+static void test_device_barriers(gpu_ctx_t *c) {
+  const size_t n = 4096;
+  if (c->size > GPU_MAX_RANKS) return;
+  symm_tensor_t *t = alloc_f32(c, n), *lone = alloc_f32(c, 1);
+  bool ok = t && lone && CHECK_OK(c, symm_tensor_rendezvous(t)) &&
+            CHECK_OK(c, symm_tensor_rendezvous(lone));
+  void *const *peers = NULL;
+  ok = ok && CHECK_OK(c, symm_tensor_peer_ptrs(t, &peers));
+  gpu_ring_t ring;
+  memset(&ring, 0, sizeof ring);
+  ring.rank = c->rank;
+  ring.world = c->size;
+  ring.left = (c->rank + c->size - 1) % c->size;
+  ring.n = n;
+  ring.rounds = 20;
+  ring.timeout_ns = 20ull * 1000 * 1000 * 1000;
+  for (int r = 0; r < c->size && ok; r++) {
+    void *pad = NULL;
+    ok = CHECK_OK(c, symm_tensor_signal_pad(t, r, &pad));
+    ring.pads[r] = pad;
+  }
+  if (ok) {
+    ring.right_data = peers[(c->rank + 1) % c->size];
+    ring.my_data = peers[c->rank];
+  }
+  uint32_t *err = NULL;
+  unsigned long long *bad = NULL;
+  ok = ok && CUDA_OK(c, cudaMalloc((void **)&err, 2 * sizeof(uint32_t))) &&
+       CUDA_OK(c, cudaMalloc((void **)&bad, sizeof *bad));
+  for (int mode = 0; mode < 2 && ok; mode++) {
+    barrier(c);
+    ring.mode = mode;
+    uint32_t herr[2] = {1, 1};
+    unsigned long long hbad = 1;
+    ok = CUDA_OK(c, cudaMemset(err, 0, 2 * sizeof(uint32_t))) &&
+         CUDA_OK(c, cudaMemset(bad, 0, sizeof *bad)) &&
+         CUDA_OK(c, gpu_barrier_ring(&ring, err, bad)) && CUDA_OK(c, cudaDeviceSynchronize()) &&
+         CUDA_OK(c, cudaMemcpy(herr, err, sizeof herr, cudaMemcpyDeviceToHost)) &&
+         CUDA_OK(c, cudaMemcpy(&hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost));
+    CHECK(c, ok && herr[0] == 0 && hbad == 0,
+          "%s ring: error %u (peer %u), %llu stale or missing elements",
+          mode ? "symm_dev_barrier" : "symm_dev_barrier_block", herr[0], herr[1], hbad);
+  }
+  barrier(c);
+  /* Rank 0 alone, on the other tensor's pads, with a short timeout. */
+  if (ok && c->rank == 0) {
+    for (int r = 0; r < c->size && ok; r++) {
+      void *pad = NULL;
+      ok = CHECK_OK(c, symm_tensor_signal_pad(lone, r, &pad));
+      ring.pads[r] = pad;
+    }
+    ring.mode = 0;
+    ring.rounds = 1;
+    ring.timeout_ns = 200ull * 1000 * 1000;
+    uint32_t herr[2] = {0, 0};
+    ok = ok && CUDA_OK(c, cudaMemset(err, 0, 2 * sizeof(uint32_t))) &&
+         CUDA_OK(c, cudaMemset(bad, 0, sizeof *bad)) &&
+         CUDA_OK(c, gpu_barrier_ring(&ring, err, bad)) && CUDA_OK(c, cudaDeviceSynchronize()) &&
+         CUDA_OK(c, cudaMemcpy(herr, err, sizeof herr, cudaMemcpyDeviceToHost));
+    CHECK(c, ok && herr[0] == (uint32_t)SYMM_ERR_TIMEOUT && herr[1] != 0 && (int)herr[1] < c->size,
+          "a barrier no peer enters: error %u, peer %u (want %d and a peer)", herr[0], herr[1],
+          (int)SYMM_ERR_TIMEOUT); /* symmem_device.cuh: the codes equal symm_result_t's */
+  }
+  barrier(c);
+  cudaFree(err);
+  cudaFree(bad);
+  if (t) symm_tensor_free(t);
+  if (lone) symm_tensor_free(lone); /* its pads hold unconsumed signals: the pool zeroes them */
+}
+
 /* Many alloc -> rendezvous -> free cycles of varying sizes; after trimming
  * the pool, open fds and free GPU memory are back where they started.  The
  * pad heap (a granule per rank, its published fd, and the peers' imported
@@ -523,6 +598,7 @@ static const gpu_test_t gpu_tests[] = {
     {"validate", test_validate},
     {"free_while_mapped", test_free_while_mapped},
     {"signal_pads", test_signal_pads},
+    {"device_barriers", test_device_barriers},
     {"alloc_cycles", test_alloc_cycles},
 };
 #define GPU_NTESTS ((int)(sizeof gpu_tests / sizeof gpu_tests[0]))
