@@ -825,10 +825,12 @@ static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, u
 }
 
 /* Accepts only the attribute symmem sets; FAKECUDA_NO_LAUNCH_EX=1 hides the
- * entry point (a driver without it). */
+ * entry point (a driver without it), FAKECUDA_LAUNCH_EX_REFUSES=1 refuses
+ * every attribute (a driver that does not know it). */
 static ncu_result fk_cuLaunchKernelEx(const ncu_launch_config *cfg, ncu_function fn,
                                       void **params, void **extra) {
   if (!cfg || (cfg->num_attrs && !cfg->attrs)) return NCU_ERROR_INVALID_VALUE;
+  if (cfg->num_attrs && fk_env_int("FAKECUDA_LAUNCH_EX_REFUSES", 0)) return NCU_ERROR_INVALID_VALUE;
   int pdl = 0;
   for (unsigned i = 0; i < cfg->num_attrs; i++) {
     if (cfg->attrs[i].id != NCU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION)

@@ -1136,6 +1136,10 @@ TEST_IMPL(native_fake_launch_settings) {
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
   ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_NO_LAUNCH_EX");
+  /* A driver that refuses the attribute: every launch still goes, plainly. */
+  setenv("FAKECUDA_LAUNCH_EX_REFUSES", "1", 1);
+  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
   return 0;
 }
 

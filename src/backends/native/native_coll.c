@@ -229,7 +229,7 @@ symm_result_t native_poll_async_error(symm_comm_t *comm) {
  * this hides is the launch latency between back-to-back kernels, in graphs
  * too, where captured launches keep the attribute as a programmatic edge.
  */
-static ncu_result native_coll_launch(const native_coll_t *co, ncu_function fn, unsigned grid,
+static ncu_result native_coll_launch(native_coll_t *co, ncu_function fn, unsigned grid,
                                      unsigned threads, void *stream, void *params) {
   void *kparams[1] = {params};
   if (co->pdl) {
@@ -238,7 +238,12 @@ static ncu_result native_coll_launch(const native_coll_t *co, ncu_function fn, u
     attr.id = NCU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmatic_stream_serialization = 1;
     ncu_launch_config cfg = {grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, &attr, 1};
-    return co->cd->cuLaunchKernelEx(&cfg, fn, kparams, NULL);
+    ncu_result cu = co->cd->cuLaunchKernelEx(&cfg, fn, kparams, NULL);
+    if (cu != NCU_ERROR_INVALID_VALUE && cu != NCU_ERROR_NOT_SUPPORTED) return cu;
+    /* A driver that refuses the attribute: launch plainly from now on. */
+    co->pdl = false;
+    SYMM_WARN(COLL, "native: cuLaunchKernelEx refused programmatic dependent launch (%s); "
+              "launching without it", native_cu_error(cu));
   }
   return co->cd->cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, kparams,
                                 NULL);
