@@ -560,9 +560,9 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    before them on the stream as any launch would; a kernel of yours that
  *    you launch after ours *with* the programmatic-serialization attribute
  *    may start before ours ends, and must call
- *    cudaGridDependencySynchronize() before it reads our output (the usual
- *    contract of that attribute).  Kernels launched without it see nothing
- *    new.
+ *    cudaGridDependencySynchronize() before it touches (reads or writes)
+ *    any buffer of the collective (the usual contract of that attribute).
+ *    Kernels launched without it see nothing new.
  *  - dtypes: f32, bf16, f16 (reduced in f32), i32 for reductions; any dtype
  *    for all-gather, broadcast and all-to-all.  ops: sum, min, max.
  *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad

@@ -117,7 +117,8 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %d cannot be reduced (f32, bf16, f16, i32 "
                       "can)", fn, (int)dtype);
   size_t bytes;
-  if (__builtin_mul_overflow(count, symm_dtype_size(dtype), &bytes))
+  if (__builtin_mul_overflow(count, symm_dtype_size(dtype), &bytes) ||
+      __builtin_mul_overflow(bytes, (size_t)comm->size, &(size_t){0}))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
   if (comm->ops->version < 3 || !comm->ops->collective)
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",

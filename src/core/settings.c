@@ -49,7 +49,7 @@ static const symm_setting_desc_t settings[] = {
      "native backend handle type: auto|fd|fabric (auto falls back to fd)."},
     {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "4G",
      "Limit of freed-but-still-mapped memory kept per communicator for reuse (0 = off)."},
-    {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "32M",
+    {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "64M",
      "Per-rank scratch tensor through which collectives stage buffers that are not "
      "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch)."},
     {"SYMM_HOST_SLICE_BYTES", SYMM_SETTING_SIZE, "2M",

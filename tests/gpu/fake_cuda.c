@@ -840,6 +840,15 @@ static ncu_result fk_cuLaunchKernelEx(const ncu_launch_config *cfg, ncu_function
   return fk_launch(fn, cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz, params, extra, pdl);
 }
 
+/* The PTX version of every kernel: FAKECUDA_PTX_VERSION, default 90. */
+static ncu_result fk_cuFuncGetAttribute(int *v, int attr, ncu_function fn) {
+  int i = (int)(uintptr_t)fn - 1;
+  if (!v || i < 0 || i >= fk_nfunctions) return NCU_ERROR_INVALID_VALUE;
+  if (attr != NCU_FUNC_ATTR_PTX_VERSION) return NCU_ERROR_NOT_SUPPORTED;
+  *v = fk_env_int("FAKECUDA_PTX_VERSION", 90);
+  return NCU_SUCCESS;
+}
+
 static ncu_result fk_cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
   (void)flags;
   if (!p || !bytes) return NCU_ERROR_INVALID_VALUE;

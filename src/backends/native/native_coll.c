@@ -100,11 +100,18 @@ static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t 
   return res;
 }
 
-static int native_coll_cc_major(const native_state_t *st) {
-  int major = 0;
-  if (st->drv->cuDeviceGetAttribute(&major, NCU_DEV_ATTR_CC_MAJOR, st->dev) != NCU_SUCCESS)
-    return 0;
-  return major;
+/* Whether the kernels this GPU runs wait for the kernel before them
+ * (griddepcontrol.wait is compiled in only for sm_90 and newer): the PTX
+ * version of the loaded code, not the GPU's, decides, since a GPU newer
+ * than the fatbin's SASS runs JIT-compiled PTX of the newest arch in it. */
+static bool native_coll_kernels_wait(native_coll_t *co) {
+  ncu_function fn = NULL;
+  int ptx = 0;
+  if (co->cd->cuModuleGetFunction(&fn, co->module, "symm_signal_op") != NCU_SUCCESS ||
+      co->cd->cuFuncGetAttribute(&ptx, NCU_FUNC_ATTR_PTX_VERSION, fn) != NCU_SUCCESS)
+    return false;
+  co->signal_fn = fn;
+  return ptx >= 90;
 }
 
 symm_result_t native_coll_startup(symm_comm_t *comm) {
@@ -146,10 +153,8 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
     co->module = NULL;
     goto out;
   }
-  /* griddepcontrol needs sm_90; older GPUs ignore the attribute, but
-   * their kernels (sm_80 code) do not wait, so it stays off there. */
   co->pdl = co->cd->cuLaunchKernelEx && symm_setting_bool("SYMM_NATIVE_PDL") &&
-            native_coll_cc_major(st) >= 9;
+            native_coll_kernels_wait(co);
   SYMM_INFO(COLL, "native: programmatic dependent launch %s", co->pdl ? "on" : "off");
   int64_t mb = symm_setting_int("SYMM_COLL_MAX_BLOCKS");
   co->max_blocks = mb > 0 && mb < SYMM_COLL_MAX_CHANNELS ? (unsigned)mb : 0;
@@ -240,10 +245,16 @@ static ncu_result native_coll_launch(native_coll_t *co, ncu_function fn, unsigne
     ncu_launch_config cfg = {grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, &attr, 1};
     ncu_result cu = co->cd->cuLaunchKernelEx(&cfg, fn, kparams, NULL);
     if (cu != NCU_ERROR_INVALID_VALUE && cu != NCU_ERROR_NOT_SUPPORTED) return cu;
-    /* A driver that refuses the attribute: launch plainly from now on. */
-    co->pdl = false;
-    SYMM_WARN(COLL, "native: cuLaunchKernelEx refused programmatic dependent launch (%s); "
-              "launching without it", native_cu_error(cu));
+    /* A driver that refuses the attribute (if a plain launch goes): launch
+     * plainly from now on.  Other bad values fail the plain launch too. */
+    ncu_result plain = co->cd->cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0,
+                                              (ncu_stream)stream, kparams, NULL);
+    if (plain == NCU_SUCCESS) {
+      co->pdl = false;
+      SYMM_WARN(COLL, "native: cuLaunchKernelEx refused programmatic dependent launch (%s); "
+                "launching without it", native_cu_error(cu));
+    }
+    return plain;
   }
   return co->cd->cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, (ncu_stream)stream, kparams,
                                 NULL);

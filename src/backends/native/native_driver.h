@@ -197,6 +197,9 @@ typedef struct ncu_uuid {
  * without them still runs everything else. */
 typedef struct ncu_module_st *ncu_module;     /* CUmodule */
 typedef struct ncu_function_st *ncu_function; /* CUfunction */
+/* CUfunction_attribute: the PTX virtual architecture of a function (90 for
+ * compute_90). */
+enum { NCU_FUNC_ATTR_PTX_VERSION = 5 };
 /* cuMemHostAlloc flags. */
 enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
 #define NATIVE_COLL_DRIVER_FUNCTIONS(X)                                        \
@@ -208,6 +211,7 @@ enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
                      unsigned int gz, unsigned int bx, unsigned int by,        \
                      unsigned int bz, unsigned int shared_bytes,               \
                      ncu_stream stream, void **params, void **extra))          \
+  X(cuFuncGetAttribute, (int *value, int attr, ncu_function fn))               \
   X(cuMemHostAlloc, (void **ptr, size_t bytes, unsigned int flags))            \
   X(cuMemHostGetDevicePointer, (ncu_deviceptr * dptr, void *ptr,               \
                                 unsigned int flags))                           \
@@ -221,6 +225,7 @@ typedef struct ncu_launch_attr {
   char pad[4];      /* the value starts 8 bytes in */
   union {
     char bytes[64]; /* CUlaunchAttributeValue is 64 bytes */
+    uint64_t align; /* and 8-byte aligned (it holds pointers) */
     int programmatic_stream_serialization;
   } value;
 } ncu_launch_attr;
