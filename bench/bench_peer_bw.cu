@@ -178,6 +178,18 @@ static unsigned long long check_copy(cudaStream_t s, const copy_cfg_t *cfg, int 
   return host;
 }
 
+/* Records `b` on s after the timed work (started at event `a`), waits, and
+ * returns ms per iteration; destroys both events. */
+static float ms_per_iter(cudaStream_t s, cudaEvent_t a, cudaEvent_t b, int iters) {
+  CUDA(cudaEventRecord(b, s));
+  CUDA(cudaEventSynchronize(b));
+  float ms;
+  CUDA(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / iters;
+}
+
 static float time_ms(cudaStream_t s, int iters, void *dst, const void *src, size_t bytes,
                      const copy_cfg_t *cfg, int sms) {
   cudaEvent_t a, b;
@@ -188,13 +200,7 @@ static float time_ms(cudaStream_t s, int iters, void *dst, const void *src, size
     if (!cfg) CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
     else launch_copy(cfg, sms, s, dst, src, bytes);
   }
-  CUDA(cudaEventRecord(b, s));
-  CUDA(cudaEventSynchronize(b));
-  float ms;
-  CUDA(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / iters;
+  return ms_per_iter(s, a, b, iters);
 }
 
 /* Writes `bytes` into the peer with the copy engine (the first `ce_share`
@@ -219,15 +225,9 @@ static float time_split_ms(cudaStream_t s, cudaStream_t ce, int iters, void *dst
     CUDA(cudaEventRecord(joined, ce));
     CUDA(cudaStreamWaitEvent(s, joined, 0));
   }
-  CUDA(cudaEventRecord(b, s));
-  CUDA(cudaEventSynchronize(b));
-  float ms;
-  CUDA(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   cudaEventDestroy(fork);
   cudaEventDestroy(joined);
-  return ms / iters;
+  return ms_per_iter(s, a, b, iters);
 }
 
 int main(int argc, char **argv) {
