@@ -54,6 +54,13 @@
  *  every wait (fail fast) and report again; it is never cleared (the
  *  ranks are out of step), only a new scratch starts without it.
  *
+ *  Launch.  native_coll_launch sets programmatic stream serialization on
+ *  sm_90+ code: a kernel may start while the one before it on the stream
+ *  still runs.  Every kernel first waits for that kernel (griddepcontrol
+ *  .wait, coll_after_prior_kernel) before it reads anything, epoch and
+ *  inputs included, so the protocol above sees kernels in stream order;
+ *  only the launch latency between them is hidden.
+ *
  *  Determinism.  Where every rank reduces the same element (one-shot, LL)
  *  the ranks' values are combined in the same order on every rank (the
  *  starting rank depends on the element's warp, not on the rank), so all
