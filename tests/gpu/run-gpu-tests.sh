@@ -5,7 +5,8 @@
 # (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1), the refusal of shared GPUs
 # without that setting, the native backend's protocol and the multi-process
 # conformance tests over the fake driver, the collectives (symm-gpu-coll-tests:
-# 2 ranks, 4 shared ranks, a rank that never calls), and the GPU tests and
+# 2 ranks, 4 shared ranks, a rank that never calls), the GPU example
+# examples/ring_signals, and the GPU tests and
 # the collectives once more under compute-sanitizer memcheck, and the
 # collectives under racecheck (shared-memory hazards in the kernels).
 # Exits non-zero if any step failed.  compute-sanitizer does not count the
@@ -27,7 +28,7 @@ STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export SYMM_BACKEND=native
 
-for f in "$RUN" "$INFO" "$PROG" "$COLL"; do
+for f in "$RUN" "$INFO" "$PROG" "$COLL" "$BUILD/examples/ring_signals"; do
   if [ ! -x "$f" ]; then
     echo "run-gpu-tests: $f missing (was the build made with nvcc present?)" >&2
     exit 1
@@ -89,6 +90,10 @@ step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE
   "$RUN" -n 4 -- "$COLL" --quick
 step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
   "$RUN" -n 2 -- "$COLL" --timeout
+# The GPU example (a user kernel with the device-side signals) checks what
+# it received and exits non-zero on any wrong element or device error.
+step "examples/ring_signals, 2 ranks" env $two_rank_env "$RUN" -n 2 -- \
+  "$BUILD/examples/ring_signals"
 # The multi-process conformance tests and the backend's protocol tests run
 # with the native backend over the fake driver (tests/gpu/fake_cuda.c): its
 # "device memory" is host memory, which those CPU-side tests read and write
