@@ -68,7 +68,7 @@ void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char 
 
 symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_check_async_error: comm is NULL");
-  if (comm->ops->version >= 3 && comm->ops->poll_async_error) comm->ops->poll_async_error(comm);
+  if (SYMM_OPS_HAS(comm->ops, 3, poll_async_error)) comm->ops->poll_async_error(comm);
   symm_result_t err = (symm_result_t)comm->async_error;
   if (err == SYMM_SUCCESS) return SYMM_SUCCESS;
   comm->async_error = 0;
@@ -108,6 +108,12 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   return SYMM_ALGO_TWO_SHOT;
 }
 
+static symm_result_t check_collectives(const symm_comm_t *comm, const char *fn) {
+  if (SYMM_OPS_HAS(comm->ops, 3, collective)) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
+                    fn, comm->ops->name);
+}
+
 symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
                                    symm_algo_t *algo) {
   static const char fn[] = "symm_all_reduce_algo";
@@ -120,11 +126,9 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
   if (__builtin_mul_overflow(count, symm_dtype_size(dtype), &bytes) ||
       __builtin_mul_overflow(bytes, (size_t)comm->size, &(size_t){0}))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
-  if (comm->ops->version < 3 || !comm->ops->collective)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
-                      fn, comm->ops->name);
+  SYMM_CHECK(check_collectives(comm, fn));
   symm_algo_t a = choose_allreduce(comm, bytes);
-  if (comm->ops->version >= 5 && comm->ops->allreduce_algo)
+  if (SYMM_OPS_HAS(comm->ops, 5, allreduce_algo))
     a = comm->ops->allreduce_algo(comm, a, bytes);
   *algo = a;
   return SYMM_SUCCESS;
@@ -157,9 +161,7 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
   }
   if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = choose_allreduce(comm, bytes);
-  if (comm->ops->version < 3 || !comm->ops->collective)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
-                      fn, comm->ops->name);
+  SYMM_CHECK(check_collectives(comm, fn));
   if (comm->device < 0 && a->stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);

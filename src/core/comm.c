@@ -478,7 +478,7 @@ symm_result_t symm_comm_barrier(symm_comm_t *comm) {
 symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {
   if (!comm || !handle)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_native_handle: NULL argument");
-  if (comm->ops->version >= 1 && comm->ops->native_handle)
+  if (SYMM_OPS_HAS(comm->ops, 1, native_handle))
     return comm->ops->native_handle(comm, handle);
   return symm_error(SYMM_ERR_UNSUPPORTED,
                     "backend %s has no native communicator handle (the nccl backend exposes "

@@ -269,6 +269,10 @@ typedef struct symm_backend_ops {
   /* members above: version 5 */
 } symm_backend_ops_t;
 
+/* Whether the backend's table has optional member `member`, which tables
+ * carry from version `since` on (SQLite-VFS style: check both). */
+#define SYMM_OPS_HAS(ops, since, member) ((ops)->version >= (since) && (ops)->member != NULL)
+
 /* ops->signal's operations. */
 enum { SYMM_SIGNAL_PUT = 1, SYMM_SIGNAL_WAIT = 2, SYMM_SIGNAL_BARRIER = 3 };
 

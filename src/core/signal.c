@@ -29,7 +29,7 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
   if (comm->device < 0 && stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
-  if (comm->ops->version < 4 || !comm->ops->signal)
+  if (!SYMM_OPS_HAS(comm->ops, 4, signal))
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no stream-ordered signals; "
                       "use symmem_device.cuh in a kernel, or the native or host backend", fn,
                       comm->ops->name);

@@ -120,11 +120,6 @@ static void unmap_peer_slot(symm_tensor_t *t, int r) {
   t->peer_data[r] = NULL;
 }
 
-/* Version-2 ops members exist only in tables that say so. */
-static bool has_op(const symm_comm_t *comm, bool present) {
-  return comm->ops->version >= 2 && present;
-}
-
 static void drop_peer_data_dev(symm_tensor_t *t) {
   if (!t->peer_data_dev) return;
   t->comm->ops->device_free(t->comm, t->peer_data_dev);
@@ -423,7 +418,7 @@ symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_p
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs_device: tensor not rendezvoused yet");
   symm_comm_t *comm = t->comm;
-  if (!has_op(comm, comm->ops->device_copy != NULL))
+  if (!SYMM_OPS_HAS(comm->ops, 2, device_copy))
     return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_peer_ptrs_device: the %s backend's "
                       "memory is CPU memory; use symm_tensor_peer_ptrs", comm->ops->name);
   if (!t->peer_data_dev)
