@@ -75,15 +75,8 @@ static uint64_t cli_deadline(uint64_t ms) { return symm_now_ns() + ms * 1000000u
 /* Waits until fd is ready for `events` or the deadline passes.  Errors and
  * hang-ups count as ready: the following send/recv reports them. */
 static cli_io_t cli_wait(int fd, short events, uint64_t deadline) {
-  for (;;) {
-    uint64_t now = symm_now_ns();
-    if (now >= deadline) return CLI_IO_TIMEOUT;
-    uint64_t ms = (deadline - now + 999999ull) / 1000000ull;
-    struct pollfd p = {.fd = fd, .events = events};
-    int rc = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
-    if (rc > 0) return CLI_IO_OK;
-    if (rc < 0 && errno != EINTR) return CLI_IO_ERROR;
-  }
+  int rc = symm_poll_until(fd, events, deadline);
+  return rc > 0 ? CLI_IO_OK : rc == 0 ? CLI_IO_TIMEOUT : CLI_IO_ERROR;
 }
 
 static bool cli_errno_closed(int e) {

@@ -98,26 +98,6 @@ static void fdx_close(int *fd) {
   *fd = -1;
 }
 
-/* Milliseconds left until deadline_ns, rounded up, never negative. */
-static int fdx_remaining_ms(uint64_t deadline_ns) {
-  uint64_t now = symm_now_ns();
-  if (now >= deadline_ns) return 0;
-  uint64_t ms = (deadline_ns - now + 999999u) / 1000000u;
-  return ms > INT32_MAX ? INT32_MAX : (int)ms;
-}
-
-/* Waits until sock is ready for `events` or the deadline passes.  Returns 1
- * when ready, 0 at the deadline, -1 with errno on failure. */
-static int fdx_wait(int sock, short events, uint64_t deadline_ns) {
-  for (;;) {
-    struct pollfd p = {sock, events, 0};
-    int rc = poll(&p, 1, fdx_remaining_ms(deadline_ns));
-    if (rc > 0) return 1;
-    if (rc == 0) return 0;
-    if (errno != EINTR) return -1;
-  }
-}
-
 /* The effective uid of the process at the other end of a connected socket
  * (the kernel records the euid at connect/listen time). */
 static bool fdx_peer_cred(int sock, struct ucred *cred) {
@@ -457,7 +437,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
       errno = err;
       return symm_error_errno("fd exchange: connect to %s (rank %d)", name, peer);
     }
-    int left = fdx_remaining_ms(deadline_ns);
+    int left = symm_ms_until(deadline_ns);
     if (left == 0)
       return symm_error(SYMM_ERR_TIMEOUT,
                         "fd server %s of rank %d did not accept within %d ms (%s)", name, peer,
@@ -483,7 +463,7 @@ static symm_result_t fdx_send_request(int sock, int peer, uint64_t id, uint64_t 
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return symm_error_errno("fd exchange: send to rank %d", peer);
-    int rc = fdx_wait(sock, POLLOUT, deadline_ns);
+    int rc = symm_poll_until(sock, POLLOUT, deadline_ns);
     if (rc == 0)
       return symm_error(SYMM_ERR_TIMEOUT, "fd exchange: rank %d's server is not reading", peer);
     if (rc < 0) return symm_error_errno("fd exchange: poll");
@@ -521,7 +501,7 @@ static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
     char buf[CMSG_SPACE(sizeof(int) * 4)];
   } ctl;
   for (;;) {
-    int rc = fdx_wait(sock, POLLIN, deadline_ns);
+    int rc = symm_poll_until(sock, POLLIN, deadline_ns);
     if (rc == 0)
       return symm_error(SYMM_ERR_TIMEOUT, "fd exchange: no reply from rank %d's server", peer);
     if (rc < 0) return symm_error_errno("fd exchange: poll");

@@ -409,6 +409,13 @@ size_t symm_registry_count(void);
 /* ---------------------------------------------------------------- helpers */
 uint64_t symm_hash64(const void *data, size_t len, uint64_t seed);
 uint64_t symm_now_ns(void);              /* CLOCK_MONOTONIC */
+/* Milliseconds from now until deadline_ns (symm_now_ns clock), rounded up;
+ * 0 once it has passed. */
+int symm_ms_until(uint64_t deadline_ns);
+/* Waits until fd is ready for `events` (errors and hang-ups count as ready:
+ * the next read or write reports them) or deadline_ns passes; EINTR is
+ * retried.  1: ready, 0: the deadline passed, -1: poll failed (errno). */
+int symm_poll_until(int fd, short events, uint64_t deadline_ns);
 void symm_random_bytes(void *buf, size_t len);
 /* Process pid (on this host) is gone, or a zombie nobody reaped yet. */
 bool symm_process_gone(int32_t pid);

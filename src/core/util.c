@@ -1,6 +1,8 @@
 /* Small helpers: hashing, clocks, randomness. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +37,26 @@ uint64_t symm_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int symm_ms_until(uint64_t deadline_ns) {
+  uint64_t now = symm_now_ns();
+  if (now >= deadline_ns) return 0;
+  uint64_t ms = (deadline_ns - now + 999999u) / 1000000u;
+  return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+int symm_poll_until(int fd, short events, uint64_t deadline_ns) {
+  for (;;) {
+    /* Checked before every poll: poll may return early, and a deadline that
+     * has passed gives a 0 ms poll, which still reports a ready fd. */
+    int ms = symm_ms_until(deadline_ns);
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc = poll(&p, 1, ms);
+    if (rc > 0) return 1;
+    if (rc == 0 && ms == 0) return 0;
+    if (rc < 0 && errno != EINTR) return -1;
+  }
 }
 
 void symm_random_bytes(void *buf, size_t len) {
