@@ -211,11 +211,6 @@ out:
   return res;
 }
 
-static symm_result_t shm_barrier(symm_bootstrap_t *bs) {
-  uint8_t dummy = 0;
-  return shm_broadcast(bs, &dummy, 1, 0);
-}
-
 static void shm_fini(symm_bootstrap_t *bs) {
   if (!bs) return;
   shm_bs_t *s = bs->state;
@@ -232,7 +227,6 @@ static const symm_bootstrap_ops_t shm_bootstrap_ops = {
     .name = "shm",
     .allgather = shm_allgather,
     .broadcast = shm_broadcast,
-    .barrier = shm_barrier,
     .fini = shm_fini,
     .allgatherv = shm_gather,
 };

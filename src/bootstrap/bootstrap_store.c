@@ -108,11 +108,6 @@ static symm_result_t store_broadcast(symm_bootstrap_t *bs, void *buf, size_t len
   return res;
 }
 
-static symm_result_t store_barrier(symm_bootstrap_t *bs) {
-  uint8_t dummy = 0;
-  return store_broadcast(bs, &dummy, 1, 0);
-}
-
 static void store_fini(symm_bootstrap_t *bs) {
   if (!bs) return;
   store_bs_t *s = bs->state;
@@ -131,7 +126,6 @@ static const symm_bootstrap_ops_t store_bootstrap_ops = {
     .name = "store",
     .allgather = store_allgather,
     .broadcast = store_broadcast,
-    .barrier = store_barrier,
     .fini = store_fini,
     .allgatherv = store_gather,
 };

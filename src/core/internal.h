@@ -116,7 +116,8 @@ typedef struct symm_bootstrap_ops {
   symm_result_t (*allgather)(symm_bootstrap_t *bs, const void *send, size_t len, void *recv);
   /* Copies root's buf to every rank.  Collective. */
   symm_result_t (*broadcast)(symm_bootstrap_t *bs, void *buf, size_t len, int root);
-  symm_result_t (*barrier)(symm_bootstrap_t *bs);
+  /* (No barrier: symm_comm_barrier is a tagged all-gather, so that a rank
+   * in a barrier and one in a rendezvous see a mismatch, not a match.) */
   void (*fini)(symm_bootstrap_t *bs);
   /* Gathers contributions of any length: values[r] (malloc'd, caller frees
    * each) and lens[r] for every rank.  Collective. */
