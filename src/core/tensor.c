@@ -532,13 +532,19 @@ symm_result_t symm_validate(symm_comm_t *comm, const void *ptr, size_t nbytes) {
 
 /* ------------------------------------------------------------------ free */
 
-void symm_tensor_free(symm_tensor_t *t) {
-  if (!t) return;
-  symm_comm_t *comm = t->comm;
+/* Takes t out of the registry (its peers' and contiguous mappings too): no
+ * lookup finds it any more.  Its memory and peer mappings stay. */
+static void detach_tensor(symm_tensor_t *t) {
   symm_registry_remove(data_of(t));
   if (t->rendezvoused) unregister_peers(t);
   drop_contiguous(t);
   t->rendezvoused = false;
+}
+
+void symm_tensor_free(symm_tensor_t *t) {
+  if (!t) return;
+  symm_comm_t *comm = t->comm;
+  detach_tensor(t);
   pthread_mutex_lock(&comm->lock);
   unlink_tensor(comm, t);
   struct symm_pool_entry *e = NULL;
@@ -620,8 +626,7 @@ void symm_comm_release_tensors(symm_comm_t *comm) {
     symm_tensor_t *t = comm->tensors;
     pthread_mutex_unlock(&comm->lock);
     if (!t) break;
-    symm_registry_remove(data_of(t));
-    if (t->rendezvoused) unregister_peers(t);
+    detach_tensor(t);
     pthread_mutex_lock(&comm->lock);
     unlink_tensor(comm, t);
     pthread_mutex_unlock(&comm->lock);
