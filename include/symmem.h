@@ -539,7 +539,8 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    Ranks may mix the two: they agree at run time, and fall back to
  *    staging.  The scratch grows (collectively) on the
  *    first call that needs more than it holds; reserve it up front with
- *    symm_comm_reserve_scratch before capturing calls in a CUDA graph.
+ *    symm_comm_reserve_scratch (sized by symm_comm_scratch_bytes) before
+ *    capturing calls in a CUDA graph.
  *    Each rank decides to grow from its own arguments, so on GPU backends a
  *    call whose count or dtype differs between ranks and makes only some
  *    of them grow gives SYMM_ERR_TIMEOUT (after SYMM_TIMEOUT_MS, the
@@ -604,6 +605,18 @@ SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
  * graph capture.  Errors as symm_tensor_alloc / symm_tensor_rendezvous.
  */
 SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes);
+
+/*
+ * Scratch bytes per rank with which every collective of this communicator
+ * on buffers of at most max_bytes (per call, the larger of this rank's send
+ * and receive buffer) runs without growing the scratch, whatever the
+ * algorithm: pass it to symm_comm_reserve_scratch before capturing such
+ * calls in a CUDA graph.  Local and cheap; the same on every rank.  Errors:
+ * SYMM_ERR_INVALID_ARG (NULL comm or bytes, a size that overflows),
+ * SYMM_ERR_UNSUPPORTED (the backend has no collectives).
+ */
+SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes,
+                                               size_t *bytes);
 
 /* All-reduce algorithm for this communicator (SYMM_ALLREDUCE_ALGO sets the
  * default).  Local; the same choice must be made on every rank. */

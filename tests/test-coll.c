@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
+#include "core/internal.h" /* comm->scratch: the scratch-size test */
 #include "harness.h"
 
 static symm_comm_t *init_comm(void) {
@@ -714,5 +715,50 @@ static int algo_query_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_algo_query) {
   ASSERT_EQ(test_run_ranks(2, algo_query_rank, NULL), 0);
+  return 0;
+}
+
+/* symm_comm_scratch_bytes on the host backend: with what it says reserved
+ * for buffers of up to B bytes (and a small default, so that the default
+ * does not hide a short answer), no collective on such buffers grows the
+ * scratch; bad arguments are refused. */
+static int scratch_query_rank(int rank, int size, void *arg) {
+  (void)arg;
+  setenv("SYMM_SCRATCH_BYTES", "64K", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const size_t B = ((size_t)1 << 20) + 36; /* f32 elements: a multiple of 4 bytes */
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(comm, B, &need));
+  ASSERT_GE(need, 2 * B);
+  ASSERT_OK(symm_comm_reserve_scratch(comm, need));
+  const symm_tensor_t *scratch = comm->scratch;
+  float *send = calloc(B, 1), *recv = calloc(B, 1);
+  ASSERT(send && recv);
+  const size_t n = B / 4, per = B / 4 / (size_t)size;
+  const symm_algo_t algos[] = {SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+  for (int k = 0; k < 2; k++) {
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, algos[k]));
+    ASSERT_OK(symm_all_reduce(comm, send, recv, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  }
+  ASSERT_OK(symm_reduce_scatter(comm, send, recv, per, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_gather(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  ASSERT_OK(symm_broadcast(comm, send, recv, n, SYMM_DTYPE_F32, 0, NULL));
+  ASSERT_OK(symm_all_to_all(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  if (comm->scratch != scratch)
+    TEST_FAIL_("rank %d: a collective grew the scratch reserved for %zu bytes", rank, B);
+  size_t b = 0;
+  ASSERT_RES(symm_comm_scratch_bytes(NULL, 8, &b), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_comm_scratch_bytes(comm, 8, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_comm_scratch_bytes(comm, SIZE_MAX - 8, &b), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "overflow");
+  free(send);
+  free(recv);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_scratch_query) {
+  ASSERT_EQ(test_run_ranks(3, scratch_query_rank, NULL), 0);
   return 0;
 }

@@ -114,6 +114,17 @@ static symm_result_t check_collectives(const symm_comm_t *comm, const char *fn) 
                     fn, comm->ops->name);
 }
 
+symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  static const char fn[] = "symm_comm_scratch_bytes";
+  if (!comm || !bytes)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "bytes" : "comm");
+  SYMM_CHECK(check_collectives(comm, fn));
+  if (!SYMM_OPS_HAS(comm->ops, 6, scratch_bytes))
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend cannot size its scratch", fn,
+                      comm->ops->name);
+  return comm->ops->scratch_bytes(comm, max_bytes, bytes);
+}
+
 symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
                                    symm_algo_t *algo) {
   static const char fn[] = "symm_all_reduce_algo";

@@ -268,6 +268,11 @@ typedef struct symm_backend_ops {
    * `asked` (never AUTO) on `bytes` per rank; NULL: `asked` itself. */
   symm_algo_t (*allreduce_algo)(struct symm_comm *comm, symm_algo_t asked, size_t bytes);
   /* members above: version 5 */
+  /* Optional: scratch bytes per rank with which every collective on buffers
+   * of at most max_bytes runs without growing it (symm_comm_scratch_bytes);
+   * SYMM_ERR_INVALID_ARG when that overflows. */
+  symm_result_t (*scratch_bytes)(struct symm_comm *comm, size_t max_bytes, size_t *bytes);
+  /* members above: version 6 */
 } symm_backend_ops_t;
 
 /* Whether the backend's table has optional member `member`, which tables

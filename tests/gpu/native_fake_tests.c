@@ -1198,6 +1198,67 @@ TEST_IMPL(native_fake_scratch_growth_differs) {
   return 0;
 }
 
+/* symm_comm_scratch_bytes: reserving what it says for buffers of up to B
+ * bytes, every collective and every all-reduce algorithm on such buffers
+ * runs without growing the scratch (which a graph capture could not do). */
+static int scratch_query_rank(int rank, int size, void *arg) {
+  (void)rank, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  /* Per-rank bytes of the largest buffer: enough that its need exceeds the
+   * default scratch (SYMM_SCRATCH_BYTES), which reserving never goes below. */
+  const size_t B = ((size_t)24 << 20) + 48;
+  size_t need = 0;
+  ROK(symm_comm_scratch_bytes(comm, B, &need));
+  RCHECK(need >= B && need <= ((size_t)28 << 20) + 4 * (size_t)size * (B + 4096),
+         "%zu bytes for %zu-byte buffers", need, B);
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  ROK(native_ctx_enter(st, &saved));
+  ncu_deviceptr s = 0, r = 0;
+  RCHECK(st->drv->cuMemAlloc(&s, B) == NCU_SUCCESS && st->drv->cuMemAlloc(&r, B) == NCU_SUCCESS,
+         "cuMemAlloc");
+  native_ctx_leave(st, saved);
+  void *send = (void *)(uintptr_t)s, *recv = (void *)(uintptr_t)r;
+  ROK(symm_comm_reserve_scratch(comm, need));
+  const symm_tensor_t *scratch = comm->scratch;
+  RCHECK(scratch != NULL, "no scratch after reserving");
+  const size_t n = B / 4, per = B / 4 / (size_t)size; /* f32 elements */
+  const symm_algo_t algos[] = {SYMM_ALGO_AUTO, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT,
+                               SYMM_ALGO_LL, SYMM_ALGO_LL128};
+  symm_result_t res = SYMM_SUCCESS;
+  for (size_t k = 0; k < sizeof algos / sizeof algos[0] && res == SYMM_SUCCESS; k++) {
+    ROK(symm_comm_set_allreduce_algo(comm, algos[k]));
+    res = symm_all_reduce(comm, send, recv, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+  }
+  if (no_kernels(res)) {
+    symm_comm_destroy(comm);
+    return TEST_SKIP;
+  }
+  ROK(res);
+  ROK(symm_reduce_scatter(comm, send, recv, per, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ROK(symm_all_gather(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  ROK(symm_broadcast(comm, send, recv, n, SYMM_DTYPE_F32, 0, NULL));
+  ROK(symm_all_to_all(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  RCHECK(comm->scratch == scratch, "a collective grew the scratch reserved for %zu bytes", B);
+  /* A larger buffer needs more. */
+  size_t more = 0;
+  ROK(symm_comm_scratch_bytes(comm, 2 * B, &more));
+  RCHECK(more > need, "%zu bytes for twice the buffer, %zu for once", more, need);
+  RRES(symm_comm_scratch_bytes(comm, SIZE_MAX / 2, &more), SYMM_ERR_INVALID_ARG);
+  ROK(native_ctx_enter(st, &saved));
+  st->drv->cuMemFree(s);
+  st->drv->cuMemFree(r);
+  native_ctx_leave(st, saved);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_scratch_query) {
+  ASSERT_JOB_OR_SKIP(2, scratch_query_rank, NULL);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const struct {

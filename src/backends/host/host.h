@@ -58,6 +58,7 @@ symm_result_t host_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor
  * described at the top of host_coll.c. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_algo_t host_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
+symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
 /* out[i] = in[0][i] op in[1][i] op ... in[nin-1][i] for i < count, in that
  * order (host_coll_reduce.c).  out must not overlap any input.  f16 and
  * bf16 are reduced in f32 and rounded to nearest-even. */

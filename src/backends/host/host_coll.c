@@ -288,6 +288,20 @@ static symm_result_t prepare_scratch(coll_t *c) {
   return attach(c, s);
 }
 
+/* Both halves for the largest call on max_bytes: the send data (at most
+ * max_bytes) and the two-shot output chunk (at most max_bytes, plus the
+ * chunk rounding), each aligned. */
+symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  (void)comm;
+  const size_t slack = 2 * SCRATCH_ALIGN + CHUNK_ALIGN_ELEMS * 16;
+  size_t half;
+  if (__builtin_add_overflow(max_bytes, slack, &half) ||
+      __builtin_mul_overflow(half, 4, bytes))
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
+                      max_bytes);
+  return SYMM_SUCCESS;
+}
+
 /* ------------------------------------------------------------ zero copy */
 
 typedef struct {

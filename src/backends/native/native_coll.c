@@ -428,6 +428,29 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
   p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
 }
 
+/* The largest staging half of any kernel on buffers of at most max_bytes:
+ * one-shot's world regions of the buffer rounded to 64 elements (reduce-
+ * scatter and all-to-all stage world x count elements, at most the send
+ * buffer), or two-shot's 2 x world segments of a world-th of it, rounded to
+ * whole vectors; then the LL areas and both halves. */
+symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  const uint64_t W = (uint64_t)comm->size;
+  uint64_t one, two, stage;
+  if (__builtin_add_overflow((uint64_t)max_bytes, 64u * 16u, &one) ||
+      __builtin_mul_overflow(one, W, &one) ||
+      __builtin_add_overflow((uint64_t)max_bytes, 64u * W, &two) ||
+      __builtin_mul_overflow(two, 2u, &two))
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
+                      max_bytes);
+  stage = one > two ? one : two;
+  if (stage > (UINT64_MAX - SYMM_COLL_LL_BYTES - SYMM_COLL_LL128_BYTES) / 2 - 256 ||
+      native_coll_scratch_bytes(stage) > SIZE_MAX)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
+                      max_bytes);
+  *bytes = (size_t)native_coll_scratch_bytes(stage);
+  return SYMM_SUCCESS;
+}
+
 symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
   native_state_t *st = comm->backend_state;
   const native_coll_t *co = st ? st->coll : NULL;

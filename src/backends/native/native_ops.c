@@ -4,7 +4,7 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 5,
+    .version = 6,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .probe = native_probe,
@@ -29,4 +29,5 @@ const symm_backend_ops_t symm_native_ops = {
     .poll_async_error = native_poll_async_error,
     .signal = native_signal,
     .allreduce_algo = native_allreduce_algo,
+    .scratch_bytes = native_scratch_bytes,
 };
