@@ -611,9 +611,12 @@ SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes
  * on buffers of at most max_bytes (per call, the larger of this rank's send
  * and receive buffer) runs without growing the scratch, whatever the
  * algorithm: pass it to symm_comm_reserve_scratch before capturing such
- * calls in a CUDA graph.  Local and cheap; the same on every rank.  Errors:
- * SYMM_ERR_INVALID_ARG (NULL comm or bytes, a size that overflows),
- * SYMM_ERR_UNSUPPORTED (the backend has no collectives).
+ * calls in a CUDA graph.  The largest need is one-shot's (native: world x
+ * the buffer, plus 28 MiB for LL and LL128), which auto picks only for
+ * small buffers; two-shot needs about 2 x the buffer.  Local and cheap; the
+ * same on every rank.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or bytes, a
+ * size that overflows or exceeds what a tensor can hold),
+ * SYMM_ERR_UNSUPPORTED (the backend has no collectives, or none here).
  */
 SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes,
                                                size_t *bytes);

@@ -2,8 +2,9 @@
  *
  * All-gather: rank r sets "<prefix>ag/<seq>/<r>" and fetches all N keys with
  * one blocking MGET, so a collective costs each rank two requests (O(N) store
- * messages in all, no polling).  Broadcast and barrier are all-gathers with
- * tiny contributions, so that every collective synchronises all ranks, which
+ * messages in all, no polling).  Broadcast is an all-gather with tiny
+ * contributions from the non-roots, so that every collective synchronises
+ * all ranks, which
  * is what makes cleanup safe (see store_gather): rank r deletes its own key
  * of collective k-2 when it enters k.  A rank that died makes the store
  * answer PEER_LOST instead of letting the others wait out the timeout. */

@@ -122,7 +122,11 @@ symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_
   if (!SYMM_OPS_HAS(comm->ops, 6, scratch_bytes))
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend cannot size its scratch", fn,
                       comm->ops->name);
-  return comm->ops->scratch_bytes(comm, max_bytes, bytes);
+  SYMM_CHECK(comm->ops->scratch_bytes(comm, max_bytes, bytes));
+  if (*bytes > (size_t)INT64_MAX) /* what symm_comm_reserve_scratch can allocate */
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %zu-byte buffers need more scratch than a "
+                      "tensor can hold", fn, max_bytes);
+  return SYMM_SUCCESS;
 }
 
 symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,

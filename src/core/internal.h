@@ -208,7 +208,8 @@ typedef struct symm_backend_ops {
   /* Local resources (device context, fd server ...).  comm->rank/size/
    * device/job_id are set; the bootstrap is usable. */
   symm_result_t (*init)(struct symm_comm *comm);
-  /* Optional: after every rank finished init (a bootstrap barrier between). */
+  /* Optional: after every rank finished init (the ranks agree on init's
+   * result in between, symm_comm_agree). */
   symm_result_t (*startup)(struct symm_comm *comm);
   void (*fini)(struct symm_comm *comm);
   /* Allocation granularity in bytes for comm (power of two). */

@@ -434,6 +434,14 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
  * buffer), or two-shot's 2 x world segments of a world-th of it, rounded to
  * whole vectors; then the LL areas and both halves. */
 symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  native_state_t *st = comm->backend_state;
+  const native_coll_t *co = st ? st->coll : NULL;
+  if (!co || !co->ready)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives unavailable: %s",
+                      co ? co->why : "backend not started");
+  if (comm->size > SYMM_COLL_MAX_WORLD)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
+                      "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, comm->size);
   const uint64_t W = (uint64_t)comm->size;
   uint64_t one, two, stage;
   if (__builtin_add_overflow((uint64_t)max_bytes, 64u * 16u, &one) ||
