@@ -80,7 +80,8 @@ def num(text):
 
 
 def parse_symmem_csv(text):
-    """{size_bytes: (time_us, nccl_time_us or None)} from symmem-bench --csv."""
+    """{size_bytes: (time_us, nccl_time_us or None, algo or None)} from
+    symmem-bench --csv (algo: the all-reduce algorithm that ran)."""
     lines = text.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith("collective,")), None)
     if start is None:
@@ -95,7 +96,7 @@ def parse_symmem_csv(text):
         if rec.get("wrong") not in (None, "", "0"):
             raise Failed(f"symmem-bench counted {rec['wrong']} wrong values at "
                          f"{rec['size_bytes']} bytes")
-        rows[int(rec["size_bytes"])] = (t, num(rec.get("nccl_time_us")))
+        rows[int(rec["size_bytes"])] = (t, num(rec.get("nccl_time_us")), rec.get("algo") or None)
     if not rows:
         raise Failed("no all_reduce rows in symmem-bench's CSV")
     return rows
@@ -158,7 +159,8 @@ def canned(kind, sizes, dtype, iters, graph, fail):
             nccl = t[5] if graph else t[4]
             algbw = n / (ours * 1e3)
             out.append(f"all_reduce,cuda,2,1,{n},{n // 2},{dtype},sum,{ours:.3f},{algbw:.4f},"
-                       f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f},ll")
+                       f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f},"
+                       f"{'ll' if n <= 256 << 10 else 'll128' if n <= 4 << 20 else 'two_shot'}")
         return ("\n".join(out) + "\n", "", 0)
     if fail == "fail-torch":
         return ("", "Traceback (most recent call last):\n  File \"<string>\", line 1\n"
@@ -233,13 +235,15 @@ def main():
               "\nratio = symmem / best peer, the fastest of PyTorch's one_shot, two_shot,"
               " nccl (dist.all_reduce) and symmem-bench's own ncclAllReduce (nccl-c)")
         print(f"{'size':>6} {'symmem':>9} {'symmem':>9} {'best torch':>20} {'best torch':>20}"
-              f" {'nccl':>9} {'nccl-c':>9} {'ratio':>7} {'ratio':>7}  {'best peer':>17}")
+              f" {'nccl':>9} {'nccl-c':>9} {'ratio':>7} {'ratio':>7}  {'best peer':>17}"
+              f"  {'symmem':>8}")
         print(f"{'':>6} {'eager':>9} {'graph':>9} {'eager (op)':>20} {'graph (op)':>20}"
-              f" {'graph':>9} {'graph':>9} {'eager':>7} {'graph':>7}  {'eager / graph':>17}")
+              f" {'graph':>9} {'graph':>9} {'eager':>7} {'graph':>7}  {'eager / graph':>17}"
+              f"  {'algo':>8}")
         for n in sorted(set(symm["eager"]) | set(symm["graph"]) | set(theirs)):
             t = theirs.get(n, {})
-            se = symm["eager"].get(n, (None, None))
-            sg = symm["graph"].get(n, (None, None))
+            se = symm["eager"].get(n, (None, None, None))
+            sg = symm["graph"].get(n, (None, None, None))
             cells, peers = [], []
             for mode, s in (("eager", se), ("graph", sg)):
                 bt = best((t.get(f"{op}_{mode}"), op) for op in TORCH_OPS)
@@ -250,7 +254,7 @@ def main():
             print(f"{size_label(n):>6} {fmt(se[0], 9)} {fmt(sg[0], 9)} {tb[0]} {tb[1]}"
                   f" {fmt(t.get('nccl_graph'), 9)} {fmt(sg[1], 9)}"
                   f" {ratio(se[0], peers[0][0])} {ratio(sg[0], peers[1][0])}"
-                  f"  {peers[0][1] or '-':>8}/{peers[1][1] or '-':<8}")
+                  f"  {peers[0][1] or '-':>8}/{peers[1][1] or '-':<8}  {sg[2] or se[2] or '-':>8}")
     if failures:
         print("\ncompare_allreduce: FAILED:", file=sys.stderr)
         for f in failures:
