@@ -1,12 +1,15 @@
 /* Tests of the tools: symmem-run (environment, output prefixing, failure
  * handling, signals, timeouts, usage, the store it serves) and symmem-info.
  * The tools are run as separate processes, the way people run them. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -387,6 +390,75 @@ TEST_IMPL(launcher_sigterm) {
   ASSERT_STR_CONTAINS(out, "grandchild-term 1");
   assert_all_gone(dir, names, 6, 3000);
   remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+/* SIGHUP (the terminal went away) is forwarded like SIGTERM: the ranks hear
+ * it, and symmem-run exits 128 + SIGHUP.  The ranks exit 0 from the trap: a
+ * rank that exited non-zero first would have the others SIGTERMed before
+ * their trap printed. */
+TEST_IMPL(launcher_sighup) {
+  char *dir = make_temp_dir();
+  char script[512], out_path[256], script_path[256], *out = malloc(OUT_CAP);
+  snprintf(script, sizeof script,
+           "trap 'echo hup $SYMM_RANK; exit 0' HUP\n"
+           "echo $$ > %s/sh.$SYMM_RANK\n"
+           "sleep 30 & wait\n",
+           dir);
+  write_file(dir, "rank.sh", script, 0644);
+  snprintf(out_path, sizeof out_path, "%s/out", dir);
+  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
+  const char *args[] = {"-n", "2", "sh", script_path, NULL};
+  pid_t pid = spawn_run(out_path, args);
+  const char *names[] = {"sh.0", "sh.1"};
+  wait_for_files(dir, names, 2, 10000);
+  ASSERT_EQ(kill(pid, SIGHUP), 0);
+  int rc = wait_exit(pid, 10000);
+  read_file(out_path, out, OUT_CAP);
+  printf("symmem-run -> %d:\n%s\n", rc, out);
+  ASSERT_EQ(rc, 128 + SIGHUP);
+  ASSERT_STR_CONTAINS(out, "got SIGHUP; forwarding it");
+  ASSERT_STR_CONTAINS(out, "hup 0");
+  ASSERT_STR_CONTAINS(out, "hup 1");
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+/* --port: the store listens where it is told and the ranks are told so; a
+ * port already taken is refused with a message that names it. */
+TEST_IMPL(launcher_port) {
+  char *out = malloc(OUT_CAP);
+  /* A free port: bound to 0 and read back, then released for the store. */
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(s >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  ASSERT_EQ(getsockname(s, (struct sockaddr *)&a, &len), 0);
+  int port = ntohs(a.sin_port);
+  close(s);
+  int rc = run_fmt(out, NULL, "%s -n 2 --port %d -- sh -c 'echo addr $SYMM_STORE_ADDR'",
+                   test_tool_path("symmem-run"), port);
+  ASSERT_EQ(rc, 0);
+  char want[64];
+  snprintf(want, sizeof want, "addr 127.0.0.1:%d", port);
+  ASSERT_EQ(count_occurrences(out, want), 2);
+  /* Taken: a listener of ours holds it. */
+  s = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(s >= 0);
+  ASSERT_EQ(setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
+  ASSERT_EQ(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  ASSERT_EQ(listen(s, 1), 0);
+  rc = run_fmt(out, NULL, "%s -n 1 --port %d -- true", test_tool_path("symmem-run"), port);
+  close(s);
+  ASSERT(rc != 0);
+  snprintf(want, sizeof want, "%d", port);
+  ASSERT_STR_CONTAINS(out, want);
   free(out);
   return 0;
 }
