@@ -394,25 +394,35 @@ TEST_IMPL(launcher_sigterm) {
   return 0;
 }
 
+/* symmem-run -n 2 sh DIR/rank.sh (the script written there), output into
+ * out_path; returns its pid once both ranks wrote their pid into
+ * DIR/sh.RANK, as the script must. */
+static pid_t spawn_two_shell_ranks(const char *dir, const char *script, char *out_path,
+                                   size_t out_len) {
+  char script_path[256];
+  write_file(dir, "rank.sh", script, 0644);
+  snprintf(out_path, out_len, "%s/out", dir);
+  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
+  const char *args[] = {"-n", "2", "sh", script_path, NULL};
+  pid_t pid = spawn_run(out_path, args);
+  const char *names[] = {"sh.0", "sh.1"};
+  wait_for_files(dir, names, 2, 10000);
+  return pid;
+}
+
 /* SIGHUP (the terminal went away) is forwarded like SIGTERM: the ranks hear
  * it, and symmem-run exits 128 + SIGHUP.  The ranks exit 0 from the trap: a
  * rank that exited non-zero first would have the others SIGTERMed before
  * their trap printed. */
 TEST_IMPL(launcher_sighup) {
   char *dir = make_temp_dir();
-  char script[512], out_path[256], script_path[256], *out = malloc(OUT_CAP);
+  char script[512], out_path[256], *out = malloc(OUT_CAP);
   snprintf(script, sizeof script,
            "trap 'echo hup $SYMM_RANK; exit 0' HUP\n"
            "echo $$ > %s/sh.$SYMM_RANK\n"
            "sleep 30 & wait\n",
            dir);
-  write_file(dir, "rank.sh", script, 0644);
-  snprintf(out_path, sizeof out_path, "%s/out", dir);
-  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
-  const char *args[] = {"-n", "2", "sh", script_path, NULL};
-  pid_t pid = spawn_run(out_path, args);
-  const char *names[] = {"sh.0", "sh.1"};
-  wait_for_files(dir, names, 2, 10000);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path);
   ASSERT_EQ(kill(pid, SIGHUP), 0);
   int rc = wait_exit(pid, 10000);
   read_file(out_path, out, OUT_CAP);
@@ -465,7 +475,7 @@ TEST_IMPL(launcher_port) {
 
 TEST_IMPL(launcher_sigint_twice) {
   char *dir = make_temp_dir();
-  char script[1024], out_path[256], script_path[256], *out = malloc(OUT_CAP);
+  char script[1024], out_path[256], *out = malloc(OUT_CAP);
   /* Ranks that shrug off SIGINT: the first one is only forwarded, the
    * second one must kill them. */
   snprintf(script, sizeof script,
@@ -473,13 +483,7 @@ TEST_IMPL(launcher_sigint_twice) {
            "echo $$ > %s/sh.$SYMM_RANK\n"
            "while :; do sleep 0.1; done\n",
            dir);
-  write_file(dir, "rank.sh", script, 0644);
-  snprintf(out_path, sizeof out_path, "%s/out", dir);
-  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
-  const char *args[] = {"-n", "2", "sh", script_path, NULL};
-  pid_t pid = spawn_run(out_path, args);
-  const char *names[] = {"sh.0", "sh.1"};
-  wait_for_files(dir, names, 2, 10000);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path);
   ASSERT_EQ(kill(pid, SIGINT), 0);
   uint64_t deadline = test_now_ms() + 5000;
   do {
@@ -499,6 +503,7 @@ TEST_IMPL(launcher_sigint_twice) {
   ASSERT_EQ(rc, 128 + SIGINT);
   ASSERT_LT(ms, 5000);
   ASSERT_STR_CONTAINS(out, "killing");
+  const char *names[] = {"sh.0", "sh.1"};
   assert_all_gone(dir, names, 2, 3000);
   remove_temp_dir(dir);
   free(out);
