@@ -675,6 +675,22 @@ TEST_IMPL(launcher_info_env) {
   return 0;
 }
 
+/* The job's token is a secret: symmem-info says it is set, in every output
+ * form, and never prints it (a job's log would leak it). */
+TEST_IMPL(launcher_info_hides_token) {
+  char *out = malloc(OUT_CAP);
+  static const char *const forms[] = {"", "--env", "--json"};
+  for (int k = 0; k < 3; k++) {
+    int rc = run_fmt(out, NULL, "SYMM_TOKEN=tok3n-s3cret-42 %s %s", test_tool_path("symmem-info"),
+                     forms[k]);
+    ASSERT_EQ(rc, 0);
+    if (strstr(out, "tok3n-s3cret-42")) TEST_FAIL_("symmem-info %s printed the token", forms[k]);
+    ASSERT_STR_CONTAINS(out, "(set; hidden: a secret)");
+  }
+  free(out);
+  return 0;
+}
+
 TEST_IMPL(launcher_info_bogus_backend) {
   char *out = malloc(OUT_CAP);
   int rc = run_fmt(out, NULL, "SYMM_BACKEND=bogus %s", test_tool_path("symmem-info"));

@@ -214,12 +214,14 @@ static void print_set_settings(void) {
     if (!eq) continue;
     const symm_setting_desc_t *d = find_setting(*e, (size_t)(eq - *e));
     const char *problem = d ? value_problem(d, eq + 1) : NULL;
+    const int name_len = (int)(eq - *e);
+    const char *shown = symm_setting_shown(d, eq + 1);
     if (!d)
       printf("  %s  (not a symmem setting; see symmem-info --env)\n", *e);
     else if (problem)
-      printf("  %s  (%s)\n", *e, problem);
+      printf("  %.*s=%s  (%s)\n", name_len, *e, shown, problem);
     else
-      printf("  %s\n", *e);
+      printf("  %.*s=%s\n", name_len, *e, shown);
     shown++;
   }
   if (!shown) printf("  (none; defaults apply, see symmem-info --env)\n");
@@ -247,7 +249,7 @@ static void print_env_table(void) {
     printf("    %s\n", d->help);
     if (value) {
       const char *problem = value_problem(d, value);
-      printf("    current value: %s%s%s%s\n", value, problem ? " (" : "",
+      printf("    current value: %s%s%s%s\n", symm_setting_shown(d, value), problem ? " (" : "",
              problem ? problem : "", problem ? ")" : "");
     }
   }
@@ -317,7 +319,7 @@ static void print_json(const info_t *info) {
     printf(",\"type\":\"%s\",\"default\":", type_name(table[i].type));
     json_string(table[i].default_value);
     printf(",\"value\":");
-    json_string(env_value(table[i].name));
+    json_string(symm_setting_shown(&table[i], env_value(table[i].name)));
     printf(",\"help\":");
     json_string(table[i].help);
     putchar('}');

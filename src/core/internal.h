@@ -91,7 +91,11 @@ typedef struct symm_setting_desc {
   symm_setting_type_t type;
   const char *default_value; /* as text; NULL = unset */
   const char *help;
+  bool secret; /* a tool shows that it is set, never its value */
 } symm_setting_desc_t;
+/* What a tool may print for setting d's value v: v, or a placeholder for a
+ * secret (the job's token must not end up in logs). */
+const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v);
 const symm_setting_desc_t *symm_settings_table(size_t *count);
 /* Value of the setting: environment if set and non-empty, else default
  * (NULL if neither).  Aborts in debug builds for undeclared names. */

@@ -39,7 +39,7 @@ static const symm_setting_desc_t settings[] = {
      "1: ranks that all share one host exchange bootstrap data through shared memory "
      "(faster rendezvous and barriers); 0: always through the store."},
     {"SYMM_TOKEN", SYMM_SETTING_STRING, NULL,
-     "Secret every store connection must present (symmem-run makes a random one)."},
+     "Secret every store connection must present (symmem-run makes a random one).", true},
     {"SYMM_JOB_ID", SYMM_SETTING_STRING, NULL,
      "Job identifier used in socket names (symmem-run sets it; else derived)."},
     {"SYMM_DEVICE", SYMM_SETTING_INT, NULL, "GPU ordinal for this rank (default: local rank)."},
@@ -71,6 +71,10 @@ static const symm_setting_desc_t settings[] = {
 const symm_setting_desc_t *symm_settings_table(size_t *count) {
   if (count) *count = sizeof settings / sizeof settings[0];
   return settings;
+}
+
+const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v) {
+  return v && d && d->secret ? "(set; hidden: a secret)" : v;
 }
 
 static const symm_setting_desc_t *find_setting(const char *name) {
