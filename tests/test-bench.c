@@ -83,6 +83,7 @@ static void assert_table_header(const char *out) {
   ASSERT_STR_CONTAINS(out, "#  collective: ");
   ASSERT_STR_CONTAINS(out, "#  iterations: ");
   ASSERT_STR_CONTAINS(out, "# nccl: not used (host backend)");
+  ASSERT_STR_CONTAINS(out, "#  settings: ");
 }
 
 
@@ -95,6 +96,9 @@ TEST_IMPL(bench_table) {
   assert_table_header(out);
   ASSERT_STR_CONTAINS(out, "#  backend: host  ranks: 2  devices: cpu,cpu");
   ASSERT_STR_CONTAINS(out, "collective: all_reduce  dtype: f32  op: sum  algo: auto");
+  /* The run's non-default settings: run_bench sets the backend; the
+   * launcher's own variables and the token are left out. */
+  ASSERT_STR_CONTAINS(out, "#  settings: SYMM_BACKEND=host\n");
   table_row_t rows[MAX_ROWS];
   int n = parse_table(out, rows, MAX_ROWS);
   static const size_t sizes[] = {8, 64, 512, 4096, 32768};
