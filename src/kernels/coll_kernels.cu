@@ -780,9 +780,9 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
  * each source.  The input stays in registers from the push to the
  * reduction, so a round is a chain of three dependent memory latencies
  * (input, peer's line, output), and at 128 blocks one round covers 16 K
- * lines (1.9 MB), about all that `auto` gives LL128.  Two lines, not more:
- * at three the bf16 sum kernel spills under the 128-register limit of
- * 512-thread blocks.
+ * lines (1.9 MB): one round up to 1.9 MB, three at auto's 4 MiB limit.
+ * Two lines, not more: at three the bf16 sum kernel spills under the
+ * 128-register limit of 512-thread blocks.
  */
 enum { LL128_BATCH = 2 };
 
