@@ -428,34 +428,82 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
   p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
 }
 
-/* The largest staging half of any kernel on buffers of at most max_bytes:
- * one-shot's world regions of the buffer rounded to 64 elements (reduce-
- * scatter and all-to-all stage world x count elements, at most the send
- * buffer), or two-shot's 2 x world segments of a world-th of it, rounded to
- * whole vectors; then the LL areas and both halves. */
-symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+/*
+ * The kernel (SYMM_COLL_KERNEL_*, -1 for an unknown collective) that runs
+ * collective `coll` (SYMM_COLL_*; all-reduce with `algo`) on `count`
+ * elements of es bytes, and the bytes of one staging half it uses (see
+ * coll_kernels.cu for the layouts); *seg: two-shot's segment, one-shot's
+ * region, in elements.  The one place that sizes staging, for the launch
+ * and for symm_comm_scratch_bytes.
+ */
+static int native_coll_plan(const native_coll_t *co, int coll, symm_algo_t algo, uint64_t count,
+                            uint64_t es, int world, uint64_t *seg, uint64_t *stage) {
+  const uint64_t W = (uint64_t)world, V = 16 / es ? 16 / es : 1;
+  *seg = 0;
+  *stage = 0; /* LL and LL128 have areas of their own */
+  switch (coll) {
+    case SYMM_COLL_ALL_REDUCE: {
+      const int kind = native_coll_allreduce_kernel(co, algo, count * es, world);
+      if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) {
+        *seg = ((count + W - 1) / W + V - 1) / V * V;
+        *stage = 2 * W * *seg * es;
+      } else if (kind == SYMM_COLL_KERNEL_AR_ONE_SHOT) {
+        *seg = (count + 63) / 64 * 64;
+        *stage = W * *seg * es;
+      }
+      return kind;
+    }
+    case SYMM_COLL_REDUCE_SCATTER: *stage = W * count * es; return SYMM_COLL_KERNEL_REDUCE_SCATTER;
+    case SYMM_COLL_ALL_GATHER: *stage = count * es; return SYMM_COLL_KERNEL_ALL_GATHER;
+    case SYMM_COLL_BROADCAST: *stage = count * es; return SYMM_COLL_KERNEL_BROADCAST;
+    case SYMM_COLL_ALL_TO_ALL: *stage = W * count * es; return SYMM_COLL_KERNEL_ALL_TO_ALL;
+    default: return -1;
+  }
+}
+
+/* Usable collectives of this communicator in *co, or why not. */
+static symm_result_t native_coll_usable(symm_comm_t *comm, native_coll_t **co) {
   native_state_t *st = comm->backend_state;
-  const native_coll_t *co = st ? st->coll : NULL;
-  if (!co || !co->ready)
+  *co = st ? st->coll : NULL;
+  if (!*co || !(*co)->ready)
     return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives unavailable: %s",
-                      co ? co->why : "backend not started");
+                      *co ? (*co)->why : "backend not started");
   if (comm->size > SYMM_COLL_MAX_WORLD)
     return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
                       "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, comm->size);
+  return SYMM_SUCCESS;
+}
+
+/* The most any collective plans on buffers of at most max_bytes: every
+ * kind, every dtype size, one- and two-shot (what auto and the fallbacks
+ * resolve to; LL and LL128 stage nothing), with the count that fills the
+ * larger buffer.  A staging half grows with the count, so that is the need. */
+symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  native_coll_t *co = NULL;
+  SYMM_CHECK(native_coll_usable(comm, &co));
   const uint64_t W = (uint64_t)comm->size;
-  uint64_t one, two, stage;
-  if (__builtin_add_overflow((uint64_t)max_bytes, 64u * 16u, &one) ||
-      __builtin_mul_overflow(one, W, &one) ||
-      __builtin_add_overflow((uint64_t)max_bytes, 64u * W, &two) ||
-      __builtin_mul_overflow(two, 2u, &two))
+  /* Below this every product in native_coll_plan stays far from overflow. */
+  if ((uint64_t)max_bytes > (uint64_t)INT64_MAX / (4 * W))
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
                       max_bytes);
-  stage = one > two ? one : two;
-  if (stage > (UINT64_MAX - SYMM_COLL_LL_BYTES - SYMM_COLL_LL128_BYTES) / 2 - 256 ||
-      native_coll_scratch_bytes(stage) > SIZE_MAX)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
-                      max_bytes);
-  *bytes = (size_t)native_coll_scratch_bytes(stage);
+  static const struct { int coll; symm_algo_t algo; bool per_rank; } calls[] = {
+      {SYMM_COLL_ALL_REDUCE, SYMM_ALGO_ONE_SHOT, false},
+      {SYMM_COLL_ALL_REDUCE, SYMM_ALGO_TWO_SHOT, false},
+      {SYMM_COLL_BROADCAST, SYMM_ALGO_AUTO, false},
+      {SYMM_COLL_REDUCE_SCATTER, SYMM_ALGO_AUTO, true}, /* send: world x count */
+      {SYMM_COLL_ALL_GATHER, SYMM_ALGO_AUTO, true},     /* recv: world x count */
+      {SYMM_COLL_ALL_TO_ALL, SYMM_ALGO_AUTO, true}};
+  uint64_t most = 0;
+  for (int dt = 0; dt < SYMM_DTYPE_COUNT_; dt++) {
+    const uint64_t es = symm_dtype_size((symm_dtype_t)dt);
+    for (size_t k = 0; k < sizeof calls / sizeof calls[0]; k++) {
+      uint64_t seg, stage;
+      const uint64_t count = max_bytes / es / (calls[k].per_rank ? W : 1);
+      native_coll_plan(co, calls[k].coll, calls[k].algo, count, es, comm->size, &seg, &stage);
+      if (stage > most) most = stage;
+    }
+  }
+  *bytes = (size_t)native_coll_scratch_bytes(most);
   return SYMM_SUCCESS;
 }
 
@@ -473,42 +521,17 @@ symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t b
 
 symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   native_state_t *st = comm->backend_state;
-  native_coll_t *co = st ? st->coll : NULL;
-  if (!co || !co->ready)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives unavailable: %s",
-                      co ? co->why : "backend not started");
+  native_coll_t *co = NULL;
+  SYMM_CHECK(native_coll_usable(comm, &co));
   if (args->count == 0) return SYMM_SUCCESS;
   const int world = comm->size, rank = comm->rank;
-  if (world > SYMM_COLL_MAX_WORLD)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "native backend: GPU collectives support at most "
-                      "%d ranks (this communicator has %d)", SYMM_COLL_MAX_WORLD, world);
   const uint64_t es = symm_dtype_size(args->dtype);
-  const uint64_t count = args->count, W = (uint64_t)world;
-  const uint64_t V = 16 / es ? 16 / es : 1;
+  const uint64_t count = args->count;
 
-  /* Kernel, and the bytes of one staging half it uses (see coll_kernels.cu
-   * for the layouts).  seg: two-shot's segment; one-shot's region. */
-  int kind;
-  uint64_t seg = 0, stage;
-  switch (args->kind) {
-    case SYMM_COLL_ALL_REDUCE:
-      kind = native_coll_allreduce_kernel(co, args->algo, count * es, world);
-      if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) {
-        seg = ((count + W - 1) / W + V - 1) / V * V;
-        stage = 2 * W * seg * es;
-      } else if (kind == SYMM_COLL_KERNEL_AR_ONE_SHOT) {
-        seg = (count + 63) / 64 * 64;
-        stage = W * seg * es;
-      } else {
-        stage = 0; /* LL and LL128 have areas of their own */
-      }
-      break;
-    case SYMM_COLL_REDUCE_SCATTER: kind = SYMM_COLL_KERNEL_REDUCE_SCATTER; stage = W * count * es; break;
-    case SYMM_COLL_ALL_GATHER: kind = SYMM_COLL_KERNEL_ALL_GATHER; stage = count * es; break;
-    case SYMM_COLL_BROADCAST: kind = SYMM_COLL_KERNEL_BROADCAST; stage = count * es; break;
-    case SYMM_COLL_ALL_TO_ALL: kind = SYMM_COLL_KERNEL_ALL_TO_ALL; stage = W * count * es; break;
-    default: return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
-  }
+  uint64_t seg = 0, stage = 0;
+  const int kind = native_coll_plan(co, args->kind, args->algo, count, es, world, &seg, &stage);
+  if (kind < 0)
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   int dti = native_coll_dtype_index(args->dtype);
   bool reducing = native_coll_reducing(kind);
   if (reducing && dti < 0)
