@@ -752,8 +752,9 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ASSERT_RES(symm_comm_scratch_bytes(comm, 8, NULL), SYMM_ERR_INVALID_ARG);
   ASSERT_RES(symm_comm_scratch_bytes(comm, SIZE_MAX - 8, &b), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "overflow");
-  /* 4/3 of INT64_MAX: fits a size_t, not a tensor. */
-  ASSERT_RES(symm_comm_scratch_bytes(comm, (size_t)INT64_MAX / 3, &b), SYMM_ERR_INVALID_ARG);
+  /* 2/5 of INT64_MAX needs 2 x (1 + 1/3) of that at 3 ranks, 16/15 of
+   * INT64_MAX: a size_t holds it, a tensor does not. */
+  ASSERT_RES(symm_comm_scratch_bytes(comm, (size_t)INT64_MAX / 5 * 2, &b), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "more scratch than a tensor can hold");
   free(send);
   free(recv);

@@ -229,9 +229,18 @@ static symm_result_t check_match(const coll_t *c) {
 
 /* ------------------------------------------------------------- scratch */
 
-static size_t two_shot_chunk(const coll_t *c) {
-  size_t n = c->a->count, w = (size_t)c->w;
+/* Elements of each rank's two-shot chunk of n elements over w ranks. */
+static size_t chunk_elems(size_t n, size_t w) {
   return symm_round_up((n + w - 1) / w, CHUNK_ALIGN_ELEMS);
+}
+
+static size_t two_shot_chunk(const coll_t *c) { return chunk_elems(c->a->count, (size_t)c->w); }
+
+/* Bytes of one scratch half: the staged send data, then the two-shot
+ * output chunk, each aligned.  The one place that sizes a half, for the
+ * calls and for symm_comm_scratch_bytes. */
+static size_t half_bytes(size_t send_bytes, size_t out_bytes) {
+  return symm_round_up(send_bytes, SCRATCH_ALIGN) + symm_round_up(out_bytes, SCRATCH_ALIGN);
 }
 
 /* Elements [*lo, *hi) of rank r's two-shot chunk (empty for tiny counts). */
@@ -244,7 +253,7 @@ static void chunk_range(const coll_t *c, int r, size_t *lo, size_t *hi) {
 static void layout(coll_t *c) {
   size_t out = two_shot(c->a) ? two_shot_chunk(c) * c->esize : 0;
   c->out_off = symm_round_up(c->a->send_bytes, SCRATCH_ALIGN);
-  c->half = c->out_off + symm_round_up(out, SCRATCH_ALIGN);
+  c->half = half_bytes(c->a->send_bytes, out);
 }
 
 /* The halves sit at fixed places (not at multiples of this call's need),
@@ -288,17 +297,20 @@ static symm_result_t prepare_scratch(coll_t *c) {
   return attach(c, s);
 }
 
-/* Both halves for the largest call on max_bytes: the send data (at most
- * max_bytes) and the two-shot output chunk (at most max_bytes, plus the
- * chunk rounding), each aligned. */
+/* Both halves for the largest call on max_bytes: a send buffer that size
+ * and, for two-shot, the output chunk of the most elements it holds (the
+ * smallest dtype). */
 symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
-  (void)comm;
-  const size_t slack = 2 * SCRATCH_ALIGN + CHUNK_ALIGN_ELEMS * 16;
-  size_t half;
-  if (__builtin_add_overflow(max_bytes, slack, &half) ||
-      __builtin_mul_overflow(half, 4, bytes))
+  if (max_bytes > SIZE_MAX / 5) /* 2 halves of at most 2 x max_bytes + 256 */
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
                       max_bytes);
+  size_t most = 0;
+  for (int dt = 0; dt < SYMM_DTYPE_COUNT_; dt++) {
+    const size_t es = symm_dtype_size((symm_dtype_t)dt);
+    const size_t half = half_bytes(max_bytes, chunk_elems(max_bytes / es, (size_t)comm->size) * es);
+    if (half > most) most = half;
+  }
+  *bytes = 2 * most;
   return SYMM_SUCCESS;
 }
 
