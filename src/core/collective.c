@@ -129,18 +129,31 @@ symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_
   return SYMM_SUCCESS;
 }
 
+static symm_result_t check_reducible(const char *fn, symm_dtype_t dtype) {
+  if (symm_dtype_reducible(dtype)) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %s cannot be reduced (f32, bf16, f16, i32 "
+                    "can)", fn, symm_dtype_name(dtype) ? symm_dtype_name(dtype) : "?");
+}
+
+/* count x esize in *bytes, refused when that, or world times it (what
+ * all-gather and the staging of reduce-scatter and all-to-all hold), does
+ * not fit a size_t. */
+static symm_result_t count_bytes(const symm_comm_t *comm, const char *fn, size_t count,
+                                 size_t esize, size_t *bytes) {
+  if (__builtin_mul_overflow(count, esize, bytes) ||
+      __builtin_mul_overflow(*bytes, (size_t)comm->size, &(size_t){0}))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
+  return SYMM_SUCCESS;
+}
+
 symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
                                    symm_algo_t *algo) {
   static const char fn[] = "symm_all_reduce_algo";
   if (!comm || !algo)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "algo" : "comm");
-  if (!symm_dtype_reducible(dtype))
-    return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %d cannot be reduced (f32, bf16, f16, i32 "
-                      "can)", fn, (int)dtype);
   size_t bytes;
-  if (__builtin_mul_overflow(count, symm_dtype_size(dtype), &bytes) ||
-      __builtin_mul_overflow(bytes, (size_t)comm->size, &(size_t){0}))
-    return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
+  SYMM_CHECK(check_reducible(fn, dtype));
+  SYMM_CHECK(count_bytes(comm, fn, count, symm_dtype_size(dtype), &bytes));
   SYMM_CHECK(check_collectives(comm, fn));
   symm_algo_t a = choose_allreduce(comm, bytes);
   if (SYMM_OPS_HAS(comm->ops, 5, allreduce_algo))
@@ -156,18 +169,15 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
   bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
   if (reduces && (unsigned)a->op >= SYMM_REDUCE_COUNT_)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad reduction %d", fn, (int)a->op);
-  if (reduces && !symm_dtype_reducible(a->dtype))
-    return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %s cannot be reduced (f32, bf16, f16, i32 "
-                      "can)", fn, symm_dtype_name(a->dtype));
+  if (reduces) SYMM_CHECK(check_reducible(fn, a->dtype));
   if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", fn, a->root,
                       comm->size);
   if (a->count && (!a->recvbuf || (!a->sendbuf && !(a->kind == SYMM_COLL_BROADCAST &&
                                                      comm->rank != a->root))))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: NULL buffer", fn);
-  size_t n = a->count, world = (size_t)comm->size, bytes;
-  if (__builtin_mul_overflow(n, esize, &bytes) || __builtin_mul_overflow(bytes, world, &(size_t){0}))
-    return symm_error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows", fn, n);
+  size_t world = (size_t)comm->size, bytes;
+  SYMM_CHECK(count_bytes(comm, fn, a->count, esize, &bytes));
   switch (a->kind) {
     case SYMM_COLL_ALL_REDUCE:
     case SYMM_COLL_BROADCAST: a->send_bytes = a->recv_bytes = bytes; break;
