@@ -1,6 +1,8 @@
 /* Single-process behaviour of the core: names, configuration, bad input,
  * a one-rank communicator, the registry. */
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -409,5 +411,30 @@ TEST_IMPL(core_log_file) {
   ASSERT_STR_CONTAINS(text, "warn-line 4");
   ASSERT(strstr(text, "store-line") == NULL); /* subsystem not selected */
   ASSERT(strstr(text, "trace-line") == NULL); /* above the level */
+  return 0;
+}
+
+/* symm_ms_until and symm_poll_until, the one wait-for-a-socket-until-a-
+ * deadline of the fd exchange and the store client. */
+TEST_IMPL(core_poll_until) {
+  ASSERT_EQ(symm_ms_until(symm_now_ns() - 1), 0);
+  int ms = symm_ms_until(symm_now_ns() + 10000000000ull); /* 10 s, rounded up */
+  ASSERT(ms >= 9990 && ms <= 10000);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  /* Nothing to read: the deadline, whether passed or 20 ms away. */
+  ASSERT_EQ(symm_poll_until(sv[0], POLLIN, symm_now_ns() - 1), 0);
+  ASSERT_EQ(symm_poll_until(sv[0], POLLIN, symm_now_ns() + 20000000ull), 0);
+  /* Writable at once; readable once written, even past the deadline. */
+  ASSERT_EQ(symm_poll_until(sv[0], POLLOUT, symm_now_ns() + 1000000000ull), 1);
+  ASSERT_EQ(write(sv[1], "x", 1), 1);
+  ASSERT_EQ(symm_poll_until(sv[0], POLLIN, symm_now_ns() - 1), 1);
+  /* A hang-up counts as ready: the next read reports it. */
+  char c;
+  ASSERT_EQ(read(sv[0], &c, 1), 1);
+  close(sv[1]);
+  ASSERT_EQ(symm_poll_until(sv[0], POLLIN, symm_now_ns() + 1000000000ull), 1);
+  ASSERT_EQ(read(sv[0], &c, 1), 0);
+  close(sv[0]);
   return 0;
 }
