@@ -63,20 +63,30 @@ def slowest(value):
     return t.item()
 
 
-def time_eager(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
+def time_events(run, iters):
+    """µs per iteration of run() (which does `iters` of them), between CUDA
+    events, every rank starting together."""
     torch.cuda.synchronize()
     dist.barrier()
     torch.cuda.synchronize()
     start = torch.cuda.Event(enable_timing=True)
     stop = torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(iters):
-        fn()
+    run()
     stop.record()
     torch.cuda.synchronize()
     return start.elapsed_time(stop) * 1e3 / iters
+
+
+def time_eager(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+
+    def loop():
+        for _ in range(iters):
+            fn()
+
+    return time_events(loop, iters)
 
 
 def capture(fn, iters, warmup):
@@ -100,16 +110,7 @@ def capture(fn, iters, warmup):
 
 def time_graph(graph, iters):
     graph.replay()  # the first replay uploads the graph
-    torch.cuda.synchronize()
-    dist.barrier()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    stop = torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) * 1e3 / iters
+    return time_events(graph.replay, iters)
 
 
 def measure(fn, args):
