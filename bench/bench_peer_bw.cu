@@ -10,24 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symmem.h"
+#include "bench_check.h"
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    symm_result_t r_ = (call);                                                       \
-    if (r_ != SYMM_SUCCESS) {                                                        \
-      fprintf(stderr, "%s: %s (%s)\n", #call, symm_strerror(r_), symm_last_error()); \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
-#define CUDA(call)                                                                   \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                    \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
 
 /* Each thread moves U 16-byte vectors per step: all loads first, then the
  * stores, so that U remote loads are in flight per thread.  Streaming cache

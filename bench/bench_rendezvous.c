@@ -13,16 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "symmem.h"
+#include "bench_check.h"
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    symm_result_t r_ = (call);                                                        \
-    if (r_ != SYMM_SUCCESS) {                                                         \
-      fprintf(stderr, "%s: %s (%s)\n", #call, symm_strerror(r_), symm_last_error());  \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
 
 static double now_us(void) {
   struct timespec ts;

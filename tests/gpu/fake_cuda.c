@@ -886,24 +886,29 @@ FK_API bool fakecuda_launch_get(long i, fakecuda_launch_t *out) {
 
 /* ------------------------------------------------------- proc addresses */
 
-static const struct {
+typedef struct {
   const char *name;
   void *fn;
-} fk_table[] = {
+} fk_entry_t;
+
+static const fk_entry_t fk_table[] = {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
     NATIVE_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
 };
 
-static const struct {
-  const char *name;
-  void *fn;
-} fk_kernel_table[] = {
+static const fk_entry_t fk_kernel_table[] = {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
     NATIVE_COLL_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
     {"cuLaunchKernelEx", (void *)fk_cuLaunchKernelEx},
 };
+
+static void *fk_lookup(const fk_entry_t *table, size_t n, const char *symbol) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(table[i].name, symbol) == 0) return table[i].fn;
+  return NULL;
+}
 
 FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                       unsigned long long flags, int *status) {
@@ -918,21 +923,14 @@ FK_API ncu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int versio
     if (status) *status = NCU_PROC_VERSION_TOO_LOW;
     return NCU_ERROR_NOT_FOUND;
   }
-  for (size_t i = 0; i < sizeof fk_kernel_table / sizeof fk_kernel_table[0]; i++)
-    if (strcmp(fk_kernel_table[i].name, symbol) == 0 && !fk_env_int("FAKECUDA_NO_KERNELS", 0) &&
-        !(strcmp(symbol, "cuLaunchKernelEx") == 0 && fk_env_int("FAKECUDA_NO_LAUNCH_EX", 0))) {
-      *pfn = fk_kernel_table[i].fn;
-      if (status) *status = NCU_PROC_FOUND;
-      return NCU_SUCCESS;
-    }
-  for (size_t i = 0; i < sizeof fk_table / sizeof fk_table[0]; i++)
-    if (strcmp(fk_table[i].name, symbol) == 0) {
-      *pfn = fk_table[i].fn;
-      if (status) *status = NCU_PROC_FOUND;
-      return NCU_SUCCESS;
-    }
-  if (status) *status = NCU_PROC_NOT_FOUND;
-  return NCU_ERROR_NOT_FOUND;
+  /* The collectives' entry points can be hidden as a driver without them. */
+  bool hidden = fk_env_int("FAKECUDA_NO_KERNELS", 0) ||
+                (strcmp(symbol, "cuLaunchKernelEx") == 0 && fk_env_int("FAKECUDA_NO_LAUNCH_EX", 0));
+  *pfn = fk_lookup(fk_table, sizeof fk_table / sizeof fk_table[0], symbol);
+  if (!*pfn && !hidden)
+    *pfn = fk_lookup(fk_kernel_table, sizeof fk_kernel_table / sizeof fk_kernel_table[0], symbol);
+  if (status) *status = *pfn ? NCU_PROC_FOUND : NCU_PROC_NOT_FOUND;
+  return *pfn ? NCU_SUCCESS : NCU_ERROR_NOT_FOUND;
 }
 
 FK_API void fakecuda_stats(fakecuda_stats_t *s) {
