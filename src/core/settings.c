@@ -62,7 +62,8 @@ static const symm_setting_desc_t settings[] = {
      "native: launch collective and signal kernels with programmatic dependent launch "
      "(sm_90+), so that back-to-back kernels overlap their launch latency."},
     {"SYMM_COLL_MAX_BLOCKS", SYMM_SETTING_INT, "0",
-     "native: most thread blocks one collective kernel runs (0: as many as pay off); "
+     "native: most thread blocks one collective kernel runs, 1..127 (0, or a value out of "
+     "that range: as many as pay off); "
      "fewer leave SMs to kernels that overlap. The same on every rank."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},

@@ -1128,6 +1128,12 @@ TEST_IMPL(native_fake_launch_settings) {
   setenv("SYMM_COLL_MAX_BLOCKS", "3", 1);
   launch_expect_t capped = {1, 3};
   ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &capped);
+  /* A cap at or over the largest grid, or below 1, changes nothing. */
+  static const char *const no_cap[] = {"128", "100000", "-4", "0"};
+  for (int k = 0; k < 4; k++) {
+    setenv("SYMM_COLL_MAX_BLOCKS", no_cap[k], 1);
+    ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &def);
+  }
   unsetenv("SYMM_COLL_MAX_BLOCKS");
   setenv("SYMM_NATIVE_PDL", "0", 1);
   launch_expect_t off = {0, 0};
