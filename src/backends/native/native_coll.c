@@ -104,14 +104,12 @@ static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t 
  * (griddepcontrol.wait is compiled in only for sm_90 and newer): the PTX
  * version of the loaded code, not the GPU's, decides, since a GPU newer
  * than the fatbin's SASS runs JIT-compiled PTX of the newest arch in it. */
-static bool native_coll_kernels_wait(native_coll_t *co) {
+static bool native_coll_kernels_wait(const native_coll_t *co) {
   ncu_function fn = NULL;
   int ptx = 0;
-  if (co->cd->cuModuleGetFunction(&fn, co->module, "symm_signal_op") != NCU_SUCCESS ||
-      co->cd->cuFuncGetAttribute(&ptx, NCU_FUNC_ATTR_PTX_VERSION, fn) != NCU_SUCCESS)
-    return false;
-  co->signal_fn = fn;
-  return ptx >= 90;
+  return co->cd->cuModuleGetFunction(&fn, co->module, "symm_signal_op") == NCU_SUCCESS &&
+         co->cd->cuFuncGetAttribute(&ptx, NCU_FUNC_ATTR_PTX_VERSION, fn) == NCU_SUCCESS &&
+         ptx >= 90;
 }
 
 symm_result_t native_coll_startup(symm_comm_t *comm) {
