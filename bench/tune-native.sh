@@ -8,6 +8,11 @@
 # reduce_scatter), one table each.
 #   bench/tune-native.sh [BUILD_DIR] [RANKS]
 # TUNE_ALGOS, TUNE_COLLS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep.
+# Kernel variants get a column each, loaded through SYMM_COLL_KERNELS:
+#   TUNE_VARIANTS="unroll8=-DSYMM_COLL_UNROLL=8 b1=-DSYMM_LL128_BATCH=1"
+#     (name=nvcc flags, several flags joined by commas),
+#   TUNE_SOURCES="old=path/to/coll_kernels.cu" (another version of the file),
+# built with nvcc for TUNE_ARCH (default 90).
 set -u
 BUILD=${1:-build}
 RANKS=${2:-2}
@@ -20,6 +25,24 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 tmp=$(mktemp -d /tmp/symm-tune.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 status=0
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+ARCH=${TUNE_ARCH:-90}
+
+# kernels NAME FILE FLAGS...: $tmp/NAME.fatbin from FILE (a coll_kernels.cu).
+kernels() {
+  kname=$1 kfile=$2
+  shift 2
+  ${NVCC:-nvcc} --fatbin -std=c++17 -O3 -gencode "arch=compute_$ARCH,code=sm_$ARCH" "$@" \
+    -I"$SRC/include" -I"$SRC/src" -o "$tmp/$kname.fatbin" "$kfile" ||
+    { echo "tune-native: variant $kname does not build" >&2; status=1; return 1; }
+  variants="$variants $kname"
+}
+variants=
+for v in ${TUNE_VARIANTS:-}; do
+  # shellcheck disable=SC2046 # the flags split at commas
+  kernels "${v%%=*}" "$SRC/src/kernels/coll_kernels.cu" $(echo "${v#*=}" | tr , ' ')
+done
+for v in ${TUNE_SOURCES:-}; do kernels "${v%%=*}" "${v#*=}"; done
 
 # run NAME WHAT [VAR=VALUE ...]: size,time rows of one sweep into
 # $tmp/WHAT.NAME; WHAT is an all-reduce algorithm or another collective.
@@ -44,6 +67,10 @@ for algo in $ALGOS $COLLS; do
   for b in $BLOCKS; do
     names="$names max$b"
     run "max$b" "$algo" SYMM_COLL_MAX_BLOCKS="$b"
+  done
+  for v in $variants; do
+    names="$names $v"
+    run "$v" "$algo" SYMM_COLL_KERNELS="$tmp/$v.fatbin"
   done
   echo "## $algo, bf16, CUDA graph, $RANKS ranks, µs per call"
   printf '%10s' size

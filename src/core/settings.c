@@ -65,6 +65,10 @@ static const symm_setting_desc_t settings[] = {
      "native: most thread blocks one collective kernel runs, 1..127 (0, or a value out of "
      "that range: as many as pay off); "
      "fewer leave SMs to kernels that overlap. The same on every rank."},
+    {"SYMM_COLL_KERNELS", SYMM_SETTING_STRING, "",
+     "native: file of collective kernels (fatbin, cubin or PTX built from this version's "
+     "src/kernels/coll_kernels.cu, e.g. with other -D knobs) to load instead of the embedded "
+     "ones; for tuning. A file that cannot be loaded fails communicator creation."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},
 };

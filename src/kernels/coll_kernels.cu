@@ -76,6 +76,14 @@
 
 typedef symm_coll_params_t params_t;
 
+/* The parameter blocks these kernels were built with, as the sizes of two
+ * arrays: native_coll.c compares them with its own (cuModuleGetGlobal)
+ * before it uses a kernel file that SYMM_COLL_KERNELS names. */
+extern "C" {
+__device__ unsigned char symm_coll_abi_params[sizeof(symm_coll_params_t)];
+__device__ unsigned char symm_coll_abi_signal[sizeof(symm_signal_params_t)];
+}
+
 /* ------------------------------------------------------------------ ctx */
 
 enum { CTX_OK = 0, CTX_MISMATCH = 1, CTX_TIMEOUT = 2 };
@@ -83,7 +91,7 @@ enum { CTX_OK = 0, CTX_MISMATCH = 1, CTX_TIMEOUT = 2 };
 struct coll_ctx {
   uint32_t e;        /* this kernel's epoch */
   uint32_t parity;   /* e & 1 */
-  uint64_t deadline; /* globaltimer bound of every wait */
+  uint64_t deadline; /* globaltimer bound of every wait; 0: not read yet */
   bool fail_fast;    /* a timeout is already recorded: do not wait */
 };
 
@@ -169,13 +177,14 @@ static __device__ __forceinline__ void coll_after_prior_kernel() {
 #endif
 }
 
+/* Starts a kernel's protocol; the kernel has waited for the kernel before
+ * it (coll_after_prior_kernel) first. */
 static __device__ coll_ctx coll_begin(const params_t &a) {
-  coll_after_prior_kernel();
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
   c.e = words[0] + 1u;
   c.parity = c.e & 1u;
-  c.deadline = symm_dev_deadline(a.timeout_ns);
+  c.deadline = 0;
   /* After a timeout the communicator's collectives are unusable (ranks are
    * out of step): fail at once, and say so again in the host record in case
    * the earlier error has been read already. */
@@ -193,6 +202,17 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
                c.e, a.zc);
   }
   return c;
+}
+
+/* Whether this thread's waits have run past the timeout.  The clock is
+ * read first when a wait has spun a while, not at kernel start: the wait
+ * is bounded all the same, and the read of %globaltimer stays off the
+ * path of a kernel whose data is already there (LL at a few KiB). */
+static __device__ __forceinline__ bool coll_expired(const params_t &a, coll_ctx &c) {
+  if (!a.timeout_ns) return false;
+  const uint64_t now = symm_dev_globaltimer();
+  if (!c.deadline) c.deadline = now + a.timeout_ns;
+  return now > c.deadline;
 }
 
 /* Advances the epoch once every block is done with it.  No fence: the
@@ -225,7 +245,7 @@ static __device__ __forceinline__ int coll_check_announce(const params_t &a, con
  * then all of them write straight into each other's recv.  Waits for the
  * announces (same verdict on every rank and in every thread); false on a
  * mismatch or timeout, which are recorded. */
-static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c) {
+static __device__ bool coll_agree_zero_copy(const params_t &a, coll_ctx &c) {
   __shared__ int s_agree;
   if (threadIdx.x == 0) s_agree = 1;
   __syncthreads();
@@ -243,7 +263,7 @@ static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c
         atomicExch(&s_agree, 0);
         break;
       }
-      if ((++spins & 63u) == 0 && symm_dev_expired(c.deadline)) {
+      if ((++spins & 63u) == 0 && coll_expired(a, c)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
         atomicExch(&s_agree, 0);
         break;
@@ -267,7 +287,7 @@ static __device__ bool coll_agree_zero_copy(const params_t &a, const coll_ctx &c
  * never write this channel; its announce says so while we wait.
  * Returns CTX_* (same value in every thread).
  */
-static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsigned phase) {
+static __device__ int coll_exchange(const params_t &a, coll_ctx &c, unsigned phase) {
   __shared__ int s_status;
   if (threadIdx.x == 0) s_status = CTX_OK;
   __syncthreads();
@@ -288,7 +308,7 @@ static __device__ int coll_exchange(const params_t &a, const coll_ctx &c, unsign
         st = coll_check_announce(a, c, (unsigned)p);
         if (st == CTX_MISMATCH || (seen && st == CTX_OK)) break;
       }
-      if ((spins & 63u) == 0 && symm_dev_expired(c.deadline)) {
+      if ((spins & 63u) == 0 && coll_expired(a, c)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
         st = CTX_TIMEOUT;
         break;
@@ -324,7 +344,10 @@ static __device__ __forceinline__ char *coll_stage(const params_t &a, int rank, 
  * aligned), bytes otherwise.  All threads of the block share the work; each
  * thread keeps COLL_UNROLL loads in flight, which is what it takes to fill
  * NVLink with the few dozen blocks a collective runs. */
-enum { COLL_UNROLL = 4 };
+#ifndef SYMM_COLL_UNROLL /* a tuning knob (bench/tune-native.sh, SYMM_KERNEL_FLAGS) */
+#define SYMM_COLL_UNROLL 4
+#endif
+enum { COLL_UNROLL = SYMM_COLL_UNROLL };
 static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uint64_t bytes,
                                                  bool vec) {
   uint64_t done = 0;
@@ -511,6 +534,7 @@ static __device__ __forceinline__ uint64_t coll_stage_off(const params_t &a, con
  * Regions are a.seg elements apart. */
 template <typename T, typename Op>
 static __device__ void all_reduce_one_shot(const params_t &a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const int V = 16 / sizeof(T);
   uint64_t lo, hi;
@@ -540,6 +564,7 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
  * phase 1, and its kernel ends only after our phase-2 header. */
 template <typename T, typename Op>
 static __device__ void all_reduce_two_shot(const params_t &a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const int V = 16 / sizeof(T);
   const int W = a.world;
@@ -626,14 +651,14 @@ static __device__ __forceinline__ uint2 ll_pack(const T *src, uint64_t i, uint64
 
 /* Waits for the packet at addr from rank `from`; false (error recorded)
  * on timeout or when `from` announced a different collective. */
-static __device__ bool ll_wait(const params_t &a, const coll_ctx &c, uint32_t flag,
+static __device__ bool ll_wait(const params_t &a, coll_ctx &c, uint32_t flag,
                                uint64_t addr, int from, uint2 *out) {
   uint4 v;
   unsigned spins = 0;
   while ((v = coll_ld_v4(addr)).y != flag || v.w != flag) {
     if ((++spins & 63u) == 0) {
       if (coll_check_announce(a, c, (unsigned)from) == CTX_MISMATCH) return false;
-      if (symm_dev_expired(c.deadline)) {
+      if (coll_expired(a, c)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)from);
         return false;
       }
@@ -784,7 +809,10 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
  * Two lines, not more: at three the bf16 sum kernel spills under the
  * 128-register limit of 512-thread blocks.
  */
-enum { LL128_BATCH = 2 };
+#ifndef SYMM_LL128_BATCH /* a tuning knob, like SYMM_COLL_UNROLL */
+#define SYMM_LL128_BATCH 2
+#endif
+enum { LL128_BATCH = SYMM_LL128_BATCH };
 
 /* The lines of the round starting at Lb of this thread's group (line u at
  * Lb + u * groups), and this thread's two input words of each; the flag
@@ -890,7 +918,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
             for (int u = 0; u < B && !bad; u++) {
               if (got[u]) continue;
               if (coll_check_announce(a, c, (unsigned)r[u]) == CTX_MISMATCH) bad = 1;
-              else if (symm_dev_expired(c.deadline)) {
+              else if (coll_expired(a, c)) {
                 coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)r[u]);
                 bad = 1;
               }
@@ -928,6 +956,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
  * from the regions locally. */
 template <typename T, typename Op>
 static __device__ void reduce_scatter(const params_t &a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const int V = 16 / sizeof(T);
   uint64_t lo, hi;
@@ -975,6 +1004,7 @@ static __device__ copy_part coll_copy_part(const params_t &a) {
  * headers.  Otherwise each rank stages its piece and peers pull it. */
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_gather(const params_t a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const copy_part cp = coll_copy_part(a);
   const uint64_t off = cp.lo * cp.es, region = a.recv_seg * cp.es;
@@ -1006,6 +1036,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_broadcast(const params_t a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const copy_part cp = coll_copy_part(a);
   const uint64_t off = cp.lo * cp.es;
@@ -1021,6 +1052,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_to_all(const params_t a) {
+  coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const copy_part cp = coll_copy_part(a);
   char *mine = coll_stage(a, a.rank, c.parity);

@@ -767,11 +767,35 @@ static char fk_function_names[FK_MAX_FUNCTIONS][96];
 static int fk_nfunctions;
 static int fk_module_token;
 
+static bool fk_module_skewed;
+
+/* Any image loads, except two that tests write into a SYMM_COLL_KERNELS
+ * file: one starting "BAD!" is refused as the driver refuses a corrupt
+ * image, one starting "SKEW" loads but has parameter blocks of another
+ * size (built from another coll_abi.h). */
 static ncu_result fk_cuModuleLoadData(ncu_module *m, const void *image) {
   ncu_result r = fk_need_ctx();
   if (r) return r;
   if (!m || !image) return NCU_ERROR_INVALID_VALUE;
+  if (memcmp(image, "BAD!", 4) == 0) return NCU_ERROR_INVALID_IMAGE;
+  fk_module_skewed = memcmp(image, "SKEW", 4) == 0;
   *m = (ncu_module)&fk_module_token;
+  return NCU_SUCCESS;
+}
+
+/* The kernels' ABI arrays (coll_kernels.cu), sized as the library's
+ * parameter blocks unless the image was "SKEW". */
+static ncu_result fk_cuModuleGetGlobal(ncu_deviceptr *p, size_t *bytes, ncu_module m,
+                                       const char *name) {
+  if (!p || !bytes || !name || m != (ncu_module)&fk_module_token) return NCU_ERROR_INVALID_VALUE;
+  static unsigned char abi[2][sizeof(symm_coll_params_t)];
+  if (strcmp(name, "symm_coll_abi_params") == 0)
+    *bytes = sizeof(symm_coll_params_t) + (fk_module_skewed ? 8 : 0);
+  else if (strcmp(name, "symm_coll_abi_signal") == 0)
+    *bytes = sizeof(symm_signal_params_t);
+  else
+    return NCU_ERROR_NOT_FOUND;
+  *p = (ncu_deviceptr)(uintptr_t)abi[name[14] == 's'];
   return NCU_SUCCESS;
 }
 

@@ -1154,6 +1154,76 @@ TEST_IMPL(native_fake_launch_settings) {
   return 0;
 }
 
+/* SYMM_COLL_KERNELS: a kernel file replaces the embedded kernels, and a file
+ * that cannot serve fails communicator creation with the reason (the fake
+ * driver refuses an image starting "BAD!" and gives one starting "SKEW"
+ * parameter blocks of another size). */
+typedef struct {
+  const char *content; /* written into the file; NULL: no file */
+  const char *why;     /* expected in symm_comm_init's error; NULL: it works */
+} kernels_file_t;
+
+static int kernels_file_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  const kernels_file_t *k = arg;
+  symm_comm_t *comm = NULL;
+  symm_result_t r = symm_comm_init(NULL, &comm);
+  if (k->why) {
+    RCHECK(r == SYMM_ERR_INVALID_ARG, "init: %s (%s)", symm_strerror(r), symm_last_error());
+    RCHECK(strstr(symm_last_error(), "SYMM_COLL_KERNELS=") &&
+               strstr(symm_last_error(), k->why), "%s", symm_last_error());
+    return 0;
+  }
+  ROK(r);
+  symm_tensor_t *buf = alloc_u64(comm, 512);
+  RCHECK(buf, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  r = symm_all_reduce(comm, symm_tensor_data(buf), symm_tensor_data(buf), 1024,
+                      SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
+  int rc = no_kernels(r) ? TEST_SKIP : 0;
+  if (!rc) {
+    ROK(r);
+    fakecuda_launch_t l;
+    RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
+           l.name);
+  }
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return rc;
+}
+
+TEST_IMPL(native_fake_kernels_file) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/symm-kernels-%d.fatbin", (int)getpid());
+  const kernels_file_t cases[] = {
+      {"GOOD kernel image", NULL},
+      {NULL, "cannot read it"},
+      {"", "0 bytes"},
+      {"BAD! kernel image", "the driver cannot load it"},
+      {"SKEW kernel image", "built from another version"},
+  };
+  setenv("SYMM_COLL_KERNELS", path, 1);
+  int rc = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !rc; i++) {
+    unlink(path);
+    if (cases[i].content) {
+      FILE *f = fopen(path, "wb");
+      ASSERT(f != NULL);
+      fputs(cases[i].content, f);
+      fclose(f);
+    }
+    rc = run_job_or_skip(2, kernels_file_rank, (void *)&cases[i]);
+    /* Without kernels in the build the setting is not read at all. */
+    if (rc == TEST_SKIP) break;
+    if (rc) fprintf(stderr, "case %zu (%s) failed\n", i, cases[i].why ? cases[i].why : "works");
+  }
+  unlink(path);
+  unsetenv("SYMM_COLL_KERNELS");
+  if (rc == TEST_SKIP) return TEST_SKIP;
+  ASSERT_EQ(rc, 0);
+  return 0;
+}
+
 /* Ranks whose counts differ so that only rank 0 must grow the scratch: rank
  * 0 waits in the growth's rendezvous, which rank 1 never joins, and gets a
  * timeout that says why; rank 1's call only enqueues. */

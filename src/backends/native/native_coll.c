@@ -19,7 +19,9 @@
  * here allocates, synchronises or passes a host-side counter to a kernel,
  * so calls can be captured in CUDA graphs once the scratch is reserved.
  */
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +114,85 @@ static bool native_coll_kernels_wait(const native_coll_t *co) {
          ptx >= 90;
 }
 
+#ifdef SYMM_HAVE_KERNELS
+/* Largest kernel file SYMM_COLL_KERNELS may name (the embedded fatbin of
+ * sm_80 + sm_90 + PTX is about 4 MiB). */
+#define NATIVE_COLL_FILE_MAX ((long)256 << 20)
+
+/* Whether the loaded kernels were built with this library's parameter
+ * blocks: coll_kernels.cu sizes two device arrays after them. */
+static bool native_coll_abi_matches(const native_coll_t *co, size_t *coll, size_t *signal) {
+  ncu_deviceptr p;
+  *coll = *signal = 0;
+  return co->cd->cuModuleGetGlobal(&p, coll, co->module, "symm_coll_abi_params") ==
+             NCU_SUCCESS &&
+         co->cd->cuModuleGetGlobal(&p, signal, co->module, "symm_coll_abi_signal") ==
+             NCU_SUCCESS &&
+         *coll == sizeof(symm_coll_params_t) && *signal == sizeof(symm_signal_params_t);
+}
+
+/*
+ * SYMM_COLL_KERNELS: loads the collective kernels from `path` (a fatbin or
+ * cubin built from coll_kernels.cu, e.g. with other -D tuning knobs; see
+ * bench/tune-native.sh) instead of the embedded ones.  The user asked for
+ * that file, so any failure is an error of communicator creation, not a
+ * silent fallback to the embedded kernels.
+ */
+static symm_result_t native_coll_load_file(native_coll_t *co, const char *path) {
+  symm_result_t res = SYMM_SUCCESS;
+  FILE *f = fopen(path, "rb");
+  unsigned char *image = NULL;
+  long len = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+  if (!f || len < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: cannot read it: %s", path,
+                     strerror(errno));
+    goto done;
+  }
+  if (len == 0 || len > NATIVE_COLL_FILE_MAX) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: %ld bytes; a kernel image "
+                     "has 1 to %ld", path, len, NATIVE_COLL_FILE_MAX);
+    goto done;
+  }
+  image = malloc((size_t)len + 1); /* a PTX text image must end with NUL */
+  if (!image) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "SYMM_COLL_KERNELS=%s: no memory for %ld bytes", path,
+                     len);
+    goto done;
+  }
+  if (fread(image, 1, (size_t)len, f) != (size_t)len) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: short read", path);
+    goto done;
+  }
+  image[len] = 0;
+  ncu_result cu = co->cd->cuModuleLoadData(&co->module, image);
+  if (cu != NCU_SUCCESS) {
+    co->module = NULL;
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: the driver cannot load it "
+                     "(%s); it must be a fatbin, cubin or PTX of coll_kernels.cu for this GPU",
+                     path, native_cu_error(cu));
+    goto done;
+  }
+  size_t coll, signal;
+  if (!native_coll_abi_matches(co, &coll, &signal)) {
+    co->cd->cuModuleUnload(co->module);
+    co->module = NULL;
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: built from another version "
+                     "of coll_abi.h (parameter blocks of %zu and %zu bytes; this library's are "
+                     "%zu and %zu)", path, coll, signal, sizeof(symm_coll_params_t),
+                     sizeof(symm_signal_params_t));
+    goto done;
+  }
+  SYMM_INFO(COLL, "native: collective kernels from SYMM_COLL_KERNELS=%s (%ld bytes)", path, len);
+done:
+  if (res != SYMM_SUCCESS)
+    snprintf(co->why, sizeof co->why, "%s", symm_last_error());
+  free(image);
+  if (f) fclose(f);
+  return res;
+}
+#endif
+
 symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_state_t *st = comm->backend_state;
   native_coll_t *co = calloc(1, sizeof *co);
@@ -143,13 +224,19 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
     snprintf(co->why, sizeof co->why, "cuMemHostGetDevicePointer failed: %s", native_cu_error(cu));
     goto out;
   }
-  cu = co->cd->cuModuleLoadData(&co->module, symm_coll_fatbin);
-  if (cu != NCU_SUCCESS) {
-    snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu bytes) "
-             "failed: %s (is the GPU older than sm_80?)", symm_coll_fatbin_size,
-             native_cu_error(cu));
-    co->module = NULL;
-    goto out;
+  const char *file = symm_setting_str("SYMM_COLL_KERNELS");
+  if (file && *file) {
+    res = native_coll_load_file(co, file);
+    if (res != SYMM_SUCCESS) goto out;
+  } else {
+    cu = co->cd->cuModuleLoadData(&co->module, symm_coll_fatbin);
+    if (cu != NCU_SUCCESS) {
+      snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu "
+               "bytes) failed: %s (is the GPU older than sm_80?)", symm_coll_fatbin_size,
+               native_cu_error(cu));
+      co->module = NULL;
+      goto out;
+    }
   }
   co->pdl = co->cd->cuLaunchKernelEx && symm_setting_bool("SYMM_NATIVE_PDL") &&
             native_coll_kernels_wait(co);
@@ -160,7 +247,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
 out:
   if (!co->ready) SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
   native_ctx_leave(st, saved);
-  return SYMM_SUCCESS;
+  return res;
 #endif
 }
 

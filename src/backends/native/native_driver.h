@@ -33,6 +33,7 @@ enum {
   NCU_ERROR_NOT_INITIALIZED = 3,
   NCU_ERROR_STUB_LIBRARY = 34,
   NCU_ERROR_NO_DEVICE = 100,
+  NCU_ERROR_INVALID_IMAGE = 200,
   NCU_ERROR_INVALID_DEVICE = 101,
   NCU_ERROR_NOT_FOUND = 500,
   NCU_ERROR_NOT_PERMITTED = 800,
@@ -207,6 +208,8 @@ enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
   X(cuModuleUnload, (ncu_module module))                                       \
   X(cuModuleGetFunction, (ncu_function * fn, ncu_module module,                \
                           const char *name))                                   \
+  X(cuModuleGetGlobal, (ncu_deviceptr * dptr, size_t *bytes, ncu_module module, \
+                        const char *name))                                     \
   X(cuLaunchKernel, (ncu_function fn, unsigned int gx, unsigned int gy,        \
                      unsigned int gz, unsigned int bx, unsigned int by,        \
                      unsigned int bz, unsigned int shared_bytes,               \
