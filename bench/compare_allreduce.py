@@ -160,7 +160,7 @@ def canned(kind, sizes, dtype, iters, graph, fail):
             algbw = n / (ours * 1e3)
             out.append(f"all_reduce,cuda,2,1,{n},{n // 2},{dtype},sum,{ours:.3f},{algbw:.4f},"
                        f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f},"
-                       f"{'ll' if n <= 256 << 10 else 'll128' if n <= 4 << 20 else 'two_shot'}")
+                       f"{'ll' if n <= 64 << 10 else 'll128' if n <= 4 << 20 else 'two_shot'}")
         return ("\n".join(out) + "\n", "", 0)
     if fail == "fail-torch":
         return ("", "Traceback (most recent call last):\n  File \"<string>\", line 1\n"

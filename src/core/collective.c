@@ -94,12 +94,13 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   symm_algo_t algo = comm->allreduce_algo;
   if (algo != SYMM_ALGO_AUTO) return algo;
   /* GPU ranks: bench/tune-native.sh at 2 ranks (H200 pair, bf16, CUDA
-   * graph, us): LL is fastest to 256 KiB (4.6 vs LL128 4.8), LL128 from
-   * 512 KiB (5.7 vs LL 6.4) to 4 MiB (19.0 vs two-shot 19.9), two-shot
-   * above.  A backend runs what does not fit its LL areas as its closest
-   * relative (native: LL128, then one- or two-shot). */
+   * graph, us): LL is fastest to 64 KiB (3.33 vs LL128 3.46), LL128 from
+   * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
+   * two-shot 20.2), two-shot above.  A backend runs what does not fit its
+   * LL areas as its closest relative (native: LL128, then one- or
+   * two-shot). */
   if (comm->device >= 0) {
-    if (bytes <= ((size_t)256 << 10)) return SYMM_ALGO_LL;
+    if (bytes <= ((size_t)64 << 10)) return SYMM_ALGO_LL;
     return bytes <= ((size_t)4 << 20) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from

@@ -801,16 +801,17 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
 /*
  * Each 8-thread group handles LL128_BATCH lines per round, a grid stride
  * apart, and every step of a round is issued for all of them before any
- * waits: the loads of the input, the stores to each peer, the polls of
- * each source.  The input stays in registers from the push to the
- * reduction, so a round is a chain of three dependent memory latencies
- * (input, peer's line, output), and at 128 blocks one round covers 16 K
- * lines (1.9 MB): one round up to 1.9 MB, three at auto's 4 MiB limit.
- * Two lines, not more: at three the bf16 sum kernel spills under the
- * 128-register limit of 512-thread blocks.
+ * wait.  The kernel runs in two passes: the push pass stores every round's
+ * lines into the peers (stores do not wait, so all lines are in flight at
+ * once, however many rounds), then the reduce pass polls each round's
+ * lines from the peers, reloads the own input (overlapped with the polls)
+ * and writes the output.  A warp with one round keeps its input in
+ * registers from the push to the reduction.
+ * One line per round by default: measured on 2 x H200 (bench/tune-native.sh,
+ * graph), two lines per round cost 0.4 us more from 4 KiB to 512 KiB.
  */
 #ifndef SYMM_LL128_BATCH /* a tuning knob, like SYMM_COLL_UNROLL */
-#define SYMM_LL128_BATCH 2
+#define SYMM_LL128_BATCH 1
 #endif
 enum { LL128_BATCH = SYMM_LL128_BATCH };
 
@@ -867,22 +868,31 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
   const uint64_t mine = a.peer_data[a.rank] + area;
   bool ok = !c.fail_fast;
-  uint64_t *const L = rd.L, *const x0 = rd.x0, *const x1 = rd.x1;
-  const bool *const valid = rd.valid, *const v0 = rd.v0, *const v1 = rd.v1;
-  /* Warp-uniform loops, converged at the stores: a line's eight stores
-   * must leave as one instruction to travel as one 128-byte write. */
+  /* Push pass.  Warp-uniform loops, converged at the stores: a line's
+   * eight stores must leave as one instruction to travel as one 128-byte
+   * write. */
   for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
     if (Lb != Lb0) ll128_round_input(rd, send, n, nwords, nlines, Lb, groups, lane, a8);
-    if (!has_w1)
-#pragma unroll
-      for (int u = 0; u < B; u++) x1[u] = flag;
     for (int k = 1; k < W; k++) {
       const uint64_t to = a.peer_data[coll_rank_at(a.rank, k, W)] + area + a.rank * a.ll128_region;
       __syncwarp();
 #pragma unroll
       for (int u = 0; u < B; u++)
-        if (valid[u]) ll128_store(to + L[u] * 128u + sub * 16u, x0[u], x1[u]);
+        if (rd.valid[u])
+          ll128_store(to + rd.L[u] * 128u + sub * 16u, rd.x0[u], has_w1 ? rd.x1[u] : flag);
     }
+  }
+  /* Reduce pass.  A warp with one round still has its input; otherwise
+   * each round's input is reloaded a round ahead, so that the load is done
+   * by the time the round's lines have come. */
+  const bool one_round = Lb0 + B * groups >= nlines;
+  if (!one_round) ll128_round_input(rd, send, n, nwords, nlines, Lb0, groups, lane, a8);
+  for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
+    const ll128_round cur = rd;
+    if (!one_round && Lb + B * groups < nlines)
+      ll128_round_input(rd, send, n, nwords, nlines, Lb + B * groups, groups, lane, a8);
+    const uint64_t *const L = cur.L, *const x0 = cur.x0, *const x1 = cur.x1;
+    const bool *const valid = cur.valid, *const v0 = cur.v0, *const v1 = cur.v1;
     acc_t acc0[B][E], acc1[B][E];
     for (int k = 0; k < W && ok; k++) {
       /* Source of line u at step k: ranks are combined from a start that
@@ -1102,8 +1112,11 @@ extern "C" __global__ void __launch_bounds__(SYMM_SIGNAL_THREADS)
 
 /* --------------------------------------------- reduction entry points */
 
+/* One block per SM is all a collective's grid needs (at most 128 blocks):
+ * saying so lets ptxas use up to 128 registers, where it held the LL128
+ * bf16 and f16 sum kernels at 64 and spilled. */
 #define SYMM_COLL_REDUCING(name, fn, tname, T, oname, Op)                      \
-  extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)              \
+  extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS, 1)           \
       symm_coll_##name##_##tname##_##oname(const params_t a) {                 \
     fn<T, Op>(a);                                                              \
   }

@@ -888,13 +888,13 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     return TEST_SKIP;
   }
   ROK(r);
-  /* auto: LL to 256 KiB, LL128 to 4 MiB (NVLink-class peers only), then
+  /* auto: LL to 64 KiB, LL128 to 4 MiB (NVLink-class peers only), then
    * two-shot; LL128 without native peer atomics is one-shot to 1 MiB and
    * two-shot above. */
   const expect_t cases[] = {
       {4096, "symm_coll_ar_ll_bf16_sum"},
-      {256 << 10, "symm_coll_ar_ll_bf16_sum"},
-      {(256 << 10) + 16,
+      {64 << 10, "symm_coll_ar_ll_bf16_sum"},
+      {(64 << 10) + 16,
        no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
       {1 << 20, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
       {(1 << 20) + 16,
