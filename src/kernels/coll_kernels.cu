@@ -801,12 +801,12 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
 /*
  * Each 8-thread group handles LL128_BATCH lines per round, a grid stride
  * apart, and every step of a round is issued for all of them before any
- * wait.  The kernel runs in two passes: the push pass stores every round's
- * lines into the peers (stores do not wait, so all lines are in flight at
- * once, however many rounds), then the reduce pass polls each round's
- * lines from the peers, reloads the own input (overlapped with the polls)
- * and writes the output.  A warp with one round keeps its input in
- * registers from the push to the reduction.
+ * wait.  Stores do not wait, so each round's lines are pushed into the
+ * peers one round ahead: round r + 1 is loaded and pushed before round r's
+ * lines are polled, combined and written out, and a round's input stays in
+ * registers from its push to its reduction.  (Pushing every round first
+ * and reducing after cost 2 us at 4 MiB: the local half of the work then
+ * ran after the transfer instead of under it.)
  * One line per round by default: measured on 2 x H200 (bench/tune-native.sh,
  * graph), two lines per round cost 0.4 us more from 4 KiB to 512 KiB.
  */
@@ -841,6 +841,23 @@ static __device__ __forceinline__ void ll128_round_input(ll128_round &rd, const 
   }
 }
 
+/* Stores the lines of round `rd` into every peer's region `rank` of the
+ * LL128 area at `area`; the group's eighth thread puts the flag in its
+ * second word.  Warp-uniform, converged at the stores: a line's eight
+ * stores must leave as one instruction to travel as one 128-byte write. */
+static __device__ __forceinline__ void ll128_push(const params_t &a, const ll128_round &rd,
+                                                  uint64_t area, unsigned sub, uint64_t flag) {
+  for (int k = 1; k < a.world; k++) {
+    const uint64_t to =
+        a.peer_data[coll_rank_at(a.rank, k, a.world)] + area + a.rank * a.ll128_region;
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < LL128_BATCH; u++)
+      if (rd.valid[u])
+        ll128_store(to + rd.L[u] * 128u + sub * 16u, rd.x0[u], sub != 7u ? rd.x1[u] : flag);
+  }
+}
+
 template <typename T, typename Op>
 static __device__ void all_reduce_ll128(const params_t &a) {
   typedef typename dt<T>::acc_t acc_t;
@@ -868,29 +885,16 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
   const uint64_t mine = a.peer_data[a.rank] + area;
   bool ok = !c.fail_fast;
-  /* Push pass.  Warp-uniform loops, converged at the stores: a line's
-   * eight stores must leave as one instruction to travel as one 128-byte
-   * write. */
-  for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
-    if (Lb != Lb0) ll128_round_input(rd, send, n, nwords, nlines, Lb, groups, lane, a8);
-    for (int k = 1; k < W; k++) {
-      const uint64_t to = a.peer_data[coll_rank_at(a.rank, k, W)] + area + a.rank * a.ll128_region;
-      __syncwarp();
-#pragma unroll
-      for (int u = 0; u < B; u++)
-        if (rd.valid[u])
-          ll128_store(to + rd.L[u] * 128u + sub * 16u, rd.x0[u], has_w1 ? rd.x1[u] : flag);
-    }
-  }
-  /* Reduce pass.  A warp with one round still has its input; otherwise
-   * each round's input is reloaded a round ahead, so that the load is done
-   * by the time the round's lines have come. */
-  const bool one_round = Lb0 + B * groups >= nlines;
-  if (!one_round) ll128_round_input(rd, send, n, nwords, nlines, Lb0, groups, lane, a8);
+  /* Round r + 1 is pushed before round r is reduced, from registers that
+   * hold its input until its own reduction: the peers' lines of the next
+   * round are in flight while this one is combined. */
+  if (ok) ll128_push(a, rd, area, sub, flag);
   for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
     const ll128_round cur = rd;
-    if (!one_round && Lb + B * groups < nlines)
+    if (Lb + B * groups < nlines) {
       ll128_round_input(rd, send, n, nwords, nlines, Lb + B * groups, groups, lane, a8);
+      ll128_push(a, rd, area, sub, flag);
+    }
     const uint64_t *const L = cur.L, *const x0 = cur.x0, *const x1 = cur.x1;
     const bool *const valid = cur.valid, *const v0 = cur.v0, *const v1 = cur.v1;
     acc_t acc0[B][E], acc1[B][E];
