@@ -841,10 +841,12 @@ static ncu_result fk_launch(ncu_function fn, unsigned gx, unsigned gy, unsigned 
   return NCU_SUCCESS;
 }
 
+/* FAKECUDA_LAUNCH_FAILS=1: plain launches fail as with a bad argument. */
 static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                     ncu_stream stream, void **params, void **extra) {
   (void)stream, (void)shared;
+  if (fk_env_int("FAKECUDA_LAUNCH_FAILS", 0)) return NCU_ERROR_INVALID_VALUE;
   return fk_launch(fn, gx, gy, gz, bx, by, bz, params, extra, 0);
 }
 

@@ -1154,6 +1154,56 @@ TEST_IMPL(native_fake_launch_settings) {
   return 0;
 }
 
+/* A driver that refuses the PDL attribute and then fails the plain launch
+ * too: the call fails with the launch's error, and PDL stays on, since
+ * nothing showed that plain launches work.  Once a plain launch works
+ * after a refusal, PDL is off for good. */
+static int launch_refused_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, 512);
+  RCHECK(buf, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  char *data = symm_tensor_data(buf);
+  fakecuda_launch_t l, first;
+  last_launch(&first);
+  /* 1: attribute refused, plain launch fails. */
+  setenv("FAKECUDA_LAUNCH_EX_REFUSES", "1", 1);
+  setenv("FAKECUDA_LAUNCH_FAILS", "1", 1);
+  symm_result_t r =
+      symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
+  if (no_kernels(r)) {
+    symm_comm_destroy(comm);
+    return TEST_SKIP;
+  }
+  RCHECK(r == SYMM_ERR_BACKEND && strstr(symm_last_error(), "cuLaunchKernel(ar_ll collective"),
+         "%s: %s", symm_strerror(r), symm_last_error());
+  RCHECK(!last_launch(&l) || memcmp(&l, &first, sizeof l) == 0, "%s was recorded", l.name);
+  /* 2: a driver that takes the attribute again: still launched with PDL. */
+  unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
+  unsetenv("FAKECUDA_LAUNCH_FAILS");
+  const int pdl_want[3] = {1, 0, 0};
+  for (int step = 0; step < 3; step++) {
+    /* 3: refused, plain works: plain from now on (4: even when not refused). */
+    if (step == 1) setenv("FAKECUDA_LAUNCH_EX_REFUSES", "1", 1);
+    if (step == 2) unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
+    ROK(symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    RCHECK(last_launch(&l) && l.pdl == pdl_want[step], "step %d: pdl %d, want %d", step + 2,
+           l.pdl, pdl_want[step]);
+  }
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_launch_refused) {
+  int rc = run_job_or_skip(2, launch_refused_rank, NULL);
+  if (rc == TEST_SKIP) return TEST_SKIP;
+  ASSERT_EQ(rc, 0);
+  return 0;
+}
+
 /* SYMM_COLL_KERNELS: a kernel file replaces the embedded kernels, and a file
  * that cannot serve fails communicator creation with the reason (the fake
  * driver refuses an image starting "BAD!" and gives one starting "SKEW"

@@ -1,11 +1,11 @@
 #!/bin/sh
 # GPU test suite of the native backend (called by `make test-gpu`).
 #   tests/gpu/run-gpu-tests.sh [BUILD_DIR]
-# Runs symmem-info, the GPU tests with 2 ranks (one GPU each) and 4 ranks
-# (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1), the refusal of shared GPUs
+# Runs symmem-info, the GPU tests with 2 ranks (one GPU each), 4 ranks
+# (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks, the refusal of shared GPUs
 # without that setting, the native backend's protocol and the multi-process
 # conformance tests over the fake driver, the collectives (symm-gpu-coll-tests:
-# 2 ranks, 4 shared ranks, a rank that never calls), the GPU example
+# 2 ranks, 4 and 8 shared ranks, a rank that never calls), the GPU example
 # examples/ring_signals, and the GPU tests and
 # the collectives once more under compute-sanitizer memcheck, and the
 # collectives under racecheck (shared-memory hazards in the kernels).
@@ -88,6 +88,13 @@ if [ "$ngpu" -ge 3 ]; then
 fi
 step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
   "$RUN" -n 4 -- "$COLL" --quick
+# Issue 5's run on fewer GPUs: 8 ranks share them, for correctness (the
+# channel count per rank is smallest there: 29 at 8 ranks).
+if [ "$ngpu" -lt 8 ]; then
+  step "8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 "$RUN" -n 8 -- "$PROG"
+  step "collectives, 8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
+    "$RUN" -n 8 -- "$COLL" --quick
+fi
 step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
   "$RUN" -n 2 -- "$COLL" --timeout
 # The GPU example (a user kernel with the device-side signals) checks what
