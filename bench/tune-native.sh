@@ -7,7 +7,8 @@
 # TUNE_COLLS adds the other bandwidth collectives (all_gather,
 # reduce_scatter), one table each.
 #   bench/tune-native.sh [BUILD_DIR] [RANKS]
-# TUNE_ALGOS, TUNE_COLLS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep;
+# TUNE_ALGOS, TUNE_COLLS, TUNE_BLOCKS, TUNE_MIN, TUNE_MAX override the sweep
+# (TUNE_ALGOS="" with TUNE_COLLS: only those collectives);
 # TUNE_CHECK=0 skips symmem-bench's check of the results (slow at 256 MiB).
 # Kernel variants get a column each, loaded through SYMM_COLL_KERNELS:
 #   TUNE_VARIANTS="unroll8=-DSYMM_COLL_UNROLL=8 b1=-DSYMM_LL128_BATCH=1"
@@ -17,7 +18,7 @@
 set -u
 BUILD=${1:-build}
 RANKS=${2:-2}
-ALGOS=${TUNE_ALGOS:-"ll ll128 one_shot two_shot"}
+ALGOS=${TUNE_ALGOS-"ll ll128 one_shot two_shot"}
 COLLS=${TUNE_COLLS:-}
 BLOCKS=${TUNE_BLOCKS-"16 32 64"}
 MIN=${TUNE_MIN:-4K}
