@@ -1091,16 +1091,18 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   const launch_expect_t *want = arg;
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
-  symm_tensor_t *buf = alloc_u64(comm, (8 << 20) / 8);
+  /* Fake device memory is host memory that the kernels never touch. */
+  symm_tensor_t *buf = alloc_u64(comm, (68 << 20) / 8);
   RCHECK(buf, "alloc");
   ROK(symm_tensor_rendezvous(buf));
   char *data = symm_tensor_data(buf);
-  const size_t bytes[3] = {4096, 1 << 20, 8 << 20}; /* LL, LL128, two-shot */
+  /* LL, LL128, two-shot with segments of 4 MiB and 34 MiB. */
+  const size_t bytes[4] = {4096, 1 << 20, 8 << 20, 68 << 20};
   /* Their grids at 2 ranks: one block, SYMM_COLL_MAX_CHANNELS blocks, and
-   * two-shot's 96 (native_coll_bw_blocks). */
-  const unsigned full[3] = {1, SYMM_COLL_MAX_CHANNELS, 96};
+   * two-shot's 88 up to 32 MiB segments, 96 above (native_coll_bw_blocks). */
+  const unsigned full[4] = {1, SYMM_COLL_MAX_CHANNELS, 88, 96};
   fakecuda_launch_t l;
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     symm_result_t r =
         symm_all_reduce(comm, data, data, bytes[k] / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
     if (no_kernels(r)) {
