@@ -11,10 +11,12 @@
 # (TUNE_ALGOS="" with TUNE_COLLS: only those collectives);
 # TUNE_CHECK=0 skips symmem-bench's check of the results (slow at 256 MiB).
 # Kernel variants get a column each, loaded through SYMM_COLL_KERNELS:
-#   TUNE_VARIANTS="unroll8=-DSYMM_COLL_UNROLL=8 b1=-DSYMM_LL128_BATCH=1"
+#   TUNE_VARIANTS="unroll8=-DSYMM_COLL_UNROLL=8 b2=-DSYMM_LL128_BATCH=2"
 #     (name=nvcc flags, several flags joined by commas),
-#   TUNE_SOURCES="old=path/to/coll_kernels.cu" (another version of the file),
-# built with nvcc for TUNE_ARCH (default 90).
+#   TUNE_SOURCES="old=path/to/coll_kernels.cu" (another version of the file;
+#     it must define the symm_coll_abi_* markers of this version's ABI),
+# built with nvcc for TUNE_ARCH (default: the first GPU's, else 90), SASS
+# and PTX.  Names are letters, digits and _, none of the settings' own.
 set -u
 BUILD=${1:-build}
 RANKS=${2:-2}
@@ -28,13 +30,33 @@ tmp=$(mktemp -d /tmp/symm-tune.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 status=0
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-ARCH=${TUNE_ARCH:-90}
+ARCH=${TUNE_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+  head -n 1 | tr -d '. ')}
+ARCH=${ARCH:-90}
+if [ -z "$ALGOS$COLLS" ]; then
+  echo "tune-native: nothing to run (TUNE_ALGOS and TUNE_COLLS are both empty)" >&2
+  exit 2
+fi
 
 # kernels NAME FILE FLAGS...: $tmp/NAME.fatbin from FILE (a coll_kernels.cu).
 kernels() {
   kname=$1 kfile=$2
   shift 2
-  ${NVCC:-nvcc} --fatbin -std=c++17 -O3 -gencode "arch=compute_$ARCH,code=sm_$ARCH" "$@" \
+  case $kname in
+    "" | pdl | no_pdl | max[0-9]* | *[!A-Za-z0-9_]*)
+      echo "tune-native: '$kname' cannot name a variant" >&2
+      status=1
+      return 1
+      ;;
+  esac
+  case " $variants " in *" $kname "*)
+    echo "tune-native: variant $kname named twice" >&2
+    status=1
+    return 1
+    ;;
+  esac
+  ${NVCC:-nvcc} --fatbin -std=c++17 -O3 -gencode "arch=compute_$ARCH,code=sm_$ARCH" \
+    -gencode "arch=compute_$ARCH,code=compute_$ARCH" "$@" \
     -I"$SRC/include" -I"$SRC/src" -o "$tmp/$kname.fatbin" "$kfile" ||
     { echo "tune-native: variant $kname does not build" >&2; status=1; return 1; }
   variants="$variants $kname"
@@ -42,7 +64,7 @@ kernels() {
 variants=
 for v in ${TUNE_VARIANTS:-}; do
   # shellcheck disable=SC2046 # the flags split at commas
-  kernels "${v%%=*}" "$SRC/src/kernels/coll_kernels.cu" $(echo "${v#*=}" | tr , ' ')
+  kernels "${v%%=*}" "$SRC/src/kernels/coll_kernels.cu" $(printf '%s\n' "${v#*=}" | tr , ' ')
 done
 for v in ${TUNE_SOURCES:-}; do kernels "${v%%=*}" "${v#*=}"; done
 

@@ -49,13 +49,18 @@ chmod +x "$tmp/build/tools/symmem-run" "$tmp/build/tools/symmem-bench" "$tmp/nvc
 echo "// another coll_kernels.cu" >"$tmp/old.cu"
 
 NVCC="$tmp/nvcc" NVCC_LOG="$tmp/nvcc.log" TUNE_ALGOS=ll TUNE_BLOCKS=8 TUNE_MIN=4K TUNE_MAX=8K \
-  TUNE_VARIANTS="v1=-DSYMM_COLL_UNROLL=8,-DSYMM_LL128_BATCH=2 broken=-DFAIL" \
+  TUNE_ARCH=90 TUNE_VARIANTS="v1=-DSYMM_COLL_UNROLL=8,-DSYMM_LL128_BATCH=2 broken=-DFAIL \
+  pdl=-DX max8=-DX v1=-DX bad/name=-DX" \
   TUNE_SOURCES="old=$tmp/old.cu" sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 \
   >"$tmp/out" 2>&1
 rc=$?
 cat "$tmp/out"
 [ $rc -ne 0 ] || fail "exit status 0 although a variant did not build"
 grep -q "variant broken does not build" "$tmp/out" || fail "the broken variant is not named"
+for name in pdl max8 bad/name; do
+  grep -q "'$name' cannot name a variant" "$tmp/out" || fail "variant name $name was taken"
+done
+grep -q "variant v1 named twice" "$tmp/out" || fail "a second v1 was taken"
 grep -q -- "-DSYMM_COLL_UNROLL=8 -DSYMM_LL128_BATCH=2 .*coll_kernels.cu" "$tmp/nvcc.log" ||
   fail "v1 was not built with both of its flags: $(cat "$tmp/nvcc.log")"
 grep -q "arch=compute_90,code=sm_90.* $tmp/old.cu" "$tmp/nvcc.log" ||
@@ -66,4 +71,10 @@ for s in 4096 8192; do
   row=$(grep -E "^ +$s " "$tmp/out" | tr -s ' ')
   [ "$row" = " $s 1.0 2.0 3.8 4.0 5.0" ] || fail "row $s: '$row'"
 done
+# Nothing to run is an error, not an empty success.
+TUNE_ALGOS='' sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "nothing to run" "$tmp/out"; then
+  fail "empty TUNE_ALGOS: exit $rc"
+fi
 echo "check-tune-native: passed"

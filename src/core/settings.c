@@ -68,7 +68,8 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_COLL_KERNELS", SYMM_SETTING_STRING, "",
      "native: file of collective kernels (fatbin, cubin or PTX built from this version's "
      "src/kernels/coll_kernels.cu, e.g. with other -D knobs) to load instead of the embedded "
-     "ones; for tuning. A file that cannot be loaded fails communicator creation."},
+     "ones; for tuning. The same file on every rank; a file that cannot be loaded, or of "
+     "another ABI, fails communicator creation."},
     {"SYMM_CUDA_LIB", SYMM_SETTING_STRING, "libcuda.so.1", "CUDA driver library to load."},
     {"SYMM_NCCL_LIB", SYMM_SETTING_STRING, "libnccl.so.2", "NCCL library to load."},
 };

@@ -28,6 +28,11 @@
 #define SYMM_COLL_HD
 #endif
 
+/* Version of the protocol and layouts below: raised by every change that
+ * kernels built from an older coll_kernels.cu would misread.  A kernel file
+ * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
+#define SYMM_COLL_ABI_VERSION 1
+
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
 #define SYMM_COLL_MAX_WORLD 32

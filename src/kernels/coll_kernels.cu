@@ -47,8 +47,10 @@
  *  come looks at the peer's announce to tell a mismatch from a late peer.
  *  LL128 does the same with 128-byte lines of 120 data bytes and a flag.
  *
- *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer; on
- *  expiry the kernel records SYMM_ERR_TIMEOUT (first error wins) in the
+ *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer,
+ *  counted from the first time a thread's wait looks at the clock (after
+ *  its first 64 polls, coll_expired), not from kernel start; on expiry the
+ *  kernel records SYMM_ERR_TIMEOUT (first error wins) in the
  *  pinned error record, sets a sticky word in this rank's scratch pad, and
  *  finishes.  While that word is set, later kernels on this scratch skip
  *  every wait (fail fast) and report again; it is never cleared (the
@@ -76,12 +78,13 @@
 
 typedef symm_coll_params_t params_t;
 
-/* The parameter blocks these kernels were built with, as the sizes of two
- * arrays: native_coll.c compares them with its own (cuModuleGetGlobal)
- * before it uses a kernel file that SYMM_COLL_KERNELS names. */
+/* The parameter blocks and the ABI version these kernels were built with,
+ * as the sizes of three arrays: native_coll.c compares them with its own
+ * (cuModuleGetGlobal) before it uses the kernels. */
 extern "C" {
 __device__ unsigned char symm_coll_abi_params[sizeof(symm_coll_params_t)];
 __device__ unsigned char symm_coll_abi_signal[sizeof(symm_signal_params_t)];
+__device__ unsigned char symm_coll_abi_version[SYMM_COLL_ABI_VERSION];
 }
 
 /* ------------------------------------------------------------------ ctx */
@@ -1116,9 +1119,11 @@ extern "C" __global__ void __launch_bounds__(SYMM_SIGNAL_THREADS)
 
 /* --------------------------------------------- reduction entry points */
 
-/* One block per SM is all a collective's grid needs (at most 128 blocks):
- * saying so lets ptxas use up to 128 registers, where it held the LL128
- * bf16 and f16 sum kernels at 64 and spilled. */
+/* One block per SM is all a collective's grid needs (at most 128 blocks).
+ * Saying so changes ptxas's register choice: with nvcc 13.0 and
+ * __launch_bounds__(512) alone it held the LL128 bf16 and f16 sum kernels
+ * at 64 registers and spilled 20 bytes; with the minimum of one block per
+ * SM they take 76 and do not spill (-Xptxas -v). */
 #define SYMM_COLL_REDUCING(name, fn, tname, T, oname, Op)                      \
   extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS, 1)           \
       symm_coll_##name##_##tname##_##oname(const params_t a) {                 \

@@ -767,36 +767,53 @@ static char fk_function_names[FK_MAX_FUNCTIONS][96];
 static int fk_nfunctions;
 static int fk_module_token;
 
-static bool fk_module_skewed;
+static char fk_module_image[8]; /* the loaded image's first bytes */
 
-/* Any image loads, except two that tests write into a SYMM_COLL_KERNELS
+/* Any image loads, except some that tests write into a SYMM_COLL_KERNELS
  * file: one starting "BAD!" is refused as the driver refuses a corrupt
- * image, one starting "SKEW" loads but has parameter blocks of another
- * size (built from another coll_abi.h). */
+ * image; "SKEW", "SKWS" and "SKWV" load but carry a coll parameter block,
+ * a signal parameter block or an ABI version of another size (built from
+ * another coll_abi.h); "OLD!" has no ABI markers at all. */
 static ncu_result fk_cuModuleLoadData(ncu_module *m, const void *image) {
   ncu_result r = fk_need_ctx();
   if (r) return r;
   if (!m || !image) return NCU_ERROR_INVALID_VALUE;
   if (memcmp(image, "BAD!", 4) == 0) return NCU_ERROR_INVALID_IMAGE;
-  fk_module_skewed = memcmp(image, "SKEW", 4) == 0;
+  pthread_mutex_lock(&fk_lock);
+  memcpy(fk_module_image, image, sizeof fk_module_image);
+  pthread_mutex_unlock(&fk_lock);
   *m = (ncu_module)&fk_module_token;
   return NCU_SUCCESS;
 }
 
-/* The kernels' ABI arrays (coll_kernels.cu), sized as the library's
- * parameter blocks unless the image was "SKEW". */
+/* The kernels' ABI arrays (coll_kernels.cu), sized as the library's unless
+ * the image says otherwise (above). */
 static ncu_result fk_cuModuleGetGlobal(ncu_deviceptr *p, size_t *bytes, ncu_module m,
                                        const char *name) {
   if (!p || !bytes || !name || m != (ncu_module)&fk_module_token) return NCU_ERROR_INVALID_VALUE;
-  static unsigned char abi[2][sizeof(symm_coll_params_t)];
+  static unsigned char abi[sizeof(symm_coll_params_t) + 8];
+  pthread_mutex_lock(&fk_lock);
+  char tag[5] = {0};
+  memcpy(tag, fk_module_image, 4);
+  pthread_mutex_unlock(&fk_lock);
+  if (strcmp(tag, "OLD!") == 0) return NCU_ERROR_NOT_FOUND;
   if (strcmp(name, "symm_coll_abi_params") == 0)
-    *bytes = sizeof(symm_coll_params_t) + (fk_module_skewed ? 8 : 0);
+    *bytes = sizeof(symm_coll_params_t) + (strcmp(tag, "SKEW") == 0 ? 8 : 0);
   else if (strcmp(name, "symm_coll_abi_signal") == 0)
-    *bytes = sizeof(symm_signal_params_t);
+    *bytes = sizeof(symm_signal_params_t) + (strcmp(tag, "SKWS") == 0 ? 8 : 0);
+  else if (strcmp(name, "symm_coll_abi_version") == 0)
+    *bytes = SYMM_COLL_ABI_VERSION + (strcmp(tag, "SKWV") == 0 ? 1 : 0);
   else
     return NCU_ERROR_NOT_FOUND;
-  *p = (ncu_deviceptr)(uintptr_t)abi[name[14] == 's'];
+  *p = (ncu_deviceptr)(uintptr_t)abi;
   return NCU_SUCCESS;
+}
+
+/* The first bytes of the image loaded last (tests: which file was used). */
+FK_API void fakecuda_module_image(char out[8]) {
+  pthread_mutex_lock(&fk_lock);
+  memcpy(out, fk_module_image, sizeof fk_module_image);
+  pthread_mutex_unlock(&fk_lock);
 }
 
 static ncu_result fk_cuModuleUnload(ncu_module m) {

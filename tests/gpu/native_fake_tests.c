@@ -889,12 +889,15 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   }
   ROK(r);
   /* auto: LL to 64 KiB, LL128 to 4 MiB (NVLink-class peers only), then
-   * two-shot; LL128 without native peer atomics is one-shot to 1 MiB and
-   * two-shot above. */
+   * two-shot; LL128 without native peer atomics is LL to 256 KiB, one-shot
+   * to 1 MiB and two-shot above. */
   const expect_t cases[] = {
       {4096, "symm_coll_ar_ll_bf16_sum"},
       {64 << 10, "symm_coll_ar_ll_bf16_sum"},
       {(64 << 10) + 16,
+       no_atomics ? "symm_coll_ar_ll_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {256 << 10, no_atomics ? "symm_coll_ar_ll_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
+      {(256 << 10) + 16,
        no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
       {1 << 20, no_atomics ? "symm_coll_ar_one_shot_bf16_sum" : "symm_coll_ar_ll128_bf16_sum"},
       {(1 << 20) + 16,
@@ -1206,24 +1209,33 @@ TEST_IMPL(native_fake_launch_refused) {
   return 0;
 }
 
-/* SYMM_COLL_KERNELS: a kernel file replaces the embedded kernels, and a file
- * that cannot serve fails communicator creation with the reason (the fake
- * driver refuses an image starting "BAD!" and gives one starting "SKEW"
- * parameter blocks of another size). */
+/* SYMM_COLL_KERNELS: a kernel file replaces the embedded kernels (also in
+ * a build without them), and a file that cannot serve fails communicator
+ * creation on every rank with the reason.  The fake driver refuses an image
+ * starting "BAD!", gives "SKEW"/"SKWS"/"SKWV" parameter blocks or an ABI
+ * version of another size and "OLD!" no ABI markers. */
 typedef struct {
-  const char *content; /* written into the file; NULL: no file */
-  const char *why;     /* expected in symm_comm_init's error; NULL: it works */
+  const char *content[2]; /* rank r's file; NULL: missing; "-": setting unset */
+  const char *why[2];     /* expected in rank r's init error; NULL: it works */
 } kernels_file_t;
 
+static int kernels_file_pid; /* the test's pid, set before the ranks fork */
+static void kernels_file_path(char *path, size_t n, int rank) {
+  snprintf(path, n, "/tmp/symm-kernels-%d-%d.fatbin", kernels_file_pid, rank);
+}
+
 static int kernels_file_rank(int rank, int size, void *arg) {
-  (void)rank, (void)size;
+  (void)size;
   const kernels_file_t *k = arg;
+  char path[64];
+  kernels_file_path(path, sizeof path, rank);
+  if (k->content[rank] && strcmp(k->content[rank], "-") == 0) unsetenv("SYMM_COLL_KERNELS");
+  else setenv("SYMM_COLL_KERNELS", path, 1);
   symm_comm_t *comm = NULL;
   symm_result_t r = symm_comm_init(NULL, &comm);
-  if (k->why) {
-    RCHECK(r == SYMM_ERR_INVALID_ARG, "init: %s (%s)", symm_strerror(r), symm_last_error());
-    RCHECK(strstr(symm_last_error(), "SYMM_COLL_KERNELS=") &&
-               strstr(symm_last_error(), k->why), "%s", symm_last_error());
+  if (k->why[rank]) {
+    RCHECK(r != SYMM_SUCCESS && strstr(symm_last_error(), k->why[rank]), "init: %s (%s)",
+           symm_strerror(r), symm_last_error());
     return 0;
   }
   ROK(r);
@@ -1232,12 +1244,22 @@ static int kernels_file_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(buf));
   r = symm_all_reduce(comm, symm_tensor_data(buf), symm_tensor_data(buf), 1024,
                       SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-  int rc = no_kernels(r) ? TEST_SKIP : 0;
+  /* Without the setting, a build without kernels has no collectives. */
+  int rc = no_kernels(r) && strcmp(k->content[rank], "-") == 0 ? TEST_SKIP : 0;
   if (!rc) {
     ROK(r);
     fakecuda_launch_t l;
     RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
            l.name);
+    /* The kernels came from this rank's file. */
+    void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    void (*image)(char out[8]) = NULL;
+    if (lib) *(void **)&image = dlsym(lib, "fakecuda_module_image");
+    char got[8] = {0};
+    if (image) image(got);
+    if (lib) dlclose(lib);
+    if (strcmp(k->content[rank], "-") != 0)
+      RCHECK(memcmp(got, k->content[rank], 4) == 0, "loaded an image starting '%.4s'", got);
   }
   symm_tensor_free(buf);
   symm_comm_destroy(comm);
@@ -1245,33 +1267,50 @@ static int kernels_file_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_kernels_file) {
-  char path[64];
-  snprintf(path, sizeof path, "/tmp/symm-kernels-%d.fatbin", (int)getpid());
+  kernels_file_pid = (int)getpid();
+  const char *other = "rank 0 runs other collective kernels than rank 1";
   const kernels_file_t cases[] = {
-      {"GOOD kernel image", NULL},
-      {NULL, "cannot read it"},
-      {"", "0 bytes"},
-      {"BAD! kernel image", "the driver cannot load it"},
-      {"SKEW kernel image", "built from another version"},
+      {{"GOOD kernel image", "GOOD kernel image"}, {NULL, NULL}},
+      {{"-", "-"}, {NULL, NULL}}, /* the embedded kernels */
+      {{NULL, NULL}, {"cannot read it", "cannot read it"}},
+      {{"", ""}, {"0 bytes", "0 bytes"}},
+      {{"BAD! kernel image", "BAD! kernel image"},
+       {"the driver cannot load it", "the driver cannot load it"}},
+      {{"SKEW kernel image", "SKEW kernel image"},
+       {"built from another version", "built from another version"}},
+      {{"SKWS kernel image", "SKWS kernel image"},
+       {"built from another version", "built from another version"}},
+      {{"SKWV kernel image", "SKWV kernel image"},
+       {"built from another version", "built from another version"}},
+      {{"OLD! kernel image", "OLD! kernel image"}, {"no ABI markers", "no ABI markers"}},
+      /* Ranks that would run different kernels all fail. */
+      {{"GOOD one", "GOOD two"}, {"rank 1 runs other collective kernels", other}},
+      {{"GOOD one", "-"}, {"(the embedded ones)", other}},
+      {{NULL, "GOOD one"}, {"cannot read it", "rank 0 could not read the file"}},
   };
-  setenv("SYMM_COLL_KERNELS", path, 1);
   int rc = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !rc; i++) {
-    unlink(path);
-    if (cases[i].content) {
-      FILE *f = fopen(path, "wb");
-      ASSERT(f != NULL);
-      fputs(cases[i].content, f);
-      fclose(f);
+    for (int r = 0; r < 2; r++) {
+      char path[64];
+      kernels_file_path(path, sizeof path, r);
+      unlink(path);
+      const char *c = cases[i].content[r];
+      if (c && strcmp(c, "-") != 0) {
+        FILE *f = fopen(path, "wb");
+        ASSERT(f != NULL);
+        fputs(c, f);
+        fclose(f);
+      }
     }
     rc = run_job_or_skip(2, kernels_file_rank, (void *)&cases[i]);
-    /* Without kernels in the build the setting is not read at all. */
-    if (rc == TEST_SKIP) break;
-    if (rc) fprintf(stderr, "case %zu (%s) failed\n", i, cases[i].why ? cases[i].why : "works");
+    if (rc == TEST_SKIP) rc = 0; /* only the embedded case may skip */
+    if (rc) fprintf(stderr, "case %zu failed\n", i);
   }
-  unlink(path);
-  unsetenv("SYMM_COLL_KERNELS");
-  if (rc == TEST_SKIP) return TEST_SKIP;
+  for (int r = 0; r < 2; r++) {
+    char path[64];
+    kernels_file_path(path, sizeof path, r);
+    unlink(path);
+  }
   ASSERT_EQ(rc, 0);
   return 0;
 }

@@ -1,14 +1,15 @@
 #!/bin/sh
 # GPU test suite of the native backend (called by `make test-gpu`).
 #   tests/gpu/run-gpu-tests.sh [BUILD_DIR]
-# Runs symmem-info, the GPU tests with 2 ranks (one GPU each), 4 ranks
-# (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks, the refusal of shared GPUs
-# without that setting, the native backend's protocol and the multi-process
-# conformance tests over the fake driver, the collectives (symm-gpu-coll-tests:
-# 2 ranks, 4 and 8 shared ranks, a rank that never calls), the GPU example
-# examples/ring_signals, and the GPU tests and
-# the collectives once more under compute-sanitizer memcheck, and the
-# collectives under racecheck (shared-memory hazards in the kernels).
+# Runs symmem-info; the GPU tests with 2 ranks (one GPU each), 4 ranks (two
+# per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks; the refusal of
+# shared GPUs without that setting; the collectives (symm-gpu-coll-tests:
+# 2 ranks, 2 ranks with one block per kernel, 4 and 8 shared ranks, a rank
+# that never calls); the GPU example examples/ring_signals; the native
+# backend's protocol and the multi-process conformance tests over the fake
+# driver; the GPU tests and the collectives once more under
+# compute-sanitizer memcheck, and the collectives under racecheck
+# (shared-memory hazards in the kernels).
 # Exits non-zero if any step failed.  compute-sanitizer does not count the
 # driver errors that symmem provokes on purpose (the fabric-export probe, the
 # validate tests on non-VMM memory): those are checked by the tests.
@@ -88,6 +89,10 @@ if [ "$ngpu" -ge 3 ]; then
 fi
 step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
   "$RUN" -n 4 -- "$COLL" --quick
+# One block per kernel: LL128 then runs many rounds (64 lines each), which
+# the default grids reach only from about 1 MiB.
+step "collectives, 2 ranks, one block per kernel" env $two_rank_env SYMM_COLL_MAX_BLOCKS=1 \
+  "$RUN" -n 2 -- "$COLL" --quick
 # Issue 5's run on fewer GPUs: 8 ranks share them, for correctness (the
 # channel count per rank is smallest there: 29 at 8 ranks).
 if [ "$ngpu" -lt 8 ]; then

@@ -114,84 +114,129 @@ static bool native_coll_kernels_wait(const native_coll_t *co) {
          ptx >= 90;
 }
 
-#ifdef SYMM_HAVE_KERNELS
 /* Largest kernel file SYMM_COLL_KERNELS may name (the embedded fatbin of
  * sm_80 + sm_90 + PTX is about 4 MiB). */
 #define NATIVE_COLL_FILE_MAX ((long)256 << 20)
 
 /* Whether the loaded kernels were built with this library's parameter
- * blocks: coll_kernels.cu sizes two device arrays after them. */
-static bool native_coll_abi_matches(const native_coll_t *co, size_t *coll, size_t *signal) {
+ * blocks and ABI version: coll_kernels.cu sizes three device arrays after
+ * them.  *coll and *signal are 0 when the markers are missing. */
+static bool native_coll_abi_matches(const native_coll_t *co, size_t *coll, size_t *signal,
+                                    size_t *version) {
   ncu_deviceptr p;
-  *coll = *signal = 0;
-  return co->cd->cuModuleGetGlobal(&p, coll, co->module, "symm_coll_abi_params") ==
-             NCU_SUCCESS &&
-         co->cd->cuModuleGetGlobal(&p, signal, co->module, "symm_coll_abi_signal") ==
-             NCU_SUCCESS &&
-         *coll == sizeof(symm_coll_params_t) && *signal == sizeof(symm_signal_params_t);
+  *coll = *signal = *version = 0;
+  if (co->cd->cuModuleGetGlobal(&p, coll, co->module, "symm_coll_abi_params") != NCU_SUCCESS ||
+      co->cd->cuModuleGetGlobal(&p, signal, co->module, "symm_coll_abi_signal") != NCU_SUCCESS ||
+      co->cd->cuModuleGetGlobal(&p, version, co->module, "symm_coll_abi_version") !=
+          NCU_SUCCESS)
+    *coll = *signal = *version = 0;
+  return *coll == sizeof(symm_coll_params_t) && *signal == sizeof(symm_signal_params_t) &&
+         *version == SYMM_COLL_ABI_VERSION;
+}
+
+/* The file SYMM_COLL_KERNELS names, read whole, NUL-terminated (a PTX text
+ * image must end with one).  Errors are recorded. */
+static symm_result_t native_coll_read_file(const char *path, unsigned char **image,
+                                           size_t *len) {
+  symm_result_t res = SYMM_SUCCESS;
+  FILE *f = fopen(path, "rb");
+  long n = -1;
+  *image = NULL;
+  *len = 0;
+  if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+  if (!f || n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: cannot read it: %s", path,
+                     strerror(errno));
+  } else if (n == 0 || n > NATIVE_COLL_FILE_MAX) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: %ld bytes; a kernel image "
+                     "has 1 to %ld", path, n, NATIVE_COLL_FILE_MAX);
+  } else if (!(*image = malloc((size_t)n + 1))) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "SYMM_COLL_KERNELS=%s: no memory for %ld bytes", path,
+                     n);
+  } else if (fread(*image, 1, (size_t)n, f) != (size_t)n) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: short read", path);
+  } else {
+    (*image)[n] = 0;
+    *len = (size_t)n;
+  }
+  if (f) fclose(f);
+  if (res != SYMM_SUCCESS) {
+    free(*image);
+    *image = NULL;
+  }
+  return res;
 }
 
 /*
- * SYMM_COLL_KERNELS: loads the collective kernels from `path` (a fatbin or
- * cubin built from coll_kernels.cu, e.g. with other -D tuning knobs; see
- * bench/tune-native.sh) instead of the embedded ones.  The user asked for
- * that file, so any failure is an error of communicator creation, not a
- * silent fallback to the embedded kernels.
+ * Every rank must run the same kernels: the embedded ones (mine = 0) or
+ * the same SYMM_COLL_KERNELS file (a hash of it, never 0 or 1; 1: this
+ * rank could not read its file).  Collective, and called by every rank
+ * whatever happened to its file, so that a rank that fails does not leave
+ * the others waiting.  SYMM_ERR_MISMATCH names a rank that differs.
  */
-static symm_result_t native_coll_load_file(native_coll_t *co, const char *path) {
-  symm_result_t res = SYMM_SUCCESS;
-  FILE *f = fopen(path, "rb");
-  unsigned char *image = NULL;
-  long len = -1;
-  if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-  if (!f || len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: cannot read it: %s", path,
-                     strerror(errno));
-    goto done;
+static symm_result_t native_coll_same_kernels(symm_comm_t *comm, uint64_t mine) {
+  uint64_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &mine, sizeof mine, all);
+  /* A rank that could not read its file reports that (the caller). */
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS && mine != 1; r++) {
+    if (all[r] == mine) continue;
+    if (all[r] == 1)
+      res = symm_error(SYMM_ERR_INVALID_ARG, "native: rank %d could not read the file its "
+                       "SYMM_COLL_KERNELS names", r);
+    else
+      res = symm_error(SYMM_ERR_MISMATCH, "native: rank %d runs other collective kernels than "
+                       "rank %d (%s); SYMM_COLL_KERNELS must name the same file on every rank",
+                       r, comm->rank, all[r] == 0 ? "the embedded ones" : "another file");
   }
-  if (len == 0 || len > NATIVE_COLL_FILE_MAX) {
-    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: %ld bytes; a kernel image "
-                     "has 1 to %ld", path, len, NATIVE_COLL_FILE_MAX);
-    goto done;
-  }
-  image = malloc((size_t)len + 1); /* a PTX text image must end with NUL */
-  if (!image) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "SYMM_COLL_KERNELS=%s: no memory for %ld bytes", path,
-                     len);
-    goto done;
-  }
-  if (fread(image, 1, (size_t)len, f) != (size_t)len) {
-    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: short read", path);
-    goto done;
-  }
-  image[len] = 0;
+  free(all);
+  return res;
+}
+
+/* Loads `image` (len bytes; the embedded fatbin when file is NULL) and
+ * checks a file's ABI markers.  Errors for a file are recorded and returned;
+ * for the embedded kernels they only leave the collectives unavailable. */
+static symm_result_t native_coll_load_module(native_coll_t *co, const char *file,
+                                             const void *image, size_t len) {
   ncu_result cu = co->cd->cuModuleLoadData(&co->module, image);
   if (cu != NCU_SUCCESS) {
     co->module = NULL;
-    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: the driver cannot load it "
-                     "(%s); it must be a fatbin, cubin or PTX of coll_kernels.cu for this GPU",
-                     path, native_cu_error(cu));
-    goto done;
+    if (file)
+      return symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: the driver cannot load "
+                        "it (%s); it must be a fatbin, cubin or PTX of coll_kernels.cu for "
+                        "this GPU", file, native_cu_error(cu));
+    snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu bytes) "
+             "failed: %s (is the GPU older than sm_80?)", len, native_cu_error(cu));
+    return SYMM_SUCCESS;
   }
-  size_t coll, signal;
-  if (!native_coll_abi_matches(co, &coll, &signal)) {
-    co->cd->cuModuleUnload(co->module);
-    co->module = NULL;
-    res = symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: built from another version "
-                     "of coll_abi.h (parameter blocks of %zu and %zu bytes; this library's are "
-                     "%zu and %zu)", path, coll, signal, sizeof(symm_coll_params_t),
-                     sizeof(symm_signal_params_t));
-    goto done;
+  /* The embedded kernels were built from this tree: nothing to check. */
+  size_t coll, signal, version;
+  if (!file || native_coll_abi_matches(co, &coll, &signal, &version)) {
+    if (file)
+      SYMM_INFO(COLL, "native: collective kernels from SYMM_COLL_KERNELS=%s (%zu bytes)", file,
+                len);
+    return SYMM_SUCCESS;
   }
-  SYMM_INFO(COLL, "native: collective kernels from SYMM_COLL_KERNELS=%s (%ld bytes)", path, len);
-done:
-  if (res != SYMM_SUCCESS)
-    snprintf(co->why, sizeof co->why, "%s", symm_last_error());
-  free(image);
-  if (f) fclose(f);
-  return res;
+  co->cd->cuModuleUnload(co->module);
+  co->module = NULL;
+  if (!coll)
+    return symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: no ABI markers "
+                      "(symm_coll_abi_*): built from a coll_kernels.cu of another version", file);
+  return symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: built from another version of "
+                    "coll_abi.h (ABI %zu, parameter blocks of %zu and %zu bytes; this "
+                    "library's: ABI %d, %zu and %zu)", file, version, coll, signal,
+                    SYMM_COLL_ABI_VERSION, sizeof(symm_coll_params_t),
+                    sizeof(symm_signal_params_t));
 }
-#endif
+
+/* Collectives unavailable because of `why`: fine for the embedded kernels
+ * (everything else works), an error when the user named a kernel file. */
+static symm_result_t native_coll_unavailable(native_coll_t *co, const char *file) {
+  SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
+  if (!file) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s is set, but the collectives "
+                    "cannot run here: %s", file, co->why);
+}
 
 symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_state_t *st = comm->backend_state;
@@ -199,22 +244,47 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
   st->coll = co;
   SYMM_CHECK(native_coll_ll128_usable(comm, st, &co->ll128));
+  const char *file = symm_setting_str("SYMM_COLL_KERNELS");
+  if (file && !*file) file = NULL;
+  unsigned char *image = NULL;
+  size_t len = 0;
+  symm_result_t read = file ? native_coll_read_file(file, &image, &len) : SYMM_SUCCESS;
+  uint64_t mine = 0;
+  if (file) mine = read != SYMM_SUCCESS ? 1 : symm_hash64(image, len, 0x6b726e6cull) | 2;
+  symm_result_t res = native_coll_same_kernels(comm, mine);
+  if (read != SYMM_SUCCESS || res != SYMM_SUCCESS) {
+    free(image);
+    return read != SYMM_SUCCESS ? read : res;
+  }
 #ifndef SYMM_HAVE_KERNELS
-  snprintf(co->why, sizeof co->why, "libsymmem was built without CUDA kernels (no nvcc at "
-           "build time)");
-  return SYMM_SUCCESS;
+  if (!file) {
+    snprintf(co->why, sizeof co->why, "libsymmem was built without CUDA kernels (no nvcc at "
+             "build time; SYMM_COLL_KERNELS can name a kernel file)");
+    return native_coll_unavailable(co, NULL);
+  }
 #else
+  if (!file) {
+    image = (unsigned char *)symm_coll_fatbin; /* not freed below */
+    len = symm_coll_fatbin_size;
+  }
+#endif
+  ncu_context saved = NULL;
+  bool entered = false;
   co->cd = native_coll_driver_load(st->drv, co->why, sizeof co->why);
-  if (!co->cd) return SYMM_SUCCESS; /* collectives unsupported; the rest works */
-  ncu_context saved;
-  symm_result_t res = native_ctx_enter(st, &saved);
-  if (res != SYMM_SUCCESS) return res;
+  if (!co->cd) {
+    res = native_coll_unavailable(co, file);
+    goto out;
+  }
+  res = native_ctx_enter(st, &saved);
+  if (res != SYMM_SUCCESS) goto out;
+  entered = true;
   void *host = NULL;
   ncu_result cu = co->cd->cuMemHostAlloc(&host, sizeof(symm_coll_error_t),
                                          NCU_MEMHOSTALLOC_PORTABLE | NCU_MEMHOSTALLOC_DEVICEMAP);
   if (cu != NCU_SUCCESS) {
     snprintf(co->why, sizeof co->why, "cuMemHostAlloc of the error record failed: %s",
              native_cu_error(cu));
+    res = native_coll_unavailable(co, file);
     goto out;
   }
   memset(host, 0, sizeof(symm_coll_error_t));
@@ -222,21 +292,14 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   cu = co->cd->cuMemHostGetDevicePointer(&co->err_dev, host, 0);
   if (cu != NCU_SUCCESS) {
     snprintf(co->why, sizeof co->why, "cuMemHostGetDevicePointer failed: %s", native_cu_error(cu));
+    res = native_coll_unavailable(co, file);
     goto out;
   }
-  const char *file = symm_setting_str("SYMM_COLL_KERNELS");
-  if (file && *file) {
-    res = native_coll_load_file(co, file);
-    if (res != SYMM_SUCCESS) goto out;
-  } else {
-    cu = co->cd->cuModuleLoadData(&co->module, symm_coll_fatbin);
-    if (cu != NCU_SUCCESS) {
-      snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu "
-               "bytes) failed: %s (is the GPU older than sm_80?)", symm_coll_fatbin_size,
-               native_cu_error(cu));
-      co->module = NULL;
-      goto out;
-    }
+  res = native_coll_load_module(co, file, image, len);
+  if (res != SYMM_SUCCESS || !co->module) {
+    if (res != SYMM_SUCCESS) snprintf(co->why, sizeof co->why, "%s", symm_last_error());
+    else SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
+    goto out;
   }
   co->pdl = co->cd->cuLaunchKernelEx && symm_setting_bool("SYMM_NATIVE_PDL") &&
             native_coll_kernels_wait(co);
@@ -245,10 +308,9 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   co->max_blocks = mb > 0 && mb < SYMM_COLL_MAX_CHANNELS ? (unsigned)mb : 0;
   co->ready = true;
 out:
-  if (!co->ready) SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
-  native_ctx_leave(st, saved);
+  if (entered) native_ctx_leave(st, saved);
+  if (file) free(image);
   return res;
-#endif
 }
 
 void native_coll_fini(symm_comm_t *comm) {
@@ -424,14 +486,17 @@ static uint64_t native_coll_ll128_region(int world) {
 /* All-reduces above this size that ask for LL or LL128 but do not fit
  * their areas run two-shot, smaller ones one-shot. */
 #define NATIVE_COLL_ONE_SHOT_MAX ((uint64_t)1 << 20)
+/* LL128 that cannot run (PCIe) runs LL up to here: auto's LL limit before
+ * LL128 took over from 128 KiB, which was measured on NVLink only. */
+#define NATIVE_COLL_LL_FALLBACK_MAX ((uint64_t)256 << 10)
 
 /*
  * The all-reduce kernel for algorithm `algo` on `bytes` of data: the one
  * asked for where it can run, else its closest relative.  LL that does not
  * fit the LL area is LL128; LL128 runs only where every link delivers
- * 128-byte writes whole (co->ll128) and the lines fit its area, else
- * one-shot (small) or two-shot.  Depends on nothing that differs between
- * ranks, so every rank picks the same kernel.
+ * 128-byte writes whole (co->ll128) and the lines fit its area, else LL
+ * (up to 256 KiB), one-shot (to 1 MiB) or two-shot.  Depends on nothing
+ * that differs between ranks, so every rank picks the same kernel.
  */
 static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t algo, uint64_t bytes,
                                         int world) {
@@ -443,6 +508,9 @@ static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t alg
   if (algo == SYMM_ALGO_LL128) {
     if (co->ll128 && native_coll_ll128_lines(bytes) * 128 <= native_coll_ll128_region(world))
       return SYMM_COLL_KERNEL_AR_LL128;
+    if (bytes <= NATIVE_COLL_LL_FALLBACK_MAX &&
+        (bytes + 7) / 8 * 16 <= native_coll_ll_region(world))
+      return SYMM_COLL_KERNEL_AR_LL;
     if (bytes > NATIVE_COLL_ONE_SHOT_MAX) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
   }
   return SYMM_COLL_KERNEL_AR_ONE_SHOT;
