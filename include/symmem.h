@@ -630,8 +630,8 @@ SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo
  * communicator: the one set with symm_comm_set_allreduce_algo (or
  * SYMM_ALLREDUCE_ALGO), or auto's choice by size, after the backend's
  * fallbacks (native: LL that does not fit its area runs LL128, LL128 that
- * cannot run is one-shot up to 1 MiB and two-shot above; host: LL and LL128
- * are one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
+ * cannot run (no NVLink-class link) is LL up to 256 KiB, one-shot up to
+ * 1 MiB and two-shot above; host: LL and LL128 are one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
  * rank for the same arguments.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or
  * algo, dtype that cannot be reduced, count that overflows),
  * SYMM_ERR_UNSUPPORTED (the backend has no collectives).
