@@ -205,11 +205,14 @@ typedef struct symm_comm symm_comm_t;
  * exchange their identities, and the backend is initialised.  `config` may be
  * NULL (everything from the environment).
  * Returns SYMM_ERR_INVALID_ARG (comm NULL, bad config size/version, rank out
- * of range, unknown SYMM_BACKEND, missing store address), SYMM_ERR_UNSUPPORTED
- * (the chosen backend is not usable here; the message says why),
- * SYMM_ERR_PERMISSION (store refused the token), SYMM_ERR_TIMEOUT (the other
- * ranks did not arrive in time), SYMM_ERR_MISMATCH (ranks disagree on world
- * size or backend), SYMM_ERR_SYSTEM.  On failure *comm is NULL.
+ * of range, unknown SYMM_BACKEND, missing store address; native: a
+ * SYMM_COLL_KERNELS file that cannot be read, loaded or run, or that was
+ * built for another ABI), SYMM_ERR_UNSUPPORTED (the chosen backend is not
+ * usable here; the message says why), SYMM_ERR_PERMISSION (store refused the
+ * token), SYMM_ERR_TIMEOUT (the other ranks did not arrive in time),
+ * SYMM_ERR_MISMATCH (ranks disagree on world size or backend; native: ranks
+ * would run different collective kernels), SYMM_ERR_SYSTEM.  On failure
+ * *comm is NULL.
  */
 SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
                                       symm_comm_t **comm);
