@@ -80,26 +80,17 @@ static const char *const native_coll_dtype_names[NATIVE_COLL_DTYPES] = {"f32", "
 
 /* LL128 needs a 128-byte store to reach the peer in one piece: true over
  * NVLink and within one GPU, not over PCIe, where NCCL turns it off too.
- * Native peer atomics are what NVLink-class links report.  Collective: the
- * ranks AND their answers, so that every rank picks the same kernels. */
-static symm_result_t native_coll_ll128_usable(symm_comm_t *comm, native_state_t *st, bool *ok) {
-  int32_t mine = 1;
-  for (int r = 0; r < comm->size && mine; r++) {
+ * Native peer atomics are what NVLink-class links report.  This rank's
+ * answer; native_coll_agree ANDs every rank's. */
+static bool native_coll_nvlink_peers(const symm_comm_t *comm, const native_state_t *st) {
+  for (int r = 0; r < comm->size; r++) {
     int d = st->peer_ordinal[r], atomics = 0;
     if (r == comm->rank || d == (int)st->dev) continue;
     if (d < 0 || st->drv->cuDeviceGetP2PAttribute(&atomics, NCU_P2P_NATIVE_ATOMIC_SUPPORTED,
                                                   st->dev, d) != NCU_SUCCESS || !atomics)
-      mine = 0;
+      return false;
   }
-  int32_t *all = calloc((size_t)comm->size, sizeof *all);
-  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
-  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &mine, sizeof mine, all);
-  *ok = res == SYMM_SUCCESS;
-  for (int r = 0; r < comm->size && *ok; r++) *ok = all[r] != 0;
-  free(all);
-  SYMM_INFO(COLL, "native: LL128 all-reduce %s", *ok ? "on (NVLink-class peers)"
-                                                     : "off (a pair of GPUs without NVLink)");
-  return res;
+  return true;
 }
 
 /* Whether the kernels this GPU runs wait for the kernel before them
@@ -167,29 +158,43 @@ static symm_result_t native_coll_read_file(const char *path, unsigned char **ima
   return res;
 }
 
+/* What each rank brings to the collectives' agreement at startup. */
+typedef struct {
+  uint64_t kernels; /* 0: the embedded ones; 1: its SYMM_COLL_KERNELS file could not be
+                       read; else a hash of that file (never 0 or 1) */
+  int32_t nvlink;   /* native_coll_nvlink_peers */
+  int32_t unused;
+} native_coll_status_t;
+
 /*
- * Every rank must run the same kernels: the embedded ones (mine = 0) or
- * the same SYMM_COLL_KERNELS file (a hash of it, never 0 or 1; 1: this
- * rank could not read its file).  Collective, and called by every rank
+ * The ranks' one exchange at startup (collective, and made by every rank
  * whatever happened to its file, so that a rank that fails does not leave
- * the others waiting.  SYMM_ERR_MISMATCH names a rank that differs.
+ * the others waiting): *ll128 when every rank's peers are NVLink-class, so
+ * that every rank picks the same kernels; and every rank must run the same
+ * kernels, else SYMM_ERR_MISMATCH naming a rank that differs.
  */
-static symm_result_t native_coll_same_kernels(symm_comm_t *comm, uint64_t mine) {
-  uint64_t *all = calloc((size_t)comm->size, sizeof *all);
+static symm_result_t native_coll_agree(symm_comm_t *comm, native_coll_status_t mine,
+                                       bool *ll128) {
+  native_coll_status_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &mine, sizeof mine, all);
+  *ll128 = res == SYMM_SUCCESS;
+  for (int r = 0; r < comm->size && *ll128; r++) *ll128 = all[r].nvlink != 0;
   /* A rank that could not read its file reports that (the caller). */
-  for (int r = 0; r < comm->size && res == SYMM_SUCCESS && mine != 1; r++) {
-    if (all[r] == mine) continue;
-    if (all[r] == 1)
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS && mine.kernels != 1; r++) {
+    if (all[r].kernels == mine.kernels) continue;
+    if (all[r].kernels == 1)
       res = symm_error(SYMM_ERR_INVALID_ARG, "native: rank %d could not read the file its "
                        "SYMM_COLL_KERNELS names", r);
     else
       res = symm_error(SYMM_ERR_MISMATCH, "native: rank %d runs other collective kernels than "
                        "rank %d (%s); SYMM_COLL_KERNELS must name the same file on every rank",
-                       r, comm->rank, all[r] == 0 ? "the embedded ones" : "another file");
+                       r, comm->rank, all[r].kernels == 0 ? "the embedded ones" : "another file");
   }
   free(all);
+  if (res == SYMM_SUCCESS)
+    SYMM_INFO(COLL, "native: LL128 all-reduce %s", *ll128 ? "on (NVLink-class peers)"
+                                                         : "off (a pair of GPUs without NVLink)");
   return res;
 }
 
@@ -243,15 +248,14 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_coll_t *co = calloc(1, sizeof *co);
   if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
   st->coll = co;
-  SYMM_CHECK(native_coll_ll128_usable(comm, st, &co->ll128));
   const char *file = symm_setting_str("SYMM_COLL_KERNELS");
   if (file && !*file) file = NULL;
   unsigned char *image = NULL;
   size_t len = 0;
   symm_result_t read = file ? native_coll_read_file(file, &image, &len) : SYMM_SUCCESS;
-  uint64_t mine = 0;
-  if (file) mine = read != SYMM_SUCCESS ? 1 : symm_hash64(image, len, 0x6b726e6cull) | 2;
-  symm_result_t res = native_coll_same_kernels(comm, mine);
+  native_coll_status_t mine = {0, native_coll_nvlink_peers(comm, st), 0};
+  if (file) mine.kernels = read != SYMM_SUCCESS ? 1 : symm_hash64(image, len, 0x6b726e6cull) | 2;
+  symm_result_t res = native_coll_agree(comm, mine, &co->ll128);
   if (read != SYMM_SUCCESS || res != SYMM_SUCCESS) {
     free(image);
     return read != SYMM_SUCCESS ? read : res;
@@ -500,17 +504,17 @@ static uint64_t native_coll_ll128_region(int world) {
  */
 static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t algo, uint64_t bytes,
                                         int world) {
+  /* LL packets carry 8 data bytes in 16. */
+  const bool ll_fits = (bytes + 7) / 8 * 16 <= native_coll_ll_region(world);
   if (algo == SYMM_ALGO_TWO_SHOT) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
   if (algo == SYMM_ALGO_LL) {
-    if ((bytes + 7) / 8 * 16 <= native_coll_ll_region(world)) return SYMM_COLL_KERNEL_AR_LL;
+    if (ll_fits) return SYMM_COLL_KERNEL_AR_LL;
     algo = SYMM_ALGO_LL128;
   }
   if (algo == SYMM_ALGO_LL128) {
     if (co->ll128 && native_coll_ll128_lines(bytes) * 128 <= native_coll_ll128_region(world))
       return SYMM_COLL_KERNEL_AR_LL128;
-    if (bytes <= NATIVE_COLL_LL_FALLBACK_MAX &&
-        (bytes + 7) / 8 * 16 <= native_coll_ll_region(world))
-      return SYMM_COLL_KERNEL_AR_LL;
+    if (ll_fits && bytes <= NATIVE_COLL_LL_FALLBACK_MAX) return SYMM_COLL_KERNEL_AR_LL;
     if (bytes > NATIVE_COLL_ONE_SHOT_MAX) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
   }
   return SYMM_COLL_KERNEL_AR_ONE_SHOT;
