@@ -686,7 +686,13 @@ TEST_IMPL(launcher_info_hides_token) {
     ASSERT_EQ(rc, 0);
     if (strstr(out, "tok3n-s3cret-42")) TEST_FAIL_("symmem-info %s printed the token", forms[k]);
     ASSERT_STR_CONTAINS(out, "(set; hidden: a secret)");
+    /* A listed setting is not followed by "none are set". */
+    if (k == 0 && strstr(out, "(none; defaults apply")) TEST_FAIL_("'(none' after a setting");
   }
+  /* Without any SYMM_ variable, the report says so. */
+  int rc = run_fmt(out, NULL, "env -i PATH=/usr/bin:/bin %s", test_tool_path("symmem-info"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "(none; defaults apply");
   free(out);
   return 0;
 }

@@ -215,13 +215,13 @@ static void print_set_settings(void) {
     const symm_setting_desc_t *d = find_setting(*e, (size_t)(eq - *e));
     const char *problem = d ? value_problem(d, eq + 1) : NULL;
     const int name_len = (int)(eq - *e);
-    const char *shown = symm_setting_shown(d, eq + 1);
+    const char *value = symm_setting_shown(d, eq + 1);
     if (!d)
       printf("  %s  (not a symmem setting; see symmem-info --env)\n", *e);
     else if (problem)
-      printf("  %.*s=%s  (%s)\n", name_len, *e, shown, problem);
+      printf("  %.*s=%s  (%s)\n", name_len, *e, value, problem);
     else
-      printf("  %.*s=%s\n", name_len, *e, shown);
+      printf("  %.*s=%s\n", name_len, *e, value);
     shown++;
   }
   if (!shown) printf("  (none; defaults apply, see symmem-info --env)\n");

@@ -962,9 +962,8 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   if (s->accept_paused_until > now && s->accept_paused_until < next)
     next = s->accept_paused_until;
   if (next == UINT64_MAX) return -1;
-  if (next <= now) return 0;
-  uint64_t ms = (next - now + 999999ull) / 1000000ull;
-  return ms > 60000 ? 60000 : (int)ms;
+  int ms = symm_ms_until(next);
+  return ms > 60000 ? 60000 : ms;
 }
 
 static void srv_remove_dead(symm_store_server_t *s) {

@@ -66,7 +66,10 @@ bool host_backoff_pause(host_backoff_t *b) {
     return true;
   }
   uint64_t now = symm_now_ns();
-  if (!b->deadline) b->deadline = now + b->timeout_ns;
+  if (!b->deadline) {
+    b->deadline = now + b->timeout_ns;
+    b->next_check = now + LIVENESS_NS; /* a wait that short needs no /proc read */
+  }
   if (!b->since) b->since = now;
   if (now >= b->deadline) return false;
   if (b->pid > 0 && now >= b->next_check) {

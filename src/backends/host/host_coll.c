@@ -122,8 +122,7 @@ symm_algo_t host_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t byt
 }
 
 static bool two_shot(const symm_coll_args_t *a) {
-  return a->kind == SYMM_COLL_ALL_REDUCE &&
-         host_allreduce_algo(NULL, a->algo, a->send_bytes) == SYMM_ALGO_TWO_SHOT;
+  return a->kind == SYMM_COLL_ALL_REDUCE && a->algo == SYMM_ALGO_TWO_SHOT;
 }
 
 static bool rank_sends(const coll_t *c, int r) {
