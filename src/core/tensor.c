@@ -582,8 +582,8 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
     *out = comm->scratch;
     return SYMM_SUCCESS;
   }
-  /* Every rank asks for the same size (it depends only on the collective's
-   * arguments), so every rank reaches this allocation together. */
+  /* Collective: the callers make every rank ask for the same size at the
+   * same call (see native_collective for what happens when they do not). */
   size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
   if (want < bytes) want = bytes;
   /* At least double: retired scratches are kept (see below), so growth must
@@ -596,15 +596,7 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
   symm_result_t res = symm_tensor_rendezvous(t);
   if (res != SYMM_SUCCESS) {
     symm_tensor_free(t);
-    /* Growth is collective but decided by each rank from its own call: a
-     * rank whose arguments differ (count, dtype, collective) so that it did
-     * not need to grow never joins, and this is a timeout, not a mismatch. */
-    if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)
-      symm_error_context("reserving %zu bytes of collective scratch (ranks whose calls differ "
-                         "grow it at different calls; symm_comm_reserve_scratch up front makes "
-                         "that a mismatch)", want);
-    else
-      symm_error_context("reserving %zu bytes of collective scratch", want);
+    symm_error_context("reserving %zu bytes of collective scratch", want);
     return res;
   }
   /* The old scratch is not freed: GPU work enqueued on streams we cannot

@@ -1345,8 +1345,9 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   if (rank == 0) {
     /* A timeout; lost, if rank 1 (which sleeps past it) went first. */
     RCHECK(r == SYMM_ERR_TIMEOUT || r == SYMM_ERR_PEER_LOST, "%s", symm_strerror(r));
-    RCHECK(strstr(symm_last_error(), "collective scratch (ranks whose calls differ"), "%s",
-           symm_last_error());
+    RCHECK(strstr(symm_last_error(), "ranks whose calls differ grow the scratch") &&
+               strstr(symm_last_error(), "collective scratch"),
+           "%s", symm_last_error());
   } else {
     ROK(r);
     usleep(3000 * 1000); /* until rank 0 has timed out */

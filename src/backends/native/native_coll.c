@@ -707,9 +707,15 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   /* One launch per call: the scratch holds the LL area and both staging
    * halves.  The size depends only on the arguments, so every rank grows
    * the scratch (collectively) at the same call; reserve it before
-   * capturing graphs. */
+   * capturing graphs.  Nothing is agreed first (the kernels check the
+   * call), so a rank whose arguments differ so that it need not grow never
+   * joins the growth: a timeout, which the message explains. */
   symm_tensor_t *scratch = NULL;
-  SYMM_CHECK(symm_comm_scratch(comm, native_coll_scratch_bytes(stage), &scratch));
+  symm_result_t res = symm_comm_scratch(comm, native_coll_scratch_bytes(stage), &scratch);
+  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)
+    symm_error_context("ranks whose calls differ grow the scratch at different calls; "
+                       "symm_comm_reserve_scratch up front makes that a mismatch");
+  if (res != SYMM_SUCCESS) return res;
   if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
   symm_coll_params_t p = co->base;
   if (p.stage_half < stage)
