@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/native/native.h"
@@ -78,15 +77,19 @@ static uint64_t pattern(int writer, size_t i) {
   return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
 }
 
-static int run_job(int n, test_rank_fn fn, void *arg) {
+/* A job of n native ranks with SYMM_TIMEOUT_MS = symm_timeout_ms: the
+ * number of ranks that failed. */
+static int run_job_tmo(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
   test_job_opts_t o;
   memset(&o, 0, sizeof o);
   o.timeout_ms = 60000;
   o.backend = "native";
-  o.store_timeout_ms = 15000;
+  o.store_timeout_ms = symm_timeout_ms;
   o.kill_rank = -1;
   return test_run_ranks_opts(n, fn, arg, &o);
 }
+
+static int run_job(int n, test_rank_fn fn, void *arg) { return run_job_tmo(n, fn, arg, 15000); }
 
 static native_state_t *state_of(symm_comm_t *comm) { return comm->backend_state; }
 
@@ -817,11 +820,6 @@ static bool last_launch(fakecuda_launch_t *l) {
   return ok;
 }
 
-/* The library was built without nvcc: nothing to launch, nothing to test. */
-static bool no_kernels(symm_result_t r) {
-  return r == SYMM_ERR_UNSUPPORTED && strstr(symm_last_error(), "without CUDA kernels");
-}
-
 /* Every rank's value of x, through a symmetric tensor (fake device memory
  * is host memory), equal on all ranks? */
 static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t x) {
@@ -838,39 +836,7 @@ static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t 
 
 typedef struct { size_t bytes; const char *kernel; } expect_t;
 
-#define ASSERT_JOB_OR_SKIP(n, fn, arg)                                          \
-  do {                                                                          \
-    int r_ = run_job_or_skip(n, fn, arg);                                       \
-    if (r_ == TEST_SKIP) return TEST_SKIP;                                      \
-    ASSERT_EQ(r_, 0);                                                           \
-  } while (0)
-
-/* run_job with SYMM_TIMEOUT_MS = symm_timeout_ms, where every rank may SKIP
- * (exit TEST_SKIP) together: TEST_SKIP then, else the number of ranks that
- * failed. */
-static int run_job_tmo_or_skip(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
-  int status[8];
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.timeout_ms = 60000;
-  o.backend = "native";
-  o.store_timeout_ms = symm_timeout_ms;
-  o.kill_rank = -1;
-  o.exit_status = status;
-  int failed = test_run_ranks_opts(n, fn, arg, &o);
-  int skipped = 0;
-  for (int r = 0; r < n; r++)
-    skipped += WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == TEST_SKIP;
-  if (skipped == n) {
-    printf("SKIP: libsymmem was built without CUDA kernels (no nvcc)\n");
-    return TEST_SKIP;
-  }
-  return failed;
-}
-
-static int run_job_or_skip(int n, test_rank_fn fn, void *arg) {
-  return run_job_tmo_or_skip(n, fn, arg, 15000);
-}
+#define ASSERT_JOB(n, fn, arg) ASSERT_EQ(run_job(n, fn, arg), 0)
 
 static int coll_launch_rank(int rank, int size, void *arg) {
   bool no_atomics = arg != NULL;
@@ -883,10 +849,6 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(board));
   char *data = symm_tensor_data(buf);
   symm_result_t r = symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-  if (no_kernels(r)) {
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
-  }
   ROK(r);
   /* auto: LL to 64 KiB, LL128 to 4 MiB (NVLink-class peers only), then
    * two-shot; LL128 without native peer atomics is LL to 256 KiB, one-shot
@@ -994,13 +956,13 @@ static int coll_launch_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_coll_choices) {
-  ASSERT_JOB_OR_SKIP(2, coll_launch_rank, NULL);
+  ASSERT_JOB(2, coll_launch_rank, NULL);
   return 0;
 }
 
 TEST_IMPL(native_fake_coll_choices_pcie) {
   setenv("FAKECUDA_P2P_ATOMICS", "0", 1); /* inherited by the ranks */
-  ASSERT_JOB_OR_SKIP(2, coll_launch_rank, (void *)1);
+  ASSERT_JOB(2, coll_launch_rank, (void *)1);
   return 0;
 }
 
@@ -1017,10 +979,6 @@ static int signal_launch_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(t));
   int peer = (rank + 1) % size;
   symm_result_t r = symm_signal_put(t, peer, 5, NULL);
-  if (no_kernels(r)) {
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
-  }
   ROK(r);
   fakecuda_launch_t l;
   RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0, "%s", l.name);
@@ -1077,7 +1035,7 @@ static int signal_launch_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_signal_launches) {
-  ASSERT_JOB_OR_SKIP(2, signal_launch_rank, NULL);
+  ASSERT_JOB(2, signal_launch_rank, NULL);
   return 0;
 }
 
@@ -1108,10 +1066,6 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   for (int k = 0; k < 4; k++) {
     symm_result_t r =
         symm_all_reduce(comm, data, data, bytes[k] / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-    if (no_kernels(r)) {
-      symm_comm_destroy(comm);
-      return TEST_SKIP;
-    }
     ROK(r);
     RCHECK(last_launch(&l), "no launch");
     unsigned grid = want->blocks && want->blocks < full[k] ? want->blocks : full[k];
@@ -1129,32 +1083,32 @@ static int launch_settings_rank(int rank, int size, void *arg) {
 TEST_IMPL(native_fake_launch_settings) {
   /* The settings are inherited by the ranks of each job. */
   launch_expect_t def = {1, 0};
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &def);
+  ASSERT_JOB(2, launch_settings_rank, &def);
   setenv("SYMM_COLL_MAX_BLOCKS", "3", 1);
   launch_expect_t capped = {1, 3};
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &capped);
+  ASSERT_JOB(2, launch_settings_rank, &capped);
   /* A cap at or over the largest grid, or below 1, changes nothing. */
   static const char *const no_cap[] = {"128", "100000", "-4", "0"};
   for (int k = 0; k < 4; k++) {
     setenv("SYMM_COLL_MAX_BLOCKS", no_cap[k], 1);
-    ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &def);
+    ASSERT_JOB(2, launch_settings_rank, &def);
   }
   unsetenv("SYMM_COLL_MAX_BLOCKS");
   setenv("SYMM_NATIVE_PDL", "0", 1);
   launch_expect_t off = {0, 0};
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("SYMM_NATIVE_PDL");
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_NO_LAUNCH_EX");
   /* Kernels built without sm_90 code do not wait for the kernel before
    * them: no PDL, whatever the GPU. */
   setenv("FAKECUDA_PTX_VERSION", "80", 1);
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_PTX_VERSION");
   /* A driver that refuses the attribute: every launch still goes, plainly. */
   setenv("FAKECUDA_LAUNCH_EX_REFUSES", "1", 1);
-  ASSERT_JOB_OR_SKIP(2, launch_settings_rank, &off);
+  ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
   return 0;
 }
@@ -1178,10 +1132,6 @@ static int launch_refused_rank(int rank, int size, void *arg) {
   setenv("FAKECUDA_LAUNCH_FAILS", "1", 1);
   symm_result_t r =
       symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-  if (no_kernels(r)) {
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
-  }
   RCHECK(r == SYMM_ERR_BACKEND && strstr(symm_last_error(), "cuLaunchKernel(ar_ll collective"),
          "%s: %s", symm_strerror(r), symm_last_error());
   RCHECK(!last_launch(&l) || memcmp(&l, &first, sizeof l) == 0, "%s was recorded", l.name);
@@ -1203,9 +1153,7 @@ static int launch_refused_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_launch_refused) {
-  int rc = run_job_or_skip(2, launch_refused_rank, NULL);
-  if (rc == TEST_SKIP) return TEST_SKIP;
-  ASSERT_EQ(rc, 0);
+  ASSERT_JOB(2, launch_refused_rank, NULL);
   return 0;
 }
 
@@ -1244,9 +1192,14 @@ static int kernels_file_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(buf));
   r = symm_all_reduce(comm, symm_tensor_data(buf), symm_tensor_data(buf), 1024,
                       SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
+#ifndef SYMM_HAVE_KERNELS
   /* Without the setting, a build without kernels has no collectives. */
-  int rc = no_kernels(r) && strcmp(k->content[rank], "-") == 0 ? TEST_SKIP : 0;
-  if (!rc) {
+  if (strcmp(k->content[rank], "-") == 0) {
+    RCHECK(r == SYMM_ERR_UNSUPPORTED && strstr(symm_last_error(), "without CUDA kernels"),
+           "%s (%s)", symm_strerror(r), symm_last_error());
+  } else
+#endif
+  {
     ROK(r);
     fakecuda_launch_t l;
     RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
@@ -1263,7 +1216,7 @@ static int kernels_file_rank(int rank, int size, void *arg) {
   }
   symm_tensor_free(buf);
   symm_comm_destroy(comm);
-  return rc;
+  return 0;
 }
 
 TEST_IMPL(native_fake_kernels_file) {
@@ -1302,8 +1255,7 @@ TEST_IMPL(native_fake_kernels_file) {
         fclose(f);
       }
     }
-    rc = run_job_or_skip(2, kernels_file_rank, (void *)&cases[i]);
-    if (rc == TEST_SKIP) rc = 0; /* only the embedded case may skip */
+    rc = run_job(2, kernels_file_rank, (void *)&cases[i]);
     if (rc) fprintf(stderr, "case %zu failed\n", i);
   }
   for (int r = 0; r < 2; r++) {
@@ -1332,10 +1284,6 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   void *buf = (void *)(uintptr_t)d;
   /* Both ranks: a small call that reserves the default scratch. */
   symm_result_t r = symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
-  if (no_kernels(r)) {
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
-  }
   ROK(r);
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
   /* One-shot stages world x the buffer per half: 16 MiB grows the scratch,
@@ -1350,7 +1298,6 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
            "%s", symm_last_error());
   } else {
     ROK(r);
-    usleep(3000 * 1000); /* until rank 0 has timed out */
   }
   ROK(native_ctx_enter(st, &saved));
   st->drv->cuMemFree(d);
@@ -1360,9 +1307,7 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_scratch_growth_differs) {
-  int r = run_job_tmo_or_skip(2, scratch_growth_rank, NULL, 1000);
-  if (r == TEST_SKIP) return TEST_SKIP;
-  ASSERT_EQ(r, 0);
+  ASSERT_EQ(run_job_tmo(2, scratch_growth_rank, NULL, 1000), 0);
   return 0;
 }
 
@@ -1378,10 +1323,6 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   const size_t B = ((size_t)24 << 20) + 48;
   size_t need = 0;
   symm_result_t q = symm_comm_scratch_bytes(comm, B, &need);
-  if (no_kernels(q)) { /* like the collectives: nothing to size without them */
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
-  }
   ROK(q);
   RCHECK(need >= B && need <= ((size_t)28 << 20) + 4 * (size_t)size * (B + 4096),
          "%zu bytes for %zu-byte buffers", need, B);
@@ -1403,10 +1344,6 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   for (size_t k = 0; k < sizeof algos / sizeof algos[0] && res == SYMM_SUCCESS; k++) {
     ROK(symm_comm_set_allreduce_algo(comm, algos[k]));
     res = symm_all_reduce(comm, send, recv, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
-  }
-  if (no_kernels(res)) {
-    symm_comm_destroy(comm);
-    return TEST_SKIP;
   }
   ROK(res);
   ROK(symm_reduce_scatter(comm, send, recv, per, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
@@ -1430,9 +1367,8 @@ static int scratch_query_rank(int rank, int size, void *arg) {
 TEST_IMPL(native_fake_scratch_query) {
   /* 3 ranks (and GPUs): there one-shot needs more than two-shot. */
   setenv("FAKECUDA_DEVICES", "3", 1);
-  int r = run_job_or_skip(3, scratch_query_rank, NULL);
+  int r = run_job(3, scratch_query_rank, NULL);
   unsetenv("FAKECUDA_DEVICES");
-  if (r == TEST_SKIP) return TEST_SKIP;
   ASSERT_EQ(r, 0);
   return 0;
 }
@@ -1448,9 +1384,31 @@ static const struct {
 #undef TEST_ENTRY
 };
 
+#ifndef SYMM_HAVE_KERNELS
+/* A build without nvcc has no embedded kernels: the tests load a kernel
+ * file instead (SYMM_COLL_KERNELS; the fake driver loads any image), so
+ * that they run in such builds (make test-sanitize) too. */
+static char fake_kernels_path[64];
+static void remove_fake_kernels(void) { unlink(fake_kernels_path); }
+static void use_fake_kernels(void) {
+  snprintf(fake_kernels_path, sizeof fake_kernels_path, "/tmp/symm-fake-kernels-%d",
+           (int)getpid());
+  FILE *f = fopen(fake_kernels_path, "wb");
+  if (!f || fputs("fake kernel image", f) < 0 || fclose(f) != 0) {
+    fprintf(stderr, "cannot write %s\n", fake_kernels_path);
+    exit(1);
+  }
+  atexit(remove_fake_kernels);
+  setenv("SYMM_COLL_KERNELS", fake_kernels_path, 1);
+}
+#endif
+
 int main(int argc, char **argv) {
   /* Every test uses the fake driver unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
+#ifndef SYMM_HAVE_KERNELS
+  use_fake_kernels();
+#endif
   size_t n = sizeof native_fake_tests / sizeof native_fake_tests[0];
   if (argc != 2) {
     fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
