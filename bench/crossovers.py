@@ -130,6 +130,10 @@ def self_test():
     assert limit == {"ll": 4096, "ll128": 1048576, "one_shot": 0}, limit
     text = report(data)
     assert "auto at 2 ranks: ll up to 4K, ll128 up to 1M, two_shot above" in text, text
+    # Once LL128 took over, LL winning again at a larger size changes nothing.
+    back = {"ll": {1: 1.0, 2: 5.0, 3: 1.0}, "ll128": {1: 2.0, 2: 1.0, 3: 2.0},
+            "two_shot": {1: 9.0, 2: 9.0, 3: 9.0}}
+    assert thresholds(back)[1] == {"ll": 1, "ll128": 3, "one_shot": 0}, thresholds(back)
     try:
         parse(["## all-reduce, algorithm ll forced, CUDA graph, 2 ranks",
                "  4096  2048  bf16  sum  3.0  1.0  1.0  5"])

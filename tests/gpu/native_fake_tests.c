@@ -1013,9 +1013,12 @@ static int signal_launch_rank(int rank, int size, void *arg) {
          symm_last_error());
   RCHECK(err->code == 0, "record not cleared");
   err->peer = (uint32_t)peer;
+  err->kind = 0;
   err->code = SYMM_ERR_TIMEOUT;
   RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
-  RCHECK(strstr(symm_last_error(), "signal"), "%s", symm_last_error());
+  snprintf(want, sizeof want, "rank %d did not signal", peer);
+  RCHECK(strstr(symm_last_error(), "a signal put, wait or barrier") &&
+             strstr(symm_last_error(), want), "%s", symm_last_error());
   err->code = SYMM_ERR_MISMATCH;
   err->kind = SYMM_COLL_KERNEL_AR_LL128;
   RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
