@@ -24,14 +24,22 @@
 
 /* ------------------------------------------------------------- helpers */
 
-/* The fake's counters, from the copy of the library the backend loaded. */
+/* An exported hook of the copy of the fake driver the backend loaded;
+ * NULL when it is not loaded.  (The library stays loaded: the backend
+ * holds it for the process lifetime.) */
+static void *fake_sym(const char *name) {
+  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  void *fn = lib ? dlsym(lib, name) : NULL;
+  if (lib) dlclose(lib);
+  return fn;
+}
+
+/* The fake's counters. */
 static fakecuda_stats_t fake_stats(void) {
   fakecuda_stats_t s = {-1, -1, -1, -1, -1, -1, -1, -1};
-  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
   void (*fn)(fakecuda_stats_t *) = NULL;
-  if (lib) *(void **)&fn = dlsym(lib, "fakecuda_stats");
+  *(void **)&fn = fake_sym("fakecuda_stats");
   if (fn) fn(&s);
-  if (lib) dlclose(lib);
   return s;
 }
 
@@ -92,6 +100,26 @@ static int run_job_tmo(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
 static int run_job(int n, test_rank_fn fn, void *arg) { return run_job_tmo(n, fn, arg, 15000); }
 
 static native_state_t *state_of(symm_comm_t *comm) { return comm->backend_state; }
+
+/* Ordinary (cuMemAlloc) device memory of comm's context, not symmetric:
+ * what the collectives stage.  NULL on failure. */
+static void *plain_alloc(symm_comm_t *comm, size_t bytes) {
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  ncu_deviceptr d = 0;
+  if (native_ctx_enter(st, &saved) != SYMM_SUCCESS) return NULL;
+  if (st->drv->cuMemAlloc(&d, bytes) != NCU_SUCCESS) d = 0;
+  native_ctx_leave(st, saved);
+  return (void *)(uintptr_t)d;
+}
+
+static void plain_free(symm_comm_t *comm, void *p) {
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  if (!p || native_ctx_enter(st, &saved) != SYMM_SUCCESS) return;
+  st->drv->cuMemFree((ncu_deviceptr)(uintptr_t)p);
+  native_ctx_leave(st, saved);
+}
 
 /* Driver handles the pad heap holds by design until symm_comm_destroy: our
  * heap chunks and the peers' chunks we imported. */
@@ -808,16 +836,11 @@ TEST_IMPL(native_fake_context_restored) {
 /* The last launch of this process; false (name empty) when there is none. */
 static bool last_launch(fakecuda_launch_t *l) {
   memset(l, 0, sizeof *l);
-  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
   long (*count)(void) = NULL;
   bool (*get)(long, fakecuda_launch_t *) = NULL;
-  if (lib) {
-    *(void **)&count = dlsym(lib, "fakecuda_launch_count");
-    *(void **)&get = dlsym(lib, "fakecuda_launch_get");
-  }
-  bool ok = count && get && get(count() - 1, l);
-  if (lib) dlclose(lib);
-  return ok;
+  *(void **)&count = fake_sym("fakecuda_launch_count");
+  *(void **)&get = fake_sym("fakecuda_launch_get");
+  return count && get && get(count() - 1, l);
 }
 
 /* Every rank's value of x, through a symmetric tensor (fake device memory
@@ -904,14 +927,8 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     }
   }
   /* Ordinary device memory: staged, no key. */
-  void *plain = NULL;
-  native_state_t *st = state_of(comm);
-  ncu_context saved;
-  ROK(native_ctx_enter(st, &saved));
-  ncu_deviceptr d = 0;
-  RCHECK(st->drv->cuMemAlloc(&d, big) == NCU_SUCCESS, "cuMemAlloc");
-  native_ctx_leave(st, saved);
-  plain = (void *)(uintptr_t)d;
+  void *plain = plain_alloc(comm, big);
+  RCHECK(plain, "cuMemAlloc");
   ROK(symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "%s", l.name);
   symm_coll_params_t p;
@@ -946,9 +963,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     RCHECK((p.zc != 0) == (k == 1), "all-gather of %zu bytes: zc %u",
            ag_elems[k] * 8 * (size_t)size, p.zc);
   }
-  ROK(native_ctx_enter(st, &saved));
-  st->drv->cuMemFree(d);
-  native_ctx_leave(st, saved);
+  plain_free(comm, plain);
   symm_tensor_free(buf);
   symm_tensor_free(board);
   symm_comm_destroy(comm);
@@ -1208,12 +1223,10 @@ static int kernels_file_rank(int rank, int size, void *arg) {
     RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
            l.name);
     /* The kernels came from this rank's file. */
-    void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
     void (*image)(char out[8]) = NULL;
-    if (lib) *(void **)&image = dlsym(lib, "fakecuda_module_image");
+    *(void **)&image = fake_sym("fakecuda_module_image");
     char got[8] = {0};
     if (image) image(got);
-    if (lib) dlclose(lib);
     if (strcmp(k->content[rank], "-") != 0)
       RCHECK(memcmp(got, k->content[rank], 4) == 0, "loaded an image starting '%.4s'", got);
   }
@@ -1277,14 +1290,9 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
-  native_state_t *st = state_of(comm);
-  ncu_context saved;
-  ROK(native_ctx_enter(st, &saved));
-  ncu_deviceptr d = 0;
   const size_t big = (size_t)16 << 20;
-  RCHECK(st->drv->cuMemAlloc(&d, big) == NCU_SUCCESS, "cuMemAlloc");
-  native_ctx_leave(st, saved);
-  void *buf = (void *)(uintptr_t)d;
+  void *buf = plain_alloc(comm, big);
+  RCHECK(buf, "cuMemAlloc");
   /* Both ranks: a small call that reserves the default scratch. */
   symm_result_t r = symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
   ROK(r);
@@ -1302,9 +1310,7 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   } else {
     ROK(r);
   }
-  ROK(native_ctx_enter(st, &saved));
-  st->drv->cuMemFree(d);
-  native_ctx_leave(st, saved);
+  plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1329,14 +1335,8 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ROK(q);
   RCHECK(need >= B && need <= ((size_t)28 << 20) + 4 * (size_t)size * (B + 4096),
          "%zu bytes for %zu-byte buffers", need, B);
-  native_state_t *st = state_of(comm);
-  ncu_context saved;
-  ROK(native_ctx_enter(st, &saved));
-  ncu_deviceptr s = 0, r = 0;
-  RCHECK(st->drv->cuMemAlloc(&s, B) == NCU_SUCCESS && st->drv->cuMemAlloc(&r, B) == NCU_SUCCESS,
-         "cuMemAlloc");
-  native_ctx_leave(st, saved);
-  void *send = (void *)(uintptr_t)s, *recv = (void *)(uintptr_t)r;
+  void *send = plain_alloc(comm, B), *recv = plain_alloc(comm, B);
+  RCHECK(send && recv, "cuMemAlloc");
   ROK(symm_comm_reserve_scratch(comm, need));
   const symm_tensor_t *scratch = comm->scratch;
   RCHECK(scratch != NULL, "no scratch after reserving");
@@ -1359,10 +1359,8 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ROK(symm_comm_scratch_bytes(comm, 2 * B, &more));
   RCHECK(more > need, "%zu bytes for twice the buffer, %zu for once", more, need);
   RRES(symm_comm_scratch_bytes(comm, SIZE_MAX / 2, &more), SYMM_ERR_INVALID_ARG);
-  ROK(native_ctx_enter(st, &saved));
-  st->drv->cuMemFree(s);
-  st->drv->cuMemFree(r);
-  native_ctx_leave(st, saved);
+  plain_free(comm, send);
+  plain_free(comm, recv);
   symm_comm_destroy(comm);
   return 0;
 }
