@@ -181,6 +181,23 @@ static const char *store_check_path(void) {
   return path;
 }
 
+/* symmem-run -n 2 sh DIR/rank.sh (the script written there), output into
+ * out_path; returns its pid once the first `wait` of `files` exist in DIR
+ * (the script writes them; NULL: sh.0 and sh.1, each rank's pid). */
+static pid_t spawn_two_shell_ranks(const char *dir, const char *script, char *out_path,
+                                   size_t out_len, const char *const *files, int wait) {
+  static const char *const pids[] = {"sh.0", "sh.1"};
+  char script_path[256];
+  write_file(dir, "rank.sh", script, 0644);
+  snprintf(out_path, out_len, "%s/out", dir);
+  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
+  const char *args[] = {"-n", "2", "sh", script_path, NULL};
+  pid_t pid = spawn_run(out_path, args);
+  if (!files) files = pids, wait = 2;
+  wait_for_files(dir, files, wait, 10000);
+  return pid;
+}
+
 /* ------------------------------------------------------------ symmem-run */
 
 TEST_IMPL(launcher_env) {
@@ -367,14 +384,8 @@ TEST_IMPL(launcher_sigterm) {
            "echo $$ > $d/sh.$SYMM_RANK\n"
            "wait\n",
            dir, dir);
-  write_file(dir, "rank.sh", script, 0644);
-  snprintf(out_path, sizeof out_path, "%s/out", dir);
-  char script_path[256];
-  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
-  const char *args[] = {"-n", "2", "sh", script_path, NULL};
-  pid_t pid = spawn_run(out_path, args);
   const char *names[] = {"sh.0", "sh.1", "gc.0", "gc.1", "bg.0", "bg.1"};
-  wait_for_files(dir, names, 4, 10000);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, names, 4);
   uint64_t start = test_now_ms();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int rc = wait_exit(pid, 10000);
@@ -394,22 +405,6 @@ TEST_IMPL(launcher_sigterm) {
   return 0;
 }
 
-/* symmem-run -n 2 sh DIR/rank.sh (the script written there), output into
- * out_path; returns its pid once both ranks wrote their pid into
- * DIR/sh.RANK, as the script must. */
-static pid_t spawn_two_shell_ranks(const char *dir, const char *script, char *out_path,
-                                   size_t out_len) {
-  char script_path[256];
-  write_file(dir, "rank.sh", script, 0644);
-  snprintf(out_path, out_len, "%s/out", dir);
-  snprintf(script_path, sizeof script_path, "%s/rank.sh", dir);
-  const char *args[] = {"-n", "2", "sh", script_path, NULL};
-  pid_t pid = spawn_run(out_path, args);
-  const char *names[] = {"sh.0", "sh.1"};
-  wait_for_files(dir, names, 2, 10000);
-  return pid;
-}
-
 /* SIGHUP (the terminal went away) is forwarded like SIGTERM: the ranks hear
  * it, and symmem-run exits 128 + SIGHUP.  The ranks exit 0 from the trap: a
  * rank that exited non-zero first would have the others SIGTERMed before
@@ -422,7 +417,7 @@ TEST_IMPL(launcher_sighup) {
            "echo $$ > %s/sh.$SYMM_RANK\n"
            "sleep 30 & wait\n",
            dir);
-  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
   ASSERT_EQ(kill(pid, SIGHUP), 0);
   int rc = wait_exit(pid, 10000);
   read_file(out_path, out, OUT_CAP);
@@ -483,7 +478,7 @@ TEST_IMPL(launcher_sigint_twice) {
            "echo $$ > %s/sh.$SYMM_RANK\n"
            "while :; do sleep 0.1; done\n",
            dir);
-  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
   ASSERT_EQ(kill(pid, SIGINT), 0);
   uint64_t deadline = test_now_ms() + 5000;
   do {
