@@ -55,7 +55,7 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_HOST_SLICE_BYTES", SYMM_SETTING_SIZE, "2M",
      "Host backend: all-reduces larger than this run as slices of this size, so that "
      "every rank's buffers stay in the CPU caches (0: never slice). The same on every "
-     "rank (ranks that differ get SYMM_ERR_MISMATCH)."},
+     "rank (ranks that differ cannot create a communicator: SYMM_ERR_MISMATCH)."},
     {"SYMM_ALLREDUCE_ALGO", SYMM_SETTING_STRING, "auto",
      "All-reduce algorithm: auto|one_shot|two_shot|ll|ll128 (auto picks by size and ranks)."},
     {"SYMM_NATIVE_PDL", SYMM_SETTING_BOOL, "1",

@@ -93,7 +93,7 @@ typedef struct {
   symm_comm_t *comm;
   const symm_coll_args_t *a;
   const symm_coll_args_t *whole; /* the call a is a slice of (messages) */
-  uint64_t sig;                  /* of the whole call and its slicing */
+  uint64_t sig;                  /* of the whole call (every slice carries it) */
   int w, me, h;
   uint64_t seq;
   size_t esize;
@@ -218,10 +218,8 @@ static symm_result_t check_match(const coll_t *c) {
     char mine[128], theirs[128];
     describe(&c->pads[r]->detail[c->h], theirs, sizeof theirs);
     describe(&c->pads[0]->detail[c->h], mine, sizeof mine);
-    bool alike = strcmp(mine, theirs) == 0;
-    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s%s",
-                      (unsigned long long)c->seq, r, theirs, mine,
-                      alike ? " (alike, but the ranks' SYMM_HOST_SLICE_BYTES differ)" : "");
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s",
+                      (unsigned long long)c->seq, r, theirs, mine);
   }
   return SYMM_SUCCESS;
 }
@@ -520,13 +518,10 @@ static symm_result_t run(coll_t *c) {
  */
 static symm_result_t run_sliced(coll_t *c) {
   const symm_coll_args_t *a = c->a;
+  /* Every rank slices alike: host_startup checked SYMM_HOST_SLICE_BYTES. */
   size_t slice = host_state(c->comm)->slice_bytes / c->esize;
-  /* Ranks with different SYMM_HOST_SLICE_BYTES would pair up different
-   * pieces: the slicing is part of the signature. */
-  bool sliced = a->kind == SYMM_COLL_ALL_REDUCE && slice && a->count > slice;
-  uint64_t f[2] = {symm_coll_signature(a), sliced ? slice : 0};
-  c->sig = symm_hash64(f, sizeof f, 0x736c6963ull);
-  if (!sliced) return run(c);
+  c->sig = symm_coll_signature(a);
+  if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
   for (size_t off = 0; off < a->count; off += slice) {
     s.count = a->count - off < slice ? a->count - off : slice;

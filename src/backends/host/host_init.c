@@ -24,6 +24,22 @@ static symm_result_t host_init(symm_comm_t *comm) {
   return SYMM_SUCCESS;
 }
 
+/* Ranks must slice all-reduces alike (run_sliced pairs slices up by
+ * position): SYMM_HOST_SLICE_BYTES is compared once, here. */
+static symm_result_t host_startup(symm_comm_t *comm) {
+  uint64_t mine = host_state(comm)->slice_bytes;
+  uint64_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &mine, sizeof mine, all);
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++)
+    if (all[r] != mine)
+      res = symm_error(SYMM_ERR_MISMATCH, "host backend: SYMM_HOST_SLICE_BYTES is %llu on rank "
+                       "%d and %llu on rank %d; it must be the same on every rank",
+                       (unsigned long long)all[r], r, (unsigned long long)mine, comm->rank);
+  free(all);
+  return res;
+}
+
 static void host_fini(symm_comm_t *comm) {
   host_state_t *st = host_state(comm);
   if (!st) return;
@@ -40,6 +56,7 @@ const symm_backend_ops_t symm_host_ops = {
     .id = SYMM_BACKEND_HOST,
     .probe = host_probe,
     .init = host_init,
+    .startup = host_startup,
     .fini = host_fini,
     .granularity = host_granularity,
     .alloc = host_alloc,
