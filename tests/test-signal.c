@@ -138,16 +138,22 @@ TEST_IMPL(signal_timeout) {
   return 0;
 }
 
-/* Rank 1 is SIGKILLed: rank 0's wait for its signal ends in PEER_LOST. */
+/* Rank 1 is SIGKILLed: rank 0's wait for its signal (arg NULL), or its
+ * put into the slot rank 1 never empties, ends in PEER_LOST. */
 static int killed_peer_rank(int rank, int size, void *arg) {
-  (void)size, (void)arg;
+  (void)size;
   symm_comm_t *comm = init_comm();
   symm_tensor_t *t = make_tensor(comm, 16);
   if (rank == 1) {
     sleep(30); /* killed here by the harness */
     return 1;
   }
-  ASSERT_RES(symm_signal_wait(t, 1, 0, NULL), SYMM_ERR_PEER_LOST);
+  if (arg) {
+    ASSERT_OK(symm_signal_put(t, 1, 0, NULL));
+    ASSERT_RES(symm_signal_put(t, 1, 0, NULL), SYMM_ERR_PEER_LOST);
+  } else {
+    ASSERT_RES(symm_signal_wait(t, 1, 0, NULL), SYMM_ERR_PEER_LOST);
+  }
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 (pid");
   return 0;
 }
@@ -155,6 +161,7 @@ static int killed_peer_rank(int rank, int size, void *arg) {
 TEST_IMPL(signal_peer_killed) {
   test_job_opts_t o = {30000, NULL, NULL, 20000, 1, 1000};
   ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, NULL, &o), 1);
+  ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, (void *)1, &o), 1);
   return 0;
 }
 
