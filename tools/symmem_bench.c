@@ -890,23 +890,17 @@ static void print_devices(const bench_t *b, FILE *out) {
   }
 }
 
-/* The symmem settings of this run that differ from the defaults (those the
- * launcher sets for every job left out, secrets shown as set), so that a
- * table says how it was made. */
+/* The symmem settings of this run that are set (what the launcher sets for
+ * every job, the token included, left out), so that a table says how it
+ * was made. */
 static void print_settings(void) {
-  static const char *const launcher[] = {"SYMM_RANK",       "SYMM_WORLD_SIZE", "SYMM_LOCAL_RANK",
-                                         "SYMM_LOCAL_SIZE", "SYMM_STORE_ADDR", "SYMM_JOB_ID",
-                                         "SYMM_STORE_EXTERNAL"};
   size_t n = 0;
   const symm_setting_desc_t *table = symm_settings_table(&n);
   int shown = 0;
   printf("#  settings:");
   for (size_t i = 0; i < n; i++) {
     const char *v = getenv(table[i].name);
-    bool skip = !v || !*v || table[i].secret;
-    for (size_t k = 0; k < sizeof launcher / sizeof launcher[0] && !skip; k++)
-      skip = strcmp(table[i].name, launcher[k]) == 0;
-    if (skip) continue;
+    if (!v || !*v || table[i].per_job) continue;
     printf(" %s=%s", table[i].name, symm_setting_shown(&table[i], v));
     shown++;
   }

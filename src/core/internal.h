@@ -92,6 +92,7 @@ typedef struct symm_setting_desc {
   const char *default_value; /* as text; NULL = unset */
   const char *help;
   bool secret; /* a tool shows that it is set, never its value */
+  bool per_job; /* a job's identity that the launcher sets, not a choice */
 } symm_setting_desc_t;
 /* What a tool may print for setting d's value v: v, or a placeholder for a
  * secret (the job's token must not end up in logs). */
