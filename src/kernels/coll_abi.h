@@ -31,7 +31,7 @@
 /* Version of the protocol and layouts below: raised by every change that
  * kernels built from an older coll_kernels.cu would misread.  A kernel file
  * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
-#define SYMM_COLL_ABI_VERSION 1
+#define SYMM_COLL_ABI_VERSION 2
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -66,15 +66,16 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
 }
 
 /* ---- data area of the scratch tensor ----
- * [LL area: 2 parity halves x world regions of 16-byte packets, each
+ * [LL area at 0: 2 parity halves x world regions of 16-byte packets, each
  *  carrying 8 bytes of data]
- * [LL128 area: 2 parity halves x world regions of 128-byte lines]
- * [staging: 2 parity halves of stage_half bytes]
+ * [LL128 area at SYMM_COLL_LL128_OFF: 2 parity halves x world regions of
+ *  128-byte lines, each carrying 120 bytes of data and an 8-byte flag]
+ * [staging at SYMM_COLL_STAGE_OFF: 2 parity halves of stage_half bytes]
  * Staging halves start 16-byte aligned (multiples of 256 bytes). */
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
-/* LL128 area, after the LL area: 2 parity halves x world regions of
- * 128-byte lines, each carrying 120 bytes of data and an 8-byte flag. */
 #define SYMM_COLL_LL128_BYTES ((uint64_t)24 << 20)
+#define SYMM_COLL_LL128_OFF SYMM_COLL_LL_BYTES
+#define SYMM_COLL_STAGE_OFF (SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES)
 
 /* Error record in pinned host memory, written by kernels (first error
  * wins through a CAS on `code`), read and cleared by the host. */
@@ -107,15 +108,11 @@ typedef struct symm_coll_params {
   uint64_t peer_recv[SYMM_COLL_MAX_WORLD]; /* zc != 0: every rank's mapping of recv */
   uint64_t send;        /* this rank's input (device pointer) */
   uint64_t recv;        /* this rank's output */
-  uint64_t count;       /* elements per rank segment */
-  uint64_t send_seg;    /* elements between rank segments of send (RS, A2A) */
-  uint64_t recv_seg;    /* elements between rank segments of recv (AG, A2A) */
+  uint64_t count;       /* elements per rank segment (RS send, AG recv, A2A both
+                           hold world segments of count elements) */
   uint64_t seg;         /* two-shot: elements per segment; one-shot: per region */
-  uint64_t stage_off;   /* byte offset of staging half 0 in the scratch data */
   uint64_t stage_half;  /* bytes per staging half */
-  uint64_t ll_off;      /* byte offset of the LL area (two halves) */
   uint64_t ll_region;   /* bytes of one rank's LL region in one half */
-  uint64_t ll128_off;   /* byte offset of the LL128 area (two halves) */
   uint64_t ll128_region; /* bytes of one rank's LL128 region in one half */
   uint64_t err;         /* symm_coll_error_t * (device view of pinned memory) */
   uint64_t timeout_ns;  /* bound of every wait */

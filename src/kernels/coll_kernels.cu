@@ -307,16 +307,18 @@ static __device__ int coll_exchange(const params_t &a, coll_ctx &c, unsigned pha
     for (;;) {
       if (!seen && (seen = symm_dev_ld_acquire_u32(slot) == hv))
         symm_dev_st_relaxed_u32(slot, 0u); /* consumed */
-      if (seen || (++spins & 63u) == 0) {
+      /* Once the header is here only the announce is missing: look at it
+       * every pass; before, every 64th (a mismatched peer never writes). */
+      const bool look = (++spins & 63u) == 0;
+      if (seen || look) {
         st = coll_check_announce(a, c, (unsigned)p);
         if (st == CTX_MISMATCH || (seen && st == CTX_OK)) break;
       }
-      if ((spins & 63u) == 0 && coll_expired(a, c)) {
+      if (look && coll_expired(a, c)) {
         coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, (uint32_t)p);
         st = CTX_TIMEOUT;
         break;
       }
-      if (seen) ++spins; /* waiting for the announce only */
     }
     if (st != CTX_OK) atomicOr(&s_status, st);
   }
@@ -340,7 +342,7 @@ static __device__ __forceinline__ void coll_block_range(uint64_t n, uint64_t uni
 }
 
 static __device__ __forceinline__ char *coll_stage(const params_t &a, int rank, uint32_t parity) {
-  return (char *)(uintptr_t)(a.peer_data[rank] + a.stage_off + parity * a.stage_half);
+  return (char *)(uintptr_t)(a.peer_data[rank] + SYMM_COLL_STAGE_OFF + parity * a.stage_half);
 }
 
 /* dst[0, bytes) = src[0, bytes); 16-byte vectors when vec (both 16-byte
@@ -525,9 +527,27 @@ static __device__ __forceinline__ void coll_push(const params_t &a, const char *
   }
 }
 
+/* Scatter push: elements [lo, hi) of every peer q's segment of send
+ * (segment q is [q * seg, (q + 1) * seg), cut at n) go to region `rank` of
+ * q's scratch at dst_off, where element q * seg + i lands at
+ * dst_off + (rank * seg + i) * sizeof(T). */
+template <typename T>
+static __device__ __forceinline__ void coll_push_segments(const params_t &a, const T *send,
+                                                          uint64_t dst_off, uint64_t seg,
+                                                          uint64_t n, uint64_t lo, uint64_t hi,
+                                                          bool vec) {
+  for (int k = 1; k < a.world; k++) {
+    const int q = coll_rank_at(a.rank, k, a.world);
+    const uint64_t l = q * seg + lo, h = q * seg + hi < n ? q * seg + hi : n;
+    if (l < h)
+      coll_copy((char *)(uintptr_t)(a.peer_data[q] + dst_off) + (a.rank * seg + lo) * sizeof(T),
+                (const char *)(send + l), (h - l) * sizeof(T), vec);
+  }
+}
+
 /* Byte offset of this epoch's staging half in every rank's scratch data. */
 static __device__ __forceinline__ uint64_t coll_stage_off(const params_t &a, const coll_ctx &c) {
-  return a.stage_off + c.parity * a.stage_half;
+  return SYMM_COLL_STAGE_OFF + c.parity * a.stage_half;
 }
 
 /* ------------------------------------------------------------ all-reduce */
@@ -578,15 +598,7 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   const uint64_t A = coll_stage_off(a, c), B = A + (uint64_t)W * seg * es;
-  if (!c.fail_fast)
-    for (int k = 1; k < W; k++) {
-      const int q = coll_rank_at(a.rank, k, W);
-      const uint64_t l = q * seg + lo, h = q * seg + hi < n ? q * seg + hi : n;
-      /* Element i of segment q lands at A + (rank * seg + i - q * seg) of rank q. */
-      if (l < h)
-        coll_copy((char *)(uintptr_t)(a.peer_data[q] + A) + (a.rank * seg + lo) * es,
-                  (const char *)(send + l), (h - l) * es, vec);
-    }
+  if (!c.fail_fast) coll_push_segments(a, send, A, seg, n, lo, hi, vec);
   int st = coll_exchange(a, c, 0);
   __shared__ int s_zc;
   if (threadIdx.x == 0) s_zc = a.zc != 0;
@@ -691,7 +703,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
   const uint2 d0 = first < np ? ll_pack(send, first, n, vec) : make_uint2(0, 0);
   coll_ctx c = coll_begin(a);
   const uint32_t flag = ll_flag(a, c);
-  const uint64_t area = a.ll_off + c.parity * a.ll_region * (uint64_t)W;
+  const uint64_t area = c.parity * a.ll_region * (uint64_t)W; /* the LL area is at 0 */
   const uint64_t mine = a.peer_data[a.rank] + area;
   if (!c.fail_fast) {
     for (uint64_t i = first; i < np; i += stride) {
@@ -819,28 +831,34 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
 enum { LL128_BATCH = SYMM_LL128_BATCH };
 
 /* The lines of the round starting at Lb of this thread's group (line u at
- * Lb + u * groups), and this thread's two input words of each; the flag
- * word (the group's eighth thread's second) is left 0 for the caller. */
+ * Lb + u * groups), and this thread's two input words of each (0 where the
+ * word is past the data); the flag word (the group's eighth thread's
+ * second) is left 0 for the caller.  Which lines and words exist follows
+ * from L (ll128_line_valid, ll128_word_valid). */
 struct ll128_round {
   uint64_t L[LL128_BATCH], x0[LL128_BATCH], x1[LL128_BATCH];
-  bool valid[LL128_BATCH], v0[LL128_BATCH], v1[LL128_BATCH];
 };
+static __device__ __forceinline__ bool ll128_line_valid(uint64_t L, uint64_t nlines) {
+  return L < nlines;
+}
+/* Data word w (0..14) of line L: false past the data, and for the flag word
+ * (w == 15); a word past the data implies a line past the last. */
+static __device__ __forceinline__ bool ll128_word_valid(uint64_t L, uint64_t w, uint64_t nwords) {
+  return w < LL128_WORDS && L * LL128_WORDS + w < nwords;
+}
 template <typename T>
 static __device__ __forceinline__ void ll128_round_input(ll128_round &rd, const T *send,
                                                          uint64_t n, uint64_t nwords,
-                                                         uint64_t nlines, uint64_t Lb,
-                                                         uint64_t groups, unsigned lane, bool a8) {
+                                                         uint64_t Lb, uint64_t groups,
+                                                         unsigned lane, bool a8) {
   const unsigned sub = lane & 7u;
   const uint64_t w0i = 2u * sub, w1i = 2u * sub + 1u;
 #pragma unroll
   for (int u = 0; u < LL128_BATCH; u++) {
     rd.L[u] = Lb + u * groups + (lane >> 3);
     const uint64_t base = rd.L[u] * LL128_WORDS;
-    rd.valid[u] = rd.L[u] < nlines;
-    rd.v0[u] = rd.valid[u] && base + w0i < nwords;
-    rd.v1[u] = rd.valid[u] && sub != 7u && base + w1i < nwords;
-    rd.x0[u] = rd.v0[u] ? ll128_word(send, base + w0i, n, a8) : 0;
-    rd.x1[u] = rd.v1[u] ? ll128_word(send, base + w1i, n, a8) : 0;
+    rd.x0[u] = ll128_word_valid(rd.L[u], w0i, nwords) ? ll128_word(send, base + w0i, n, a8) : 0;
+    rd.x1[u] = ll128_word_valid(rd.L[u], w1i, nwords) ? ll128_word(send, base + w1i, n, a8) : 0;
   }
 }
 
@@ -849,14 +867,15 @@ static __device__ __forceinline__ void ll128_round_input(ll128_round &rd, const 
  * second word.  Warp-uniform, converged at the stores: a line's eight
  * stores must leave as one instruction to travel as one 128-byte write. */
 static __device__ __forceinline__ void ll128_push(const params_t &a, const ll128_round &rd,
-                                                  uint64_t area, unsigned sub, uint64_t flag) {
+                                                  uint64_t nlines, uint64_t area, unsigned sub,
+                                                  uint64_t flag) {
   for (int k = 1; k < a.world; k++) {
     const uint64_t to =
         a.peer_data[coll_rank_at(a.rank, k, a.world)] + area + a.rank * a.ll128_region;
     __syncwarp();
 #pragma unroll
     for (int u = 0; u < LL128_BATCH; u++)
-      if (rd.valid[u])
+      if (ll128_line_valid(rd.L[u], nlines))
         ll128_store(to + rd.L[u] * 128u + sub * 16u, rd.x0[u], sub != 7u ? rd.x1[u] : flag);
   }
 }
@@ -881,25 +900,27 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   const uint64_t Lb0 = group & ~(uint64_t)3;
   ll128_round rd;
   coll_after_prior_kernel();
-  ll128_round_input(rd, send, n, nwords, nlines, Lb0, groups, lane, a8);
+  ll128_round_input(rd, send, n, nwords, Lb0, groups, lane, a8);
   coll_ctx c = coll_begin(a);
   const uint32_t f = ll_flag(a, c);
   const uint64_t flag = ((uint64_t)f << 32) | f;
-  const uint64_t area = a.ll128_off + c.parity * a.ll128_region * (uint64_t)W;
+  const uint64_t area = SYMM_COLL_LL128_OFF + c.parity * a.ll128_region * (uint64_t)W;
   const uint64_t mine = a.peer_data[a.rank] + area;
   bool ok = !c.fail_fast;
   /* Round r + 1 is pushed before round r is reduced, from registers that
    * hold its input until its own reduction: the peers' lines of the next
    * round are in flight while this one is combined. */
-  if (ok) ll128_push(a, rd, area, sub, flag);
+  if (ok) ll128_push(a, rd, nlines, area, sub, flag);
   for (uint64_t Lb = Lb0; Lb < nlines && ok; Lb += B * groups) {
     const ll128_round cur = rd;
     if (Lb + B * groups < nlines) {
-      ll128_round_input(rd, send, n, nwords, nlines, Lb + B * groups, groups, lane, a8);
-      ll128_push(a, rd, area, sub, flag);
+      ll128_round_input(rd, send, n, nwords, Lb + B * groups, groups, lane, a8);
+      ll128_push(a, rd, nlines, area, sub, flag);
     }
     const uint64_t *const L = cur.L, *const x0 = cur.x0, *const x1 = cur.x1;
-    const bool *const valid = cur.valid, *const v0 = cur.v0, *const v1 = cur.v1;
+    bool valid[B];
+#pragma unroll
+    for (int u = 0; u < B; u++) valid[u] = ll128_line_valid(L[u], nlines);
     acc_t acc0[B][E], acc1[B][E];
     for (int k = 0; k < W && ok; k++) {
       /* Source of line u at step k: ranks are combined from a start that
@@ -913,7 +934,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
         addr[u] = mine + r[u] * a.ll128_region + L[u] * 128u + sub * 16u;
         got[u] = r[u] == a.rank || !__any_sync(0xffffffffu, valid[u]);
         y0[u] = x0[u];
-        y1[u] = has_w1 ? x1[u] : 0;
+        y1[u] = x1[u]; /* 0 in the flag word */
       }
       unsigned spins = 0;
       for (;;) {
@@ -959,8 +980,10 @@ static __device__ void all_reduce_ll128(const params_t &a) {
 #pragma unroll
     for (int u = 0; u < B; u++) {
       const uint64_t base = L[u] * LL128_WORDS;
-      if (v0[u]) ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0[u]), a8);
-      if (v1[u]) ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1[u]), a8);
+      if (ll128_word_valid(L[u], w0i, nwords))
+        ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0[u]), a8);
+      if (ll128_word_valid(L[u], w1i, nwords))
+        ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1[u]), a8);
     }
   }
   coll_end(a, c);
@@ -982,14 +1005,9 @@ static __device__ void reduce_scatter(const params_t &a) {
   T *recv = (T *)(uintptr_t)a.recv;
   const bool vec = a.vec != 0;
   const uint64_t es = sizeof(T), stage = coll_stage_off(a, c);
-  if (!c.fail_fast && lo < hi)
-    for (int k = 1; k < a.world; k++) {
-      const int q = coll_rank_at(a.rank, k, a.world);
-      coll_copy((char *)(uintptr_t)(a.peer_data[q] + stage) + (a.rank * a.count + lo) * es,
-                (const char *)(send + q * a.send_seg + lo), (hi - lo) * es, vec);
-    }
+  if (!c.fail_fast) coll_push_segments(a, send, stage, a.count, a.world * a.count, lo, hi, vec);
   if (coll_exchange(a, c, 0) == CTX_OK && lo < hi)
-    coll_reduce<T, Op, false>(a, recv, send + a.rank * a.send_seg, a.peer_data[a.rank] + stage,
+    coll_reduce<T, Op, false>(a, recv, send + a.rank * a.count, a.peer_data[a.rank] + stage,
                               a.count * es, 0, lo, hi, vec);
   coll_end(a, c);
 }
@@ -1024,7 +1042,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
   coll_after_prior_kernel();
   coll_ctx c = coll_begin(a);
   const copy_part cp = coll_copy_part(a);
-  const uint64_t off = cp.lo * cp.es, region = a.recv_seg * cp.es;
+  const uint64_t off = cp.lo * cp.es, region = a.count * cp.es;
   if (a.zc && coll_agree_zero_copy(a, c)) {
     if (cp.bytes) {
       for (int k = 1; k < a.world; k++) {
@@ -1075,14 +1093,14 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
   char *mine = coll_stage(a, a.rank, c.parity);
   if (!c.fail_fast && cp.bytes)
     for (int q = 0; q < a.world; q++)
-      coll_copy(mine + (q * a.count + cp.lo) * cp.es, cp.send + (q * a.send_seg + cp.lo) * cp.es,
+      coll_copy(mine + (q * a.count + cp.lo) * cp.es, cp.send + (q * a.count + cp.lo) * cp.es,
                 cp.bytes, cp.vec);
   if (coll_exchange(a, c, 0) == CTX_OK && cp.bytes)
     for (int k = 0; k < a.world; k++) {
       const int p = coll_rank_at(a.rank, k, a.world);
       /* Our own segment comes from the staged copy: recv may alias send. */
       const char *src = coll_stage(a, p, c.parity) + (a.rank * a.count + cp.lo) * cp.es;
-      coll_copy(cp.recv + (p * a.recv_seg + cp.lo) * cp.es, src, cp.bytes, cp.vec);
+      coll_copy(cp.recv + (p * a.count + cp.lo) * cp.es, src, cp.bytes, cp.vec);
     }
   coll_end(a, c);
 }

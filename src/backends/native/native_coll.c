@@ -523,7 +523,7 @@ static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t alg
 /* Scratch bytes for staging halves of `stage` bytes: the LL and LL128
  * areas, then two halves rounded to 256 bytes. */
 static uint64_t native_coll_scratch_bytes(uint64_t stage) {
-  return SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES + 2 * ((stage + 255) & ~(uint64_t)255);
+  return SYMM_COLL_STAGE_OFF + 2 * ((stage + 255) & ~(uint64_t)255);
 }
 
 /* Fills co->base, the parameters that only change with the scratch: every
@@ -547,12 +547,9 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   if (S < native_coll_scratch_bytes(0))
     return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %llu bytes is smaller "
                       "than the LL area", (unsigned long long)S);
-  p->ll_off = 0;
   p->ll_region = native_coll_ll_region(world);
-  p->ll128_off = SYMM_COLL_LL_BYTES;
   p->ll128_region = native_coll_ll128_region(world);
-  p->stage_off = SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES;
-  p->stage_half = ((S - p->stage_off) / 2) & ~(uint64_t)255;
+  p->stage_half = ((S - SYMM_COLL_STAGE_OFF) / 2) & ~(uint64_t)255;
   p->err = co->err_dev;
   p->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
@@ -729,7 +726,6 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   p.send = has_send ? (uint64_t)(uintptr_t)args->sendbuf : 0;
   p.recv = (uint64_t)(uintptr_t)args->recvbuf;
   p.count = count;
-  p.send_seg = p.recv_seg = count;
   p.seg = seg;
   bool vec = aligned16(p.recv) && (!has_send || aligned16(p.send));
   if (kind == SYMM_COLL_KERNEL_REDUCE_SCATTER || kind == SYMM_COLL_KERNEL_ALL_TO_ALL ||
