@@ -603,8 +603,9 @@ SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
 
 /*
  * Makes sure the communicator's scratch tensor holds at least `bytes` per
- * rank (default SYMM_SCRATCH_BYTES, reserved on the first collective that
- * needs it).  Collective (it allocates and rendezvouses), never inside a CUDA
+ * rank (by default the first collective that needs it reserves
+ * SYMM_SCRATCH_BYTES of staging, plus 28 MiB for LL and LL128 on the
+ * native backend, or what the call needs if that is more).  Collective (it allocates and rendezvouses), never inside a CUDA
  * graph capture.  Errors as symm_tensor_alloc / symm_tensor_rendezvous.
  */
 SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes);

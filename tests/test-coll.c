@@ -763,3 +763,29 @@ TEST_IMPL(coll_scratch_query) {
   ASSERT_EQ(test_run_ranks(3, scratch_query_rank, NULL), 0);
   return 0;
 }
+
+/* The first scratch holds SYMM_SCRATCH_BYTES (default 32 MiB): the host
+ * backend keeps nothing else in it.  Reserving less keeps it. */
+static int scratch_default_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  const char *setting = arg;
+  if (setting) setenv("SYMM_SCRATCH_BYTES", setting, 1);
+  else unsetenv("SYMM_SCRATCH_BYTES");
+  const size_t want = setting ? (size_t)1 << 20 : (size_t)32 << 20;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+  ASSERT_OK(symm_all_reduce(comm, in, out, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT(comm->scratch != NULL);
+  ASSERT_EQ(comm->scratch->nbytes, want);
+  ASSERT_OK(symm_comm_reserve_scratch(comm, want / 2));
+  ASSERT_EQ(comm->scratch->nbytes, want);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_scratch_default) {
+  ASSERT_EQ(test_run_ranks(2, scratch_default_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks(2, scratch_default_rank, "1M"), 0);
+  return 0;
+}

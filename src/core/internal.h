@@ -363,6 +363,8 @@ struct symm_comm {
   size_t pool_bytes, pool_limit;
   /* Collectives */
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
+  size_t scratch_fixed;      /* bytes the backend keeps in the scratch besides staging
+                                (native: the LL areas); SYMM_SCRATCH_BYTES comes on top */
   symm_algo_t allreduce_algo;
   uint64_t coll_seq;
   int async_error;           /* symm_result_t, set by symm_comm_set_async_error */

@@ -53,9 +53,10 @@ static const symm_setting_desc_t settings[] = {
      "native backend handle type: auto|fd|fabric (auto falls back to fd)."},
     {"SYMM_POOL_BYTES", SYMM_SETTING_SIZE, "4G",
      "Limit of freed-but-still-mapped memory kept per communicator for reuse (0 = off)."},
-    {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "64M",
-     "Per-rank scratch tensor through which collectives stage buffers that are not "
-     "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch)."},
+    {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "32M",
+     "Per-rank staging of the collectives' scratch tensor, for buffers that are not "
+     "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch; grows "
+     "on demand). The native backend's LL areas (28 MiB) come on top."},
     {"SYMM_HOST_SLICE_BYTES", SYMM_SETTING_SIZE, "2M",
      "Host backend: all-reduces larger than this run as slices of this size, so that "
      "every rank's buffers stay in the CPU caches (0: never slice). The same on every "

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backends/native/native.h"
+#include "kernels/coll_abi.h"
 #include "fakecuda.h"
 #include "harness.h"
 
@@ -1325,6 +1326,7 @@ TEST_IMPL(native_fake_scratch_growth_differs) {
  * runs without growing the scratch (which a graph capture could not do). */
 static int scratch_query_rank(int rank, int size, void *arg) {
   (void)rank, (void)arg;
+  unsetenv("SYMM_SCRATCH_BYTES");
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
   /* Per-rank bytes of the largest buffer: enough that its need exceeds the
@@ -1333,10 +1335,19 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   size_t need = 0;
   symm_result_t q = symm_comm_scratch_bytes(comm, B, &need);
   ROK(q);
-  RCHECK(need >= B && need <= ((size_t)28 << 20) + 4 * (size_t)size * (B + 4096),
-         "%zu bytes for %zu-byte buffers", need, B);
+  /* One-shot is the largest need at 3 ranks: two halves of world x the
+   * buffer (regions rounded to 64 elements of at most 8 bytes, halves to
+   * 256 bytes) after the LL areas. */
+  const size_t lo = SYMM_COLL_STAGE_OFF + 2 * (size_t)size * B;
+  RCHECK(need >= lo && need <= lo + 2 * ((size_t)size * 512 + 256),
+         "%zu bytes for %zu-byte buffers at %d ranks", need, B, size);
   void *send = plain_alloc(comm, B), *recv = plain_alloc(comm, B);
   RCHECK(send && recv, "cuMemAlloc");
+  /* The first scratch: the default SYMM_SCRATCH_BYTES (32 MiB) of staging
+   * after the LL areas. */
+  ROK(symm_all_reduce(comm, send, recv, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  RCHECK(comm->scratch && comm->scratch->nbytes == SYMM_COLL_STAGE_OFF + ((size_t)32 << 20),
+         "first scratch of %zu bytes", comm->scratch ? comm->scratch->nbytes : 0);
   ROK(symm_comm_reserve_scratch(comm, need));
   const symm_tensor_t *scratch = comm->scratch;
   RCHECK(scratch != NULL, "no scratch after reserving");

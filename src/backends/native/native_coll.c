@@ -311,6 +311,8 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   int64_t mb = symm_setting_int("SYMM_COLL_MAX_BLOCKS");
   co->max_blocks = mb > 0 && mb < SYMM_COLL_MAX_CHANNELS ? (unsigned)mb : 0;
   co->ready = true;
+  /* The LL areas sit in every scratch before the staging halves. */
+  comm->scratch_fixed = SYMM_COLL_STAGE_OFF;
 out:
   if (entered) native_ctx_leave(st, saved);
   if (file) free(image);
