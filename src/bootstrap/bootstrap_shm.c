@@ -9,12 +9,12 @@
  * k - 1: nobody can still be reading the buffer that k + 1 overwrites.
  *
  * Contributions larger than a buffer go through the store under a per-round
- * key, and the slot carries a marker instead.  Waits spin, then yield, then
- * sleep, and are bounded by the timeout; a rank whose process is gone is
- * reported as lost (all ranks share the host, so its pid says). */
+ * key, and the slot carries a marker instead.  Waits back off as the host
+ * backend's do (symm_backoff_*: spin, yield, sleep) and are bounded by the
+ * timeout; a rank whose process is gone is reported as lost (all ranks
+ * share the host, so its pid says). */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "store.h"
@@ -30,7 +29,6 @@
 #define SHM_MAGIC 0x53594d42534d4831ull /* "SYMBSMH1" */
 #define SHM_BUF_BYTES (16u << 10)
 #define SHM_IN_STORE UINT32_MAX          /* len marker: the data is in the store */
-#define SHM_LIVENESS_NS 20000000ull      /* check peers' pids every 20 ms */
 
 typedef struct {
   _Alignas(64) _Atomic uint64_t published;
@@ -62,44 +60,20 @@ static void store_key(const shm_bs_t *s, uint64_t seq, int rank, char *out, size
   snprintf(out, cap, "%sshm/%llu/%d", s->prefix, (unsigned long long)seq, rank);
 }
 
-/* Spins, then yields (which lets a rank sharing our core run, and costs
- * about a microsecond when none does), and only after many yields sleeps:
- * a sleeping waiter wakes up tens of microseconds late, which is what a
- * bootstrap round would otherwise cost. */
-static void backoff(unsigned *round) {
-  unsigned r = (*round)++;
-  if (r < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else if (r < 20000) {
-    sched_yield();
-  } else {
-    struct timespec ts = {0, r < 40000 ? 10000 : 50000};
-    nanosleep(&ts, NULL);
-  }
-}
-
 static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq) {
   shm_bs_t *s = bs->state;
   _Atomic uint64_t *flag = &s->seg->slots[r].published;
   if (atomic_load_explicit(flag, memory_order_acquire) >= seq) return SYMM_SUCCESS;
-  uint64_t start = symm_now_ns(), next_check = start + SHM_LIVENESS_NS;
-  uint64_t deadline = start + (uint64_t)bs->timeout_ms * 1000000ull;
-  unsigned round = 0;
+  symm_backoff_t b;
+  symm_backoff_start(&b, bs->timeout_ms, bs->size); /* every rank is on this host */
+  symm_backoff_watch(&b, s->pids[r]);
   while (atomic_load_explicit(flag, memory_order_acquire) < seq) {
-    backoff(&round);
-    if (round % 256) continue; /* clock and liveness checks need not be per spin */
-    uint64_t now = symm_now_ns();
-    if (now >= next_check) {
-      next_check = now + SHM_LIVENESS_NS;
-      if (symm_process_gone(s->pids[r]))
-        return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone (collective "
-                          "#%llu)", r, (int)s->pids[r], (unsigned long long)seq);
-    }
-    if (now >= deadline)
-      return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: rank %d did not arrive within %d ms "
-                        "(collective #%llu)", r, bs->timeout_ms, (unsigned long long)seq);
+    if (symm_backoff_pause(&b)) continue;
+    if (b.lost)
+      return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone (collective "
+                        "#%llu)", r, (int)s->pids[r], (unsigned long long)seq);
+    return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: rank %d did not arrive within %d ms "
+                      "(collective #%llu)", r, bs->timeout_ms, (unsigned long long)seq);
   }
   return SYMM_SUCCESS;
 }

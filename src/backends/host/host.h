@@ -32,24 +32,6 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   void **base, size_t *stride, void **priv);
 void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 
-/* Waiting with backoff for a peer's store (host_backoff.c): start, then
- * pause until the store is seen; pause returns false once comm->timeout_ms
- * has passed since its first clock reading (at most 64 spins after start).  reset restarts the backoff (not the deadline)
- * after progress. */
-typedef struct {
-  uint64_t deadline, since, sleep_ns, spin_ns, timeout_ns, next_check;
-  unsigned iter;
-  bool spinning;
-  int32_t pid;  /* the process waited for (host_backoff_watch), 0: none */
-  bool lost;    /* pause returned false because that process is gone */
-} host_backoff_t;
-void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm);
-void host_backoff_reset(host_backoff_t *b);
-/* From now on the wait is for rank `rank`: pause also ends (with lost set)
- * when its process dies. */
-void host_backoff_watch(host_backoff_t *b, const symm_comm_t *comm, int rank);
-bool host_backoff_pause(host_backoff_t *b);
-
 /* Stream-ordered signals, run at once (host_signal.c): ops->signal. */
 symm_result_t host_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
                           int channel, void *stream);

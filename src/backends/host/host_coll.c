@@ -163,23 +163,23 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
  * are visited from rank + 1 on, which spreads the polling across pads. */
 static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
   uint64_t target = c->seq * PHASES + (uint64_t)phase;
-  host_backoff_t b;
+  symm_backoff_t b;
   bool started = false;
   for (int k = 1; k < c->w; k++) {
     int r = (c->me + k) % c->w;
     if (flag_of(c, r) >= target) continue;
-    if (!started) host_backoff_start(&b, c->comm);
+    if (!started) symm_backoff_start(&b, c->comm->timeout_ms, c->comm->local_size);
     started = true;
-    host_backoff_watch(&b, c->comm, r);
+    symm_backoff_watch(&b, c->comm->pids ? c->comm->pids[r] : 0);
     while (flag_of(c, r) < target) {
-      if (host_backoff_pause(&b)) continue;
+      if (symm_backoff_pause(&b)) continue;
       if (b.lost)
         return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
                           "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq, r,
                           (int)c->comm->pids[r], what);
       return timeout_error(c, target, what);
     }
-    host_backoff_reset(&b);
+    symm_backoff_reset(&b);
   }
   return SYMM_SUCCESS;
 }

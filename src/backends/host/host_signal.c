@@ -25,7 +25,7 @@ static symm_result_t put(symm_comm_t *comm, const symm_tensor_t *t, int peer, in
                          const char *fn) {
   _Atomic uint32_t *slot;
   SYMM_CHECK(slot_of(t, peer, channel, comm->rank, &slot));
-  host_backoff_t b;
+  symm_backoff_t b;
   bool started = false;
   for (;;) {
     uint32_t empty = 0;
@@ -33,11 +33,11 @@ static symm_result_t put(symm_comm_t *comm, const symm_tensor_t *t, int peer, in
                                               memory_order_relaxed))
       return SYMM_SUCCESS;
     if (!started) {
-      host_backoff_start(&b, comm);
-      host_backoff_watch(&b, comm, peer);
+      symm_backoff_start(&b, comm->timeout_ms, comm->local_size);
+      symm_backoff_watch(&b, comm->pids ? comm->pids[peer] : 0);
     }
     started = true;
-    if (!host_backoff_pause(&b))
+    if (!symm_backoff_pause(&b))
       return b.lost ? lost(comm, peer, fn)
                     : symm_error(SYMM_ERR_TIMEOUT, "%s: rank %d did not consume the previous "
                                  "signal on channel %d within %d ms", fn, peer, channel,
@@ -50,11 +50,11 @@ static symm_result_t wait(symm_comm_t *comm, const symm_tensor_t *t, int peer, i
   _Atomic uint32_t *slot;
   SYMM_CHECK(slot_of(t, comm->rank, channel, peer, &slot));
   if (!atomic_load_explicit(slot, memory_order_acquire)) {
-    host_backoff_t b;
-    host_backoff_start(&b, comm);
-    host_backoff_watch(&b, comm, peer);
+    symm_backoff_t b;
+    symm_backoff_start(&b, comm->timeout_ms, comm->local_size);
+    symm_backoff_watch(&b, comm->pids ? comm->pids[peer] : 0);
     while (!atomic_load_explicit(slot, memory_order_acquire))
-      if (!host_backoff_pause(&b))
+      if (!symm_backoff_pause(&b))
         return b.lost ? lost(comm, peer, fn)
                       : symm_error(SYMM_ERR_TIMEOUT, "%s: no signal from rank %d on channel %d "
                                    "within %d ms", fn, peer, channel, comm->timeout_ms);

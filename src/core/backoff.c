@@ -1,4 +1,5 @@
-/* host backend: waiting for another process's store to shared memory.
+/* Waiting for another process's store to shared memory (the host backend's
+ * flags, the shared-memory bootstrap's slots).
  * Spin about 20 us, then sched_yield up to 1 ms, then nanosleep growing to
  * 64 us; no spinning at all when this host has more ranks than CPUs, where
  * the rank waited for is likely not running and spinning would only keep it
@@ -8,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "core/internal.h"
 
 #define SPIN_NS 20000ull
 #define YIELD_NS 1000000ull
@@ -38,29 +39,27 @@ static int usable_cpus(void) {
 
 /* The clock is first read after 64 spins (most waits end before, and a
  * clock read costs as much as a short wait): `since` 0 means not yet. */
-void host_backoff_reset(host_backoff_t *b) {
+void symm_backoff_reset(symm_backoff_t *b) {
   b->since = 0;
   b->sleep_ns = 1000;
   b->iter = 0;
   b->spinning = b->spin_ns > 0;
 }
 
-void host_backoff_start(host_backoff_t *b, const symm_comm_t *comm) {
-  b->spin_ns = comm->local_size > usable_cpus() ? 0 : SPIN_NS;
-  host_backoff_reset(b);
+void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
+  b->spin_ns = ranks_here > usable_cpus() ? 0 : SPIN_NS;
+  symm_backoff_reset(b);
   b->deadline = 0;
   b->next_check = 0;
-  b->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  b->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
   b->pid = 0;
   b->lost = false;
 }
 
-void host_backoff_watch(host_backoff_t *b, const symm_comm_t *comm, int rank) {
-  b->pid = comm->pids ? comm->pids[rank] : 0;
-}
+void symm_backoff_watch(symm_backoff_t *b, int32_t pid) { b->pid = pid; }
 
 /* The clock is read every 64 spins only. */
-bool host_backoff_pause(host_backoff_t *b) {
+bool symm_backoff_pause(symm_backoff_t *b) {
   if (b->spinning && (++b->iter & 63)) {
     cpu_relax();
     return true;
