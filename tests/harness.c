@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,6 +98,15 @@ static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2],
   return pid;
 }
 
+/* Write end of the pipe through which a rank says test_rank_ready. */
+static int rank_ready_fd = -1;
+
+void test_rank_ready(void) {
+  char c = 1;
+  if (rank_ready_fd >= 0 && write(rank_ready_fd, &c, 1) != 1)
+    fprintf(stderr, "test_rank_ready: %s\n", strerror(errno));
+}
+
 int test_run_ranks(int n, test_rank_fn fn, void *arg) {
   return test_run_ranks_opts(n, fn, arg, NULL);
 }
@@ -131,6 +141,9 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
 
+  int ready[2] = {-1, -1};
+  if (o.kill_rank >= 0 && (pipe(ready) != 0 || fcntl(ready[0], F_SETFL, O_NONBLOCK) != 0))
+    TEST_FAIL_("pipe: %s", strerror(errno));
   fflush(stdout);
   fflush(stderr);
   pid_t *pids = calloc((size_t)n, sizeof *pids);
@@ -139,6 +152,9 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
     if (pid == 0) {
       close(ctl[1]);
+      if (ready[0] >= 0) close(ready[0]);
+      rank_ready_fd = r == o.kill_rank ? ready[1] : -1;
+      if (r != o.kill_rank && ready[1] >= 0) close(ready[1]);
       char num[32];
       snprintf(num, sizeof num, "%d", r);
       setenv("SYMM_RANK", num, 1);
@@ -161,11 +177,14 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     pids[r] = pid;
   }
 
-  uint64_t start = test_now_ms(), deadline = start + (uint64_t)o.timeout_ms;
+  if (ready[1] >= 0) close(ready[1]);
+  uint64_t deadline = test_now_ms() + (uint64_t)o.timeout_ms, ready_at = 0;
   int remaining = n, bad = 0, killed_target = 0;
   while (remaining > 0) {
-    if (o.kill_rank >= 0 && !killed_target &&
-        test_now_ms() >= start + (uint64_t)o.kill_after_ms) {
+    char c;
+    if (ready[0] >= 0 && !ready_at && read(ready[0], &c, 1) == 1) ready_at = test_now_ms();
+    if (ready_at && !killed_target && pids[o.kill_rank] &&
+        test_now_ms() >= ready_at + (uint64_t)o.kill_after_ms) {
       kill(pids[o.kill_rank], SIGKILL);
       killed_target = 1;
     }
@@ -196,6 +215,7 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     usleep(2000);
   }
   free(pids);
+  if (ready[0] >= 0) close(ready[0]);
   close(ctl[1]); /* the store process stops on EOF */
   int st;
   waitpid(store_pid, &st, 0);

@@ -75,9 +75,15 @@ typedef struct test_job_opts {
   int *exit_status;        /* optional [n]: raw wait() status of each rank */
   const char *backend;     /* SYMM_BACKEND for the ranks; default "host" */
   int store_timeout_ms;    /* SYMM_TIMEOUT_MS for the ranks; default 20000 */
-  int kill_rank;           /* rank to SIGKILL after kill_after_ms; -1 none */
+  int kill_rank;           /* rank to SIGKILL kill_after_ms after it called
+                              test_rank_ready(); -1 none */
   int kill_after_ms;
 } test_job_opts_t;
+
+/* In a rank's process: the harness may SIGKILL this rank from now on
+ * (test_job_opts_t.kill_rank), so that a rank slow to start (a sanitizer
+ * build on a busy machine) is not killed before the point the test means. */
+void test_rank_ready(void);
 
 /* Starts a store server in a process of its own, forks n ranks running fn,
  * waits for all (killing them all at the timeout).  Returns the number of ranks

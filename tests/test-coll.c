@@ -601,6 +601,7 @@ static int killed_before_call_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
   check_recovers(comm, rank, size);
   if (rank == size - 1) {
+    test_rank_ready();
     sleep(30); /* killed here by the harness */
     return 1;
   }
@@ -614,7 +615,7 @@ static int killed_before_call_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_peer_killed) {
-  test_job_opts_t o = {30000, NULL, NULL, 20000, 2, 1000};
+  test_job_opts_t o = {30000, NULL, NULL, 20000, 2, 200};
   ASSERT_EQ(test_run_ranks_opts(3, killed_before_call_rank, NULL, &o), 1); /* only the killed */
   return 0;
 }

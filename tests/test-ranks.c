@@ -195,6 +195,7 @@ static int killed_rank(int rank, int size, void *arg) {
   symm_tensor_t *t;
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
   if (rank == 1) {
+    test_rank_ready();
     for (;;) pause(); /* killed by the harness */
   }
   uint64_t start = test_now_ms();
@@ -228,7 +229,7 @@ static int count_job_sockets(const char *job) {
 static void run_kill_case(const char *where, int n, test_rank_fn fn) {
   kill_arg_t ka = {where, 3000};
   int status[8];
-  test_job_opts_t o = {30000, status, NULL, ka.timeout_ms, 1, 700};
+  test_job_opts_t o = {30000, status, NULL, ka.timeout_ms, 1, 300};
   int bad = test_run_ranks_opts(n, fn, &ka, &o);
   ASSERT_EQ(bad, 1); /* only the killed rank */
   ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);

@@ -145,6 +145,7 @@ static int killed_peer_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
   symm_tensor_t *t = make_tensor(comm, 16);
   if (rank == 1) {
+    test_rank_ready();
     sleep(30); /* killed here by the harness */
     return 1;
   }
@@ -159,7 +160,7 @@ static int killed_peer_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(signal_peer_killed) {
-  test_job_opts_t o = {30000, NULL, NULL, 20000, 1, 1000};
+  test_job_opts_t o = {30000, NULL, NULL, 20000, 1, 200};
   ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, NULL, &o), 1);
   ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, (void *)1, &o), 1);
   return 0;
