@@ -4,7 +4,11 @@
  * Run under symmem-run -n 2; rank 0 prints
  *   size_bytes sm_read sm_write ce_read ce_write   (GB/s, 1e9 bytes/s)
  * and then the write bandwidth of the copy engine and the SM copy sharing
- * one write (the copy engine's share from 0 to 100%). */
+ * one write (the copy engine's share from 0 to 100%), and the copy engine's
+ * cost per operation when a write is cut into chunks, each followed by a
+ * 4-byte flag write (cuStreamWriteValue32), as a copy-engine pipeline of a
+ * collective would be. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +218,49 @@ static float time_split_ms(cudaStream_t s, cudaStream_t ce, int iters, void *dst
   return ms_per_iter(s, a, b, iters);
 }
 
+/* cuStreamWriteValue32 through the runtime (no link against libcuda). */
+typedef CUresult (*write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static write_value_fn stream_write_value32(void) {
+  void *fn = NULL;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                       &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess)
+    return NULL;
+  return (write_value_fn)fn;
+}
+
+/* One CUDA graph that writes `bytes` to dst in `chunks` copy-engine copies
+ * on stream ce, each followed by a flag write when `flag` is set; returns
+ * us per replay (10 replays after one warm-up). */
+static float time_chunked_us(cudaStream_t ce, void *dst, const void *src, size_t bytes,
+                             int chunks, write_value_fn wv, unsigned *flag) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  size_t piece = bytes / chunks;
+  CUDA(cudaStreamBeginCapture(ce, cudaStreamCaptureModeThreadLocal));
+  for (int c = 0; c < chunks; c++) {
+    CUDA(cudaMemcpyAsync((char *)dst + c * piece, (const char *)src + c * piece, piece,
+                         cudaMemcpyDefault, ce));
+    if (flag && wv((CUstream)ce, (CUdeviceptr)(uintptr_t)flag, (cuuint32_t)c, 0) != CUDA_SUCCESS) {
+      fprintf(stderr, "cuStreamWriteValue32 failed\n");
+      exit(1);
+    }
+  }
+  CUDA(cudaStreamEndCapture(ce, &g));
+  CUDA(cudaGraphInstantiate(&ge, g, 0));
+  CUDA(cudaGraphLaunch(ge, ce));
+  cudaEvent_t a, b;
+  CUDA(cudaEventCreate(&a));
+  CUDA(cudaEventCreate(&b));
+  CUDA(cudaEventRecord(a, ce));
+  for (int i = 0; i < 10; i++) CUDA(cudaGraphLaunch(ge, ce));
+  float ms = ms_per_iter(ce, a, b, 10);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms * 1000.0f;
+}
+
 int main(int argc, char **argv) {
   size_t max_bytes = (size_t)1 << 30;
   symm_comm_t *comm;
@@ -321,6 +368,24 @@ int main(int argc, char **argv) {
         printf(" %9.1f", bytes / time_split_ms(s, ce, 10, peer, local, bytes, shares[k], &best[1],
                                                 sms) / 1e6);
       printf("\n");
+    }
+    /* What chunking costs the copy engine: the time of one 256 MiB write
+     * in 1..64 copies, without and with a flag write into the peer after
+     * each (what tells a peer's kernel that a chunk arrived). */
+    write_value_fn wv = stream_write_value32();
+    size_t cbytes = max_bytes < (256u << 20) ? max_bytes : (256u << 20);
+    unsigned *flag = (unsigned *)((char *)peer + cbytes); /* past the data written */
+    printf("# copy engine writing %zu bytes to the peer in chunks: us per write "
+           "(copies only / each followed by a flag write%s)\n", cbytes,
+           wv ? "" : "; cuStreamWriteValue32 not found");
+    printf("# %6s %12s %12s %14s\n", "chunks", "copies_us", "flagged_us", "us_per_chunk");
+    float one = 0;
+    for (int chunks = 1; chunks <= 64; chunks *= 4) {
+      float plain = time_chunked_us(ce, peer, local, cbytes, chunks, wv, NULL);
+      float flagged = wv ? time_chunked_us(ce, peer, local, cbytes, chunks, wv, flag) : 0;
+      if (chunks == 1) one = plain;
+      printf("  %6d %12.1f %12.1f %14.2f\n", chunks, plain, flagged,
+             chunks > 1 && wv ? (flagged - one) / (chunks - 1) : 0.0);
     }
     cudaStreamDestroy(ce);
     cudaStreamDestroy(s);
