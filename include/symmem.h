@@ -605,8 +605,9 @@ SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
  * Makes sure the communicator's scratch tensor holds at least `bytes` per
  * rank (by default the first collective that needs it reserves
  * SYMM_SCRATCH_BYTES of staging, plus 28 MiB for LL and LL128 on the
- * native backend, or what the call needs if that is more).  Collective (it allocates and rendezvouses), never inside a CUDA
- * graph capture.  Errors as symm_tensor_alloc / symm_tensor_rendezvous.
+ * native backend, or what the call needs if that is more).  Collective (it
+ * allocates and rendezvouses), never inside a CUDA graph capture.  Errors as
+ * symm_tensor_alloc / symm_tensor_rendezvous.
  */
 SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes);
 
@@ -632,10 +633,12 @@ SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo
 /*
  * The algorithm symm_all_reduce runs for `count` elements of `dtype` on this
  * communicator: the one set with symm_comm_set_allreduce_algo (or
- * SYMM_ALLREDUCE_ALGO), or auto's choice by size, after the backend's
- * fallbacks (native: LL that does not fit its area runs LL128, LL128 that
- * cannot run (no NVLink-class link) is LL up to 256 KiB, one-shot up to
- * 1 MiB and two-shot above; host: LL and LL128 are one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
+ * SYMM_ALLREDUCE_ALGO), or auto's choice by size and number of ranks (GPU:
+ * LL up to 64 KiB / (W - 1), LL128 up to 8 MiB / (W (W - 1)), two-shot
+ * above), after the backend's fallbacks (native: LL that does not fit its
+ * area runs LL128, LL128 that cannot run (no NVLink-class link) is LL up to
+ * 256 KiB, one-shot up to 1 MiB and two-shot above; host: LL and LL128 are
+ * one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
  * rank for the same arguments.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or
  * algo, dtype that cannot be reduced, count that overflows),
  * SYMM_ERR_UNSUPPORTED (the backend has no collectives).

@@ -98,10 +98,21 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
    * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
    * two-shot 20.2), two-shot above.  A backend runs what does not fit its
    * LL areas as its closest relative (native: LL128, then one- or
-   * two-shot). */
+   * two-shot).
+   * More ranks: LL and LL128 push the whole buffer to each of the W - 1
+   * peers, so LL's limit keeps each rank's pushed bytes where 2 ranks put
+   * it (64 KiB / (W - 1)).  Two-shot pushes 2 (W - 1) / W of the buffer
+   * whatever W, so LL128's share against it shrinks faster: its limit is
+   * 8 MiB / (W (W - 1)) (4 MiB at 2 ranks; 683 KiB at 4, 146 KiB at 8),
+   * which is what a cost model fitted to the 2-rank figures (latency plus
+   * bytes over ~360 GB/s per algorithm) gives within a factor 1.3 at 4
+   * and 8 ranks.  A model, not a measurement: issue 5's runs on 4 and 8
+   * GPUs are to replace it. */
   if (comm->device >= 0) {
-    if (bytes <= ((size_t)64 << 10)) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)4 << 20) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
+    const size_t peers = comm->size > 1 ? (size_t)comm->size - 1 : 1;
+    if (bytes <= ((size_t)64 << 10) / peers) return SYMM_ALGO_LL;
+    return bytes <= ((size_t)8 << 20) / (peers * (peers + 1)) ? SYMM_ALGO_LL128
+                                                                : SYMM_ALGO_TWO_SHOT;
   }
   /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
    * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */

@@ -976,6 +976,37 @@ TEST_IMPL(native_fake_coll_choices) {
   return 0;
 }
 
+/* auto at 4 ranks: LL up to 64 KiB / 3, LL128 up to 8 MiB / 12 (the
+ * pushed bytes per rank grow with the peers), two-shot above. */
+static int coll_choices_4_rank(int rank, int size, void *arg) {
+  (void)rank, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  RCHECK(size == 4, "%d ranks", size);
+  const expect_t cases[] = {{21844, "symm_coll_ar_ll_bf16_sum"},
+                            {21848, "symm_coll_ar_ll128_bf16_sum"},
+                            {699048, "symm_coll_ar_ll128_bf16_sum"},
+                            {699052, "symm_coll_ar_two_shot_bf16_sum"}};
+  void *buf = plain_alloc(comm, 1 << 20);
+  RCHECK(buf, "cuMemAlloc");
+  fakecuda_launch_t l;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    size_t count = cases[k].bytes / 2;
+    ROK(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    RCHECK(last_launch(&l) && strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s",
+           cases[k].bytes, l.name, cases[k].kernel);
+  }
+  plain_free(comm, buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_coll_choices_4) {
+  setenv("FAKECUDA_DEVICES", "4", 1);
+  ASSERT_JOB(4, coll_choices_4_rank, NULL);
+  return 0;
+}
+
 TEST_IMPL(native_fake_coll_choices_pcie) {
   setenv("FAKECUDA_P2P_ATOMICS", "0", 1); /* inherited by the ranks */
   ASSERT_JOB(2, coll_launch_rank, (void *)1);
