@@ -44,6 +44,7 @@
  * Thread-level functions may be called by any single thread; the block-level
  * variants (suffix _block) must be called by every thread of the block
  * (they contain __syncthreads) and return the same result in every thread.
+ * Blocks of any shape (1-, 2- or 3-D) and size work with them.
  */
 #ifndef SYMMEM_DEVICE_CUH
 #define SYMMEM_DEVICE_CUH
@@ -215,11 +216,21 @@ static __device__ __forceinline__ int symm_dev_barrier(uint32_t *const *pads, in
   return res;
 }
 
+/* This thread's index in its block and the block's thread count, whatever
+ * the block's shape. */
+static __device__ __forceinline__ unsigned int symm_dev_thread_in_block(void) {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+static __device__ __forceinline__ unsigned int symm_dev_block_threads(void) {
+  return blockDim.x * blockDim.y * blockDim.z;
+}
+
 /*
  * Block-level barrier: every thread of the block calls it; all writes the
  * block made before it are visible to every peer's block after it.  Thread
- * t < world_size (t != rank) signals peer t and waits for peer t, so the
- * peers are handled in parallel.  Same result in every thread.
+ * t signals peer t and waits for peer t (and peers t + n, t + 2n, ... in a
+ * block of n < world_size threads), so the peers are handled in parallel.
+ * Same result in every thread.
  */
 static __device__ __forceinline__ int symm_dev_barrier_block(uint32_t *const *pads, int rank,
                                                             int world_size,
@@ -228,8 +239,9 @@ static __device__ __forceinline__ int symm_dev_barrier_block(uint32_t *const *pa
                                                             symm_dev_error_t *err) {
   __syncthreads();
   int res = SYMM_DEV_SUCCESS;
-  int p = (int)threadIdx.x;
-  if (p < world_size && p != rank) {
+  for (int p = (int)symm_dev_thread_in_block(); p < world_size && res == SYMM_DEV_SUCCESS;
+       p += (int)symm_dev_block_threads()) {
+    if (p == rank) continue;
     res = symm_dev_put_signal(pads[p], symm_dev_signal_slot(channel, rank, world_size), 1u, p,
                               timeout_ns, err);
     if (res == SYMM_DEV_SUCCESS)
@@ -251,7 +263,8 @@ static __device__ __forceinline__ int symm_dev_put_signal_block(uint32_t *peer_p
                                                                symm_dev_error_t *err) {
   __syncthreads();
   int res = SYMM_DEV_SUCCESS;
-  if (threadIdx.x == 0) res = symm_dev_put_signal(peer_pad, slot, value, peer, timeout_ns, err);
+  if (symm_dev_thread_in_block() == 0)
+    res = symm_dev_put_signal(peer_pad, slot, value, peer, timeout_ns, err);
   return __syncthreads_or(res != SYMM_DEV_SUCCESS) ? SYMM_DEV_ERR_TIMEOUT : SYMM_DEV_SUCCESS;
 }
 
@@ -265,7 +278,7 @@ static __device__ __forceinline__ int symm_dev_wait_signal_block(uint32_t *my_pa
                                                                 uint32_t *value) {
   __shared__ uint32_t symm_dev_value_;
   int res = SYMM_DEV_SUCCESS;
-  if (threadIdx.x == 0) {
+  if (symm_dev_thread_in_block() == 0) {
     uint32_t v = 0;
     res = symm_dev_wait_signal(my_pad, slot, peer, timeout_ns, err, &v);
     symm_dev_value_ = v;

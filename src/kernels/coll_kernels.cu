@@ -190,8 +190,11 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   c.deadline = 0;
   /* After a timeout the communicator's collectives are unusable (ranks are
    * out of step): fail at once, and say so again in the host record in case
-   * the earlier error has been read already. */
-  c.fail_fast = words[SYMM_COLL_WORD_TIMED_OUT] != 0u;
+   * the earlier error has been read already.  The same answer in every
+   * thread of the block: another block may set the word while this one's
+   * warps read it, and a block whose threads disagreed would leave some of
+   * them out of coll_exchange's barriers. */
+  c.fail_fast = __syncthreads_or(words[SYMM_COLL_WORD_TIMED_OUT] != 0u) != 0;
   if (c.fail_fast && blockIdx.x == 0 && threadIdx.x == 0)
     coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, 0xffffffffu);
   /* Tell every peer which collective this rank runs at this epoch; a peer

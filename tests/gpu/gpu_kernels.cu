@@ -53,10 +53,10 @@ __global__ void check_contiguous(const float *base, int world, int64_t stride, s
   if (local) atomicAdd(bad, local);
 }
 
-/* Same result in every thread: symm_dev_barrier_block (mode 0) or thread
- * 0's symm_dev_barrier (mode 1). */
+/* Same result in every thread: symm_dev_barrier_block (modes 0 and 2) or
+ * thread 0's symm_dev_barrier (mode 1). */
 __device__ int ring_barrier(const gpu_ring_t &a, unsigned channel, symm_dev_error_t *err) {
-  if (a.mode == 0)
+  if (a.mode != 1)
     return symm_dev_barrier_block(a.pads, a.rank, a.world, channel, a.timeout_ns, err);
   __shared__ int res;
   __syncthreads();
@@ -111,6 +111,10 @@ extern "C" int gpu_check_contiguous(const float *base, int world, int64_t stride
 }
 
 extern "C" int gpu_barrier_ring(const gpu_ring_t *ring, void *err, unsigned long long *bad) {
-  barrier_ring<<<1, 512>>>(*ring, (symm_dev_error_t *)err, bad);
+  /* Mode 2: a 2-D block of 2 threads, fewer than the peers from 3 ranks. */
+  if (ring->mode == 2)
+    barrier_ring<<<1, dim3(1, 2)>>>(*ring, (symm_dev_error_t *)err, bad);
+  else
+    barrier_ring<<<1, 512>>>(*ring, (symm_dev_error_t *)err, bad);
   return (int)cudaGetLastError();
 }

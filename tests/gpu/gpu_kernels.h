@@ -32,7 +32,8 @@ int gpu_check_contiguous(const float *base, int world, int64_t stride, size_t n,
  * right neighbour's buffer, barrier, count elements of our own buffer that
  * are not left * 1000 + round into *bad, barrier.  mode 0:
  * symm_dev_barrier_block on channels 0 and 1; mode 1: thread 0 calls
- * symm_dev_barrier between __syncthreads.  pads[r]: rank r's signal pad as
+ * symm_dev_barrier between __syncthreads; mode 2: as mode 0 in a 2-D
+ * block of 2 threads (fewer threads than peers from 3 ranks on).  pads[r]: rank r's signal pad as
  * mapped here (world <= GPU_MAX_RANKS).  *err (device memory, zeroed by the
  * caller) is the symm_dev_error_t the barriers report to; *bad is device
  * memory the caller zeroed. */

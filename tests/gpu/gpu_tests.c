@@ -447,7 +447,8 @@ static void test_signal_pads(gpu_ctx_t *c) {
 
 /* The device-side barriers of symmem_device.cuh in a kernel of ours: rounds
  * of ring writes between barriers see every neighbour's write and nothing
- * stale, with symm_dev_barrier_block and with symm_dev_barrier; then a
+ * stale, with symm_dev_barrier_block (in a 512-thread block and in a 2-D
+ * block of 2 threads) and with symm_dev_barrier; then a
  * barrier that only rank 0 enters reports SYMM_DEV_ERR_TIMEOUT naming a
  * peer, instead of hanging. */
 static void test_device_barriers(gpu_ctx_t *c) {
@@ -481,7 +482,10 @@ static void test_device_barriers(gpu_ctx_t *c) {
        CUDA_OK(c, cudaMalloc((void **)&bad, sizeof *bad));
   /* Every rank makes the same host barriers whatever failed locally (a
    * rank that skipped one would leave the others waiting). */
-  for (int mode = 0; mode < 2; mode++) {
+  static const char *const mode_names[3] = {"symm_dev_barrier_block",
+                                            "symm_dev_barrier",
+                                            "symm_dev_barrier_block (2-D block of 2 threads)"};
+  for (int mode = 0; mode < 3; mode++) {
     barrier(c);
     if (!ok) continue;
     ring.mode = mode;
@@ -493,8 +497,8 @@ static void test_device_barriers(gpu_ctx_t *c) {
          CUDA_OK(c, cudaMemcpy(herr, err, sizeof herr, cudaMemcpyDeviceToHost)) &&
          CUDA_OK(c, cudaMemcpy(&hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost));
     CHECK(c, ok && herr[0] == 0 && hbad == 0,
-          "%s ring: error %u (peer %u), %llu stale or missing elements",
-          mode ? "symm_dev_barrier" : "symm_dev_barrier_block", herr[0], herr[1], hbad);
+          "%s ring: error %u (peer %u), %llu stale or missing elements", mode_names[mode],
+          herr[0], herr[1], hbad);
   }
   barrier(c);
   /* Rank 0 alone, on the other tensor's pads, with a short timeout. */
