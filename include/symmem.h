@@ -558,7 +558,12 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    legacy default stream); calls are stream-ordered, do not synchronise
  *    the host and do not allocate, so they can be captured in CUDA graphs
  *    once the scratch is reserved.  Must be NULL for the host backend, where
- *    every call is synchronous.
+ *    every call is synchronous.  The collectives and stream-ordered signals
+ *    of one communicator share its scratch and a device-side sequence: on
+ *    GPUs, two of them must never run at the same time.  Enqueue them on
+ *    one stream, or order their streams yourself (an event recorded after
+ *    one, waited for before the next); two in flight at once on different
+ *    streams corrupt each other's data.
  *  - native on sm_90 and newer (SYMM_NATIVE_PDL=0 turns it off): kernels are
  *    launched with programmatic dependent launch.  Ours wait for the kernel
  *    before them on the stream as any launch would; a kernel of yours that
@@ -574,8 +579,14 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    (the scratch tensor could not grow to the data's size),
  *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
  *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
- *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout).
- *  - count 0 is a successful no-op, but still collective.
+ *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout).  After a
+ *    GPU timeout, a peer that was late but alive may still write the
+ *    output of the collective that timed out (zero copy) or its share of
+ *    the scratch: treat that output as undefined, and the communicator's
+ *    collectives as unusable (they report the timeout again).
+ *  - count 0 moves nothing, but is still collective: every rank must call
+ *    it (GPU: a rank whose count is 0 while a peer's is not gets
+ *    SYMM_ERR_MISMATCH like any other difference).
  */
 typedef enum symm_redop {
   SYMM_REDUCE_SUM = 0,

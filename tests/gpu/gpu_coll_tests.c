@@ -316,6 +316,21 @@ static void test_mismatch(ctx_t *c) {
   CUDA(c, cudaStreamSynchronize(c->stream));
   EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
   symm_comm_barrier(c->comm);
+  /* Count 0 is collective too: against a count of n it is a mismatch on
+   * every rank (not a call that pairs with the peers' next one); on every
+   * rank it succeeds. */
+  EXPECT(c, symm_all_reduce(c->comm, c->rank == 0 ? NULL : a, c->rank == 0 ? NULL : b,
+                            c->rank == 0 ? 0 : n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
+         SYMM_SUCCESS);
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+  symm_comm_barrier(c->comm);
+  EXPECT(c, symm_all_reduce(c->comm, NULL, NULL, 0, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream),
+         SYMM_SUCCESS);
+  EXPECT(c, symm_all_gather(c->comm, NULL, NULL, 0, SYMM_DTYPE_F32, c->stream), SYMM_SUCCESS);
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
+  symm_comm_barrier(c->comm);
   /* The communicator still works. */
   if (run_case(c, K_AR, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 777, false, 4242) == 0)
     run_case(c, K_AG, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, 777, false, 4243);

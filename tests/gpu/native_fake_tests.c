@@ -977,7 +977,8 @@ TEST_IMPL(native_fake_coll_choices) {
 }
 
 /* auto at 4 ranks: LL up to 64 KiB / 3, LL128 up to 8 MiB / 12 (the
- * pushed bytes per rank grow with the peers), two-shot above. */
+ * pushed bytes per rank grow with the peers), two-shot above; count 0
+ * launches one block. */
 static int coll_choices_4_rank(int rank, int size, void *arg) {
   (void)rank, (void)arg;
   symm_comm_t *comm = NULL;
@@ -996,6 +997,11 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
     RCHECK(last_launch(&l) && strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s",
            cases[k].bytes, l.name, cases[k].kernel);
   }
+  /* Count 0 (after a two-shot): still one block that meets the peers. */
+  ROK(symm_all_reduce(comm, NULL, NULL, 0, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_bf16_sum") == 0 &&
+             l.grid == 1,
+         "count 0: %s, %u blocks", l.name, l.grid);
   plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;

@@ -448,7 +448,7 @@ static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned
 }
 
 static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
-  uint64_t g = (work_bytes + per_block - 1) / per_block; /* work_bytes >= 1 */
+  uint64_t g = (work_bytes + per_block - 1) / per_block; /* 0 for count 0: the caller takes 1 */
   if (g > channels) g = channels;
   return (unsigned)g;
 }
@@ -554,7 +554,10 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   p->stage_half = ((S - SYMM_COLL_STAGE_OFF) / 2) & ~(uint64_t)255;
   p->err = co->err_dev;
   p->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
-  uint64_t f[2] = {comm->rendezvous_seq, scratch->nbytes};
+  /* The scratch's identity (its memory on every rank), not the time of the
+   * first collective on it: ranks may rendezvous other tensors in between
+   * in different orders relative to their (asynchronous) collectives. */
+  uint64_t f[2] = {scratch->peer_sig, scratch->nbytes};
   uint64_t h = symm_hash64(f, sizeof f, symm_hash64(comm->prefix, strlen(comm->prefix), 7));
   p->nonce = (uint32_t)(h ^ (h >> 32));
   p->rank = comm->rank;
@@ -686,13 +689,18 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   native_state_t *st = comm->backend_state;
   native_coll_t *co = NULL;
   SYMM_CHECK(native_coll_usable(comm, &co));
-  if (args->count == 0) return SYMM_SUCCESS;
   const int world = comm->size, rank = comm->rank;
   const uint64_t es = symm_dtype_size(args->dtype);
   const uint64_t count = args->count;
 
   uint64_t seg = 0, stage = 0;
-  const int kind = native_coll_plan(co, args->kind, args->algo, count, es, world, &seg, &stage);
+  int kind = native_coll_plan(co, args->kind, args->algo, count, es, world, &seg, &stage);
+  /* Count 0 moves nothing but is still collective: one block exchanges the
+   * headers and announces, so that a rank whose count differs gets
+   * SYMM_ERR_MISMATCH, and the epoch advances with the peers'.  LL would
+   * look at no peer without packets: an all-reduce runs one-shot. */
+  if (count == 0 && kind == SYMM_COLL_KERNEL_AR_LL) kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
+  if (count == 0 && kind == SYMM_COLL_KERNEL_AR_LL128) kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
   if (kind < 0)
     return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   int dti = native_coll_dtype_index(args->dtype);
@@ -751,6 +759,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
       break;
   }
   if (co->max_blocks && grid > co->max_blocks) grid = co->max_blocks;
+  if (grid < 1) grid = 1; /* count 0 */
   p.sig = native_coll_sig(args, kind, grid, count, world);
   /* All-gather waits for every announce before it moves data when it may
    * write into the peers' recv: worth it from 1 MiB of output. */
