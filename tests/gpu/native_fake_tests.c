@@ -1013,6 +1013,39 @@ TEST_IMPL(native_fake_coll_choices_4) {
   return 0;
 }
 
+/* The LL flags' nonce is the same on every rank although rank 0 makes its
+ * first collective on the scratch before rendezvousing another tensor and
+ * the others after (legal: the collective only enqueues). */
+static int nonce_order_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *board = alloc_u64(comm, 8), *other = alloc_u64(comm, 8);
+  RCHECK(board && other, "alloc");
+  ROK(symm_tensor_rendezvous(board));
+  ROK(symm_comm_reserve_scratch(comm, (size_t)64 << 20));
+  void *buf = plain_alloc(comm, 4096);
+  RCHECK(buf, "cuMemAlloc");
+  if (rank != 0) ROK(symm_tensor_rendezvous(other));
+  ROK(symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  if (rank == 0) ROK(symm_tensor_rendezvous(other));
+  fakecuda_launch_t l;
+  RCHECK(last_launch(&l) && strstr(l.name, "_ar_ll_"), "%s", l.name);
+  symm_coll_params_t p;
+  memcpy(&p, l.params, sizeof p);
+  RCHECK(same_on_all_ranks(comm, board, p.nonce), "nonce %u differs between ranks", p.nonce);
+  plain_free(comm, buf);
+  symm_tensor_free(other);
+  symm_tensor_free(board);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_nonce_order) {
+  ASSERT_JOB(2, nonce_order_rank, NULL);
+  return 0;
+}
+
 TEST_IMPL(native_fake_coll_choices_pcie) {
   setenv("FAKECUDA_P2P_ATOMICS", "0", 1); /* inherited by the ranks */
   ASSERT_JOB(2, coll_launch_rank, (void *)1);
