@@ -77,13 +77,18 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
 #define SYMM_COLL_LL128_OFF SYMM_COLL_LL_BYTES
 #define SYMM_COLL_STAGE_OFF (SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES)
 
-/* Error record in pinned host memory, written by kernels (first error
- * wins through a CAS on `code`), read and cleared by the host. */
+/* Error record in pinned host memory, written by kernels with plain
+ * stores (GPUs without host-native atomics may not use atomics there):
+ * the fields, then `code`; a kernel that finds `code` set (an error the
+ * host has not read) leaves the fields alone and stores its code into
+ * `more`, so that the host still reports that a later collective failed.
+ * Read and cleared by the host (native_poll_async_error). */
 typedef struct symm_coll_error {
   uint32_t code;   /* symm_result_t: SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT */
   uint32_t peer;   /* the rank that differed or never arrived */
   uint32_t kind;   /* SYMM_COLL_KERNEL_* of the kernel that saw it */
   uint32_t epoch;  /* device epoch of that kernel */
+  uint32_t more;   /* code of an error recorded while `code` was unread, else 0 */
 } symm_coll_error_t;
 
 /* Which kernel (also mixed into the signature). */

@@ -164,8 +164,10 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
     err->epoch = c.e;
     __threadfence_system();
     err->code = code;
-    __threadfence_system();
+  } else {
+    err->more = code; /* the host has not read the earlier one yet */
   }
+  __threadfence_system();
 }
 
 /* Programmatic dependent launch (native_coll_launch): a kernel of ours may

@@ -1117,6 +1117,20 @@ static int signal_launch_rank(int rank, int size, void *arg) {
   RCHECK(strstr(symm_last_error(), "did not run: an earlier collective timed out"), "%s",
          symm_last_error());
   ROK(symm_comm_check_async_error(comm));
+  /* A kernel that fails while an error is unread leaves its code in
+   * `more`: reported with the first, or alone once the first was read. */
+  err->peer = (uint32_t)peer;
+  err->kind = SYMM_COLL_KERNEL_AR_TWO_SHOT;
+  err->code = SYMM_ERR_TIMEOUT;
+  err->more = SYMM_ERR_MISMATCH;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  RCHECK(strstr(symm_last_error(), "ar_two_shot kernel") &&
+             strstr(symm_last_error(), "a later collective failed too"), "%s", symm_last_error());
+  RCHECK(err->code == 0 && err->more == 0, "record not cleared");
+  err->more = SYMM_ERR_MISMATCH;
+  RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
+  RCHECK(strstr(symm_last_error(), "its details were not kept"), "%s", symm_last_error());
+  ROK(symm_comm_check_async_error(comm));
   symm_comm_barrier(comm);
   symm_tensor_free(t);
   symm_comm_destroy(comm);

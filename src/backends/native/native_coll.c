@@ -338,40 +338,62 @@ void native_coll_fini(symm_comm_t *comm) {
 
 /* ------------------------------------------------------------- errors */
 
-symm_result_t native_poll_async_error(symm_comm_t *comm) {
-  native_state_t *st = comm->backend_state;
-  native_coll_t *co = st ? st->coll : NULL;
-  if (!co || !co->err || !co->err->code) return SYMM_SUCCESS;
-  volatile symm_coll_error_t *e = co->err;
-  symm_result_t code = (symm_result_t)e->code;
-  unsigned peer = e->peer, kind = e->kind, epoch = e->epoch;
+/* The message for error `code` of the record's fields. */
+static void native_coll_error_message(const symm_comm_t *comm, symm_result_t code,
+                                      unsigned peer, unsigned kind, unsigned epoch, char *msg,
+                                      size_t cap) {
   const char *what = kind < NATIVE_COLL_KINDS && native_coll_kernel_names[kind]
                          ? native_coll_kernel_names[kind] : "?";
   if (code == SYMM_ERR_MISMATCH)
-    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u "
-                              "enqueued a different collective (kind, count, dtype, op, root "
-                              "or algorithm differ)", epoch, what, comm->rank, peer);
+    snprintf(msg, cap, "collective #%u (%s kernel) on rank %d: rank %u enqueued a different "
+             "collective (kind, count, dtype, op, root or algorithm differ)", epoch, what,
+             comm->rank, peer);
   else if (code == SYMM_ERR_TIMEOUT && kind == 0)
-    symm_comm_set_async_error(comm, code, "a signal put, wait or barrier on rank %d: rank %u did "
-                              "not signal (or consume a signal) within %d ms; the tensor's pads "
-                              "are unusable from now on", comm->rank, peer, comm->timeout_ms);
+    snprintf(msg, cap, "a signal put, wait or barrier on rank %d: rank %u did not signal (or "
+             "consume a signal) within %d ms; the tensor's pads are unusable from now on",
+             comm->rank, peer, comm->timeout_ms);
   else if (code == SYMM_ERR_TIMEOUT && peer == 0xffffffffu)
-    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d did not run: an "
-                              "earlier collective timed out and the communicator's collectives "
-                              "are unusable", epoch, what, comm->rank);
+    snprintf(msg, cap, "collective #%u (%s kernel) on rank %d did not run: an earlier "
+             "collective timed out and the communicator's collectives are unusable", epoch, what,
+             comm->rank);
   else if (code == SYMM_ERR_TIMEOUT)
-    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d: rank %u did "
-                              "not arrive within %d ms; the communicator's collectives are "
-                              "unusable from now on", epoch, what, comm->rank, peer,
-                              comm->timeout_ms);
+    snprintf(msg, cap, "collective #%u (%s kernel) on rank %d: rank %u did not arrive within %d "
+             "ms; the communicator's collectives are unusable from now on", epoch, what,
+             comm->rank, peer, comm->timeout_ms);
   else
-    symm_comm_set_async_error(comm, code, "collective #%u (%s kernel) on rank %d failed on the "
-                              "device (peer %u)", epoch, what, comm->rank, peer);
-  /* Clear: code last, so that a kernel recording now is not lost halfway
-   * (it can only win the CAS once code is 0). */
-  e->peer = e->kind = e->epoch = 0;
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  e->code = 0;
+    snprintf(msg, cap, "collective #%u (%s kernel) on rank %d failed on the device (peer %u)",
+             epoch, what, comm->rank, peer);
+}
+
+symm_result_t native_poll_async_error(symm_comm_t *comm) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = st ? st->coll : NULL;
+  if (!co || !co->err) return SYMM_SUCCESS;
+  symm_coll_error_t *e = (symm_coll_error_t *)co->err;
+  /* `more` is taken atomically: a kernel that stores it after this keeps
+   * it for the next poll. */
+  const uint32_t more = __atomic_exchange_n(&e->more, 0u, __ATOMIC_ACQ_REL);
+  const uint32_t raw = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
+  if (!raw && !more) return SYMM_SUCCESS;
+  char msg[320];
+  symm_result_t code = (symm_result_t)(raw ? raw : more);
+  if (raw)
+    native_coll_error_message(comm, code, e->peer, e->kind, e->epoch, msg, sizeof msg);
+  else
+    snprintf(msg, sizeof msg, "a collective on rank %d failed on the device (%s) while an "
+             "earlier error was not yet read; its details were not kept", comm->rank,
+             symm_strerror((symm_result_t)more));
+  if (raw && more) {
+    size_t len = strlen(msg);
+    snprintf(msg + len, sizeof msg - len, "; a later collective failed too (%s)",
+             symm_strerror((symm_result_t)more));
+  }
+  symm_comm_set_async_error(comm, code, "%s", msg);
+  if (raw) {
+    /* Code last: a kernel that sees it 0 writes a whole new record. */
+    e->peer = e->kind = e->epoch = 0;
+    __atomic_store_n(&e->code, 0u, __ATOMIC_RELEASE);
+  }
   return code;
 }
 
