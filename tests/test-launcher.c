@@ -431,6 +431,50 @@ TEST_IMPL(launcher_sighup) {
   return 0;
 }
 
+/* SIGUSR1 (Slurm's --signal=USR1@T checkpoint warning) and SIGUSR2 reach
+ * every rank and do not end the job: ranks that trap them go on and exit 0,
+ * and so does symmem-run.  Left at their default these signals killed the
+ * launcher and, through PR_SET_PDEATHSIG, every rank. */
+TEST_IMPL(launcher_sigusr) {
+  char *dir = make_temp_dir();
+  char script[512], out_path[256], *out = malloc(OUT_CAP);
+  snprintf(script, sizeof script,
+           "trap 'echo usr1 $SYMM_RANK; got1=1' USR1\n"
+           "trap 'echo usr2 $SYMM_RANK; got2=1' USR2\n"
+           "echo $$ > %s/sh.$SYMM_RANK\n"
+           "n=0\n"
+           "while [ -z \"$got1\" ] || [ -z \"$got2\" ]; do\n"
+           "  n=$((n + 1)); [ $n -gt 200 ] && exit 7\n"
+           "  sleep 0.05\n"
+           "done\n"
+           "echo done $SYMM_RANK\n",
+           dir);
+  pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
+  ASSERT_EQ(kill(pid, SIGUSR1), 0);
+  uint64_t deadline = test_now_ms() + 5000;
+  do {
+    usleep(50000);
+    read_file(out_path, out, OUT_CAP);
+  } while ((!strstr(out, "usr1 0") || !strstr(out, "usr1 1")) && test_now_ms() < deadline);
+  int st;
+  ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0); /* the launcher is still there */
+  ASSERT_EQ(kill(pid, SIGUSR2), 0);
+  int rc = wait_exit(pid, 10000);
+  read_file(out_path, out, OUT_CAP);
+  printf("symmem-run -> %d:\n%s\n", rc, out);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "got SIGUSR1; forwarding it");
+  ASSERT_EQ(count_occurrences(out, "usr1 0"), 1);
+  ASSERT_EQ(count_occurrences(out, "usr1 1"), 1);
+  ASSERT_EQ(count_occurrences(out, "usr2 0"), 1);
+  ASSERT_EQ(count_occurrences(out, "usr2 1"), 1);
+  ASSERT_STR_CONTAINS(out, "done 0");
+  ASSERT_STR_CONTAINS(out, "done 1");
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
 /* --port: the store listens where it is told and the ranks are told so; a
  * port already taken is refused with a message that names it. */
 TEST_IMPL(launcher_port) {

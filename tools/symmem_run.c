@@ -99,7 +99,7 @@ typedef struct job {
    * then output is drained until drain_until. */
   bool ended, end_killed, leftovers_done;
   uint64_t end_kill_at, end_giveup_at, drain_until;
-  int signals_seen;    /* forwarded INT/TERM/HUP */
+  int signals_seen;    /* forwarded INT/TERM/HUP (not USR1/USR2/QUIT) */
   char *scratch;       /* one prefixed line, written with one write() */
 } job_t;
 
@@ -114,6 +114,9 @@ static const char *signal_abbrev(int sig) {
   case SIGINT: return "SIGINT";
   case SIGTERM: return "SIGTERM";
   case SIGHUP: return "SIGHUP";
+  case SIGQUIT: return "SIGQUIT";
+  case SIGUSR1: return "SIGUSR1";
+  case SIGUSR2: return "SIGUSR2";
   case SIGKILL: return "SIGKILL";
   default: return "signal";
   }
@@ -168,7 +171,8 @@ static void print_usage(FILE *out) {
           "If a rank exits non-zero or is killed, the other ranks get SIGTERM (SIGKILL\n"
           "%d s later) and symmem-run exits with that rank's status (128+signal for a\n"
           "signal).  SIGINT/SIGTERM/SIGHUP are forwarded to the ranks; a second one\n"
-          "kills them.\n",
+          "kills them.  SIGUSR1/SIGUSR2/SIGQUIT are forwarded to the ranks each time\n"
+          "they come, and the job goes on (Slurm's --signal=USR1@T, checkpoints).\n",
           RUN_MAX_RANKS, RUN_KILL_GRACE_MS / 1000);
 }
 
@@ -251,7 +255,10 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
-static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+/* Left at their default, USR1/USR2/QUIT would kill the launcher and, through
+ * PR_SET_PDEATHSIG, every rank without a word. */
+static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+                                     SIGUSR1, SIGUSR2, SIGCHLD};
 
 static int install_signal_handlers(void) {
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
@@ -475,8 +482,18 @@ static void kill_all(job_t *job) {
   signal_all(job, SIGKILL);
 }
 
+/* USR1/USR2/QUIT are messages to the program (a checkpoint warning, a
+ * request for a stack dump), not a request to end the job: each one is
+ * passed on once, and whatever the ranks do about it decides the rest. */
+static bool is_passed_through(int sig) {
+  return sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGQUIT;
+}
+
 static void on_forwarded_signal(job_t *job, int sig) {
-  if (++job->signals_seen == 1) {
+  if (is_passed_through(sig)) {
+    fprintf(stderr, "symmem-run: got %s; forwarding it to the ranks\n", signal_abbrev(sig));
+    signal_all(job, sig);
+  } else if (++job->signals_seen == 1) {
     fprintf(stderr,
             "symmem-run: got %s; forwarding it to the ranks (send it again to kill them)\n",
             signal_abbrev(sig));
