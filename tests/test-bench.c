@@ -349,3 +349,37 @@ TEST_IMPL(bench_plot) {
   free(out);
   return 0;
 }
+
+/* gnuplot that cannot write the plot draws the PNG to its stdout: it must
+ * not land in the bench's machine-readable output.  Only stdout is read. */
+TEST_IMPL(bench_plot_unwritable) {
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, "command -v gnuplot");
+  if (rc != 0) {
+    free(out);
+    printf("SKIP: gnuplot is not installed\n");
+    return TEST_SKIP;
+  }
+  rc = run_fmt(out, "(env SYMM_BACKEND=host %s -n 2 -- %s -b 8 -e 4K -f 8 -n 2 -w 1 --csv "
+               "--plot /nonexistent/symm-dir/x.png 2>/dev/null)",
+               test_tool_path("symmem-run"), test_tool_path("symmem-bench"));
+  ASSERT_EQ(rc, 1);
+  ASSERT(strstr(out, "PNG") == NULL);
+  const char *header = "collective,backend,ranks,inplace,size_bytes,count,type,op,"
+                       "time_us,algbw_gbps,busbw_gbps,wrong,nccl_time_us,ratio,algo\n";
+  ASSERT_EQ(strncmp(out, header, strlen(header)), 0);
+  int rows = 0;
+  for (const char *line = out + strlen(header); *line; rows++) {
+    const char *end = strchr(line, '\n');
+    if (!end) TEST_FAIL_("unterminated line after the CSV: %.60s", line);
+    if (strncmp(line, "all_reduce,host,2,", 18) != 0)
+      TEST_FAIL_("not a CSV row: %.60s", line);
+    int commas = 0;
+    for (const char *p = line; p < end; p++) commas += *p == ',';
+    ASSERT_EQ(commas, 14);
+    line = end + 1;
+  }
+  ASSERT_EQ(rows, 4);
+  free(out);
+  return 0;
+}

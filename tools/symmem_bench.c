@@ -1068,7 +1068,9 @@ static int plot(const bench_t *b) {
       fprintf(f, "NaN NaN\n");
   }
   fclose(f);
-  FILE *gp = popen("gnuplot", "w");
+  /* gnuplot draws to its stdout when it cannot open the output file, and
+   * its stdout is ours: the table, CSV or JSON a script is reading. */
+  FILE *gp = popen("exec gnuplot >/dev/null", "w");
   if (!gp) {
     fprintf(stderr, "symmem-bench: --plot: cannot start gnuplot: %s\n", strerror(errno));
     unlink(data);
