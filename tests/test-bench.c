@@ -383,3 +383,35 @@ TEST_IMPL(bench_plot_unwritable) {
   free(out);
   return 0;
 }
+
+/* Without --algo, SYMM_ALLREDUCE_ALGO decides, and the header and the algo
+ * column say what ran (the bench used to force auto over it); --algo
+ * overrides the variable. */
+TEST_IMPL(bench_algo_env) {
+  char *out = malloc(OUT_CAP);
+  table_row_t rows[MAX_ROWS];
+  struct stat st;
+  if (stat(test_tool_path("symmem-bench"), &st) != 0)
+    TEST_FAIL_("%s is not built", test_tool_path("symmem-bench"));
+  static const char *const cases[][3] = {
+      /* extra args, header's algo, every row's algo (host: 8 B to 4 KiB) */
+      {"", "algo: two_shot ", "two_shot"},
+      {"--algo one_shot", "algo: one_shot ", "one_shot"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int rc = run_fmt(out, "env SYMM_BACKEND=host SYMM_ALLREDUCE_ALGO=two_shot %s -n 2 -- %s "
+                     "-b 8 -e 4K -f 8 -n 2 -w 1 %s",
+                     test_tool_path("symmem-run"), test_tool_path("symmem-bench"), cases[c][0]);
+    ASSERT_EQ(rc, 0);
+    ASSERT_STR_CONTAINS(out, cases[c][1]);
+    int n = parse_table(out, rows, MAX_ROWS);
+    ASSERT_EQ(n, 4);
+    for (int i = 0; i < n; i++) {
+      if (strcmp(rows[i].algo, cases[c][2]) != 0)
+        TEST_FAIL_("%zu B: algo %s, want %s", rows[i].bytes, rows[i].algo, cases[c][2]);
+      ASSERT(strcmp(rows[i].wrong, "0") == 0);
+    }
+  }
+  free(out);
+  return 0;
+}

@@ -75,7 +75,8 @@ typedef struct bench_options {
   bench_coll_t coll;
   symm_redop_t op;
   symm_dtype_t dtype;
-  symm_algo_t algo;
+  symm_algo_t algo;       /* --algo, else SYMM_ALLREDUCE_ALGO's */
+  bool algo_given;        /* --algo was given: it overrides SYMM_ALLREDUCE_ALGO */
   int inplace;
   int root;
   bool graph;
@@ -105,8 +106,8 @@ static void print_usage(FILE *out) {
           "      --op OP              sum (default), min, max (reductions only)\n"
           "      --dtype T            f32 (default), bf16, f16, i32; any symmem dtype\n"
           "                           for all_gather, broadcast, all_to_all\n"
-          "      --algo A             all-reduce algorithm: auto (default), one_shot,\n"
-          "                           two_shot, ll, ll128\n"
+          "      --algo A             all-reduce algorithm: auto, one_shot, two_shot, ll,\n"
+          "                           ll128 (default: SYMM_ALLREDUCE_ALGO, else auto)\n"
           "      --inplace 0|1        1 (default): buffers inside a symmetric tensor,\n"
           "                           in place; 0: ordinary memory, out of place\n"
           "      --root R             broadcast root (default 0)\n"
@@ -230,6 +231,7 @@ static int parse_options(int argc, char **argv, bench_options_t *opt) {
     case OPT_ALGO:
       if (symm_algo_from_name(optarg, &opt->algo) != SYMM_SUCCESS)
         return usage_error("%s", symm_last_error());
+      opt->algo_given = true;
       break;
     case OPT_INPLACE:
       if (!tool_parse_int(optarg, 0, 1, &opt->inplace))
@@ -1335,7 +1337,12 @@ int main(int argc, char **argv) {
     return rc;
   }
   setup_device(&b);
-  if (b.opt.coll == BENCH_ALL_REDUCE) BENCH_CHECK(symm_comm_set_allreduce_algo(b.comm, b.opt.algo));
+  /* Without --algo the communicator keeps what SYMM_ALLREDUCE_ALGO chose
+   * (symm_comm_init checked the name), and the header says so. */
+  if (b.opt.coll == BENCH_ALL_REDUCE && b.opt.algo_given)
+    BENCH_CHECK(symm_comm_set_allreduce_algo(b.comm, b.opt.algo));
+  else if (!b.opt.algo_given)
+    BENCH_CHECK(symm_algo_from_name(symm_setting_str("SYMM_ALLREDUCE_ALGO"), &b.opt.algo));
   size_t sizes[BENCH_MAX_SIZES];
   int n_sizes = sweep_sizes(&b, sizes);
   gather_devices(&b);
