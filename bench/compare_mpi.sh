@@ -41,7 +41,11 @@ for tool in symmem-run symmem-bench; do
 done
 
 tmp=$(mktemp -d /tmp/symm-compare-mpi.XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+# A trap on INT/TERM alone would run and then let the script go on without
+# its temporary files; exiting runs the EXIT trap.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c" || exit 1
 
 # Open MPI refuses root unless told, and counts hardware threads strictly.

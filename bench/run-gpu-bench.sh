@@ -26,7 +26,11 @@ if [ "${ngpu:-0}" -lt 2 ]; then
 fi
 status=0
 sweeps=$(mktemp /tmp/symm-bench-sweeps.XXXXXX) || exit 1
-trap 'rm -f "$sweeps" "$sweeps.out"' EXIT INT TERM
+trap 'rm -f "$sweeps" "$sweeps.out"' EXIT
+# A trap on INT/TERM alone would run and then let the script go on without
+# its temporary files; exiting runs the EXIT trap.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 echo "## peer bandwidth: $BUILD/tools/symmem-run -n 2 -- $BUILD/bench/bench_peer_bw"
 "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_peer_bw" || status=1
 echo

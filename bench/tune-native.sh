@@ -27,7 +27,11 @@ MIN=${TUNE_MIN:-4K}
 MAX=${TUNE_MAX:-64M}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 tmp=$(mktemp -d /tmp/symm-tune.XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+# A trap on INT/TERM alone would run and then let the script go on without
+# its temporary files; exiting runs the EXIT trap.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 status=0
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 ARCH=${TUNE_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |

@@ -7,7 +7,11 @@
 set -u
 SRC=${1:?source dir}
 tmp=$(mktemp -d /tmp/symm-tune-test.XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+# A trap on INT/TERM alone would run and then let the script go on without
+# its temporary files; exiting runs the EXIT trap.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail() { echo "check-tune-native: FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
 
 mkdir -p "$tmp/build/tools"
@@ -25,6 +29,12 @@ cat >"$tmp/build/tools/symmem-bench" <<'STUB'
 t=1.0
 [ "${SYMM_NATIVE_PDL:-1}" = 0 ] && t=2.0
 [ -n "${SYMM_COLL_MAX_BLOCKS:-}" ] && t=3.$SYMM_COLL_MAX_BLOCKS
+# STUB_TERM_LOG: record the script's temporary folder (where our stdout
+# goes), then SIGTERM the script (our parent), as Ctrl-C or a job's end would.
+if [ -n "${STUB_TERM_LOG:-}" ]; then
+  dirname "$(readlink /proc/$$/fd/1)" >"$STUB_TERM_LOG"
+  kill -TERM "$PPID"
+fi
 if [ -n "${SYMM_COLL_KERNELS:-}" ]; then
   [ -f "$SYMM_COLL_KERNELS" ] || { echo "no kernel file $SYMM_COLL_KERNELS" >&2; exit 1; }
   t=$(cat "$SYMM_COLL_KERNELS")
@@ -77,4 +87,15 @@ rc=$?
 if [ $rc -ne 2 ] || ! grep -q "nothing to run" "$tmp/out"; then
   fail "empty TUNE_ALGOS: exit $rc"
 fi
+# SIGTERM ends the script (143) with its temporary folder removed, instead
+# of the cleanup running and the sweep going on without the folder.
+STUB_TERM_LOG="$tmp/term.log" TUNE_ALGOS="ll one_shot" TUNE_BLOCKS=8 \
+  sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+[ $rc -eq 143 ] || fail "SIGTERM: exit $rc, not 143"
+script_tmp=$(cat "$tmp/term.log")
+case $script_tmp in /tmp/symm-tune.*) ;; *) fail "SIGTERM: temporary folder '$script_tmp'" ;; esac
+[ ! -e "$script_tmp" ] || fail "SIGTERM: $script_tmp left behind"
+! grep -q "^## \|failed" "$tmp/out" || fail "SIGTERM: the sweep went on"
 echo "check-tune-native: passed"
