@@ -2,13 +2,19 @@
 # `cmake --install` into a scratch prefix, then build a program against the
 # installed library twice: through pkg-config and through the CMake package.
 set -e
-build="$1"; src="$2"
+# LIBDIR: CMAKE_INSTALL_LIBDIR of the build (lib, lib64, lib/x86_64-linux-gnu
+# for PREFIX=/usr on Debian ...); without it, wherever libsymmem.so landed.
+build="$1"; src="$2"; libdir_rel="${3:-}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 for f in include/symmem.h include/symmem_device.cuh bin/symmem-run bin/symmem-info bin/symmem-bench; do
   [ -e "$tmp/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
-libdir=$(ls -d "$tmp"/prefix/lib* | head -n1)
+case $libdir_rel in
+  "") libdir=$(dirname "$(find "$tmp/prefix" -name libsymmem.so | head -n 1)") ;;
+  /*) libdir=$libdir_rel ;; # an absolute CMAKE_INSTALL_LIBDIR ignores --prefix
+  *) libdir="$tmp/prefix/$libdir_rel" ;;
+esac
 [ -e "$libdir/libsymmem.so" ] && [ -e "$libdir/libsymmem.a" ] || { echo "FAIL: libraries"; exit 1; }
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists symmem || { echo "FAIL: pkg-config"; exit 1; }
 cc -std=c11 -o "$tmp/ex" "$src/examples/neighbor_exchange.c" \
