@@ -11,8 +11,11 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+# DESIGN.md's GPU safety rule: no multicast / NVLS anywhere, before torch
+# loads, whatever the environment says (an inherited NCCL_NVLS_ENABLE=1 too).
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 
 import torch
 import torch.distributed as dist
