@@ -8,12 +8,12 @@
  *       [--inplace 0|1] [--root R] [--graph] [--csv|--json] [--plot FILE.png]
  *
  * Every rank runs the same sweep; rank 0 prints.  Per size: `warmup` calls,
- * then `iters` calls back to back; the time is the mean per call of the
- * slowest rank (each rank posts its own mean in the job's store, rank 0
- * takes the maximum, so no collective of ours is needed to report).  With
- * -c 1 the buffers are then filled with deterministic per-rank data, one
- * more call runs, and every received value is compared with a reference
- * computed here; mismatches are the #wrong column.
+ * a barrier, then `iters` calls back to back; the time is the mean per call
+ * of the slowest rank (each rank posts its own mean in the job's store,
+ * rank 0 takes the maximum, so no collective of ours is needed to report).
+ * With -c 1 the buffers are then filled with deterministic per-rank data,
+ * one more call runs, and every received value is compared with a
+ * reference computed here; mismatches are the #wrong column.
  *
  * On GPU backends (CUDA builds) the calls go on one stream and are timed
  * with CUDA events, eagerly or (--graph) captured in one CUDA graph; when
@@ -707,6 +707,12 @@ static void call_symm(bench_t *b, const layout_t *l) {
               symm_dtype_name(b->opt.dtype), symm_strerror(r), symm_last_error());
 }
 
+/* Called with this rank's queue empty, just before its clock starts: ranks
+ * reach a size's timed loop at different moments (rank 0 was printing the
+ * previous row), and the first calls of an early rank would time the wait
+ * for the late one.  Outside the timed region, as in nccl-tests. */
+static void start_together(bench_t *b) { BENCH_CHECK(symm_comm_barrier(b->comm)); }
+
 #ifdef SYMM_HAVE_CUDA
 /* NCCL's data type for the bench's dtype; movement of a dtype NCCL lacks
  * goes as bytes.  Sets *scale to the elements per bench element. */
@@ -781,6 +787,7 @@ static double gpu_time_us(bench_t *b, const layout_t *l, bool nccl) {
     BENCH_CUDA_CHECK(cudaGraphLaunch(exec, s)); /* first replay uploads the graph */
     bench_sync(b);
   }
+  start_together(b);
   BENCH_CUDA_CHECK(cudaEventRecord(start, s));
   if (exec) {
     BENCH_CUDA_CHECK(cudaGraphLaunch(exec, s));
@@ -801,6 +808,7 @@ static double gpu_time_us(bench_t *b, const layout_t *l, bool nccl) {
 
 static double host_time_us(bench_t *b, const layout_t *l) {
   for (int i = 0; i < b->opt.warmup; i++) call_symm(b, l);
+  start_together(b);
   double t0 = now_us();
   for (int i = 0; i < b->opt.iters; i++) call_symm(b, l);
   return (now_us() - t0) / b->opt.iters;
