@@ -1163,6 +1163,30 @@ static bool nccl_usable_here(bench_t *b) {
 }
 #endif
 
+#ifdef SYMM_HAVE_CUDA
+/* The first byte of the store key bench/nccl/id: what the rest holds. */
+#define BENCH_NCCL_TAG_ID 'I'      /* NCCL's unique id: NCCL is timed */
+#define BENCH_NCCL_TAG_REFUSED 'R' /* why it is not (without its NUL) */
+
+/* Rank 0: tells every rank the unique id, or (why != NULL) why NCCL is not
+ * timed. */
+static void post_nccl_verdict(bench_t *b, const char *why, const bench_nccl_id_t *id) {
+  char msg[1 + (sizeof b->nccl.why > sizeof *id ? sizeof b->nccl.why : sizeof *id)];
+  size_t len;
+  if (why) {
+    msg[0] = BENCH_NCCL_TAG_REFUSED;
+    len = strlen(why);
+    if (len > sizeof msg - 1) len = sizeof msg - 1;
+    memcpy(msg + 1, why, len);
+  } else {
+    msg[0] = BENCH_NCCL_TAG_ID;
+    len = sizeof *id;
+    memcpy(msg + 1, id, len);
+  }
+  BENCH_CHECK(symm_store_set(b->store, "bench/nccl/id", msg, 1 + len));
+}
+#endif
+
 /* Decides with every rank whether NCCL is timed (a communicator is
  * collective, so either all ranks make one or none does) and makes it. */
 static void nccl_setup(bench_t *b) {
@@ -1192,16 +1216,21 @@ static void nccl_setup(bench_t *b) {
     }
     int rc = why[0] ? 0 : n->get_unique_id(&id);
     if (rc != 0) snprintf(why, sizeof why, "ncclGetUniqueId: %s", n->get_error_string(rc));
-    if (why[0]) BENCH_CHECK(symm_store_set(b->store, "bench/nccl/id", why, strlen(why) + 1));
-    else BENCH_CHECK(symm_store_set(b->store, "bench/nccl/id", &id, sizeof id));
+    post_nccl_verdict(b, why[0] ? why : NULL, &id);
   }
-  char reply[sizeof n->why + sizeof id];
+  /* A tag byte, then the id or the reason: told apart by length alone, a
+   * reason of 127 characters (and its NUL) would pass for an id. */
+  char reply[1 + (sizeof n->why > sizeof id ? sizeof n->why : sizeof id)];
   BENCH_CHECK(symm_store_get(b->store, "bench/nccl/id", reply, sizeof reply, &len, -1));
-  if (len != sizeof id) {
-    snprintf(n->why, sizeof n->why, "%.*s", (int)len, reply);
+  if (len == 1 + sizeof id && reply[0] == BENCH_NCCL_TAG_ID) {
+    memcpy(&id, reply + 1, sizeof id);
+  } else if (len >= 1 && reply[0] == BENCH_NCCL_TAG_REFUSED) {
+    snprintf(n->why, sizeof n->why, "%.*s", (int)(len - 1), reply + 1);
     return;
+  } else {
+    bench_die("store key bench/nccl/id holds %zu bytes that are neither an NCCL id nor a "
+              "reason", len);
   }
-  memcpy(&id, reply, sizeof id);
   int rc = n->comm_init_rank(&n->comm, b->size, id, b->rank);
   if (rc != 0) bench_die("ncclCommInitRank: %s", n->get_error_string(rc));
   n->used = true;
