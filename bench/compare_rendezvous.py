@@ -3,6 +3,12 @@ same sizes in one command and prints both with the ratio (ours / PyTorch;
 below 1 means symmem is faster).
 
   python3 bench/compare_rendezvous.py --build build [--ranks 2] [--sizes 1M,64M,1G]
+      [--dry-run [ok|fail-torch|fail-symmem]]
+
+A side that fails is reported (exit status 1) after the table of what the
+other side measured, which is still printed.  --dry-run feeds canned outputs
+instead of running anything (tests the parsing and the table; fail-* makes
+one side fail).
 """
 import argparse
 import os
@@ -10,23 +16,87 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Columns after size_bytes.
+SYMM_COLS = ("init_ms", "first_ms", "cold_ms", "pool_us")
+TORCH_COLS = ("first_ms", "cold_ms")
 
 
-def run(cmd, env):
-    print("$ " + " ".join(cmd), flush=True)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        sys.stderr.write(out.stdout + out.stderr)
-        raise SystemExit(f"command failed with {out.returncode}")
+class Failed(Exception):
+    pass
+
+
+def parse_size(text):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(text[:-1]) * mult[text[-1].upper()]) if text[-1].upper() in mult else int(text)
+
+
+def run(cmd, env, dry):
+    """stdout of cmd; raises Failed with what went wrong."""
+    print("$ " + " ".join(cmd) + ("   (dry run: canned output)" if dry is not None else ""),
+          flush=True)
+    if dry is not None:
+        out, err, rc = dry
+    else:
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        except FileNotFoundError as exc:
+            raise Failed(f"cannot start {cmd[0]}: {exc}") from None
+        except subprocess.TimeoutExpired:
+            raise Failed("timed out after 600 s") from None
+        out, err, rc = p.stdout, p.stderr, p.returncode
+    if rc != 0:
+        tail = "\n".join((out + err).strip().splitlines()[-20:])
+        raise Failed(f"exit status {rc}; last output:\n{tail}")
+    return out
+
+
+def parse_rows(text, names, who):
+    """{size_bytes: {column: value}} of the rows; '#' lines are echoed."""
     rows = {}
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         if line.startswith("#"):
             print(line)
             continue
         cols = line.split()
-        if cols and cols[0].isdigit():
-            rows[int(cols[0])] = [float(c) for c in cols[1:]]
+        if not cols or not cols[0].isdigit():
+            continue
+        if len(cols) != 1 + len(names):
+            raise Failed(f"{who} row with {len(cols)} columns: {line!r}")
+        try:
+            rows[int(cols[0])] = dict(zip(names, (float(c) for c in cols[1:])))
+        except ValueError:
+            raise Failed(f"{who} row that does not parse: {line!r}") from None
+    if not rows:
+        raise Failed(f"no rows in {who}'s output")
     return rows
+
+
+def canned(kind, sizes, fail):
+    """Plausible outputs for --dry-run."""
+    if kind == "symmem":
+        if fail == "fail-symmem":
+            return ("", "symm_tensor_rendezvous: SYMM_ERR_TIMEOUT\n"
+                    "symmem-run: rank 1 exited with status 1\n", 1)
+        out = ["# symmem alloc+rendezvous: backend native, 2 ranks, 10 iterations, slowest rank,"
+               " median"]
+        out += [f"  {n:12d} {180.0:10.2f} {2.10:10.2f} {0.4 + n / 2e9:10.3f} {35.0:10.1f}"
+                for n in sizes]
+        return ("\n".join(out) + "\n", "", 0)
+    if fail == "fail-torch":
+        return ("", "Traceback (most recent call last):\n  File \"<string>\", line 1\n"
+                "ModuleNotFoundError: No module named 'torch'\n", 1)
+    out = ["# torch 2.11.0+cu128 symm_mem.empty+rendezvous, 2 ranks, 10 iterations, slowest rank,"
+           " median"]
+    out += [f"  {n:12d} {95.0:10.2f} {1.2 + n / 1e9:10.3f}" for n in sizes]
+    return ("\n".join(out) + "\n", "W0101 torchrun: some warning on stderr\n", 0)
+
+
+def fmt(value, width, prec):
+    return f"{value:{width}.{prec}f}" if value is not None else f"{'-':>{width}}"
+
+
+def ms(value):
+    return f"{value:.2f} ms" if value is not None else "-"
 
 
 def main():
@@ -35,28 +105,54 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--sizes", default="1M,64M,1G")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--dry-run", nargs="?", const="ok", default=None,
+                    choices=("ok", "fail-torch", "fail-symmem"))
     args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1")
-    ours = run([os.path.join(args.build, "tools", "symmem-run"), "-n", str(args.ranks), "--",
-                os.path.join(args.build, "bench", "bench_rendezvous"), "--sizes", args.sizes,
-                "--iters", str(args.iters)], env)
-    theirs = run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
-                  str(args.ranks), os.path.join(HERE, "torch_rendezvous.py"), "--sizes",
-                  args.sizes, "--iters", str(args.iters)], env)
-    # ours: init_ms first_ms cold_ms pool_us; theirs: first_ms cold_ms
-    print(f"\n{'size':>12} {'symmem cold ms':>15} {'torch cold ms':>14} {'ratio':>7} "
-          f"{'symmem pool us':>15}")
-    for size in sorted(ours):
-        o = ours[size]
-        t = theirs.get(size)
-        ratio = f"{o[2] / t[1]:7.2f}" if t else "      -"
-        print(f"{size:12d} {o[2]:15.3f} {t[1] if t else float('nan'):14.3f} {ratio} {o[3]:15.1f}")
-    o = ours[min(ours)]
-    t = theirs.get(min(ours))
-    print(f"\nfirst alloc+rendezvous after init (1 MiB): symmem {o[1]:.2f} ms, torch "
-          f"{t[0] if t else float('nan'):.2f} ms (ratio {o[1] / t[0] if t else float('nan'):.3f}); "
-          f"symm_comm_init {o[0]:.2f} ms")
+
+    def dry(kind):
+        return None if args.dry_run is None else canned(kind, sizes, args.dry_run)
+
+    failures = []
+    ours, theirs = {}, {}
+    cmd = [os.path.join(args.build, "tools", "symmem-run"), "-n", str(args.ranks), "--",
+           os.path.join(args.build, "bench", "bench_rendezvous"), "--sizes", args.sizes,
+           "--iters", str(args.iters)]
+    try:
+        ours = parse_rows(run(cmd, env, dry("symmem")), SYMM_COLS, "bench_rendezvous")
+    except Failed as exc:
+        failures.append(f"bench_rendezvous: {exc}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
+           os.path.join(HERE, "torch_rendezvous.py"), "--sizes", args.sizes,
+           "--iters", str(args.iters)]
+    try:
+        theirs = parse_rows(run(cmd, env, dry("torch")), TORCH_COLS, "torch_rendezvous.py")
+    except Failed as exc:
+        failures.append(f"torch_rendezvous.py: {exc}")
+
+    if ours or theirs:
+        print(f"\n{'size':>12} {'symmem cold ms':>15} {'torch cold ms':>14} {'ratio':>7} "
+              f"{'symmem pool us':>15}")
+        for size in sorted(set(ours) | set(theirs)):
+            o, t = ours.get(size, {}), theirs.get(size, {})
+            oc, tc = o.get("cold_ms"), t.get("cold_ms")
+            ratio = f"{oc / tc:7.2f}" if oc is not None and tc else f"{'-':>7}"
+            print(f"{size:12d} {fmt(oc, 15, 3)} {fmt(tc, 14, 3)} {ratio} "
+                  f"{fmt(o.get('pool_us'), 15, 1)}")
+        # "first" is one 1 MiB allocation per process, repeated on every row.
+        o = ours[min(ours)] if ours else {}
+        t = theirs[min(theirs)] if theirs else {}
+        of, tf = o.get("first_ms"), t.get("first_ms")
+        ratio = f"{of / tf:.3f}" if of is not None and tf else "-"
+        print(f"\nfirst alloc+rendezvous after init (1 MiB): symmem {ms(of)}, torch {ms(tf)}"
+              f" (ratio {ratio}); symm_comm_init {ms(o.get('init_ms'))}")
+    if failures:
+        print("\ncompare_rendezvous: FAILED:", file=sys.stderr)
+        for f in failures:
+            print("  " + f.replace("\n", "\n    "), file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
