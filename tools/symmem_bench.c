@@ -12,8 +12,9 @@
  * of the slowest rank (each rank posts its own mean in the job's store,
  * rank 0 takes the maximum, so no collective of ours is needed to report).
  * With -c 1 the buffers are then filled with deterministic per-rank data,
- * one more call runs, and every received value is compared with a
- * reference computed here; mismatches are the #wrong column.
+ * one more call runs (with --graph: one replay of a graph capturing it),
+ * and every received value is compared with a reference computed here;
+ * mismatches are the #wrong column.
  *
  * On GPU backends (CUDA builds) the calls go on one stream and are timed
  * with CUDA events, eagerly or (--graph) captured in one CUDA graph; when
@@ -100,7 +101,8 @@ static void print_usage(FILE *out) {
           "  -n, --iters N            timed calls per size (default 20)\n"
           "  -w, --warmup_iters N     untimed calls before them (default 5)\n"
           "  -c, --check 0|1          1: check one call's results against a reference\n"
-          "                           (the #wrong column; default 1)\n"
+          "                           (the #wrong column; default 1); with --graph, one\n"
+          "                           replay of a graph capturing the call\n"
           "      --coll C             all_reduce (default), all_gather, reduce_scatter,\n"
           "                           broadcast, all_to_all\n"
           "      --op OP              sum (default), min, max (reductions only)\n"
@@ -821,6 +823,29 @@ static double time_symm(bench_t *b, const layout_t *l) {
   return host_time_us(b, l);
 }
 
+/* The checked call, made the way the timed ones were: eagerly, or with
+ * --graph one replay of a CUDA graph that captured it (a captured call can
+ * go wrong where an eager one does not). */
+static void call_checked(bench_t *b, const layout_t *l) {
+#ifdef SYMM_HAVE_CUDA
+  if (on_gpu(b) && b->opt.graph) {
+    cudaStream_t s = (cudaStream_t)b->stream;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    BENCH_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    call_symm(b, l);
+    BENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    BENCH_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    BENCH_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    bench_sync(b);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    return;
+  }
+#endif
+  call_symm(b, l);
+}
+
 /* Fills the buffers with known data, runs one call, and counts the
  * received values that differ from the reference.  Barriers keep a rank
  * from rewriting its buffers while peers may still read them. */
@@ -836,7 +861,7 @@ static int64_t check_once(bench_t *b, const layout_t *l) {
     mem_put(b, l->send, b->host_data, l->send_elems * es);
   }
   BENCH_CHECK(symm_comm_barrier(b->comm));
-  call_symm(b, l);
+  call_checked(b, l);
   bench_sync(b);
   mem_get(b, b->host_result, l->recv, l->recv_elems * es);
   if (b->rank == 0)
