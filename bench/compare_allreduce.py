@@ -135,7 +135,9 @@ def ratio(ours, peer):
 
 
 def canned(kind, sizes, dtype, iters, graph, fail):
-    """Plausible outputs (PyTorch figures from issue 4's table) for --dry-run."""
+    """Plausible outputs for --dry-run (PyTorch figures recorded from an earlier
+    2-GPU run; `make bench-gpu`, or this script without --dry-run, measures
+    them anew)."""
     torch_us = {  # one_shot e/g, two_shot e/g, nccl e/g
         4 << 10: (11.0, 6.2, 10.6, 6.1, 44.4, 11.2),
         16 << 10: (11.2, 6.4, 10.1, 6.6, 44.0, 11.8),
