@@ -183,7 +183,7 @@ TEST_IMPL(bench_json) {
   const char *json = strstr(out, "{\"tool\":\"symmem-bench\"");
   ASSERT(json != NULL);
   test_assert_json_shape(json);
-  ASSERT_STR_CONTAINS(json, "\"config\":{\"backend\":\"host\",\"ranks\":2,\"devices\":[-1,-1],"
+  ASSERT_STR_CONTAINS(json, "\"config\":{\"backend\":\"host\",\"ranks\":2,\"devices\":[\"cpu\",\"cpu\"],"
                             "\"collective\":\"all_reduce\",\"dtype\":\"f32\",\"op\":\"sum\"");
   ASSERT_STR_CONTAINS(json, "\"nccl\":{\"used\":false,\"reason\":\"host backend\"}");
   ASSERT_EQ(count_occurrences(json, "{\"size_bytes\":"), 5);

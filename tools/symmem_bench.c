@@ -1017,7 +1017,11 @@ static void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) 
          v / 10000, v / 100 % 100, v % 100);
   json_string(stdout, symm_backend_name(symm_comm_backend(b->comm)));
   printf(",\"ranks\":%d,\"devices\":[", b->size);
-  for (int r = 0; r < b->size; r++) printf("%s%d", r ? "," : "", b->devices[r]);
+  /* As the table says it: a GPU ordinal, or "cpu" for a host-backend rank. */
+  for (int r = 0; r < b->size; r++) {
+    if (b->devices[r] < 0) printf("%s\"cpu\"", r ? "," : "");
+    else printf("%s%d", r ? "," : "", b->devices[r]);
+  }
   printf("],\"collective\":\"%s\",\"dtype\":\"%s\",\"op\":\"%s\",\"algo\":\"%s\","
          "\"inplace\":%d,\"root\":%d,\"iters\":%d,\"warmup\":%d,\"check\":%d,\"graph\":%d},",
          coll_names[o->coll], symm_dtype_name(o->dtype), op_column(b), symm_algo_name(o->algo),
