@@ -698,6 +698,9 @@ TEST_IMPL(launcher_info_env) {
   ASSERT_EQ(rc, 0);
   ASSERT_STR_CONTAINS(out, "SYMM_TIMEOUT_MS (int, default 60000)");
   ASSERT_STR_CONTAINS(out, "current value: 1234");
+  /* An empty default reads as none, like a missing one (not "default )"). */
+  ASSERT_STR_CONTAINS(out, "SYMM_COLL_KERNELS (string, default unset)");
+  ASSERT(strstr(out, "default )") == NULL);
   size_t n = 0;
   const symm_setting_desc_t *table = symm_settings_table(&n);
   ASSERT_GT(n, 0);
@@ -785,6 +788,7 @@ TEST_IMPL(launcher_info_json) {
   ASSERT_STR_CONTAINS(out, "{\"name\":\"SYMM_TIMEOUT_MS\",\"type\":\"int\",\"default\":\"60000\","
                            "\"value\":\"42\"");
   ASSERT_STR_CONTAINS(out, "\"multicast\":{\"allowed\":");
+  ASSERT_STR_CONTAINS(out, "{\"name\":\"SYMM_COLL_KERNELS\",\"type\":\"string\",\"default\":null,");
   free(out);
   return 0;
 }
