@@ -574,6 +574,14 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    Kernels launched without it see nothing new.
  *  - dtypes: f32, bf16, f16 (reduced in f32), i32 for reductions; any dtype
  *    for all-gather, broadcast and all-to-all.  ops: sum, min, max.
+ *  - A call that fails its argument checks on some ranks only still counts
+ *    as that rank's call (it never pairs with its peers' next one) and
+ *    touches no buffer; that rank gets SYMM_ERR_INVALID_ARG.  Host backend:
+ *    it still takes part in the call's agreement (so it returns once its
+ *    peers have arrived, or after the timeout) and its peers get
+ *    SYMM_ERR_MISMATCH naming it.  GPU backends: it does not take part (it
+ *    can launch nothing safely), so its peers' call ends in SYMM_ERR_TIMEOUT
+ *    or SYMM_ERR_MISMATCH.  A NULL comm counts as no call at all.
  *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad
  *    dtype/op/root, dtype not supported for reductions), SYMM_ERR_NO_MEMORY
  *    (the scratch tensor could not grow to the data's size),

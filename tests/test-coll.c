@@ -680,6 +680,55 @@ TEST_IMPL(coll_bad_args) {
   return 0;
 }
 
+/* A call that fails the argument checks on one rank only: that rank gets
+ * SYMM_ERR_INVALID_ARG, its peers SYMM_ERR_MISMATCH naming it, and every
+ * later call pairs with the peers' matching call (the refused call still
+ * uses up its sequence number).  First before the scratch exists, then on
+ * the other rank with it, then where the peer's call would grow it. */
+static int refused_call_rank(int rank, int size, void *arg) {
+  (void)arg;
+  setenv("SYMM_SCRATCH_BYTES", "64K", 1);
+  symm_comm_t *comm = init_comm();
+  float x[3] = {(float)rank, 1, -2};
+  symm_result_t res = symm_all_reduce(comm, x, x, 3, rank == 0 ? (symm_dtype_t)99 : SYMM_DTYPE_F32,
+                                      SYMM_REDUCE_SUM, NULL);
+  if (rank == 0) {
+    ASSERT_EQ(res, SYMM_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(symm_last_error(), "bad dtype 99");
+  } else {
+    ASSERT_EQ(res, SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 0's symm_all_reduce failed its argument checks");
+  }
+  ASSERT_EQ((int)x[0], rank); /* untouched on both */
+  for (int i = 0; i < 3; i++) check_recovers(comm, rank, size);
+
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[16] = {0};
+  res = symm_all_gather(comm, in, out, 8, SYMM_DTYPE_F32, rank == 1 ? (void *)in : NULL);
+  ASSERT_EQ(res, rank == 1 ? SYMM_ERR_INVALID_ARG : SYMM_ERR_MISMATCH);
+  if (rank == 0) ASSERT_STR_CONTAINS(symm_last_error(), "rank 1's symm_all_gather");
+  ASSERT_EQ((int)out[0], 0);
+  check_recovers(comm, rank, size);
+
+  const size_t n = 30000; /* more than half the 64 KiB scratch */
+  float *big = malloc(n * sizeof *big);
+  ASSERT(big);
+  for (size_t i = 0; i < n; i++) big[i] = (float)(i % 7);
+  res = symm_broadcast(comm, big, big, n, SYMM_DTYPE_F32, rank == 0 ? -1 : 1, NULL);
+  ASSERT_EQ(res, rank == 0 ? SYMM_ERR_INVALID_ARG : SYMM_ERR_MISMATCH);
+  check_recovers(comm, rank, size);
+  for (size_t i = 0; i < n; i++) big[i] = rank == 1 ? (float)(i % 7) : -1.0f;
+  ASSERT_OK(symm_broadcast(comm, big, big, n, SYMM_DTYPE_F32, 1, NULL));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ((int)big[i], (int)(i % 7));
+  free(big);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_refused_call) {
+  ASSERT_EQ(test_run_ranks(2, refused_call_rank, NULL), 0);
+  return 0;
+}
+
 /* symm_all_reduce_algo on the host backend: auto's choice by size, a forced
  * algorithm, the host's fallback of the LL protocols, and bad arguments. */
 static int algo_query_rank(int rank, int size, void *arg) {

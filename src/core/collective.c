@@ -78,7 +78,8 @@ symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
 uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   uint64_t fields[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
                         (uint64_t)a->op, (uint64_t)(int64_t)a->root};
-  return symm_hash64(fields, sizeof fields, 0x73796d6dull);
+  uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
+  return h ? h : 1; /* 0 stands for a call refused by its argument checks (host) */
 }
 
 bool symm_dtype_reducible(symm_dtype_t dt) {
@@ -174,8 +175,9 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
   return SYMM_SUCCESS;
 }
 
-static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+/* The core's checks of one call's arguments on this rank; fills in the
+ * byte counts and, for all-reduce, the algorithm. */
+static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   size_t esize = symm_dtype_size(a->dtype);
   if (!esize) return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad dtype %d", fn, (int)a->dtype);
   bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
@@ -198,13 +200,47 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
   }
   if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = choose_allreduce(comm, bytes);
-  SYMM_CHECK(check_collectives(comm, fn));
   if (comm->device < 0 && a->stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
+  return SYMM_SUCCESS;
+}
+
+/* A call that failed check_args with `err` on this rank.  It still uses up
+ * its sequence number, so that this rank's next call pairs with the peers'
+ * next call, not with this one.  Where the backend can (host), the rank also
+ * takes part in this call's agreement with a descriptor no valid call has,
+ * and its peers fail with SYMM_ERR_MISMATCH; GPU backends cannot launch
+ * anything safely for it, and their peers' call ends in a timeout or a
+ * mismatch.  Buffers are never touched; the result is `err` whatever the
+ * agreement gave. */
+static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result_t err,
+                             const char *fn) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  a->seq = ++comm->coll_seq;
+  a->send_bytes = a->recv_bytes = 0;
+  SYMM_TRACE(COLL, "%s #%llu: refused here (%s)", fn, (unsigned long long)a->seq, saved);
+  if (SYMM_OPS_HAS(comm->ops, 7, abstain)) {
+    symm_result_t res = comm->ops->abstain(comm, a);
+    if (res != SYMM_SUCCESS)
+      SYMM_INFO(COLL, "%s #%llu: telling the peers failed: %s", fn, (unsigned long long)a->seq,
+                symm_last_error());
+  }
+  return symm_error(err, "%s", saved);
+}
+
+static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  symm_result_t res = check_args(comm, a, fn);
+  /* Without collectives no rank counts calls: nothing to keep in step. */
+  if (res != SYMM_SUCCESS)
+    return SYMM_OPS_HAS(comm->ops, 3, collective) ? abstain(comm, a, res, fn) : res;
+  SYMM_CHECK(check_collectives(comm, fn));
   /* The backend sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
   a->seq = ++comm->coll_seq;
+  bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), reduces ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));

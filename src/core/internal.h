@@ -279,6 +279,15 @@ typedef struct symm_backend_ops {
    * SYMM_ERR_INVALID_ARG when that overflows. */
   symm_result_t (*scratch_bytes)(struct symm_comm *comm, size_t max_bytes, size_t *bytes);
   /* members above: version 6 */
+  /* Optional: takes part in collective args->seq for a rank whose call
+   * failed the core's argument checks (args->kind, count, seq are set; other
+   * fields may be invalid, send_bytes and recv_bytes are 0), with a
+   * descriptor no valid call has, so that the peers fail with
+   * SYMM_ERR_MISMATCH instead of pairing their call with this rank's next
+   * one.  Touches no buffer of the call.  NULL: the rank only skips the
+   * sequence number (GPU backends, which cannot launch safely for it). */
+  symm_result_t (*abstain)(struct symm_comm *comm, const struct symm_coll_args *args);
+  /* members above: version 7 */
 } symm_backend_ops_t;
 
 /* Whether the backend's table has optional member `member`, which tables

@@ -39,6 +39,7 @@ symm_result_t host_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor
 /* Collectives (host_coll.c): ops->collective.  Synchronous; the protocol is
  * described at the top of host_coll.c. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_algo_t host_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
 symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
 /* out[i] = in[0][i] op in[1][i] op ... in[nin-1][i] for i < count, in that

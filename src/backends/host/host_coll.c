@@ -44,6 +44,7 @@
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
  * barrier and a copy beat two barriers. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,11 @@ typedef struct {
 typedef struct {
   uint64_t count;
   int32_t kind, dtype, op, root;
+  int32_t refused; /* the call failed its argument checks on this rank */
 } coll_detail_t;
+
+/* The signature a refused call publishes: symm_coll_signature is never 0. */
+#define SIG_REFUSED 0
 
 /* What a rank publishes for the calls of one parity, in one cache line:
  * a peer's first miss on it brings the flag, the signature and, for small
@@ -191,7 +196,7 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   coll_pad_t *p = c->pads[c->me];
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
-                                    (int32_t)a->op, (int32_t)a->root};
+                                    (int32_t)a->op, (int32_t)a->root, c->sig == SIG_REFUSED};
   signal_phase(c, PHASE_ARRIVED);
 }
 
@@ -212,6 +217,12 @@ static void describe(const coll_detail_t *d, char *out, size_t cap) {
 /* Every rank compares the same table against rank 0, so every rank reaches
  * the same verdict and the same message. */
 static symm_result_t check_match(const coll_t *c) {
+  for (int r = 0; r < c->w; r++) {
+    if (c->pads[r]->slot[c->h].brief.sig != SIG_REFUSED) continue;
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
+                      "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
+                      (unsigned long long)c->seq, r, kind_name(c->pads[r]->detail[c->h].kind));
+  }
   uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
   for (int r = 1; r < c->w; r++) {
     if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
@@ -539,11 +550,25 @@ static symm_result_t run_sliced(coll_t *c) {
   return SYMM_SUCCESS;
 }
 
-symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
-  bool reduces = args->kind == SYMM_COLL_ALL_REDUCE || args->kind == SYMM_COLL_REDUCE_SCATTER;
-  if (reduces && !host_reducible(args->dtype, args->op))
-    return symm_error(SYMM_ERR_INVALID_ARG, "host backend: cannot reduce %s with %s",
-                      symm_dtype_name(args->dtype), symm_redop_name(args->op));
+/* This rank's side of a call that failed its argument checks (in the core,
+ * or host_reducible): it arrives with SIG_REFUSED and leaves once every rank
+ * has arrived, so that the peers see a mismatch naming it.  The peers' first
+ * call makes the scratch (collectively), so a rank without one makes it as
+ * a call of nothing would: the same size unless the peers' call needs more
+ * than SYMM_SCRATCH_BYTES, where the rendezvous itself reports the
+ * mismatch.  No buffer of the call is touched. */
+static symm_result_t refuse(coll_t *c) {
+  symm_tensor_t *s = c->comm->scratch;
+  c->sig = SIG_REFUSED;
+  if (!s) SYMM_CHECK(symm_comm_scratch(c->comm, 1, &s));
+  SYMM_CHECK(attach(c, s));
+  publish(c, 0, 0);
+  return wait_phase(c, PHASE_ARRIVED, "arrive");
+}
+
+/* Runs body on a frame for one call of comm. */
+static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
+                                symm_result_t (*body)(coll_t *)) {
   coll_pad_t *pads_stack[STACK_RANKS];
   const char *src_stack[STACK_RANKS];
   coll_t c = {comm, args, args, 0, comm->size, comm->rank, (int)(args->seq & 1), args->seq,
@@ -557,10 +582,28 @@ symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
       return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
     }
   }
-  symm_result_t res = run_sliced(&c);
+  symm_result_t res = body(&c);
   if (c.pads != pads_stack) {
     free(c.pads);
     free((void *)c.src);
   }
   return res;
+}
+
+symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
+  return with_frame(comm, args, refuse);
+}
+
+symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
+  bool reduces = args->kind == SYMM_COLL_ALL_REDUCE || args->kind == SYMM_COLL_REDUCE_SCATTER;
+  if (reduces && !host_reducible(args->dtype, args->op)) {
+    symm_result_t err = symm_error(SYMM_ERR_INVALID_ARG, "host backend: cannot reduce %s with %s",
+                                   symm_dtype_name(args->dtype), symm_redop_name(args->op));
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
+    if (with_frame(comm, args, refuse) != SYMM_SUCCESS)
+      SYMM_INFO(COLL, "host backend: telling the peers failed: %s", symm_last_error());
+    return symm_error(err, "%s", saved);
+  }
+  return with_frame(comm, args, run_sliced);
 }

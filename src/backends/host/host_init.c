@@ -51,7 +51,7 @@ static void host_fini(symm_comm_t *comm) {
 static size_t host_granularity(symm_comm_t *comm) { return host_state(comm)->page; }
 
 const symm_backend_ops_t symm_host_ops = {
-    .version = 6,
+    .version = 7,
     .name = "host",
     .id = SYMM_BACKEND_HOST,
     .probe = host_probe,
@@ -69,4 +69,5 @@ const symm_backend_ops_t symm_host_ops = {
     .signal = host_signal,
     .allreduce_algo = host_allreduce_algo,
     .scratch_bytes = host_scratch_bytes,
+    .abstain = host_abstain,
 };
