@@ -729,6 +729,45 @@ TEST_IMPL(coll_refused_call) {
   return 0;
 }
 
+/* Ranks that set different all-reduce algorithms make different calls:
+ * SYMM_ERR_MISMATCH on both, whatever the size; the same algorithm (LL
+ * runs as one-shot on the host, so it matches one-shot) works. */
+static int algo_mismatch_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  const size_t counts[] = {5, 4099, 100000};
+  float *buf = malloc(100000 * sizeof *buf);
+  ASSERT(buf);
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, rank == 0 ? SYMM_ALGO_ONE_SHOT
+                                                           : SYMM_ALGO_TWO_SHOT));
+    for (size_t i = 0; i < counts[k]; i++) buf[i] = (float)rank;
+    ASSERT_RES(symm_all_reduce(comm, buf, buf, counts[k], SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+               SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 runs symm_all_reduce with algorithm two_shot, "
+                        "rank 0 with one_shot");
+    const symm_algo_t same[][2] = {{SYMM_ALGO_TWO_SHOT, SYMM_ALGO_TWO_SHOT},
+                                   {SYMM_ALGO_ONE_SHOT, SYMM_ALGO_LL}};
+    for (int j = 0; j < 2; j++) {
+      ASSERT_OK(symm_comm_set_allreduce_algo(comm, same[j][rank]));
+      for (size_t i = 0; i < counts[k]; i++) buf[i] = (float)(rank + (int)(i % 5));
+      ASSERT_OK(symm_all_reduce(comm, buf, buf, counts[k], SYMM_DTYPE_F32, SYMM_REDUCE_SUM,
+                                NULL));
+      for (size_t i = 0; i < counts[k]; i++) ASSERT_EQ((int)buf[i], 1 + 2 * (int)(i % 5));
+    }
+  }
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+  check_recovers(comm, rank, size);
+  free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_algo_mismatch) {
+  ASSERT_EQ(test_run_ranks(2, algo_mismatch_rank, NULL), 0);
+  return 0;
+}
+
 /* symm_all_reduce_algo on the host backend: auto's choice by size, a forced
  * algorithm, the host's fallback of the LL protocols, and bad arguments. */
 static int algo_query_rank(int rank, int size, void *arg) {

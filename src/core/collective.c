@@ -76,8 +76,11 @@ symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
 }
 
 uint64_t symm_coll_signature(const symm_coll_args_t *a) {
-  uint64_t fields[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
-                        (uint64_t)a->op, (uint64_t)(int64_t)a->root};
+  /* Ranks that run different all-reduce algorithms would pair up different
+   * buffers and phases: the algorithm is part of the call. */
+  uint64_t algo = a->kind == SYMM_COLL_ALL_REDUCE ? (uint64_t)a->algo : 0;
+  uint64_t fields[6] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
+                        (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo};
   uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
   return h ? h : 1; /* 0 stands for a call refused by its argument checks (host) */
 }

@@ -324,7 +324,8 @@ typedef struct symm_coll_args {
 /* Scratch tensor of comm with at least `bytes` per rank, allocating and
  * rendezvousing it if needed (collective then).  tensor.c-owned. */
 symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
-/* Stable 64-bit description of a collective for cross-rank comparison. */
+/* Stable 64-bit description of a collective for cross-rank comparison:
+ * kind, count, dtype, op, root and, for all-reduce, algo; never 0. */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
 bool symm_dtype_reducible(symm_dtype_t dt);

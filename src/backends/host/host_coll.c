@@ -69,6 +69,7 @@ typedef struct {
   uint64_t count;
   int32_t kind, dtype, op, root;
   int32_t refused; /* the call failed its argument checks on this rank */
+  int32_t algo;    /* all-reduce: the algorithm that runs */
 } coll_detail_t;
 
 /* The signature a refused call publishes: symm_coll_signature is never 0. */
@@ -196,7 +197,8 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   coll_pad_t *p = c->pads[c->me];
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
-                                    (int32_t)a->op, (int32_t)a->root, c->sig == SIG_REFUSED};
+                                    (int32_t)a->op, (int32_t)a->root, c->sig == SIG_REFUSED,
+                                    (int32_t)a->algo};
   signal_phase(c, PHASE_ARRIVED);
 }
 
@@ -226,6 +228,16 @@ static symm_result_t check_match(const coll_t *c) {
   uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
   for (int r = 1; r < c->w; r++) {
     if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
+    const coll_detail_t *d = &c->pads[r]->detail[c->h], *d0 = &c->pads[0]->detail[c->h];
+    if (d->algo != d0->algo && d->kind == SYMM_COLL_ALL_REDUCE && d->count == d0->count &&
+        d->kind == d0->kind && d->dtype == d0->dtype && d->op == d0->op) {
+      const char *an = symm_algo_name((symm_algo_t)d->algo);
+      const char *an0 = symm_algo_name((symm_algo_t)d0->algo);
+      return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d runs symm_all_reduce with "
+                        "algorithm %s, rank 0 with %s (set the same SYMM_ALLREDUCE_ALGO or "
+                        "symm_comm_set_allreduce_algo on every rank)", (unsigned long long)c->seq,
+                        r, an ? an : "?", an0 ? an0 : "?");
+    }
     char mine[128], theirs[128];
     describe(&c->pads[r]->detail[c->h], theirs, sizeof theirs);
     describe(&c->pads[0]->detail[c->h], mine, sizeof mine);
@@ -605,5 +617,10 @@ symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
       SYMM_INFO(COLL, "host backend: telling the peers failed: %s", symm_last_error());
     return symm_error(err, "%s", saved);
   }
-  return with_frame(comm, args, run_sliced);
+  /* What runs, not what was asked (LL here is one-shot): the signature
+   * compares the algorithm of all-reduces. */
+  symm_coll_args_t resolved = *args;
+  if (args->kind == SYMM_COLL_ALL_REDUCE)
+    resolved.algo = host_allreduce_algo(comm, args->algo, args->send_bytes);
+  return with_frame(comm, &resolved, run_sliced);
 }
