@@ -3,8 +3,11 @@
  * the store served by the test process. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -609,5 +612,102 @@ TEST_IMPL(ranks_shm_bootstrap_sizes) {
   snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -c 'symmem-t%d-' || true", (int)getpid());
   test_run_command(cmd, out, sizeof out);
   ASSERT_EQ(atoi(out), 0);
+  return 0;
+}
+
+/* ---- ranks in different PID namespaces (containers that share the host
+ * ---- name and IPC but not PIDs): a peer's pid means nothing here, so it
+ * ---- must not be watched, or a wait longer than one liveness look (20 ms)
+ * ---- reports a live peer as lost. */
+
+static bool write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok;
+}
+
+/* Moves the caller's children into a new user + PID namespace with this
+ * uid and gid mapped to themselves (so SO_PEERCRED and file owners look the
+ * same from both sides).  false with errno on failure. */
+static bool enter_pid_namespace(void) {
+  char map[64];
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) return false;
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (!write_file("/proc/self/uid_map", map)) return false;
+  if (!write_file("/proc/self/setgroups", "deny\n")) return false;
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  return write_file("/proc/self/gid_map", map);
+}
+
+/* Runs fn in a child in a new PID namespace; returns its exit status. */
+static int run_in_pid_namespace(int (*fn)(void *), void *arg) {
+  if (!enter_pid_namespace()) return 100 + errno % 100;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return 99;
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(fn(arg));
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int pidns_probe(void *arg) {
+  (void)arg;
+  return getpid() == 1 ? 0 : 1;
+}
+
+typedef struct {
+  int rank, size;
+} pidns_rank_arg_t;
+
+static int pidns_body(void *arg) {
+  const pidns_rank_arg_t *a = arg;
+  int rank = a->rank, size = a->size;
+  symm_comm_t *comm = init_comm();
+  if (rank == 1) ASSERT_EQ(getpid(), 1); /* its pid names another process, or none, to rank 0 */
+  for (int round = 0; round < 2; round++) {
+    /* Each rank in turn arrives late, well past a liveness look. */
+    if (rank == round) usleep(300 * 1000);
+    float x[4] = {(float)rank, 1, 2, 3};
+    ASSERT_OK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+    ASSERT_EQ((int)x[0], size * (size - 1) / 2);
+    ASSERT_EQ((int)x[3], 3 * size);
+    if (rank == round) usleep(300 * 1000);
+    ASSERT_OK(symm_comm_barrier(comm));
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+static int pidns_rank(int rank, int size, void *arg) {
+  (void)arg;
+  pidns_rank_arg_t a = {rank, size};
+  return rank == 1 ? run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
+}
+
+TEST_IMPL(pidns_peers_not_lost) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) _exit(run_in_pid_namespace(pidns_probe, NULL));
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    printf("SKIP: cannot make a user + PID namespace unprivileged here (%s)\n",
+           code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
+    return TEST_SKIP;
+  }
+  ASSERT_EQ(test_run_ranks(2, pidns_rank, NULL), 0);
   return 0;
 }

@@ -150,6 +150,7 @@ typedef struct {
   int32_t pid;
   uint8_t nonce[16];
   int32_t local_rank, local_size;
+  uint64_t pidns_ino, pidns_dev; /* PID namespace (/proc/self/ns/pid); 0: unknown */
 } init_info_t;
 
 #define INIT_MAGIC 0x53594d49u /* "SYMI" */
@@ -170,6 +171,14 @@ static uint32_t probe_usable(symm_backend_t wanted, char *why, size_t why_len) {
   return mask;
 }
 
+/* Whether this process can tell from o's pid that o is gone: same host and
+ * same PID namespace, both known (containers may share a host name and IPC
+ * but not PIDs, where the pid would name another process or none). */
+static bool watchable(const init_info_t *me, const init_info_t *o) {
+  return o->host_hash == me->host_hash && me->pidns_ino != 0 && o->pidns_ino == me->pidns_ino &&
+         o->pidns_dev == me->pidns_dev && o->pid > 0;
+}
+
 /* Picks the backend every rank can use, and local rank/size if unknown. */
 static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *rc) {
   init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
@@ -179,6 +188,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   gethostname(host, sizeof host - 1);
   me.host_hash = symm_hash64(host, strlen(host), 0);
   symm_random_bytes(me.nonce, sizeof me.nonce);
+  symm_pid_namespace(&me.pidns_ino, &me.pidns_dev);
   char why[512] = "";
   me.usable_mask = probe_usable(rc->cfg.backend, why, sizeof why);
 
@@ -241,10 +251,15 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     goto out;
   }
   comm->single_host = true;
+  int unwatched = 0;
   for (int r = 0; r < comm->size; r++) {
-    comm->pids[r] = all[r].pid;
+    comm->pids[r] = watchable(&me, &all[r]) ? all[r].pid : 0;
+    unwatched += comm->pids[r] == 0;
     comm->single_host &= all[r].host_hash == me.host_hash;
   }
+  if (unwatched)
+    SYMM_INFO(INIT, "%d rank%s in another PID namespace or on another host: their loss shows as "
+              "a timeout or through the store", unwatched, unwatched > 1 ? "s are" : " is");
   /* Local rank/size: from the launcher, else from the hosts' names. */
   if (comm->local_rank < 0 || comm->local_size < 0) {
     int lr = 0, ls = 0;

@@ -363,7 +363,8 @@ struct symm_comm {
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
   symm_bootstrap_t *bootstrap;  /* what the core uses: shm if possible */
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
-  int32_t *pids;             /* [size], from init */
+  int32_t *pids;             /* [size], from init; 0 where this process cannot watch
+                                that rank's pid (another host or PID namespace) */
   bool single_host;
   uint64_t next_mem_id;
   uint64_t rendezvous_seq;
@@ -441,8 +442,12 @@ int symm_ms_until(uint64_t deadline_ns);
  * retried.  1: ready, 0: the deadline passed, -1: poll failed (errno). */
 int symm_poll_until(int fd, short events, uint64_t deadline_ns);
 void symm_random_bytes(void *buf, size_t len);
-/* Process pid (on this host) is gone, or a zombie nobody reaped yet. */
+/* Process pid (on this host, in this PID namespace) is gone, or a zombie
+ * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);
+/* This process's PID namespace: inode and device of /proc/self/ns/pid.
+ * false (both 0) when that cannot be read. */
+bool symm_pid_namespace(uint64_t *ino, uint64_t *dev);
 
 /* Waiting with backoff for another process's store to shared memory
  * (backoff.c): start, then pause until the store is seen.  pause returns

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,4 +91,13 @@ bool symm_process_gone(int32_t pid) {
   buf[n] = 0;
   const char *paren = strrchr(buf, ')'); /* the state follows "(comm) " */
   return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+bool symm_pid_namespace(uint64_t *ino, uint64_t *dev) {
+  struct stat st;
+  *ino = *dev = 0;
+  if (stat("/proc/self/ns/pid", &st) != 0 || st.st_ino == 0) return false;
+  *ino = (uint64_t)st.st_ino;
+  *dev = (uint64_t)st.st_dev;
+  return true;
 }
