@@ -1094,6 +1094,38 @@ TEST_IMPL(store_raw_handshake_timeout) {
   return 0;
 }
 
+/* A flood of connections that never say HELLO (anybody who can reach the
+ * port, without the token): the server holds at most 64 of them (it closes
+ * the oldest), so it keeps its fds, and the ranks connected before the
+ * flood and those that connect while it is held are served. */
+TEST_IMPL(store_raw_flood) {
+  enum { FLOOD = 400 };
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *r0 = fx_client(&f, 0);
+  int before = test_count_fds();
+  int fds[FLOOD];
+  for (int i = 0; i < FLOOD; i++) fds[i] = raw_connect(f.port);
+  /* Served after every flood connection was accepted (the backlog is in
+   * order), so the count below sees them all. */
+  symm_store_t *r1 = fx_client(&f, 1);
+  ASSERT_OK(symm_store_set(r1, "from1", "b", 1));
+  get_str(r0, "from1", "b");
+  ASSERT_OK(symm_store_set(r0, "from0", "a", 1));
+  get_str(r1, "from0", "a");
+  int held = test_count_fds() - before - FLOOD - 1; /* the server's side, r1 aside */
+  printf("server holds %d fds for %d unauthenticated connections\n", held, FLOOD);
+  ASSERT_LE(held, 64 + 2);
+  /* The oldest were closed by the server. */
+  ASSERT_GE(raw_wait_closed(fds[0], 3000), 0);
+  fx_check_alive(&f);
+  for (int i = 0; i < FLOOD; i++) close(fds[i]);
+  symm_store_close(r1);
+  symm_store_close(r0);
+  fx_stop(&f);
+  return 0;
+}
+
 /* A peer that pipelines requests and never reads must not stall others;
  * once it reads, it gets every reply. */
 TEST_IMPL(store_slow_reader) {

@@ -41,6 +41,11 @@
 /* Pause of accept() after EMFILE/ENFILE, so the loop does not spin. */
 #define SRV_ACCEPT_PAUSE_NS (100ull * 1000000ull)
 #define SRV_INITIAL_BUCKETS 1024u
+/* Connections that have not presented the token yet, at most: beyond this
+ * the oldest of them is closed, so that anybody who can reach the port but
+ * lacks the token cannot use up this process's fds (each would otherwise
+ * hold one until its handshake deadline). */
+#define SRV_MAX_UNAUTHED 64
 
 /* ---------------------------------------------------------------- types */
 typedef struct srv_entry {
@@ -112,6 +117,7 @@ struct symm_store_server {
   size_t nlost, lost_cap;
   size_t npending;
   uint64_t accept_paused_until;
+  bool unauthed_warned; /* the SRV_MAX_UNAUTHED warning is given once */
 
   /* Shared with other threads, under lock. */
   pthread_mutex_t lock;
@@ -869,6 +875,33 @@ static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
+static void srv_remove_dead(symm_store_server_t *s);
+
+/* Closes the oldest connections without a valid HELLO beyond
+ * SRV_MAX_UNAUTHED.  The oldest, not the newest: a held flood then cannot
+ * lock out a rank that connects after it, since a rank sends its HELLO at
+ * once. */
+static void srv_limit_unauthed(symm_store_server_t *s) {
+  size_t unauthed = 0;
+  for (size_t i = 0; i < s->nconns; i++)
+    unauthed += !s->conns[i]->dead && !s->conns[i]->authed;
+  for (size_t i = 0; i < s->nconns && unauthed > SRV_MAX_UNAUTHED; i++) {
+    srv_conn_t *c = s->conns[i];
+    if (c->dead || c->authed) continue;
+    if (!s->unauthed_warned)
+      SYMM_WARN(STORE, "store: more than %d connections without a valid HELLO (the latest "
+                "from %s); closing the oldest of them (logged once)", SRV_MAX_UNAUTHED,
+                s->conns[s->nconns - 1]->peer);
+    s->unauthed_warned = true;
+    SYMM_TRACE(STORE, "store: closing %s: too many connections without HELLO", c->peer);
+    srv_conn_close(s, c, false);
+    unauthed--;
+  }
+  /* Called from accept only, after the poll results are used: a flood of
+   * thousands must not pile up closed entries until the next pass. */
+  srv_remove_dead(s);
+}
+
 static void srv_add_conn(symm_store_server_t *s, int fd,
                          const struct sockaddr_storage *ss, socklen_t len) {
   srv_conn_t *c = NULL;
@@ -889,6 +922,7 @@ static void srv_add_conn(symm_store_server_t *s, int fd,
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   s->conns[s->nconns++] = c;
   SYMM_TRACE(STORE, "store: accepted %s", c->peer);
+  srv_limit_unauthed(s);
   return;
 fail:
   SYMM_WARN(STORE, "store: out of memory accepting a connection");
