@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -437,5 +438,43 @@ TEST_IMPL(core_poll_until) {
   ASSERT_EQ(symm_poll_until(sv[0], POLLIN, symm_now_ns() + 1000000000ull), 1);
   ASSERT_EQ(read(sv[0], &c, 1), 0);
   close(sv[0]);
+  return 0;
+}
+
+/* The shared-memory bootstrap's segment is removed on every failure after
+ * rank 0 created it: here the broadcast of its outcome fails (a peer gone),
+ * and no /dev/shm entry is left behind. */
+static char shm_fail_path[256];
+static int shm_fail_seen; /* the segment existed while rank 0 broadcast */
+
+static symm_result_t failing_broadcast(symm_bootstrap_t *bs, void *buf, size_t len, int root) {
+  (void)bs, (void)buf, (void)len, (void)root;
+  struct stat st;
+  shm_fail_seen = stat(shm_fail_path, &st) == 0;
+  return symm_error(SYMM_ERR_PEER_LOST, "test: the broadcast failed");
+}
+
+TEST_IMPL(core_shm_bootstrap_unlinks) {
+  static const symm_bootstrap_ops_t ops = {.version = 1, .name = "failing",
+                                           .broadcast = failing_broadcast};
+  symm_bootstrap_t store_bs = {&ops, 0, 2, 1000, NULL};
+  char job[64];
+  snprintf(job, sizeof job, "unlink-test-%d", (int)getpid());
+  snprintf(shm_fail_path, sizeof shm_fail_path, "/dev/shm/symmem-%s-c%d", job, 7);
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0) {
+    printf("SKIP: no /dev/shm to look into\n");
+    return TEST_SKIP;
+  }
+  const int32_t pids[2] = {(int32_t)getpid(), (int32_t)getpid()};
+  symm_bootstrap_t *out = NULL;
+  ASSERT_RES(symm_bootstrap_shm_init(&store_bs, NULL, "symm/c7/", job, 7, pids, &out),
+             SYMM_ERR_PEER_LOST);
+  ASSERT(out == NULL);
+  ASSERT_EQ(shm_fail_seen, 1);
+  if (stat(shm_fail_path, &st) == 0) {
+    unlink(shm_fail_path);
+    TEST_FAIL_("%s is left behind after a failed setup", shm_fail_path);
+  }
   return 0;
 }

@@ -225,11 +225,11 @@ static shm_segment_t *open_segment(const char *name, int rank, int size, size_t 
     goto fail;
   }
   shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (seg == MAP_FAILED) {
     symm_error_errno("bootstrap: mapping %s", name);
-    return NULL;
+    goto fail;
   }
+  close(fd);
   if (rank == 0) {
     seg->size = (uint32_t)size;
     seg->buf_bytes = SHM_BUF_BYTES;
@@ -264,7 +264,10 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
    * that all ranks switch to shared memory or none does. */
   shm_segment_t *seg = NULL;
   int32_t ok = 1, all_ok = 1;
-  if (rank == 0) ok = (seg = open_segment(name, 0, size, bytes)) != NULL;
+  /* Rank 0 holds the name until every rank has had its chance to open it;
+   * every way out removes it (DESIGN: gone when the last process exits). */
+  bool named = false;
+  if (rank == 0) ok = named = (seg = open_segment(name, 0, size, bytes)) != NULL;
   SYMM_CHECK_GOTO(store_bs->ops->broadcast(store_bs, &ok, sizeof ok, 0), res, fail);
   if (rank != 0 && ok) ok = (seg = open_segment(name, rank, size, bytes)) != NULL;
   int32_t *oks = calloc((size_t)size, sizeof *oks);
@@ -275,7 +278,8 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   res = store_bs->ops->allgather(store_bs, &ok, sizeof ok, oks);
   for (int r = 0; r < size; r++) all_ok &= oks[r];
   free(oks);
-  if (rank == 0 && seg) shm_unlink(name); /* mapped everywhere (or given up) */
+  if (named) shm_unlink(name); /* mapped everywhere (or given up) */
+  named = false;
   if (res != SYMM_SUCCESS) goto fail;
   if (!all_ok) {
     res = symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: shared memory segment unavailable on some "
@@ -295,6 +299,7 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   *out = bs;
   return SYMM_SUCCESS;
 fail:
+  if (named) shm_unlink(name);
   if (seg) munmap(seg, bytes);
   free(pid_copy);
   free(s);
