@@ -478,3 +478,39 @@ TEST_IMPL(core_shm_bootstrap_unlinks) {
   }
   return 0;
 }
+
+/* A pooled allocation whose pad cannot be reset (GPU backends reset it
+ * through the driver) is released, not leaked: here the host backend with
+ * a failing reset_pad, on a one-rank communicator. */
+static symm_result_t failing_reset_pad(symm_comm_t *comm, symm_mem_t *mem) {
+  (void)comm, (void)mem;
+  return symm_error(SYMM_ERR_BACKEND, "test: reset_pad failed");
+}
+
+TEST_IMPL(core_pool_reset_pad_fails) {
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  static symm_backend_ops_t ops;
+  ops = *comm->ops;
+  ops.reset_pad = failing_reset_pad;
+  comm->ops = &ops;
+  const size_t bytes = (size_t)16 << 20;
+  int64_t n = (int64_t)bytes;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  symm_tensor_free(t); /* into the pool, still mapped */
+  size_t pooled = test_mapped_bytes();
+  t = NULL;
+  ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_BACKEND);
+  ASSERT(t == NULL);
+  size_t after = test_mapped_bytes();
+  if (after + bytes > pooled)
+    TEST_FAIL_("the pooled allocation stayed mapped: %zu bytes mapped before, %zu after", pooled,
+               after);
+  size_t released = 1;
+  ASSERT_OK(symm_comm_pool_trim(comm, &released));
+  ASSERT_EQ(released, 0);
+  symm_comm_destroy(comm);
+  return 0;
+}

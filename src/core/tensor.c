@@ -211,10 +211,21 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
 
   symm_tensor_t *t = pool_take(comm, alloc_bytes);
   if (t) {
-    /* Signals left by the last user must not leak into the new one. */
-    if (comm->ops->reset_pad) SYMM_CHECK(comm->ops->reset_pad(comm, &t->mem));
-    else memset((char *)t->mem.base + t->mem.pad_offset, 0, SYMM_SIGNAL_PAD_BYTES);
-      SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
+    /* Signals left by the last user must not leak into the new one.  An
+     * allocation whose pad cannot be reset is out of the pool already:
+     * released, not lost. */
+    if (comm->ops->reset_pad) {
+      symm_result_t res = comm->ops->reset_pad(comm, &t->mem);
+      if (res != SYMM_SUCCESS) {
+        SYMM_INFO(ALLOC, "pooled mem %llu: resetting its pad failed: %s",
+                  (unsigned long long)t->mem.id, symm_last_error());
+        destroy_tensor(t);
+        return res;
+      }
+    } else {
+      memset((char *)t->mem.base + t->mem.pad_offset, 0, SYMM_SIGNAL_PAD_BYTES);
+    }
+    SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
                (unsigned long long)t->mem.id);
   } else {
     SYMM_TRACE(ALLOC, "alloc of %zu bytes: fresh", alloc_bytes);
