@@ -2,6 +2,7 @@
 TEST_ENTRY(fdx_all_pairs, 60)
 TEST_ENTRY(fdx_not_found, 20)
 TEST_ENTRY(fdx_no_server, 20)
+TEST_ENTRY(fdx_one_deadline, 20)
 TEST_ENTRY(fdx_peer_lost, 30)
 TEST_ENTRY(fdx_uid_refused, 60)
 TEST_ENTRY(fdx_malformed, 30)

@@ -343,6 +343,34 @@ TEST_IMPL(fdx_no_server) {
   return 0;
 }
 
+/* Fetches from several peers inside one operation (a rendezvous mapping
+ * every peer) keep to one deadline: two peers whose servers never come
+ * cost one timeout, not two. */
+TEST_IMPL(fdx_one_deadline) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = fdx_test_start(job, 0, 3, 400);
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  uint64_t outer = symm_op_deadline_begin(400);
+  for (int peer = 1; peer < 3; peer++) {
+    symm_result_t res = symm_fdx_fetch(a, peer, 5, &fd);
+    ASSERT_EQ(res, SYMM_ERR_TIMEOUT);
+    ASSERT_EQ(fd, -1);
+  }
+  symm_op_deadline_end(outer);
+  uint64_t took = test_now_ms() - t0;
+  printf("two absent peers: %llu ms\n", (unsigned long long)took);
+  ASSERT_GE(took, 350);
+  ASSERT_LT(took, 700);
+  /* Outside the operation, a fetch has its own timeout again. */
+  t0 = test_now_ms();
+  ASSERT_EQ(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(test_now_ms() - t0, 350);
+  symm_fdx_stop(a);
+  return 0;
+}
+
 /* A peer whose server was reached once and then went away (killed process,
  * or stopped server) is reported lost at once, long before the timeout. */
 TEST_IMPL(fdx_peer_lost) {

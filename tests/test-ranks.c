@@ -711,3 +711,36 @@ TEST_IMPL(pidns_peers_not_lost) {
   ASSERT_EQ(test_run_ranks(2, pidns_rank, NULL), 0);
   return 0;
 }
+
+/* ---- one deadline per bootstrap collective: rank 0 waits for rank 1,
+ * ---- which comes late but within the timeout, then for rank 2, which
+ * ---- comes after the timeout counted from rank 0's arrival.  Rank 0 times
+ * ---- out then, not a whole timeout after rank 1 came. */
+enum { DEADLINE_TIMEOUT_MS = 1500 };
+
+static int one_deadline_rank(int rank, int size, void *arg) {
+  (void)arg, (void)size;
+  symm_comm_t *comm = init_comm();
+  ASSERT(comm->store_bootstrap != NULL); /* the barrier goes through shared memory */
+  ASSERT_OK(symm_comm_barrier(comm));
+  if (rank == 1) usleep(900 * 1000);
+  if (rank == 2) usleep(2200 * 1000);
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_comm_barrier(comm);
+  uint64_t took = test_now_ms() - t0;
+  if (rank == 0) {
+    ASSERT_EQ(res, SYMM_ERR_TIMEOUT);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+    ASSERT_LT(took, DEADLINE_TIMEOUT_MS + 500);
+  } else {
+    ASSERT_OK(res);
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(shm_bootstrap_one_deadline) {
+  test_job_opts_t o = {30000, NULL, "host", DEADLINE_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(3, one_deadline_rank, NULL, &o), 0);
+  return 0;
+}

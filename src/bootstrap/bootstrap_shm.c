@@ -60,12 +60,15 @@ static void store_key(const shm_bs_t *s, uint64_t seq, int rank, char *out, size
   snprintf(out, cap, "%sshm/%llu/%d", s->prefix, (unsigned long long)seq, rank);
 }
 
-static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq) {
+/* Waits for rank r's contribution to collective seq until deadline_ns,
+ * which all the waits of one collective share. */
+static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq,
+                                    uint64_t deadline_ns) {
   shm_bs_t *s = bs->state;
   _Atomic uint64_t *flag = &s->seg->slots[r].published;
   if (atomic_load_explicit(flag, memory_order_acquire) >= seq) return SYMM_SUCCESS;
   symm_backoff_t b;
-  symm_backoff_start(&b, bs->timeout_ms, bs->size); /* every rank is on this host */
+  symm_backoff_start_until(&b, deadline_ns, bs->size); /* every rank is on this host */
   symm_backoff_watch(&b, s->pids[r]);
   while (atomic_load_explicit(flag, memory_order_acquire) < seq) {
     if (symm_backoff_pause(&b)) continue;
@@ -98,16 +101,18 @@ static symm_result_t shm_gather(symm_bootstrap_t *bs, const void *send, size_t l
     mine->len[b] = SHM_IN_STORE;
   }
   atomic_store_explicit(&mine->published, seq, memory_order_release);
+  /* One timeout for the whole collective, not one per rank waited for. */
+  const uint64_t deadline_ns = symm_now_ns() + (uint64_t)bs->timeout_ms * 1000000ull;
   for (int i = 0; i < bs->size && res == SYMM_SUCCESS; i++) {
     int r = (bs->rank + i) % bs->size;
-    SYMM_CHECK_GOTO(wait_published(bs, r, seq), res, fail);
+    SYMM_CHECK_GOTO(wait_published(bs, r, seq, deadline_ns), res, fail);
     const shm_slot_t *slot = &s->seg->slots[r];
     uint32_t n = slot->len[b];
     if (n == SHM_IN_STORE) {
       store_key(s, seq, r, key, sizeof key);
       const char *k = key;
-      SYMM_CHECK_GOTO(symm_store_multi_get(s->store, &k, 1, &values[r], &lens[r], bs->timeout_ms),
-                      res, fail);
+      SYMM_CHECK_GOTO(symm_store_multi_get(s->store, &k, 1, &values[r], &lens[r],
+                                           symm_ms_until(deadline_ns)), res, fail);
       continue;
     }
     if (n > SHM_BUF_BYTES) {

@@ -56,6 +56,11 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
   b->lost = false;
 }
 
+void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here) {
+  symm_backoff_start(b, 0, ranks_here);
+  b->deadline = deadline_ns ? deadline_ns : 1; /* 0 would mean "not started" */
+}
+
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid) { b->pid = pid; }
 
 /* The clock is read every 64 spins only. */
@@ -65,10 +70,8 @@ bool symm_backoff_pause(symm_backoff_t *b) {
     return true;
   }
   uint64_t now = symm_now_ns();
-  if (!b->deadline) {
-    b->deadline = now + b->timeout_ns;
-    b->next_check = now + LIVENESS_NS; /* a wait that short needs no /proc read */
-  }
+  if (!b->deadline) b->deadline = now + b->timeout_ns;
+  if (!b->next_check) b->next_check = now + LIVENESS_NS; /* a wait that short needs no /proc read */
   if (!b->since) b->since = now;
   if (now >= b->deadline) return false;
   if (b->pid > 0 && now >= b->next_check) {

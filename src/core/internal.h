@@ -442,6 +442,15 @@ int symm_ms_until(uint64_t deadline_ns);
  * retried.  1: ready, 0: the deadline passed, -1: poll failed (errno). */
 int symm_poll_until(int fd, short events, uint64_t deadline_ns);
 void symm_random_bytes(void *buf, size_t len);
+/* One deadline for an operation made of several waits, one per peer (a
+ * rendezvous fetching every peer's memory), so that it ends after the
+ * timeout, not after (world - 1) timeouts.  begin sets it for the calling
+ * thread (an earlier one already set stays) and returns what end puts back;
+ * symm_deadline_after is what a wait of timeout_ms starting now keeps to:
+ * now + timeout_ms, or the operation's deadline if that comes first. */
+uint64_t symm_op_deadline_begin(int timeout_ms);
+void symm_op_deadline_end(uint64_t previous);
+uint64_t symm_deadline_after(int timeout_ms);
 /* Process pid (on this host, in this PID namespace) is gone, or a zombie
  * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);
@@ -464,6 +473,10 @@ typedef struct {
   bool lost;    /* pause returned false because that process is gone */
 } symm_backoff_t;
 void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here);
+/* Like start, but the wait ends at deadline_ns (symm_now_ns clock), shared
+ * by the waits of one operation instead of timeout_ms from the first pause
+ * of each. */
+void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here);
 void symm_backoff_reset(symm_backoff_t *b);
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid);
 bool symm_backoff_pause(symm_backoff_t *b);

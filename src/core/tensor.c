@@ -292,19 +292,23 @@ static uint64_t ids_signature(const rendezvous_info_t *all, int n) {
 /* Maps the peers whose current allocation this one does not map yet. */
 static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t *all) {
   symm_comm_t *comm = t->comm;
-  for (int r = 0; r < comm->size; r++) {
+  /* One timeout for all the peers' fetches, not one each. */
+  uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
+  symm_result_t res = SYMM_SUCCESS;
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
     if (r == comm->rank) continue;
     if (t->peers[r].base && t->peers[r].peer_id == all[r].info.id) continue;
     unmap_peer_slot(t, r);
-    symm_result_t res = comm->ops->map_peer(comm, &t->mem, r, &all[r].info, &t->peers[r]);
+    res = comm->ops->map_peer(comm, &t->mem, r, &all[r].info, &t->peers[r]);
     if (res != SYMM_SUCCESS) {
       memset(&t->peers[r], 0, sizeof t->peers[r]);
       symm_error_context("rendezvous: mapping rank %d", r);
-      return res;
+      break;
     }
     t->peers[r].peer_id = all[r].info.id;
   }
-  return SYMM_SUCCESS;
+  symm_op_deadline_end(outer);
+  return res;
 }
 
 symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {

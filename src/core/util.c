@@ -60,6 +60,22 @@ int symm_poll_until(int fd, short events, uint64_t deadline_ns) {
   }
 }
 
+static _Thread_local uint64_t op_deadline_ns;
+
+uint64_t symm_op_deadline_begin(int timeout_ms) {
+  uint64_t previous = op_deadline_ns;
+  uint64_t mine = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+  if (!previous || mine < previous) op_deadline_ns = mine;
+  return previous;
+}
+
+void symm_op_deadline_end(uint64_t previous) { op_deadline_ns = previous; }
+
+uint64_t symm_deadline_after(int timeout_ms) {
+  uint64_t d = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+  return op_deadline_ns && op_deadline_ns < d ? op_deadline_ns : d;
+}
+
 void symm_random_bytes(void *buf, size_t len) {
   unsigned char *p = buf;
   while (len > 0) {
