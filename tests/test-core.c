@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bootstrap/store.h"
 #include "core/internal.h"
 #include "harness.h"
 
@@ -511,6 +512,25 @@ TEST_IMPL(core_pool_reset_pad_fails) {
   size_t released = 1;
   ASSERT_OK(symm_comm_pool_trim(comm, &released));
   ASSERT_EQ(released, 0);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A lone process serves its own store on loopback with a random token of
+ * its own (not an empty one that any local user could present); its own
+ * store calls work. */
+TEST_IMPL(core_single_rank_token) {
+  clear_launcher_env();
+  unsetenv("SYMM_TOKEN");
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT(comm->server != NULL);
+  ASSERT_OK(symm_store_set(symm_comm_store(comm), "app/k", "v", 1));
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(comm->server));
+  symm_store_t *s = NULL;
+  ASSERT_RES(symm_store_connect(addr, "", -1, 2000, &s), SYMM_ERR_PERMISSION);
+  ASSERT(s == NULL);
   symm_comm_destroy(comm);
   return 0;
 }

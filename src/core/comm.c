@@ -43,6 +43,7 @@ typedef struct {
   symm_config_t cfg;       /* caller's config, fields filled from env */
   char store_addr[256];
   const char *token;
+  char own_token[33];      /* made here for a lone process's own store */
   bool serve;
 } resolved_config_t;
 
@@ -104,8 +105,18 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     rc->serve = c->rank == 0 && !symm_setting_bool("SYMM_STORE_EXTERNAL");
   else
     rc->serve = c->store_server != 0;
-  /* A lone process with no address serves itself on an ephemeral port. */
-  if (!rc->store_addr[0]) rc->serve = true;
+  /* A lone process with no address serves itself on an ephemeral port,
+   * with a token of its own: nobody else needs to reach that store, and any
+   * local user could otherwise. */
+  if (!rc->store_addr[0]) {
+    rc->serve = true;
+    if (!rc->token[0]) {
+      unsigned char rnd[16];
+      symm_random_bytes(rnd, sizeof rnd);
+      for (size_t i = 0; i < sizeof rnd; i++) sprintf(rc->own_token + 2 * i, "%02x", rnd[i]);
+      rc->token = rc->own_token;
+    }
+  }
   return SYMM_SUCCESS;
 }
 
