@@ -209,19 +209,29 @@ typedef struct symm_comm symm_comm_t;
  * SYMM_COLL_KERNELS file that cannot be read, loaded or run, or that was
  * built for another ABI), SYMM_ERR_UNSUPPORTED (the chosen backend is not
  * usable here; the message says why), SYMM_ERR_PERMISSION (store refused the
- * token), SYMM_ERR_TIMEOUT (the other ranks did not arrive in time),
- * SYMM_ERR_MISMATCH (ranks disagree on world size or backend; native: ranks
- * would run different collective kernels), SYMM_ERR_SYSTEM.  On failure
- * *comm is NULL.
+ * token; a peer's fd server runs as another user), SYMM_ERR_TIMEOUT (the
+ * other ranks, or the store, did not answer in time), SYMM_ERR_PEER_LOST (a
+ * rank died or the store connection closed during init), SYMM_ERR_MISMATCH
+ * (ranks disagree on world size, backend, ABI or SYMM_HOST_SLICE_BYTES;
+ * native: ranks would run different collective kernels),
+ * SYMM_ERR_NO_MEMORY, SYMM_ERR_PROTOCOL (malformed store reply),
+ * SYMM_ERR_SYSTEM (sockets, the store's port, the fd server's name in use),
+ * SYMM_ERR_BACKEND (GPU driver failures).  A failure of the backend's
+ * setup on one rank is returned on every rank.  On failure *comm is NULL.
  */
 SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
                                       symm_comm_t **comm);
 
 /*
  * Destroys a communicator: frees every tensor still allocated on it, empties
- * the pool, closes the connections.  Local (no waiting on peers); peers that
- * still map this rank's memory keep their mappings valid until they unmap.
- * NULL is accepted and ignored.
+ * the pool, closes the connections.  Local: not collective, and it does not
+ * wait on peers, except on the rank that serves the store (rank 0 unless
+ * symmem-run or SYMM_STORE_EXTERNAL / symm_config_t.store_server says
+ * otherwise): there it waits up to min(timeout, 10 s) for the other ranks to
+ * close their store connections before stopping the store, so that a peer
+ * still finishing a call is not cut off (it would see SYMM_ERR_PEER_LOST).
+ * Peers that still map this rank's memory keep their mappings valid until
+ * they unmap.  NULL is accepted and ignored.
  */
 SYMM_API void symm_comm_destroy(symm_comm_t *comm);
 
@@ -240,7 +250,11 @@ SYMM_API int symm_comm_timeout_ms(const symm_comm_t *comm);
 /*
  * Host-side barrier over all ranks.  Collective.  Returns SYMM_ERR_TIMEOUT if
  * some rank did not arrive within the timeout, SYMM_ERR_PEER_LOST if the
- * store reports a rank gone, SYMM_ERR_INVALID_ARG for NULL.
+ * store reports a rank gone (or a rank's process on this host is gone),
+ * SYMM_ERR_MISMATCH (on every rank) if some rank is in another collective
+ * call of the communicator (a rendezvous, say) instead of a barrier,
+ * SYMM_ERR_INVALID_ARG for NULL; SYMM_ERR_NO_MEMORY, SYMM_ERR_PROTOCOL and
+ * SYMM_ERR_SYSTEM from the store connection below.
  */
 SYMM_API symm_result_t symm_comm_barrier(symm_comm_t *comm);
 
@@ -268,8 +282,11 @@ SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
  * most 16 MiB.  All calls are local requests to the store (not collective),
  * thread-unsafe per communicator, and bounded by the communicator timeout
  * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
- * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone),
- * SYMM_ERR_PROTOCOL.
+ * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone; for
+ * waiting calls also a rank the store saw go), SYMM_ERR_TIMEOUT (the store
+ * made no progress with the request within the timeout), SYMM_ERR_SYSTEM
+ * (a socket error), SYMM_ERR_NO_MEMORY (no memory for the request or the
+ * reply, here or in the store), SYMM_ERR_PROTOCOL (malformed reply).
  */
 typedef struct symm_store symm_store_t;
 
@@ -365,8 +382,15 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * SYMM_ERR_MISMATCH (message names the first differing rank) and nothing is
  * mapped.  Idempotent: a second call on a rendezvoused tensor returns
  * SYMM_SUCCESS at once and is *not* collective.  Also SYMM_ERR_TIMEOUT /
- * SYMM_ERR_PEER_LOST when a peer does not arrive, SYMM_ERR_INVALID_ARG for
- * NULL.
+ * SYMM_ERR_PEER_LOST when a peer does not arrive (or its process or fd
+ * server is gone while this rank maps its memory; the whole mapping keeps
+ * to one timeout), SYMM_ERR_INVALID_ARG for NULL, SYMM_ERR_NO_MEMORY, and,
+ * from mapping peers' memory (host and native): SYMM_ERR_SYSTEM (sockets,
+ * mmap), SYMM_ERR_PERMISSION (a peer's fd server runs as another user, or
+ * refused this one), SYMM_ERR_NOT_FOUND (a peer no longer offers the memory
+ * it announced), SYMM_ERR_PROTOCOL (malformed fd-exchange reply, or a
+ * peer's memory smaller than announced); SYMM_ERR_BACKEND for GPU driver
+ * failures.  A mapping failure on one rank is returned on every rank.
  */
 SYMM_API symm_result_t symm_tensor_rendezvous(symm_tensor_t *tensor);
 
