@@ -603,9 +603,10 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    touches no buffer; that rank gets SYMM_ERR_INVALID_ARG.  Host backend:
  *    it still takes part in the call's agreement (so it returns once its
  *    peers have arrived, or after the timeout) and its peers get
- *    SYMM_ERR_MISMATCH naming it.  GPU backends: it does not take part (it
- *    can launch nothing safely), so its peers' call ends in SYMM_ERR_TIMEOUT
- *    or SYMM_ERR_MISMATCH.  A NULL comm counts as no call at all.
+ *    SYMM_ERR_MISMATCH naming it.  Native backend: it enqueues one block on
+ *    `stream` that meets the peers without moving data, so their call (and
+ *    its own, through symm_comm_check_async_error) reports
+ *    SYMM_ERR_MISMATCH.  A NULL comm counts as no call at all.
  *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad
  *    dtype/op/root, dtype not supported for reductions), SYMM_ERR_NO_MEMORY
  *    (the scratch tensor could not grow to the data's size),

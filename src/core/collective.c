@@ -211,12 +211,11 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
 
 /* A call that failed check_args with `err` on this rank.  It still uses up
  * its sequence number, so that this rank's next call pairs with the peers'
- * next call, not with this one.  Where the backend can (host), the rank also
- * takes part in this call's agreement with a descriptor no valid call has,
- * and its peers fail with SYMM_ERR_MISMATCH; GPU backends cannot launch
- * anything safely for it, and their peers' call ends in a timeout or a
- * mismatch.  Buffers are never touched; the result is `err` whatever the
- * agreement gave. */
+ * next call, not with this one.  Where the backend can (ops->abstain: host,
+ * native), the rank also takes part in this call's agreement with a
+ * descriptor no valid call has, and its peers fail with SYMM_ERR_MISMATCH.
+ * Buffers are never touched; the result is `err` whatever the agreement
+ * gave. */
 static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result_t err,
                              const char *fn) {
   char saved[1024];

@@ -285,7 +285,7 @@ typedef struct symm_backend_ops {
    * descriptor no valid call has, so that the peers fail with
    * SYMM_ERR_MISMATCH instead of pairing their call with this rank's next
    * one.  Touches no buffer of the call.  NULL: the rank only skips the
-   * sequence number (GPU backends, which cannot launch safely for it). */
+   * sequence number. */
   symm_result_t (*abstain)(struct symm_comm *comm, const struct symm_coll_args *args);
   /* members above: version 7 */
 } symm_backend_ops_t;

@@ -331,6 +331,14 @@ static void test_mismatch(ctx_t *c) {
   CUDA(c, cudaStreamSynchronize(c->stream));
   EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_SUCCESS);
   symm_comm_barrier(c->comm);
+  /* A call refused by rank 0's argument checks (no such dtype) still meets
+   * the peers: a mismatch everywhere, not a call that pairs with the next. */
+  EXPECT(c, symm_all_reduce(c->comm, a, b, n, c->rank == 0 ? (symm_dtype_t)99 : SYMM_DTYPE_F32,
+                            SYMM_REDUCE_SUM, c->stream),
+         c->rank == 0 ? SYMM_ERR_INVALID_ARG : SYMM_SUCCESS);
+  CUDA(c, cudaStreamSynchronize(c->stream));
+  EXPECT(c, symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+  symm_comm_barrier(c->comm);
   /* The communicator still works. */
   if (run_case(c, K_AR, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 777, false, 4242) == 0)
     run_case(c, K_AG, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, 777, false, 4243);

@@ -977,8 +977,8 @@ TEST_IMPL(native_fake_coll_choices) {
 }
 
 /* auto at 4 ranks: LL up to 64 KiB / 3, LL128 up to 8 MiB / 12 (the
- * pushed bytes per rank grow with the peers), two-shot above; count 0
- * launches one block. */
+ * pushed bytes per rank grow with the peers), two-shot above; a refused
+ * call and count 0 launch one block. */
 static int coll_choices_4_rank(int rank, int size, void *arg) {
   (void)rank, (void)arg;
   symm_comm_t *comm = NULL;
@@ -997,11 +997,25 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
     RCHECK(last_launch(&l) && strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s",
            cases[k].bytes, l.name, cases[k].kernel);
   }
+  /* A call refused by the argument checks (a dtype that does not exist):
+   * the rank still meets its peers, with one block whose signature no
+   * valid call has. */
+  RRES(symm_all_reduce(comm, buf, buf, 16, (symm_dtype_t)99, SYMM_REDUCE_SUM, NULL),
+       SYMM_ERR_INVALID_ARG);
+  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0 && l.grid == 1,
+         "refused call: %s, %u blocks", l.name, l.grid);
+  symm_coll_params_t rp;
+  memcpy(&rp, l.params, sizeof rp);
+  RCHECK(rp.sig == 0 && rp.count == 0, "refused call: sig %u count %llu", rp.sig,
+         (unsigned long long)rp.count);
   /* Count 0 (after a two-shot): still one block that meets the peers. */
   ROK(symm_all_reduce(comm, NULL, NULL, 0, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_bf16_sum") == 0 &&
              l.grid == 1,
          "count 0: %s, %u blocks", l.name, l.grid);
+  symm_coll_params_t zp;
+  memcpy(&zp, l.params, sizeof zp);
+  RCHECK(zp.sig != 0, "a valid call with the refused signature");
   plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;

@@ -209,6 +209,7 @@ symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes)
 symm_result_t native_coll_startup(symm_comm_t *comm);
 void native_coll_fini(symm_comm_t *comm);
 symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_result_t native_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
 symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
 symm_result_t native_poll_async_error(symm_comm_t *comm);

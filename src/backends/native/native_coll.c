@@ -462,11 +462,15 @@ static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, 
   return SYMM_SUCCESS;
 }
 
+/* Signature of a call refused by the argument checks (native_abstain):
+ * no valid call has it. */
+#define NATIVE_COLL_SIG_REFUSED 0u
+
 static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
                                 uint64_t n, int world) {
   uint64_t f[5] = {symm_coll_signature(args), (uint64_t)kind, grid, n, (uint64_t)world};
   uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
-  return (uint32_t)(h ^ (h >> 32));
+  return (uint32_t)(h ^ (h >> 32)) | 1u; /* never NATIVE_COLL_SIG_REFUSED */
 }
 
 static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
@@ -796,6 +800,34 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   if (cu != NCU_SUCCESS)
     return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
                           native_coll_kernel_names[kind], grid);
+  return SYMM_SUCCESS;
+}
+
+/* A call that failed the core's argument checks on this rank still takes
+ * part (ops->abstain): one block with a signature no valid call has meets
+ * the peers, so that their call ends in SYMM_ERR_MISMATCH (and this rank's
+ * device epoch stays in step with theirs) instead of pairing with this
+ * rank's next call.  It moves no data and touches no buffer of the call;
+ * its own kernel records the mismatch as well. */
+symm_result_t native_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
+  native_state_t *st = comm->backend_state;
+  native_coll_t *co = NULL;
+  SYMM_CHECK(native_coll_usable(comm, &co));
+  ncu_function fn = NULL;
+  SYMM_CHECK(native_coll_function(co, SYMM_COLL_KERNEL_ALL_GATHER, 0, 0, &fn));
+  symm_tensor_t *scratch = NULL;
+  SYMM_CHECK(symm_comm_scratch(comm, native_coll_scratch_bytes(0), &scratch));
+  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
+  symm_coll_params_t p = co->base;
+  p.kind = SYMM_COLL_KERNEL_ALL_GATHER;
+  p.esize = 1;
+  p.vec = 1;
+  p.sig = NATIVE_COLL_SIG_REFUSED;
+  ncu_context saved;
+  SYMM_CHECK(native_ctx_enter(st, &saved));
+  ncu_result cu = native_coll_launch(co, fn, 1, SYMM_COLL_THREADS, args->stream, &p);
+  native_ctx_leave(st, saved);
+  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuLaunchKernel(refused collective)");
   return SYMM_SUCCESS;
 }
 

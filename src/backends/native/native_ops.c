@@ -4,7 +4,7 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 6,
+    .version = 7,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .probe = native_probe,
@@ -30,4 +30,5 @@ const symm_backend_ops_t symm_native_ops = {
     .signal = native_signal,
     .allreduce_algo = native_allreduce_algo,
     .scratch_bytes = native_scratch_bytes,
+    .abstain = native_abstain,
 };
