@@ -428,6 +428,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
     goto fail;
   }
   comm->device = rc.cfg.device >= 0 ? rc.cfg.device : comm->local_rank;
+  comm->device_explicit = rc.cfg.device >= 0;
   if (comm->backend == SYMM_BACKEND_HOST) comm->device = -1;
   symm_log_set_device(comm->device);
 

@@ -352,6 +352,7 @@ struct symm_pool_entry;
 
 struct symm_comm {
   int rank, size, local_rank, local_size, device;
+  bool device_explicit;      /* device came from the config or SYMM_DEVICE, not the local rank */
   int timeout_ms;
   int index;                 /* n-th communicator made by this process */
   char job_id[64];           /* same on every rank */

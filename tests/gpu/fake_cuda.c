@@ -28,7 +28,9 @@
  * FAKECUDA_ACCESS_PER_MAPPING=1 (cuMemSetAccess refuses ranges that span
  * several mappings), FAKECUDA_P2P_ATOMICS=0 (peers report no native
  * atomics, as over PCIe), FAKECUDA_NO_KERNELS=1 (no module or launch entry
- * points: collectives unavailable).
+ * points: collectives unavailable), FAKECUDA_FIRST_DEVICE=k (this process
+ * sees physical GPUs k, k + 1, ... as ordinals 0, 1, ...: their bus ids and
+ * UUIDs, as CUDA_VISIBLE_DEVICES does; read at each call).
  *
  * Kernels: a module is a name table and a launch runs nothing; it is
  * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
@@ -227,17 +229,21 @@ static ncu_result fk_cuDeviceTotalMem(size_t *bytes, ncu_device d) {
   return NCU_SUCCESS;
 }
 
+/* Physical GPU of ordinal d in this process (FAKECUDA_FIRST_DEVICE). */
+static int fk_physical(ncu_device d) { return d + fk_env_int("FAKECUDA_FIRST_DEVICE", 0); }
+
 static ncu_result fk_cuDeviceGetPCIBusId(char *bus, int len, ncu_device d) {
   if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
-  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + fk_physical(d));
   return NCU_SUCCESS;
 }
 
 static ncu_result fk_cuDeviceGetByPCIBusId(ncu_device *d, const char *bus) {
   unsigned dom, b, dev, fn;
   if (sscanf(bus, "%x:%x:%x.%x", &dom, &b, &dev, &fn) != 4) return NCU_ERROR_INVALID_VALUE;
-  if (!fk_valid_dev((int)b - 0x10)) return NCU_ERROR_INVALID_DEVICE;
-  *d = (int)b - 0x10;
+  int ordinal = (int)b - 0x10 - fk_physical(0);
+  if (!fk_valid_dev(ordinal)) return NCU_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return NCU_SUCCESS;
 }
 
@@ -245,7 +251,7 @@ static ncu_result fk_cuDeviceGetUuid(ncu_uuid *u, ncu_device d) {
   if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
   memset(u, 0, sizeof *u);
   memcpy(u->bytes, "fakegpu", 7);
-  u->bytes[15] = (unsigned char)d;
+  u->bytes[15] = (unsigned char)fk_physical(d);
   return NCU_SUCCESS;
 }
 

@@ -8,10 +8,14 @@
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/native/native.h"
@@ -285,6 +289,87 @@ static int shared_refused_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
   RCHECK(strstr(symm_last_error(), "SYMM_ALLOW_SHARED_DEVICE"), "%s", symm_last_error());
+  return 0;
+}
+
+/* A launcher that shows each process only its own GPU (CUDA_VISIBLE_DEVICES
+ * per rank): one device per process, different GPUs.  Local rank 1 takes
+ * ordinal 0, not an error; an explicit SYMM_DEVICE=1 still is. */
+static int own_gpu_rank(int rank, int size, void *arg) {
+  (void)size;
+  char first[16];
+  snprintf(first, sizeof first, "%d", rank);
+  setenv("FAKECUDA_FIRST_DEVICE", first, 1);
+  symm_comm_t *comm = NULL;
+  if (arg) {
+    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+    RCHECK(strstr(symm_last_error(), "asks for GPU 1"), "%s", symm_last_error());
+    return 0;
+  }
+  ROK(symm_comm_init(NULL, &comm));
+  RCHECK(symm_comm_device(comm) == 0, "device %d", symm_comm_device(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_one_visible_gpu_each) {
+  setenv("FAKECUDA_DEVICES", "1", 1);
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  unsetenv("SYMM_DEVICE");
+  ASSERT_EQ(run_job(2, own_gpu_rank, NULL), 0);
+  setenv("SYMM_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(2, own_gpu_rank, (void *)1), 0);
+  return 0;
+}
+
+/* This process on a host of its own name: a user + UTS namespace with this
+ * uid and gid mapped to themselves (SO_PEERCRED still sees them).  false
+ * (errno set) where that cannot be done unprivileged. */
+static bool write_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok;
+}
+static bool rename_host(const char *name) {
+  char map[64];
+  unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) != 0) return false;
+  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+  if (!write_text("/proc/self/uid_map", map) || !write_text("/proc/self/setgroups", "deny\n"))
+    return false;
+  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+  return write_text("/proc/self/gid_map", map) && sethostname(name, strlen(name)) == 0;
+}
+
+/* Ranks on two hosts with only POSIX-fd handles (the fake's fabric export
+ * fails): refused at init on every rank, naming fabric handles, instead of
+ * failing every rendezvous later. */
+static int two_hosts_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  RCHECK(rank == 0 || rename_host("symm-other-host"), "namespace: %s", strerror(errno));
+  symm_comm_t *comm = NULL;
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
+  RCHECK(strstr(symm_last_error(), "another host") && strstr(symm_last_error(), "fabric"), "%s",
+         symm_last_error());
+  return 0;
+}
+
+TEST_IMPL(native_fake_fd_handles_one_host) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) _exit(rename_host("symm-probe") ? 0 : 100 + errno % 100);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    printf("SKIP: cannot make a user + UTS namespace unprivileged here (%s)\n",
+           WIFEXITED(st) && WEXITSTATUS(st) >= 100 ? strerror(WEXITSTATUS(st) - 100) : "?");
+    return TEST_SKIP;
+  }
+  ASSERT_EQ(run_job(2, two_hosts_rank, NULL), 0);
   return 0;
 }
 

@@ -104,20 +104,30 @@ unusable:
 /* ------------------------------------------------------------------- init */
 
 /* Picks the ordinal for this rank: comm->device, which the core set from
- * the config, SYMM_DEVICE or the local rank.  With SYMM_ALLOW_SHARED_DEVICE
- * an ordinal past the visible devices wraps around (4 ranks on 2 GPUs). */
+ * the config, SYMM_DEVICE or the local rank.  An ordinal from the local
+ * rank wraps around the visible devices: a launcher that shows each process
+ * only its own GPU (CUDA_VISIBLE_DEVICES per rank, Slurm --gpus-per-task)
+ * leaves one device per process, and ranks that really share a GPU are
+ * refused later by its UUID (native_check_shared).  An explicit ordinal
+ * past the visible devices wraps only with SYMM_ALLOW_SHARED_DEVICE. */
 static symm_result_t native_pick_device(symm_comm_t *comm, native_state_t *st) {
   int count = 0;
   ncu_result cu = st->drv->cuDeviceGetCount(&count);
   if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuDeviceGetCount");
+  if (count < 1) return symm_error(SYMM_ERR_UNSUPPORTED, "native: no CUDA device is visible");
   int want = comm->device >= 0 ? comm->device : (comm->local_rank >= 0 ? comm->local_rank : 0);
+  if (want >= count && !comm->device_explicit) {
+    SYMM_INFO(BACKEND, "native: rank %d: local rank %d, %d GPU(s) visible: GPU %d", comm->rank,
+              want, count, want % count);
+    want %= count;
+  }
   if (want >= count) {
     if (!symm_setting_bool("SYMM_ALLOW_SHARED_DEVICE")) {
       const char *vis = getenv("CUDA_VISIBLE_DEVICES");
       return symm_error(SYMM_ERR_INVALID_ARG,
-                        "native: rank %d wants GPU %d but only %d CUDA device(s) are visible "
-                        "(CUDA_VISIBLE_DEVICES=%s); set SYMM_DEVICE, or SYMM_ALLOW_SHARED_DEVICE=1 "
-                        "to let several ranks share a GPU",
+                        "native: rank %d asks for GPU %d (SYMM_DEVICE or the config) but only %d "
+                        "CUDA device(s) are visible (CUDA_VISIBLE_DEVICES=%s); set SYMM_DEVICE to "
+                        "one of them, or SYMM_ALLOW_SHARED_DEVICE=1 to let several ranks share a GPU",
                         comm->rank, want, count, vis ? vis : "unset");
     }
     SYMM_INFO(BACKEND, "native: rank %d: GPU %d not present, sharing GPU %d (%d visible)",
@@ -267,8 +277,13 @@ static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
     snprintf(me->pci_bus_id, sizeof me->pci_bus_id, "ordinal-%d", st->ordinal);
   ncu_uuid uuid;
   memset(&uuid, 0, sizeof uuid);
-  st->drv->cuDeviceGetUuid(&uuid, st->dev);
-  memcpy(me->uuid, uuid.bytes, sizeof me->uuid);
+  /* Without a UUID the PCI bus id names the GPU on this host (all-zero
+   * UUIDs would make every pair of ranks look like they share one). */
+  if (st->drv->cuDeviceGetUuid(&uuid, st->dev) == NCU_SUCCESS)
+    memcpy(me->uuid, uuid.bytes, sizeof me->uuid);
+  else
+    memcpy(me->uuid, me->pci_bus_id, sizeof me->uuid < sizeof me->pci_bus_id
+                                         ? sizeof me->uuid : sizeof me->pci_bus_id);
   return SYMM_SUCCESS;
 }
 
@@ -319,6 +334,21 @@ static symm_result_t native_agree_kind(native_state_t *st) {
   if (gran == 0 || (gran & (gran - 1)) != 0)
     return symm_error(SYMM_ERR_INTERNAL, "native: granularity %zu is not a power of two", gran);
   st->gran = gran;
+  return SYMM_SUCCESS;
+}
+
+/* POSIX fds travel over Unix sockets, which do not leave a host: with fd
+ * handles every rank must be on this host.  Refused here, at init, with the
+ * way out, rather than at every rendezvous. */
+static symm_result_t native_check_hosts(const native_state_t *st) {
+  if (st->kind != NATIVE_HANDLE_FD) return SYMM_SUCCESS;
+  for (int r = 0; r < st->size; r++)
+    if (st->ranks[r].host_hash != st->ranks[st->rank].host_hash)
+      return symm_error(SYMM_ERR_UNSUPPORTED,
+                        "native: rank %d is on another host than rank %d, and not every rank "
+                        "can export fabric handles; POSIX-fd handles do not leave a host (GPUs "
+                        "of one NVLink domain across hosts need fabric handles and IMEX, "
+                        "SYMM_NATIVE_HANDLE=fabric)", r, st->rank);
   return SYMM_SUCCESS;
 }
 
@@ -408,6 +438,8 @@ symm_result_t native_init(symm_comm_t *comm) {
     goto fail;
   }
   if ((res = gres) != SYMM_SUCCESS) goto fail;
+  for (int r = 0; r < comm->size; r++) /* peers' strings: terminated whatever came */
+    st->ranks[r].pci_bus_id[sizeof st->ranks[r].pci_bus_id - 1] = 0;
   for (int r = 0; r < comm->size; r++)
     if (st->ranks[r].status != SYMM_SUCCESS) {
       res = symm_error((symm_result_t)st->ranks[r].status, "native: setup failed on rank %d: %.*s",
@@ -416,6 +448,7 @@ symm_result_t native_init(symm_comm_t *comm) {
     }
   SYMM_CHECK_GOTO(native_check_shared(comm, st), res, fail);
   SYMM_CHECK_GOTO(native_agree_kind(st), res, fail);
+  SYMM_CHECK_GOTO(native_check_hosts(st), res, fail);
   SYMM_CHECK_GOTO(native_map_peers_devices(st), res, fail);
   native_heap_init(st); /* needs the agreed granularity */
 

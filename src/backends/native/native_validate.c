@@ -148,8 +148,9 @@ static symm_result_t native_validate_range(const native_state_t *st, const void 
      * allocation. */
     if (cur != p && (!known || cur >= reg_end || native_check_kind(st, cur) != SYMM_SUCCESS))
       return symm_error(SYMM_ERR_MISMATCH,
-                        "native validate: range smaller than the tensor: [%p, +%zu) is covered "
-                        "by its allocation only up to offset %llu", ptr, nbytes, cur - p);
+                        "native validate: the allocation is smaller than the range: [%p, +%zu) "
+                        "is covered by one allocation only up to offset %llu", ptr, nbytes,
+                        cur - p);
     SYMM_CHECK(native_mapping_of(st, cur, &start, &size));
     SYMM_CHECK(native_check_mapping(st, cur, start, size, own));
     cur = start + size;
