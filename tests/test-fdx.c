@@ -362,7 +362,7 @@ TEST_IMPL(fdx_one_deadline) {
   uint64_t took = test_now_ms() - t0;
   printf("two absent peers: %llu ms\n", (unsigned long long)took);
   ASSERT_GE(took, 350);
-  ASSERT_LT(took, 700);
+  ASSERT_LT(took, 750); /* one deadline; one per peer would be 800 */
   /* Outside the operation, a fetch has its own timeout again. */
   t0 = test_now_ms();
   ASSERT_EQ(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_TIMEOUT);

@@ -205,10 +205,12 @@ static int killed_rank(int rank, int size, void *arg) {
   symm_result_t res = strcmp(ka->where, "barrier") == 0 ? symm_comm_barrier(comm)
                                                          : symm_tensor_rendezvous(t);
   uint64_t took = test_now_ms() - start;
-  if (res != SYMM_ERR_TIMEOUT && res != SYMM_ERR_PEER_LOST)
+  /* Lost, seen from its pid or the store, well before the timeout: a
+   * timeout would mean the death went unnoticed. */
+  if (res != SYMM_ERR_PEER_LOST)
     TEST_FAIL_("rank %d: %s returned %s (%s)", rank, ka->where, symm_strerror(res),
                symm_last_error());
-  ASSERT_LE(took, (uint64_t)ka->timeout_ms + 1000);
+  ASSERT_LT(took, (uint64_t)ka->timeout_ms / 2);
   printf("rank %d: %s -> %s after %llu ms: %s\n", rank, ka->where, symm_strerror(res),
          (unsigned long long)took, symm_last_error());
   symm_tensor_free(t);
@@ -230,9 +232,9 @@ static int count_job_sockets(const char *job) {
 /* Rank 1 is killed `where`; NULL backend: the harness default, so that the
  * conformance run (SYMM_TEST_BACKEND) covers other backends too. */
 static void run_kill_case(const char *where, int n, test_rank_fn fn) {
-  kill_arg_t ka = {where, 3000};
+  kill_arg_t ka = {where, 20000};
   int status[8];
-  test_job_opts_t o = {30000, status, NULL, ka.timeout_ms, 1, 300};
+  test_job_opts_t o = {60000, status, NULL, ka.timeout_ms, 1, 300};
   int bad = test_run_ranks_opts(n, fn, &ka, &o);
   ASSERT_EQ(bad, 1); /* only the killed rank */
   ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);

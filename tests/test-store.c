@@ -871,10 +871,16 @@ TEST_IMPL(store_wrong_token) {
   ASSERT_STR_CONTAINS(symm_last_error(), "token");
   ASSERT(bad == NULL);
   ASSERT_RES(symm_store_connect(f.addr, "", 0, 5000, &bad), SYMM_ERR_PERMISSION);
-  /* A prefix of the token is not the token. */
-  char prefix[8];
+  /* A prefix of the token is not the token, nor is the token with its last
+   * character changed or one more appended. */
+  char prefix[8], other[128];
   snprintf(prefix, sizeof prefix, "%s", k_token);
   ASSERT_RES(symm_store_connect(f.addr, prefix, 0, 5000, &bad), SYMM_ERR_PERMISSION);
+  snprintf(other, sizeof other, "%s", k_token);
+  other[strlen(other) - 1] ^= 1;
+  ASSERT_RES(symm_store_connect(f.addr, other, 0, 5000, &bad), SYMM_ERR_PERMISSION);
+  snprintf(other, sizeof other, "%sX", k_token);
+  ASSERT_RES(symm_store_connect(f.addr, other, 0, 5000, &bad), SYMM_ERR_PERMISSION);
 
   /* On the wire: a PERMISSION reply, then the server hangs up. */
   int fd = raw_connect(f.port);
