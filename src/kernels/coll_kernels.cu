@@ -183,8 +183,13 @@ static __device__ __forceinline__ void coll_after_prior_kernel() {
 }
 
 /* Starts a kernel's protocol; the kernel has waited for the kernel before
- * it (coll_after_prior_kernel) first. */
-static __device__ coll_ctx coll_begin(const params_t &a) {
+ * it (coll_after_prior_kernel) first.  `uniform`: every thread of the block
+ * must see the same fail_fast (kernels that call coll_exchange, whose
+ * barriers a thread that returned early would miss).  LL and LL128 have no
+ * such barrier, and a block barrier this early cost them 0.1-0.5 us from
+ * 64 KiB to 4 MiB (2 x H200, bench/tune-native.sh, side by side: LL128
+ * 1 MiB 7.48 with it, 7.13 without). */
+static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
   c.e = words[0] + 1u;
@@ -192,11 +197,10 @@ static __device__ coll_ctx coll_begin(const params_t &a) {
   c.deadline = 0;
   /* After a timeout the communicator's collectives are unusable (ranks are
    * out of step): fail at once, and say so again in the host record in case
-   * the earlier error has been read already.  The same answer in every
-   * thread of the block: another block may set the word while this one's
-   * warps read it, and a block whose threads disagreed would leave some of
-   * them out of coll_exchange's barriers. */
-  c.fail_fast = __syncthreads_or(words[SYMM_COLL_WORD_TIMED_OUT] != 0u) != 0;
+   * the earlier error has been read already.  Another block may set the
+   * word while this one's warps read it: with `uniform` they agree. */
+  c.fail_fast = words[SYMM_COLL_WORD_TIMED_OUT] != 0u;
+  if (uniform) c.fail_fast = __syncthreads_or(c.fail_fast) != 0;
   if (c.fail_fast && blockIdx.x == 0 && threadIdx.x == 0)
     coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, 0xffffffffu);
   /* Tell every peer which collective this rank runs at this epoch; a peer
@@ -563,7 +567,7 @@ static __device__ __forceinline__ uint64_t coll_stage_off(const params_t &a, con
 template <typename T, typename Op>
 static __device__ void all_reduce_one_shot(const params_t &a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const int V = 16 / sizeof(T);
   uint64_t lo, hi;
   coll_block_range(a.count, V, &lo, &hi);
@@ -593,7 +597,7 @@ static __device__ void all_reduce_one_shot(const params_t &a) {
 template <typename T, typename Op>
 static __device__ void all_reduce_two_shot(const params_t &a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const int V = 16 / sizeof(T);
   const int W = a.world;
   const uint64_t n = a.count, seg = a.seg, es = sizeof(T);
@@ -706,7 +710,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
   /* The first packet's load overlaps the epoch's. */
   coll_after_prior_kernel();
   const uint2 d0 = first < np ? ll_pack(send, first, n, vec) : make_uint2(0, 0);
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, false);
   const uint32_t flag = ll_flag(a, c);
   const uint64_t area = c.parity * a.ll_region * (uint64_t)W; /* the LL area is at 0 */
   const uint64_t mine = a.peer_data[a.rank] + area;
@@ -906,7 +910,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
   ll128_round rd;
   coll_after_prior_kernel();
   ll128_round_input(rd, send, n, nwords, Lb0, groups, lane, a8);
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, false);
   const uint32_t f = ll_flag(a, c);
   const uint64_t flag = ((uint64_t)f << 32) | f;
   const uint64_t area = SYMM_COLL_LL128_OFF + c.parity * a.ll128_region * (uint64_t)W;
@@ -1002,7 +1006,7 @@ static __device__ void all_reduce_ll128(const params_t &a) {
 template <typename T, typename Op>
 static __device__ void reduce_scatter(const params_t &a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const int V = 16 / sizeof(T);
   uint64_t lo, hi;
   coll_block_range(a.count, V, &lo, &hi);
@@ -1045,7 +1049,7 @@ static __device__ copy_part coll_copy_part(const params_t &a) {
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_gather(const params_t a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const copy_part cp = coll_copy_part(a);
   const uint64_t off = cp.lo * cp.es, region = a.count * cp.es;
   if (a.zc && coll_agree_zero_copy(a, c)) {
@@ -1077,7 +1081,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_broadcast(const params_t a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const copy_part cp = coll_copy_part(a);
   const uint64_t off = cp.lo * cp.es;
   const bool root = a.rank == a.root;
@@ -1093,7 +1097,7 @@ extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS)
     symm_coll_all_to_all(const params_t a) {
   coll_after_prior_kernel();
-  coll_ctx c = coll_begin(a);
+  coll_ctx c = coll_begin(a, true);
   const copy_part cp = coll_copy_part(a);
   char *mine = coll_stage(a, a.rank, c.parity);
   if (!c.fail_fast && cp.bytes)
