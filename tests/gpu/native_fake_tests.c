@@ -914,6 +914,33 @@ TEST_IMPL(native_fake_context_restored) {
   return 0;
 }
 
+/* An init that fails after this rank made its GPU's context current (the
+ * ranks share one GPU without SYMM_ALLOW_SHARED_DEVICE) leaves the
+ * thread's context as it was: the application's, here another GPU's. */
+static int failed_init_context_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  char why[256];
+  const native_driver_t *drv = native_driver_init(why, sizeof why);
+  RCHECK(drv, "%s", why);
+  ncu_context mine = NULL, cur = NULL;
+  RCHECK(drv->cuDevicePrimaryCtxRetain(&mine, 1) == NCU_SUCCESS &&
+             drv->cuCtxSetCurrent(mine) == NCU_SUCCESS, "the application's context");
+  setenv("SYMM_DEVICE", "0", 1);
+  symm_comm_t *comm = NULL;
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == mine,
+         "a failed init left another context current");
+  drv->cuCtxSetCurrent(NULL);
+  drv->cuDevicePrimaryCtxRelease(1);
+  return 0;
+}
+
+TEST_IMPL(native_fake_failed_init_context) {
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  ASSERT_EQ(run_job(2, failed_init_context_rank, NULL), 0);
+  return 0;
+}
+
 /* ------------------------------------------- collectives: what is launched
  * The fake driver runs no kernel but records each launch (name, grid,
  * parameter block): these tests check the host side of the native

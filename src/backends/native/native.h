@@ -40,6 +40,8 @@ typedef struct native_state {
   int ordinal;
   ncu_context ctx;          /* the device's primary context (retained) */
   bool ctx_retained;
+  ncu_context caller_ctx;   /* current on this thread before init made ctx current */
+  bool caller_saved;        /* caller_ctx is known (put back if init fails) */
   ncu_stream stream;        /* private non-blocking stream */
   size_t gran_min;          /* this device's minimum granularity */
   size_t gran;              /* communicator-wide allocation granularity */

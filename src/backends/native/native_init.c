@@ -249,7 +249,9 @@ static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
   if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuDevicePrimaryCtxRetain(%d)", st->ordinal);
   st->ctx_retained = true;
   /* Left current on purpose: the application's CUDA runtime calls on this
-   * thread then use the same (primary) context and device. */
+   * thread then use the same (primary) context and device.  What was current
+   * before is put back if init fails (native_init). */
+  st->caller_saved = st->drv->cuCtxGetCurrent(&st->caller_ctx) == NCU_SUCCESS;
   cu = st->drv->cuCtxSetCurrent(st->ctx);
   if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuCtxSetCurrent(device %d)", st->ordinal);
   cu = st->drv->cuStreamCreate(&st->stream, NCU_STREAM_NON_BLOCKING);
@@ -409,6 +411,16 @@ static void native_state_destroy(native_state_t *st) {
   free(st);
 }
 
+/* Frees what a failed init made and leaves this thread's context as init
+ * found it. */
+static void native_init_failed(native_state_t *st) {
+  const native_driver_t *drv = st->drv;
+  const bool put_back = st->caller_saved;
+  ncu_context caller = st->caller_ctx;
+  native_state_destroy(st);
+  if (drv && put_back) drv->cuCtxSetCurrent(caller);
+}
+
 symm_result_t native_init(symm_comm_t *comm) {
   native_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
@@ -458,7 +470,7 @@ symm_result_t native_init(symm_comm_t *comm) {
   comm->backend_state = st;
   return SYMM_SUCCESS;
 fail:
-  native_state_destroy(st);
+  native_init_failed(st);
   return res;
 }
 
