@@ -123,8 +123,13 @@ static int timeout_rank(int rank, int size, void *arg) {
     ASSERT_OK(symm_signal_put(t, 1, 2, NULL));
     ASSERT_RES(symm_signal_put(t, 1, 2, NULL), SYMM_ERR_TIMEOUT);
     ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 did not consume");
+    ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/signal/gave_up", "1", 1));
   } else {
-    usleep((2 * SHORT_TIMEOUT_MS + 500) * 1000); /* silent until rank 0 gave up twice */
+    /* Silent until rank 0 gave up twice (it says so in the store). */
+    char v[8];
+    size_t len = 0;
+    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/signal/gave_up", v, sizeof v, &len,
+                             30000));
   }
   ASSERT_OK(symm_comm_barrier(comm));
   /* The one signal that did arrive is there, and consumable. */
