@@ -12,42 +12,15 @@ one side fail).
 """
 import argparse
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# One way to run a side and report its failure, shared with the all-reduce script.
+from compare_allreduce import Failed, parse_size, run  # noqa: E402
 # Columns after size_bytes.
 SYMM_COLS = ("init_ms", "first_ms", "cold_ms", "pool_us")
 TORCH_COLS = ("first_ms", "cold_ms")
-
-
-class Failed(Exception):
-    pass
-
-
-def parse_size(text):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(text[:-1]) * mult[text[-1].upper()]) if text[-1].upper() in mult else int(text)
-
-
-def run(cmd, env, dry):
-    """stdout of cmd; raises Failed with what went wrong."""
-    print("$ " + " ".join(cmd) + ("   (dry run: canned output)" if dry is not None else ""),
-          flush=True)
-    if dry is not None:
-        out, err, rc = dry
-    else:
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        except FileNotFoundError as exc:
-            raise Failed(f"cannot start {cmd[0]}: {exc}") from None
-        except subprocess.TimeoutExpired:
-            raise Failed("timed out after 600 s") from None
-        out, err, rc = p.stdout, p.stderr, p.returncode
-    if rc != 0:
-        tail = "\n".join((out + err).strip().splitlines()[-20:])
-        raise Failed(f"exit status {rc}; last output:\n{tail}")
-    return out
 
 
 def parse_rows(text, names, who):
