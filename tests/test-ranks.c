@@ -726,7 +726,14 @@ static int one_deadline_rank(int rank, int size, void *arg) {
   ASSERT(comm->store_bootstrap != NULL); /* the barrier goes through shared memory */
   ASSERT_OK(symm_comm_barrier(comm));
   if (rank == 1) usleep(900 * 1000);
-  if (rank == 2) usleep(2200 * 1000);
+  if (rank == 2) {
+    /* Comes only once rank 0 has given up (it says so in the store), so
+     * that no scheduling delay can make it early. */
+    char v[8];
+    size_t len = 0;
+    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/deadline/gave_up", v, sizeof v, &len,
+                             30000));
+  }
   uint64_t t0 = test_now_ms();
   symm_result_t res = symm_comm_barrier(comm);
   uint64_t took = test_now_ms() - t0;
@@ -734,6 +741,7 @@ static int one_deadline_rank(int rank, int size, void *arg) {
     ASSERT_EQ(res, SYMM_ERR_TIMEOUT);
     ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
     ASSERT_LT(took, DEADLINE_TIMEOUT_MS + 500);
+    ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/deadline/gave_up", "1", 1));
   } else {
     ASSERT_OK(res);
   }
