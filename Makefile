@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RANKS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); \
 	if [ "$${n:-0}" -ge 2 ]; then echo $$n; else echo 4; fi)
 
-.PHONY: all build run test test-sanitize install test-gpu bench-gpu clean deps
+.PHONY: all build run test test-sanitize test-tsan install test-gpu bench-gpu clean deps
 
 all: build
 
@@ -37,6 +37,18 @@ test-sanitize:
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The tests that run threads in one process (the store server, the fd
+# exchange, the registry under concurrent lookups) under ThreadSanitizer.
+# The multi-process tests share memory between processes, which TSan does
+# not see, and run 5-15 times slower under it: they stay with test-sanitize.
+TSAN_BUILD ?= build-tsan
+test-tsan:
+	@test -f $(TSAN_BUILD)/CMakeCache.txt || $(CMAKE) -S . -B $(TSAN_BUILD) \
+	  -DCMAKE_BUILD_TYPE=Debug -DSYMM_WITH_CUDA=OFF -DSYMM_SANITIZE=thread
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 600 -R 'threads|store_|fdx_'
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

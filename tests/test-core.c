@@ -326,7 +326,7 @@ TEST_IMPL(core_signal_pad_and_validate) {
 /* Lookups from several threads while the main thread allocates and frees. */
 typedef struct {
   symm_tensor_t *stable;
-  volatile int stop;
+  int stop; /* atomic */
   long lookups;
 } lookup_arg_t;
 
@@ -334,7 +334,7 @@ static void *lookup_thread(void *p) {
   lookup_arg_t *a = p;
   char *base = symm_tensor_data(a->stable);
   size_t n = symm_tensor_nbytes(a->stable);
-  while (!a->stop) {
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
     for (size_t off = 0; off < n; off += 997) {
       symm_tensor_t *t;
       size_t o;
@@ -377,7 +377,7 @@ TEST_IMPL(core_registry_threads) {
     ASSERT_RES(symm_tensor_lookup((char *)symm_tensor_data(arg.stable) - 1, &found, NULL, NULL),
                SYMM_ERR_NOT_FOUND);
   }
-  arg.stop = 1;
+  __atomic_store_n(&arg.stop, 1, __ATOMIC_RELEASE);
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
   ASSERT_EQ(symm_registry_count(), before);
   ASSERT_GE(arg.lookups, 1000);
