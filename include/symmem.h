@@ -572,8 +572,9 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    call whose count or dtype differs between ranks and makes only some
  *    of them grow gives SYMM_ERR_TIMEOUT (after SYMM_TIMEOUT_MS, the
  *    message says why) instead of SYMM_ERR_MISMATCH; with the scratch
- *    reserved it is a mismatch.  Native needs 28 MiB for its low-latency
- *    areas (LL and LL128 need nothing more) plus two staging halves, each
+ *    reserved it is a mismatch.  Native needs 28 MiB + 4 KiB for its
+ *    low-latency areas and zero-copy keys (LL and LL128 need nothing
+ *    more) plus two staging halves, each
  *    of world x the buffer (one-shot), about 2 x the buffer (two-shot),
  *    world x count elements (reduce-scatter, all-to-all) or count elements
  *    (all-gather, broadcast).
@@ -648,7 +649,7 @@ SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
 /*
  * Makes sure the communicator's scratch tensor holds at least `bytes` per
  * rank (by default the first collective that needs it reserves
- * SYMM_SCRATCH_BYTES of staging, plus 28 MiB for LL and LL128 on the
+ * SYMM_SCRATCH_BYTES of staging, plus about 28 MiB for LL and LL128 on the
  * native backend, or what the call needs if that is more).  Collective (it
  * allocates and rendezvouses), never inside a CUDA graph capture.  Errors as
  * symm_tensor_alloc / symm_tensor_rendezvous.
@@ -661,7 +662,7 @@ SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes
  * and receive buffer) runs without growing the scratch, whatever the
  * algorithm: pass it to symm_comm_reserve_scratch before capturing such
  * calls in a CUDA graph.  The largest need is one-shot's (native: world x
- * the buffer, plus 28 MiB for LL and LL128), which auto picks only for
+ * the buffer, plus about 28 MiB for LL and LL128), which auto picks only for
  * small buffers; two-shot needs about 2 x the buffer.  Local and cheap; the
  * same on every rank.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or bytes, a
  * size that overflows or exceeds what a tensor can hold),

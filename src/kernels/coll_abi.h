@@ -70,12 +70,20 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
  *  carrying 8 bytes of data]
  * [LL128 area at SYMM_COLL_LL128_OFF: 2 parity halves x world regions of
  *  128-byte lines, each carrying 120 bytes of data and an 8-byte flag]
+ * [zero-copy keys at SYMM_COLL_KEYS_OFF: world x 2 parities x 16 bytes]
  * [staging at SYMM_COLL_STAGE_OFF: 2 parity halves of stage_half bytes]
  * Staging halves start 16-byte aligned (multiples of 256 bytes). */
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
 #define SYMM_COLL_LL128_BYTES ((uint64_t)24 << 20)
 #define SYMM_COLL_LL128_OFF SYMM_COLL_LL_BYTES
-#define SYMM_COLL_STAGE_OFF (SYMM_COLL_LL_BYTES + SYMM_COLL_LL128_BYTES)
+/* Zero-copy keys, after the LL128 area: slot [from][parity] of 16 bytes
+ * {epoch, key low, epoch, key high}, written by rank `from` before its
+ * announce when it offers zero copy (the announce has room for 32 bits of
+ * the key only; a 32-bit collision between two ranks' different recv
+ * buffers would send data to the wrong memory). */
+#define SYMM_COLL_KEYS_OFF (SYMM_COLL_LL128_OFF + SYMM_COLL_LL128_BYTES)
+#define SYMM_COLL_KEYS_BYTES ((uint64_t)4096)
+#define SYMM_COLL_STAGE_OFF (SYMM_COLL_KEYS_OFF + SYMM_COLL_KEYS_BYTES)
 
 /* Error record in pinned host memory, written by kernels with plain
  * stores (GPUs without host-native atomics may not use atomics there):
@@ -119,11 +127,13 @@ typedef struct symm_coll_params {
   uint64_t stage_half;  /* bytes per staging half */
   uint64_t ll_region;   /* bytes of one rank's LL region in one half */
   uint64_t ll128_region; /* bytes of one rank's LL128 region in one half */
+  uint64_t zc_key;      /* the whole 64-bit key, compared through the key slots */
   uint64_t err;         /* symm_coll_error_t * (device view of pinned memory) */
   uint64_t timeout_ns;  /* bound of every wait */
   uint32_t sig;         /* signature: every rank must have the same */
   uint32_t nonce;       /* per-scratch salt of the flags (same on every rank) */
-  uint32_t zc;          /* two-shot, all-gather: recv's key (tensor, offset), 0: none */
+  uint32_t zc;          /* two-shot, all-gather: 32 bits of recv's key (tensor, offset)
+                           for the announce, 0: no zero copy offered */
   int32_t rank, world, root;
   int32_t esize;        /* bytes per element */
   int32_t vec;          /* 1: all buffers and segment offsets 16-byte aligned */

@@ -131,6 +131,12 @@ static __device__ __forceinline__ uint64_t coll_announce_slot(const params_t &a,
                                                               unsigned from, unsigned parity) {
   return pad + symm_coll_announce_off((unsigned)a.world) + (from * 2u + parity) * 16u;
 }
+/* Zero-copy key slot [from][parity] in the scratch data at `data`. */
+static __device__ __forceinline__ uint64_t coll_key_slot(const params_t &a, uint64_t data,
+                                                         unsigned from, unsigned parity) {
+  (void)a;
+  return data + SYMM_COLL_KEYS_OFF + (from * 2u + parity) * 16u;
+}
 static __device__ __forceinline__ void coll_st_v4(uint64_t addr, uint32_t x, uint32_t y,
                                                   uint32_t z, uint32_t w) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(x), "r"(y),
@@ -208,8 +214,14 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
   if (!c.fail_fast && blockIdx.x == 0 && (int)threadIdx.x < a.world &&
       (int)threadIdx.x != a.rank) {
     /* Zero copy: peers may write our recv as soon as they see this, so
-     * everything before this kernel on our stream must be visible first. */
-    if (a.zc) __threadfence_system();
+     * everything before this kernel on our stream must be visible first;
+     * the whole key goes before the announce that points to it. */
+    if (a.zc) {
+      __threadfence_system();
+      coll_st_v4(coll_key_slot(a, a.peer_data[threadIdx.x], a.rank, c.parity), c.e,
+                 (uint32_t)a.zc_key, c.e, (uint32_t)(a.zc_key >> 32));
+      __threadfence_system();
+    }
     coll_st_v4(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity), c.e, a.sig,
                c.e, a.zc);
   }
@@ -253,6 +265,24 @@ static __device__ __forceinline__ int coll_check_announce(const params_t &a, con
   return CTX_MISMATCH;
 }
 
+/* Whether rank `from`, whose announce carries our 32-bit a.zc, wrote the
+ * same whole key into its key slot of this epoch (written before that
+ * announce; read until both halves carry this epoch).  false on timeout,
+ * which is recorded. */
+static __device__ bool coll_zc_key_matches(const params_t &a, coll_ctx &c, unsigned from) {
+  const uint64_t slot = coll_key_slot(a, a.peer_data[a.rank], from, c.parity);
+  unsigned spins = 0;
+  __threadfence_system(); /* after the announce seen, before the key read */
+  for (;;) {
+    const uint4 v = coll_ld_v4(slot);
+    if (v.x == c.e && v.z == c.e) return (((uint64_t)v.w << 32) | v.y) == a.zc_key;
+    if ((++spins & 63u) == 0 && coll_expired(a, c)) {
+      coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, from);
+      return false;
+    }
+  }
+}
+
 /* Whether every rank announced this rank's zero-copy key a.zc (non-zero):
  * then all of them write straight into each other's recv.  Waits for the
  * announces (same verdict on every rank and in every thread); false on a
@@ -268,7 +298,8 @@ static __device__ bool coll_agree_zero_copy(const params_t &a, coll_ctx &c) {
     for (;;) {
       int st = coll_check_announce(a, c, (unsigned)p);
       if (st == CTX_OK) {
-        if (coll_ld_v4(slot).w != a.zc) atomicExch(&s_agree, 0);
+        if (coll_ld_v4(slot).w != a.zc || !coll_zc_key_matches(a, c, (unsigned)p))
+          atomicExch(&s_agree, 0);
         break;
       }
       if (st == CTX_MISMATCH) {
@@ -613,7 +644,8 @@ static __device__ void all_reduce_two_shot(const params_t &a) {
   if (threadIdx.x == 0) s_zc = a.zc != 0;
   __syncthreads();
   if (st == CTX_OK && a.zc && (int)threadIdx.x < W && (int)threadIdx.x != a.rank &&
-      coll_ld_v4(coll_announce_slot(a, a.peer_pad[a.rank], threadIdx.x, c.parity)).w != a.zc)
+      (coll_ld_v4(coll_announce_slot(a, a.peer_pad[a.rank], threadIdx.x, c.parity)).w != a.zc ||
+       !coll_zc_key_matches(a, c, threadIdx.x)))
     atomicExch(&s_zc, 0); /* the exchange saw this announce already */
   __syncthreads();
   const bool zero_copy = s_zc != 0;

@@ -1037,6 +1037,10 @@ static int coll_launch_rank(int rank, int size, void *arg) {
       for (int q = 0; q < size; q++)
         RCHECK(p.peer_recv[q] == (uint64_t)(uintptr_t)ptrs[q], "peer_recv[%d]", q);
       RCHECK(same_on_all_ranks(comm, board, p.zc), "zero-copy keys differ");
+      /* The announce's 32 bits come from the whole 64-bit key. */
+      RCHECK(p.zc_key != 0 && p.zc == ((uint32_t)(p.zc_key ^ (p.zc_key >> 32)) | 1u) &&
+                 same_on_all_ranks(comm, board, p.zc_key),
+             "64-bit zero-copy key %llx (announced %x)", (unsigned long long)p.zc_key, p.zc);
     }
   }
   /* Ordinary device memory: staged, no key. */
@@ -1046,7 +1050,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "%s", l.name);
   symm_coll_params_t p;
   memcpy(&p, l.params, sizeof p);
-  RCHECK(p.zc == 0, "zero copy offered for ordinary memory");
+  RCHECK(p.zc == 0 && p.zc_key == 0, "zero copy offered for ordinary memory");
   /* A forced algorithm, another dtype and op. */
   ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
   ROK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));

@@ -609,6 +609,7 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
   symm_tensor_t *t;
   int rank;
   p->zc = 0;
+  p->zc_key = 0;
   if (!symm_registry_find(args->recvbuf, &base, &len, &t, &rank)) return;
   if (t->comm != comm || !t->rendezvoused || rank != comm->rank || !t->peer_data) return;
   const uint64_t off = (uint64_t)((const char *)args->recvbuf - (const char *)base);
@@ -618,6 +619,7 @@ static void native_coll_zero_copy(symm_comm_t *comm, const symm_coll_args_t *arg
   uint64_t f[2] = {t->peer_sig, off};
   uint64_t h = symm_hash64(f, sizeof f, 0x7a63ull);
   p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
+  p->zc_key = h;
 }
 
 /*
