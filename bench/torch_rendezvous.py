@@ -12,7 +12,7 @@ import statistics
 import time
 
 # DESIGN.md's GPU safety rule: no multicast / NVLS anywhere, before torch
-# loads, whatever the environment says (an inherited NCCL_NVLS_ENABLE=1 too).
+# loads, over whatever value the environment passed down.
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NCCL_NVLS_ENABLE"] = "0"
 os.environ["NVSHMEM_DISABLE_NVLS"] = "1"

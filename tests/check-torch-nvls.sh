@@ -2,7 +2,9 @@
 # DESIGN.md's GPU safety rule in the PyTorch scripts of bench/: each one turns
 # NVLS / multicast off for NCCL, PyTorch and NVSHMEM before torch loads, over
 # whatever the environment says.  A stub torch package (no GPU, no PyTorch
-# needed) prints the three variables as torch's import sees them.
+# needed) prints the three variables as torch's import sees them.  The
+# inherited values are placeholders that a script must replace; nothing
+# here ever asks for multicast, not even of a stub.
 #   tests/check-torch-nvls.sh SOURCE_DIR PYTHON3
 set -u
 SRC=${1:?source dir}
@@ -22,8 +24,8 @@ n=0
 for script in "$SRC"/bench/*.py; do
   grep -q '^import torch' "$script" || continue
   n=$((n + 1))
-  out=$(NCCL_NVLS_ENABLE=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=0 NVSHMEM_DISABLE_NVLS=0 \
-    PYTHONPATH="$tmp" "$PY" "$script" 2>&1)
+  out=$(NCCL_NVLS_ENABLE=inherited TORCH_SYMM_MEM_DISABLE_MULTICAST=inherited \
+    NVSHMEM_DISABLE_NVLS=inherited PYTHONPATH="$tmp" "$PY" "$script" 2>&1)
   echo "$script: $out"
   case $out in
     *"NVLS 0 1 1"*) ;;
