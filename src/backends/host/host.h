@@ -49,6 +49,5 @@ void host_reduce(void *out, const void *const *in, int nin, size_t count, symm_d
                  symm_redop_t op);
 /* Whether host_reduce handles this dtype and op (f32, bf16, f16, i32 x sum,
  * min, max). */
-bool host_reducible(symm_dtype_t dtype, symm_redop_t op);
 
 #endif

@@ -68,7 +68,6 @@ typedef struct {
 typedef struct {
   uint64_t count;
   int32_t kind, dtype, op, root;
-  int32_t refused; /* the call failed its argument checks on this rank */
   int32_t algo;    /* all-reduce: the algorithm that runs */
 } coll_detail_t;
 
@@ -197,8 +196,7 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   coll_pad_t *p = c->pads[c->me];
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
-                                    (int32_t)a->op, (int32_t)a->root, c->sig == SIG_REFUSED,
-                                    (int32_t)a->algo};
+                                    (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo};
   signal_phase(c, PHASE_ARRIVED);
 }
 
@@ -563,7 +561,7 @@ static symm_result_t run_sliced(coll_t *c) {
 }
 
 /* This rank's side of a call that failed its argument checks (in the core,
- * or host_reducible): it arrives with SIG_REFUSED and leaves once every rank
+ * ops->abstain): it arrives with SIG_REFUSED and leaves once every rank
  * has arrived, so that the peers see a mismatch naming it.  The peers' first
  * call makes the scratch (collectively), so a rank without one makes it as
  * a call of nothing would: the same size unless the peers' call needs more
@@ -606,17 +604,9 @@ symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
   return with_frame(comm, args, refuse);
 }
 
+/* The dtypes and ops reached here are the core's reducible ones
+ * (check_args), which host_coll_reduce.c implements every one of. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
-  bool reduces = args->kind == SYMM_COLL_ALL_REDUCE || args->kind == SYMM_COLL_REDUCE_SCATTER;
-  if (reduces && !host_reducible(args->dtype, args->op)) {
-    symm_result_t err = symm_error(SYMM_ERR_INVALID_ARG, "host backend: cannot reduce %s with %s",
-                                   symm_dtype_name(args->dtype), symm_redop_name(args->op));
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", symm_last_error());
-    if (with_frame(comm, args, refuse) != SYMM_SUCCESS)
-      SYMM_INFO(COLL, "host backend: telling the peers failed: %s", symm_last_error());
-    return symm_error(err, "%s", saved);
-  }
   /* What runs, not what was asked (LL here is one-shot): the signature
    * compares the algorithm of all-reduces. */
   symm_coll_args_t resolved = *args;

@@ -166,8 +166,6 @@ static reduce_fn pick(symm_dtype_t dtype, symm_redop_t op) {
   return row < 0 || (unsigned)op >= SYMM_REDUCE_COUNT_ ? NULL : table[row][op];
 }
 
-bool host_reducible(symm_dtype_t dtype, symm_redop_t op) { return pick(dtype, op) != NULL; }
-
 void host_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
                  symm_redop_t op) {
   if (!count) return;
