@@ -69,6 +69,16 @@ def run(cmd, env, dry):
     return out
 
 
+def report_failures(script, failures):
+    """After the table: what failed, on stderr, and exit status 1."""
+    if not failures:
+        return
+    print(f"\n{script}: FAILED:", file=sys.stderr)
+    for f in failures:
+        print("  " + f.replace("\n", "\n    "), file=sys.stderr)
+    raise SystemExit(1)
+
+
 def num(text):
     text = (text or "").strip()
     if not text:
@@ -257,11 +267,7 @@ def main():
                   f" {fmt(t.get('nccl_graph'), 9)} {fmt(sg[1], 9)}"
                   f" {ratio(se[0], peers[0][0])} {ratio(sg[0], peers[1][0])}"
                   f"  {peers[0][1] or '-':>8}/{peers[1][1] or '-':<8}  {sg[2] or se[2] or '-':>8}")
-    if failures:
-        print("\ncompare_allreduce: FAILED:", file=sys.stderr)
-        for f in failures:
-            print("  " + f.replace("\n", "\n    "), file=sys.stderr)
-        raise SystemExit(1)
+    report_failures("compare_allreduce", failures)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # One way to run a side and report its failure, shared with the all-reduce script.
-from compare_allreduce import Failed, parse_size, run  # noqa: E402
+from compare_allreduce import Failed, parse_size, report_failures, run  # noqa: E402
 # Columns after size_bytes.
 SYMM_COLS = ("init_ms", "first_ms", "cold_ms", "pool_us")
 TORCH_COLS = ("first_ms", "cold_ms")
@@ -121,11 +121,7 @@ def main():
         ratio = f"{of / tf:.3f}" if of is not None and tf else "-"
         print(f"\nfirst alloc+rendezvous after init (1 MiB): symmem {ms(of)}, torch {ms(tf)}"
               f" (ratio {ratio}); symm_comm_init {ms(o.get('init_ms'))}")
-    if failures:
-        print("\ncompare_rendezvous: FAILED:", file=sys.stderr)
-        for f in failures:
-            print("  " + f.replace("\n", "\n    "), file=sys.stderr)
-        raise SystemExit(1)
+    report_failures("compare_rendezvous", failures)
 
 
 if __name__ == "__main__":
