@@ -30,7 +30,8 @@
  * atomics, as over PCIe), FAKECUDA_NO_KERNELS=1 (no module or launch entry
  * points: collectives unavailable), FAKECUDA_FIRST_DEVICE=k (this process
  * sees physical GPUs k, k + 1, ... as ordinals 0, 1, ...: their bus ids and
- * UUIDs, as CUDA_VISIBLE_DEVICES does; read at each call).
+ * UUIDs, as CUDA_VISIBLE_DEVICES does; read at each call), FAKECUDA_NO_UUID=1
+ * (cuDeviceGetUuid fails, as on some virtualised drivers).
  *
  * Kernels: a module is a name table and a launch runs nothing; it is
  * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
@@ -249,6 +250,7 @@ static ncu_result fk_cuDeviceGetByPCIBusId(ncu_device *d, const char *bus) {
 
 static ncu_result fk_cuDeviceGetUuid(ncu_uuid *u, ncu_device d) {
   if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
+  if (fk_env_int("FAKECUDA_NO_UUID", 0)) return NCU_ERROR_NOT_SUPPORTED;
   memset(u, 0, sizeof *u);
   memcpy(u->bytes, "fakegpu", 7);
   u->bytes[15] = (unsigned char)fk_physical(d);

@@ -312,6 +312,32 @@ static int own_gpu_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* A driver whose UUID query fails: the GPUs are told apart by their bus
+ * ids (2 ranks on 2 GPUs start; all-zero UUIDs would look like one shared
+ * GPU), and 2 ranks on one GPU are still refused. */
+static int no_uuid_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  symm_comm_t *comm = NULL;
+  if (arg) {
+    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+    RCHECK(strstr(symm_last_error(), "both use GPU"), "%s", symm_last_error());
+    return 0;
+  }
+  ROK(symm_comm_init(NULL, &comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_no_uuid) {
+  setenv("FAKECUDA_NO_UUID", "1", 1);
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  unsetenv("SYMM_DEVICE");
+  ASSERT_EQ(run_job(2, no_uuid_rank, NULL), 0);
+  setenv("SYMM_DEVICE", "0", 1);
+  ASSERT_EQ(run_job(2, no_uuid_rank, (void *)1), 0);
+  return 0;
+}
+
 TEST_IMPL(native_fake_one_visible_gpu_each) {
   setenv("FAKECUDA_DEVICES", "1", 1);
   unsetenv("SYMM_ALLOW_SHARED_DEVICE");
