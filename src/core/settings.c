@@ -67,9 +67,13 @@ static const symm_setting_desc_t settings[] = {
      "native: launch collective and signal kernels with programmatic dependent launch "
      "(sm_90+), so that back-to-back kernels overlap their launch latency."},
     {"SYMM_COLL_MAX_BLOCKS", SYMM_SETTING_INT, "0",
-     "native: most thread blocks one collective kernel runs, 1..127 (0, or a value out of "
-     "that range: as many as pay off); "
-     "fewer leave SMs to kernels that overlap. The same on every rank."},
+     "native: most thread blocks one collective kernel runs, 1..1024 (0, or a value out of "
+     "that range: as many as pay off); fewer leave SMs to kernels that overlap. Kernels "
+     "that exchange headers never run more blocks than they have channels (125 at 2 ranks); "
+     "the LL kernels up to 1024. The same on every rank."},
+    {"SYMM_COLL_LL_THREADS", SYMM_SETTING_INT, "0",
+     "native: threads per block of the LL and LL128 all-reduce kernels, 32..512 in "
+     "multiples of 32 (0, or another value: 256); for tuning. The same on every rank."},
     {"SYMM_COLL_KERNELS", SYMM_SETTING_STRING, "",
      "native: file of collective kernels (fatbin, cubin or PTX built from this version's "
      "src/kernels/coll_kernels.cu, e.g. with other -D knobs) to load instead of the embedded "

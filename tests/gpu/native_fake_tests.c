@@ -1048,8 +1048,11 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
            "params: count %llu rank %d world %d esize %d", (unsigned long long)p.count, p.rank,
            p.world, p.esize);
-    RCHECK(l.block == SYMM_COLL_THREADS && l.grid >= 1 && l.grid <= SYMM_COLL_MAX_CHANNELS,
-           "grid %u block %u", l.grid, l.block);
+    /* LL kernels: blocks of 256 threads, up to 1024 (native_coll_ll_launch). */
+    const bool ll = strstr(l.name, "_ar_ll") != NULL;
+    RCHECK(l.block == (ll ? 256u : SYMM_COLL_THREADS) && l.grid >= 1 &&
+               l.grid <= (ll ? 1024u : SYMM_COLL_MAX_CHANNELS),
+           "%s: grid %u block %u", l.name, l.grid, l.block);
     if (strstr(l.name, "two_shot") || strstr(l.name, "one_shot"))
       RCHECK(l.grid <= (unsigned)p.channels, "grid %u over %d channels", l.grid, p.channels);
     /* Every rank launched the same collective (same signature, grid). */
@@ -1300,10 +1303,12 @@ TEST_IMPL(native_fake_signal_launches) {
 
 /* How kernels are launched: with programmatic dependent launch by default
  * (through cuLaunchKernelEx), plainly with SYMM_NATIVE_PDL=0 or a driver
- * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid. */
+ * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid,
+ * SYMM_COLL_LL_THREADS sets the LL kernels' blocks. */
 typedef struct {
-  int pdl;         /* expected for every launch */
-  unsigned blocks; /* expected cap of the grids, 0: the defaults */
+  int pdl;             /* expected for every launch */
+  unsigned blocks;     /* expected cap of the grids, 0: the defaults */
+  unsigned ll_threads; /* expected block of LL and LL128, 0: the default (256) */
 } launch_expect_t;
 
 static int launch_settings_rank(int rank, int size, void *arg) {
@@ -1318,9 +1323,12 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   char *data = symm_tensor_data(buf);
   /* LL, LL128, two-shot with segments of 4 MiB and 34 MiB. */
   const size_t bytes[4] = {4096, 1 << 20, 8 << 20, 68 << 20};
-  /* Their grids at 2 ranks: one block, SYMM_COLL_MAX_CHANNELS blocks, and
-   * two-shot's 88 up to 32 MiB segments, 96 above (native_coll_bw_blocks). */
-  const unsigned full[4] = {1, SYMM_COLL_MAX_CHANNELS, 88, 96};
+  /* Their grids at 2 ranks: LL's 512 packets and LL128's 8739 lines of 8
+   * threads in blocks of ll_threads, and two-shot's 88 blocks up to 32 MiB
+   * segments, 96 above (native_coll_bw_blocks). */
+  const unsigned t = want->ll_threads ? want->ll_threads : 256;
+  const unsigned full[4] = {(512 + t - 1) / t, (8739 * 8 + t - 1) / t, 88, 96};
+  const unsigned block[4] = {t, t, SYMM_COLL_THREADS, SYMM_COLL_THREADS};
   fakecuda_launch_t l;
   for (int k = 0; k < 4; k++) {
     symm_result_t r =
@@ -1328,8 +1336,9 @@ static int launch_settings_rank(int rank, int size, void *arg) {
     ROK(r);
     RCHECK(last_launch(&l), "no launch");
     unsigned grid = want->blocks && want->blocks < full[k] ? want->blocks : full[k];
-    RCHECK(l.pdl == want->pdl && l.grid == grid, "%s: pdl %d grid %u, want %d and %u", l.name,
-           l.pdl, l.grid, want->pdl, grid);
+    RCHECK(l.pdl == want->pdl && l.grid == grid && l.block == block[k],
+           "%s: pdl %d grid %u block %u, want %d, %u and %u", l.name, l.pdl, l.grid, l.block,
+           want->pdl, grid, block[k]);
   }
   ROK(symm_signal_barrier(buf, 0, NULL));
   RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0 && l.pdl == want->pdl,
@@ -1341,20 +1350,38 @@ static int launch_settings_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(native_fake_launch_settings) {
   /* The settings are inherited by the ranks of each job. */
-  launch_expect_t def = {1, 0};
+  launch_expect_t def = {1, 0, 0};
   ASSERT_JOB(2, launch_settings_rank, &def);
   setenv("SYMM_COLL_MAX_BLOCKS", "3", 1);
-  launch_expect_t capped = {1, 3};
+  launch_expect_t capped = {1, 3, 0};
   ASSERT_JOB(2, launch_settings_rank, &capped);
-  /* A cap at or over the largest grid, or below 1, changes nothing. */
-  static const char *const no_cap[] = {"128", "100000", "-4", "0"};
+  /* Over the channels: only the LL kernels' grids can reach it. */
+  setenv("SYMM_COLL_MAX_BLOCKS", "200", 1);
+  launch_expect_t over = {1, 200, 0};
+  ASSERT_JOB(2, launch_settings_rank, &over);
+  setenv("SYMM_COLL_MAX_BLOCKS", "1", 1);
+  setenv("SYMM_COLL_LL_THREADS", "512", 1);
+  launch_expect_t one = {1, 1, 512};
+  ASSERT_JOB(2, launch_settings_rank, &one);
+  unsetenv("SYMM_COLL_MAX_BLOCKS");
+  launch_expect_t wide = {1, 0, 512};
+  ASSERT_JOB(2, launch_settings_rank, &wide);
+  /* Blocks that are no multiple of a warp, or too large: the default. */
+  static const char *const bad_threads[] = {"100", "1024", "16", "-32"};
+  for (int k = 0; k < 4; k++) {
+    setenv("SYMM_COLL_LL_THREADS", bad_threads[k], 1);
+    ASSERT_JOB(2, launch_settings_rank, &def);
+  }
+  unsetenv("SYMM_COLL_LL_THREADS");
+  /* A cap at or over the largest grid, or out of range, changes nothing. */
+  static const char *const no_cap[] = {"1024", "100000", "-4", "0"};
   for (int k = 0; k < 4; k++) {
     setenv("SYMM_COLL_MAX_BLOCKS", no_cap[k], 1);
     ASSERT_JOB(2, launch_settings_rank, &def);
   }
   unsetenv("SYMM_COLL_MAX_BLOCKS");
   setenv("SYMM_NATIVE_PDL", "0", 1);
-  launch_expect_t off = {0, 0};
+  launch_expect_t off = {0, 0, 0};
   ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("SYMM_NATIVE_PDL");
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);

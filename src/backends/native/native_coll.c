@@ -43,6 +43,10 @@ _Static_assert(sizeof(ncu_launch_attr) == 72 && offsetof(ncu_launch_attr, value)
                    offsetof(ncu_launch_config, num_attrs) == 48,
                "CUlaunchAttribute / CUlaunchConfig layout of the CUDA 12 driver ABI");
 
+/* Most blocks of the LL kernels (native_coll_ll_launch), and of any kernel
+ * through SYMM_COLL_MAX_BLOCKS. */
+#define NATIVE_COLL_LL_MAX_BLOCKS 1024u
+
 typedef struct native_coll {
   bool ready;
   char why[256];                    /* why collectives are unavailable */
@@ -55,6 +59,7 @@ typedef struct native_coll {
   bool ll128;                       /* every pair of ranks' GPUs is NVLink-class */
   bool pdl;                         /* launch with programmatic dependent launch */
   unsigned max_blocks;              /* SYMM_COLL_MAX_BLOCKS, 0: no limit */
+  unsigned ll_threads;              /* SYMM_COLL_LL_THREADS, 0: by size */
   const symm_tensor_t *scratch;     /* scratch `base` describes */
   symm_coll_params_t base;          /* per-scratch parameters: pointers, layout, nonce */
 } native_coll_t;
@@ -309,7 +314,9 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
             native_coll_kernels_wait(co);
   SYMM_INFO(COLL, "native: programmatic dependent launch %s", co->pdl ? "on" : "off");
   int64_t mb = symm_setting_int("SYMM_COLL_MAX_BLOCKS");
-  co->max_blocks = mb > 0 && mb < SYMM_COLL_MAX_CHANNELS ? (unsigned)mb : 0;
+  co->max_blocks = mb > 0 && mb <= NATIVE_COLL_LL_MAX_BLOCKS ? (unsigned)mb : 0;
+  int64_t lt = symm_setting_int("SYMM_COLL_LL_THREADS");
+  co->ll_threads = lt >= 32 && lt <= SYMM_COLL_THREADS && lt % 32 == 0 ? (unsigned)lt : 0;
   co->ready = true;
   /* The LL areas sit in every scratch before the staging halves. */
   comm->scratch_fixed = SYMM_COLL_STAGE_OFF;
@@ -513,6 +520,28 @@ static uint64_t native_coll_ll128_lines(uint64_t bytes) { return ((bytes + 7) / 
 /* Bytes of one rank's LL128 region in one parity half (whole lines). */
 static uint64_t native_coll_ll128_region(int world) {
   return (SYMM_COLL_LL128_BYTES / 2 / (uint64_t)world) & ~(uint64_t)127;
+}
+
+/*
+ * Block size and grid of the LL kernels, which wait on packets, not on
+ * channels: `units` packets (LL) or lines (LL128), `per_thread` threads to
+ * a unit (1, or 8 for LL128's lines).  Many small blocks, so that a
+ * megabyte goes in one pass: 256 threads and up to 1024 blocks rather than
+ * 512 threads and up to 128 blocks took LL128 at 1 MiB from 7.1 to 6.2-6.3
+ * us, 2 MiB from 11.1 to 9.6-9.8 and 4 MiB from 17.5 to 16.1-16.6, LL alike,
+ * and nothing changed beyond the noise (0.1-0.2 us) from 4 to 512 KiB (2 x
+ * H200, 2 ranks, bench/tune-native.sh TUNE_SETTINGS, graph).  Blocks wait
+ * only for the peers' blocks of the same index, so a grid that the GPU
+ * runs in waves is slower, not stuck; and programmatic dependent launch
+ * starts the next kernel only once every block of this one has started.
+ * SYMM_COLL_LL_THREADS and SYMM_COLL_MAX_BLOCKS override both.
+ */
+#define NATIVE_COLL_LL_THREADS 256u
+static unsigned native_coll_ll_launch(const native_coll_t *co, uint64_t units,
+                                      unsigned per_thread, unsigned *threads) {
+  *threads = co->ll_threads ? co->ll_threads : NATIVE_COLL_LL_THREADS;
+  return native_coll_grid(units * per_thread, *threads,
+                          co->max_blocks ? co->max_blocks : NATIVE_COLL_LL_MAX_BLOCKS);
 }
 
 /* All-reduces above this size that ask for LL or LL128 but do not fit
@@ -770,14 +799,13 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
       kind == SYMM_COLL_KERNEL_ALL_GATHER)
     vec = vec && aligned16(count * es);
   p.vec = vec;
-  unsigned grid;
+  unsigned grid, threads = SYMM_COLL_THREADS;
   switch (kind) {
-    case SYMM_COLL_KERNEL_AR_LL: /* not tied to channels: it waits on packets */
-      grid = native_coll_grid((count * es + 7) / 8, SYMM_COLL_THREADS, SYMM_COLL_MAX_CHANNELS);
+    case SYMM_COLL_KERNEL_AR_LL: /* a packet per thread and pass */
+      grid = native_coll_ll_launch(co, (count * es + 7) / 8, 1, &threads);
       break;
-    case SYMM_COLL_KERNEL_AR_LL128: /* 64 lines per block and pass */
-      grid = native_coll_grid(native_coll_ll128_lines(count * es), SYMM_COLL_THREADS / 8,
-                              SYMM_COLL_MAX_CHANNELS);
+    case SYMM_COLL_KERNEL_AR_LL128: /* a line per 8 threads and pass */
+      grid = native_coll_ll_launch(co, native_coll_ll128_lines(count * es), 8, &threads);
       break;
     case SYMM_COLL_KERNEL_AR_TWO_SHOT:
       grid = native_coll_grid(seg * es, 8192, native_coll_bw_blocks(kind, p.channels, seg * es));
@@ -797,11 +825,11 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
 
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
-  ncu_result cu = native_coll_launch(co, fn, grid, SYMM_COLL_THREADS, args->stream, &p);
+  ncu_result cu = native_coll_launch(co, fn, grid, threads, args->stream, &p);
   native_ctx_leave(st, saved);
   if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks)",
-                          native_coll_kernel_names[kind], grid);
+    return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks of %u threads)",
+                          native_coll_kernel_names[kind], grid, threads);
   return SYMM_SUCCESS;
 }
 
