@@ -17,6 +17,8 @@
 #     it must define the symm_coll_abi_* markers of this version's ABI),
 # built with nvcc for TUNE_ARCH (default: the first GPU's, else 90), SASS
 # and PTX.  Names are letters, digits and _, none of the settings' own.
+# Settings get a column each too:
+#   TUNE_SETTINGS="t256=SYMM_COLL_LL_THREADS=256 x=VAR=VALUE,VAR2=VALUE2"
 set -u
 BUILD=${1:-build}
 RANKS=${2:-2}
@@ -71,6 +73,32 @@ for v in ${TUNE_VARIANTS:-}; do
   kernels "${v%%=*}" "$SRC/src/kernels/coll_kernels.cu" $(printf '%s\n' "${v#*=}" | tr , ' ')
 done
 for v in ${TUNE_SOURCES:-}; do kernels "${v%%=*}" "${v#*=}"; done
+# Columns of settings: name and VAR=VALUE list (commas), checked like variants.
+settings=
+for v in ${TUNE_SETTINGS:-}; do
+  sname=${v%%=*}
+  case $sname in
+    "" | pdl | no_pdl | max[0-9]* | *[!A-Za-z0-9_]*)
+      echo "tune-native: '$sname' cannot name a setting column" >&2
+      status=1
+      continue
+      ;;
+  esac
+  case " $variants $settings " in *" $sname "*)
+    echo "tune-native: column $sname named twice" >&2
+    status=1
+    continue
+    ;;
+  esac
+  case ${v#*=} in *=*) ;; *)
+    echo "tune-native: setting column $sname needs VAR=VALUE" >&2
+    status=1
+    continue
+    ;;
+  esac
+  settings="$settings $sname"
+  eval "setting_$sname=\${v#*=}"
+done
 
 # run NAME WHAT [VAR=VALUE ...]: size,time rows of one sweep into
 # $tmp/WHAT.NAME; WHAT is an all-reduce algorithm or another collective.
@@ -99,6 +127,12 @@ for algo in $ALGOS $COLLS; do
   for v in $variants; do
     names="$names $v"
     run "$v" "$algo" SYMM_COLL_KERNELS="$tmp/$v.fatbin"
+  done
+  for v in $settings; do
+    names="$names $v"
+    eval "vals=\$setting_$v"
+    # shellcheck disable=SC2046,SC2154 # the VAR=VALUE list splits at commas
+    run "$v" "$algo" $(printf '%s\n' "$vals" | tr , ' ')
   done
   echo "## $algo, bf16, CUDA graph, $RANKS ranks, µs per call"
   printf '%10s' size

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/tune-native.sh against stub tools (no GPU, no nvcc needed): one
-# column per launch setting and per kernel variant, each variant built with
+# column per launch setting, per kernel variant and per TUNE_SETTINGS entry, each variant built with
 # its own flags and loaded through SYMM_COLL_KERNELS, a variant that does
 # not build reported and left out, and the exit status saying so.
 #   tests/check-tune-native.sh SOURCE_DIR
@@ -29,6 +29,7 @@ cat >"$tmp/build/tools/symmem-bench" <<'STUB'
 t=1.0
 [ "${SYMM_NATIVE_PDL:-1}" = 0 ] && t=2.0
 [ -n "${SYMM_COLL_MAX_BLOCKS:-}" ] && t=3.$SYMM_COLL_MAX_BLOCKS
+[ -n "${SYMM_COLL_LL_THREADS:-}" ] && t=6.$SYMM_COLL_LL_THREADS${SYMM_COLL_MAX_BLOCKS:-}
 # STUB_TERM_LOG: record the script's temporary folder (where our stdout
 # goes), then SIGTERM the script (our parent), as Ctrl-C or a job's end would.
 if [ -n "${STUB_TERM_LOG:-}" ]; then
@@ -61,8 +62,10 @@ echo "// another coll_kernels.cu" >"$tmp/old.cu"
 NVCC="$tmp/nvcc" NVCC_LOG="$tmp/nvcc.log" TUNE_ALGOS=ll TUNE_BLOCKS=8 TUNE_MIN=4K TUNE_MAX=8K \
   TUNE_ARCH=90 TUNE_VARIANTS="v1=-DSYMM_COLL_UNROLL=8,-DSYMM_LL128_BATCH=2 broken=-DFAIL \
   pdl=-DX max8=-DX v1=-DX bad/name=-DX" \
-  TUNE_SOURCES="old=$tmp/old.cu" sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 \
-  >"$tmp/out" 2>&1
+  TUNE_SOURCES="old=$tmp/old.cu" \
+  TUNE_SETTINGS="t64=SYMM_COLL_LL_THREADS=64 both=SYMM_COLL_LL_THREADS=32,SYMM_COLL_MAX_BLOCKS=9 \
+  no_pdl=X=1 v1=X=1 lone=SYMM_COLL_LL_THREADS bad-name=X=1" \
+  sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 >"$tmp/out" 2>&1
 rc=$?
 cat "$tmp/out"
 [ $rc -ne 0 ] || fail "exit status 0 although a variant did not build"
@@ -71,15 +74,20 @@ for name in pdl max8 bad/name; do
   grep -q "'$name' cannot name a variant" "$tmp/out" || fail "variant name $name was taken"
 done
 grep -q "variant v1 named twice" "$tmp/out" || fail "a second v1 was taken"
+for name in no_pdl bad-name; do
+  grep -q "'$name' cannot name a setting column" "$tmp/out" || fail "setting column $name was taken"
+done
+grep -q "column v1 named twice" "$tmp/out" || fail "a setting column named like a variant was taken"
+grep -q "setting column lone needs VAR=VALUE" "$tmp/out" || fail "a column without a value was taken"
 grep -q -- "-DSYMM_COLL_UNROLL=8 -DSYMM_LL128_BATCH=2 .*coll_kernels.cu" "$tmp/nvcc.log" ||
   fail "v1 was not built with both of its flags: $(cat "$tmp/nvcc.log")"
 grep -q "arch=compute_90,code=sm_90.* $tmp/old.cu" "$tmp/nvcc.log" ||
   fail "the other source was not built: $(cat "$tmp/nvcc.log")"
 head=$(grep -E '^ +size ' "$tmp/out" | tr -s ' ')
-[ "$head" = " size pdl no_pdl max8 v1 old" ] || fail "columns: '$head'"
+[ "$head" = " size pdl no_pdl max8 v1 old t64 both" ] || fail "columns: '$head'"
 for s in 4096 8192; do
   row=$(grep -E "^ +$s " "$tmp/out" | tr -s ' ')
-  [ "$row" = " $s 1.0 2.0 3.8 4.0 5.0" ] || fail "row $s: '$row'"
+  [ "$row" = " $s 1.0 2.0 3.8 4.0 5.0 6.64 6.329" ] || fail "row $s: '$row'"
 done
 # Nothing to run is an error, not an empty success.
 TUNE_ALGOS='' sh "$SRC/bench/tune-native.sh" "$tmp/build" 2 >"$tmp/out" 2>&1
