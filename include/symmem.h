@@ -572,9 +572,9 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    call whose count or dtype differs between ranks and makes only some
  *    of them grow gives SYMM_ERR_TIMEOUT (after SYMM_TIMEOUT_MS, the
  *    message says why) instead of SYMM_ERR_MISMATCH; with the scratch
- *    reserved it is a mismatch.  Native needs 28 MiB + 4 KiB for its
- *    low-latency areas and zero-copy keys (LL and LL128 need nothing
- *    more) plus two staging halves, each
+ *    reserved it is a mismatch.  Native needs 28 MiB for its
+ *    low-latency areas (LL and LL128 need nothing more) plus two staging
+ *    halves, each
  *    of world x the buffer (one-shot), about 2 x the buffer (two-shot),
  *    world x count elements (reduce-scatter, all-to-all) or count elements
  *    (all-gather, broadcast).

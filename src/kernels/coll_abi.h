@@ -31,7 +31,7 @@
 /* Version of the protocol and layouts below: raised by every change that
  * kernels built from an older coll_kernels.cu would misread.  A kernel file
  * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
-#define SYMM_COLL_ABI_VERSION 2
+#define SYMM_COLL_ABI_VERSION 3
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -43,13 +43,19 @@
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
  * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch
  *  with its top bit set; the reader zeroes the slot after use)]
- * [announces at symm_coll_announce_off: world x 2 parities x 16 bytes
- *  {epoch, signature, epoch, zero-copy key}]
+ * [announces at symm_coll_announce_off: world x 2 parities x 32 bytes
+ *  {epoch, signature, epoch, 32 bits of the zero-copy key} and, written
+ *  only when zero copy is offered, {epoch, key low, epoch, key high}]
  * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done, timed out]
  * Peers write only headers and announces; the local words are this rank's
  * own.  The pad is zeroed when the scratch is made and header slots are
  * zeroed again when read, so a header is never stale; announces are
- * rewritten by every kernel and compared by their full epoch. */
+ * rewritten by every kernel and compared by their full epoch: each 8-byte
+ * half carries it, so nothing in an announce can be older than this
+ * kernel once both halves of each 16 bytes read carry its epoch (the
+ * whole 64-bit key needs no fence before or after it: a 32-bit collision
+ * between two ranks' different recv buffers would send data to the wrong
+ * memory, and the announce has room for 32 bits only). */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
 /* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */
@@ -57,8 +63,9 @@
 #define SYMM_COLL_PHASES 2u
 /* Channels (= most blocks of a kernel that exchanges headers). */
 #define SYMM_COLL_MAX_CHANNELS 128u
+#define SYMM_COLL_ANNOUNCE_BYTES 32u
 SYMM_COLL_HD static inline unsigned symm_coll_announce_off(unsigned world) {
-  return SYMM_COLL_PAD_LOCAL - 32u * world;
+  return SYMM_COLL_PAD_LOCAL - 2u * SYMM_COLL_ANNOUNCE_BYTES * world;
 }
 SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
   unsigned n = symm_coll_announce_off(world) / (4u * 2u * SYMM_COLL_PHASES * world);
@@ -70,20 +77,12 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
  *  carrying 8 bytes of data]
  * [LL128 area at SYMM_COLL_LL128_OFF: 2 parity halves x world regions of
  *  128-byte lines, each carrying 120 bytes of data and an 8-byte flag]
- * [zero-copy keys at SYMM_COLL_KEYS_OFF: world x 2 parities x 16 bytes]
  * [staging at SYMM_COLL_STAGE_OFF: 2 parity halves of stage_half bytes]
  * Staging halves start 16-byte aligned (multiples of 256 bytes). */
 #define SYMM_COLL_LL_BYTES ((uint64_t)4 << 20)
 #define SYMM_COLL_LL128_BYTES ((uint64_t)24 << 20)
 #define SYMM_COLL_LL128_OFF SYMM_COLL_LL_BYTES
-/* Zero-copy keys, after the LL128 area: slot [from][parity] of 16 bytes
- * {epoch, key low, epoch, key high}, written by rank `from` before its
- * announce when it offers zero copy (the announce has room for 32 bits of
- * the key only; a 32-bit collision between two ranks' different recv
- * buffers would send data to the wrong memory). */
-#define SYMM_COLL_KEYS_OFF (SYMM_COLL_LL128_OFF + SYMM_COLL_LL128_BYTES)
-#define SYMM_COLL_KEYS_BYTES ((uint64_t)4096)
-#define SYMM_COLL_STAGE_OFF (SYMM_COLL_KEYS_OFF + SYMM_COLL_KEYS_BYTES)
+#define SYMM_COLL_STAGE_OFF (SYMM_COLL_LL128_OFF + SYMM_COLL_LL128_BYTES)
 
 /* Error record in pinned host memory, written by kernels with plain
  * stores (GPUs without host-native atomics may not use atomics there):
@@ -127,7 +126,7 @@ typedef struct symm_coll_params {
   uint64_t stage_half;  /* bytes per staging half */
   uint64_t ll_region;   /* bytes of one rank's LL region in one half */
   uint64_t ll128_region; /* bytes of one rank's LL128 region in one half */
-  uint64_t zc_key;      /* the whole 64-bit key, compared through the key slots */
+  uint64_t zc_key;      /* the whole 64-bit key, compared through the announces */
   uint64_t err;         /* symm_coll_error_t * (device view of pinned memory) */
   uint64_t timeout_ns;  /* bound of every wait */
   uint32_t sig;         /* signature: every rank must have the same */

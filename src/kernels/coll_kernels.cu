@@ -129,13 +129,14 @@ static __device__ __forceinline__ uint32_t *coll_header(const params_t &a, uint6
  * sees it twice has the whole announce. */
 static __device__ __forceinline__ uint64_t coll_announce_slot(const params_t &a, uint64_t pad,
                                                               unsigned from, unsigned parity) {
-  return pad + symm_coll_announce_off((unsigned)a.world) + (from * 2u + parity) * 16u;
+  return pad + symm_coll_announce_off((unsigned)a.world) +
+         (from * 2u + parity) * SYMM_COLL_ANNOUNCE_BYTES;
 }
-/* Zero-copy key slot [from][parity] in the scratch data at `data`. */
-static __device__ __forceinline__ uint64_t coll_key_slot(const params_t &a, uint64_t data,
+/* The announce's second 16 bytes: {epoch, key low, epoch, key high}, the
+ * whole zero-copy key, written when zero copy is offered. */
+static __device__ __forceinline__ uint64_t coll_key_slot(const params_t &a, uint64_t pad,
                                                          unsigned from, unsigned parity) {
-  (void)a;
-  return data + SYMM_COLL_KEYS_OFF + (from * 2u + parity) * 16u;
+  return coll_announce_slot(a, pad, from, parity) + 16u;
 }
 static __device__ __forceinline__ void coll_st_v4(uint64_t addr, uint32_t x, uint32_t y,
                                                   uint32_t z, uint32_t w) {
@@ -213,15 +214,16 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
    * looks at it before it trusts our headers or packets. */
   if (!c.fail_fast && blockIdx.x == 0 && (int)threadIdx.x < a.world &&
       (int)threadIdx.x != a.rank) {
-    /* Zero copy: peers may write our recv as soon as they see this, so
-     * everything before this kernel on our stream must be visible first;
-     * the whole key goes before the announce that points to it. */
-    if (a.zc) {
-      __threadfence_system();
-      coll_st_v4(coll_key_slot(a, a.peer_data[threadIdx.x], a.rank, c.parity), c.e,
+    /* Zero copy: peers may write our recv as soon as they see this.  No
+     * fence: the kernels before this one on our stream have completed
+     * (coll_after_prior_kernel, or stream order), their writes are in our
+     * memory already.  The whole key is no older than the announce once its
+     * halves carry this epoch (the pad is zeroed when the scratch is made),
+     * so the reader needs no order between the two stores either; a fence
+     * each side cost 1-2 us from 1 to 16 MiB (two-shot, 2 x H200). */
+    if (a.zc)
+      coll_st_v4(coll_key_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity), c.e,
                  (uint32_t)a.zc_key, c.e, (uint32_t)(a.zc_key >> 32));
-      __threadfence_system();
-    }
     coll_st_v4(coll_announce_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity), c.e, a.sig,
                c.e, a.zc);
   }
@@ -265,14 +267,13 @@ static __device__ __forceinline__ int coll_check_announce(const params_t &a, con
   return CTX_MISMATCH;
 }
 
-/* Whether rank `from`, whose announce carries our 32-bit a.zc, wrote the
- * same whole key into its key slot of this epoch (written before that
- * announce; read until both halves carry this epoch).  false on timeout,
+/* Whether rank `from`, whose announce carries our 32-bit a.zc, announced
+ * the same whole key at this epoch (read until both halves of the key
+ * carry this epoch: it may land after the announce).  false on timeout,
  * which is recorded. */
 static __device__ bool coll_zc_key_matches(const params_t &a, coll_ctx &c, unsigned from) {
-  const uint64_t slot = coll_key_slot(a, a.peer_data[a.rank], from, c.parity);
+  const uint64_t slot = coll_key_slot(a, a.peer_pad[a.rank], from, c.parity);
   unsigned spins = 0;
-  __threadfence_system(); /* after the announce seen, before the key read */
   for (;;) {
     const uint4 v = coll_ld_v4(slot);
     if (v.x == c.e && v.z == c.e) return (((uint64_t)v.w << 32) | v.y) == a.zc_key;
