@@ -1014,8 +1014,10 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   ROK(r);
   /* auto: LL to 64 KiB, LL128 to 4 MiB (NVLink-class peers only), then
    * two-shot; LL128 without native peer atomics is LL to 256 KiB, one-shot
-   * to 1 MiB and two-shot above. */
+   * to 1 MiB and two-shot above.  Count 0 still meets the peers, one-shot
+   * (LL would look at no peer without packets). */
   const expect_t cases[] = {
+      {0, "symm_coll_ar_one_shot_bf16_sum"},
       {4096, "symm_coll_ar_ll_bf16_sum"},
       {64 << 10, "symm_coll_ar_ll_bf16_sum"},
       {(64 << 10) + 16,

@@ -561,6 +561,12 @@ static unsigned native_coll_ll_launch(const native_coll_t *co, uint64_t units,
  */
 static int native_coll_allreduce_kernel(const native_coll_t *co, symm_algo_t algo, uint64_t bytes,
                                         int world) {
+  /* Count 0 moves nothing but is still collective: one block exchanges the
+   * headers and announces, so that a rank whose count differs gets
+   * SYMM_ERR_MISMATCH, and the epoch advances with the peers'.  LL and
+   * LL128 would look at no peer without packets: one-shot. */
+  if (bytes == 0)
+    return algo == SYMM_ALGO_TWO_SHOT ? SYMM_COLL_KERNEL_AR_TWO_SHOT : SYMM_COLL_KERNEL_AR_ONE_SHOT;
   /* LL packets carry 8 data bytes in 16. */
   const bool ll_fits = (bytes + 7) / 8 * 16 <= native_coll_ll_region(world);
   if (algo == SYMM_ALGO_TWO_SHOT) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
@@ -752,12 +758,6 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
 
   uint64_t seg = 0, stage = 0;
   int kind = native_coll_plan(co, args->kind, args->algo, count, es, world, &seg, &stage);
-  /* Count 0 moves nothing but is still collective: one block exchanges the
-   * headers and announces, so that a rank whose count differs gets
-   * SYMM_ERR_MISMATCH, and the epoch advances with the peers'.  LL would
-   * look at no peer without packets: an all-reduce runs one-shot. */
-  if (count == 0 && kind == SYMM_COLL_KERNEL_AR_LL) kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
-  if (count == 0 && kind == SYMM_COLL_KERNEL_AR_LL128) kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
   if (kind < 0)
     return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   int dti = native_coll_dtype_index(args->dtype);
