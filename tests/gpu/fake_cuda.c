@@ -31,7 +31,9 @@
  * points: collectives unavailable), FAKECUDA_FIRST_DEVICE=k (this process
  * sees physical GPUs k, k + 1, ... as ordinals 0, 1, ...: their bus ids and
  * UUIDs, as CUDA_VISIBLE_DEVICES does; read at each call), FAKECUDA_NO_UUID=1
- * (cuDeviceGetUuid fails, as on some virtualised drivers).
+ * (cuDeviceGetUuid fails, as on some virtualised drivers),
+ * FAKECUDA_BUSID_FULL=1 (cuDeviceGetPCIBusId fills the whole buffer with a
+ * letter per GPU and no terminating NUL).
  *
  * Kernels: a module is a name table and a launch runs nothing; it is
  * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
@@ -235,7 +237,10 @@ static int fk_physical(ncu_device d) { return d + fk_env_int("FAKECUDA_FIRST_DEV
 
 static ncu_result fk_cuDeviceGetPCIBusId(char *bus, int len, ncu_device d) {
   if (!fk_valid_dev(d)) return NCU_ERROR_INVALID_DEVICE;
-  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + fk_physical(d));
+  if (fk_env_int("FAKECUDA_BUSID_FULL", 0) && len > 0)
+    memset(bus, 'a' + fk_physical(d), (size_t)len);
+  else
+    snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + fk_physical(d));
   return NCU_SUCCESS;
 }
 

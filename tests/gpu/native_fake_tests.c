@@ -292,6 +292,22 @@ static int shared_refused_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+static int busid_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  symm_comm_t *comm = NULL;
+  if (arg) {
+    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "both use GPU %.31s; give", /* 31 of a 32-byte buffer */
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    RCHECK(strstr(symm_last_error(), want), "%s", symm_last_error());
+    return 0;
+  }
+  ROK(symm_comm_init(NULL, &comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
 /* A launcher that shows each process only its own GPU (CUDA_VISIBLE_DEVICES
  * per rank): one device per process, different GPUs.  Local rank 1 takes
  * ordinal 0, not an error; an explicit SYMM_DEVICE=1 still is. */
@@ -335,6 +351,21 @@ TEST_IMPL(native_fake_no_uuid) {
   ASSERT_EQ(run_job(2, no_uuid_rank, NULL), 0);
   setenv("SYMM_DEVICE", "0", 1);
   ASSERT_EQ(run_job(2, no_uuid_rank, (void *)1), 0);
+  return 0;
+}
+
+/* A driver whose bus id fills the buffer without a NUL (and no UUID, so
+ * the bus id names the GPU): two GPUs still start, and two ranks on one
+ * GPU are refused with the id cut to the buffer, not read past it. */
+TEST_IMPL(native_fake_busid_unterminated) {
+  setenv("FAKECUDA_BUSID_FULL", "1", 1);
+  setenv("FAKECUDA_NO_UUID", "1", 1);
+  setenv("SYMM_DEBUG", "INFO", 1); /* init's log line shows this rank's id too */
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  unsetenv("SYMM_DEVICE");
+  ASSERT_EQ(run_job(2, busid_rank, NULL), 0);
+  setenv("SYMM_DEVICE", "0", 1);
+  ASSERT_EQ(run_job(2, busid_rank, (void *)1), 0);
   return 0;
 }
 

@@ -277,6 +277,7 @@ static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
   if (st->drv->cuDeviceGetPCIBusId(me->pci_bus_id, (int)sizeof me->pci_bus_id, st->dev) !=
       NCU_SUCCESS)
     snprintf(me->pci_bus_id, sizeof me->pci_bus_id, "ordinal-%d", st->ordinal);
+  me->pci_bus_id[sizeof me->pci_bus_id - 1] = 0; /* a driver that filled the buffer */
   ncu_uuid uuid;
   memset(&uuid, 0, sizeof uuid);
   /* Without a UUID the PCI bus id names the GPU on this host (all-zero
