@@ -69,7 +69,7 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_COLL_MAX_BLOCKS", SYMM_SETTING_INT, "0",
      "native: most thread blocks one collective kernel runs, 1..1024 (0, or a value out of "
      "that range: as many as pay off); fewer leave SMs to kernels that overlap. Kernels "
-     "that exchange headers never run more blocks than they have channels (125 at 2 ranks); "
+     "that exchange headers never run more blocks than they have channels (122 at 2 ranks); "
      "the LL kernels up to 1024. The same on every rank."},
     {"SYMM_COLL_LL_THREADS", SYMM_SETTING_INT, "0",
      "native: threads per block of the LL and LL128 all-reduce kernels, 32..512 in "

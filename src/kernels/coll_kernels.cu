@@ -22,7 +22,7 @@
  *  records SYMM_ERR_MISMATCH and skips the data phase.  A block whose
  *  header never comes (the peer runs a smaller grid, or the LL kernel)
  *  looks at the announce while it waits, so no block is left waiting.
- *  Headers are 4 bytes so that the 4 KiB pad holds 125 channels for 2
+ *  Headers are 4 bytes so that the 4 KiB pad holds 122 channels for 2
  *  ranks: the bandwidth kernels need about one block per SM.
  *
  *  Parity.  Every kernel waits for something every peer wrote at the start
