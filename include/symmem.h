@@ -228,8 +228,12 @@ SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
  * wait on peers, except on the rank that serves the store (rank 0 unless
  * symmem-run or SYMM_STORE_EXTERNAL / symm_config_t.store_server says
  * otherwise): there it waits up to min(timeout, 10 s) for the other ranks to
- * close their store connections before stopping the store, so that a peer
- * still finishing a call is not cut off (it would see SYMM_ERR_PEER_LOST).
+ * close this communicator's store connections before stopping the store, so
+ * that a peer still finishing a call is not cut off (it would see
+ * SYMM_ERR_PEER_LOST).  The store is not stopped while another communicator
+ * of this process serves through it (same address and token), nor while
+ * ranks of a later one are connected already; the next communicator on that
+ * address takes it over.
  * Peers that still map this rank's memory keep their mappings valid until
  * they unmap.  NULL is accepted and ignored.
  */

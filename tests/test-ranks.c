@@ -530,6 +530,45 @@ TEST_IMPL(ranks_rank0_serves_store) {
   return 0;
 }
 
+/* Communicators re-created at once on rank 0's address.  The others
+ * destroy the first and create the second while rank 0 is still in its
+ * destroy (which waits for their connections before it stops the store):
+ * rank 0's store serves them on, and its second communicator takes it over.
+ * A third lives beside the second on the same address.  Before, rank 0
+ * waited for the second's connections too, then stopped the store under
+ * them (SYMM_ERR_PEER_LOST). */
+static int recreated_rank(int rank, int size, void *arg) {
+  (void)size;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
+  setenv("SYMM_STORE_ADDR", addr, 1);
+  unsetenv("SYMM_STORE_EXTERNAL");
+  setenv("SYMM_TIMEOUT_MS", "5000", 1);
+  symm_comm_t *first = init_comm();
+  ASSERT_OK(symm_comm_barrier(first));
+  if (rank == 0) usleep(300 * 1000); /* the others get to the next one first */
+  symm_comm_destroy(first);
+  symm_comm_t *second = init_comm();
+  ASSERT_OK(symm_comm_barrier(second));
+  symm_comm_t *third = init_comm();
+  ASSERT_OK(symm_comm_barrier(third));
+  ASSERT_OK(symm_comm_barrier(second));
+  symm_comm_destroy(third);
+  ASSERT_OK(symm_comm_barrier(second));
+  symm_comm_destroy(second);
+  /* And once more after the store stopped: a new one on the same port. */
+  symm_comm_t *fourth = init_comm();
+  ASSERT_OK(symm_comm_barrier(fourth));
+  symm_comm_destroy(fourth);
+  return 0;
+}
+
+TEST_IMPL(ranks_rank0_store_recreated) {
+  int port = free_port();
+  ASSERT_EQ(test_run_ranks(3, recreated_rank, &port), 0);
+  return 0;
+}
+
 /* ---- the store through the communicator ------------------------------ */
 static int store_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();

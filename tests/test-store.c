@@ -1018,6 +1018,25 @@ TEST_IMPL(store_raw_oversized) {
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, 102));
   raw_expect_hangup(fd);
 
+  /* HELLO's optional communicator cut short, or followed by more bytes. */
+  for (uint32_t extra = 3; extra <= 8; extra += 5) {
+    fd = raw_connect(f.port);
+    size_t hn = raw_hello_msg(msg, k_token, 0);
+    uint32_t blen = (uint32_t)(hn - SYMM_PROTO_HEADER_BYTES) + extra;
+    memset(msg + hn, 0x5a, extra);
+    symm_proto_encode_header(msg, SYMM_OP_HELLO, 7, blen);
+    raw_send(fd, msg, hn + extra);
+    raw_expect_hangup(fd);
+  }
+  /* With exactly four bytes it is a communicator: accepted. */
+  fd = raw_connect(f.port);
+  size_t n = raw_hello_msg(msg, k_token, 0);
+  symm_proto_put32(msg + n, 12);
+  symm_proto_encode_header(msg, SYMM_OP_HELLO, 7, (uint32_t)(n - SYMM_PROTO_HEADER_BYTES) + 4);
+  raw_send(fd, msg, n + 4);
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  close(fd);
+
   fx_check_alive(&f);
   fx_stop(&f);
   return 0;
@@ -1328,6 +1347,56 @@ TEST_IMPL(store_drain) {
   ASSERT_OK(symm_store_server_drain(f.server, 3000));
   symm_store_close(tool);
   fx_stop(&f);
+  return 0;
+}
+
+/* Drains by communicator: connections that named another communicator in
+ * HELLO, or none, do not hold up one communicator's drain; the plain drain
+ * still waits for every rank connection. */
+TEST_IMPL(store_drain_comm) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *a = NULL, *b = NULL, *plain = NULL;
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 0, 5, 5000, &a));
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 1, 6, 5000, &b));
+  plain = fx_client(&f, 2);
+  ASSERT_EQ(symm_store_server_ranks_open(f.server), 3);
+  ASSERT_EQ(symm_store_server_ranks_open(NULL), 0);
+  ASSERT_RES(symm_store_server_drain_comm(f.server, 5, 100), SYMM_ERR_TIMEOUT);
+  ASSERT_OK(symm_store_server_drain_comm(f.server, 7, 0)); /* nobody of 7 */
+  /* The connections work as any other. */
+  ASSERT_OK(symm_store_set(a, "k", "v", 1));
+  get_str(b, "k", "v");
+  symm_store_close(a);
+  ASSERT_OK(symm_store_server_drain_comm(f.server, 5, 5000));
+  ASSERT_RES(symm_store_server_drain_comm(f.server, 6, 100), SYMM_ERR_TIMEOUT);
+  ASSERT_RES(symm_store_server_drain(f.server, 100), SYMM_ERR_TIMEOUT);
+  ASSERT_EQ(symm_store_server_ranks_open(f.server), 2);
+  symm_store_close(b);
+  ASSERT_OK(symm_store_server_drain_comm(f.server, 6, 5000));
+  ASSERT_RES(symm_store_server_drain(f.server, 100), SYMM_ERR_TIMEOUT); /* plain is open */
+  symm_store_close(plain);
+  ASSERT_OK(symm_store_server_drain(f.server, 5000));
+  ASSERT_EQ(symm_store_server_ranks_open(f.server), 0);
+  fx_stop(&f);
+  return 0;
+}
+
+/* Stop if idle: not while a rank connection is open (tools do not count);
+ * once stopped, the server is gone and its tools' connections closed. */
+TEST_IMPL(store_stop_if_idle) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *r0 = fx_client(&f, 0), *tool = fx_client(&f, -1);
+  ASSERT(!symm_store_server_stop_if_idle(f.server));
+  ASSERT_OK(symm_store_set(r0, "k", "v", 1)); /* still serving */
+  symm_store_close(r0);
+  ASSERT_OK(symm_store_server_drain(f.server, 5000));
+  ASSERT(symm_store_server_stop_if_idle(f.server));
+  ASSERT(symm_store_server_stop_if_idle(NULL));
+  symm_store_t *late = NULL;
+  ASSERT_RES(symm_store_connect(f.addr, k_token, 1, 200, &late), SYMM_ERR_TIMEOUT);
+  symm_store_abandon(tool);
   return 0;
 }
 

@@ -5,8 +5,8 @@
  * what the core, the tools and the tests need.
  *
  * Protocol: length-checked binary messages over TCP (store_proto.h).  Every
- * connection starts with HELLO carrying the job token and the client's rank
- * (-1 for tools); a wrong token is answered with SYMM_ERR_PERMISSION, logged,
+ * connection starts with HELLO carrying the job token, the client's rank
+ * (-1 for tools) and, optionally, the index of its communicator; a wrong token is answered with SYMM_ERR_PERMISSION, logged,
  * and the connection closed.  A malformed message (bad magic, unknown opcode,
  * length over the limit, truncated body) closes that connection only.  A
  * connection that sends nothing is dropped after the handshake timeout.
@@ -25,6 +25,9 @@
 #define SYMM_STORE_MAX_VALUE (16u << 20)
 #define SYMM_STORE_MAX_KEYS 65536 /* keys in one WAIT / MGET / CHECK */
 
+/* A connection that belongs to no communicator (tools, tests). */
+#define SYMM_STORE_NO_COMM UINT32_MAX
+
 /* ---------------------------------------------------------------- server */
 typedef struct symm_store_server symm_store_server_t;
 
@@ -41,19 +44,39 @@ int symm_store_server_port(const symm_store_server_t *server);
  * it does not stop the store under peers that are still finishing. */
 symm_result_t symm_store_server_drain(symm_store_server_t *server,
                                       int timeout_ms);
+/* The same for the rank connections whose HELLO named communicator comm
+ * (symm_store_connect_comm); SYMM_STORE_NO_COMM: all, as above. */
+symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t comm,
+                                           int timeout_ms);
+/* Rank connections open now, of any communicator.  0 for NULL. */
+int symm_store_server_ranks_open(symm_store_server_t *server);
 /* Marks rank as lost (symmem-run calls this when a rank process dies). */
 void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 void symm_store_server_stop(symm_store_server_t *server);
+/* Stops it as symm_store_server_stop does if no rank connection is open,
+ * decided by the server thread between two requests, so that no HELLO is
+ * accepted after the decision (clients whose HELLO was not answered
+ * connect again: symm_store_connect).  true: stopped and freed (also for
+ * NULL); false: serving on. */
+bool symm_store_server_stop_if_idle(symm_store_server_t *server);
 
 /* ---------------------------------------------------------------- client */
 /* Connects to addr ("host:port", host a name or IPv4/IPv6 literal,
  * "[v6]:port" accepted), retrying refused connections until timeout_ms, then
- * says HELLO with token and rank.  Errors: SYMM_ERR_INVALID_ARG (bad addr),
+ * says HELLO with token and rank; a connection that the server closes
+ * before it answers HELLO (a store stopping while the next one on the same
+ * address starts) is tried again within timeout_ms too.  Errors: SYMM_ERR_INVALID_ARG (bad addr),
  * SYMM_ERR_TIMEOUT (nobody listening in time), SYMM_ERR_PERMISSION (token
  * refused), SYMM_ERR_PROTOCOL, SYMM_ERR_SYSTEM. */
 symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
                                  int timeout_ms, symm_store_t **store);
+/* The same, saying in HELLO which communicator of the client's process
+ * (its index) the connection belongs to: a server that serves several
+ * communicators of the same job in turn drains them one by one
+ * (symm_store_server_drain_comm). */
+symm_result_t symm_store_connect_comm(const char *addr, const char *token, int rank,
+                                      uint32_t comm, int timeout_ms, symm_store_t **store);
 /* Says BYE (not lost) and closes.  NULL ok. */
 void symm_store_close(symm_store_t *store);
 /* Closes without BYE (the server then treats the rank as lost); for tests

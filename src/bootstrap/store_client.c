@@ -50,6 +50,7 @@ struct symm_store {
   pthread_mutex_t lock;
   int fd;
   int rank;
+  uint32_t comm; /* said in HELLO unless SYMM_STORE_NO_COMM */
   int timeout_ms;      /* used for negative timeouts and non-blocking ops */
   uint32_t next_id;
   uint32_t reply_id;   /* id the next reply must carry */
@@ -781,6 +782,7 @@ static symm_result_t cli_hello(symm_store_t *s, const char *token,
   size_t at = cli_begin(s, SYMM_OP_HELLO);
   symm_proto_put_key(&s->req, token, strlen(token));
   symm_proto_put_i32(&s->req, s->rank);
+  if (s->comm != SYMM_STORE_NO_COMM) symm_proto_put_u32(&s->req, s->comm);
   cli_reply_t rep;
   symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, guard, "hello", &rep);
   if (res != SYMM_SUCCESS) return res;
@@ -805,7 +807,36 @@ static void cli_free(symm_store_t *s, bool destroy_lock) {
 
 symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
                                  int timeout_ms, symm_store_t **store) {
+  return symm_store_connect_comm(addr, token, rank, SYMM_STORE_NO_COMM, timeout_ms, store);
+}
+
+/* One connection and HELLO, until deadline. */
+static symm_result_t cli_open(const char *addr, const char *host, int port, const char *token,
+                              int rank, uint32_t comm, uint64_t deadline, int timeout_ms,
+                              symm_store_t **out) {
   symm_result_t res = SYMM_SUCCESS;
+  symm_store_t *s = calloc(1, sizeof *s);
+  if (!s) return symm_error(SYMM_ERR_NO_MEMORY, "store connect: out of memory");
+  pthread_mutex_init(&s->lock, NULL);
+  s->fd = -1;
+  s->rank = rank;
+  s->comm = comm;
+  s->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+  snprintf(s->addr, sizeof s->addr, "%s", addr);
+  SYMM_CHECK_GOTO(cli_connect_retry(host, port, deadline, timeout_ms, &s->fd), res, fail);
+  int one = 1;
+  setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  SYMM_CHECK_GOTO(cli_hello(s, token, deadline), res, fail);
+  cli_trim(s);
+  *out = s;
+  return SYMM_SUCCESS;
+fail:
+  cli_free(s, true);
+  return res;
+}
+
+symm_result_t symm_store_connect_comm(const char *addr, const char *token, int rank,
+                                      uint32_t comm, int timeout_ms, symm_store_t **store) {
   if (!store) return symm_error(SYMM_ERR_INVALID_ARG, "store connect: store is NULL");
   *store = NULL;
   if (!token) token = "";
@@ -818,24 +849,18 @@ symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
   SYMM_CHECK(symm_store_parse_addr(addr, host, sizeof host, &port));
   int t = timeout_ms < 0 ? CLI_DEFAULT_TIMEOUT_MS : timeout_ms;
   uint64_t deadline = cli_deadline((uint64_t)t);
-
-  symm_store_t *s = calloc(1, sizeof *s);
-  if (!s) return symm_error(SYMM_ERR_NO_MEMORY, "store connect: out of memory");
-  pthread_mutex_init(&s->lock, NULL);
-  s->fd = -1;
-  s->rank = rank;
-  s->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
-  snprintf(s->addr, sizeof s->addr, "%s", addr);
-  SYMM_CHECK_GOTO(cli_connect_retry(host, port, deadline, t, &s->fd), res, fail);
-  int one = 1;
-  setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  SYMM_CHECK_GOTO(cli_hello(s, token, deadline), res, fail);
-  cli_trim(s);
-  *store = s;
-  return SYMM_SUCCESS;
-fail:
-  cli_free(s, true);
-  return res;
+  uint64_t backoff = 1;
+  for (;;) {
+    symm_result_t res = cli_open(addr, host, port, token, rank, comm, deadline, t, store);
+    /* Closed before HELLO was answered: a store that was stopping (the
+     * serving rank's previous communicator) while its successor on this
+     * address starts.  Connect again, as to a store not listening yet. */
+    if (res != SYMM_ERR_PEER_LOST || symm_now_ns() >= deadline) return res;
+    SYMM_INFO(STORE, "store at %s closed the connection before HELLO was answered; "
+              "connecting again", addr);
+    cli_sleep_ms(backoff);
+    backoff = backoff * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : backoff * 2;
+  }
 }
 
 void symm_store_set_timeout(symm_store_t *store, int timeout_ms) {

@@ -21,6 +21,7 @@
  *
  * Requests                          Reply payload (only when status == 0)
  *   HELLO  token, i32 rank          -
+ *          [, u32 communicator]
  *   SET    key, value               -
  *   GET    key, i32 timeout_ms      value
  *   ADD    key, i64 delta           i64 new value
@@ -96,7 +97,7 @@ static inline const char *symm_proto_op_name(unsigned op) {
  * length never makes it allocate. */
 static inline size_t symm_proto_max_body(unsigned op) {
   switch (op) {
-    case SYMM_OP_HELLO: return 2 + SYMM_PROTO_MAX_TOKEN + 4;
+    case SYMM_OP_HELLO: return 2 + SYMM_PROTO_MAX_TOKEN + 4 + 4;
     case SYMM_OP_SET: return SYMM_PROTO_KEY_FIELD + SYMM_PROTO_VALUE_FIELD;
     case SYMM_OP_GET: return SYMM_PROTO_KEY_FIELD + 4;
     case SYMM_OP_ADD: return SYMM_PROTO_KEY_FIELD + 8;

@@ -85,6 +85,7 @@ typedef struct srv_conn {
   int fd;
   char peer[80];       /* "addr:port" for log lines */
   int rank;            /* from HELLO; -1 for tools and before HELLO */
+  uint32_t comm;       /* from HELLO: the client's communicator, or SYMM_STORE_NO_COMM */
   bool authed;         /* valid HELLO received */
   bool said_bye;
   bool closing;        /* flush output, then close; read nothing more */
@@ -123,9 +124,18 @@ struct symm_store_server {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
   bool stop;
+  bool stop_if_idle; /* symm_store_server_stop_if_idle asks the thread */
+  int idle_answer;   /* its answer: 0 none yet, 1 stopping, 2 serving on */
   int *lost_queue;
   size_t nqueue, queue_cap;
   int ranked_open;
+  /* Open rank connections per communicator (those whose HELLO named one),
+   * for symm_store_server_drain_comm. */
+  struct srv_comm_open {
+    uint32_t comm;
+    int open;
+  } *comm_open;
+  size_t ncomm_open, comm_open_cap;
 };
 
 /* ---------------------------------------------------------------- keys */
@@ -297,9 +307,39 @@ static void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
 
 static void srv_mark_lost(symm_store_server_t *s, int rank, const char *why);
 
-static void srv_ranked_open_add(symm_store_server_t *s, int delta) {
+/* Under s->lock: how many rank connections of communicator comm are open
+ * (SYMM_STORE_NO_COMM: of every communicator, and of none). */
+static int srv_open_of(const symm_store_server_t *s, uint32_t comm) {
+  if (comm == SYMM_STORE_NO_COMM) return s->ranked_open;
+  for (size_t i = 0; i < s->ncomm_open; i++)
+    if (s->comm_open[i].comm == comm) return s->comm_open[i].open;
+  return 0;
+}
+
+static void srv_ranked_open_add(symm_store_server_t *s, uint32_t comm, int delta) {
   pthread_mutex_lock(&s->lock);
   s->ranked_open += delta;
+  if (comm != SYMM_STORE_NO_COMM) {
+    size_t i = 0;
+    while (i < s->ncomm_open && s->comm_open[i].comm != comm) i++;
+    if (i == s->ncomm_open && delta > 0) {
+      if (s->ncomm_open == s->comm_open_cap) {
+        size_t cap = s->comm_open_cap ? 2 * s->comm_open_cap : 8;
+        struct srv_comm_open *p = realloc(s->comm_open, cap * sizeof *p);
+        if (p) {
+          s->comm_open = p;
+          s->comm_open_cap = cap;
+        }
+      }
+      /* Without memory the connection counts in the total only: a drain of
+       * its communicator then does not wait for it. */
+      if (i < s->comm_open_cap) s->comm_open[s->ncomm_open++] = (struct srv_comm_open){comm, 0};
+    }
+    if (i < s->ncomm_open) {
+      s->comm_open[i].open += delta;
+      if (s->comm_open[i].open <= 0) s->comm_open[i] = s->comm_open[--s->ncomm_open];
+    }
+  }
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
 }
@@ -314,7 +354,7 @@ static void srv_conn_close(symm_store_server_t *s, srv_conn_t *c,
   c->fd = -1;
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
-    srv_ranked_open_add(s, -1);
+    srv_ranked_open_add(s, c->comm, -1);
     if (!c->said_bye && !stopping)
       srv_mark_lost(s, c->rank, "its connection closed without BYE");
   }
@@ -555,6 +595,9 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
       tok = (const char *)symm_proto_take(r, tlen, "truncated token");
   }
   int32_t rank = symm_proto_get_i32(r);
+  /* Optional: the client's communicator (so that draining one does not
+   * wait for the connections of the next, served by the same store). */
+  uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
   if (r->err) {
     srv_conn_reject(s, c, r->err);
@@ -570,12 +613,17 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   }
   c->authed = true;
   c->rank = rank;
+  c->comm = rank >= 0 ? comm : SYMM_STORE_NO_COMM;
   c->deadline_ns = 0;
   if (rank >= 0) {
-    srv_ranked_open_add(s, 1);
+    srv_ranked_open_add(s, c->comm, 1);
     srv_clear_lost(s, rank);
   }
-  SYMM_INFO(STORE, "store: %s connected as rank %d", c->peer, (int)rank);
+  if (comm != SYMM_STORE_NO_COMM)
+    SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %u", c->peer, (int)rank,
+              (unsigned)comm);
+  else
+    SYMM_INFO(STORE, "store: %s connected as rank %d", c->peer, (int)rank);
   srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_SUCCESS, -1);
 }
 
@@ -916,6 +964,7 @@ static void srv_add_conn(symm_store_server_t *s, int fd,
   if (!c) goto fail;
   c->fd = fd;
   c->rank = -1;
+  c->comm = SYMM_STORE_NO_COMM;
   c->deadline_ns = symm_now_ns() + s->handshake_ns;
   srv_format_peer(ss, len, c->peer, sizeof c->peer);
   int one = 1;
@@ -960,6 +1009,14 @@ static bool srv_control(symm_store_server_t *s) {
   bool stop;
   do {
     pthread_mutex_lock(&s->lock);
+    /* Decided here, by the thread that serves HELLOs: none is accepted
+     * between the count and the stop. */
+    if (s->stop_if_idle) {
+      s->stop_if_idle = false;
+      s->idle_answer = s->ranked_open == 0 ? 1 : 2;
+      if (s->idle_answer == 1) s->stop = true;
+      pthread_cond_broadcast(&s->cond);
+    }
     stop = s->stop;
     n = s->nqueue < 64 ? s->nqueue : 64;
     if (n) {
@@ -1150,6 +1207,7 @@ static void srv_free(symm_store_server_t *s) {
   free(s->pfds);
   free(s->lost);
   free(s->lost_queue);
+  free(s->comm_open);
   free(s->token);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->lock);
@@ -1215,8 +1273,8 @@ int symm_store_server_port(const symm_store_server_t *server) {
   return server ? server->port : -1;
 }
 
-symm_result_t symm_store_server_drain(symm_store_server_t *server,
-                                      int timeout_ms) {
+symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t comm,
+                                           int timeout_ms) {
   if (!server) return symm_error(SYMM_ERR_INVALID_ARG, "store: server is NULL");
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
@@ -1229,15 +1287,27 @@ symm_result_t symm_store_server_drain(symm_store_server_t *server,
   }
   symm_result_t res = SYMM_SUCCESS;
   pthread_mutex_lock(&server->lock);
-  while (server->ranked_open > 0 && !server->stop) {
+  while (srv_open_of(server, comm) > 0 && !server->stop) {
     if (pthread_cond_timedwait(&server->cond, &server->lock, &until) == ETIMEDOUT) break;
   }
-  int open = server->ranked_open;
+  int open = srv_open_of(server, comm);
   pthread_mutex_unlock(&server->lock);
   if (open > 0)
     res = symm_error(SYMM_ERR_TIMEOUT, "store: %d rank connection%s still open after %d ms",
                      open, open == 1 ? "" : "s", timeout_ms);
   return res;
+}
+
+symm_result_t symm_store_server_drain(symm_store_server_t *server, int timeout_ms) {
+  return symm_store_server_drain_comm(server, SYMM_STORE_NO_COMM, timeout_ms);
+}
+
+int symm_store_server_ranks_open(symm_store_server_t *server) {
+  if (!server) return 0;
+  pthread_mutex_lock(&server->lock);
+  int open = server->ranked_open;
+  pthread_mutex_unlock(&server->lock);
+  return open;
 }
 
 void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
@@ -1258,6 +1328,21 @@ void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
     srv_wake_thread(server);
   else
     SYMM_WARN(STORE, "store: out of memory marking rank %d lost", rank);
+}
+
+bool symm_store_server_stop_if_idle(symm_store_server_t *server) {
+  if (!server) return true;
+  pthread_mutex_lock(&server->lock);
+  server->stop_if_idle = true;
+  server->idle_answer = 0;
+  pthread_mutex_unlock(&server->lock);
+  srv_wake_thread(server);
+  pthread_mutex_lock(&server->lock);
+  while (server->idle_answer == 0 && !server->stop) pthread_cond_wait(&server->cond, &server->lock);
+  bool stopping = server->idle_answer != 2;
+  pthread_mutex_unlock(&server->lock);
+  if (stopping) symm_store_server_stop(server);
+  return stopping;
 }
 
 void symm_store_server_stop(symm_store_server_t *server) {

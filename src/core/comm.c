@@ -1,6 +1,7 @@
 /* Communicator lifecycle: identity from config or launcher environment,
  * store connection (serving it on rank 0 when nobody else does), bootstrap,
  * backend choice agreed by all ranks, backend init/startup, teardown. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,92 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
 
 /* -------------------------------------------------------- store + bootstrap */
 
+/*
+ * The store that this process serves on a fixed address, shared by its
+ * communicators there, one after the other or several at once: their keys
+ * are apart (each communicator's prefix), and each one's destroy waits only
+ * for its own ranks' connections (symm_store_server_drain_comm, by the
+ * communicator index every rank says in HELLO).  It stops after the last of
+ * them, unless ranks of a later communicator are connected already (they
+ * destroyed theirs and created the next one first): it serves them on, and
+ * this process's next communicator on the same address takes it over.
+ * Stopping it there would fail their calls (SYMM_ERR_PEER_LOST).  A store on
+ * an ephemeral port (a lone process) is the communicator's own.
+ */
+static struct {
+  pthread_mutex_t lock;
+  symm_store_server_t *server; /* NULL: none */
+  pid_t pid;                   /* its thread runs in this process, not in a fork()ed parent */
+  char bind[256];
+  int port;
+  char *token;
+  int users; /* communicators using it */
+} served = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Under served.lock: forgets and stops the shared store (stop only where
+ * its thread lives: a fork()ed child has a copy of the record, no thread). */
+static void served_forget(bool stop) {
+  if (stop && served.server) symm_store_server_stop(served.server);
+  served.server = NULL;
+  free(served.token);
+  served.token = NULL;
+  served.users = 0;
+}
+
+static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
+                                 const char *token) {
+  if (port == 0) return symm_store_server_start(bind, port, token, &comm->server);
+  pthread_mutex_lock(&served.lock);
+  symm_result_t res = SYMM_SUCCESS;
+  if (served.server && served.pid != getpid()) served_forget(false);
+  if (served.server && served.port == port && strcmp(served.bind, bind) == 0 &&
+      strcmp(served.token, token) == 0) {
+    served.users++;
+    comm->server = served.server;
+    comm->server_shared = true;
+    SYMM_INFO(INIT, "rank %d: serving the store on %s:%d for this communicator too", comm->rank,
+              bind, port);
+    goto out;
+  }
+  if (served.server && served.users == 0) served_forget(true); /* left for another address */
+  res = symm_store_server_start(bind, port, token, &comm->server);
+  if (res != SYMM_SUCCESS || served.server) goto out; /* another address in use: its own */
+  served.token = strdup(token);
+  if (!served.token) goto out; /* no record: the communicator's own store */
+  served.server = comm->server;
+  served.pid = getpid();
+  snprintf(served.bind, sizeof served.bind, "%s", bind);
+  served.port = port;
+  served.users = 1;
+  comm->server_shared = true;
+out:
+  pthread_mutex_unlock(&served.lock);
+  return res;
+}
+
+/* Peers may still be finishing a collective whose answer they have not
+ * read; stopping the store under them would turn success into PEER_LOST.
+ * So the serving rank waits (bounded) until they have all closed. */
+static void stop_serving(symm_comm_t *comm) {
+  int wait_ms = comm->timeout_ms < 10000 ? comm->timeout_ms : 10000;
+  if (!comm->server_shared) {
+    if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
+      SYMM_INFO(INIT, "store stopped with ranks still connected");
+    symm_store_server_stop(comm->server);
+    return;
+  }
+  if (symm_store_server_drain_comm(comm->server, (uint32_t)comm->index, wait_ms) != SYMM_SUCCESS)
+    SYMM_INFO(INIT, "store: ranks of this communicator still connected after %d ms", wait_ms);
+  pthread_mutex_lock(&served.lock);
+  if (served.server == comm->server && --served.users == 0) {
+    if (symm_store_server_stop_if_idle(served.server))
+      served_forget(false); /* stopped */
+    else
+      SYMM_INFO(INIT, "store: ranks of a later communicator are connected; serving on");
+  }
+  pthread_mutex_unlock(&served.lock);
+}
+
 static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   char host[256];
   int port = 0;
@@ -132,7 +219,7 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
     if (!rc->token[0] && comm->size > 1)
       SYMM_WARN(INIT, "store served without a token: set SYMM_TOKEN on every rank (symmem-run "
                       "does this for you)");
-    symm_result_t res = symm_store_server_start(bind, port, rc->token, &comm->server);
+    symm_result_t res = serve_store(comm, bind, port, rc->token);
     if (res != SYMM_SUCCESS) {
       symm_error_context("rank %d could not serve the store on %s:%d", comm->rank, bind, port);
       return res;
@@ -141,8 +228,9 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
       snprintf(rc->store_addr, sizeof rc->store_addr, "127.0.0.1:%d",
                symm_store_server_port(comm->server));
   }
-  symm_result_t res = symm_store_connect(rc->store_addr, rc->token, comm->rank,
-                                         comm->timeout_ms, &comm->store);
+  symm_result_t res = symm_store_connect_comm(rc->store_addr, rc->token, comm->rank,
+                                              (uint32_t)comm->index, comm->timeout_ms,
+                                              &comm->store);
   if (res != SYMM_SUCCESS) {
     symm_error_context("rank %d connecting to the store at %s", comm->rank, rc->store_addr);
     return res;
@@ -469,15 +557,7 @@ void symm_comm_destroy(symm_comm_t *comm) {
   if (comm->store_bootstrap) comm->store_bootstrap->ops->fini(comm->store_bootstrap);
   free(comm->pids);
   symm_store_close(comm->store);
-  if (comm->server) {
-    /* Peers may still be finishing a collective whose answer they have not
-     * read; stopping the store under them would turn success into
-     * PEER_LOST.  Wait (bounded) until they have all closed. */
-    int wait_ms = comm->timeout_ms < 10000 ? comm->timeout_ms : 10000;
-    if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
-      SYMM_INFO(INIT, "store stopped with ranks still connected");
-    symm_store_server_stop(comm->server);
-  }
+  if (comm->server) stop_serving(comm);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
   /* Destroy must not clobber the error of the call that failed. */

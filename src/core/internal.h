@@ -362,6 +362,7 @@ struct symm_comm {
   void *backend_state;
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
+  bool server_shared;               /* server is the process's shared one (comm.c) */
   symm_bootstrap_t *bootstrap;  /* what the core uses: shm if possible */
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
   int32_t *pids;             /* [size], from init; 0 where this process cannot watch

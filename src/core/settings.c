@@ -56,7 +56,7 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_SCRATCH_BYTES", SYMM_SETTING_SIZE, "32M",
      "Per-rank staging of the collectives' scratch tensor, for buffers that are not "
      "symmetric memory (reserved on first use, or with symm_comm_reserve_scratch; grows "
-     "on demand). The native backend's LL areas (28 MiB + 4 KiB) come on top."},
+     "on demand). The native backend's LL areas (28 MiB) come on top."},
     {"SYMM_HOST_SLICE_BYTES", SYMM_SETTING_SIZE, "2M",
      "Host backend: all-reduces larger than this run as slices of this size, so that "
      "every rank's buffers stay in the CPU caches (0: never slice). The same on every "
