@@ -1381,6 +1381,39 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* Ranks whose LL blocks differ while their grids agree (one block each):
+ * the signatures differ, so the kernels report a mismatch instead of
+ * waiting on peer blocks of other indices. */
+static int ll_threads_differ_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  setenv("SYMM_COLL_LL_THREADS", rank == 0 ? "256" : "512", 1);
+  setenv("SYMM_COLL_MAX_BLOCKS", "1", 1);
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, 512), *board = alloc_u64(comm, 8);
+  RCHECK(buf && board, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  ROK(symm_tensor_rendezvous(board));
+  char *data = symm_tensor_data(buf);
+  ROK(symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  fakecuda_launch_t l;
+  RCHECK(last_launch(&l) && strstr(l.name, "_ar_ll_") && l.grid == 1, "%s grid %u", l.name,
+         l.grid);
+  symm_coll_params_t p;
+  memcpy(&p, l.params, sizeof p);
+  RCHECK(!same_on_all_ranks(comm, board, p.sig), "same signature for blocks of %u threads",
+         l.block);
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_ll_threads_differ) {
+  ASSERT_JOB(2, ll_threads_differ_rank, NULL);
+  return 0;
+}
+
 TEST_IMPL(native_fake_launch_settings) {
   /* The settings are inherited by the ranks of each job. */
   launch_expect_t def = {1, 0, 0};

@@ -473,9 +473,13 @@ static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, 
  * no valid call has it. */
 #define NATIVE_COLL_SIG_REFUSED 0u
 
+/* The call, the kernel and its launch shape: ranks whose blocks differ (a
+ * different SYMM_COLL_LL_THREADS) would wait on peer blocks of other
+ * indices even where their grids agree. */
 static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
-                                uint64_t n, int world) {
-  uint64_t f[5] = {symm_coll_signature(args), (uint64_t)kind, grid, n, (uint64_t)world};
+                                unsigned threads, uint64_t n, int world) {
+  uint64_t f[5] = {symm_coll_signature(args), (uint64_t)kind,
+                   (uint64_t)threads << 32 | grid, n, (uint64_t)world};
   uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
   return (uint32_t)(h ^ (h >> 32)) | 1u; /* never NATIVE_COLL_SIG_REFUSED */
 }
@@ -816,7 +820,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   }
   if (co->max_blocks && grid > co->max_blocks) grid = co->max_blocks;
   if (grid < 1) grid = 1; /* count 0 */
-  p.sig = native_coll_sig(args, kind, grid, count, world);
+  p.sig = native_coll_sig(args, kind, grid, threads, count, world);
   /* All-gather waits for every announce before it moves data when it may
    * write into the peers' recv: worth it from 1 MiB of output. */
   if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT ||
