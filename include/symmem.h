@@ -592,7 +592,13 @@ SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
  *    GPUs, two of them must never run at the same time.  Enqueue them on
  *    one stream, or order their streams yourself (an event recorded after
  *    one, waited for before the next); two in flight at once on different
- *    streams corrupt each other's data.
+ *    streams corrupt each other's data.  Collectives of *different*
+ *    communicators may overlap, but like NCCL's they spin on their peers:
+ *    issue overlapping ones (and other libraries' collectives) in the same
+ *    order on every rank.  An LL kernel can take every slot of the GPU (up
+ *    to 1024 blocks), so two issued in opposite orders on two ranks can
+ *    wait for each other until SYMM_TIMEOUT_MS (SYMM_COLL_MAX_BLOCKS
+ *    leaves room).
  *  - native on sm_90 and newer (SYMM_NATIVE_PDL=0 turns it off): kernels are
  *    launched with programmatic dependent launch.  Ours wait for the kernel
  *    before them on the stream as any launch would; a kernel of yours that

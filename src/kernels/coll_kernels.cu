@@ -1179,7 +1179,8 @@ extern "C" __global__ void __launch_bounds__(SYMM_SIGNAL_THREADS)
 
 /* --------------------------------------------- reduction entry points */
 
-/* One block per SM is all a collective's grid needs (at most 128 blocks).
+/* One block per SM is what the header-exchanging kernels' grids need (at
+ * most their channels); LL and LL128 run smaller blocks, several per SM.
  * Saying so changes ptxas's register choice: with nvcc 13.0 and
  * __launch_bounds__(512) alone it held the LL128 bf16 and f16 sum kernels
  * at 64 registers and spilled 20 bytes; with the minimum of one block per
