@@ -3,13 +3,17 @@ torch_allreduce.py on the same sizes and dtype in one command, and prints them
 side by side with the ratio ours / best peer (below 1 means symmem is faster).
 
   python3 bench/compare_allreduce.py --build build [--ranks 2] [--minbytes 4K]
-      [--maxbytes 256M] [--factor 4] [--dtype bf16] [--dry-run [ok|fail-torch|fail-symmem]]
+      [--maxbytes 256M] [--factor 4] [--dtype bf16] [--repeat 1]
+      [--dry-run [ok|fail-torch|fail-symmem]]
 
 eager = --eager-iters (50) back-to-back calls; graph = --graph-iters (20)
 calls captured in one CUDA graph; both µs per call, mean, slowest rank, on
 both sides.  Peers: PyTorch's symm_mem one_shot_all_reduce, symm_mem
 two_shot_all_reduce_ and dist.all_reduce (NCCL), and the ncclAllReduce that
 symmem-bench times on its own buffers in the same run (when NCCL loads).
+--repeat N runs both sides N times, interleaved (symmem eager, symmem graph,
+PyTorch; again), and prints each figure's median: at a few µs two runs
+differ by 0.1-0.2 µs, as much as some targets' margins.
 --dry-run feeds canned outputs instead of running anything (tests the parsing
 and the table; fail-* makes one side fail).
 """
@@ -130,6 +134,29 @@ def parse_torch(text):
     return rows, notes
 
 
+def median(values):
+    """Median of the figures that exist (the lower middle of an even count:
+    a figure one of the runs measured), or None."""
+    got = sorted(v for v in values if v is not None)
+    return got[(len(got) - 1) // 2] if got else None
+
+
+def median_symmem(runs):
+    """parse_symmem_csv's rows, each figure the median over runs (algo: the
+    first run's)."""
+    out = {}
+    for n in sorted(set().union(*runs)):
+        rows = [r[n] for r in runs if n in r]
+        out[n] = (median(x[0] for x in rows), median(x[1] for x in rows), rows[0][2])
+    return out
+
+
+def median_torch(runs):
+    """parse_torch's rows, each figure the median over runs."""
+    return {n: {c: median(r.get(n, {}).get(c) for r in runs) for c in TORCH_COLS}
+            for n in sorted(set().union(*runs))}
+
+
 def best(cands):
     """(µs, name) of the smallest figure, or (None, None)."""
     got = [(us, name) for us, name in cands if us is not None]
@@ -144,10 +171,13 @@ def ratio(ours, peer):
     return f"{ours / peer:7.3f}" if ours is not None and peer else f"{'-':>7}"
 
 
-def canned(kind, sizes, dtype, iters, graph, fail):
+def canned(kind, sizes, dtype, iters, graph, fail, rep=0):
     """Plausible outputs for --dry-run (PyTorch figures recorded from an earlier
     2-GPU run; `make bench-gpu`, or this script without --dry-run, measures
-    them anew)."""
+    them anew).  Repetition `rep` scales every figure by 1.5, 1, 0.9, 1.5, ...:
+    of three runs, only the median is the unscaled figure (not the first,
+    the last or the mean)."""
+    scale = (1.5, 1.0, 0.9)[rep % 3]
     torch_us = {  # one_shot e/g, two_shot e/g, nccl e/g
         4 << 10: (11.0, 6.2, 10.6, 6.1, 44.4, 11.2),
         16 << 10: (11.2, 6.4, 10.1, 6.6, 44.0, 11.8),
@@ -167,8 +197,8 @@ def canned(kind, sizes, dtype, iters, graph, fail):
                "busbw_gbps,wrong,nccl_time_us,ratio,algo"]
         for n in sizes:
             t = torch_us.get(n, torch_us[4 << 10])
-            ours = (0.45 if graph else 0.55) * min(x for x in t[2:4] if x)
-            nccl = t[5] if graph else t[4]
+            ours = scale * (0.45 if graph else 0.55) * min(x for x in t[2:4] if x)
+            nccl = scale * (t[5] if graph else t[4])
             algbw = n / (ours * 1e3)
             out.append(f"all_reduce,cuda,2,1,{n},{n // 2},{dtype},sum,{ours:.3f},{algbw:.4f},"
                        f"{algbw:.4f},0,{nccl:.3f},{ours / nccl:.4f},"
@@ -189,8 +219,8 @@ def canned(kind, sizes, dtype, iters, graph, fail):
                        " exceeds the max size)")
             out.append(f"# {n}: one_shot graph: n/a (RuntimeError: one_shot_all_reduce: input"
                        " exceeds the max size)")
-        out.append(f"  {n:12d} " + " ".join(f"{x:14.2f}" if x is not None else f"{'n/a':>14}"
-                                             for x in t))
+        out.append(f"  {n:12d} " + " ".join(f"{scale * x:14.2f}" if x is not None
+                                             else f"{'n/a':>14}" for x in t))
     return ("\n".join(out) + "\n", "W0101 torchrun: some warning on stderr\n", 0)
 
 
@@ -204,46 +234,55 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16", "f32"))
     ap.add_argument("--eager-iters", type=int, default=50)
     ap.add_argument("--graph-iters", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each side, interleaved; figures are medians")
     ap.add_argument("--dry-run", nargs="?", const="ok", default=None,
                     choices=("ok", "fail-torch", "fail-symmem"))
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     sizes = sweep(parse_size(args.minbytes), parse_size(args.maxbytes), args.factor)
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1")
     iters = (args.eager_iters, args.graph_iters)
 
-    def dry(kind, graph=False):
+    def dry(kind, rep, graph=False):
         if args.dry_run is None:
             return None
-        return canned(kind, sizes, args.dtype, iters, graph, args.dry_run)
+        return canned(kind, sizes, args.dtype, iters, graph, args.dry_run, rep)
 
     failures = []
-    symm = {}
-    for mode, graph in (("eager", False), ("graph", True)):
-        cmd = [os.path.join(args.build, "tools", "symmem-run"), "-n", str(args.ranks), "--",
-               os.path.join(args.build, "tools", "symmem-bench"), "--csv", "-b", args.minbytes,
-               "-e", args.maxbytes, "-f", str(args.factor), "--dtype", args.dtype, "-c", "1",
-               "-n", str(iters[graph])] + (["--graph"] if graph else [])
+    symm_runs = {"eager": [], "graph": []}
+    torch_runs, notes = [], []
+    for rep in range(args.repeat):
+        for mode, graph in (("eager", False), ("graph", True)):
+            cmd = [os.path.join(args.build, "tools", "symmem-run"), "-n", str(args.ranks), "--",
+                   os.path.join(args.build, "tools", "symmem-bench"), "--csv", "-b",
+                   args.minbytes, "-e", args.maxbytes, "-f", str(args.factor), "--dtype",
+                   args.dtype, "-c", "1", "-n", str(iters[graph])] + (["--graph"] if graph else [])
+            try:
+                symm_runs[mode].append(parse_symmem_csv(run(cmd, env, dry("symmem", rep, graph))))
+            except Failed as exc:
+                failures.append(f"symmem-bench {mode}, run {rep + 1}: {exc}")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
+               os.path.join(HERE, "torch_allreduce.py"), "--sizes",
+               ",".join(size_label(n) for n in sizes), "--dtype", args.dtype,
+               "--eager-iters", str(iters[0]), "--graph-iters", str(iters[1])]
         try:
-            symm[mode] = parse_symmem_csv(run(cmd, env, dry("symmem", graph)))
+            rows, run_notes = parse_torch(run(cmd, env, dry("torch", rep)))
+            torch_runs.append(rows)
+            notes = notes or run_notes
         except Failed as exc:
-            failures.append(f"symmem-bench {mode}: {exc}")
-            symm[mode] = {}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
-           os.path.join(HERE, "torch_allreduce.py"), "--sizes",
-           ",".join(size_label(n) for n in sizes), "--dtype", args.dtype,
-           "--eager-iters", str(iters[0]), "--graph-iters", str(iters[1])]
-    theirs, notes = {}, []
-    try:
-        theirs, notes = parse_torch(run(cmd, env, dry("torch")))
-    except Failed as exc:
-        failures.append(f"torch_allreduce.py: {exc}")
+            failures.append(f"torch_allreduce.py, run {rep + 1}: {exc}")
+    symm = {mode: median_symmem(r) if r else {} for mode, r in symm_runs.items()}
+    theirs = median_torch(torch_runs) if torch_runs else {}
     for line in notes:
         print(line)
 
     if symm["eager"] or symm["graph"] or theirs:
+        runs = f", median of {args.repeat} runs" if args.repeat > 1 else ""
         print(f"\nall-reduce sum {args.dtype}, {args.ranks} ranks, µs per call (eager:"
-              f" {iters[0]} back-to-back calls; graph: {iters[1]} calls in one CUDA graph);"
+              f" {iters[0]} back-to-back calls; graph: {iters[1]} calls in one CUDA graph{runs});"
               "\nratio = symmem / best peer, the fastest of PyTorch's one_shot, two_shot,"
               " nccl (dist.all_reduce) and symmem-bench's own ncclAllReduce (nccl-c)")
         print(f"{'size':>6} {'symmem':>9} {'symmem':>9} {'best torch':>20} {'best torch':>20}"
