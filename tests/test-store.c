@@ -1026,6 +1026,8 @@ TEST_IMPL(store_raw_oversized) {
     memset(msg + hn, 0x5a, extra);
     symm_proto_encode_header(msg, SYMM_OP_HELLO, 7, blen);
     raw_send(fd, msg, hn + extra);
+    /* Answered before the close: the client says why, and does not retry. */
+    ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_ERR_PROTOCOL);
     raw_expect_hangup(fd);
   }
   /* With exactly four bytes it is a communicator: accepted. */
@@ -1382,21 +1384,103 @@ TEST_IMPL(store_drain_comm) {
   return 0;
 }
 
-/* Stop if idle: not while a rank connection is open (tools do not count);
- * once stopped, the server is gone and its tools' connections closed. */
+/* Stop if idle: not while a rank connection is open, but for those of the
+ * communicator named (its stragglers after a drain's timeout); tools do not
+ * count; once stopped, the server is gone. */
 TEST_IMPL(store_stop_if_idle) {
   fixture_t f;
   fx_start(&f);
-  symm_store_t *r0 = fx_client(&f, 0), *tool = fx_client(&f, -1);
-  ASSERT(!symm_store_server_stop_if_idle(f.server));
+  symm_store_t *r0 = NULL, *tool = fx_client(&f, -1), *other = fx_client(&f, 1);
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 0, 5, 5000, &r0));
+  ASSERT(!symm_store_server_stop_if_idle(f.server, SYMM_STORE_NO_COMM));
+  ASSERT(!symm_store_server_stop_if_idle(f.server, 6));
+  ASSERT(!symm_store_server_stop_if_idle(f.server, 5)); /* `other` names none */
   ASSERT_OK(symm_store_set(r0, "k", "v", 1)); /* still serving */
-  symm_store_close(r0);
-  ASSERT_OK(symm_store_server_drain(f.server, 5000));
-  ASSERT(symm_store_server_stop_if_idle(f.server));
-  ASSERT(symm_store_server_stop_if_idle(NULL));
+  symm_store_close(other);
+  uint64_t t0 = test_now_ms();
+  while (symm_store_server_ranks_open(f.server) != 1 && test_now_ms() - t0 < 5000) sleep_ms(5);
+  ASSERT_EQ(symm_store_server_ranks_open(f.server), 1);
+  ASSERT(symm_store_server_stop_if_idle(f.server, 5)); /* only 5's straggler r0 */
+  ASSERT(symm_store_server_stop_if_idle(NULL, SYMM_STORE_NO_COMM));
   symm_store_t *late = NULL;
   ASSERT_RES(symm_store_connect(f.addr, k_token, 1, 200, &late), SYMM_ERR_TIMEOUT);
+  symm_store_abandon(r0);
   symm_store_abandon(tool);
+  return 0;
+}
+
+/* A rank lost in one communicator does not fail another's requests on the
+ * same store; clients that name none, and symmem-run's marks, see every
+ * loss; a new HELLO of the rank in that communicator clears it. */
+TEST_IMPL(store_lost_per_comm) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *a1, *a2, *b1, *b2;
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 1, 5, 5000, &a1));
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 2, 5, 5000, &a2));
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 1, 6, 5000, &b1));
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 2, 6, 5000, &b2));
+  symm_store_abandon(a1);
+  char buf[16];
+  size_t len;
+  ASSERT_RES(symm_store_get(a2, "never", buf, sizeof buf, &len, 5000), SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 lost");
+  ASSERT_RES(symm_store_get(b2, "never", buf, sizeof buf, &len, 200), SYMM_ERR_TIMEOUT);
+  symm_store_t *plain = fx_client(&f, 3);
+  ASSERT_RES(symm_store_get(plain, "never", buf, sizeof buf, &len, 5000), SYMM_ERR_PEER_LOST);
+  /* Back in communicator 5. */
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 1, 5, 5000, &a1));
+  ASSERT_RES(symm_store_get(a2, "never", buf, sizeof buf, &len, 200), SYMM_ERR_TIMEOUT);
+  /* Lost to everyone. */
+  symm_store_server_mark_lost(f.server, 2);
+  uint64_t t0 = test_now_ms();
+  symm_result_t r;
+  while ((r = symm_store_get(b1, "never", buf, sizeof buf, &len, 100)) == SYMM_ERR_TIMEOUT &&
+         test_now_ms() - t0 < 5000) {
+  }
+  ASSERT_RES(r, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 lost");
+  symm_store_close(a1);
+  symm_store_close(a2);
+  symm_store_close(b1);
+  symm_store_close(b2);
+  symm_store_close(plain);
+  fx_stop(&f);
+  return 0;
+}
+
+/* A listener that accepts and closes without answering: the client gives
+ * up after a few connections with a protocol error, not at its deadline;
+ * and a store that refuses a malformed HELLO says so, not retried. */
+static void *closing_listener(void *arg) {
+  int lfd = *(int *)arg;
+  for (int k = 0; k < 64; k++) {
+    int c = accept(lfd, NULL, NULL);
+    if (c < 0) break;
+    close(c);
+  }
+  return NULL;
+}
+
+TEST_IMPL(store_hello_closed_unanswered) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  ASSERT_EQ(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 16), 0);
+  ASSERT_EQ(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+  pthread_t t;
+  pthread_create(&t, NULL, closing_listener, &lfd);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(a.sin_port));
+  symm_store_t *s = NULL;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_connect_comm(addr, k_token, 0, 1, 20000, &s), SYMM_ERR_PROTOCOL);
+  ASSERT_LT(test_now_ms() - t0, 10000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "before answering HELLO");
+  shutdown(lfd, SHUT_RDWR);
+  close(lfd);
+  pthread_join(t, NULL);
   return 0;
 }
 

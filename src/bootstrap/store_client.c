@@ -43,6 +43,9 @@
 /* How long close waits for the server to acknowledge BYE by closing. */
 #define CLI_BYE_MS 1000
 #define CLI_BACKOFF_MAX_MS 250
+/* Connections a client tries when the server closes them before it answers
+ * HELLO (symm_store_connect_comm). */
+#define CLI_HELLO_ATTEMPTS 8
 /* Request / reply buffers grown past this are freed after the call. */
 #define CLI_BUF_KEEP (1u << 20)
 
@@ -792,6 +795,13 @@ static symm_result_t cli_hello(symm_store_t *s, const char *token,
                       "store at %s refused rank %d: wrong token (check SYMM_TOKEN)",
                       s->addr, s->rank);
   }
+  if (rep.status == SYMM_ERR_PROTOCOL) {
+    s->broken = true;
+    return symm_error(SYMM_ERR_PROTOCOL,
+                      "store at %s refused rank %d's HELLO as malformed: a store of another "
+                      "symmem version? (symmem-run and the library must be the same version)",
+                      s->addr, s->rank);
+  }
   if (rep.status != SYMM_SUCCESS || !symm_proto_end(&rep.r))
     return cli_bad_reply(s, "hello", rep.r.err ? rep.r.err : "unexpected status");
   return SYMM_SUCCESS;
@@ -850,12 +860,18 @@ symm_result_t symm_store_connect_comm(const char *addr, const char *token, int r
   int t = timeout_ms < 0 ? CLI_DEFAULT_TIMEOUT_MS : timeout_ms;
   uint64_t deadline = cli_deadline((uint64_t)t);
   uint64_t backoff = 1;
-  for (;;) {
+  for (int attempt = 1;; attempt++) {
     symm_result_t res = cli_open(addr, host, port, token, rank, comm, deadline, t, store);
     /* Closed before HELLO was answered: a store that was stopping (the
      * serving rank's previous communicator) while its successor on this
-     * address starts.  Connect again, as to a store not listening yet. */
+     * address starts.  Connect again, as to a store not listening yet:
+     * a few times, since a stopping store is not listening again after it
+     * closed; what keeps closing is no store of ours. */
     if (res != SYMM_ERR_PEER_LOST || symm_now_ns() >= deadline) return res;
+    if (attempt == CLI_HELLO_ATTEMPTS)
+      return symm_error(SYMM_ERR_PROTOCOL,
+                        "store at %s closed the connection %d times before answering HELLO: "
+                        "not a symmem store of this version?", addr, attempt);
     SYMM_INFO(STORE, "store at %s closed the connection before HELLO was answered; "
               "connecting again", addr);
     cli_sleep_ms(backoff);

@@ -86,6 +86,7 @@ typedef struct srv_conn {
   char peer[80];       /* "addr:port" for log lines */
   int rank;            /* from HELLO; -1 for tools and before HELLO */
   uint32_t comm;       /* from HELLO: the client's communicator, or SYMM_STORE_NO_COMM */
+  bool comm_counted;   /* counted in its communicator's open connections */
   bool authed;         /* valid HELLO received */
   bool said_bye;
   bool closing;        /* flush output, then close; read nothing more */
@@ -114,7 +115,10 @@ struct symm_store_server {
   struct pollfd *pfds;
   size_t pfds_cap;
   srv_table_t table;
-  int *lost; /* lost ranks, oldest first */
+  struct srv_lost { /* lost ranks, oldest first, each of its communicator */
+    uint32_t comm;   /* SYMM_STORE_NO_COMM: of every communicator */
+    int rank;
+  } *lost;
   size_t nlost, lost_cap;
   size_t npending;
   uint64_t accept_paused_until;
@@ -125,6 +129,7 @@ struct symm_store_server {
   pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
   bool stop;
   bool stop_if_idle; /* symm_store_server_stop_if_idle asks the thread */
+  uint32_t idle_except; /* ... not counting this communicator's connections */
   int idle_answer;   /* its answer: 0 none yet, 1 stopping, 2 serving on */
   int *lost_queue;
   size_t nqueue, queue_cap;
@@ -305,7 +310,7 @@ static void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
   s->npending--;
 }
 
-static void srv_mark_lost(symm_store_server_t *s, int rank, const char *why);
+static void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
 
 /* Under s->lock: how many rank connections of communicator comm are open
  * (SYMM_STORE_NO_COMM: of every communicator, and of none). */
@@ -316,10 +321,14 @@ static int srv_open_of(const symm_store_server_t *s, uint32_t comm) {
   return 0;
 }
 
-static void srv_ranked_open_add(symm_store_server_t *s, uint32_t comm, int delta) {
+/* Counts c's rank connection in (delta 1) or out (-1); a connection that
+ * could not be counted in its communicator (no memory) counts in the total
+ * only, and leaves it the same way. */
+static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta) {
+  const uint32_t comm = c->comm;
   pthread_mutex_lock(&s->lock);
   s->ranked_open += delta;
-  if (comm != SYMM_STORE_NO_COMM) {
+  if (comm != SYMM_STORE_NO_COMM && (delta > 0 || c->comm_counted)) {
     size_t i = 0;
     while (i < s->ncomm_open && s->comm_open[i].comm != comm) i++;
     if (i == s->ncomm_open && delta > 0) {
@@ -337,6 +346,7 @@ static void srv_ranked_open_add(symm_store_server_t *s, uint32_t comm, int delta
     }
     if (i < s->ncomm_open) {
       s->comm_open[i].open += delta;
+      c->comm_counted = delta > 0;
       if (s->comm_open[i].open <= 0) s->comm_open[i] = s->comm_open[--s->ncomm_open];
     }
   }
@@ -354,9 +364,9 @@ static void srv_conn_close(symm_store_server_t *s, srv_conn_t *c,
   c->fd = -1;
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
-    srv_ranked_open_add(s, c->comm, -1);
+    srv_ranked_open_add(s, c, -1);
     if (!c->said_bye && !stopping)
-      srv_mark_lost(s, c->rank, "its connection closed without BYE");
+      srv_mark_lost(s, c->comm, c->rank, "its connection closed without BYE");
   }
   SYMM_TRACE(STORE, "store: closed %s (rank %d%s)", c->peer, c->rank,
              c->said_bye ? ", bye" : "");
@@ -403,28 +413,46 @@ static void srv_flush(symm_store_server_t *s, srv_conn_t *c) {
 }
 
 /* ---------------------------------------------------------- lost ranks */
-static int srv_first_lost(const symm_store_server_t *s) {
-  return s->nlost ? s->lost[0] : -1;
+/* Whether a loss recorded for communicator `lost` concerns a request of
+ * communicator `asker`: the same one, or either is none (symmem-run's
+ * symm_store_server_mark_lost and clients that named no communicator see
+ * every loss, as before communicators were told apart). */
+static bool srv_lost_applies(uint32_t lost, uint32_t asker) {
+  return lost == SYMM_STORE_NO_COMM || asker == SYMM_STORE_NO_COMM || lost == asker;
 }
 
-static void srv_clear_lost(symm_store_server_t *s, int rank) {
+/* The first lost rank that concerns connection c's requests, or -1. */
+static int srv_lost_for(const symm_store_server_t *s, const srv_conn_t *c) {
   for (size_t i = 0; i < s->nlost; i++)
-    if (s->lost[i] == rank) {
-      memmove(&s->lost[i], &s->lost[i + 1], (s->nlost - i - 1) * sizeof *s->lost);
-      s->nlost--;
+    if (srv_lost_applies(s->lost[i].comm, c->comm)) return s->lost[i].rank;
+  return -1;
+}
+
+/* A rank said HELLO again: it is back in its communicator (and no longer
+ * lost to everyone; a HELLO naming no communicator clears them all). */
+static void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank) {
+  size_t kept = 0;
+  for (size_t i = 0; i < s->nlost; i++) {
+    const struct srv_lost e = s->lost[i];
+    if (e.rank == rank && (e.comm == comm || e.comm == SYMM_STORE_NO_COMM ||
+                           comm == SYMM_STORE_NO_COMM)) {
       SYMM_INFO(STORE, "store: rank %d is back; no longer lost", rank);
-      return;
+      continue;
     }
+    s->lost[kept++] = e;
+  }
+  s->nlost = kept;
 }
 
-/* Records rank as lost and fails every parked request: they cannot count
- * on that rank any more. */
-static void srv_mark_lost(symm_store_server_t *s, int rank, const char *why) {
+/* Records rank as lost in communicator comm and fails every parked request
+ * that it concerns: they cannot count on that rank any more.  Other
+ * communicators served by this store go on. */
+static void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
   for (size_t i = 0; i < s->nlost; i++)
-    if (s->lost[i] == rank) return;
+    if (s->lost[i].rank == rank && s->lost[i].comm == comm) return;
   if (s->nlost == s->lost_cap) {
     size_t cap = s->lost_cap ? s->lost_cap * 2 : 16;
-    int *p = realloc(s->lost, cap * sizeof *p);
+    struct srv_lost *p = realloc(s->lost, cap * sizeof *p);
     if (!p) {
       /* Cannot remember it; still release the waiters below. */
       SYMM_WARN(STORE, "store: out of memory recording lost rank %d", rank);
@@ -433,11 +461,14 @@ static void srv_mark_lost(symm_store_server_t *s, int rank, const char *why) {
       s->lost_cap = cap;
     }
   }
-  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = rank;
-  SYMM_WARN(STORE, "store: rank %d lost: %s", rank, why);
+  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = (struct srv_lost){comm, rank};
+  if (comm != SYMM_STORE_NO_COMM)
+    SYMM_WARN(STORE, "store: rank %d of communicator %u lost: %s", rank, (unsigned)comm, why);
+  else
+    SYMM_WARN(STORE, "store: rank %d lost: %s", rank, why);
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
-    if (c->dead || !c->pending) continue;
+    if (c->dead || !c->pending || !srv_lost_applies(comm, c->comm)) continue;
     srv_reply_status(c, c->pending->op, c->pending->id, SYMM_ERR_PEER_LOST, rank);
     srv_pending_free(s, c);
   }
@@ -560,8 +591,8 @@ static void srv_blocking(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   while (next < nkeys && srv_key_present(s, &keys[next])) next++;
   if (next == nkeys)
     srv_answer_ready(s, c, op, id, keys, nkeys);
-  else if (s->nlost)
-    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, srv_first_lost(s));
+  else if (srv_lost_for(s, c) >= 0)
+    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, srv_lost_for(s, c));
   else if (timeout_ms == 0)
     srv_reply_status(c, op, id, SYMM_ERR_TIMEOUT, -1);
   else
@@ -600,7 +631,12 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
   if (r->err) {
-    srv_conn_reject(s, c, r->err);
+    /* Answered, so that the client says what is wrong (another symmem
+     * version, say) instead of taking the close for a store stopping. */
+    SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
+    srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_ERR_PROTOCOL, -1);
+    c->closing = true;
+    c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
     return;
   }
   if (!srv_token_ok(s, tok, tlen)) {
@@ -616,8 +652,8 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   c->comm = rank >= 0 ? comm : SYMM_STORE_NO_COMM;
   c->deadline_ns = 0;
   if (rank >= 0) {
-    srv_ranked_open_add(s, c->comm, 1);
-    srv_clear_lost(s, rank);
+    srv_ranked_open_add(s, c, 1);
+    srv_clear_lost(s, c->comm, rank);
   }
   if (comm != SYMM_STORE_NO_COMM)
     SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %u", c->peer, (int)rank,
@@ -1013,7 +1049,10 @@ static bool srv_control(symm_store_server_t *s) {
      * between the count and the stop. */
     if (s->stop_if_idle) {
       s->stop_if_idle = false;
-      s->idle_answer = s->ranked_open == 0 ? 1 : 2;
+      const int others = s->ranked_open - (s->idle_except == SYMM_STORE_NO_COMM
+                                               ? 0
+                                               : srv_open_of(s, s->idle_except));
+      s->idle_answer = others == 0 ? 1 : 2;
       if (s->idle_answer == 1) s->stop = true;
       pthread_cond_broadcast(&s->cond);
     }
@@ -1026,7 +1065,7 @@ static bool srv_control(symm_store_server_t *s) {
     }
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n; i++)
-      srv_mark_lost(s, ranks[i], "reported by symm_store_server_mark_lost");
+      srv_mark_lost(s, SYMM_STORE_NO_COMM, ranks[i], "reported by symm_store_server_mark_lost");
   } while (n > 0);
   return stop;
 }
@@ -1330,16 +1369,21 @@ void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
     SYMM_WARN(STORE, "store: out of memory marking rank %d lost", rank);
 }
 
-bool symm_store_server_stop_if_idle(symm_store_server_t *server) {
+bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t except_comm) {
   if (!server) return true;
   pthread_mutex_lock(&server->lock);
+  if (server->stop) { /* another owner is stopping it: not ours to free */
+    pthread_mutex_unlock(&server->lock);
+    return false;
+  }
   server->stop_if_idle = true;
+  server->idle_except = except_comm;
   server->idle_answer = 0;
   pthread_mutex_unlock(&server->lock);
   srv_wake_thread(server);
   pthread_mutex_lock(&server->lock);
-  while (server->idle_answer == 0 && !server->stop) pthread_cond_wait(&server->cond, &server->lock);
-  bool stopping = server->idle_answer != 2;
+  while (server->idle_answer == 0) pthread_cond_wait(&server->cond, &server->lock);
+  bool stopping = server->idle_answer == 1;
   pthread_mutex_unlock(&server->lock);
   if (stopping) symm_store_server_stop(server);
   return stopping;

@@ -133,7 +133,9 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
  * destroyed theirs and created the next one first): it serves them on, and
  * this process's next communicator on the same address takes it over.
  * Stopping it there would fail their calls (SYMM_ERR_PEER_LOST).  A store on
- * an ephemeral port (a lone process) is the communicator's own.
+ * an ephemeral port (a lone process) is the communicator's own, and so is
+ * one on a second address while the first is in use: one address per
+ * process is shared.
  */
 static struct {
   pthread_mutex_t lock;
@@ -155,9 +157,15 @@ static void served_forget(bool stop) {
   served.users = 0;
 }
 
+/* A child fork()ed while another thread held the lock gets it unlocked. */
+static void served_atfork_child(void) { pthread_mutex_init(&served.lock, NULL); }
+static void served_atfork_register(void) { pthread_atfork(NULL, NULL, served_atfork_child); }
+
 static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
                                  const char *token) {
   if (port == 0) return symm_store_server_start(bind, port, token, &comm->server);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, served_atfork_register);
   pthread_mutex_lock(&served.lock);
   symm_result_t res = SYMM_SUCCESS;
   if (served.server && served.pid != getpid()) served_forget(false);
@@ -197,11 +205,15 @@ static void stop_serving(symm_comm_t *comm) {
     symm_store_server_stop(comm->server);
     return;
   }
-  if (symm_store_server_drain_comm(comm->server, (uint32_t)comm->index, wait_ms) != SYMM_SUCCESS)
-    SYMM_INFO(INIT, "store: ranks of this communicator still connected after %d ms", wait_ms);
+  const uint32_t mine = (uint32_t)comm->index;
+  if (symm_store_server_drain_comm(comm->server, mine, wait_ms) != SYMM_SUCCESS)
+    SYMM_INFO(INIT, "store stopped with ranks still connected");
   pthread_mutex_lock(&served.lock);
-  if (served.server == comm->server && --served.users == 0) {
-    if (symm_store_server_stop_if_idle(served.server))
+  /* In a fork()ed child the record is the parent's: its thread is not here. */
+  if (served.pid == getpid() && served.server == comm->server && --served.users == 0) {
+    /* This communicator's stragglers (after the drain's timeout) do not
+     * keep it; another's connections do. */
+    if (symm_store_server_stop_if_idle(served.server, mine))
       served_forget(false); /* stopped */
     else
       SYMM_INFO(INIT, "store: ranks of a later communicator are connected; serving on");
