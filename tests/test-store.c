@@ -1384,23 +1384,27 @@ TEST_IMPL(store_drain_comm) {
   return 0;
 }
 
-/* Stop if idle: not while a rank connection is open, but for those of the
- * communicator named (its stragglers after a drain's timeout); tools do not
- * count; once stopped, the server is gone. */
+/* Stop if idle: not while a rank connection is open, but for those of
+ * communicators up to the index named (stragglers of ended ones); tools do
+ * not count; once stopped, the server is gone. */
 TEST_IMPL(store_stop_if_idle) {
   fixture_t f;
   fx_start(&f);
-  symm_store_t *r0 = NULL, *tool = fx_client(&f, -1), *other = fx_client(&f, 1);
+  symm_store_t *r0 = NULL, *later = NULL, *tool = fx_client(&f, -1), *other = fx_client(&f, 1);
   ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 0, 5, 5000, &r0));
+  ASSERT_OK(symm_store_connect_comm(f.addr, k_token, 2, 7, 5000, &later));
   ASSERT(!symm_store_server_stop_if_idle(f.server, SYMM_STORE_NO_COMM));
-  ASSERT(!symm_store_server_stop_if_idle(f.server, 6));
-  ASSERT(!symm_store_server_stop_if_idle(f.server, 5)); /* `other` names none */
+  ASSERT(!symm_store_server_stop_if_idle(f.server, 4));
+  ASSERT(!symm_store_server_stop_if_idle(f.server, 6)); /* 7 is later, `other` names none */
   ASSERT_OK(symm_store_set(r0, "k", "v", 1)); /* still serving */
+  symm_store_close(later);
+  ASSERT_OK(symm_store_server_drain_comm(f.server, 7, 5000));
+  ASSERT(!symm_store_server_stop_if_idle(f.server, 6)); /* `other` still */
   symm_store_close(other);
   uint64_t t0 = test_now_ms();
   while (symm_store_server_ranks_open(f.server) != 1 && test_now_ms() - t0 < 5000) sleep_ms(5);
   ASSERT_EQ(symm_store_server_ranks_open(f.server), 1);
-  ASSERT(symm_store_server_stop_if_idle(f.server, 5)); /* only 5's straggler r0 */
+  ASSERT(symm_store_server_stop_if_idle(f.server, 6)); /* only 5's straggler r0 */
   ASSERT(symm_store_server_stop_if_idle(NULL, SYMM_STORE_NO_COMM));
   symm_store_t *late = NULL;
   ASSERT_RES(symm_store_connect(f.addr, k_token, 1, 200, &late), SYMM_ERR_TIMEOUT);

@@ -55,13 +55,14 @@ void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 void symm_store_server_stop(symm_store_server_t *server);
 /* Stops it as symm_store_server_stop does if no rank connection is open
- * but those of communicator except_comm (SYMM_STORE_NO_COMM: none at all),
+ * but those of communicators up to index upto_comm (stragglers of ended
+ * ones; SYMM_STORE_NO_COMM: none at all),
  * decided by the server thread between two requests, so that no HELLO is
  * accepted after the decision (clients whose HELLO was not answered
  * connect again: symm_store_connect).  true: stopped and freed (also for
  * NULL); false: serving on.  One owner calls it, not concurrently with
  * symm_store_server_stop. */
-bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t except_comm);
+bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t upto_comm);
 
 /* ---------------------------------------------------------------- client */
 /* Connects to addr ("host:port", host a name or IPv4/IPv6 literal,

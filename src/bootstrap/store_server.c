@@ -129,7 +129,7 @@ struct symm_store_server {
   pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
   bool stop;
   bool stop_if_idle; /* symm_store_server_stop_if_idle asks the thread */
-  uint32_t idle_except; /* ... not counting this communicator's connections */
+  uint32_t idle_upto;   /* ... not counting communicators up to this index */
   int idle_answer;   /* its answer: 0 none yet, 1 stopping, 2 serving on */
   int *lost_queue;
   size_t nqueue, queue_cap;
@@ -1049,9 +1049,10 @@ static bool srv_control(symm_store_server_t *s) {
      * between the count and the stop. */
     if (s->stop_if_idle) {
       s->stop_if_idle = false;
-      const int others = s->ranked_open - (s->idle_except == SYMM_STORE_NO_COMM
-                                               ? 0
-                                               : srv_open_of(s, s->idle_except));
+      int others = s->ranked_open;
+      if (s->idle_upto != SYMM_STORE_NO_COMM)
+        for (size_t i = 0; i < s->ncomm_open; i++)
+          if (s->comm_open[i].comm <= s->idle_upto) others -= s->comm_open[i].open;
       s->idle_answer = others == 0 ? 1 : 2;
       if (s->idle_answer == 1) s->stop = true;
       pthread_cond_broadcast(&s->cond);
@@ -1369,7 +1370,7 @@ void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
     SYMM_WARN(STORE, "store: out of memory marking rank %d lost", rank);
 }
 
-bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t except_comm) {
+bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t upto_comm) {
   if (!server) return true;
   pthread_mutex_lock(&server->lock);
   if (server->stop) { /* another owner is stopping it: not ours to free */
@@ -1377,7 +1378,7 @@ bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t except
     return false;
   }
   server->stop_if_idle = true;
-  server->idle_except = except_comm;
+  server->idle_upto = upto_comm;
   server->idle_answer = 0;
   pthread_mutex_unlock(&server->lock);
   srv_wake_thread(server);

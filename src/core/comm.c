@@ -144,7 +144,8 @@ static struct {
   char bind[256];
   int port;
   char *token;
-  int users; /* communicators using it */
+  int users;          /* communicators using it */
+  uint32_t max_index; /* the highest communicator index that used it */
 } served = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Under served.lock: forgets and stops the shared store (stop only where
@@ -172,6 +173,7 @@ static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
   if (served.server && served.port == port && strcmp(served.bind, bind) == 0 &&
       strcmp(served.token, token) == 0) {
     served.users++;
+    if ((uint32_t)comm->index > served.max_index) served.max_index = (uint32_t)comm->index;
     comm->server = served.server;
     comm->server_shared = true;
     SYMM_INFO(INIT, "rank %d: serving the store on %s:%d for this communicator too", comm->rank,
@@ -188,6 +190,7 @@ static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
   snprintf(served.bind, sizeof served.bind, "%s", bind);
   served.port = port;
   served.users = 1;
+  served.max_index = (uint32_t)comm->index;
   comm->server_shared = true;
 out:
   pthread_mutex_unlock(&served.lock);
@@ -205,15 +208,19 @@ static void stop_serving(symm_comm_t *comm) {
     symm_store_server_stop(comm->server);
     return;
   }
-  const uint32_t mine = (uint32_t)comm->index;
-  if (symm_store_server_drain_comm(comm->server, mine, wait_ms) != SYMM_SUCCESS)
+  /* In a fork()ed child the record is the parent's: its thread is not here. */
+  pthread_mutex_lock(&served.lock);
+  const bool here = served.pid == getpid();
+  pthread_mutex_unlock(&served.lock);
+  if (!here) return;
+  if (symm_store_server_drain_comm(comm->server, (uint32_t)comm->index, wait_ms) != SYMM_SUCCESS)
     SYMM_INFO(INIT, "store stopped with ranks still connected");
   pthread_mutex_lock(&served.lock);
-  /* In a fork()ed child the record is the parent's: its thread is not here. */
-  if (served.pid == getpid() && served.server == comm->server && --served.users == 0) {
-    /* This communicator's stragglers (after the drain's timeout) do not
-     * keep it; another's connections do. */
-    if (symm_store_server_stop_if_idle(served.server, mine))
+  if (served.server == comm->server && --served.users == 0) {
+    /* Stragglers of this process's communicators (after a drain's timeout)
+     * do not keep it; those of a later one (a higher index: indices grow
+     * alike on every rank) do. */
+    if (symm_store_server_stop_if_idle(served.server, served.max_index))
       served_forget(false); /* stopped */
     else
       SYMM_INFO(INIT, "store: ranks of a later communicator are connected; serving on");
