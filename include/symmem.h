@@ -282,7 +282,10 @@ SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
 /*
  * Every communicator is connected to one key-value store (served by rank 0 or
  * by symmem-run).  Applications may use it for their own small exchanges;
- * keys starting with "symm/" are reserved.  Keys are 1..255 bytes, values at
+ * keys starting with "symm/" are reserved.  Communicators on the same store
+ * address (rank 0's store is shared by a process's communicators there, one
+ * after another or at once; symmem-run's by all of the job's) see the same
+ * keys: name yours per communicator if they must not meet.  Keys are 1..255 bytes, values at
  * most 16 MiB.  All calls are local requests to the store (not collective),
  * thread-unsafe per communicator, and bounded by the communicator timeout
  * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
