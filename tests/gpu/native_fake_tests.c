@@ -292,22 +292,6 @@ static int shared_refused_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-static int busid_rank(int rank, int size, void *arg) {
-  (void)rank, (void)size;
-  symm_comm_t *comm = NULL;
-  if (arg) {
-    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-    char want[64];
-    snprintf(want, sizeof want, "both use GPU %.31s; give", /* 31 of a 32-byte buffer */
-             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-    RCHECK(strstr(symm_last_error(), want), "%s", symm_last_error());
-    return 0;
-  }
-  ROK(symm_comm_init(NULL, &comm));
-  symm_comm_destroy(comm);
-  return 0;
-}
-
 /* A launcher that shows each process only its own GPU (CUDA_VISIBLE_DEVICES
  * per rank): one device per process, different GPUs.  Local rank 1 takes
  * ordinal 0, not an error; an explicit SYMM_DEVICE=1 still is. */
@@ -328,15 +312,14 @@ static int own_gpu_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-/* A driver whose UUID query fails: the GPUs are told apart by their bus
- * ids (2 ranks on 2 GPUs start; all-zero UUIDs would look like one shared
- * GPU), and 2 ranks on one GPU are still refused. */
-static int no_uuid_rank(int rank, int size, void *arg) {
+/* Two ranks on two GPUs start (arg NULL); with arg, two ranks on one GPU are
+ * refused with arg in the message. */
+static int two_gpus_rank(int rank, int size, void *arg) {
   (void)rank, (void)size;
   symm_comm_t *comm = NULL;
   if (arg) {
     RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-    RCHECK(strstr(symm_last_error(), "both use GPU"), "%s", symm_last_error());
+    RCHECK(strstr(symm_last_error(), (const char *)arg), "%s", symm_last_error());
     return 0;
   }
   ROK(symm_comm_init(NULL, &comm));
@@ -344,28 +327,69 @@ static int no_uuid_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-TEST_IMPL(native_fake_no_uuid) {
-  setenv("FAKECUDA_NO_UUID", "1", 1);
+/* Both jobs of two_gpus_rank: ranks on GPUs 0 and 1, then both on GPU 0. */
+static int two_gpus_then_shared(const char *refusal) {
   unsetenv("SYMM_ALLOW_SHARED_DEVICE");
   unsetenv("SYMM_DEVICE");
-  ASSERT_EQ(run_job(2, no_uuid_rank, NULL), 0);
+  if (run_job(2, two_gpus_rank, NULL) != 0) return 1;
   setenv("SYMM_DEVICE", "0", 1);
-  ASSERT_EQ(run_job(2, no_uuid_rank, (void *)1), 0);
+  return run_job(2, two_gpus_rank, (void *)refusal);
+}
+
+/* A driver whose UUID query fails: the GPUs are told apart by their bus
+ * ids (2 ranks on 2 GPUs start; all-zero UUIDs would look like one shared
+ * GPU), and 2 ranks on one GPU are still refused. */
+TEST_IMPL(native_fake_no_uuid) {
+  setenv("FAKECUDA_NO_UUID", "1", 1);
+  ASSERT_EQ(two_gpus_then_shared("both use GPU"), 0);
   return 0;
 }
 
 /* A driver whose bus id fills the buffer without a NUL (and no UUID, so
  * the bus id names the GPU): two GPUs still start, and two ranks on one
- * GPU are refused with the id cut to the buffer, not read past it. */
+ * GPU are refused with the id cut to 31 of its 32 bytes, not read past it. */
+/* Whether file `path` holds "(" + 31 times the letter c + ")". */
+static bool file_has_cut_id(const char *path, char c) {
+  char want[40], text[8192];
+  want[0] = '(';
+  memset(want + 1, c, 31);
+  want[32] = ')';
+  want[33] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  return strstr(text, want) != NULL;
+}
+
 TEST_IMPL(native_fake_busid_unterminated) {
   setenv("FAKECUDA_BUSID_FULL", "1", 1);
   setenv("FAKECUDA_NO_UUID", "1", 1);
-  setenv("SYMM_DEBUG", "INFO", 1); /* init's log line shows this rank's id too */
-  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
-  unsetenv("SYMM_DEVICE");
-  ASSERT_EQ(run_job(2, busid_rank, NULL), 0);
-  setenv("SYMM_DEVICE", "0", 1);
-  ASSERT_EQ(run_job(2, busid_rank, (void *)1), 0);
+  /* Init's log line names this rank's own id: cut too (ranks 0 and 1 on
+   * GPUs 0 and 1, ids of 'a's and 'b's). */
+  char dir[] = "/tmp/symm-busid.XXXXXX", pattern[64], path[128];
+  ASSERT(mkdtemp(dir) != NULL);
+  snprintf(pattern, sizeof pattern, "%s/%%p.log", dir);
+  setenv("SYMM_DEBUG", "INFO", 1);
+  setenv("SYMM_DEBUG_FILE", pattern, 1);
+  char want[64];
+  snprintf(want, sizeof want, "both use GPU %.31s; give", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  ASSERT_EQ(two_gpus_then_shared(want), 0);
+  unsetenv("SYMM_DEBUG_FILE");
+  int cut[2] = {0, 0};
+  DIR *d = opendir(dir);
+  ASSERT(d != NULL);
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    for (int g = 0; g < 2; g++) cut[g] += file_has_cut_id(path, (char)('a' + g));
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  ASSERT_GE(cut[0], 1);
+  ASSERT_GE(cut[1], 1);
   return 0;
 }
 
