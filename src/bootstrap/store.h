@@ -48,7 +48,7 @@ symm_result_t symm_store_server_drain(symm_store_server_t *server,
  * (symm_store_connect_comm); SYMM_STORE_NO_COMM: all, as above. */
 symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t comm,
                                            int timeout_ms);
-/* Rank connections open now, of any communicator.  0 for NULL. */
+/* Rank connections open now, of any communicator.  0 for NULL.  For tests. */
 int symm_store_server_ranks_open(symm_store_server_t *server);
 /* Marks rank as lost (symmem-run calls this when a rank process dies). */
 void symm_store_server_mark_lost(symm_store_server_t *server, int rank);

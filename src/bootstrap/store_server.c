@@ -462,10 +462,8 @@ static void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const
     }
   }
   if (s->nlost < s->lost_cap) s->lost[s->nlost++] = (struct srv_lost){comm, rank};
-  if (comm != SYMM_STORE_NO_COMM)
-    SYMM_WARN(STORE, "store: rank %d of communicator %u lost: %s", rank, (unsigned)comm, why);
-  else
-    SYMM_WARN(STORE, "store: rank %d lost: %s", rank, why);
+  SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank,
+            comm == SYMM_STORE_NO_COMM ? "" : " in its communicator", why);
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->pending || !srv_lost_applies(comm, c->comm)) continue;
@@ -613,6 +611,14 @@ static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
   return diff == 0;
 }
 
+/* Answers HELLO with `code` and closes c once the answer is out, so that
+ * the client says why instead of taking the close for a store stopping. */
+static void srv_refuse_hello(srv_conn_t *c, uint32_t id, symm_result_t code) {
+  srv_reply_status(c, SYMM_OP_HELLO, id, code, -1);
+  c->closing = true;
+  c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
+}
+
 static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
                          symm_proto_reader_t *r) {
   uint16_t tlen = 0;
@@ -630,21 +636,15 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
    * wait for the connections of the next, served by the same store). */
   uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
-  if (r->err) {
-    /* Answered, so that the client says what is wrong (another symmem
-     * version, say) instead of taking the close for a store stopping. */
+  if (r->err) { /* another symmem version, say */
     SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
-    srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_ERR_PROTOCOL, -1);
-    c->closing = true;
-    c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
+    srv_refuse_hello(c, id, SYMM_ERR_PROTOCOL);
     return;
   }
   if (!srv_token_ok(s, tok, tlen)) {
     SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
               c->peer, (int)rank);
-    srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_ERR_PERMISSION, -1);
-    c->closing = true;
-    c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
+    srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
     return;
   }
   c->authed = true;
@@ -655,11 +655,8 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
     srv_ranked_open_add(s, c, 1);
     srv_clear_lost(s, c->comm, rank);
   }
-  if (comm != SYMM_STORE_NO_COMM)
-    SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %u", c->peer, (int)rank,
-              (unsigned)comm);
-  else
-    SYMM_INFO(STORE, "store: %s connected as rank %d", c->peer, (int)rank);
+  SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %d", c->peer, (int)rank,
+            c->comm == SYMM_STORE_NO_COMM ? -1 : (int)c->comm);
   srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_SUCCESS, -1);
 }
 
