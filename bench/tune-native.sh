@@ -44,52 +44,45 @@ if [ -z "$ALGOS$COLLS" ]; then
   exit 2
 fi
 
-# kernels NAME FILE FLAGS...: $tmp/NAME.fatbin from FILE (a coll_kernels.cu).
-kernels() {
-  kname=$1 kfile=$2
-  shift 2
-  case $kname in
+# new_column KIND NAME: whether NAME can name a new column (letters, digits
+# and _, none of the built-in columns', not taken); says why not.
+new_column() {
+  case $2 in
     "" | pdl | no_pdl | max[0-9]* | *[!A-Za-z0-9_]*)
-      echo "tune-native: '$kname' cannot name a variant" >&2
+      echo "tune-native: '$2' cannot name a $1" >&2
       status=1
       return 1
       ;;
   esac
-  case " $variants " in *" $kname "*)
-    echo "tune-native: variant $kname named twice" >&2
+  case " $variants $settings " in *" $2 "*)
+    echo "tune-native: $1 $2 named twice" >&2
     status=1
     return 1
     ;;
   esac
+}
+
+# kernels NAME FILE FLAGS...: $tmp/NAME.fatbin from FILE (a coll_kernels.cu).
+kernels() {
+  kname=$1 kfile=$2
+  shift 2
+  new_column variant "$kname" || return 1
   ${NVCC:-nvcc} --fatbin -std=c++17 -O3 -gencode "arch=compute_$ARCH,code=sm_$ARCH" \
     -gencode "arch=compute_$ARCH,code=compute_$ARCH" "$@" \
     -I"$SRC/include" -I"$SRC/src" -o "$tmp/$kname.fatbin" "$kfile" ||
     { echo "tune-native: variant $kname does not build" >&2; status=1; return 1; }
   variants="$variants $kname"
 }
-variants=
+variants= settings=
 for v in ${TUNE_VARIANTS:-}; do
   # shellcheck disable=SC2046 # the flags split at commas
   kernels "${v%%=*}" "$SRC/src/kernels/coll_kernels.cu" $(printf '%s\n' "${v#*=}" | tr , ' ')
 done
 for v in ${TUNE_SOURCES:-}; do kernels "${v%%=*}" "${v#*=}"; done
-# Columns of settings: name and VAR=VALUE list (commas), checked like variants.
-settings=
+# Columns of settings: name and VAR=VALUE list (commas).
 for v in ${TUNE_SETTINGS:-}; do
   sname=${v%%=*}
-  case $sname in
-    "" | pdl | no_pdl | max[0-9]* | *[!A-Za-z0-9_]*)
-      echo "tune-native: '$sname' cannot name a setting column" >&2
-      status=1
-      continue
-      ;;
-  esac
-  case " $variants $settings " in *" $sname "*)
-    echo "tune-native: column $sname named twice" >&2
-    status=1
-    continue
-    ;;
-  esac
+  new_column "setting column" "$sname" || continue
   case ${v#*=} in *=*) ;; *)
     echo "tune-native: setting column $sname needs VAR=VALUE" >&2
     status=1
