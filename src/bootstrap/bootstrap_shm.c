@@ -102,7 +102,7 @@ static symm_result_t shm_gather(symm_bootstrap_t *bs, const void *send, size_t l
   }
   atomic_store_explicit(&mine->published, seq, memory_order_release);
   /* One timeout for the whole collective, not one per rank waited for. */
-  const uint64_t deadline_ns = symm_now_ns() + (uint64_t)bs->timeout_ms * 1000000ull;
+  const uint64_t deadline_ns = symm_deadline_after(bs->timeout_ms);
   for (int i = 0; i < bs->size && res == SYMM_SUCCESS; i++) {
     int r = (bs->rank + i) % bs->size;
     SYMM_CHECK_GOTO(wait_published(bs, r, seq, deadline_ns), res, fail);

@@ -82,7 +82,7 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   uint64_t fields[6] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
                         (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo};
   uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
-  return h ? h : 1; /* 0 stands for a call refused by its argument checks (host) */
+  return h != SYMM_COLL_SIG_REFUSED ? h : 1;
 }
 
 bool symm_dtype_reducible(symm_dtype_t dt) {
@@ -101,8 +101,8 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
    * graph, us): LL is fastest to 64 KiB (3.33 vs LL128 3.46), LL128 from
    * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
    * two-shot 20.2), two-shot above.  A backend runs what does not fit its
-   * LL areas as its closest relative (native: LL128, then one- or
-   * two-shot).
+   * LL areas as its closest relative (native: LL128, else LL up to 256 KiB,
+   * then one- or two-shot).
    * More ranks: LL and LL128 push the whole buffer to each of the W - 1
    * peers, so LL's limit keeps each rank's pushed bytes where 2 ranks put
    * it (64 KiB / (W - 1)).  Two-shot pushes 2 (W - 1) / W of the buffer

@@ -326,6 +326,9 @@ typedef struct symm_coll_args {
 symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
 /* Stable 64-bit description of a collective for cross-rank comparison:
  * kind, count, dtype, op, root and, for all-reduce, algo; never 0. */
+/* The signature a call refused by its argument checks takes part with
+ * (ops->abstain): no call's signature is 0. */
+#define SYMM_COLL_SIG_REFUSED 0u
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
 bool symm_dtype_reducible(symm_dtype_t dt);

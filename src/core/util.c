@@ -64,8 +64,7 @@ static _Thread_local uint64_t op_deadline_ns;
 
 uint64_t symm_op_deadline_begin(int timeout_ms) {
   uint64_t previous = op_deadline_ns;
-  uint64_t mine = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
-  if (!previous || mine < previous) op_deadline_ns = mine;
+  op_deadline_ns = symm_deadline_after(timeout_ms); /* an enclosing op's, if earlier */
   return previous;
 }
 

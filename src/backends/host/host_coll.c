@@ -71,9 +71,6 @@ typedef struct {
   int32_t algo;    /* all-reduce: the algorithm that runs */
 } coll_detail_t;
 
-/* The signature a refused call publishes: symm_coll_signature is never 0. */
-#define SIG_REFUSED 0
-
 /* What a rank publishes for the calls of one parity, in one cache line:
  * a peer's first miss on it brings the flag, the signature and, for small
  * calls, the data. */
@@ -218,7 +215,7 @@ static void describe(const coll_detail_t *d, char *out, size_t cap) {
  * the same verdict and the same message. */
 static symm_result_t check_match(const coll_t *c) {
   for (int r = 0; r < c->w; r++) {
-    if (c->pads[r]->slot[c->h].brief.sig != SIG_REFUSED) continue;
+    if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
     return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
                       "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
                       (unsigned long long)c->seq, r, kind_name(c->pads[r]->detail[c->h].kind));
@@ -561,15 +558,15 @@ static symm_result_t run_sliced(coll_t *c) {
 }
 
 /* This rank's side of a call that failed its argument checks (in the core,
- * ops->abstain): it arrives with SIG_REFUSED and leaves once every rank
- * has arrived, so that the peers see a mismatch naming it.  The peers' first
+ * ops->abstain): it arrives with SYMM_COLL_SIG_REFUSED and leaves once every
+ * rank has arrived, so that the peers see a mismatch naming it.  The peers' first
  * call makes the scratch (collectively), so a rank without one makes it as
  * a call of nothing would: the same size unless the peers' call needs more
  * than SYMM_SCRATCH_BYTES, where the rendezvous itself reports the
  * mismatch.  No buffer of the call is touched. */
 static symm_result_t refuse(coll_t *c) {
   symm_tensor_t *s = c->comm->scratch;
-  c->sig = SIG_REFUSED;
+  c->sig = SYMM_COLL_SIG_REFUSED;
   if (!s) SYMM_CHECK(symm_comm_scratch(c->comm, 1, &s));
   SYMM_CHECK(attach(c, s));
   publish(c, 0, 0);

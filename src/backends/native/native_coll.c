@@ -469,19 +469,14 @@ static symm_result_t native_coll_function(native_coll_t *co, int kind, int dti, 
   return SYMM_SUCCESS;
 }
 
-/* Signature of a call refused by the argument checks (native_abstain):
- * no valid call has it. */
-#define NATIVE_COLL_SIG_REFUSED 0u
-
-/* The call, the kernel and its launch shape: ranks whose blocks differ (a
- * different SYMM_COLL_LL_THREADS) would wait on peer blocks of other
- * indices even where their grids agree. */
+/* The call (count included), the kernel and its launch shape: ranks whose
+ * blocks differ (a different SYMM_COLL_LL_THREADS) would wait on peer
+ * blocks of other indices even where their grids agree. */
 static uint32_t native_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
-                                unsigned threads, uint64_t n, int world) {
-  uint64_t f[5] = {symm_coll_signature(args), (uint64_t)kind,
-                   (uint64_t)threads << 32 | grid, n, (uint64_t)world};
+                                unsigned threads) {
+  uint64_t f[3] = {symm_coll_signature(args), (uint64_t)kind, (uint64_t)threads << 32 | grid};
   uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
-  return (uint32_t)(h ^ (h >> 32)) | 1u; /* never NATIVE_COLL_SIG_REFUSED */
+  return (uint32_t)(h ^ (h >> 32)) | 1u; /* never SYMM_COLL_SIG_REFUSED */
 }
 
 static unsigned native_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
@@ -495,7 +490,8 @@ static bool aligned16(uint64_t v) { return (v & 15u) == 0; }
 /*
  * Most blocks of a kernel that exchanges headers: one per channel, but
  * fewer move data faster at 2 ranks (bench/tune-native.sh, 2 x H200, bf16,
- * CUDA graph, us at 16 / 64 / 256 MiB):
+ * CUDA graph, us at 16 / 64 / 256 MiB; all channels were 124 then, 122
+ * since the announces grew to 32 bytes):
  *   two-shot        124 blocks 57.5 / 204.2 / 792.2, 96: 52.9 / 196.9 / 763.9
  *   reduce-scatter  124 blocks 35.1 / 133.4 / 505.6, 96: 34.5 / 131.6 / 500.2
  *   all-gather      124 blocks 31.7 / 105.4 / 397.3, 64: 30.8 / 100.8 / 378.4
@@ -544,8 +540,7 @@ static uint64_t native_coll_ll128_region(int world) {
 static unsigned native_coll_ll_launch(const native_coll_t *co, uint64_t units,
                                       unsigned per_thread, unsigned *threads) {
   *threads = co->ll_threads ? co->ll_threads : NATIVE_COLL_LL_THREADS;
-  return native_coll_grid(units * per_thread, *threads,
-                          co->max_blocks ? co->max_blocks : NATIVE_COLL_LL_MAX_BLOCKS);
+  return native_coll_grid(units * per_thread, *threads, NATIVE_COLL_LL_MAX_BLOCKS);
 }
 
 /* All-reduces above this size that ask for LL or LL128 but do not fit
@@ -613,7 +608,7 @@ static symm_result_t native_coll_describe_scratch(symm_comm_t *comm, native_coll
   const uint64_t S = scratch->nbytes;
   if (S < native_coll_scratch_bytes(0))
     return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %llu bytes is smaller "
-                      "than the LL area", (unsigned long long)S);
+                      "than the LL and LL128 areas", (unsigned long long)S);
   p->ll_region = native_coll_ll_region(world);
   p->ll128_region = native_coll_ll128_region(world);
   p->stage_half = ((S - SYMM_COLL_STAGE_OFF) / 2) & ~(uint64_t)255;
@@ -772,7 +767,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   ncu_function fn = NULL;
   SYMM_CHECK(native_coll_function(co, kind, dti, (int)args->op, &fn));
 
-  /* One launch per call: the scratch holds the LL area and both staging
+  /* One launch per call: the scratch holds the LL areas and both staging
    * halves.  The size depends only on the arguments, so every rank grows
    * the scratch (collectively) at the same call; reserve it before
    * capturing graphs.  Nothing is agreed first (the kernels check the
@@ -820,7 +815,7 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
   }
   if (co->max_blocks && grid > co->max_blocks) grid = co->max_blocks;
   if (grid < 1) grid = 1; /* count 0 */
-  p.sig = native_coll_sig(args, kind, grid, threads, count, world);
+  p.sig = native_coll_sig(args, kind, grid, threads);
   /* All-gather waits for every announce before it moves data when it may
    * write into the peers' recv: worth it from 1 MiB of output. */
   if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT ||
@@ -856,7 +851,7 @@ symm_result_t native_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
   p.kind = SYMM_COLL_KERNEL_ALL_GATHER;
   p.esize = 1;
   p.vec = 1;
-  p.sig = NATIVE_COLL_SIG_REFUSED;
+  p.sig = SYMM_COLL_SIG_REFUSED;
   ncu_context saved;
   SYMM_CHECK(native_ctx_enter(st, &saved));
   ncu_result cu = native_coll_launch(co, fn, 1, SYMM_COLL_THREADS, args->stream, &p);
