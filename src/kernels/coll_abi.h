@@ -37,7 +37,8 @@
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
 #define SYMM_COLL_MAX_WORLD 32
 
-/* Threads per block of every collective kernel. */
+/* Threads per block of the kernels that exchange headers, and the launch
+ * bound of all (LL and LL128 run smaller blocks: native_coll_ll_launch). */
 #define SYMM_COLL_THREADS 512
 
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
@@ -52,10 +53,10 @@
  * zeroed again when read, so a header is never stale; announces are
  * rewritten by every kernel and compared by their full epoch: each 8-byte
  * half carries it, so nothing in an announce can be older than this
- * kernel once both halves of each 16 bytes read carry its epoch (the
- * whole 64-bit key needs no fence before or after it: a 32-bit collision
- * between two ranks' different recv buffers would send data to the wrong
- * memory, and the announce has room for 32 bits only). */
+ * kernel once both halves of each 16 bytes read carry its epoch, and the
+ * whole 64-bit key needs no fence before or after it.  (The first 16 bytes
+ * have room for 32 bits of the key only; a 32-bit collision between two
+ * ranks' different recv buffers would send data to the wrong memory.) */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
 /* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */

@@ -50,7 +50,8 @@
  *  Timeouts.  Every wait is bounded by timeout_ns against %globaltimer,
  *  counted from the first time a thread's wait looks at the clock (after
  *  its first 64 polls, coll_expired), not from kernel start; on expiry the
- *  kernel records SYMM_ERR_TIMEOUT (first error wins) in the
+ *  kernel records SYMM_ERR_TIMEOUT (an unread earlier error keeps its
+ *  fields, the later code goes to `more`) in the
  *  pinned error record, sets a sticky word in this rank's scratch pad, and
  *  finishes.  While that word is set, later kernels on this scratch skip
  *  every wait (fail fast) and report again; it is never cleared (the
@@ -124,9 +125,9 @@ static __device__ __forceinline__ uint32_t *coll_header(const params_t &a, uint6
   return (uint32_t *)(uintptr_t)pad + idx;
 }
 
-/* Announce slot [from][parity]: 16 bytes {epoch, signature, epoch, zc},
- * stored at once; each 8-byte half carries the epoch, so a reader that
- * sees it twice has the whole announce. */
+/* Announce slot [from][parity]: SYMM_COLL_ANNOUNCE_BYTES, first 16 bytes
+ * {epoch, signature, epoch, zc} stored at once (then the key, below); each
+ * 8-byte half carries the epoch, so a reader that sees it twice has them. */
 static __device__ __forceinline__ uint64_t coll_announce_slot(const params_t &a, uint64_t pad,
                                                               unsigned from, unsigned parity) {
   return pad + symm_coll_announce_off((unsigned)a.world) +
