@@ -39,6 +39,17 @@ symm_result_t host_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor
 /* Collectives (host_coll.c): ops->collective.  Synchronous; the protocol is
  * described at the top of host_coll.c. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+
+/* The process of rank `peer` (0: unknown, not watched). */
+static inline int32_t host_peer_pid(const symm_comm_t *comm, int peer) {
+  return comm->pids ? comm->pids[peer] : 0;
+}
+/* A wait for rank `peer` within comm's timeout, backing off as this host's
+ * ranks call for, and failing early if peer's process goes. */
+static inline void host_backoff_start(symm_backoff_t *b, const symm_comm_t *comm, int peer) {
+  symm_backoff_start(b, comm->timeout_ms, comm->local_size);
+  symm_backoff_watch(b, host_peer_pid(comm, peer));
+}
 symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_algo_t host_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
 symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);

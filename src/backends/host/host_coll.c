@@ -170,9 +170,11 @@ static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
   for (int k = 1; k < c->w; k++) {
     int r = (c->me + k) % c->w;
     if (flag_of(c, r) >= target) continue;
-    if (!started) symm_backoff_start(&b, c->comm->timeout_ms, c->comm->local_size);
+    if (started)
+      symm_backoff_watch(&b, host_peer_pid(c->comm, r));
+    else
+      host_backoff_start(&b, c->comm, r);
     started = true;
-    symm_backoff_watch(&b, c->comm->pids ? c->comm->pids[r] : 0);
     while (flag_of(c, r) < target) {
       if (symm_backoff_pause(&b)) continue;
       if (b.lost)

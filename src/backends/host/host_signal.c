@@ -32,10 +32,7 @@ static symm_result_t put(symm_comm_t *comm, const symm_tensor_t *t, int peer, in
     if (atomic_compare_exchange_weak_explicit(slot, &empty, 1u, memory_order_release,
                                               memory_order_relaxed))
       return SYMM_SUCCESS;
-    if (!started) {
-      symm_backoff_start(&b, comm->timeout_ms, comm->local_size);
-      symm_backoff_watch(&b, comm->pids ? comm->pids[peer] : 0);
-    }
+    if (!started) host_backoff_start(&b, comm, peer);
     started = true;
     if (!symm_backoff_pause(&b))
       return b.lost ? lost(comm, peer, fn)
@@ -51,8 +48,7 @@ static symm_result_t wait(symm_comm_t *comm, const symm_tensor_t *t, int peer, i
   SYMM_CHECK(slot_of(t, comm->rank, channel, peer, &slot));
   if (!atomic_load_explicit(slot, memory_order_acquire)) {
     symm_backoff_t b;
-    symm_backoff_start(&b, comm->timeout_ms, comm->local_size);
-    symm_backoff_watch(&b, comm->pids ? comm->pids[peer] : 0);
+    host_backoff_start(&b, comm, peer);
     while (!atomic_load_explicit(slot, memory_order_acquire))
       if (!symm_backoff_pause(&b))
         return b.lost ? lost(comm, peer, fn)

@@ -66,11 +66,9 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                       (unsigned long long)info->id, (unsigned long long)info->alloc_bytes,
                       (unsigned long long)info->data_offset,
                       (unsigned long long)info->pad_offset, st->gran);
+  /* Ranks on several hosts with fd handles were refused at init
+   * (native_check_hosts). */
   if (st->kind == NATIVE_HANDLE_FD) {
-    if (p->host_hash != st->ranks[st->rank].host_hash)
-      return symm_error(SYMM_ERR_UNSUPPORTED,
-                        "native: rank %d is on another host; POSIX fd handles reach only ranks "
-                        "of one host (fabric handles need IMEX: SYMM_NATIVE_HANDLE=fabric)", peer);
     if (memcmp(info->blob, NATIVE_BLOB_FD_MARK, sizeof NATIVE_BLOB_FD_MARK) != 0)
       return symm_error(SYMM_ERR_PROTOCOL,
                         "native: rank %d sent an exchange blob that is not the fd marker", peer);
