@@ -735,6 +735,46 @@ symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *
   return SYMM_SUCCESS;
 }
 
+/*
+ * The parameters a launch starts from: the scratch's (co->base), on a
+ * scratch with at least `stage` staging bytes per half.  The size depends
+ * only on the arguments, so every rank grows the scratch (collectively) at
+ * the same call; reserve it before capturing graphs.  Nothing is agreed
+ * first (the kernels check the call), so a rank whose arguments differ so
+ * that it need not grow never joins the growth: a timeout, which the
+ * message explains.
+ */
+static symm_result_t native_coll_base(symm_comm_t *comm, native_coll_t *co, uint64_t stage,
+                                      symm_coll_params_t *p) {
+  symm_tensor_t *scratch = NULL;
+  symm_result_t res = symm_comm_scratch(comm, native_coll_scratch_bytes(stage), &scratch);
+  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)
+    symm_error_context("ranks whose calls differ grow the scratch at different calls; "
+                       "symm_comm_reserve_scratch up front makes that a mismatch");
+  if (res != SYMM_SUCCESS) return res;
+  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
+  *p = co->base;
+  if (p->stage_half < stage)
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %zu bytes holds %llu "
+                      "staging bytes, %llu needed", scratch->nbytes,
+                      (unsigned long long)p->stage_half, (unsigned long long)stage);
+  return SYMM_SUCCESS;
+}
+
+/* Launches collective kernel fn (`what` names it) in the GPU's context. */
+static symm_result_t native_coll_run(native_state_t *st, native_coll_t *co, ncu_function fn,
+                                     unsigned grid, unsigned threads, void *stream,
+                                     symm_coll_params_t *p, const char *what) {
+  ncu_context saved;
+  SYMM_CHECK(native_ctx_enter(st, &saved));
+  ncu_result cu = native_coll_launch(co, fn, grid, threads, stream, p);
+  native_ctx_leave(st, saved);
+  if (cu != NCU_SUCCESS)
+    return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks of %u threads)", what,
+                          grid, threads);
+  return SYMM_SUCCESS;
+}
+
 symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
   native_state_t *st = comm->backend_state;
   const native_coll_t *co = st ? st->coll : NULL;
@@ -761,30 +801,13 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
     return symm_error(SYMM_ERR_INTERNAL, "native collective: kind %d", (int)args->kind);
   int dti = native_coll_dtype_index(args->dtype);
   bool reducing = native_coll_reducing(kind);
-  if (reducing && dti < 0)
-    return symm_error(SYMM_ERR_INVALID_ARG, "native collective: dtype %s cannot be reduced",
+  if (reducing && dti < 0) /* the core's argument checks refused it already */
+    return symm_error(SYMM_ERR_INTERNAL, "native collective: dtype %s cannot be reduced",
                       symm_dtype_name(args->dtype));
   ncu_function fn = NULL;
   SYMM_CHECK(native_coll_function(co, kind, dti, (int)args->op, &fn));
-
-  /* One launch per call: the scratch holds the LL areas and both staging
-   * halves.  The size depends only on the arguments, so every rank grows
-   * the scratch (collectively) at the same call; reserve it before
-   * capturing graphs.  Nothing is agreed first (the kernels check the
-   * call), so a rank whose arguments differ so that it need not grow never
-   * joins the growth: a timeout, which the message explains. */
-  symm_tensor_t *scratch = NULL;
-  symm_result_t res = symm_comm_scratch(comm, native_coll_scratch_bytes(stage), &scratch);
-  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)
-    symm_error_context("ranks whose calls differ grow the scratch at different calls; "
-                       "symm_comm_reserve_scratch up front makes that a mismatch");
-  if (res != SYMM_SUCCESS) return res;
-  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
-  symm_coll_params_t p = co->base;
-  if (p.stage_half < stage)
-    return symm_error(SYMM_ERR_INTERNAL, "native collective: scratch of %zu bytes holds %llu "
-                      "staging bytes, %llu needed", scratch->nbytes,
-                      (unsigned long long)p.stage_half, (unsigned long long)stage);
+  symm_coll_params_t p;
+  SYMM_CHECK(native_coll_base(comm, co, stage, &p));
   const bool has_send = args->kind != SYMM_COLL_BROADCAST || rank == args->root;
   p.root = args->root;
   p.esize = (int32_t)es;
@@ -822,14 +845,8 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
       (kind == SYMM_COLL_KERNEL_ALL_GATHER && args->recv_bytes >= ((uint64_t)1 << 20)))
     native_coll_zero_copy(comm, args, &p);
 
-  ncu_context saved;
-  SYMM_CHECK(native_ctx_enter(st, &saved));
-  ncu_result cu = native_coll_launch(co, fn, grid, threads, args->stream, &p);
-  native_ctx_leave(st, saved);
-  if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "cuLaunchKernel(%s collective, %u blocks of %u threads)",
-                          native_coll_kernel_names[kind], grid, threads);
-  return SYMM_SUCCESS;
+  return native_coll_run(st, co, fn, grid, threads, args->stream, &p,
+                         native_coll_kernel_names[kind]);
 }
 
 /* A call that failed the core's argument checks on this rank still takes
@@ -839,25 +856,18 @@ symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args)
  * rank's next call.  It moves no data and touches no buffer of the call;
  * its own kernel records the mismatch as well. */
 symm_result_t native_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
-  native_state_t *st = comm->backend_state;
   native_coll_t *co = NULL;
   SYMM_CHECK(native_coll_usable(comm, &co));
   ncu_function fn = NULL;
   SYMM_CHECK(native_coll_function(co, SYMM_COLL_KERNEL_ALL_GATHER, 0, 0, &fn));
-  symm_tensor_t *scratch = NULL;
-  SYMM_CHECK(symm_comm_scratch(comm, native_coll_scratch_bytes(0), &scratch));
-  if (co->scratch != scratch) SYMM_CHECK(native_coll_describe_scratch(comm, co, scratch));
-  symm_coll_params_t p = co->base;
+  symm_coll_params_t p;
+  SYMM_CHECK(native_coll_base(comm, co, 0, &p));
   p.kind = SYMM_COLL_KERNEL_ALL_GATHER;
   p.esize = 1;
   p.vec = 1;
   p.sig = SYMM_COLL_SIG_REFUSED;
-  ncu_context saved;
-  SYMM_CHECK(native_ctx_enter(st, &saved));
-  ncu_result cu = native_coll_launch(co, fn, 1, SYMM_COLL_THREADS, args->stream, &p);
-  native_ctx_leave(st, saved);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuLaunchKernel(refused collective)");
-  return SYMM_SUCCESS;
+  return native_coll_run(comm->backend_state, co, fn, 1, SYMM_COLL_THREADS, args->stream, &p,
+                         "refused");
 }
 
 /* ---------------------------------------------------------- signals */
