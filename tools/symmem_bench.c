@@ -770,6 +770,19 @@ static void call_nccl(bench_t *b, const layout_t *l) {
               n->get_error_string ? n->get_error_string(rc) : "error");
 }
 
+/* Captures n calls into a CUDA graph, instantiates it and replays it once
+ * (the first replay also uploads the graph). */
+static void graph_capture_replay(bench_t *b, const layout_t *l, bool nccl, int n,
+                                 cudaGraph_t *graph, cudaGraphExec_t *exec) {
+  cudaStream_t s = (cudaStream_t)b->stream;
+  BENCH_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < n; i++) nccl ? call_nccl(b, l) : call_symm(b, l);
+  BENCH_CUDA_CHECK(cudaStreamEndCapture(s, graph));
+  BENCH_CUDA_CHECK(cudaGraphInstantiateWithFlags(exec, *graph, 0));
+  BENCH_CUDA_CHECK(cudaGraphLaunch(*exec, s));
+  bench_sync(b);
+}
+
 /* Mean µs per call on this rank's stream, eagerly or replaying a graph of
  * `iters` captured calls. */
 static double gpu_time_us(bench_t *b, const layout_t *l, bool nccl) {
@@ -781,14 +794,7 @@ static double gpu_time_us(bench_t *b, const layout_t *l, bool nccl) {
   BENCH_CUDA_CHECK(cudaEventCreate(&stop));
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
-  if (b->opt.graph) {
-    BENCH_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < b->opt.iters; i++) nccl ? call_nccl(b, l) : call_symm(b, l);
-    BENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    BENCH_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec, s)); /* first replay uploads the graph */
-    bench_sync(b);
-  }
+  if (b->opt.graph) graph_capture_replay(b, l, nccl, b->opt.iters, &graph, &exec);
   start_together(b);
   BENCH_CUDA_CHECK(cudaEventRecord(start, s));
   if (exec) {
@@ -829,15 +835,9 @@ static double time_symm(bench_t *b, const layout_t *l) {
 static void call_checked(bench_t *b, const layout_t *l) {
 #ifdef SYMM_HAVE_CUDA
   if (on_gpu(b) && b->opt.graph) {
-    cudaStream_t s = (cudaStream_t)b->stream;
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    BENCH_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    call_symm(b, l);
-    BENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    BENCH_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    bench_sync(b);
+    graph_capture_replay(b, l, false, 1, &graph, &exec);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     return;
