@@ -1,9 +1,12 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -244,4 +247,15 @@ void test_assert_json_shape(const char *s) {
   }
   ASSERT_EQ(depth, 0);
   ASSERT(!in_string);
+}
+
+int test_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    TEST_FAIL_("test_free_port: %s", strerror(errno));
+  close(fd);
+  return ntohs(a.sin_port);
 }

@@ -96,6 +96,8 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t
 int test_count_fds(void);
 size_t test_mapped_bytes(void);
 uint64_t test_now_ms(void);
+/* A loopback TCP port free a moment ago (bound to 0 and read back). */
+int test_free_port(void);
 /* Path of a built tool (symmem-run, symmem-info). */
 const char *test_tool_path(const char *tool);
 /* Runs a shell command, captures up to cap bytes of stdout+stderr in out;

@@ -435,6 +435,19 @@ TEST_IMPL(launcher_sighup) {
  * every rank and do not end the job: ranks that trap them go on and exit 0,
  * and so does symmem-run.  Left at their default these signals killed the
  * launcher and, through PR_SET_PDEATHSIG, every rank. */
+/* Reads the ranks' output file into out until ranks 0 and 1 both printed
+ * "<tag> <rank>", or 5 s passed (the caller asserts what it needs). */
+static void wait_both_ranks_said(const char *out_path, char *out, const char *tag) {
+  char want0[64], want1[64];
+  snprintf(want0, sizeof want0, "%s 0", tag);
+  snprintf(want1, sizeof want1, "%s 1", tag);
+  uint64_t deadline = test_now_ms() + 5000;
+  do {
+    usleep(50000);
+    read_file(out_path, out, OUT_CAP);
+  } while ((!strstr(out, want0) || !strstr(out, want1)) && test_now_ms() < deadline);
+}
+
 TEST_IMPL(launcher_sigusr) {
   char *dir = make_temp_dir();
   char script[512], out_path[256], *out = malloc(OUT_CAP);
@@ -451,11 +464,7 @@ TEST_IMPL(launcher_sigusr) {
            dir);
   pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
   ASSERT_EQ(kill(pid, SIGUSR1), 0);
-  uint64_t deadline = test_now_ms() + 5000;
-  do {
-    usleep(50000);
-    read_file(out_path, out, OUT_CAP);
-  } while ((!strstr(out, "usr1 0") || !strstr(out, "usr1 1")) && test_now_ms() < deadline);
+  wait_both_ranks_said(out_path, out, "usr1");
   int st;
   ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0); /* the launcher is still there */
   ASSERT_EQ(kill(pid, SIGUSR2), 0);
@@ -479,18 +488,9 @@ TEST_IMPL(launcher_sigusr) {
  * port already taken is refused with a message that names it. */
 TEST_IMPL(launcher_port) {
   char *out = malloc(OUT_CAP);
-  /* A free port: bound to 0 and read back, then released for the store. */
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT(s >= 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-  ASSERT_EQ(getsockname(s, (struct sockaddr *)&a, &len), 0);
-  int port = ntohs(a.sin_port);
-  close(s);
+  int port = test_free_port();
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   int rc = run_fmt(out, NULL, "%s -n 2 --port %d -- sh -c 'echo addr $SYMM_STORE_ADDR'",
                    test_tool_path("symmem-run"), port);
   ASSERT_EQ(rc, 0);
@@ -498,7 +498,7 @@ TEST_IMPL(launcher_port) {
   snprintf(want, sizeof want, "addr 127.0.0.1:%d", port);
   ASSERT_EQ(count_occurrences(out, want), 2);
   /* Taken: a listener of ours holds it. */
-  s = socket(AF_INET, SOCK_STREAM, 0);
+  int s = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT(s >= 0);
   ASSERT_EQ(setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
   ASSERT_EQ(bind(s, (struct sockaddr *)&a, sizeof a), 0);
@@ -524,11 +524,7 @@ TEST_IMPL(launcher_sigint_twice) {
            dir);
   pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  uint64_t deadline = test_now_ms() + 5000;
-  do {
-    usleep(50000);
-    read_file(out_path, out, OUT_CAP);
-  } while ((!strstr(out, "got-int 0") || !strstr(out, "got-int 1")) && test_now_ms() < deadline);
+  wait_both_ranks_said(out_path, out, "got-int");
   ASSERT_STR_CONTAINS(out, "got-int 0");
   ASSERT_STR_CONTAINS(out, "got-int 1");
   int st;

@@ -497,17 +497,6 @@ TEST_IMPL(ranks_env_openmpi) {
 }
 
 /* ---- rank 0 serves the store itself (no symmem-run) ------------------- */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    TEST_FAIL_("free_port: %s", strerror(errno));
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static int self_served_rank(int rank, int size, void *arg) {
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
@@ -525,7 +514,7 @@ static int self_served_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(ranks_rank0_serves_store) {
-  int port = free_port();
+  int port = test_free_port();
   ASSERT_EQ(test_run_ranks(4, self_served_rank, &port), 0);
   return 0;
 }
@@ -564,7 +553,7 @@ static int recreated_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(ranks_rank0_store_recreated) {
-  int port = free_port();
+  int port = test_free_port();
   ASSERT_EQ(test_run_ranks(3, recreated_rank, &port), 0);
   return 0;
 }
