@@ -199,13 +199,17 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   signal_phase(c, PHASE_ARRIVED);
 }
 
-static void describe(const coll_detail_t *d, char *out, size_t cap) {
+/* The call of detail d; with `algo`, the all-reduce algorithm too. */
+static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
   const char *dt = symm_dtype_name((symm_dtype_t)d->dtype);
   int n = snprintf(out, cap, "symm_%s(count %llu, %s", kind_name(d->kind),
                    (unsigned long long)d->count, dt ? dt : "?");
   if (n < 0 || (size_t)n >= cap) return;
   const char *op = symm_redop_name((symm_redop_t)d->op);
-  if (d->kind == SYMM_COLL_ALL_REDUCE || d->kind == SYMM_COLL_REDUCE_SCATTER)
+  const char *an = symm_algo_name((symm_algo_t)d->algo);
+  if (d->kind == SYMM_COLL_ALL_REDUCE && algo)
+    snprintf(out + n, cap - (size_t)n, ", %s, algorithm %s)", op ? op : "?", an ? an : "?");
+  else if (d->kind == SYMM_COLL_ALL_REDUCE || d->kind == SYMM_COLL_REDUCE_SCATTER)
     snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
   else if (d->kind == SYMM_COLL_BROADCAST)
     snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
@@ -226,20 +230,15 @@ static symm_result_t check_match(const coll_t *c) {
   for (int r = 1; r < c->w; r++) {
     if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
     const coll_detail_t *d = &c->pads[r]->detail[c->h], *d0 = &c->pads[0]->detail[c->h];
-    if (d->algo != d0->algo && d->kind == SYMM_COLL_ALL_REDUCE && d->count == d0->count &&
-        d->kind == d0->kind && d->dtype == d0->dtype && d->op == d0->op) {
-      const char *an = symm_algo_name((symm_algo_t)d->algo);
-      const char *an0 = symm_algo_name((symm_algo_t)d0->algo);
-      return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d runs symm_all_reduce with "
-                        "algorithm %s, rank 0 with %s (set the same SYMM_ALLREDUCE_ALGO or "
-                        "symm_comm_set_allreduce_algo on every rank)", (unsigned long long)c->seq,
-                        r, an ? an : "?", an0 ? an0 : "?");
-    }
-    char mine[128], theirs[128];
-    describe(&c->pads[r]->detail[c->h], theirs, sizeof theirs);
-    describe(&c->pads[0]->detail[c->h], mine, sizeof mine);
-    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s",
-                      (unsigned long long)c->seq, r, theirs, mine);
+    char mine[160], theirs[160];
+    const bool algo = d->algo != d0->algo;
+    describe(d, algo, theirs, sizeof theirs);
+    describe(d0, algo, mine, sizeof mine);
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s%s",
+                      (unsigned long long)c->seq, r, theirs, mine,
+                      algo ? " (set the same SYMM_ALLREDUCE_ALGO or "
+                             "symm_comm_set_allreduce_algo on every rank)"
+                           : "");
   }
   return SYMM_SUCCESS;
 }
