@@ -7,8 +7,10 @@
  * Protocol summary (the full story is in coll_kernels.cu):
  *  - Every kernel of a communicator runs at an *epoch* e, a device-side
  *    counter kept in the local part of this rank's scratch signal pad, which
- *    the kernel itself advances when its last block finishes.  The host never
- *    passes a sequence number, so a captured CUDA graph replays correctly.
+ *    the kernel itself advances: every block is counted at its start, and
+ *    the block that completes the count stores the new epoch when done.
+ *    The host never passes a sequence number, so a captured CUDA graph
+ *    replays correctly.
  *  - Ranks meet through *headers*: the epoch e, which block b writes into
  *    every peer's pad (channel b), double-buffered by the parity of e, and
  *    one *announce* per kernel {e, signature, e, zero-copy key}.  A reader
@@ -31,7 +33,7 @@
 /* Version of the protocol and layouts below: raised by every change that
  * kernels built from an older coll_kernels.cu would misread.  A kernel file
  * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
-#define SYMM_COLL_ABI_VERSION 3
+#define SYMM_COLL_ABI_VERSION 4
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -46,8 +48,10 @@
  *  with its top bit set; the reader zeroes the slot after use)]
  * [announces at symm_coll_announce_off: world x 2 parities x 32 bytes
  *  {epoch, signature, epoch, 32 bits of the zero-copy key} and, written
- *  only when zero copy is offered, {epoch, key low, epoch, key high}]
- * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks done, timed out]
+ *  only when zero copy is offered, {epoch | top bit, key low, epoch,
+ *  key high}: the set top bit keeps a never-written slot from matching
+ *  when the epoch wraps to 0]
+ * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks counted, timed out]
  * Peers write only headers and announces; the local words are this rank's
  * own.  The pad is zeroed when the scratch is made and header slots are
  * zeroed again when read, so a header is never stale; announces are
@@ -59,7 +63,7 @@
  * ranks' different recv buffers would send data to the wrong memory.) */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
-/* Local words (uint32): 0 epoch, 1 blocks done, 2 timed out (sticky). */
+/* Local words (uint32): 0 epoch, 1 blocks counted, 2 timed out (sticky). */
 #define SYMM_COLL_WORD_TIMED_OUT 2
 #define SYMM_COLL_PHASES 2u
 /* Channels (= most blocks of a kernel that exchanges headers). */
