@@ -685,7 +685,10 @@ SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_byt
                                                size_t *bytes);
 
 /* All-reduce algorithm for this communicator (SYMM_ALLREDUCE_ALGO sets the
- * default).  Local; the same choice must be made on every rank. */
+ * default).  Local.  What a call runs (symm_all_reduce_algo) must be the
+ * same on every rank: ranks whose choices run different algorithms get
+ * SYMM_ERR_MISMATCH; choices that run the same (LL and one-shot on the
+ * host, LL too large for its area and LL128 on native) agree. */
 SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
 
 /*

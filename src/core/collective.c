@@ -124,6 +124,18 @@ static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
   return SYMM_ALGO_TWO_SHOT;
 }
 
+/* The algorithm an all-reduce of `bytes` runs: the communicator's choice
+ * (auto by size), then what the backend makes of it (ops->allreduce_algo:
+ * what it cannot run becomes its closest relative).  What runs, not what
+ * was asked, goes into the call's signature: ranks that ask differently
+ * but run the same kernel agree, ranks that run differently do not. */
+static symm_algo_t resolve_allreduce(symm_comm_t *comm, size_t bytes) {
+  symm_algo_t algo = choose_allreduce(comm, bytes);
+  if (SYMM_OPS_HAS(comm->ops, 5, allreduce_algo))
+    algo = comm->ops->allreduce_algo(comm, algo, bytes);
+  return algo;
+}
+
 static symm_result_t check_collectives(const symm_comm_t *comm, const char *fn) {
   if (SYMM_OPS_HAS(comm->ops, 3, collective)) return SYMM_SUCCESS;
   return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
@@ -171,15 +183,12 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
   SYMM_CHECK(check_reducible(fn, dtype));
   SYMM_CHECK(count_bytes(comm, fn, count, symm_dtype_size(dtype), &bytes));
   SYMM_CHECK(check_collectives(comm, fn));
-  symm_algo_t a = choose_allreduce(comm, bytes);
-  if (SYMM_OPS_HAS(comm->ops, 5, allreduce_algo))
-    a = comm->ops->allreduce_algo(comm, a, bytes);
-  *algo = a;
+  *algo = resolve_allreduce(comm, bytes);
   return SYMM_SUCCESS;
 }
 
 /* The core's checks of one call's arguments on this rank; fills in the
- * byte counts and, for all-reduce, the algorithm. */
+ * byte counts and, for all-reduce, the algorithm that runs. */
 static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   size_t esize = symm_dtype_size(a->dtype);
   if (!esize) return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad dtype %d", fn, (int)a->dtype);
@@ -202,7 +211,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
     case SYMM_COLL_REDUCE_SCATTER: a->send_bytes = bytes * world; a->recv_bytes = bytes; break;
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
   }
-  if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = choose_allreduce(comm, bytes);
+  if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = resolve_allreduce(comm, bytes);
   if (comm->device < 0 && a->stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);

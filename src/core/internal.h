@@ -271,7 +271,9 @@ typedef struct symm_backend_ops {
                           int peer, int channel, void *stream);
   /* members above: version 4 */
   /* Optional: the all-reduce algorithm `collective` runs when asked for
-   * `asked` (never AUTO) on `bytes` per rank; NULL: `asked` itself. */
+   * `asked` (never AUTO) on `bytes` per rank; NULL: `asked` itself.  Must
+   * map its own answers to themselves: the core resolves every call with
+   * it and hands `collective` the answer. */
   symm_algo_t (*allreduce_algo)(struct symm_comm *comm, symm_algo_t asked, size_t bytes);
   /* members above: version 5 */
   /* Optional: scratch bytes per rank with which every collective on buffers
@@ -316,7 +318,8 @@ typedef struct symm_coll_args {
   symm_dtype_t dtype;
   symm_redop_t op;
   int root;
-  symm_algo_t algo;     /* never AUTO for all-reduce: resolved by the core */
+  symm_algo_t algo;     /* all-reduce: what runs (never AUTO), resolved by the core
+                           through ops->allreduce_algo */
   symm_stream_t stream;
   uint64_t seq;         /* 1, 2, ... per communicator: epochs and mismatch checks */
 } symm_coll_args_t;

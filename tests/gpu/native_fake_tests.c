@@ -1433,6 +1433,52 @@ static int ll_threads_differ_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* Ranks that ask for different all-reduce algorithms that run the same
+ * kernel make the same call: LL too large for the LL area runs LL128, so
+ * LL on one rank and LL128 on the other agree (same signature); at 4 KiB
+ * they run different kernels, and the signatures differ. */
+static int algo_resolved_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  const size_t count = (1 << 20) / 2; /* 1 MiB of bf16: more than the LL area holds */
+  symm_tensor_t *buf = alloc_u64(comm, count / 4), *board = alloc_u64(comm, 8);
+  RCHECK(buf && board, "alloc");
+  ROK(symm_tensor_rendezvous(buf));
+  ROK(symm_tensor_rendezvous(board));
+  char *data = symm_tensor_data(buf);
+  ROK(symm_comm_set_allreduce_algo(comm, rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128));
+  const size_t counts[2] = {count, 2048};
+  for (int k = 0; k < 2; k++) {
+    symm_algo_t runs;
+    ROK(symm_all_reduce_algo(comm, counts[k], SYMM_DTYPE_BF16, &runs));
+    ROK(symm_all_reduce(comm, data, data, counts[k], SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    fakecuda_launch_t l;
+    RCHECK(last_launch(&l), "no launch");
+    symm_coll_params_t p;
+    memcpy(&p, l.params, sizeof p);
+    const bool same = same_on_all_ranks(comm, board, p.sig);
+    if (k == 0) {
+      RCHECK(runs == SYMM_ALGO_LL128 && strstr(l.name, "_ar_ll128_"), "%s runs %s",
+             symm_algo_name(runs), l.name);
+      RCHECK(same, "LL run as LL128 and LL128 signed differently");
+    } else {
+      RCHECK(runs == (rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128), "4 KiB runs %s",
+             symm_algo_name(runs));
+      RCHECK(!same, "LL and LL128 at 4 KiB signed alike");
+    }
+  }
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_algo_resolved) {
+  ASSERT_JOB(2, algo_resolved_rank, NULL);
+  return 0;
+}
+
 TEST_IMPL(native_fake_ll_threads_differ) {
   ASSERT_JOB(2, ll_threads_differ_rank, NULL);
   return 0;

@@ -605,10 +605,5 @@ symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
 /* The dtypes and ops reached here are the core's reducible ones
  * (check_args), which host_coll_reduce.c implements every one of. */
 symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
-  /* What runs, not what was asked (LL here is one-shot): the signature
-   * compares the algorithm of all-reduces. */
-  symm_coll_args_t resolved = *args;
-  if (args->kind == SYMM_COLL_ALL_REDUCE)
-    resolved.algo = host_allreduce_algo(comm, args->algo, args->send_bytes);
-  return with_frame(comm, &resolved, run_sliced);
+  return with_frame(comm, args, run_sliced);
 }
