@@ -1051,6 +1051,24 @@ static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t 
   return same;
 }
 
+/* A communicator with a rendezvoused tensor of `words` u64 and a board
+ * for same_on_all_ranks; done_with_comm frees them. */
+static int comm_with_board(int rank, size_t words, symm_comm_t **comm, symm_tensor_t **buf,
+                           symm_tensor_t **board) {
+  ROK(symm_comm_init(NULL, comm));
+  *buf = alloc_u64(*comm, words);
+  *board = alloc_u64(*comm, 8);
+  RCHECK(*buf && *board, "alloc");
+  ROK(symm_tensor_rendezvous(*buf));
+  ROK(symm_tensor_rendezvous(*board));
+  return 0;
+}
+static void done_with_comm(symm_comm_t *comm, symm_tensor_t *buf, symm_tensor_t *board) {
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+}
+
 typedef struct { size_t bytes; const char *kernel; } expect_t;
 
 #define ASSERT_JOB(n, fn, arg) ASSERT_EQ(run_job(n, fn, arg), 0)
@@ -1058,12 +1076,9 @@ typedef struct { size_t bytes; const char *kernel; } expect_t;
 static int coll_launch_rank(int rank, int size, void *arg) {
   bool no_atomics = arg != NULL;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = NULL, *board = NULL;
   const size_t big = (size_t)16 << 20;
-  symm_tensor_t *buf = alloc_u64(comm, big / 8), *board = alloc_u64(comm, 8);
-  RCHECK(buf && board, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
-  ROK(symm_tensor_rendezvous(board));
+  if (comm_with_board(rank, big / 8, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
   symm_result_t r = symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
   ROK(r);
@@ -1167,9 +1182,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
            ag_elems[k] * 8 * (size_t)size, p.zc);
   }
   plain_free(comm, plain);
-  symm_tensor_free(buf);
-  symm_tensor_free(board);
-  symm_comm_destroy(comm);
+  done_with_comm(comm, buf, board);
   return 0;
 }
 
@@ -1413,11 +1426,8 @@ static int ll_threads_differ_rank(int rank, int size, void *arg) {
   setenv("SYMM_COLL_LL_THREADS", rank == 0 ? "256" : "512", 1);
   setenv("SYMM_COLL_MAX_BLOCKS", "1", 1);
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  symm_tensor_t *buf = alloc_u64(comm, 512), *board = alloc_u64(comm, 8);
-  RCHECK(buf && board, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
-  ROK(symm_tensor_rendezvous(board));
+  symm_tensor_t *buf = NULL, *board = NULL;
+  if (comm_with_board(rank, 512, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
   ROK(symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   fakecuda_launch_t l;
@@ -1427,9 +1437,7 @@ static int ll_threads_differ_rank(int rank, int size, void *arg) {
   memcpy(&p, l.params, sizeof p);
   RCHECK(!same_on_all_ranks(comm, board, p.sig), "same signature for blocks of %u threads",
          l.block);
-  symm_tensor_free(board);
-  symm_tensor_free(buf);
-  symm_comm_destroy(comm);
+  done_with_comm(comm, buf, board);
   return 0;
 }
 
@@ -1439,13 +1447,10 @@ static int ll_threads_differ_rank(int rank, int size, void *arg) {
  * they run different kernels, and the signatures differ. */
 static int algo_resolved_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
-  symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
   const size_t count = (1 << 20) / 2; /* 1 MiB of bf16: more than the LL area holds */
-  symm_tensor_t *buf = alloc_u64(comm, count / 4), *board = alloc_u64(comm, 8);
-  RCHECK(buf && board, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
-  ROK(symm_tensor_rendezvous(board));
+  symm_comm_t *comm = NULL;
+  symm_tensor_t *buf = NULL, *board = NULL;
+  if (comm_with_board(rank, count / 4, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
   ROK(symm_comm_set_allreduce_algo(comm, rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128));
   const size_t counts[2] = {count, 2048};
@@ -1468,9 +1473,7 @@ static int algo_resolved_rank(int rank, int size, void *arg) {
       RCHECK(!same, "LL and LL128 at 4 KiB signed alike");
     }
   }
-  symm_tensor_free(board);
-  symm_tensor_free(buf);
-  symm_comm_destroy(comm);
+  done_with_comm(comm, buf, board);
   return 0;
 }
 
