@@ -687,8 +687,8 @@ SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_byt
 /* All-reduce algorithm for this communicator (SYMM_ALLREDUCE_ALGO sets the
  * default).  Local.  What a call runs (symm_all_reduce_algo) must be the
  * same on every rank: ranks whose choices run different algorithms get
- * SYMM_ERR_MISMATCH; choices that run the same (LL and one-shot on the
- * host, LL too large for its area and LL128 on native) agree. */
+ * SYMM_ERR_MISMATCH; choices that run the same agree (e.g. LL and one-shot
+ * on the host; on native, LL too large for its area and LL128). */
 SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
 
 /*
@@ -697,9 +697,11 @@ SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo
  * SYMM_ALLREDUCE_ALGO), or auto's choice by size and number of ranks (GPU:
  * LL up to 64 KiB / (W - 1), LL128 up to 8 MiB / (W (W - 1)), two-shot
  * above), after the backend's fallbacks (native: LL that does not fit its
- * area runs LL128, LL128 that cannot run (no NVLink-class link) is LL up to
- * 256 KiB, one-shot up to 1 MiB and two-shot above; host: LL and LL128 are
- * one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
+ * area (1 MiB / W of data) runs LL128; LL128 that cannot run (no
+ * NVLink-class link) or does not fit its area (11.25 MiB / W of data)
+ * is LL up to 256 KiB where that fits, one-shot up to 1 MiB and two-shot
+ * above; count 0 runs one-shot, or two-shot when asked; host: LL and
+ * LL128 are one-shot).  Never SYMM_ALGO_AUTO.  Local and cheap; the same on every
  * rank for the same arguments.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or
  * algo, dtype that cannot be reduced, count that overflows),
  * SYMM_ERR_UNSUPPORTED (the backend has no collectives).

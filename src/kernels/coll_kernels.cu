@@ -9,7 +9,8 @@
  *  Epoch.  The local words of this rank's scratch pad hold `epoch`, the
  *  number of collective kernels this rank ran on this scratch.  Every block
  *  reads it at start (e = epoch + 1) and is counted once all its threads
- *  have; the block that completes the count stores e when it finishes.
+ *  have issued that load; the block that completes the count stores e when
+ *  it finishes.
  *  Every rank runs the same sequence of collectives, so ranks agree on e
  *  without the host passing any counter: graphs replay correctly.  A fresh
  *  scratch has a zeroed pad, so every rank restarts at e = 1 together.
@@ -43,8 +44,8 @@
  *  LL.  The low-latency all-reduce pushes its input into every peer's LL
  *  region as 16-byte packets of two {data, flag} halves, each written in
  *  one piece, so data and flag arrive together; the reader spins on the
- *  packet itself and zeroes it after use.  One kernel and no barrier: the
- *  flag carries the call's signature, and a reader whose packets do not
+ *  packet itself and zeroes it after use.  One kernel and no header
+ *  exchange between ranks: the flag carries the call's signature, and a reader whose packets do not
  *  come looks at the peer's announce to tell a mismatch from a late peer.
  *  LL128 does the same with 128-byte lines of 120 data bytes and a flag.
  *
@@ -196,10 +197,12 @@ static __device__ __forceinline__ void coll_after_prior_kernel() {
 /* Starts a kernel's protocol; the kernel has waited for the kernel before
  * it (coll_after_prior_kernel) first.  `uniform`: every thread of the block
  * must see the same fail_fast (kernels that call coll_exchange, whose
- * barriers a thread that returned early would miss).  LL and LL128 have no
- * such barrier, and a block barrier this early cost them 0.1-0.5 us from
- * 64 KiB to 4 MiB (2 x H200, bench/tune-native.sh, side by side: LL128
- * 1 MiB 7.48 with it, 7.13 without). */
+ * barriers a thread that returned early would miss).  In LL and LL128 only
+ * warp 0 waits here, on named barrier 1, for the other warps to arrive: a
+ * full block barrier this early cost them 0.1-0.5 us from 64 KiB to 4 MiB
+ * (2 x H200, bench/tune-native.sh, side by side: LL128 1 MiB 7.48 with it,
+ * 7.13 without).  Those kernels use no other block barrier, and no thread
+ * may leave them before this point (bar.sync 1 would wait for it). */
 static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
@@ -217,12 +220,16 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
    * side by side (2 x H200, LL, graph), against a barrier and the count in
    * coll_end: 4 KiB 2.74 vs 2.81 us, 64 KiB 3.02 vs 3.14, 1 MiB 6.02 vs
    * 6.24; when every thread first waited for its epoch's value (a branch
-   * on it) before the barrier, 1 MiB took 7.05.  The epoch's loads were
-   * issued before the count, to the sector the count's atomic goes to,
-   * and the last block stores e only after its whole kernel body, which
-   * waits for the peers (a microsecond at least; a fail-fast kernel waits
-   * for nothing, but its communicator is unusable already): the loads
-   * have returned long before. */
+   * on it) before the barrier, 1 MiB took 7.05.
+   * Ordering: the PTX memory model does not order another block's epoch
+   * load before the last block's store of e (barriers order within the
+   * block, the ticket is relaxed); the hardware does: each block's loads
+   * leave its SM before its ticket, to the 32-byte sector the ticket goes
+   * to, and the last block can store only after its own ticket returned.
+   * (The count at the end of the kernel before relied on the same relaxed
+   * ticket.)  An empty body (one rank, or fail-fast) leaves the least
+   * margin.  A release ticket and an acquire fence in the last block
+   * would make the model guarantee it; their cost is not measured yet. */
   if (uniform) {
     c.fail_fast = __syncthreads_or(c.fail_fast) != 0;
   } else if (threadIdx.x < 32) {
@@ -748,7 +755,7 @@ static __device__ bool ll_wait(const params_t &a, coll_ctx &c, uint32_t flag,
   return true;
 }
 
-/* LL all-reduce: one kernel, no barrier.  Every thread pushes its packets
+/* LL all-reduce: one kernel, no header exchange.  Every thread pushes its packets
  * into every peer's LL region, then reduces them from its own regions as
  * they arrive (ranks combined in the same order everywhere). */
 template <typename T, typename Op>
