@@ -229,7 +229,9 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
    * (The count at the end of the kernel before relied on the same relaxed
    * ticket.)  An empty body (one rank, or fail-fast) leaves the least
    * margin.  A release ticket and an acquire fence in the last block
-   * would make the model guarantee it; their cost is not measured yet. */
+   * make the model guarantee it: built with -DSYMM_COLL_RELEASE_TICKET (a
+   * variant for bench/tune-native.sh TUNE_VARIANTS); their cost is not
+   * measured yet. */
   if (uniform) {
     c.fail_fast = __syncthreads_or(c.fail_fast) != 0;
   } else if (threadIdx.x < 32) {
@@ -237,7 +239,16 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
   } else {
     asm volatile("bar.arrive 1, %0;" ::"r"(blockDim.x) : "memory");
   }
-  if (threadIdx.x == 0) c.ticket = atomicAdd((uint32_t *)words + 1, 1u);
+  if (threadIdx.x == 0) {
+#ifdef SYMM_COLL_RELEASE_TICKET
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(c.ticket)
+                 : "l"((uint32_t *)words + 1)
+                 : "memory");
+#else
+    c.ticket = atomicAdd((uint32_t *)words + 1, 1u);
+#endif
+  }
   if (c.fail_fast && blockIdx.x == 0 && threadIdx.x == 0)
     coll_record(a, c, SYMM_DEV_ERR_TIMEOUT, 0xffffffffu);
   /* Tell every peer which collective this rank runs at this epoch; a peer
@@ -276,6 +287,9 @@ static __device__ __forceinline__ bool coll_expired(const params_t &a, coll_ctx 
  * stream reads both only after this one completed. */
 static __device__ __forceinline__ void coll_end(const params_t &a, const coll_ctx &c) {
   if (c.ticket == gridDim.x - 1) {
+#ifdef SYMM_COLL_RELEASE_TICKET
+    asm volatile("fence.acq_rel.gpu;" ::: "memory"); /* acquire: every block's ticket */
+#endif
     volatile uint32_t *words = coll_local_words(a);
     words[1] = 0;
     words[0] = c.e;
