@@ -94,7 +94,7 @@ step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE
 step "collectives, 2 ranks, one block per kernel" env $two_rank_env SYMM_COLL_MAX_BLOCKS=1 \
   "$RUN" -n 2 -- "$COLL" --quick
 # Issue 5's run on fewer GPUs: 8 ranks share them, for correctness (the
-# channel count per rank is smallest there: 29 at 8 ranks).
+# channel count per rank is smallest there: 27 at 8 ranks).
 if [ "$ngpu" -lt 8 ]; then
   step "8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 "$RUN" -n 8 -- "$PROG"
   step "collectives, 8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
