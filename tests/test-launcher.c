@@ -198,6 +198,33 @@ static pid_t spawn_two_shell_ranks(const char *dir, const char *script, char *ou
   return pid;
 }
 
+/* Reads the ranks' output file into out until ranks 0 and 1 both printed
+ * "<tag> <rank>", or 5 s passed (the caller asserts what it needs). */
+static void wait_both_ranks_said(const char *out_path, char *out, const char *tag) {
+  char want0[64], want1[64];
+  snprintf(want0, sizeof want0, "%s 0", tag);
+  snprintf(want1, sizeof want1, "%s 1", tag);
+  uint64_t deadline = test_now_ms() + 5000;
+  do {
+    usleep(50000);
+    read_file(out_path, out, OUT_CAP);
+  } while ((!strstr(out, want0) || !strstr(out, want1)) && test_now_ms() < deadline);
+}
+
+/* Sends sig to the launcher of spawn_two_shell_ranks and waits (10 s at
+ * most) for its exit status, which it returns (-1: it did not exit);
+ * *ms: how long that took.  The ranks' output is read into out and
+ * printed with it. */
+static int signal_and_wait(pid_t pid, int sig, const char *out_path, char *out, uint64_t *ms) {
+  const uint64_t start = test_now_ms();
+  int rc = kill(pid, sig) == 0 ? wait_exit(pid, 10000) : -2;
+  *ms = test_now_ms() - start;
+  read_file(out_path, out, OUT_CAP);
+  printf("symmem-run -> %d after %llu ms (signal %d):\n%s\n", rc, (unsigned long long)*ms, sig,
+         out);
+  return rc;
+}
+
 /* ------------------------------------------------------------ symmem-run */
 
 TEST_IMPL(launcher_env) {
@@ -386,13 +413,8 @@ TEST_IMPL(launcher_sigterm) {
            dir, dir);
   const char *names[] = {"sh.0", "sh.1", "gc.0", "gc.1", "bg.0", "bg.1"};
   pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, names, 4);
-  uint64_t start = test_now_ms();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int rc = wait_exit(pid, 10000);
-  uint64_t ms = test_now_ms() - start;
-  read_file(out_path, out, OUT_CAP);
-  printf("symmem-run -> %d after %llu ms:\n%s\n", rc, (unsigned long long)ms, out);
-  ASSERT_EQ(rc, 128 + SIGTERM);
+  uint64_t ms;
+  ASSERT_EQ(signal_and_wait(pid, SIGTERM, out_path, out, &ms), 128 + SIGTERM);
   ASSERT_LT(ms, 5000);
   ASSERT_STR_CONTAINS(out, "forwarding");
   ASSERT_STR_CONTAINS(out, "trapped 0");
@@ -418,11 +440,8 @@ TEST_IMPL(launcher_sighup) {
            "sleep 30 & wait\n",
            dir);
   pid_t pid = spawn_two_shell_ranks(dir, script, out_path, sizeof out_path, NULL, 0);
-  ASSERT_EQ(kill(pid, SIGHUP), 0);
-  int rc = wait_exit(pid, 10000);
-  read_file(out_path, out, OUT_CAP);
-  printf("symmem-run -> %d:\n%s\n", rc, out);
-  ASSERT_EQ(rc, 128 + SIGHUP);
+  uint64_t ms;
+  ASSERT_EQ(signal_and_wait(pid, SIGHUP, out_path, out, &ms), 128 + SIGHUP);
   ASSERT_STR_CONTAINS(out, "got SIGHUP; forwarding it");
   ASSERT_STR_CONTAINS(out, "hup 0");
   ASSERT_STR_CONTAINS(out, "hup 1");
@@ -435,19 +454,6 @@ TEST_IMPL(launcher_sighup) {
  * every rank and do not end the job: ranks that trap them go on and exit 0,
  * and so does symmem-run.  Left at their default these signals killed the
  * launcher and, through PR_SET_PDEATHSIG, every rank. */
-/* Reads the ranks' output file into out until ranks 0 and 1 both printed
- * "<tag> <rank>", or 5 s passed (the caller asserts what it needs). */
-static void wait_both_ranks_said(const char *out_path, char *out, const char *tag) {
-  char want0[64], want1[64];
-  snprintf(want0, sizeof want0, "%s 0", tag);
-  snprintf(want1, sizeof want1, "%s 1", tag);
-  uint64_t deadline = test_now_ms() + 5000;
-  do {
-    usleep(50000);
-    read_file(out_path, out, OUT_CAP);
-  } while ((!strstr(out, want0) || !strstr(out, want1)) && test_now_ms() < deadline);
-}
-
 TEST_IMPL(launcher_sigusr) {
   char *dir = make_temp_dir();
   char script[512], out_path[256], *out = malloc(OUT_CAP);
@@ -467,11 +473,8 @@ TEST_IMPL(launcher_sigusr) {
   wait_both_ranks_said(out_path, out, "usr1");
   int st;
   ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0); /* the launcher is still there */
-  ASSERT_EQ(kill(pid, SIGUSR2), 0);
-  int rc = wait_exit(pid, 10000);
-  read_file(out_path, out, OUT_CAP);
-  printf("symmem-run -> %d:\n%s\n", rc, out);
-  ASSERT_EQ(rc, 0);
+  uint64_t ms;
+  ASSERT_EQ(signal_and_wait(pid, SIGUSR2, out_path, out, &ms), 0);
   ASSERT_STR_CONTAINS(out, "got SIGUSR1; forwarding it");
   ASSERT_EQ(count_occurrences(out, "usr1 0"), 1);
   ASSERT_EQ(count_occurrences(out, "usr1 1"), 1);
@@ -529,13 +532,8 @@ TEST_IMPL(launcher_sigint_twice) {
   ASSERT_STR_CONTAINS(out, "got-int 1");
   int st;
   ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0); /* still running after one */
-  uint64_t start = test_now_ms();
-  ASSERT_EQ(kill(pid, SIGINT), 0);
-  int rc = wait_exit(pid, 10000);
-  uint64_t ms = test_now_ms() - start;
-  read_file(out_path, out, OUT_CAP);
-  printf("symmem-run -> %d after %llu ms:\n%s\n", rc, (unsigned long long)ms, out);
-  ASSERT_EQ(rc, 128 + SIGINT);
+  uint64_t ms;
+  ASSERT_EQ(signal_and_wait(pid, SIGINT, out_path, out, &ms), 128 + SIGINT);
   ASSERT_LT(ms, 5000);
   ASSERT_STR_CONTAINS(out, "killing");
   const char *names[] = {"sh.0", "sh.1"};

@@ -1071,6 +1071,25 @@ static void done_with_comm(symm_comm_t *comm, symm_tensor_t *buf, symm_tensor_t 
 
 typedef struct { size_t bytes; const char *kernel; } expect_t;
 
+/* A bf16 sum all-reduce of want->bytes in place on buf launches kernel
+ * want->kernel (its launch in *l), and symm_all_reduce_algo names the
+ * algorithm of that kernel. */
+static int expect_kernel(int rank, symm_comm_t *comm, void *buf, const expect_t *want,
+                         fakecuda_launch_t *l) {
+  const size_t count = want->bytes / 2;
+  ROK(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  RCHECK(last_launch(l), "no launch recorded");
+  RCHECK(strcmp(l->name, want->kernel) == 0, "%zu bytes: %s, want %s", want->bytes, l->name,
+         want->kernel);
+  symm_algo_t algo = SYMM_ALGO_AUTO;
+  ROK(symm_all_reduce_algo(comm, count, SYMM_DTYPE_BF16, &algo));
+  char name[64];
+  snprintf(name, sizeof name, "_ar_%s_", symm_algo_name(algo));
+  RCHECK(strstr(l->name, name), "%zu bytes: symm_all_reduce_algo says %s, %s ran", want->bytes,
+         symm_algo_name(algo), l->name);
+  return 0;
+}
+
 #define ASSERT_JOB(n, fn, arg) ASSERT_EQ(run_job(n, fn, arg), 0)
 
 static int coll_launch_rank(int rank, int size, void *arg) {
@@ -1103,18 +1122,8 @@ static int coll_launch_rank(int rank, int size, void *arg) {
       {8 << 20, "symm_coll_ar_two_shot_bf16_sum"}};
   fakecuda_launch_t l;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    size_t count = cases[k].bytes / 2;
-    ROK(symm_all_reduce(comm, data, data, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-    RCHECK(last_launch(&l), "no launch recorded");
-    RCHECK(strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s", cases[k].bytes,
-           l.name, cases[k].kernel);
-    /* The query names the algorithm of the kernel that ran. */
-    symm_algo_t algo = SYMM_ALGO_AUTO;
-    ROK(symm_all_reduce_algo(comm, count, SYMM_DTYPE_BF16, &algo));
-    char want[64];
-    snprintf(want, sizeof want, "_ar_%s_", symm_algo_name(algo));
-    RCHECK(strstr(l.name, want), "%zu bytes: symm_all_reduce_algo says %s, %s ran",
-           cases[k].bytes, symm_algo_name(algo), l.name);
+    const size_t count = cases[k].bytes / 2;
+    if (expect_kernel(rank, comm, data, &cases[k], &l)) return 1;
     symm_coll_params_t p;
     memcpy(&p, l.params, sizeof p);
     RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
@@ -1195,7 +1204,7 @@ TEST_IMPL(native_fake_coll_choices) {
  * pushed bytes per rank grow with the peers), two-shot above; a refused
  * call and count 0 launch one block. */
 static int coll_choices_4_rank(int rank, int size, void *arg) {
-  (void)rank, (void)arg;
+  (void)arg;
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
   RCHECK(size == 4, "%d ranks", size);
@@ -1206,12 +1215,8 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
   void *buf = plain_alloc(comm, 1 << 20);
   RCHECK(buf, "cuMemAlloc");
   fakecuda_launch_t l;
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    size_t count = cases[k].bytes / 2;
-    ROK(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-    RCHECK(last_launch(&l) && strcmp(l.name, cases[k].kernel) == 0, "%zu bytes: %s, want %s",
-           cases[k].bytes, l.name, cases[k].kernel);
-  }
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    if (expect_kernel(rank, comm, buf, &cases[k], &l)) return 1;
   /* A call refused by the argument checks (a dtype that does not exist):
    * the rank still meets its peers, with one block whose signature no
    * valid call has. */
