@@ -1153,6 +1153,26 @@ TEST_IMPL(store_raw_flood) {
   return 0;
 }
 
+/* Ranks that connect together, more of them than SRV_MAX_UNAUTHED: all
+ * connect first, then all send their HELLO.  Every one is served; before,
+ * the server closed the oldest of them unread while it accepted the rest,
+ * and their clients failed after 8 retries. */
+TEST_IMPL(store_connect_burst) {
+  enum { BURST = 300 };
+  fixture_t f;
+  fx_start(&f);
+  static int fds[BURST];
+  for (int i = 0; i < BURST; i++) fds[i] = raw_connect(f.port);
+  uint8_t msg[128];
+  const size_t n = raw_hello_msg(msg, k_token, -1);
+  for (int i = 0; i < BURST; i++) raw_send(fds[i], msg, n);
+  for (int i = 0; i < BURST; i++) ASSERT_EQ(raw_reply(fds[i], SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  for (int i = 0; i < BURST; i++) close(fds[i]);
+  fx_check_alive(&f);
+  fx_stop(&f);
+  return 0;
+}
+
 /* A peer that pipelines requests and never reads must not stall others;
  * once it reads, it gets every reply. */
 TEST_IMPL(store_slow_reader) {

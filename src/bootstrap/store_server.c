@@ -41,11 +41,16 @@
 /* Pause of accept() after EMFILE/ENFILE, so the loop does not spin. */
 #define SRV_ACCEPT_PAUSE_NS (100ull * 1000000ull)
 #define SRV_INITIAL_BUCKETS 1024u
-/* Connections that have not presented the token yet, at most: beyond this
- * the oldest of them is closed, so that anybody who can reach the port but
- * lacks the token cannot use up this process's fds (each would otherwise
- * hold one until its handshake deadline). */
+/* Connections that have not presented the token yet, at most, so that
+ * anybody who can reach the port but lacks the token cannot use up this
+ * process's fds (each would otherwise hold one until its handshake
+ * deadline).  At the limit the server accepts no more; once the oldest of
+ * them has waited SRV_UNAUTHED_GRACE_NS (a rank sends its HELLO at once)
+ * it is closed to make room.  Ranks that connect together thus wait in
+ * the kernel's backlog instead of being closed unread, and a held flood
+ * delays a rank behind it by a grace period per SRV_MAX_UNAUTHED of it. */
 #define SRV_MAX_UNAUTHED 64
+#define SRV_UNAUTHED_GRACE_NS (200ull * 1000000ull)
 
 /* ---------------------------------------------------------------- types */
 typedef struct srv_entry {
@@ -92,6 +97,7 @@ typedef struct srv_conn {
   bool closing;        /* flush output, then close; read nothing more */
   bool dead;           /* closed; removed from the array after the poll pass */
   uint64_t deadline_ns;/* handshake or closing linger; 0 = none */
+  uint64_t accepted_ns;
   uint8_t *in;
   size_t in_start, in_len, in_cap;
   symm_proto_buf_t out;
@@ -122,6 +128,7 @@ struct symm_store_server {
   size_t nlost, lost_cap;
   size_t npending;
   uint64_t accept_paused_until;
+  uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
   bool unauthed_warned; /* the SRV_MAX_UNAUTHED warning is given once */
 
   /* Shared with other threads, under lock. */
@@ -958,29 +965,41 @@ static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
 
 static void srv_remove_dead(symm_store_server_t *s);
 
-/* Closes the oldest connections without a valid HELLO beyond
- * SRV_MAX_UNAUTHED.  The oldest, not the newest: a held flood then cannot
- * lock out a rank that connects after it, since a rank sends its HELLO at
- * once. */
-static void srv_limit_unauthed(symm_store_server_t *s) {
-  size_t unauthed = 0;
-  for (size_t i = 0; i < s->nconns; i++)
-    unauthed += !s->conns[i]->dead && !s->conns[i]->authed;
-  for (size_t i = 0; i < s->nconns && unauthed > SRV_MAX_UNAUTHED; i++) {
+/* The connections without a valid HELLO: how many, and the oldest (the
+ * array is in the order of accept). */
+static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
+  size_t n = 0;
+  *oldest = NULL;
+  for (size_t i = 0; i < s->nconns; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || c->authed) continue;
-    if (!s->unauthed_warned)
-      SYMM_WARN(STORE, "store: more than %d connections without a valid HELLO (the latest "
-                "from %s); closing the oldest of them (logged once)", SRV_MAX_UNAUTHED,
-                s->conns[s->nconns - 1]->peer);
-    s->unauthed_warned = true;
-    SYMM_TRACE(STORE, "store: closing %s: too many connections without HELLO", c->peer);
-    srv_conn_close(s, c, false);
-    unauthed--;
+    if (!n++) *oldest = c;
   }
-  /* Called from accept only, after the poll results are used: a flood of
-   * thousands must not pile up closed entries until the next pass. */
-  srv_remove_dead(s);
+  return n;
+}
+
+/* Whether a connection may be accepted now (SRV_MAX_UNAUTHED): below the
+ * limit, or after closing the oldest connection without HELLO once its
+ * grace is over.  Otherwise s->unauthed_wait_until says when to look
+ * again, and the listening socket is not polled until then. */
+static bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close) {
+  srv_conn_t *oldest;
+  s->unauthed_wait_until = 0;
+  if (srv_unauthed(s, &oldest) < SRV_MAX_UNAUTHED) return true;
+  if (now < oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS) {
+    s->unauthed_wait_until = oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS;
+    return false;
+  }
+  if (!may_close) return true;
+  if (!s->unauthed_warned)
+    SYMM_WARN(STORE, "store: %d connections without a valid HELLO for %llu ms (the oldest "
+              "from %s); closing the oldest of them to accept more (logged once)",
+              SRV_MAX_UNAUTHED, (unsigned long long)(SRV_UNAUTHED_GRACE_NS / 1000000ull),
+              oldest->peer);
+  s->unauthed_warned = true;
+  SYMM_TRACE(STORE, "store: closing %s: too many connections without HELLO", oldest->peer);
+  srv_conn_close(s, oldest, false);
+  return true;
 }
 
 static void srv_add_conn(symm_store_server_t *s, int fd,
@@ -998,13 +1017,13 @@ static void srv_add_conn(symm_store_server_t *s, int fd,
   c->fd = fd;
   c->rank = -1;
   c->comm = SYMM_STORE_NO_COMM;
-  c->deadline_ns = symm_now_ns() + s->handshake_ns;
+  c->accepted_ns = symm_now_ns();
+  c->deadline_ns = c->accepted_ns + s->handshake_ns;
   srv_format_peer(ss, len, c->peer, sizeof c->peer);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   s->conns[s->nconns++] = c;
   SYMM_TRACE(STORE, "store: accepted %s", c->peer);
-  srv_limit_unauthed(s);
   return;
 fail:
   SYMM_WARN(STORE, "store: out of memory accepting a connection");
@@ -1012,7 +1031,10 @@ fail:
 }
 
 static void srv_accept(symm_store_server_t *s) {
-  for (;;) {
+  /* Called after the poll results are used: connections closed here for
+   * room leave the array at once, so a flood of thousands does not pile
+   * up closed entries. */
+  while (srv_accept_room(s, symm_now_ns(), true)) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
@@ -1027,8 +1049,9 @@ static void srv_accept(symm_store_server_t *s) {
       SYMM_WARN(STORE, "store: accept: %s; pausing new connections", strerror(errno));
       s->accept_paused_until = symm_now_ns() + SRV_ACCEPT_PAUSE_NS;
     }
-    return;
+    break;
   }
+  srv_remove_dead(s);
 }
 
 /* ------------------------------------------------------------- the loop */
@@ -1089,6 +1112,7 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   }
   if (s->accept_paused_until > now && s->accept_paused_until < next)
     next = s->accept_paused_until;
+  if (s->unauthed_wait_until && s->unauthed_wait_until < next) next = s->unauthed_wait_until;
   if (next == UINT64_MAX) return -1;
   int ms = symm_ms_until(next);
   return ms > 60000 ? 60000 : ms;
@@ -1115,8 +1139,8 @@ static bool srv_build_pollfds(symm_store_server_t *s, uint64_t now, bool *busy) 
   }
   *busy = false;
   s->pfds[0] = (struct pollfd){.fd = s->wake_rd, .events = POLLIN};
-  s->pfds[1] = (struct pollfd){.fd = s->accept_paused_until > now ? -1 : s->listen_fd,
-                               .events = POLLIN};
+  const bool accepting = s->accept_paused_until <= now && srv_accept_room(s, now, false);
+  s->pfds[1] = (struct pollfd){.fd = accepting ? s->listen_fd : -1, .events = POLLIN};
   for (size_t i = 0; i < s->nconns; i++) {
     srv_conn_t *c = s->conns[i];
     short ev = POLLRDHUP;
