@@ -142,13 +142,6 @@ static void write_all(int fd, const char *data, size_t len) {
   }
 }
 
-static void random_hex(char *out, size_t nbytes) {
-  unsigned char raw[32];
-  if (nbytes > sizeof raw) nbytes = sizeof raw;
-  symm_random_bytes(raw, nbytes);
-  for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
-}
-
 /* ----------------------------------------------------------- options */
 
 static void print_usage(FILE *out) {
@@ -915,9 +908,9 @@ int main(int argc, char **argv) {
    * process groups can be tracked. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  random_hex(job.token, 16);
+  symm_random_hex(job.token, 16);
   char tag[9];
-  random_hex(tag, 4);
+  symm_random_hex(tag, 4);
   snprintf(job.job_id, sizeof job.job_id, "r%d-%s", (int)getpid(), tag);
   symm_result_t res = symm_store_server_start(job.opt.bind, job.opt.port, job.token, &job.server);
   if (res != SYMM_SUCCESS) {

@@ -725,6 +725,18 @@ static void cli_sleep_ms(uint64_t ms) {
   }
 }
 
+/* Sleeps *backoff_ms, or what is left until deadline, and doubles
+ * *backoff_ms up to CLI_BACKOFF_MAX_MS; false (no sleep) once the deadline
+ * has passed. */
+static bool cli_backoff(uint64_t *backoff_ms, uint64_t deadline) {
+  const uint64_t now = symm_now_ns();
+  if (now >= deadline) return false;
+  const uint64_t left = (deadline - now) / 1000000ull;
+  cli_sleep_ms(*backoff_ms < left ? *backoff_ms : left);
+  *backoff_ms = *backoff_ms * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : *backoff_ms * 2;
+  return true;
+}
+
 static symm_result_t cli_resolve(const char *host, int port, uint64_t deadline,
                                  struct addrinfo **res) {
   char serv[16];
@@ -764,11 +776,7 @@ static symm_result_t cli_connect_retry(const char *host, int port,
         goto done;
       }
     }
-    uint64_t now = symm_now_ns();
-    if (now >= deadline) break;
-    uint64_t left = (deadline - now) / 1000000ull;
-    cli_sleep_ms(backoff < left ? backoff : left);
-    backoff = backoff * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : backoff * 2;
+    if (!cli_backoff(&backoff, deadline)) break;
   }
   out = symm_error(SYMM_ERR_TIMEOUT, "store: nothing accepted at %s port %d within %d ms (%s)",
                    host, port, timeout_ms, strerror(last));
@@ -874,8 +882,7 @@ symm_result_t symm_store_connect_comm(const char *addr, const char *token, int r
                         "not a symmem store of this version?", addr, attempt);
     SYMM_INFO(STORE, "store at %s closed the connection before HELLO was answered; "
               "connecting again", addr);
-    cli_sleep_ms(backoff);
-    backoff = backoff * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : backoff * 2;
+    cli_backoff(&backoff, deadline);
   }
 }
 

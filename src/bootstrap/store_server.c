@@ -135,9 +135,11 @@ struct symm_store_server {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
   bool stop;
-  bool stop_if_idle; /* symm_store_server_stop_if_idle asks the thread */
-  uint32_t idle_upto;   /* ... not counting communicators up to this index */
-  int idle_answer;   /* its answer: 0 none yet, 1 stopping, 2 serving on */
+  /* symm_store_server_stop_if_idle asks the thread (IDLE_ASKED), which
+   * answers IDLE_STOP or IDLE_SERVE, not counting the connections of
+   * communicators up to idle_upto. */
+  enum { IDLE_NONE, IDLE_ASKED, IDLE_STOP, IDLE_SERVE } idle;
+  uint32_t idle_upto;
   int *lost_queue;
   size_t nqueue, queue_cap;
   int ranked_open;
@@ -441,8 +443,7 @@ static void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank) {
   size_t kept = 0;
   for (size_t i = 0; i < s->nlost; i++) {
     const struct srv_lost e = s->lost[i];
-    if (e.rank == rank && (e.comm == comm || e.comm == SYMM_STORE_NO_COMM ||
-                           comm == SYMM_STORE_NO_COMM)) {
+    if (e.rank == rank && srv_lost_applies(e.comm, comm)) {
       SYMM_INFO(STORE, "store: rank %d is back; no longer lost", rank);
       continue;
     }
@@ -594,10 +595,11 @@ static void srv_blocking(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
     keys[i].hash = srv_hash(&s->table, keys[i].key, keys[i].len);
   uint32_t next = 0;
   while (next < nkeys && srv_key_present(s, &keys[next])) next++;
+  const int lost = next == nkeys ? -1 : srv_lost_for(s, c);
   if (next == nkeys)
     srv_answer_ready(s, c, op, id, keys, nkeys);
-  else if (srv_lost_for(s, c) >= 0)
-    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, srv_lost_for(s, c));
+  else if (lost >= 0)
+    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, lost);
   else if (timeout_ms == 0)
     srv_reply_status(c, op, id, SYMM_ERR_TIMEOUT, -1);
   else
@@ -1067,14 +1069,13 @@ static bool srv_control(symm_store_server_t *s) {
     pthread_mutex_lock(&s->lock);
     /* Decided here, by the thread that serves HELLOs: none is accepted
      * between the count and the stop. */
-    if (s->stop_if_idle) {
-      s->stop_if_idle = false;
+    if (s->idle == IDLE_ASKED) {
       int others = s->ranked_open;
       if (s->idle_upto != SYMM_STORE_NO_COMM)
         for (size_t i = 0; i < s->ncomm_open; i++)
           if (s->comm_open[i].comm <= s->idle_upto) others -= s->comm_open[i].open;
-      s->idle_answer = others == 0 ? 1 : 2;
-      if (s->idle_answer == 1) s->stop = true;
+      s->idle = others == 0 ? IDLE_STOP : IDLE_SERVE;
+      if (s->idle == IDLE_STOP) s->stop = true;
       pthread_cond_broadcast(&s->cond);
     }
     stop = s->stop;
@@ -1394,18 +1395,14 @@ void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
 bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t upto_comm) {
   if (!server) return true;
   pthread_mutex_lock(&server->lock);
-  if (server->stop) { /* another owner is stopping it: not ours to free */
-    pthread_mutex_unlock(&server->lock);
-    return false;
-  }
-  server->stop_if_idle = true;
+  server->idle = IDLE_ASKED;
   server->idle_upto = upto_comm;
-  server->idle_answer = 0;
   pthread_mutex_unlock(&server->lock);
   srv_wake_thread(server);
   pthread_mutex_lock(&server->lock);
-  while (server->idle_answer == 0) pthread_cond_wait(&server->cond, &server->lock);
-  bool stopping = server->idle_answer == 1;
+  while (server->idle == IDLE_ASKED) pthread_cond_wait(&server->cond, &server->lock);
+  const bool stopping = server->idle == IDLE_STOP;
+  server->idle = IDLE_NONE;
   pthread_mutex_unlock(&server->lock);
   if (stopping) symm_store_server_stop(server);
   return stopping;

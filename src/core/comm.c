@@ -112,9 +112,7 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
   if (!rc->store_addr[0]) {
     rc->serve = true;
     if (!rc->token[0]) {
-      unsigned char rnd[16];
-      symm_random_bytes(rnd, sizeof rnd);
-      for (size_t i = 0; i < sizeof rnd; i++) sprintf(rc->own_token + 2 * i, "%02x", rnd[i]);
+      symm_random_hex(rc->own_token, 16);
       rc->token = rc->own_token;
     }
   }
@@ -140,7 +138,6 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
 static struct {
   pthread_mutex_t lock;
   symm_store_server_t *server; /* NULL: none */
-  pid_t pid;                   /* its thread runs in this process, not in a fork()ed parent */
   char bind[256];
   int port;
   char *token;
@@ -148,8 +145,7 @@ static struct {
   uint32_t max_index; /* the highest communicator index that used it */
 } served = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Under served.lock: forgets and stops the shared store (stop only where
- * its thread lives: a fork()ed child has a copy of the record, no thread). */
+/* Under served.lock: forgets and stops the shared store. */
 static void served_forget(bool stop) {
   if (stop && served.server) symm_store_server_stop(served.server);
   served.server = NULL;
@@ -158,8 +154,15 @@ static void served_forget(bool stop) {
   served.users = 0;
 }
 
-/* A child fork()ed while another thread held the lock gets it unlocked. */
-static void served_atfork_child(void) { pthread_mutex_init(&served.lock, NULL); }
+/* A fork()ed child gets the lock unlocked (another thread may have held
+ * it) and no record: the store's thread is the parent's.  The token's
+ * copy is left to the child's exit. */
+static void served_atfork_child(void) {
+  pthread_mutex_init(&served.lock, NULL);
+  served.server = NULL;
+  served.token = NULL;
+  served.users = 0;
+}
 static void served_atfork_register(void) { pthread_atfork(NULL, NULL, served_atfork_child); }
 
 static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
@@ -169,7 +172,6 @@ static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
   pthread_once(&once, served_atfork_register);
   pthread_mutex_lock(&served.lock);
   symm_result_t res = SYMM_SUCCESS;
-  if (served.server && served.pid != getpid()) served_forget(false);
   if (served.server && served.port == port && strcmp(served.bind, bind) == 0 &&
       strcmp(served.token, token) == 0) {
     served.users++;
@@ -186,7 +188,6 @@ static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
   served.token = strdup(token);
   if (!served.token) goto out; /* no record: the communicator's own store */
   served.server = comm->server;
-  served.pid = getpid();
   snprintf(served.bind, sizeof served.bind, "%s", bind);
   served.port = port;
   served.users = 1;
@@ -208,13 +209,14 @@ static void stop_serving(symm_comm_t *comm) {
     symm_store_server_stop(comm->server);
     return;
   }
-  /* In a fork()ed child the record is the parent's: its thread is not here. */
+  /* A fork()ed child has no record (served_atfork_child): the store's
+   * thread is not here. */
   pthread_mutex_lock(&served.lock);
-  const bool here = served.pid == getpid();
+  const bool here = served.server == comm->server;
   pthread_mutex_unlock(&served.lock);
   if (!here) return;
   if (symm_store_server_drain_comm(comm->server, (uint32_t)comm->index, wait_ms) != SYMM_SUCCESS)
-    SYMM_INFO(INIT, "store stopped with ranks still connected");
+    SYMM_INFO(INIT, "store: ranks of this communicator still connected after %d ms", wait_ms);
   pthread_mutex_lock(&served.lock);
   if (served.server == comm->server && --served.users == 0) {
     /* Stragglers of this process's communicators (after a drain's timeout)
@@ -394,7 +396,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   if (job && *job) {
     snprintf(comm->job_id, sizeof comm->job_id, "%s", job);
   } else {
-    for (int i = 0; i < 8; i++) sprintf(comm->job_id + 2 * i, "%02x", all[0].nonce[i]);
+    symm_hex(comm->job_id, all[0].nonce, 8);
   }
 out:
   free(all);

@@ -327,11 +327,12 @@ typedef struct symm_coll_args {
 /* Scratch tensor of comm with at least `bytes` per rank, allocating and
  * rendezvousing it if needed (collective then).  tensor.c-owned. */
 symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
-/* Stable 64-bit description of a collective for cross-rank comparison:
- * kind, count, dtype, op, root and, for all-reduce, algo; never 0. */
 /* The signature a call refused by its argument checks takes part with
  * (ops->abstain): no call's signature is 0. */
 #define SYMM_COLL_SIG_REFUSED 0u
+/* Stable 64-bit description of a collective for cross-rank comparison:
+ * kind, count, dtype, op, root and, for all-reduce, the algorithm that
+ * runs; never SYMM_COLL_SIG_REFUSED. */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
 bool symm_dtype_reducible(symm_dtype_t dt);
@@ -450,6 +451,10 @@ int symm_ms_until(uint64_t deadline_ns);
  * retried.  1: ready, 0: the deadline passed, -1: poll failed (errno). */
 int symm_poll_until(int fd, short events, uint64_t deadline_ns);
 void symm_random_bytes(void *buf, size_t len);
+/* out[0, 2n] = the n bytes in lower-case hex, then NUL. */
+void symm_hex(char *out, const void *bytes, size_t n);
+/* out[0, 2 nbytes] = nbytes random bytes (at most 64) in hex, then NUL. */
+void symm_random_hex(char *out, size_t nbytes);
 /* One deadline for an operation made of several waits, one per peer (a
  * rendezvous fetching every peer's memory), so that it ends after the
  * timeout, not after (world - 1) timeouts.  begin sets it for the calling

@@ -75,6 +75,23 @@ uint64_t symm_deadline_after(int timeout_ms) {
   return op_deadline_ns && op_deadline_ns < d ? op_deadline_ns : d;
 }
 
+void symm_hex(char *out, const void *bytes, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  const unsigned char *b = bytes;
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[b[i] >> 4];
+    out[2 * i + 1] = digits[b[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+void symm_random_hex(char *out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) nbytes = sizeof raw;
+  symm_random_bytes(raw, nbytes);
+  symm_hex(out, raw, nbytes);
+}
+
 void symm_random_bytes(void *buf, size_t len) {
   unsigned char *p = buf;
   while (len > 0) {
