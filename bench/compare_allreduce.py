@@ -163,8 +163,14 @@ def best(cands):
     return min(got) if got else (None, None)
 
 
-def fmt(us, width):
-    return f"{us:{width}.2f}" if us is not None else f"{'-':>{width}}"
+def fmt(value, width, prec=2):
+    return f"{value:{width}.{prec}f}" if value is not None else f"{'-':>{width}}"
+
+
+def no_multicast_env():
+    """This environment with DESIGN.md's GPU safety rule (no NVLink multicast)."""
+    return dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                NVSHMEM_DISABLE_NVLS="1")
 
 
 def ratio(ours, peer):
@@ -242,8 +248,7 @@ def main():
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
     sizes = sweep(parse_size(args.minbytes), parse_size(args.maxbytes), args.factor)
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1")
+    env = no_multicast_env()
     iters = (args.eager_iters, args.graph_iters)
 
     def dry(kind, rep, graph=False):

@@ -17,7 +17,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # One way to run a side and report its failure, shared with the all-reduce script.
-from compare_allreduce import Failed, parse_size, report_failures, run  # noqa: E402
+from compare_allreduce import (Failed, fmt, no_multicast_env, parse_size,  # noqa: E402
+                               report_failures, run)
 # Columns after size_bytes.
 SYMM_COLS = ("init_ms", "first_ms", "cold_ms", "pool_us")
 TORCH_COLS = ("first_ms", "cold_ms")
@@ -64,10 +65,6 @@ def canned(kind, sizes, fail):
     return ("\n".join(out) + "\n", "W0101 torchrun: some warning on stderr\n", 0)
 
 
-def fmt(value, width, prec):
-    return f"{value:{width}.{prec}f}" if value is not None else f"{'-':>{width}}"
-
-
 def ms(value):
     return f"{value:.2f} ms" if value is not None else "-"
 
@@ -82,8 +79,7 @@ def main():
                     choices=("ok", "fail-torch", "fail-symmem"))
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1")
+    env = no_multicast_env()
 
     def dry(kind):
         return None if args.dry_run is None else canned(kind, sizes, args.dry_run)

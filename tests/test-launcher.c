@@ -476,6 +476,7 @@ TEST_IMPL(launcher_sigusr) {
   uint64_t ms;
   ASSERT_EQ(signal_and_wait(pid, SIGUSR2, out_path, out, &ms), 0);
   ASSERT_STR_CONTAINS(out, "got SIGUSR1; forwarding it");
+  ASSERT_STR_CONTAINS(out, "got SIGUSR2; forwarding it");
   ASSERT_EQ(count_occurrences(out, "usr1 0"), 1);
   ASSERT_EQ(count_occurrences(out, "usr1 1"), 1);
   ASSERT_EQ(count_occurrences(out, "usr2 0"), 1);

@@ -1405,10 +1405,10 @@ int main(int argc, char **argv) {
   setup_device(&b);
   /* Without --algo the communicator keeps what SYMM_ALLREDUCE_ALGO chose
    * (symm_comm_init checked the name), and the header says so. */
-  if (b.opt.coll == BENCH_ALL_REDUCE && b.opt.algo_given)
+  if (!b.opt.algo_given)
+    b.opt.algo = b.comm->allreduce_algo;
+  else if (b.opt.coll == BENCH_ALL_REDUCE)
     BENCH_CHECK(symm_comm_set_allreduce_algo(b.comm, b.opt.algo));
-  else if (!b.opt.algo_given)
-    BENCH_CHECK(symm_algo_from_name(symm_setting_str("SYMM_ALLREDUCE_ALGO"), &b.opt.algo));
   size_t sizes[BENCH_MAX_SIZES];
   int n_sizes = sweep_sizes(&b, sizes);
   gather_devices(&b);

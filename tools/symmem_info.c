@@ -238,19 +238,13 @@ static void print_report(const info_t *info) {
   print_set_settings();
 }
 
-/* A setting's default as people and scripts should read it: NULL for none
- * (a default of "" in the table means none too). */
-static const char *default_shown(const symm_setting_desc_t *d) {
-  return d->default_value && *d->default_value ? d->default_value : NULL;
-}
-
 static void print_env_table(void) {
   size_t n = 0;
   const symm_setting_desc_t *table = symm_settings_table(&n);
   for (size_t i = 0; i < n; i++) {
     const symm_setting_desc_t *d = &table[i];
     const char *value = env_value(d->name);
-    const char *def = default_shown(d);
+    const char *def = d->default_value;
     printf("%s (%s, default %s)\n", d->name, type_name(d->type), def ? def : "unset");
     printf("    %s\n", d->help);
     if (value) {
@@ -323,7 +317,7 @@ static void print_json(const info_t *info) {
     printf("%s{\"name\":", i ? "," : "");
     json_string(table[i].name);
     printf(",\"type\":\"%s\",\"default\":", type_name(table[i].type));
-    json_string(default_shown(&table[i]));
+    json_string(table[i].default_value);
     printf(",\"value\":");
     json_string(symm_setting_shown(&table[i], env_value(table[i].name)));
     printf(",\"help\":");

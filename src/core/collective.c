@@ -192,7 +192,7 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
 static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   size_t esize = symm_dtype_size(a->dtype);
   if (!esize) return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad dtype %d", fn, (int)a->dtype);
-  bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
+  const bool reduces = symm_coll_reduces(a->kind);
   if (reduces && (unsigned)a->op >= SYMM_REDUCE_COUNT_)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad reduction %d", fn, (int)a->op);
   if (reduces) SYMM_CHECK(check_reducible(fn, a->dtype));
@@ -251,9 +251,8 @@ static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn)
   /* The backend sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
   a->seq = ++comm->coll_seq;
-  bool reduces = a->kind == SYMM_COLL_ALL_REDUCE || a->kind == SYMM_COLL_REDUCE_SCATTER;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
-             symm_dtype_name(a->dtype), reduces ? symm_redop_name(a->op) : "-",
+             symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));
   return comm->ops->collective(comm, a);
 }

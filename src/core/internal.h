@@ -336,6 +336,10 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
 bool symm_dtype_reducible(symm_dtype_t dt);
+/* Whether collective `kind` (SYMM_COLL_*) reduces: all-reduce, reduce-scatter. */
+static inline bool symm_coll_reduces(int kind) {
+  return kind == SYMM_COLL_ALL_REDUCE || kind == SYMM_COLL_REDUCE_SCATTER;
+}
 /* The communicator's error raised asynchronously (GPU backends set it). */
 void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

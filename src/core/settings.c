@@ -74,7 +74,7 @@ static const symm_setting_desc_t settings[] = {
     {"SYMM_COLL_LL_THREADS", SYMM_SETTING_INT, "0",
      "native: threads per block of the LL and LL128 all-reduce kernels, 32..512 in "
      "multiples of 32 (0, or another value: 256); for tuning. The same on every rank."},
-    {"SYMM_COLL_KERNELS", SYMM_SETTING_STRING, "",
+    {"SYMM_COLL_KERNELS", SYMM_SETTING_STRING, NULL,
      "native: file of collective kernels (fatbin, cubin or PTX built from this version's "
      "src/kernels/coll_kernels.cu, e.g. with other -D knobs) to load instead of the embedded "
      "ones; for tuning. The same file on every rank; a file that cannot be loaded, or of "

@@ -58,7 +58,5 @@ symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *by
  * bf16 are reduced in f32 and rounded to nearest-even. */
 void host_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
                  symm_redop_t op);
-/* Whether host_reduce handles this dtype and op (f32, bf16, f16, i32 x sum,
- * min, max). */
 
 #endif

@@ -209,7 +209,7 @@ static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
   const char *an = symm_algo_name((symm_algo_t)d->algo);
   if (d->kind == SYMM_COLL_ALL_REDUCE && algo)
     snprintf(out + n, cap - (size_t)n, ", %s, algorithm %s)", op ? op : "?", an ? an : "?");
-  else if (d->kind == SYMM_COLL_ALL_REDUCE || d->kind == SYMM_COLL_REDUCE_SCATTER)
+  else if (symm_coll_reduces(d->kind))
     snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
   else if (d->kind == SYMM_COLL_BROADCAST)
     snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
@@ -566,10 +566,8 @@ static symm_result_t run_sliced(coll_t *c) {
  * than SYMM_SCRATCH_BYTES, where the rendezvous itself reports the
  * mismatch.  No buffer of the call is touched. */
 static symm_result_t refuse(coll_t *c) {
-  symm_tensor_t *s = c->comm->scratch;
   c->sig = SYMM_COLL_SIG_REFUSED;
-  if (!s) SYMM_CHECK(symm_comm_scratch(c->comm, 1, &s));
-  SYMM_CHECK(attach(c, s));
+  SYMM_CHECK(prepare_scratch(c)); /* c->half is 0: any scratch, or the smallest */
   publish(c, 0, 0);
   return wait_phase(c, PHASE_ARRIVED, "arrive");
 }

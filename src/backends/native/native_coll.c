@@ -254,7 +254,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
   st->coll = co;
   const char *file = symm_setting_str("SYMM_COLL_KERNELS");
-  if (file && !*file) file = NULL;
+  if (file && !*file) file = NULL; /* set empty: unset */
   unsigned char *image = NULL;
   size_t len = 0;
   symm_result_t read = file ? native_coll_read_file(file, &image, &len) : SYMM_SUCCESS;
