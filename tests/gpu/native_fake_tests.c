@@ -1124,6 +1124,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const size_t count = cases[k].bytes / 2;
     if (expect_kernel(rank, comm, data, &cases[k], &l)) return 1;
+    RCHECK(count || l.grid == 1, "count 0: %u blocks", l.grid);
     symm_coll_params_t p;
     memcpy(&p, l.params, sizeof p);
     RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
@@ -1146,11 +1147,9 @@ static int coll_launch_rank(int rank, int size, void *arg) {
       RCHECK(p.zc != 0, "two-shot on a symmetric tensor without a zero-copy key");
       for (int q = 0; q < size; q++)
         RCHECK(p.peer_recv[q] == (uint64_t)(uintptr_t)ptrs[q], "peer_recv[%d]", q);
-      RCHECK(same_on_all_ranks(comm, board, p.zc), "zero-copy keys differ");
-      /* The announce's 32 bits come from the whole 64-bit key. */
-      RCHECK(p.zc_key != 0 && p.zc == ((uint32_t)(p.zc_key ^ (p.zc_key >> 32)) | 1u) &&
-                 same_on_all_ranks(comm, board, p.zc_key),
-             "64-bit zero-copy key %llx (announced %x)", (unsigned long long)p.zc_key, p.zc);
+      RCHECK(same_on_all_ranks(comm, board, p.zc), "announced zero-copy keys differ");
+      RCHECK(p.zc_key != 0 && same_on_all_ranks(comm, board, p.zc_key),
+             "64-bit zero-copy key %llx differs", (unsigned long long)p.zc_key);
     }
   }
   /* Ordinary device memory: staged, no key. */
@@ -1228,14 +1227,26 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
   memcpy(&rp, l.params, sizeof rp);
   RCHECK(rp.sig == 0 && rp.count == 0, "refused call: sig %u count %llu", rp.sig,
          (unsigned long long)rp.count);
-  /* Count 0 (after a two-shot): still one block that meets the peers. */
-  ROK(symm_all_reduce(comm, NULL, NULL, 0, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_bf16_sum") == 0 &&
-             l.grid == 1,
-         "count 0: %s, %u blocks", l.name, l.grid);
-  symm_coll_params_t zp;
-  memcpy(&zp, l.params, sizeof zp);
-  RCHECK(zp.sig != 0, "a valid call with the refused signature");
+  /* Count 0 of every collective (and all-reduce forced two-shot): still
+   * one block that meets the peers, with a valid call's signature (odd). */
+  for (int k = 0; k < 5; k++) {
+    static const char *const kernel[5] = {
+        "symm_coll_ar_two_shot_bf16_sum", "symm_coll_all_gather",
+        "symm_coll_reduce_scatter_bf16_sum", "symm_coll_broadcast", "symm_coll_all_to_all"};
+    const symm_dtype_t bf = SYMM_DTYPE_BF16;
+    if (k == 0) ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
+    ROK(k == 0   ? symm_all_reduce(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
+        : k == 1 ? symm_all_gather(comm, NULL, NULL, 0, bf, NULL)
+        : k == 2 ? symm_reduce_scatter(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
+        : k == 3 ? symm_broadcast(comm, NULL, NULL, 0, bf, 0, NULL)
+                 : symm_all_to_all(comm, NULL, NULL, 0, bf, NULL));
+    RCHECK(last_launch(&l) && strcmp(l.name, kernel[k]) == 0 && l.grid == 1,
+           "count 0: %s (want %s), %u blocks", l.name, kernel[k], l.grid);
+    symm_coll_params_t zp;
+    memcpy(&zp, l.params, sizeof zp);
+    RCHECK(zp.sig & 1u, "count 0 of %s: signature %x is not a valid call's", kernel[k], zp.sig);
+  }
+  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
   plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;
