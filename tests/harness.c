@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -258,4 +259,24 @@ int test_free_port(void) {
     TEST_FAIL_("test_free_port: %s", strerror(errno));
   close(fd);
   return ntohs(a.sin_port);
+}
+
+static bool write_proc_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok;
+}
+
+bool test_enter_user_namespace(int extra_clone_flags) {
+  char map[64];
+  const unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+  if (unshare(CLONE_NEWUSER | extra_clone_flags) != 0) return false;
+  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+  if (!write_proc_text("/proc/self/uid_map", map) ||
+      !write_proc_text("/proc/self/setgroups", "deny\n"))
+    return false;
+  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+  return write_proc_text("/proc/self/gid_map", map);
 }

@@ -4,6 +4,7 @@
 #define SYMM_TEST_HARNESS_H
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,12 @@ size_t test_mapped_bytes(void);
 uint64_t test_now_ms(void);
 /* A loopback TCP port free a moment ago (bound to 0 and read back). */
 int test_free_port(void);
+/* Moves this process (with CLONE_NEWUTS) or its later children (with
+ * CLONE_NEWPID) into a new user namespace, plus extra_clone_flags' other
+ * namespaces, with this uid and gid mapped to themselves, so SO_PEERCRED
+ * and file owners look the same from both sides.  false (errno set) where
+ * that cannot be done unprivileged. */
+bool test_enter_user_namespace(int extra_clone_flags);
 /* Path of a built tool (symmem-run, symmem-info). */
 const char *test_tool_path(const char *tool);
 /* Runs a shell command, captures up to cap bytes of stdout+stderr in out;

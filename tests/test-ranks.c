@@ -650,32 +650,9 @@ TEST_IMPL(ranks_shm_bootstrap_sizes) {
  * ---- must not be watched, or a wait longer than one liveness look (20 ms)
  * ---- reports a live peer as lost. */
 
-static bool write_file(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-  close(fd);
-  return ok;
-}
-
-/* Moves the caller's children into a new user + PID namespace with this
- * uid and gid mapped to themselves (so SO_PEERCRED and file owners look the
- * same from both sides).  false with errno on failure. */
-static bool enter_pid_namespace(void) {
-  char map[64];
-  uid_t uid = geteuid();
-  gid_t gid = getegid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) return false;
-  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-  if (!write_file("/proc/self/uid_map", map)) return false;
-  if (!write_file("/proc/self/setgroups", "deny\n")) return false;
-  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-  return write_file("/proc/self/gid_map", map);
-}
-
 /* Runs fn in a child in a new PID namespace; returns its exit status. */
 static int run_in_pid_namespace(int (*fn)(void *), void *arg) {
-  if (!enter_pid_namespace()) return 100 + errno % 100;
+  if (!test_enter_user_namespace(CLONE_NEWPID)) return 100 + errno % 100;
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();

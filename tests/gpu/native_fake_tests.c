@@ -403,25 +403,10 @@ TEST_IMPL(native_fake_one_visible_gpu_each) {
   return 0;
 }
 
-/* This process on a host of its own name: a user + UTS namespace with this
- * uid and gid mapped to themselves (SO_PEERCRED still sees them).  false
+/* This process on a host of its own name (user + UTS namespace).  false
  * (errno set) where that cannot be done unprivileged. */
-static bool write_text(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-  close(fd);
-  return ok;
-}
 static bool rename_host(const char *name) {
-  char map[64];
-  unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) != 0) return false;
-  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-  if (!write_text("/proc/self/uid_map", map) || !write_text("/proc/self/setgroups", "deny\n"))
-    return false;
-  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-  return write_text("/proc/self/gid_map", map) && sethostname(name, strlen(name)) == 0;
+  return test_enter_user_namespace(CLONE_NEWUTS) && sethostname(name, strlen(name)) == 0;
 }
 
 /* Ranks on two hosts with only POSIX-fd handles (the fake's fabric export
