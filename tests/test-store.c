@@ -1474,8 +1474,7 @@ TEST_IMPL(store_lost_per_comm) {
 }
 
 /* A listener that accepts and closes without answering: the client gives
- * up after a few connections with a protocol error, not at its deadline;
- * and a store that refuses a malformed HELLO says so, not retried. */
+ * up after a few connections with a protocol error, not at its deadline. */
 static void *closing_listener(void *arg) {
   int lfd = *(int *)arg;
   for (int k = 0; k < 64; k++) {
@@ -1505,6 +1504,58 @@ TEST_IMPL(store_hello_closed_unanswered) {
   shutdown(lfd, SHUT_RDWR);
   close(lfd);
   pthread_join(t, NULL);
+  return 0;
+}
+
+/* A listener that answers every HELLO with SYMM_ERR_PROTOCOL (what a store
+ * of another version says to a HELLO it cannot parse) and counts the
+ * connections. */
+typedef struct refusing_arg {
+  int lfd, accepted;
+} refusing_arg_t;
+
+static void *refusing_listener(void *p) {
+  refusing_arg_t *a = p;
+  for (;;) {
+    int c = accept(a->lfd, NULL, NULL);
+    if (c < 0) break;
+    a->accepted++;
+    uint8_t hdr[SYMM_PROTO_HEADER_BYTES], body[512];
+    symm_proto_header_t h;
+    raw_recv_all(c, hdr, sizeof hdr);
+    symm_proto_decode_header(hdr, &h);
+    if (h.body_len <= sizeof body) raw_recv_all(c, body, h.body_len);
+    uint8_t reply[SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX] = {0};
+    symm_proto_encode_header(reply, h.opcode | SYMM_PROTO_REPLY_FLAG, h.id,
+                             SYMM_PROTO_REPLY_PREFIX);
+    symm_proto_put32(reply + SYMM_PROTO_HEADER_BYTES, (uint32_t)SYMM_ERR_PROTOCOL);
+    symm_proto_put32(reply + SYMM_PROTO_HEADER_BYTES + 4, (uint32_t)-1);
+    raw_send(c, reply, sizeof reply);
+    close(c);
+  }
+  return NULL;
+}
+
+/* A store that refuses the HELLO as malformed: the client says so at once,
+ * after one connection, and does not retry. */
+TEST_IMPL(store_hello_refused_malformed) {
+  refusing_arg_t a = {socket(AF_INET, SOCK_STREAM, 0), 0};
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof sa;
+  ASSERT_EQ(bind(a.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  ASSERT_EQ(listen(a.lfd, 16), 0);
+  ASSERT_EQ(getsockname(a.lfd, (struct sockaddr *)&sa, &alen), 0);
+  pthread_t t;
+  pthread_create(&t, NULL, refusing_listener, &a);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+  symm_store_t *s = NULL;
+  ASSERT_RES(symm_store_connect_comm(addr, k_token, 0, 1, 20000, &s), SYMM_ERR_PROTOCOL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "as malformed");
+  shutdown(a.lfd, SHUT_RDWR);
+  close(a.lfd);
+  pthread_join(t, NULL);
+  ASSERT_EQ(a.accepted, 1);
   return 0;
 }
 
