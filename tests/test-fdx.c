@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/fd_exchange.h"
+#include "backends/util/fd_exchange.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------- helpers */

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/util/backoff.h"
 #include "store.h"
 
 #define SHM_MAGIC 0x53594d42534d4831ull /* "SYMBSMH1" */

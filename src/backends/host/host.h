@@ -3,7 +3,8 @@
 #ifndef SYMM_HOST_H
 #define SYMM_HOST_H
 
-#include "core/fd_exchange.h"
+#include "backends/util/backoff.h"
+#include "backends/util/fd_exchange.h"
 #include "core/internal.h"
 
 typedef struct {

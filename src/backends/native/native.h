@@ -10,7 +10,8 @@
 
 #include "backends/native/native_driver.h"
 #include "backends/native/native_ext.h"
-#include "core/fd_exchange.h"
+#include "backends/util/backoff.h"
+#include "backends/util/fd_exchange.h"
 #include "core/internal.h"
 
 /* How allocations travel to peers; one kind per communicator, agreed at

@@ -12,7 +12,7 @@
  * under table_lock; each peer's cached client connection has its own lock so
  * that fetches from different peers run in parallel.
  */
-#include "fd_exchange.h"
+#include "backends/util/fd_exchange.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h"
+#include "backends/util/backoff.h"
+#include "symm_util.h"
 
 #define SPIN_NS 20000ull
 #define YIELD_NS 1000000ull

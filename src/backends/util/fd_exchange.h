@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 typedef struct symm_fdx symm_fdx_t;
 

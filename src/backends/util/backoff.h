@@ -1,0 +1,34 @@
+/*
+ * Waiting for another process's store to shared memory, with backoff
+ * (backoff.c).
+ */
+#ifndef SYMM_BACKOFF_H
+#define SYMM_BACKOFF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Waiting with backoff for another process's store to shared memory
+ * (backoff.c): start, then pause until the store is seen.  pause returns
+ * false once timeout_ms has passed since its first clock reading (at most
+ * 64 spins after start), or, with lost set, once the process named by
+ * watch is gone (looked at every 20 ms).  ranks_here: processes of the job
+ * on this host (more than CPUs: no spinning).  reset restarts the backoff,
+ * not the deadline, after progress. */
+typedef struct {
+  uint64_t deadline, since, sleep_ns, spin_ns, timeout_ns, next_check;
+  unsigned iter;
+  bool spinning;
+  int32_t pid;  /* the process waited for (symm_backoff_watch), 0: none */
+  bool lost;    /* pause returned false because that process is gone */
+} symm_backoff_t;
+void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here);
+/* Like start, but the wait ends at deadline_ns (symm_now_ns clock), shared
+ * by the waits of one operation instead of timeout_ms from the first pause
+ * of each. */
+void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here);
+void symm_backoff_reset(symm_backoff_t *b);
+void symm_backoff_watch(symm_backoff_t *b, int32_t pid);
+bool symm_backoff_pause(symm_backoff_t *b);
+
+#endif /* SYMM_BACKOFF_H */

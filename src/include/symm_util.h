@@ -1,0 +1,50 @@
+/*
+ * Small helpers of every layer: hashing, clocks and deadlines, random
+ * bytes, processes.  Not installed.
+ */
+#ifndef SYMM_UTIL_H
+#define SYMM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symm_error.h"
+
+/* ---------------------------------------------------------------- helpers */
+uint64_t symm_hash64(const void *data, size_t len, uint64_t seed);
+uint64_t symm_now_ns(void);              /* CLOCK_MONOTONIC */
+/* Milliseconds from now until deadline_ns (symm_now_ns clock), rounded up;
+ * 0 once it has passed. */
+int symm_ms_until(uint64_t deadline_ns);
+/* Waits until fd is ready for `events` (errors and hang-ups count as ready:
+ * the next read or write reports them) or deadline_ns passes; EINTR is
+ * retried.  1: ready, 0: the deadline passed, -1: poll failed (errno). */
+int symm_poll_until(int fd, short events, uint64_t deadline_ns);
+void symm_random_bytes(void *buf, size_t len);
+/* out[0, 2n] = the n bytes in lower-case hex, then NUL. */
+void symm_hex(char *out, const void *bytes, size_t n);
+/* out[0, 2 nbytes] = nbytes random bytes (at most 64) in hex, then NUL. */
+void symm_random_hex(char *out, size_t nbytes);
+/* One deadline for an operation made of several waits, one per peer (a
+ * rendezvous fetching every peer's memory), so that it ends after the
+ * timeout, not after (world - 1) timeouts.  begin sets it for the calling
+ * thread (an earlier one already set stays) and returns what end puts back;
+ * symm_deadline_after is what a wait of timeout_ms starting now keeps to:
+ * now + timeout_ms, or the operation's deadline if that comes first. */
+uint64_t symm_op_deadline_begin(int timeout_ms);
+void symm_op_deadline_end(uint64_t previous);
+uint64_t symm_deadline_after(int timeout_ms);
+/* Process pid (on this host, in this PID namespace) is gone, or a zombie
+ * nobody reaped yet. */
+bool symm_process_gone(int32_t pid);
+/* This process's PID namespace: inode and device of /proc/self/ns/pid.
+ * false (both 0) when that cannot be read. */
+bool symm_pid_namespace(uint64_t *ino, uint64_t *dev);
+
+/* Round up to a multiple of align (power of two). */
+static inline size_t symm_round_up(size_t v, size_t align) {
+  return (v + align - 1) & ~(align - 1);
+}
+
+#endif /* SYMM_UTIL_H */
