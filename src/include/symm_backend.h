@@ -1,6 +1,15 @@
 /*
- * The backend-author header: what a backend (src/backends/<name>/) may see
- * of the library.  Not installed.
+ * The backend-author header: everything a backend (src/backends/<name>/)
+ * may see of the library.  A backend includes this header and its own
+ * files, nothing else of the library; it never sees struct symm_comm or
+ * struct symm_tensor, only the accessors below.  Not installed.
+ *
+ * A backend is only what differs between providers: how memory is made and
+ * shared.  Collectives and signals come from the engine that serves the
+ * backend's kind of memory (symm_engine.h: the CPU engine for memory the CPU
+ * can load and store, the GPU engine for device memory), which works from
+ * the peer pointers the backend's map_peer gives.  docs/design.md has the
+ * checklist for adding one.
  */
 #ifndef SYMM_BACKEND_H
 #define SYMM_BACKEND_H
@@ -10,15 +19,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "symm_bootstrap.h"
+#include "backends/util/backoff.h"
+#include "backends/util/fd_exchange.h"
 #include "symm_error.h"
+#include "symm_gpu.h"
 #include "symm_settings.h"
 #include "symm_util.h"
 
-/* ------------------------------------------------------------- backends */
-struct symm_comm;
-struct symm_tensor;
-struct symm_coll_args;
+/* Bytes of the signal pad in front of the data of every allocation. */
+#define SYMM_SIGNAL_PAD_BYTES 4096
+
+/* ------------------------------------------------------------ memory */
+
+/* Which memory a backend makes, and so which engine serves it. */
+typedef enum {
+  SYMM_MEM_HOST = 1,   /* the CPU loads and stores peers' memory: the CPU engine */
+  SYMM_MEM_DEVICE = 2  /* GPU memory: the GPU engine (device, context, kernels) */
+} symm_mem_kind_t;
 
 /*
  * One rank's piece of symmetric memory as the backend made it.  The core
@@ -60,109 +77,166 @@ typedef struct symm_exchange_info {
 } symm_exchange_info_t;
 
 /*
+ * What a rank publishes for its peers during a start-up phase (init
+ * publishes, the core all-gathers every rank's blob in one round, startup
+ * consumes them).  data is malloc'd by the publisher and freed by the core;
+ * len 0 publishes nothing.
+ */
+typedef struct symm_blob {
+  void *data;
+  size_t len;
+} symm_blob_t;
+
+/* ------------------------------------------------------------ capabilities */
+
+/*
+ * What a backend can do.  The ops table carries what it can do at best
+ * (caps, read without initialising it: symmem-info, and the messages that
+ * name the backends able to do something); init gets a copy and clears
+ * what this machine or this provider's version cannot do.  The core decides
+ * from these, never from the backend's name.
+ */
+typedef struct symm_backend_caps {
+  /* Calls on its tensors take a stream (GPU memory); without, a non-NULL
+   * stream is refused. */
+  bool takes_stream;
+  /* alloc is collective: every rank calls it for the same size in the same
+   * order (NVSHMEM).  The core compares every rank's arguments first. */
+  bool collective_alloc;
+  /* free is collective too: the core checks that every rank frees the same
+   * allocation, and refuses an out-of-order free on every rank. */
+  bool collective_free;
+  /* register_mem is a collective step after alloc (NCCL windows). */
+  bool registers;
+  /* contiguous_map: every rank's data back to back in one range. */
+  bool contiguous_view;
+  /* The engine can give a device array of the peers' pointers
+   * (symm_tensor_peer_ptrs_device). */
+  bool device_peer_array;
+} symm_backend_caps_t;
+
+/* ------------------------------------------------------------ the ops table */
+
+/*
  * The backend ops table (SQLite-VFS style).  Members are only ever appended;
  * the core checks `version` and NULL before calling an optional member.
- * Required members: name, id, probe, init, fini, alloc, free, map_peer,
- * unmap_peer.
+ * Required: name, id, mem_kind, probe, init, fini, granularity, alloc, free,
+ * map_peer, unmap_peer.  "Local" calls touch only this rank; "collective"
+ * ones are made by every rank of the communicator in the same order.
  */
 typedef struct symm_backend_ops {
   int version; /* 1 */
   const char *name;
   symm_backend_t id;
+  symm_mem_kind_t mem_kind;
+  symm_backend_caps_t caps; /* at best: init may clear members */
   /* Usable in this process?  SYMM_SUCCESS or SYMM_ERR_UNSUPPORTED with the
-   * reason written to why.  Must be cheap and side-effect free apart from
+   * reason written to why.  Cheap and free of side effects apart from
    * loading libraries. */
   symm_result_t (*probe)(char *why, size_t why_len);
-  /* Local resources (device context, fd server ...).  comm->rank/size/
-   * device/job_id are set; the bootstrap is usable. */
-  symm_result_t (*init)(struct symm_comm *comm);
-  /* Optional: after every rank finished init (the ranks agree on init's
-   * result in between, symm_comm_agree). */
-  symm_result_t (*startup)(struct symm_comm *comm);
-  void (*fini)(struct symm_comm *comm);
-  /* Allocation granularity in bytes for comm (power of two). */
-  size_t (*granularity)(struct symm_comm *comm);
+  /* Local: this rank's resources.  The engine is up (symm_gpu_of for
+   * device memory).  May clear members of *caps; may publish a blob for
+   * startup.  Sets its state with symm_backend_set_state.  On failure the
+   * core calls fini. */
+  symm_result_t (*init)(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+  /* Optional, local: every rank's init blob (all[rank]), once every rank's
+   * init succeeded.  The ranks agree on its result afterwards. */
+  symm_result_t (*startup)(symm_comm_t *comm, const symm_blob_t *all);
+  /* Local: frees what init made (also after a failed init or startup). */
+  void (*fini)(symm_comm_t *comm);
+  /* Allocation granularity in bytes (power of two). */
+  size_t (*granularity)(symm_comm_t *comm);
   /* Allocates mem->alloc_bytes (already rounded) and fills base, priv,
-   * device.  Pad must be zeroed. */
-  symm_result_t (*alloc)(struct symm_comm *comm, symm_mem_t *mem);
-  void (*free)(struct symm_comm *comm, symm_mem_t *mem);
+   * device, pad_offset.  The pad must be zeroed.  Local, or collective
+   * with caps.collective_alloc (the core compared every rank's arguments
+   * and calls it on every rank). */
+  symm_result_t (*alloc)(symm_comm_t *comm, symm_mem_t *mem);
+  /* Local, or collective with caps.collective_free (the core checked that
+   * every rank frees this allocation now). */
+  void (*free)(symm_comm_t *comm, symm_mem_t *mem);
   /* Optional: fills info->blob for peers (called before the all-gather). */
-  symm_result_t (*export_mem)(struct symm_comm *comm, symm_mem_t *mem, symm_exchange_info_t *info);
-  /* Maps peer `peer`'s allocation described by info into this process. */
-  symm_result_t (*map_peer)(struct symm_comm *comm, const symm_mem_t *local, int peer,
+  symm_result_t (*export_mem)(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
+  /* Maps peer `peer`'s allocation described by info into this process;
+   * map->base is where this process loads and stores it. */
+  symm_result_t (*map_peer)(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map);
-  void (*unmap_peer)(struct symm_comm *comm, symm_peer_map_t *map);
-  /* Optional: maps the data of every rank back to back.  maps[r] for r !=
-   * rank, local for r == rank.  *stride = bytes between consecutive ranks. */
-  symm_result_t (*contiguous_map)(struct symm_comm *comm, const symm_mem_t *local,
+  void (*unmap_peer)(symm_comm_t *comm, symm_peer_map_t *map);
+  /* Optional (caps.contiguous_view): maps the data of every rank back to
+   * back.  maps[r] for r != rank, local for r == rank.  *stride = bytes
+   * between consecutive ranks. */
+  symm_result_t (*contiguous_map)(symm_comm_t *comm, const symm_mem_t *local,
                                   const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
                                   void **base, size_t *stride, void **priv);
-  void (*contiguous_unmap)(struct symm_comm *comm, void *base, size_t bytes, void *priv);
-  /* Optional: backend-specific checks of a pointer inside one of its
-   * allocations (native: VMM, device ...).  NULL = nothing more to check. */
-  symm_result_t (*validate)(struct symm_comm *comm, const void *ptr, size_t nbytes);
-  /* Optional: the backend's own communicator (ncclComm_t ...). */
-  symm_result_t (*native_handle)(struct symm_comm *comm, void **handle);
-  /* Optional: zeroes the signal pad (SYMM_SIGNAL_PAD_BYTES at base +
-   * pad_offset) of a pooled allocation before reuse; NULL = the core memsets
-   * it (CPU memory). */
-  symm_result_t (*reset_pad)(struct symm_comm *comm, symm_mem_t *mem);
-  /* Optional: prints what symmem-info shows about this backend on this
-   * machine (devices, peer access, support flags), one item per line. */
+  void (*contiguous_unmap)(symm_comm_t *comm, void *base, size_t bytes, void *priv);
+  /* Optional: checks of a pointer inside one of its allocations beyond the
+   * core's (native: VMM, device ...). */
+  symm_result_t (*validate)(symm_comm_t *comm, const void *ptr, size_t nbytes);
+  /* Optional: the provider's own communicator (ncclComm_t ...). */
+  symm_result_t (*backend_handle)(symm_comm_t *comm, void **handle);
+  /* Optional: zeroes the signal pad of a pooled allocation before reuse;
+   * NULL: the engine zeroes it (symm_engine_ops_t.zero). */
+  symm_result_t (*reset_pad)(symm_comm_t *comm, symm_mem_t *mem);
+  /* Optional: what symmem-info shows about this backend on this machine,
+   * one item per line. */
   void (*describe)(FILE *out);
+  /* Optional, collective (caps.registers): registers a fresh allocation
+   * with the provider (NCCL's window).  A pooled allocation reused keeps
+   * its registration; deregister_mem runs before the real free. */
+  symm_result_t (*register_mem)(symm_comm_t *comm, symm_mem_t *mem);
+  void (*deregister_mem)(symm_comm_t *comm, symm_mem_t *mem);
   /* members above: version 1 */
-  /* Optional: copies `bytes` of host memory into new device memory of the
-   * communicator's GPU (the device array of peer pointers).  NULL for
-   * backends whose memory the CPU reaches directly. */
-  symm_result_t (*device_copy)(struct symm_comm *comm, const void *host, size_t bytes,
-                               void **dev);
-  void (*device_free)(struct symm_comm *comm, void *dev);
-  /* members above: version 2 */
-  /* Optional: runs (host) or enqueues (GPU) one collective; the core has
-   * validated the arguments and resolved algo.  NULL: no collectives. */
-  symm_result_t (*collective)(struct symm_comm *comm, const struct symm_coll_args *args);
-  /* Optional: moves an error raised by device-side work since the last call
-   * (kernels write it asynchronously) into the communicator with
-   * symm_comm_set_async_error, and clears it at the source.  Local, does not
-   * synchronise.  NULL: the backend reports every error directly. */
-  symm_result_t (*poll_async_error)(struct symm_comm *comm);
-  /* members above: version 3 */
-  /* Optional: runs (host) or enqueues (GPU) a signal put, wait or barrier
-   * (SYMM_SIGNAL_*) on a rendezvoused tensor's pads; the core has checked
-   * peer, channel and stream.  NULL: SYMM_ERR_UNSUPPORTED. */
-  symm_result_t (*signal)(struct symm_comm *comm, int op, const struct symm_tensor *tensor,
-                          int peer, int channel, void *stream);
-  /* members above: version 4 */
-  /* Optional: the all-reduce algorithm `collective` runs when asked for
-   * `asked` (never AUTO) on `bytes` per rank; NULL: `asked` itself.  Must
-   * map its own answers to themselves: the core resolves every call with
-   * it and hands `collective` the answer. */
-  symm_algo_t (*allreduce_algo)(struct symm_comm *comm, symm_algo_t asked, size_t bytes);
-  /* members above: version 5 */
-  /* Optional: scratch bytes per rank with which every collective on buffers
-   * of at most max_bytes runs without growing it (symm_comm_scratch_bytes);
-   * SYMM_ERR_INVALID_ARG when that overflows. */
-  symm_result_t (*scratch_bytes)(struct symm_comm *comm, size_t max_bytes, size_t *bytes);
-  /* members above: version 6 */
-  /* Optional: takes part in collective args->seq for a rank whose call
-   * failed the core's argument checks (args->kind, count, seq are set; other
-   * fields may be invalid, send_bytes and recv_bytes are 0), with a
-   * descriptor no valid call has, so that the peers fail with
-   * SYMM_ERR_MISMATCH instead of pairing their call with this rank's next
-   * one.  Touches no buffer of the call.  NULL: the rank only skips the
-   * sequence number. */
-  symm_result_t (*abstain)(struct symm_comm *comm, const struct symm_coll_args *args);
-  /* members above: version 7 */
 } symm_backend_ops_t;
 
-/* Whether the backend's table has optional member `member`, which tables
- * carry from version `since` on (SQLite-VFS style: check both). */
+/* Whether the table has optional member `member`, which tables carry from
+ * version `since` on (SQLite-VFS style: check both). */
 #define SYMM_OPS_HAS(ops, since, member) ((ops)->version >= (since) && (ops)->member != NULL)
 
-/* ops->signal's operations. */
+/* ------------------------------------------------------------ accessors */
+
+/* The communicator as a backend or an engine sees it.  rank, size,
+ * local_rank, local_size, device and timeout: symmem.h's symm_comm_*. */
+const char *symm_comm_job_id(const symm_comm_t *comm);   /* same on every rank */
+int symm_comm_index(const symm_comm_t *comm);            /* n-th of this process */
+/* Prefix of this communicator's keys in the store (same on every rank). */
+const char *symm_comm_key_prefix(const symm_comm_t *comm);
+/* The process of rank `peer` as this process can watch it, 0 when it
+ * cannot (another host or PID namespace). */
+int32_t symm_comm_peer_pid(const symm_comm_t *comm, int peer);
+/* Whether rank `peer` runs on this host. */
+bool symm_comm_peer_same_host(const symm_comm_t *comm, int peer);
+/* The device the configuration asks for (config, SYMM_DEVICE, else -1) and
+ * the local rank; the GPU engine picks from them and reports its choice
+ * with symm_comm_set_device (-1: none). */
+int symm_comm_requested_device(const symm_comm_t *comm);
+void symm_comm_set_device(symm_comm_t *comm, int device);
+/* The backend's per-communicator state (NULL until set). */
+void *symm_backend_state(const symm_comm_t *comm);
+void symm_backend_set_state(symm_comm_t *comm, void *state);
+/* What this communicator's backend can do (after init). */
+const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *comm);
+/* The backend's name ("native"). */
+const char *symm_comm_backend_name(const symm_comm_t *comm);
+
+/* A tensor as a backend or an engine sees it. */
+const symm_mem_t *symm_tensor_mem(const symm_tensor_t *t);
+/* After rendezvous: rank r's data as this process loads and stores it
+ * (peer_data[rank] is the local data), NULL before. */
+void *const *symm_tensor_peer_data(const symm_tensor_t *t);
+/* Rank r's signal pad as this process reaches it. */
+void *symm_tensor_peer_pad(const symm_tensor_t *t, int r);
+/* Hash of the allocations every rank's rendezvous mapped: equal on every
+ * rank exactly when they rendezvoused the same tensors. */
+uint64_t symm_tensor_peer_sig(const symm_tensor_t *t);
+/* The device copy of symm_tensor_peer_data (made on first use; device
+ * memory only), NULL when there is none. */
+void *symm_tensor_peer_data_device(const symm_tensor_t *t);
+
+/* ------------------------------------------------------------ collectives */
+
+/* ops->signal's and the engines' signal operations. */
 enum { SYMM_SIGNAL_PUT = 1, SYMM_SIGNAL_WAIT = 2, SYMM_SIGNAL_BARRIER = 3 };
 
-/* One collective call, as the core hands it to the backend. */
+/* One collective call, as the core hands it to the engine. */
 typedef enum {
   SYMM_COLL_ALL_REDUCE = 1,
   SYMM_COLL_ALL_GATHER = 2,
@@ -182,16 +256,17 @@ typedef struct symm_coll_args {
   symm_redop_t op;
   int root;
   symm_algo_t algo;     /* all-reduce: what runs (never AUTO), resolved by the core
-                           through ops->allreduce_algo */
+                           through the engine's allreduce_algo */
   symm_stream_t stream;
   uint64_t seq;         /* 1, 2, ... per communicator: epochs and mismatch checks */
 } symm_coll_args_t;
 
-/* Scratch tensor of comm with at least `bytes` per rank, allocating and
- * rendezvousing it if needed (collective then).  tensor.c-owned. */
+/* Scratch tensor of comm with at least `bytes` per rank besides what the
+ * engine keeps in it (symm_engine_ops_t.scratch_fixed), allocating and
+ * rendezvousing it if needed (collective then). */
 symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
 /* The signature a call refused by its argument checks takes part with
- * (ops->abstain): no call's signature is 0. */
+ * (engine abstain): no call's signature is 0. */
 #define SYMM_COLL_SIG_REFUSED 0u
 /* Stable 64-bit description of a collective for cross-rank comparison:
  * kind, count, dtype, op, root and, for all-reduce, the algorithm that
@@ -203,22 +278,8 @@ bool symm_dtype_reducible(symm_dtype_t dt);
 static inline bool symm_coll_reduces(int kind) {
   return kind == SYMM_COLL_ALL_REDUCE || kind == SYMM_COLL_REDUCE_SCATTER;
 }
-/* The communicator's error raised asynchronously (GPU backends set it). */
+/* The communicator's error raised asynchronously (device-side work). */
 void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* The backends (each defined in src/backends/<name>/). */
-extern const symm_backend_ops_t symm_host_ops;
-extern const symm_backend_ops_t symm_native_ops;
-extern const symm_backend_ops_t symm_cuda_ops;
-extern const symm_backend_ops_t symm_nccl_ops;
-extern const symm_backend_ops_t symm_nvshmem_ops;
-
-/* Static table of every backend compiled in, in `auto` preference order. */
-const symm_backend_ops_t *symm_backend_find(symm_backend_t id);
-const symm_backend_ops_t *const *symm_backend_list(size_t *count);
-
-/* Bytes of the signal pad in front of the data of every allocation. */
-#define SYMM_SIGNAL_PAD_BYTES 4096
 
 #endif /* SYMM_BACKEND_H */

@@ -56,7 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/native/native_driver.h"
+#include "gpu/cu_driver.h"
 #include "fakecuda.h"
 
 #define FK_API __attribute__((visibility("default")))
@@ -949,13 +949,13 @@ typedef struct {
 
 static const fk_entry_t fk_table[] = {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
-    NATIVE_DRIVER_FUNCTIONS(FK_ENTRY)
+    SYMM_CU_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
 };
 
 static const fk_entry_t fk_kernel_table[] = {
 #define FK_ENTRY(name, params) {#name, (void *)fk_##name},
-    NATIVE_COLL_DRIVER_FUNCTIONS(FK_ENTRY)
+    SYMM_CU_COLL_DRIVER_FUNCTIONS(FK_ENTRY)
 #undef FK_ENTRY
     {"cuLaunchKernelEx", (void *)fk_cuLaunchKernelEx},
 };

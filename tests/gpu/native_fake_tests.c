@@ -986,7 +986,7 @@ TEST_IMPL(native_fake_context_restored) {
 static int failed_init_context_rank(int rank, int size, void *arg) {
   (void)rank, (void)size, (void)arg;
   char why[256];
-  const native_driver_t *drv = native_driver_init(why, sizeof why);
+  const symm_cu_driver_t *drv = symm_cu_driver_init(why, sizeof why);
   RCHECK(drv, "%s", why);
   ncu_context mine = NULL, cur = NULL;
   RCHECK(drv->cuDevicePrimaryCtxRetain(&mine, 1) == NCU_SUCCESS &&

@@ -8,7 +8,7 @@
 
 #include <pthread.h>
 
-#include "backends/native/native_driver.h"
+#include "gpu/cu_driver.h"
 #include "backends/native/native_ext.h"
 #include "backends/util/backoff.h"
 #include "backends/util/fd_exchange.h"
@@ -36,7 +36,7 @@ typedef struct native_rank_info {
 
 /* comm->backend_state. */
 typedef struct native_state {
-  const native_driver_t *drv;
+  const symm_cu_driver_t *drv;
   ncu_device dev;
   int ordinal;
   ncu_context ctx;          /* the device's primary context (retained) */

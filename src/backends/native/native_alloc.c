@@ -59,7 +59,7 @@ symm_result_t native_grant_access(native_state_t *st, ncu_deviceptr va, size_t t
 }
 
 symm_result_t native_map_chunks(native_state_t *st, native_alloc_t *a, const char *what) {
-  const native_driver_t *drv = st->drv;
+  const symm_cu_driver_t *drv = st->drv;
   symm_result_t res = SYMM_SUCCESS;
   NATIVE_CU_GOTO(drv->cuMemAddressReserve(&a->va, a->size, st->gran, 0, 0), res, out,
                  "%s: cuMemAddressReserve(%zu bytes)", what, a->size);
@@ -75,7 +75,7 @@ out:
 }
 
 void native_alloc_release(native_state_t *st, native_alloc_t *a) {
-  const native_driver_t *drv = st->drv;
+  const symm_cu_driver_t *drv = st->drv;
   /* Mappings first, then the reservation, then our handle references; the
    * driver frees the physical memory once no mapping, handle or exported
    * fd refers to it any more (peers' imports count), so freeing while
@@ -85,14 +85,14 @@ void native_alloc_release(native_state_t *st, native_alloc_t *a) {
       ncu_result cu = drv->cuMemUnmap(a->va + a->off[i], a->len[i]);
       if (cu != NCU_SUCCESS)
         SYMM_WARN(BACKEND, "native: cuMemUnmap(%zu bytes) failed: %s", a->len[i],
-                  native_cu_error(cu));
+                  symm_cu_error(cu));
       a->mapped[i] = false;
     }
   if (a->va) {
     ncu_result cu = drv->cuMemAddressFree(a->va, a->size);
     if (cu != NCU_SUCCESS)
       SYMM_WARN(BACKEND, "native: cuMemAddressFree(%zu bytes) failed: %s", a->size,
-                native_cu_error(cu));
+                symm_cu_error(cu));
     a->va = 0;
   }
   /* A window's handle belongs to the heap (have_h false): not ours. */

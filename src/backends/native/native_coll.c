@@ -50,7 +50,7 @@ _Static_assert(sizeof(ncu_launch_attr) == 72 && offsetof(ncu_launch_attr, value)
 typedef struct native_coll {
   bool ready;
   char why[256];                    /* why collectives are unavailable */
-  const native_coll_driver_t *cd;
+  const symm_cu_coll_driver_t *cd;
   ncu_module module;
   volatile symm_coll_error_t *err;  /* pinned, mapped for the device */
   ncu_deviceptr err_dev;
@@ -214,9 +214,9 @@ static symm_result_t native_coll_load_module(native_coll_t *co, const char *file
     if (file)
       return symm_error(SYMM_ERR_INVALID_ARG, "SYMM_COLL_KERNELS=%s: the driver cannot load "
                         "it (%s); it must be a fatbin, cubin or PTX of coll_kernels.cu for "
-                        "this GPU", file, native_cu_error(cu));
+                        "this GPU", file, symm_cu_error(cu));
     snprintf(co->why, sizeof co->why, "cuModuleLoadData of the collective kernels (%zu bytes) "
-             "failed: %s (is the GPU older than sm_80?)", len, native_cu_error(cu));
+             "failed: %s (is the GPU older than sm_80?)", len, symm_cu_error(cu));
     return SYMM_SUCCESS;
   }
   /* The embedded kernels were built from this tree: nothing to check. */
@@ -279,7 +279,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
 #endif
   ncu_context saved = NULL;
   bool entered = false;
-  co->cd = native_coll_driver_load(st->drv, co->why, sizeof co->why);
+  co->cd = symm_cu_coll_driver_load(st->drv, co->why, sizeof co->why);
   if (!co->cd) {
     res = native_coll_unavailable(co, file);
     goto out;
@@ -292,7 +292,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
                                          NCU_MEMHOSTALLOC_PORTABLE | NCU_MEMHOSTALLOC_DEVICEMAP);
   if (cu != NCU_SUCCESS) {
     snprintf(co->why, sizeof co->why, "cuMemHostAlloc of the error record failed: %s",
-             native_cu_error(cu));
+             symm_cu_error(cu));
     res = native_coll_unavailable(co, file);
     goto out;
   }
@@ -300,7 +300,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   co->err = host;
   cu = co->cd->cuMemHostGetDevicePointer(&co->err_dev, host, 0);
   if (cu != NCU_SUCCESS) {
-    snprintf(co->why, sizeof co->why, "cuMemHostGetDevicePointer failed: %s", native_cu_error(cu));
+    snprintf(co->why, sizeof co->why, "cuMemHostGetDevicePointer failed: %s", symm_cu_error(cu));
     res = native_coll_unavailable(co, file);
     goto out;
   }
@@ -434,7 +434,7 @@ static ncu_result native_coll_launch(native_coll_t *co, ncu_function fn, unsigne
     if (plain == NCU_SUCCESS) {
       co->pdl = false;
       SYMM_WARN(COLL, "native: cuLaunchKernelEx refused programmatic dependent launch (%s); "
-                "launching without it", native_cu_error(cu));
+                "launching without it", symm_cu_error(cu));
     }
     return plain;
   }

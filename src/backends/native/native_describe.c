@@ -28,13 +28,13 @@ static void native_print_bytes(FILE *out, size_t bytes) {
     fprintf(out, "%zu bytes", bytes);
 }
 
-static int native_attr_of(const native_driver_t *drv, int attr, ncu_device dev) {
+static int native_attr_of(const symm_cu_driver_t *drv, int attr, ncu_device dev) {
   int v = 0;
   return drv->cuDeviceGetAttribute(&v, attr, dev) == NCU_SUCCESS ? v : -1;
 }
 
 /* Granularity and the fabric export test need the device's context. */
-static void native_describe_granularity(FILE *out, const native_driver_t *drv, int i,
+static void native_describe_granularity(FILE *out, const symm_cu_driver_t *drv, int i,
                                         ncu_device dev, int fabric_attr) {
   ncu_context ctx = NULL, saved = NULL;
   if (drv->cuDevicePrimaryCtxRetain(&ctx, dev) != NCU_SUCCESS) {
@@ -67,13 +67,13 @@ static void native_describe_granularity(FILE *out, const native_driver_t *drv, i
       drv->cuMemRelease(h);
     }
     fprintf(out, "device %d fabric export: %s%s\n", i, cu == NCU_SUCCESS ? "works" : "fails: ",
-            cu == NCU_SUCCESS ? "" : native_cu_error(cu));
+            cu == NCU_SUCCESS ? "" : symm_cu_error(cu));
   }
   drv->cuCtxSetCurrent(saved);
   drv->cuDevicePrimaryCtxRelease(dev);
 }
 
-static void native_describe_device(FILE *out, const native_driver_t *drv, int i) {
+static void native_describe_device(FILE *out, const symm_cu_driver_t *drv, int i) {
   ncu_device dev;
   if (drv->cuDeviceGet(&dev, i) != NCU_SUCCESS) {
     fprintf(out, "device %d: cuDeviceGet failed\n", i);
@@ -102,7 +102,7 @@ static void native_describe_device(FILE *out, const native_driver_t *drv, int i)
 }
 
 /* Matrix of cuDeviceCanAccessPeer, then link attributes per ordered pair. */
-static void native_describe_peers(FILE *out, const native_driver_t *drv, int n) {
+static void native_describe_peers(FILE *out, const symm_cu_driver_t *drv, int n) {
   ncu_device dev[NATIVE_DESCRIBE_MAX_DEVICES];
   for (int i = 0; i < n; i++)
     if (drv->cuDeviceGet(&dev[i], i) != NCU_SUCCESS) return;
@@ -139,14 +139,14 @@ static void native_describe_peers(FILE *out, const native_driver_t *drv, int n) 
 
 void native_describe(FILE *out) {
   char why[512] = "";
-  const native_driver_t *drv = native_driver_init(why, sizeof why);
+  const symm_cu_driver_t *drv = symm_cu_driver_init(why, sizeof why);
   if (!drv) return; /* symmem-info already shows the probe's reason */
   fprintf(out, "driver: %s, CUDA driver API %d.%d\n", symm_setting_str("SYMM_CUDA_LIB"),
           drv->driver_version / 1000, drv->driver_version % 1000 / 10);
   int n = 0;
   ncu_result cu = drv->cuDeviceGetCount(&n);
   if (cu != NCU_SUCCESS) {
-    fprintf(out, "devices: cuDeviceGetCount failed: %s\n", native_cu_error(cu));
+    fprintf(out, "devices: cuDeviceGetCount failed: %s\n", symm_cu_error(cu));
     return;
   }
   fprintf(out, "devices: %d\n", n);

@@ -40,6 +40,6 @@ void native_device_free(symm_comm_t *comm, void *dev) {
   bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
   ncu_result cu = st->drv->cuMemFree((ncu_deviceptr)(uintptr_t)dev);
   if (cu != NCU_SUCCESS)
-    SYMM_WARN(BACKEND, "native: cuMemFree(%p) failed: %s", dev, native_cu_error(cu));
+    SYMM_WARN(BACKEND, "native: cuMemFree(%p) failed: %s", dev, symm_cu_error(cu));
   if (entered) native_ctx_leave(st, saved);
 }

@@ -26,7 +26,7 @@ symm_result_t native_cu_fail(ncu_result res, const char *fmt, ...) {
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   symm_result_t code = res == NCU_ERROR_OUT_OF_MEMORY ? SYMM_ERR_NO_MEMORY : SYMM_ERR_BACKEND;
-  return symm_error(code, "%s failed: %s", what, native_cu_error(res));
+  return symm_error(code, "%s failed: %s", what, symm_cu_error(res));
 }
 
 symm_result_t native_ctx_enter(native_state_t *st, ncu_context *saved) {
@@ -55,7 +55,7 @@ ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types) {
   return prop;
 }
 
-static int native_attr(const native_driver_t *drv, int attr, ncu_device dev) {
+static int native_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev) {
   int v = 0;
   if (drv->cuDeviceGetAttribute(&v, attr, dev) != NCU_SUCCESS) return 0;
   return v;
@@ -65,13 +65,13 @@ static int native_attr(const native_driver_t *drv, int attr, ncu_device dev) {
 
 symm_result_t native_probe(char *why, size_t why_len) {
   char reason[512] = "";
-  const native_driver_t *drv = native_driver_init(reason, sizeof reason);
+  const symm_cu_driver_t *drv = symm_cu_driver_init(reason, sizeof reason);
   int count = 0, vmm = 0, fd = 0;
   if (!drv) goto unusable;
   ncu_result res = drv->cuDeviceGetCount(&count);
   if (res != NCU_SUCCESS || count < 1) {
     snprintf(reason, sizeof reason, "no CUDA device visible (%s)",
-             res != NCU_SUCCESS ? native_cu_error(res) : "device count 0");
+             res != NCU_SUCCESS ? symm_cu_error(res) : "device count 0");
     goto unusable;
   }
   for (int i = 0; i < count; i++) {
@@ -182,14 +182,14 @@ static bool native_fabric_works(native_state_t *st, size_t gran, char *why, size
   ncu_mem_handle h;
   ncu_result cu = st->drv->cuMemCreate(&h, gran, &prop, 0);
   if (cu != NCU_SUCCESS) {
-    snprintf(why, why_len, "cuMemCreate with fabric handles failed: %s", native_cu_error(cu));
+    snprintf(why, why_len, "cuMemCreate with fabric handles failed: %s", symm_cu_error(cu));
     return false;
   }
   ncu_fabric_handle fh;
   cu = st->drv->cuMemExportToShareableHandle(&fh, h, NCU_HANDLE_FABRIC, 0);
   st->drv->cuMemRelease(h);
   if (cu != NCU_SUCCESS) {
-    snprintf(why, why_len, "fabric export failed (no IMEX channel?): %s", native_cu_error(cu));
+    snprintf(why, why_len, "fabric export failed (no IMEX channel?): %s", symm_cu_error(cu));
     return false;
   }
   return true;
@@ -239,7 +239,7 @@ static uint64_t native_host_hash(void) {
 static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
                                         native_rank_info_t *me) {
   char why[512] = "";
-  st->drv = native_driver_init(why, sizeof why);
+  st->drv = symm_cu_driver_init(why, sizeof why);
   if (!st->drv) return symm_error(SYMM_ERR_UNSUPPORTED, "native: %s", why);
   SYMM_CHECK(native_pick_device(comm, st));
   bool fd_attr = false, fabric_attr = false;
@@ -415,7 +415,7 @@ static void native_state_destroy(native_state_t *st) {
 /* Frees what a failed init made and leaves this thread's context as init
  * found it. */
 static void native_init_failed(native_state_t *st) {
-  const native_driver_t *drv = st->drv;
+  const symm_cu_driver_t *drv = st->drv;
   const bool put_back = st->caller_saved;
   ncu_context caller = st->caller_ctx;
   native_state_destroy(st);

@@ -56,7 +56,7 @@ static symm_result_t native_check_kind(const native_state_t *st, ncu_deviceptr p
   if (cu != NCU_SUCCESS)
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "native validate: %#llx is not CUDA memory (host memory or unmapped): %s",
-                      p, native_cu_error(cu));
+                      p, symm_cu_error(cu));
   if (type != NCU_MEMORYTYPE_DEVICE)
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "native validate: %#llx is not device memory (CUDA memory type %u: %s)", p,
@@ -72,7 +72,7 @@ static symm_result_t native_check_props(const native_state_t *st, ncu_deviceptr 
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "native validate: %#llx is not VMM memory (cudaMalloc or a caching "
                       "allocator?); symmetric memory must come from cuMemCreate: %s",
-                      p, native_cu_error(cu));
+                      p, symm_cu_error(cu));
   ncu_alloc_prop prop;
   memset(&prop, 0, sizeof prop);
   cu = st->drv->cuMemGetAllocationPropertiesFromHandle(&prop, h);

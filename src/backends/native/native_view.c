@@ -22,7 +22,7 @@ static void native_view_release(native_state_t *st, native_view_t *v) {
     ncu_result cu = st->drv->cuMemUnmap(v->va + (size_t)r * v->stride, v->stride);
     if (cu != NCU_SUCCESS)
       SYMM_WARN(BACKEND, "native: contiguous view: cuMemUnmap(rank %d) failed: %s", r,
-                native_cu_error(cu));
+                symm_cu_error(cu));
   }
   v->mapped = 0;
   if (v->va) st->drv->cuMemAddressFree(v->va, v->total);

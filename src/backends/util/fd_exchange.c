@@ -12,7 +12,7 @@
  * under table_lock; each peer's cached client connection has its own lock so
  * that fetches from different peers run in parallel.
  */
-#include "backends/util/fd_exchange.h"
+#include "symm_backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -635,12 +635,12 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
   if (!fdx) return NULL;
   fdx->listen_fd = fdx->wake_fd = -1;
   pthread_mutex_init(&fdx->table_lock, NULL);
-  fdx->peers = calloc((size_t)comm->size, sizeof *fdx->peers);
+  fdx->peers = calloc((size_t)symm_comm_size(comm), sizeof *fdx->peers);
   fdx->conns_cap = 16;
   fdx->conns = malloc(fdx->conns_cap * sizeof *fdx->conns);
   fdx->pfds_cap = fdx->conns_cap + 2;
   fdx->pfds = malloc(fdx->pfds_cap * sizeof *fdx->pfds);
-  fdx->size = comm->size; /* also what stop uses to tear peers down */
+  fdx->size = symm_comm_size(comm); /* also what stop uses to tear peers down */
   if (!fdx->peers || !fdx->conns || !fdx->pfds) {
     free(fdx->peers);
     fdx->peers = NULL;
@@ -657,22 +657,22 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
 symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **out) {
   if (!comm || !out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: NULL argument");
   *out = NULL;
-  if (comm->size <= 0 || comm->rank < 0 || comm->rank >= comm->size)
+  if (symm_comm_size(comm) <= 0 || symm_comm_rank(comm) < 0 || symm_comm_rank(comm) >= symm_comm_size(comm))
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: rank %d out of range [0, %d)",
-                      comm->rank, comm->size);
+                      symm_comm_rank(comm), symm_comm_size(comm));
   struct sockaddr_un addr;
-  socklen_t len = symm_fdx_address(comm->job_id, comm->index, comm->rank, &addr);
+  socklen_t len = symm_fdx_address(symm_comm_job_id(comm), symm_comm_index(comm), symm_comm_rank(comm), &addr);
   if (len == 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: job id \"%.64s\" too long for a socket name",
-                      comm->job_id);
+                      symm_comm_job_id(comm));
 
   symm_result_t res = SYMM_SUCCESS;
   symm_fdx_t *fdx = fdx_alloc(comm);
   if (!fdx) return symm_error(SYMM_ERR_NO_MEMORY, "symm_fdx_start: out of memory");
-  snprintf(fdx->job_id, sizeof fdx->job_id, "%s", comm->job_id);
-  fdx->index = comm->index;
-  fdx->rank = comm->rank;
-  fdx->timeout_ms = comm->timeout_ms > 0 ? comm->timeout_ms : FDX_DEFAULT_TIMEOUT_MS;
+  snprintf(fdx->job_id, sizeof fdx->job_id, "%s", symm_comm_job_id(comm));
+  fdx->index = symm_comm_index(comm);
+  fdx->rank = symm_comm_rank(comm);
+  fdx->timeout_ms = symm_comm_timeout_ms(comm) > 0 ? symm_comm_timeout_ms(comm) : FDX_DEFAULT_TIMEOUT_MS;
   fdx_printable_name(&addr, len, fdx->name, sizeof fdx->name);
 
   SYMM_CHECK_GOTO(fdx_listen(fdx), res, fail);

@@ -17,7 +17,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "core/internal.h"
+#include "symm_error.h"
+#include "symm_util.h"
 
 typedef struct symm_fdx symm_fdx_t;
 

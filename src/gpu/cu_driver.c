@@ -2,19 +2,20 @@
  * Run-time loading of the CUDA driver: dlopen the library named by
  * SYMM_CUDA_LIB, take cuGetProcAddress_v2 from it, and resolve every other
  * entry point through that with an explicit CUDA version, so that the
- * signatures we call are the ones native_driver.h declares no matter how
+ * signatures we call are the ones cu_driver.h declares no matter how
  * new the installed driver is.
  */
-#include "backends/native/native_driver.h"
+#include "gpu/cu_driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "symm_error.h"
+#include "symm_settings.h"
 
-static native_driver_t native_drv;
+static symm_cu_driver_t cu_drv;
 static char native_load_why[512];
 static bool native_load_ok;
 static pthread_once_t native_load_once = PTHREAD_ONCE_INIT;
@@ -25,16 +26,16 @@ static pthread_once_t native_init_once = PTHREAD_ONCE_INIT;
 
 typedef ncu_result (*native_get_proc_fn)(const char *, void **, int, unsigned long long, int *);
 
-ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol, void **fn) {
+ncu_result symm_cu_driver_resolve(const symm_cu_driver_t *drv, const char *symbol, void **fn) {
   *fn = NULL;
   int status = NCU_PROC_NOT_FOUND;
-  ncu_result res = drv->get_proc(symbol, fn, NATIVE_CUDA_ABI, NCU_PROC_LEGACY_STREAM, &status);
+  ncu_result res = drv->get_proc(symbol, fn, SYMM_CUDA_ABI, NCU_PROC_LEGACY_STREAM, &status);
   if (res == NCU_SUCCESS && status == NCU_PROC_FOUND && *fn) return NCU_SUCCESS;
   *fn = NULL;
   return res != NCU_SUCCESS ? res : NCU_ERROR_NOT_FOUND;
 }
 
-/* Resolves every entry of NATIVE_DRIVER_FUNCTIONS.  A symbol the driver
+/* Resolves every entry of SYMM_CU_DRIVER_FUNCTIONS.  A symbol the driver
  * does not have means a driver older than the ABI we declare; any other
  * failure (the toolkit's stub library answers every call with an error) is
  * reported as is. */
@@ -42,17 +43,17 @@ static bool native_resolve_all(char *why, size_t why_len) {
   void *fn;
   ncu_result res;
 #define NATIVE_RESOLVE_FN(name, params)                                           \
-  if ((res = native_driver_resolve(&native_drv, #name, &fn)) != NCU_SUCCESS) {    \
+  if ((res = symm_cu_driver_resolve(&cu_drv, #name, &fn)) != NCU_SUCCESS) {    \
     if (res == NCU_ERROR_NOT_FOUND)                                               \
       snprintf(why, why_len, "CUDA driver lacks %s for CUDA %d.%d (driver too old?)", \
-               #name, NATIVE_CUDA_ABI / 1000, NATIVE_CUDA_ABI % 1000 / 10);       \
+               #name, SYMM_CUDA_ABI / 1000, SYMM_CUDA_ABI % 1000 / 10);       \
     else                                                                          \
       snprintf(why, why_len, "cuGetProcAddress(%s) failed: %s", #name,            \
-               native_cu_error(res));                                             \
+               symm_cu_error(res));                                             \
     return false;                                                                 \
   }                                                                               \
-  memcpy(&native_drv.name, &fn, sizeof fn);
-  NATIVE_DRIVER_FUNCTIONS(NATIVE_RESOLVE_FN)
+  memcpy(&cu_drv.name, &fn, sizeof fn);
+  SYMM_CU_DRIVER_FUNCTIONS(NATIVE_RESOLVE_FN)
 #undef NATIVE_RESOLVE_FN
   return true;
 }
@@ -77,53 +78,53 @@ static void native_load_once_fn(void) {
     dlclose(lib);
     return;
   }
-  native_drv.lib = lib;
-  memcpy(&native_drv.get_proc, &sym, sizeof sym);
+  cu_drv.lib = lib;
+  memcpy(&cu_drv.get_proc, &sym, sizeof sym);
   if (!native_resolve_all(native_load_why, sizeof native_load_why)) {
     /* Keep the library loaded: dlclose of libcuda is not safe once any of
      * its code ran, and the runtime may hold it too. */
     return;
   }
-  if (native_drv.cuDriverGetVersion(&native_drv.driver_version) != NCU_SUCCESS)
-    native_drv.driver_version = 0;
+  if (cu_drv.cuDriverGetVersion(&cu_drv.driver_version) != NCU_SUCCESS)
+    cu_drv.driver_version = 0;
   native_load_ok = true;
   SYMM_INFO(BACKEND, "native: loaded %s (driver API %d.%d)", name,
-            native_drv.driver_version / 1000, native_drv.driver_version % 1000 / 10);
+            cu_drv.driver_version / 1000, cu_drv.driver_version % 1000 / 10);
 }
 
-const native_driver_t *native_driver_load(char *why, size_t why_len) {
+const symm_cu_driver_t *symm_cu_driver_load(char *why, size_t why_len) {
   pthread_once(&native_load_once, native_load_once_fn);
-  if (native_load_ok) return &native_drv;
+  if (native_load_ok) return &cu_drv;
   if (why && why_len) snprintf(why, why_len, "%s", native_load_why);
   return NULL;
 }
 
 static void native_init_once_fn(void) {
-  if (!native_driver_load(native_init_why, sizeof native_init_why)) return;
-  ncu_result res = native_drv.cuInit(0);
+  if (!symm_cu_driver_load(native_init_why, sizeof native_init_why)) return;
+  ncu_result res = cu_drv.cuInit(0);
   if (res != NCU_SUCCESS) {
     snprintf(native_init_why, sizeof native_init_why, "cuInit failed: %s%s",
-             native_cu_error(res),
+             symm_cu_error(res),
              res == NCU_ERROR_NO_DEVICE ? " (check CUDA_VISIBLE_DEVICES and nvidia-smi)" : "");
     return;
   }
   native_init_ok = true;
 }
 
-const native_driver_t *native_driver_init(char *why, size_t why_len) {
+const symm_cu_driver_t *symm_cu_driver_init(char *why, size_t why_len) {
   pthread_once(&native_init_once, native_init_once_fn);
-  if (native_init_ok) return &native_drv;
+  if (native_init_ok) return &cu_drv;
   if (why && why_len) snprintf(why, why_len, "%s", native_init_why);
   return NULL;
 }
 
-static native_coll_driver_t native_coll_drv;
+static symm_cu_coll_driver_t native_coll_drv;
 static char native_coll_why[256];
 static bool native_coll_ok;
 static pthread_mutex_t native_coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool native_coll_tried;
 
-const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, char *why,
+const symm_cu_coll_driver_t *symm_cu_coll_driver_load(const symm_cu_driver_t *drv, char *why,
                                                     size_t why_len) {
   pthread_mutex_lock(&native_coll_lock);
   if (!native_coll_tried) {
@@ -133,17 +134,17 @@ const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, 
     native_coll_ok = true;
 #define NATIVE_RESOLVE_COLL_FN(name, params)                                          \
   if (native_coll_ok) {                                                               \
-    if ((res = native_driver_resolve(drv, #name, &fn)) != NCU_SUCCESS) {              \
+    if ((res = symm_cu_driver_resolve(drv, #name, &fn)) != NCU_SUCCESS) {              \
       snprintf(native_coll_why, sizeof native_coll_why,                              \
-               "the CUDA driver has no usable %s: %s", #name, native_cu_error(res));  \
+               "the CUDA driver has no usable %s: %s", #name, symm_cu_error(res));  \
       native_coll_ok = false;                                                         \
     } else {                                                                          \
       memcpy(&native_coll_drv.name, &fn, sizeof fn);                                  \
     }                                                                                 \
   }
-    NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_RESOLVE_COLL_FN)
+    SYMM_CU_COLL_DRIVER_FUNCTIONS(NATIVE_RESOLVE_COLL_FN)
 #undef NATIVE_RESOLVE_COLL_FN
-    if (native_driver_resolve(drv, "cuLaunchKernelEx", &fn) == NCU_SUCCESS)
+    if (symm_cu_driver_resolve(drv, "cuLaunchKernelEx", &fn) == NCU_SUCCESS)
       memcpy(&native_coll_drv.cuLaunchKernelEx, &fn, sizeof fn);
   }
   bool ok = native_coll_ok;
@@ -153,13 +154,13 @@ const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, 
   return NULL;
 }
 
-const char *native_cu_error(ncu_result res) {
+const char *symm_cu_error(ncu_result res) {
   static _Thread_local char buf[160];
   const char *name = NULL, *desc = NULL;
   /* The name functions work before cuInit; they are NULL only when the
    * library never loaded, and then no driver result exists to name. */
-  if (native_drv.cuGetErrorName) native_drv.cuGetErrorName(res, &name);
-  if (native_drv.cuGetErrorString) native_drv.cuGetErrorString(res, &desc);
+  if (cu_drv.cuGetErrorName) cu_drv.cuGetErrorName(res, &name);
+  if (cu_drv.cuGetErrorString) cu_drv.cuGetErrorString(res, &desc);
   if (name && desc)
     snprintf(buf, sizeof buf, "%s (%s)", name, desc);
   else if (res == NCU_ERROR_STUB_LIBRARY)

@@ -1,21 +1,21 @@
 /*
- * The slice of the CUDA driver API the native backend uses, loaded at run
+ * The slice of the CUDA driver API the GPU engine and the GPU backends use, loaded at run
  * time.  The library never links libcuda and must build where the CUDA
  * toolkit is absent, so this header states the few ABI facts it relies on
  * (type sizes, enum values, struct layouts) itself instead of including
  * cuda.h.  The values are those of the CUDA 12/13 driver ABI; every entry
- * point is resolved through cuGetProcAddress with NATIVE_CUDA_ABI, which
+ * point is resolved through cuGetProcAddress with SYMM_CUDA_ABI, which
  * makes the driver hand back the variant whose signature matches the
  * declarations below (e.g. the size_t-based "_v2" memory calls).
  */
-#ifndef SYMM_NATIVE_DRIVER_H
-#define SYMM_NATIVE_DRIVER_H
+#ifndef SYMM_CU_DRIVER_H
+#define SYMM_CU_DRIVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* CUDA version whose entry-point signatures we declare (12.0). */
-#define NATIVE_CUDA_ABI 12000
+#define SYMM_CUDA_ABI 12000
 
 /* ------------------------------------------------------------ basic types */
 typedef int ncu_result;                  /* CUresult (an enum: int-sized) */
@@ -138,7 +138,7 @@ typedef struct ncu_uuid {
 /* X(name, return-less parameter list): one line per driver function the
  * backend uses.  There is no multicast entry point among them, nor anywhere
  * in symmem: see symm_multicast_status. */
-#define NATIVE_DRIVER_FUNCTIONS(X)                                             \
+#define SYMM_CU_DRIVER_FUNCTIONS(X)                                             \
   X(cuGetErrorName, (ncu_result e, const char **s))                            \
   X(cuGetErrorString, (ncu_result e, const char **s))                          \
   X(cuInit, (unsigned int flags))                                              \
@@ -194,7 +194,7 @@ typedef struct ncu_uuid {
   X(cuPointerGetAttribute, (void *data, int attr, ncu_deviceptr ptr))
 
 /* Entry points of the collectives (native_coll.c), resolved on first use by
- * native_coll_driver_load so that a driver (or the tests' fake driver)
+ * symm_cu_coll_driver_load so that a driver (or the tests' fake driver)
  * without them still runs everything else. */
 typedef struct ncu_module_st *ncu_module;     /* CUmodule */
 typedef struct ncu_function_st *ncu_function; /* CUfunction */
@@ -203,7 +203,7 @@ typedef struct ncu_function_st *ncu_function; /* CUfunction */
 enum { NCU_FUNC_ATTR_PTX_VERSION = 5 };
 /* cuMemHostAlloc flags. */
 enum { NCU_MEMHOSTALLOC_PORTABLE = 0x1, NCU_MEMHOSTALLOC_DEVICEMAP = 0x2 };
-#define NATIVE_COLL_DRIVER_FUNCTIONS(X)                                        \
+#define SYMM_CU_COLL_DRIVER_FUNCTIONS(X)                                        \
   X(cuModuleLoadData, (ncu_module * module, const void *image))                \
   X(cuModuleUnload, (ncu_module module))                                       \
   X(cuModuleGetFunction, (ncu_function * fn, ncu_module module,                \
@@ -240,24 +240,24 @@ typedef struct ncu_launch_config {
   unsigned int num_attrs;
 } ncu_launch_config;
 
-#define NATIVE_DECLARE_FN(name, params) ncu_result (*name) params;
-typedef struct native_coll_driver {
-  NATIVE_COLL_DRIVER_FUNCTIONS(NATIVE_DECLARE_FN)
+#define SYMM_CU_DECLARE_FN(name, params) ncu_result (*name) params;
+typedef struct symm_cu_coll_driver {
+  SYMM_CU_COLL_DRIVER_FUNCTIONS(SYMM_CU_DECLARE_FN)
   /* Optional (CUDA 12.0+, NULL where absent): launches with programmatic
    * dependent launch, see native_coll_launch. */
   ncu_result (*cuLaunchKernelEx)(const ncu_launch_config *config, ncu_function fn,
                                  void **params, void **extra);
-} native_coll_driver_t;
+} symm_cu_coll_driver_t;
 
-typedef struct native_driver {
+typedef struct symm_cu_driver {
   void *lib;           /* dlopen handle, kept for the process lifetime */
   int driver_version;  /* cuDriverGetVersion, e.g. 12080 */
   /* cuGetProcAddress_v2 itself, for entry points resolved later. */
   ncu_result (*get_proc)(const char *symbol, void **fn, int cuda_version,
                          unsigned long long flags, int *status);
-  NATIVE_DRIVER_FUNCTIONS(NATIVE_DECLARE_FN)
-} native_driver_t;
-#undef NATIVE_DECLARE_FN
+  SYMM_CU_DRIVER_FUNCTIONS(SYMM_CU_DECLARE_FN)
+} symm_cu_driver_t;
+#undef SYMM_CU_DECLARE_FN
 
 /*
  * Loads the driver library named by SYMM_CUDA_LIB once per process and
@@ -265,24 +265,24 @@ typedef struct native_driver {
  * table, or NULL with the reason in why ("libcuda.so.1 not found (no NVIDIA
  * driver): ...").  Thread-safe; the outcome is cached.
  */
-const native_driver_t *native_driver_load(char *why, size_t why_len);
+const symm_cu_driver_t *symm_cu_driver_load(char *why, size_t why_len);
 
 /* Loads the driver and runs cuInit(0) once; same contract as
- * native_driver_load ("cuInit failed: CUDA_ERROR_NO_DEVICE (...)"). */
-const native_driver_t *native_driver_init(char *why, size_t why_len);
+ * symm_cu_driver_load ("cuInit failed: CUDA_ERROR_NO_DEVICE (...)"). */
+const symm_cu_driver_t *symm_cu_driver_init(char *why, size_t why_len);
 
 /* Resolves one more entry point (the collectives' table).  0 on success, else a driver
  * result; *fn is NULL on failure. */
-ncu_result native_driver_resolve(const native_driver_t *drv, const char *symbol, void **fn);
+ncu_result symm_cu_driver_resolve(const symm_cu_driver_t *drv, const char *symbol, void **fn);
 
-/* Resolves NATIVE_COLL_DRIVER_FUNCTIONS once per process (after
- * native_driver_load succeeded).  NULL with the reason in why when the
+/* Resolves SYMM_CU_COLL_DRIVER_FUNCTIONS once per process (after
+ * symm_cu_driver_load succeeded).  NULL with the reason in why when the
  * driver lacks one of them.  Thread-safe; the outcome is cached. */
-const native_coll_driver_t *native_coll_driver_load(const native_driver_t *drv, char *why,
+const symm_cu_coll_driver_t *symm_cu_coll_driver_load(const symm_cu_driver_t *drv, char *why,
                                                     size_t why_len);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)": name and description of a
  * driver result, in a per-thread buffer valid until the next call. */
-const char *native_cu_error(ncu_result res);
+const char *symm_cu_error(ncu_result res);
 
-#endif /* SYMM_NATIVE_DRIVER_H */
+#endif /* SYMM_CU_DRIVER_H */

@@ -1,0 +1,82 @@
+/*
+ * Engines: what every backend on one kind of memory shares.  The core picks
+ * the engine from the backend's mem_kind and drives it through this table;
+ * backends never call it (they see the GPU engine through symm_gpu.h).
+ *   - the CPU engine (src/cpu/): collectives and signals run by the calling
+ *     thread on peer memory the CPU loads and stores;
+ *   - the GPU engine (src/gpu/): the CUDA driver, the device and its
+ *     context, the embedded kernels, their planning and launch, the
+ *     asynchronous error record, device copies.
+ * Both work only from what the core and the backend give them: the
+ * communicator's accessors, the peer pointers of rendezvoused tensors, the
+ * scratch tensor, the caller's stream.  Not installed.
+ */
+#ifndef SYMM_ENGINE_H
+#define SYMM_ENGINE_H
+
+#include "symm_backend.h"
+
+typedef struct symm_engine_ops {
+  int version; /* 1 */
+  const char *name;          /* "cpu", "gpu" */
+  symm_mem_kind_t mem_kind;  /* the memory it serves */
+  /* Local, before the backend's init: the engine's resources for this rank
+   * (GPU: driver, device, context, stream, kernels).  May publish a blob;
+   * the core all-gathers it with the backend's in one round.  On failure
+   * the core calls fini. */
+  symm_result_t (*init)(symm_comm_t *comm, symm_blob_t *blob);
+  /* Local, after that round: every rank's engine blob (all[rank]), before
+   * the backend's startup (GPU: peers' devices, access, kernels agreed). */
+  symm_result_t (*startup)(symm_comm_t *comm, const symm_blob_t *all);
+  /* Local, after the backend's fini: frees what init made. */
+  void (*fini)(symm_comm_t *comm);
+  /* Bytes the engine keeps in the scratch tensor besides staging (GPU: the
+   * LL areas); SYMM_SCRATCH_BYTES comes on top. */
+  size_t (*scratch_fixed)(symm_comm_t *comm);
+  /* The all-reduce algorithm that runs when `asked` (AUTO included) is
+   * asked for on `bytes` per rank.  Maps its own answers to themselves. */
+  symm_algo_t (*allreduce_algo)(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
+  /* Scratch bytes per rank with which every collective on buffers of at
+   * most max_bytes runs without growing it (symm_comm_scratch_bytes);
+   * SYMM_ERR_INVALID_ARG when that overflows. */
+  symm_result_t (*scratch_bytes)(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
+  /* Runs (CPU) or enqueues (GPU) one collective; the core has validated the
+   * arguments and resolved algo.  SYMM_ERR_UNSUPPORTED with the reason when
+   * this communicator cannot run collectives (no kernels in this build). */
+  symm_result_t (*collective)(symm_comm_t *comm, const symm_coll_args_t *args);
+  /* Takes part in collective args->seq for a rank whose call failed the
+   * core's argument checks (kind, count, seq set; other fields may be
+   * invalid; send_bytes and recv_bytes 0), with a descriptor no valid call
+   * has, so that the peers fail with SYMM_ERR_MISMATCH instead of pairing
+   * their call with this rank's next one.  Touches no buffer of the call. */
+  symm_result_t (*abstain)(symm_comm_t *comm, const symm_coll_args_t *args);
+  /* Runs or enqueues a signal put, wait or barrier (SYMM_SIGNAL_*) on a
+   * rendezvoused tensor's pads; the core has checked peer, channel and
+   * stream. */
+  symm_result_t (*signal)(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
+                          int channel, void *stream);
+  /* Optional: moves an error raised by device-side work since the last
+   * call into the communicator (symm_comm_set_async_error) and clears it at
+   * the source.  Local, does not synchronise. */
+  symm_result_t (*poll_async_error)(symm_comm_t *comm);
+  /* Zeroes `bytes` at ptr, memory of this engine's kind (a pooled
+   * allocation's signal pad before reuse). */
+  symm_result_t (*zero)(symm_comm_t *comm, void *ptr, size_t bytes);
+  /* Optional: copies `bytes` of host memory into new device memory of the
+   * communicator's GPU (the device array of peer pointers), and frees it.
+   * NULL for memory the CPU reaches directly. */
+  symm_result_t (*device_copy)(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
+  void (*device_free)(symm_comm_t *comm, void *dev);
+  /* members above: version 1 */
+} symm_engine_ops_t;
+
+extern const symm_engine_ops_t symm_cpu_engine;
+extern const symm_engine_ops_t symm_gpu_engine;
+
+/* The communicator's engine, and its per-communicator state (NULL until
+ * set). */
+const symm_engine_ops_t *symm_comm_engine(const symm_comm_t *comm);
+void *symm_engine_state(const symm_comm_t *comm);
+void symm_engine_set_state(symm_comm_t *comm, void *state);
+
+#endif /* SYMM_ENGINE_H */

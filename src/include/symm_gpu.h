@@ -1,0 +1,63 @@
+/*
+ * The GPU engine as a backend sees it (src/gpu/).  For a backend whose
+ * memory is device memory (ops->mem_kind == SYMM_MEM_DEVICE) the core
+ * starts the GPU engine before the backend's init: the CUDA driver loaded
+ * at run time, the rank's device picked, its primary context retained and
+ * current, a private stream, the embedded kernels, every rank's device
+ * identity exchanged.  The backend then only makes and shares memory; the
+ * engine runs every collective and signal on the peer pointers the
+ * backend's map_peer returns.  Not installed.
+ */
+#ifndef SYMM_GPU_H
+#define SYMM_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpu/cu_driver.h"
+#include "symm_error.h"
+
+typedef struct symm_gpu symm_gpu_t;
+
+/* The communicator's GPU engine; NULL for a communicator on CPU memory. */
+symm_gpu_t *symm_gpu_of(const symm_comm_t *comm);
+
+/* The driver's entry points (never NULL for an engine that exists). */
+const symm_cu_driver_t *symm_gpu_driver(const symm_gpu_t *gpu);
+/* This rank's device: its ordinal in this process and the driver's handle. */
+int symm_gpu_ordinal(const symm_gpu_t *gpu);
+ncu_device symm_gpu_device(const symm_gpu_t *gpu);
+/* A non-blocking stream of the engine's own (zeroing, small copies): it
+ * never waits behind the application's work. */
+ncu_stream symm_gpu_stream(const symm_gpu_t *gpu);
+/* Rank r's device as an ordinal of this process (-1: not visible here),
+ * and whether this rank's device can access it (1 yes, 0 no, -1 unknown).
+ * Valid from the backend's startup on. */
+int symm_gpu_peer_ordinal(const symm_gpu_t *gpu, int r);
+int symm_gpu_peer_access(const symm_gpu_t *gpu, int r);
+/* Every rank's device PCI bus id ("0000:19:00.0"), from startup on. */
+const char *symm_gpu_peer_bus_id(const symm_gpu_t *gpu, int r);
+
+/* Makes the communicator's context current on this thread; *saved gets
+ * what symm_gpu_leave puts back (the caller's context). */
+symm_result_t symm_gpu_enter(symm_gpu_t *gpu, ncu_context *saved);
+void symm_gpu_leave(symm_gpu_t *gpu, ncu_context saved);
+
+/* Records a failed driver call as the thread's error, "<what> failed:
+ * CUDA_ERROR_X (text)", and returns SYMM_ERR_NO_MEMORY for out-of-memory,
+ * else SYMM_ERR_BACKEND. */
+symm_result_t symm_gpu_fail(ncu_result res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A driver call that must succeed, else `res` = symm_gpu_fail(...) and
+ * goto label. */
+#define SYMM_CU_GOTO(call, res, label, ...)                                    \
+  do {                                                                         \
+    ncu_result cu_ = (call);                                                   \
+    if (cu_ != NCU_SUCCESS) {                                                  \
+      (res) = symm_gpu_fail(cu_, __VA_ARGS__);                                 \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+#endif /* SYMM_GPU_H */
