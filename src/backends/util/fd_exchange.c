@@ -522,7 +522,7 @@ static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
       return symm_error(SYMM_ERR_PEER_LOST, "fd exchange: rank %d's server closed the connection",
                         peer);
     }
-    if (n < 0) return symm_error_errno("fd exchange: recvmsg from rank %d", peer);
+    SYMM_SYSCHECK(n, "fd exchange: recvmsg from rank %d", peer);
     r->len = n;
     r->flags = msg.msg_flags;
     fdx_collect_fds(&msg, r);
