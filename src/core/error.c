@@ -1,4 +1,5 @@
-/* Result codes, their names, and the per-thread detailed last error. */
+/* Result codes, their names, the per-thread detailed last error, and the
+ * log lines of a failure (symm_error.h says who logs what). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,8 +56,8 @@ void symm_error_restore(const char *saved) {
   if (saved != last_error) snprintf(last_error, sizeof last_error, "%s", saved ? saved : "");
 }
 
-/* The line naming the code, for the raise ("error CODE: ...") and the
- * trail ("-> CODE"); a code outside the enum prints its number. */
+/* How log lines name a code: the raise ("error CODE: ...") and the trail
+ * ("-> CODE"); a value outside the enum prints its number. */
 static const char *code_text(symm_result_t code, char *buf, size_t cap) {
   const char *name = symm_result_name(code);
   if (name) return name;
