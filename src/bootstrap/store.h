@@ -19,7 +19,10 @@
 #ifndef SYMM_STORE_H
 #define SYMM_STORE_H
 
-#include "../core/internal.h"
+#include "symm_bootstrap.h"
+#include "symm_error.h"
+#include "symm_settings.h"
+#include "symm_util.h"
 
 #define SYMM_STORE_MAX_KEY 255
 #define SYMM_STORE_MAX_VALUE (16u << 20)

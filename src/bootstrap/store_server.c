@@ -20,12 +20,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/internal.h" /* symm_fork_guard_add / _close */
 #include "store_proto.h"
 
 /* Input bytes buffered ahead of the message being served; a peer that
