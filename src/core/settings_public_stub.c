@@ -1,6 +1,8 @@
 /* Placeholder of the public settings API (symm_setting_count/_get) that
- * another branch adds in settings.c; symmem-bench codes against it.  To be
- * removed, with its declarations in symmem.h, when that branch lands. */
+ * another branch adds in settings.c; symmem-bench codes against it.  When
+ * that branch lands this file goes, and so does the block of symmem.h that
+ * declares symm_setting_info_t and the two functions (that branch declares
+ * them itself). */
 #include <stdlib.h>
 
 #include "internal.h"
