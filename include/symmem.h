@@ -194,6 +194,18 @@ typedef struct symm_config {
         SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1                          \
   }
 
+/* Settings (SYMM_* variables): the library's table of them, with the
+ * values this process sees.  (Placeholder of the settings API being added
+ * on another branch; src/core/settings_public_stub.c implements it.) */
+typedef struct symm_setting_info {
+  const char *name; const char *type; const char *default_value; const char *help;
+  const char *value;   /* as it may be shown (secret: "(set)"), NULL when unset */
+  const char *problem; /* NULL, or why the value is refused */
+  int secret, per_job;
+} symm_setting_info_t;
+SYMM_API size_t symm_setting_count(void);
+SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info);
+
 /* ------------------------------------------------------------------------ */
 /* Communicator                                                             */
 /* ------------------------------------------------------------------------ */
@@ -342,6 +354,36 @@ SYMM_API symm_result_t symm_store_delete(symm_store_t *store, const char *key);
 SYMM_API symm_result_t symm_store_check(symm_store_t *store,
                                         const char *const *keys, size_t n,
                                         int *present);
+
+/*
+ * Serving the store in a launcher.  A process that starts a job's ranks
+ * (as symmem-run does) may serve their store itself: it starts a server,
+ * passes its address and token to the ranks (SYMM_STORE_ADDR=host:port,
+ * SYMM_TOKEN, and SYMM_STORE_EXTERNAL=1 so that rank 0 serves none), and
+ * tells it when a rank process dies.  The server is a thread of the
+ * calling process; these calls are thread-safe.
+ */
+typedef struct symm_store_server symm_store_server_t;
+
+/* Starts a server thread listening on bind_host:port (port 0: any free
+ * port; bind_host NULL or "": 127.0.0.1; "[v6]" accepted).  Every
+ * connection must present `token` (NULL or "": no check, logged at WARN).
+ * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS is
+ * closed.  Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
+ * token over 1024 bytes), SYMM_ERR_SYSTEM (the address cannot be resolved
+ * or bound, no thread), SYMM_ERR_NO_MEMORY. */
+SYMM_API symm_result_t symm_store_server_start(const char *bind_host, int port,
+                                               const char *token,
+                                               symm_store_server_t **server);
+/* The port actually bound; -1 for NULL. */
+SYMM_API int symm_store_server_port(const symm_store_server_t *server);
+/* Records rank as lost in every communicator the store serves: its
+ * pending and later blocking requests fail with SYMM_ERR_PEER_LOST naming
+ * it, instead of waiting out their timeout.  A rank that connects again
+ * is no longer lost.  NULL server or rank < 0: nothing. */
+SYMM_API void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
+/* Stops the thread, closes every connection, frees everything.  NULL ok. */
+SYMM_API void symm_store_server_stop(symm_store_server_t *server);
 
 /* ------------------------------------------------------------------------ */
 /* Symmetric tensors                                                        */
@@ -707,6 +749,13 @@ SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_byt
  * SYMM_ERR_MISMATCH; choices that run the same agree (e.g. LL and one-shot
  * on the host; on native, LL too large for its area and LL128). */
 SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
+
+/* The all-reduce algorithm this communicator was told to use: the one set
+ * with symm_comm_set_allreduce_algo, else SYMM_ALLREDUCE_ALGO's, else
+ * SYMM_ALGO_AUTO (the choice by size; what a call runs is
+ * symm_all_reduce_algo).  Local.  Errors: SYMM_ERR_INVALID_ARG (NULL comm
+ * or algo). */
+SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_algo_t *algo);
 
 /*
  * The algorithm symm_all_reduce runs for `count` elements of `dtype` on this

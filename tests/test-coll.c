@@ -816,6 +816,29 @@ TEST_IMPL(coll_algo_query) {
   return 0;
 }
 
+/* symm_comm_allreduce_algo: what SYMM_ALLREDUCE_ALGO chose at init, then
+ * what symm_comm_set_allreduce_algo set; AUTO when neither; NULL refused. */
+TEST_IMPL(coll_algo_choice_getter) {
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *comm = NULL;
+  symm_algo_t algo = SYMM_ALGO_COUNT_;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_allreduce_algo(comm, &algo));
+  ASSERT_EQ(algo, SYMM_ALGO_AUTO);
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
+  ASSERT_OK(symm_comm_allreduce_algo(comm, &algo));
+  ASSERT_EQ(algo, SYMM_ALGO_TWO_SHOT);
+  ASSERT_RES(symm_comm_allreduce_algo(NULL, &algo), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_comm_allreduce_algo(comm, NULL), SYMM_ERR_INVALID_ARG);
+  symm_comm_destroy(comm);
+  setenv("SYMM_ALLREDUCE_ALGO", "ll", 1);
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_allreduce_algo(comm, &algo));
+  ASSERT_EQ(algo, SYMM_ALGO_LL);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
 /* symm_comm_scratch_bytes on the host backend: with what it says reserved
  * for buffers of up to B bytes (and a small default, so that the default
  * does not hide a short answer), no collective on such buffers grows the

@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap/store.h"
+#include "symmem.h"
 #include "tool_common.h"
 
 extern char **environ;
@@ -107,7 +107,7 @@ static int sig_pipe[2] = {-1, -1};
 
 /* ------------------------------------------------------------- utilities */
 
-static uint64_t now_ms(void) { return symm_now_ns() / 1000000u; }
+static uint64_t now_ms(void) { return tool_now_ns() / 1000000u; }
 
 static const char *signal_abbrev(int sig) {
   switch (sig) {
@@ -908,9 +908,12 @@ int main(int argc, char **argv) {
    * process groups can be tracked. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  symm_random_hex(job.token, 16);
   char tag[9];
-  symm_random_hex(tag, 4);
+  if (!tool_random_hex(job.token, 16) || !tool_random_hex(tag, 4)) {
+    fprintf(stderr, "symmem-run: no random bytes for the job's token: %s\n", strerror(errno));
+    rc = 1;
+    goto out;
+  }
   snprintf(job.job_id, sizeof job.job_id, "r%d-%s", (int)getpid(), tag);
   symm_result_t res = symm_store_server_start(job.opt.bind, job.opt.port, job.token, &job.server);
   if (res != SYMM_SUCCESS) {

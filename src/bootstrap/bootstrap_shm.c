@@ -312,3 +312,25 @@ fail:
   free(bs);
   return res;
 }
+
+static bool shm_usable(const symm_bootstrap_env_t *env, char *why, size_t cap) {
+  if (env->size < 2) snprintf(why, cap, "a single rank needs no exchange");
+  else if (!env->single_host) snprintf(why, cap, "the ranks are on several hosts");
+  else if (!symm_setting_bool("SYMM_BOOTSTRAP_SHM")) snprintf(why, cap, "SYMM_BOOTSTRAP_SHM=0");
+  else if (!env->over) snprintf(why, cap, "the ranks have not met yet");
+  else return true;
+  return false;
+}
+
+static symm_result_t shm_impl_init(const symm_bootstrap_env_t *env, symm_bootstrap_t **out) {
+  return symm_bootstrap_shm_init(env->over, env->store, env->prefix, env->job_id, env->index,
+                                 env->pids, out);
+}
+
+const symm_bootstrap_impl_t symm_bootstrap_shm_impl = {
+    .name = "shm",
+    .what = "shared memory",
+    .layered = true,
+    .usable = shm_usable,
+    .init = shm_impl_init,
+};

@@ -159,3 +159,22 @@ oom:
   store_fini(bs);
   return symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
 }
+
+static bool store_usable(const symm_bootstrap_env_t *env, char *why, size_t cap) {
+  if (env->store) return true;
+  snprintf(why, cap, "no store connection");
+  return false;
+}
+
+static symm_result_t store_impl_init(const symm_bootstrap_env_t *env, symm_bootstrap_t **out) {
+  return symm_bootstrap_store_init(env->store, env->prefix, env->rank, env->size,
+                                   env->timeout_ms, out);
+}
+
+const symm_bootstrap_impl_t symm_bootstrap_store_impl = {
+    .name = "store",
+    .what = "the store",
+    .layered = false,
+    .usable = store_usable,
+    .init = store_impl_init,
+};

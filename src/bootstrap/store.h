@@ -19,7 +19,10 @@
 #ifndef SYMM_STORE_H
 #define SYMM_STORE_H
 
-#include "../core/internal.h"
+#include "symm_bootstrap.h"
+#include "symm_error.h"
+#include "symm_settings.h"
+#include "symm_util.h"
 
 #define SYMM_STORE_MAX_KEY 255
 #define SYMM_STORE_MAX_VALUE (16u << 20)
@@ -29,16 +32,8 @@
 #define SYMM_STORE_NO_COMM UINT32_MAX
 
 /* ---------------------------------------------------------------- server */
-typedef struct symm_store_server symm_store_server_t;
-
-/* Starts a server thread listening on bind_host:port (port 0: any free
- * port; bind_host NULL: 127.0.0.1).  token may be "" (no check; logged at
- * WARN).  Returns SYMM_ERR_SYSTEM if the address cannot be bound. */
-symm_result_t symm_store_server_start(const char *bind_host, int port,
-                                      const char *token,
-                                      symm_store_server_t **server);
-/* The port actually bound. */
-int symm_store_server_port(const symm_store_server_t *server);
+/* symm_store_server_start, _port, _mark_lost and _stop are in symmem.h;
+ * what the core and the tests use besides: */
 /* Waits until no connection with a rank >= 0 remains open, or timeout_ms
  * passes (returns SYMM_ERR_TIMEOUT then).  Used by the serving rank so that
  * it does not stop the store under peers that are still finishing. */
@@ -50,10 +45,6 @@ symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t
                                            int timeout_ms);
 /* Rank connections open now, of any communicator.  0 for NULL.  For tests. */
 int symm_store_server_ranks_open(symm_store_server_t *server);
-/* Marks rank as lost (symmem-run calls this when a rank process dies). */
-void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
-/* Stops the thread, closes every connection, frees everything.  NULL ok. */
-void symm_store_server_stop(symm_store_server_t *server);
 /* Stops it as symm_store_server_stop does if no rank connection is open
  * but those of communicators up to index upto_comm (stragglers of ended
  * ones; SYMM_STORE_NO_COMM: none at all),

@@ -26,12 +26,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/internal.h" /* symm_fork_guard_add / _close */
 #include "store_proto.h"
 
 #define CLI_DEFAULT_TIMEOUT_MS 60000

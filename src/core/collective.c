@@ -51,6 +51,14 @@ symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo) 
   return SYMM_SUCCESS;
 }
 
+symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_algo_t *algo) {
+  if (!comm || !algo)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_allreduce_algo: %s is NULL",
+                      comm ? "algo" : "comm");
+  *algo = comm->allreduce_algo;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_reserve_scratch: comm is NULL");
   symm_tensor_t *t;

@@ -409,25 +409,33 @@ out:
   return res;
 }
 
-/* Switches the bootstrap to shared memory when every rank is on this host.
- * Failing to set it up is not an error (the store keeps working); a rank
- * that died or timed out meanwhile is. */
-static symm_result_t try_shm_bootstrap(symm_comm_t *comm) {
-  if (comm->size < 2 || !comm->single_host || !symm_setting_bool("SYMM_BOOTSTRAP_SHM"))
-    return SYMM_SUCCESS;
-  symm_bootstrap_t *shm = NULL;
-  symm_result_t res = symm_bootstrap_shm_init(comm->bootstrap, comm->store, comm->prefix,
-                                              comm->job_id, comm->index, comm->pids, &shm);
-  if (res == SYMM_SUCCESS) {
+/* What the bootstrap table chooses from (src/bootstrap/bootstrap.c). */
+static symm_bootstrap_env_t bootstrap_env(const symm_comm_t *comm) {
+  return (symm_bootstrap_env_t){.store = comm->store, .prefix = comm->prefix,
+                                .rank = comm->rank, .size = comm->size,
+                                .timeout_ms = comm->timeout_ms, .over = comm->bootstrap,
+                                .job_id = comm->job_id, .index = comm->index,
+                                .pids = comm->pids, .single_host = comm->single_host};
+}
+
+/* The bootstrap the ranks first meet through (the store). */
+static symm_result_t open_bootstrap(symm_comm_t *comm) {
+  symm_bootstrap_env_t env = bootstrap_env(comm);
+  return symm_bootstrap_open(&env, &comm->bootstrap);
+}
+
+/* Once the ranks know each other, a layered bootstrap (shared memory when
+ * every rank is on this host) may take over; the first is kept under it.
+ * Failing to set one up is not an error; a rank that died or timed out
+ * meanwhile is. */
+static symm_result_t upgrade_bootstrap(symm_comm_t *comm) {
+  symm_bootstrap_env_t env = bootstrap_env(comm);
+  symm_bootstrap_t *layered = NULL;
+  SYMM_CHECK(symm_bootstrap_upgrade(&env, &layered));
+  if (layered) {
     comm->store_bootstrap = comm->bootstrap;
-    comm->bootstrap = shm;
-    SYMM_INFO(BOOTSTRAP, "comm %d: bootstrap through shared memory", comm->index);
-    return SYMM_SUCCESS;
+    comm->bootstrap = layered;
   }
-  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST) return res;
-  SYMM_INFO(BOOTSTRAP, "comm %d: bootstrap stays with the store: %s", comm->index,
-            symm_last_error());
-  symm_error_clear();
   return SYMM_SUCCESS;
 }
 
@@ -573,11 +581,9 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_setting_str("SYMM_ALLREDUCE_ALGO"), &algo), res, fail);
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
-  SYMM_CHECK_GOTO(symm_bootstrap_store_init(comm->store, comm->prefix, comm->rank, comm->size,
-                                            comm->timeout_ms, &comm->bootstrap),
-                  res, fail);
+  SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
-  SYMM_CHECK_GOTO(try_shm_bootstrap(comm), res, fail);
+  SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);
   comm->ops = symm_backend_find(comm->backend);
   if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->fini || !comm->ops->alloc ||
       !comm->ops->free || !comm->ops->map_peer || !comm->ops->unmap_peer ||

@@ -33,6 +33,53 @@ struct symm_bootstrap {
   void *state;
 };
 
+/* ------------------------------------------------ bootstrap implementations */
+/* What the ranks know when a bootstrap is chosen.  The bootstrap of first
+ * contact sees only the first group; a layered one is chosen after the
+ * ranks agreed on who they are, through `over`, and sees the rest too. */
+typedef struct symm_bootstrap_env {
+  symm_store_t *store;    /* the job's store connection, NULL if none */
+  const char *prefix;     /* store keys of this communicator */
+  int rank, size, timeout_ms;
+  /* Known after the identity agreement (NULL / 0 before it): */
+  symm_bootstrap_t *over; /* the bootstrap the ranks agreed through */
+  const char *job_id;     /* same on every rank */
+  int index;              /* the communicator's index in this process */
+  const int32_t *pids;    /* [size]; 0 where a rank's pid cannot be watched */
+  bool single_host;       /* every rank runs on this host */
+} symm_bootstrap_env_t;
+
+/* One entry of the table in bootstrap.c.  Entries are chosen in the
+ * table's order: the first usable layered one replaces the bootstrap of
+ * first contact, which is the first usable one that is not layered. */
+typedef struct symm_bootstrap_impl {
+  const char *name;
+  const char *what; /* for messages: "the store", "shared memory" */
+  bool layered;     /* set up through env->over, once the ranks know each other */
+  /* Whether it can serve these ranks; false with the reason in why.  Must
+   * answer alike on every rank (from agreed facts and the job's settings),
+   * because init is collective. */
+  bool (*usable)(const symm_bootstrap_env_t *env, char *why, size_t cap);
+  /* Collective (over env->over when layered).  SYMM_ERR_UNSUPPORTED: some
+   * rank cannot use it, and every rank keeps what it has. */
+  symm_result_t (*init)(const symm_bootstrap_env_t *env, symm_bootstrap_t **out);
+} symm_bootstrap_impl_t;
+
+extern const symm_bootstrap_impl_t symm_bootstrap_store_impl;
+extern const symm_bootstrap_impl_t symm_bootstrap_shm_impl;
+
+/* The table, in preference order. */
+const symm_bootstrap_impl_t *const *symm_bootstrap_list(size_t *count);
+/* The bootstrap of first contact: the first usable entry that is not
+ * layered.  Collective.  SYMM_ERR_UNSUPPORTED when none is usable. */
+symm_result_t symm_bootstrap_open(const symm_bootstrap_env_t *env, symm_bootstrap_t **out);
+/* After the identity agreement: sets up the first usable layered entry
+ * over env->over.  *out is NULL when none is usable or its setup fails on
+ * some rank (every rank then stays with env->over, and the error is
+ * cleared); a timeout or a lost rank during the setup is returned.
+ * Collective over env->over. */
+symm_result_t symm_bootstrap_upgrade(const symm_bootstrap_env_t *env, symm_bootstrap_t **out);
+
 /* Bootstrap through a shared-memory segment, for ranks of one host; large
  * contributions go through `store` (keys under `prefix`).  pids[size] are
  * the ranks' processes (a vanished one is reported as lost).  Collective

@@ -1,0 +1,432 @@
+/* The store server's connections: accepting them (with the limit on those
+ * that have not presented the token), HELLO and the token check, reading
+ * and framing requests, dispatching them, and buffered replies. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/internal.h" /* symm_fork_guard_add / _close */
+#include "store_server_int.h"
+
+/* Starts a reply to (op, id) in c's output: header + status + lost rank.
+ * Returns the header offset for srv_reply_end. */
+size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank) {
+  size_t at = symm_proto_begin(&c->out, (uint8_t)(op | SYMM_PROTO_REPLY_FLAG), id);
+  symm_proto_put_u32(&c->out, (uint32_t)status);
+  symm_proto_put_i32(&c->out, lost_rank);
+  return at;
+}
+
+void srv_reply_end(srv_conn_t *c, size_t at) {
+  symm_proto_finish(&c->out, at);
+  if (c->out.failed) {
+    SYMM_WARN(STORE, "store: out of memory replying to %s; closing", c->peer);
+    c->closing = true; /* srv_flush closes it: nothing valid to send */
+  }
+}
+
+void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank) {
+  srv_reply_end(c, srv_reply_begin(c, op, id, status, lost_rank));
+}
+
+/* Under s->lock: how many rank connections of communicator comm are open
+ * (SYMM_STORE_NO_COMM: of every communicator, and of none). */
+int srv_open_of(const symm_store_server_t *s, uint32_t comm) {
+  if (comm == SYMM_STORE_NO_COMM) return s->ranked_open;
+  for (size_t i = 0; i < s->ncomm_open; i++)
+    if (s->comm_open[i].comm == comm) return s->comm_open[i].open;
+  return 0;
+}
+
+/* Counts c's rank connection in (delta 1) or out (-1); a connection that
+ * could not be counted in its communicator (no memory) counts in the total
+ * only, and leaves it the same way. */
+static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta) {
+  const uint32_t comm = c->comm;
+  pthread_mutex_lock(&s->lock);
+  s->ranked_open += delta;
+  if (comm != SYMM_STORE_NO_COMM && (delta > 0 || c->comm_counted)) {
+    size_t i = 0;
+    while (i < s->ncomm_open && s->comm_open[i].comm != comm) i++;
+    if (i == s->ncomm_open && delta > 0) {
+      if (s->ncomm_open == s->comm_open_cap) {
+        size_t cap = s->comm_open_cap ? 2 * s->comm_open_cap : 8;
+        struct srv_comm_open *p = realloc(s->comm_open, cap * sizeof *p);
+        if (p) {
+          s->comm_open = p;
+          s->comm_open_cap = cap;
+        }
+      }
+      /* Without memory the connection counts in the total only: a drain of
+       * its communicator then does not wait for it. */
+      if (i < s->comm_open_cap) s->comm_open[s->ncomm_open++] = (struct srv_comm_open){comm, 0};
+    }
+    if (i < s->ncomm_open) {
+      s->comm_open[i].open += delta;
+      c->comm_counted = delta > 0;
+      if (s->comm_open[i].open <= 0) s->comm_open[i] = s->comm_open[--s->ncomm_open];
+    }
+  }
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Closes c.  A rank connection that goes away without BYE means the rank is
+ * gone (crashed, killed, abandoned), unless the whole server is stopping. */
+void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
+  if (c->dead) return;
+  c->dead = true;
+  symm_fork_guard_close(c->fd);
+  c->fd = -1;
+  srv_pending_free(s, c);
+  if (c->authed && c->rank >= 0) {
+    srv_ranked_open_add(s, c, -1);
+    if (!c->said_bye && !stopping)
+      srv_mark_lost(s, c->comm, c->rank, "its connection closed without BYE");
+  }
+  SYMM_TRACE(STORE, "store: closed %s (rank %d%s)", c->peer, c->rank,
+             c->said_bye ? ", bye" : "");
+}
+
+void srv_conn_free(srv_conn_t *c) {
+  free(c->in);
+  symm_proto_buf_free(&c->out);
+  free(c);
+}
+
+/* Drops c for a protocol violation: one WARN naming the peer and why. */
+void srv_conn_reject(symm_store_server_t *s, srv_conn_t *c, const char *why) {
+  SYMM_WARN(STORE, "store: malformed message from %s (rank %d): %s; closing",
+            c->peer, c->rank, why);
+  srv_conn_close(s, c, false);
+}
+
+/* Writes as much buffered output as the socket takes now. */
+void srv_flush(symm_store_server_t *s, srv_conn_t *c) {
+  if (c->dead) return;
+  if (c->out.failed) {
+    srv_conn_close(s, c, false);
+    return;
+  }
+  while (c->out_start < c->out.len) {
+    ssize_t n = send(c->fd, c->out.data + c->out_start,
+                     c->out.len - c->out_start, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c->out_start += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    SYMM_INFO(STORE, "store: send to %s failed: %s", c->peer, strerror(errno));
+    srv_conn_close(s, c, false);
+    return;
+  }
+  c->out_start = 0;
+  c->out.len = 0;
+  if (c->out.cap > SRV_BUF_KEEP) symm_proto_buf_free(&c->out);
+  if (c->closing) srv_conn_close(s, c, false);
+}
+
+/* Equal-time comparison: the time taken depends only on the expected
+ * token's length, never on how many leading bytes a guess got right. */
+static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
+                         size_t len) {
+  if (s->token_len == 0) return true;
+  volatile unsigned diff = (unsigned)(len != s->token_len);
+  for (size_t i = 0; i < s->token_len; i++) {
+    unsigned char got = i < len ? (unsigned char)tok[i] : 0;
+    diff |= (unsigned)(got ^ (unsigned char)s->token[i]);
+  }
+  return diff == 0;
+}
+
+/* Answers HELLO with `code` and closes c once the answer is out, so that
+ * the client says why instead of taking the close for a store stopping. */
+static void srv_refuse_hello(srv_conn_t *c, uint32_t id, symm_result_t code) {
+  srv_reply_status(c, SYMM_OP_HELLO, id, code, -1);
+  c->closing = true;
+  c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
+}
+
+static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
+                         symm_proto_reader_t *r) {
+  uint16_t tlen = 0;
+  const uint8_t *lp = symm_proto_take(r, 2, "truncated token length");
+  const char *tok = NULL;
+  if (lp) {
+    tlen = symm_proto_get16(lp);
+    if (tlen > SYMM_PROTO_MAX_TOKEN)
+      r->err = "token over SYMM_PROTO_MAX_TOKEN";
+    else
+      tok = (const char *)symm_proto_take(r, tlen, "truncated token");
+  }
+  int32_t rank = symm_proto_get_i32(r);
+  /* Optional: the client's communicator (so that draining one does not
+   * wait for the connections of the next, served by the same store). */
+  uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
+  if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
+  if (r->err) { /* another symmem version, say */
+    SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
+    srv_refuse_hello(c, id, SYMM_ERR_PROTOCOL);
+    return;
+  }
+  if (!srv_token_ok(s, tok, tlen)) {
+    SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
+              c->peer, (int)rank);
+    srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
+    return;
+  }
+  c->authed = true;
+  c->rank = rank;
+  c->comm = rank >= 0 ? comm : SYMM_STORE_NO_COMM;
+  c->deadline_ns = 0;
+  if (rank >= 0) {
+    srv_ranked_open_add(s, c, 1);
+    srv_clear_lost(s, c->comm, rank);
+  }
+  SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %d", c->peer, (int)rank,
+            c->comm == SYMM_STORE_NO_COMM ? -1 : (int)c->comm);
+  srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_SUCCESS, -1);
+}
+
+static void srv_dispatch(symm_store_server_t *s, srv_conn_t *c,
+                         const symm_proto_header_t *h, const uint8_t *body) {
+  symm_proto_reader_t r;
+  symm_proto_reader_init(&r, body, h->body_len);
+  SYMM_TRACE(STORE, "store: %s from %s (rank %d), %u bytes",
+             symm_proto_op_name(h->opcode), c->peer, c->rank, h->body_len);
+  switch (h->opcode) {
+    case SYMM_OP_HELLO:
+      if (c->authed)
+        srv_conn_reject(s, c, "second HELLO");
+      else
+        srv_do_hello(s, c, h->id, &r);
+      break;
+    case SYMM_OP_SET: srv_do_set(s, c, h->id, &r); break;
+    case SYMM_OP_GET: srv_do_get(s, c, h->id, body, h->body_len, &r); break;
+    case SYMM_OP_ADD: srv_do_add(s, c, h->id, &r); break;
+    case SYMM_OP_CAS: srv_do_cas(s, c, h->id, &r); break;
+    case SYMM_OP_WAIT:
+    case SYMM_OP_MGET:
+    case SYMM_OP_CHECK:
+      srv_do_keys_op(s, c, h->opcode, h->id, body, h->body_len, &r);
+      break;
+    case SYMM_OP_DEL: srv_do_del(s, c, h->id, &r); break;
+    case SYMM_OP_BYE:
+      c->said_bye = true;
+      srv_conn_close(s, c, false);
+      break;
+    default: srv_conn_reject(s, c, "unknown opcode"); break;
+  }
+}
+
+/* Size of the message at the head of c's input: 0 if its header is not
+ * complete yet, -1 (connection closed) if the header is invalid.  Checked as
+ * soon as 16 bytes are in, so a bogus length is never waited for. */
+static long srv_head_size(symm_store_server_t *s, srv_conn_t *c,
+                          symm_proto_header_t *h) {
+  if (c->in_len - c->in_start < SYMM_PROTO_HEADER_BYTES) return 0;
+  symm_proto_decode_header(c->in + c->in_start, h);
+  const char *why = NULL;
+  if (h->magic != SYMM_PROTO_MAGIC)
+    why = "bad magic";
+  else if (h->version != SYMM_PROTO_VERSION)
+    why = "unsupported protocol version";
+  else if (h->reserved != 0)
+    why = "reserved header bits set";
+  else if (h->opcode == 0 || h->opcode >= SYMM_OP_COUNT_)
+    why = "unknown opcode";
+  else if (!c->authed && h->opcode != SYMM_OP_HELLO)
+    why = "request before HELLO";
+  else if (h->body_len > symm_proto_max_body(h->opcode))
+    why = "body length over the limit of its opcode";
+  if (why) {
+    srv_conn_reject(s, c, why);
+    return -1;
+  }
+  return (long)(SYMM_PROTO_HEADER_BYTES + h->body_len);
+}
+
+/* How many unprocessed bytes c may hold: one chunk, or the whole message at
+ * the head when that is bigger. */
+static size_t srv_in_limit(symm_store_server_t *s, srv_conn_t *c) {
+  symm_proto_header_t h;
+  long need = srv_head_size(s, c, &h);
+  return need > (long)SRV_IN_CHUNK ? (size_t)need : SRV_IN_CHUNK;
+}
+
+bool srv_wants_input(symm_store_server_t *s, srv_conn_t *c) {
+  return !c->dead && !c->closing && c->in_len - c->in_start < srv_in_limit(s, c);
+}
+
+/* Whether c may be served now and has a complete request buffered: not
+ * parked on a blocking request, and its reader keeps up. */
+bool srv_ready(symm_store_server_t *s, srv_conn_t *c, symm_proto_header_t *h, long *size) {
+  if (c->dead || c->closing || c->pending ||
+      c->out.len - c->out_start >= SRV_OUT_HIGH_WATER)
+    return false;
+  *size = srv_head_size(s, c, h);
+  return *size > 0 && c->in_len - c->in_start >= (size_t)*size;
+}
+
+/* Serves complete buffered requests, in order, while srv_ready allows. */
+void srv_process(symm_store_server_t *s, srv_conn_t *c) {
+  symm_proto_header_t h;
+  long size;
+  while (srv_ready(s, c, &h, &size)) {
+    const uint8_t *msg = c->in + c->in_start;
+    c->in_start += (size_t)size;
+    srv_dispatch(s, c, &h, msg + SYMM_PROTO_HEADER_BYTES);
+  }
+  /* Check the next header now rather than while building the poll set,
+   * where closing a connection could queue replies to others unseen. */
+  if (!c->dead && !c->closing) srv_head_size(s, c, &h);
+  if (c->in_start == c->in_len) {
+    c->in_start = c->in_len = 0;
+    if (c->in_cap > SRV_BUF_KEEP) {
+      free(c->in);
+      c->in = NULL;
+      c->in_cap = 0;
+    }
+  }
+  srv_flush(s, c);
+}
+
+void srv_read(symm_store_server_t *s, srv_conn_t *c) {
+  size_t limit = srv_in_limit(s, c);
+  if (c->dead) return;
+  if (c->in_start > 0) {
+    memmove(c->in, c->in + c->in_start, c->in_len - c->in_start);
+    c->in_len -= c->in_start;
+    c->in_start = 0;
+  }
+  if (c->in_len >= limit) return;
+  if (c->in_cap < limit) {
+    uint8_t *p = realloc(c->in, limit);
+    if (!p) {
+      SYMM_WARN(STORE, "store: out of memory reading from %s; closing", c->peer);
+      srv_conn_close(s, c, false);
+      return;
+    }
+    c->in = p;
+    c->in_cap = limit;
+  }
+  ssize_t n = recv(c->fd, c->in + c->in_len, limit - c->in_len, MSG_DONTWAIT);
+  if (n > 0) {
+    c->in_len += (size_t)n;
+    srv_head_size(s, c, &(symm_proto_header_t){0}); /* reject bad headers early */
+    return;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n < 0) SYMM_INFO(STORE, "store: recv from %s: %s", c->peer, strerror(errno));
+  srv_conn_close(s, c, false);
+}
+
+static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
+                            char *out, size_t cap) {
+  char host[INET6_ADDRSTRLEN + 1] = "?", serv[16] = "?";
+  getnameinfo((const struct sockaddr *)ss, len, host, sizeof host, serv, sizeof serv,
+              NI_NUMERICHOST | NI_NUMERICSERV);
+  if (ss->ss_family == AF_INET6)
+    snprintf(out, cap, "[%s]:%s", host, serv);
+  else
+    snprintf(out, cap, "%s:%s", host, serv);
+}
+
+/* The connections without a valid HELLO: how many, and the oldest (the
+ * array is in the order of accept). */
+static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
+  size_t n = 0;
+  *oldest = NULL;
+  for (size_t i = 0; i < s->nconns; i++) {
+    srv_conn_t *c = s->conns[i];
+    if (c->dead || c->authed) continue;
+    if (!n++) *oldest = c;
+  }
+  return n;
+}
+
+/* Whether a connection may be accepted now (SRV_MAX_UNAUTHED): below the
+ * limit, or after closing the oldest connection without HELLO once its
+ * grace is over.  Otherwise s->unauthed_wait_until says when to look
+ * again, and the listening socket is not polled until then. */
+bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close) {
+  srv_conn_t *oldest;
+  s->unauthed_wait_until = 0;
+  if (srv_unauthed(s, &oldest) < SRV_MAX_UNAUTHED) return true;
+  if (now < oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS) {
+    s->unauthed_wait_until = oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS;
+    return false;
+  }
+  if (!may_close) return true;
+  if (!s->unauthed_warned)
+    SYMM_WARN(STORE, "store: %d connections without a valid HELLO for %llu ms (the oldest "
+              "from %s); closing the oldest of them to accept more (logged once)",
+              SRV_MAX_UNAUTHED, (unsigned long long)(SRV_UNAUTHED_GRACE_NS / 1000000ull),
+              oldest->peer);
+  s->unauthed_warned = true;
+  SYMM_TRACE(STORE, "store: closing %s: too many connections without HELLO", oldest->peer);
+  srv_conn_close(s, oldest, false);
+  return true;
+}
+
+static void srv_add_conn(symm_store_server_t *s, int fd,
+                         const struct sockaddr_storage *ss, socklen_t len) {
+  srv_conn_t *c = NULL;
+  if (s->nconns == s->conns_cap) {
+    size_t cap = s->conns_cap ? s->conns_cap * 2 : 64;
+    srv_conn_t **p = realloc(s->conns, cap * sizeof *p);
+    if (!p) goto fail;
+    s->conns = p;
+    s->conns_cap = cap;
+  }
+  c = calloc(1, sizeof *c);
+  if (!c) goto fail;
+  c->fd = fd;
+  c->rank = -1;
+  c->comm = SYMM_STORE_NO_COMM;
+  c->accepted_ns = symm_now_ns();
+  c->deadline_ns = c->accepted_ns + s->handshake_ns;
+  srv_format_peer(ss, len, c->peer, sizeof c->peer);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  s->conns[s->nconns++] = c;
+  SYMM_TRACE(STORE, "store: accepted %s", c->peer);
+  return;
+fail:
+  SYMM_WARN(STORE, "store: out of memory accepting a connection");
+  symm_fork_guard_close(fd);
+}
+
+void srv_accept(symm_store_server_t *s) {
+  /* Called after the poll results are used: connections closed here for
+   * room leave the array at once, so a flood of thousands does not pile
+   * up closed entries. */
+  while (srv_accept_room(s, symm_now_ns(), true)) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      symm_fork_guard_add(fd);
+      srv_add_conn(s, fd, &ss, len);
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      SYMM_WARN(STORE, "store: accept: %s; pausing new connections", strerror(errno));
+      s->accept_paused_until = symm_now_ns() + SRV_ACCEPT_PAUSE_NS;
+    }
+    break;
+  }
+  srv_remove_dead(s);
+}

@@ -1,0 +1,194 @@
+/*
+ * The store server's private header, shared by its files:
+ *   store_server.c        the thread's poll() loop, start, stop, drain
+ *   store_server_conn.c   connections: input, replies, dispatch, accept,
+ *                         HELLO and the job token
+ *   store_server_table.c  the key table and the requests that write it
+ *   store_server_park.c   parked (blocking) requests and lost ranks
+ *
+ * The server is one thread running a poll() loop over non-blocking
+ * sockets.  Each connection has its own input and output buffer, so a slow
+ * or stuck peer never blocks the others.  Blocking requests (GET, WAIT,
+ * MGET) park on their connection with a deadline and are answered when a
+ * SET/ADD/CAS makes them satisfiable, when the deadline passes (TIMEOUT) or
+ * when a rank is lost (PEER_LOST).  The wire format is in store_proto.h.
+ *
+ * Only the server thread touches connections and keys.  Other threads talk
+ * to it through `lock` (stop flag, queue of ranks to mark lost, count of
+ * open rank connections for drain) and the wake pipe.
+ */
+#ifndef SYMM_STORE_SERVER_INT_H
+#define SYMM_STORE_SERVER_INT_H
+
+#include <poll.h>
+#include <pthread.h>
+
+#include "store_proto.h"
+
+/* Input bytes buffered ahead of the message being served; a peer that
+ * pipelines more is held back by TCP flow control instead. */
+#define SRV_IN_CHUNK (64u << 10)
+/* A connection whose unsent output exceeds this gets no new requests served
+ * until it reads; its output is thus bounded by one reply plus this. */
+#define SRV_OUT_HIGH_WATER (256u << 10)
+/* Buffers grown past this for one big message are freed once empty. */
+#define SRV_BUF_KEEP (1u << 20)
+/* How long a refused connection gets to read its PERMISSION reply. */
+#define SRV_CLOSE_LINGER_NS (1000ull * 1000000ull)
+/* Pause of accept() after EMFILE/ENFILE, so the loop does not spin. */
+#define SRV_ACCEPT_PAUSE_NS (100ull * 1000000ull)
+#define SRV_INITIAL_BUCKETS 1024u
+/* Connections that have not presented the token yet, at most, so that
+ * anybody who can reach the port but lacks the token cannot use up this
+ * process's fds (each would otherwise hold one until its handshake
+ * deadline).  At the limit the server accepts no more; once the oldest of
+ * them has waited SRV_UNAUTHED_GRACE_NS (a rank sends its HELLO at once)
+ * it is closed to make room.  Ranks that connect together thus wait in
+ * the kernel's backlog instead of being closed unread, and a held flood
+ * delays a rank behind it by a grace period per SRV_MAX_UNAUTHED of it. */
+#define SRV_MAX_UNAUTHED 64
+#define SRV_UNAUTHED_GRACE_NS (200ull * 1000000ull)
+
+typedef struct srv_entry {
+  struct srv_entry *next;
+  uint64_t hash;
+  uint8_t *value; /* NULL when value_len == 0 */
+  uint32_t value_len;
+  uint16_t key_len;
+  char key[];
+} srv_entry_t;
+
+typedef struct srv_table {
+  srv_entry_t **buckets;
+  size_t nbuckets; /* power of two */
+  size_t count;
+  uint64_t seed;
+} srv_table_t;
+
+typedef struct srv_keyref {
+  const char *key; /* points into srv_pending_t.body */
+  uint16_t len;
+  uint64_t hash;
+} srv_keyref_t;
+
+/* A parked GET / WAIT / MGET.  keys[0..next_missing) are known present;
+ * only a write to keys[next_missing] can move it forward. */
+typedef struct srv_pending {
+  uint8_t op;
+  uint32_t id;
+  uint64_t deadline_ns;
+  uint32_t nkeys, next_missing;
+  srv_keyref_t *keys;
+  uint8_t *body; /* private copy of the request body the keys point into */
+} srv_pending_t;
+
+typedef struct srv_conn {
+  int fd;
+  char peer[80];       /* "addr:port" for log lines */
+  int rank;            /* from HELLO; -1 for tools and before HELLO */
+  uint32_t comm;       /* from HELLO: the client's communicator, or SYMM_STORE_NO_COMM */
+  bool comm_counted;   /* counted in its communicator's open connections */
+  bool authed;         /* valid HELLO received */
+  bool said_bye;
+  bool closing;        /* flush output, then close; read nothing more */
+  bool dead;           /* closed; removed from the array after the poll pass */
+  uint64_t deadline_ns;/* handshake or closing linger; 0 = none */
+  uint64_t accepted_ns;
+  uint8_t *in;
+  size_t in_start, in_len, in_cap;
+  symm_proto_buf_t out;
+  size_t out_start;
+  srv_pending_t *pending;
+} srv_conn_t;
+
+struct symm_store_server {
+  int listen_fd;
+  int wake_rd, wake_wr;
+  int port;
+  char *token;
+  size_t token_len;
+  uint64_t handshake_ns;
+  pthread_t thread;
+  bool thread_started;
+
+  /* Owned by the server thread. */
+  srv_conn_t **conns;
+  size_t nconns, conns_cap;
+  struct pollfd *pfds;
+  size_t pfds_cap;
+  srv_table_t table;
+  struct srv_lost { /* lost ranks, oldest first, each of its communicator */
+    uint32_t comm;   /* SYMM_STORE_NO_COMM: of every communicator */
+    int rank;
+  } *lost;
+  size_t nlost, lost_cap;
+  size_t npending;
+  uint64_t accept_paused_until;
+  uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
+  bool unauthed_warned; /* the SRV_MAX_UNAUTHED warning is given once */
+
+  /* Shared with other threads, under lock. */
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
+  bool stop;
+  /* symm_store_server_stop_if_idle asks the thread (IDLE_ASKED), which
+   * answers IDLE_STOP or IDLE_SERVE, not counting the connections of
+   * communicators up to idle_upto. */
+  enum { IDLE_NONE, IDLE_ASKED, IDLE_STOP, IDLE_SERVE } idle;
+  uint32_t idle_upto;
+  int *lost_queue;
+  size_t nqueue, queue_cap;
+  int ranked_open;
+  /* Open rank connections per communicator (those whose HELLO named one),
+   * for symm_store_server_drain_comm. */
+  struct srv_comm_open {
+    uint32_t comm;
+    int open;
+  } *comm_open;
+  size_t ncomm_open, comm_open_cap;
+};
+
+/* ------------------------------------------------- store_server_table.c */
+uint64_t srv_hash(const srv_table_t *t, const char *key, size_t len);
+int srv_table_init(srv_table_t *t);
+void srv_table_free(srv_table_t *t);
+srv_entry_t *srv_table_find(srv_table_t *t, const char *key, uint16_t len, uint64_t hash);
+void srv_do_set(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
+void srv_do_add(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
+void srv_do_cas(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
+void srv_do_del(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
+
+/* -------------------------------------------------- store_server_conn.c */
+size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
+void srv_reply_end(srv_conn_t *c, size_t at);
+void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
+int srv_open_of(const symm_store_server_t *s, uint32_t comm);
+void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping);
+void srv_conn_free(srv_conn_t *c);
+void srv_conn_reject(symm_store_server_t *s, srv_conn_t *c, const char *why);
+void srv_flush(symm_store_server_t *s, srv_conn_t *c);
+bool srv_wants_input(symm_store_server_t *s, srv_conn_t *c);
+bool srv_ready(symm_store_server_t *s, srv_conn_t *c, symm_proto_header_t *h, long *size);
+void srv_process(symm_store_server_t *s, srv_conn_t *c);
+void srv_read(symm_store_server_t *s, srv_conn_t *c);
+bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close);
+void srv_accept(symm_store_server_t *s);
+
+/* -------------------------------------------------- store_server_park.c */
+void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank);
+void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
+void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
+void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
+void srv_rescan_pending(symm_store_server_t *s);
+void srv_expire_pending(symm_store_server_t *s, uint64_t now);
+void srv_do_keys_op(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
+                    uint32_t id, const uint8_t *body, uint32_t body_len,
+                    symm_proto_reader_t *r);
+void srv_do_get(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
+                const uint8_t *body, uint32_t body_len,
+                symm_proto_reader_t *r);
+
+/* ------------------------------------------------------- store_server.c */
+void srv_remove_dead(symm_store_server_t *s);
+
+#endif /* SYMM_STORE_SERVER_INT_H */

@@ -1,0 +1,204 @@
+/* symmem-bench's command line. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "symmem_bench.h"
+#include "tool_common.h"
+
+const char *const coll_names[BENCH_COLL_COUNT_] = {
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"};
+
+static void print_usage(FILE *out) {
+  fprintf(out,
+          "usage: symmem-bench [options]   (start N ranks with symmem-run -n N --)\n"
+          "\n"
+          "Times a symmem collective over a sweep of sizes; rank 0 prints an\n"
+          "nccl-tests style table.\n"
+          "\n"
+          "options:\n"
+          "  -b, --minbytes SIZE      smallest size (default 8); SIZE: 8, 1K, 4M, 1G\n"
+          "  -e, --maxbytes SIZE      largest size (default 32M)\n"
+          "  -f, --stepfactor F       multiply the size by F (>= 2) each step (default 2)\n"
+          "  -n, --iters N            timed calls per size (default 20)\n"
+          "  -w, --warmup_iters N     untimed calls before them (default 5)\n"
+          "  -c, --check 0|1          1: check one call's results against a reference\n"
+          "                           (the #wrong column; default 1); with --graph, one\n"
+          "                           replay of a graph capturing the call\n"
+          "      --coll C             all_reduce (default), all_gather, reduce_scatter,\n"
+          "                           broadcast, all_to_all\n"
+          "      --op OP              sum (default), min, max (reductions only)\n"
+          "      --dtype T            f32 (default), bf16, f16, i32; any symmem dtype\n"
+          "                           for all_gather, broadcast, all_to_all\n"
+          "      --algo A             all-reduce algorithm: auto, one_shot, two_shot, ll,\n"
+          "                           ll128 (default: SYMM_ALLREDUCE_ALGO, else auto)\n"
+          "      --inplace 0|1        1 (default): buffers inside a symmetric tensor,\n"
+          "                           in place; 0: ordinary memory, out of place\n"
+          "      --root R             broadcast root (default 0)\n"
+          "      --graph              GPU: capture the timed calls in one CUDA graph\n"
+          "      --nccl 0|1           GPU: also time NCCL where it loads (default 1)\n"
+          "      --csv                print CSV instead of the table\n"
+          "      --json               print one JSON object instead of the table\n"
+          "      --plot FILE.png      also draw time and bus bandwidth with gnuplot\n"
+          "      --inject-errors N    testing: corrupt N received values per size on\n"
+          "                           rank 0 before the check\n"
+          "  -h, --help               show this help\n"
+          "\n"
+          "Sizes are the bytes of the whole result (nccl-tests: all_gather,\n"
+          "reduce_scatter and all_to_all split them over the ranks).  time is the\n"
+          "mean per call of the slowest rank; algbw = size / time; busbw = algbw\n"
+          "times 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter,\n"
+          "all_to_all) or 1 (broadcast).  ratio = time / nccl_time.\n"
+          "NCCL runs only with NCCL_NVLS_ENABLE=0 (set when unset); SYMM_NCCL_LIB\n"
+          "names the library (default libnccl.so.2).\n");
+}
+
+int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int code = tool_usage_error("symmem-bench", print_usage, BENCH_EXIT_USAGE, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+static bool parse_coll(const char *name, bench_coll_t *coll) {
+  for (int i = 0; i < BENCH_COLL_COUNT_; i++)
+    if (strcmp(name, coll_names[i]) == 0) {
+      *coll = (bench_coll_t)i;
+      return true;
+    }
+  return false;
+}
+
+bool coll_reduces(bench_coll_t coll) {
+  return coll == BENCH_ALL_REDUCE || coll == BENCH_REDUCE_SCATTER;
+}
+
+/* The dtypes symmem's reductions take (symm_all_reduce refuses others). */
+static bool dtype_reducible(symm_dtype_t dt) {
+  return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
+         dt == SYMM_DTYPE_I32;
+}
+
+enum {
+  OPT_COLL = 256, OPT_OP, OPT_DTYPE, OPT_ALGO, OPT_INPLACE, OPT_ROOT, OPT_GRAPH, OPT_NCCL,
+  OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT
+};
+
+/* Returns -1 to go on, else the exit status (0 for --help). */
+int parse_options(int argc, char **argv, bench_options_t *opt) {
+  static const struct option longopts[] = {
+      {"minbytes", required_argument, NULL, 'b'},
+      {"maxbytes", required_argument, NULL, 'e'},
+      {"stepfactor", required_argument, NULL, 'f'},
+      {"iters", required_argument, NULL, 'n'},
+      {"warmup_iters", required_argument, NULL, 'w'},
+      {"check", required_argument, NULL, 'c'},
+      {"coll", required_argument, NULL, OPT_COLL},
+      {"op", required_argument, NULL, OPT_OP},
+      {"dtype", required_argument, NULL, OPT_DTYPE},
+      {"algo", required_argument, NULL, OPT_ALGO},
+      {"inplace", required_argument, NULL, OPT_INPLACE},
+      {"root", required_argument, NULL, OPT_ROOT},
+      {"graph", no_argument, NULL, OPT_GRAPH},
+      {"nccl", required_argument, NULL, OPT_NCCL},
+      {"csv", no_argument, NULL, OPT_CSV},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"plot", required_argument, NULL, OPT_PLOT},
+      {"inject-errors", required_argument, NULL, OPT_INJECT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  *opt = (bench_options_t){.min_bytes = 8, .max_bytes = 32u << 20, .step_factor = 2,
+                           .iters = 20, .warmup = 5, .check = 1, .coll = BENCH_ALL_REDUCE,
+                           .op = SYMM_REDUCE_SUM, .dtype = SYMM_DTYPE_F32,
+                           .algo = SYMM_ALGO_AUTO, .inplace = 1, .nccl = 1};
+  bool csv = false, json = false;
+  opterr = 0; /* our own messages, followed by the usage */
+  int c, flag;
+  while ((c = getopt_long(argc, argv, ":b:e:f:n:w:c:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'b':
+    case 'e': {
+      int64_t v = tool_parse_size(optarg);
+      if (v <= 0)
+        return usage_error("%s needs a size in bytes such as 8, 1K, 4M or 1G, not '%s'",
+                           c == 'b' ? "-b/--minbytes" : "-e/--maxbytes", optarg);
+      *(c == 'b' ? &opt->min_bytes : &opt->max_bytes) = (size_t)v;
+      break;
+    }
+    case 'f':
+      if (!tool_parse_int(optarg, 2, 1 << 20, &flag))
+        return usage_error("-f/--stepfactor needs a whole factor of at least 2, not '%s'", optarg);
+      opt->step_factor = (size_t)flag;
+      break;
+    case 'n':
+      if (!tool_parse_int(optarg, 1, 1 << 30, &opt->iters))
+        return usage_error("-n/--iters needs a positive number, not '%s'", optarg);
+      break;
+    case 'w':
+      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->warmup))
+        return usage_error("-w/--warmup_iters needs a number >= 0, not '%s'", optarg);
+      break;
+    case 'c':
+      if (!tool_parse_int(optarg, 0, 1, &opt->check))
+        return usage_error("-c/--check takes 0 or 1, not '%s'", optarg);
+      break;
+    case OPT_COLL:
+      if (!parse_coll(optarg, &opt->coll))
+        return usage_error("unknown collective '%s'; valid: all_reduce, all_gather, "
+                           "reduce_scatter, broadcast, all_to_all", optarg);
+      break;
+    case OPT_OP:
+      if (symm_redop_from_name(optarg, &opt->op) != SYMM_SUCCESS)
+        return usage_error("%s", symm_last_error());
+      break;
+    case OPT_DTYPE:
+      if (symm_dtype_from_name(optarg, &opt->dtype) != SYMM_SUCCESS)
+        return usage_error("%s", symm_last_error());
+      break;
+    case OPT_ALGO:
+      if (symm_algo_from_name(optarg, &opt->algo) != SYMM_SUCCESS)
+        return usage_error("%s", symm_last_error());
+      opt->algo_given = true;
+      break;
+    case OPT_INPLACE:
+      if (!tool_parse_int(optarg, 0, 1, &opt->inplace))
+        return usage_error("--inplace takes 0 or 1, not '%s'", optarg);
+      break;
+    case OPT_ROOT:
+      if (!tool_parse_int(optarg, 0, 1 << 20, &opt->root))
+        return usage_error("--root needs a rank, not '%s'", optarg);
+      break;
+    case OPT_GRAPH: opt->graph = true; break;
+    case OPT_NCCL:
+      if (!tool_parse_int(optarg, 0, 1, &opt->nccl))
+        return usage_error("--nccl takes 0 or 1, not '%s'", optarg);
+      break;
+    case OPT_CSV: csv = true; break;
+    case OPT_JSON: json = true; break;
+    case OPT_PLOT:
+      if (!*optarg) return usage_error("--plot needs a file name");
+      opt->plot = optarg;
+      break;
+    case OPT_INJECT:
+      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->inject))
+        return usage_error("--inject-errors needs a number >= 0, not '%s'", optarg);
+      break;
+    case 'h': print_usage(stdout); return 0;
+    case ':': return usage_error("option %s needs a value", argv[optind - 1]);
+    default:
+      if (optopt > 0 && optopt < 256) return usage_error("unknown option -%c", optopt);
+      return usage_error("unknown option %s", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+  if (csv && json) return usage_error("--csv and --json exclude each other");
+  opt->format = csv ? BENCH_CSV : json ? BENCH_JSON : BENCH_TABLE;
+  if (opt->min_bytes > opt->max_bytes)
+    return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
+                       opt->max_bytes);
+  if (coll_reduces(opt->coll) && !dtype_reducible(opt->dtype))
+    return usage_error("%s reduces, which needs --dtype f32, bf16, f16 or i32, not %s",
+                       coll_names[opt->coll], symm_dtype_name(opt->dtype));
+  return -1;
+}
