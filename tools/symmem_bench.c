@@ -1187,7 +1187,7 @@ static bool nccl_usable_here(bench_t *b) {
   else if (b->opt.inplace && b->opt.coll == BENCH_ALL_TO_ALL)
     snprintf(n->why, sizeof n->why, "NCCL has no in-place all-to-all; use --inplace 0");
   else
-    return nccl_load(n, symm_setting_str("SYMM_NCCL_LIB"));
+    return nccl_load(n, symm_settings()->SYMM_NCCL_LIB);
   return false;
 }
 #endif

@@ -601,7 +601,7 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
    * same call (see native_collective for what happens when they do not). */
   /* The setting is what staging gets: the backend's fixed areas (its
    * need, `bytes`, includes them) come on top. */
-  size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
+  size_t want = symm_settings()->SYMM_SCRATCH_BYTES;
   want = want > SIZE_MAX - comm->scratch_fixed ? SIZE_MAX : want + comm->scratch_fixed;
   if (want < bytes) want = bytes;
   /* At least double: retired scratches are kept (see below), so growth must

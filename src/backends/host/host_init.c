@@ -14,7 +14,7 @@ static symm_result_t host_init(symm_comm_t *comm) {
   host_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
   st->page = (size_t)sysconf(_SC_PAGESIZE);
-  st->slice_bytes = (size_t)symm_setting_int("SYMM_HOST_SLICE_BYTES");
+  st->slice_bytes = symm_settings()->SYMM_HOST_SLICE_BYTES;
   symm_result_t res = symm_fdx_start(comm, &st->fdx);
   if (res != SYMM_SUCCESS) {
     free(st);
