@@ -9,3 +9,4 @@
 #include "list-bench.h"
 #include "list-coll.h"
 #include "list-signal.h"
+#include "list-settings.h"
