@@ -283,7 +283,8 @@ TEST_IMPL(settings_listing) {
     ASSERT_PTR_EQ(info.value, NULL);
     setenv(t[i].name, t[i].default_value, 1);
     ASSERT_OK(symm_setting_get(i, &info));
-    if (info.problem) TEST_FAIL_("%s's default %s: %s", info.name, t[i].default_value, info.problem);
+    if (info.problem)
+      TEST_FAIL_("%s's default %s: %s", info.name, t[i].default_value, info.problem);
     unsetenv(t[i].name);
   }
   for (size_t i = 0; i < n; i++) {

@@ -112,7 +112,8 @@ static int parse_int(const char *text, int64_t *out) {
 }
 
 static bool parse_bool(const char *text, bool *out) {
-  static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
   for (size_t i = 0; i < 4; i++) {
     if (!strcasecmp(text, yes[i])) return *out = true, true;
     if (!strcasecmp(text, no[i])) return *out = false, true;
