@@ -72,6 +72,10 @@ static void *field_of(symm_settings_t *s, const symm_setting_desc_t *d) {
   return (char *)s + d->offset;
 }
 
+static const void *field_in(const symm_settings_t *s, const symm_setting_desc_t *d) {
+  return (const char *)s + d->offset;
+}
+
 /* ---------------------------------------------------------------- parsing */
 
 int64_t symm_parse_size(const char *text) {
@@ -265,7 +269,7 @@ static _Atomic(snapshot_t *) current;
 static bool same_values(const symm_settings_t *a, const symm_settings_t *b) {
   for (size_t i = 0; i < SETTING_COUNT; i++) {
     const symm_setting_desc_t *d = &settings[i];
-    const void *x = (const char *)a + d->offset, *y = (const char *)b + d->offset;
+    const void *x = field_in(a, d), *y = field_in(b, d);
     bool same = true;
     switch (d->type) {
     case SYMM_SETTING_KIND_INT: same = *(const int64_t *)x == *(const int64_t *)y; break;
@@ -292,9 +296,8 @@ static bool publish(const symm_settings_t *parsed) {
   if (cur && same_values(&cur->values, parsed)) return true;
   size_t text_bytes = 0;
   for (size_t i = 0; i < SETTING_COUNT; i++) {
-    const char *s = settings[i].type == SYMM_SETTING_KIND_STRING
-                        ? *(const char *const *)((const char *)parsed + settings[i].offset)
-                        : NULL;
+    if (settings[i].type != SYMM_SETTING_KIND_STRING) continue;
+    const char *s = *(const char *const *)field_in(parsed, &settings[i]);
     if (s) text_bytes += strlen(s) + 1;
   }
   snapshot_t *snap = malloc(sizeof *snap + text_bytes);
