@@ -141,6 +141,48 @@ SYMM_API symm_result_t symm_dtype_from_name(const char *name,
                                             symm_dtype_t *dtype);
 
 /* ------------------------------------------------------------------------ */
+/* Settings: the SYMM_* environment variables                               */
+/* ------------------------------------------------------------------------ */
+/*
+ * Every SYMM_* variable is a setting declared once, with a type, a default
+ * and a help text.  Values are parsed when a communicator is made:
+ * integers in decimal (each within its stated range); sizes as bytes or
+ * with a K, M or G suffix (64K, 1M, 4G: powers of 1024); booleans as
+ * 1/0, true/false, yes/no or on/off; enumerations by name, in any case.  A
+ * variable set to the empty string counts as unset.  A value that does not
+ * parse, or is out of range, makes symm_comm_init fail with
+ * SYMM_ERR_INVALID_ARG; a SYMM_* variable that is no setting draws one
+ * warning per process naming the closest setting.  These calls list the
+ * settings and judge the environment's values with the very parser
+ * symm_comm_init uses, so a tool (symmem-info --env) and the library never
+ * disagree.
+ */
+typedef struct symm_setting_info {
+  const char *name;          /* "SYMM_TIMEOUT_MS" */
+  const char *type;          /* "int", "size", "bool", "string", "enum" */
+  const char *default_value; /* as text; NULL: unset */
+  const char *help;          /* what it does, what it accepts */
+  const char *value;         /* the environment's value as it may be shown (a
+                                secret's is a placeholder, never the value);
+                                NULL when unset or empty */
+  const char *problem;       /* NULL, or why symm_comm_init refuses the value
+                                ("not an integer", "out of range (accepted:
+                                an integer in 1..2147483647)") */
+  int secret;                /* 1: its value is never shown (the job's token) */
+  int per_job;               /* 1: the launcher sets it per job (identity, not a choice) */
+} symm_setting_info_t;
+
+/* Number of settings.  Local; never fails. */
+SYMM_API size_t symm_setting_count(void);
+
+/* Describes setting `index` (0 .. symm_setting_count() - 1, in a fixed
+ * order) with the environment's current value and, if it would be refused,
+ * why.  Local; reads the environment at each call.  SYMM_ERR_INVALID_ARG for
+ * index >= symm_setting_count() or NULL info.  The strings are the
+ * library's: valid until the next call from this thread. */
+SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info);
+
+/* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
 #define SYMM_CONFIG_VERSION 1
@@ -194,17 +236,6 @@ typedef struct symm_config {
         SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1                          \
   }
 
-/* Settings (SYMM_* variables): the library's table of them, with the
- * values this process sees.  (Placeholder of the settings API being added
- * on another branch; src/core/settings_public_stub.c implements it.) */
-typedef struct symm_setting_info {
-  const char *name; const char *type; const char *default_value; const char *help;
-  const char *value;   /* as it may be shown (secret: "(set)"), NULL when unset */
-  const char *problem; /* NULL, or why the value is refused */
-  int secret, per_job;
-} symm_setting_info_t;
-SYMM_API size_t symm_setting_count(void);
-SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info);
 
 /* ------------------------------------------------------------------------ */
 /* Communicator                                                             */
@@ -217,7 +248,9 @@ typedef struct symm_comm symm_comm_t;
  * exchange their identities, and the backend is initialised.  `config` may be
  * NULL (everything from the environment).
  * Returns SYMM_ERR_INVALID_ARG (comm NULL, bad config size/version, rank out
- * of range, unknown SYMM_BACKEND, missing store address; native: a
+ * of range, unknown SYMM_BACKEND, missing store address; a SYMM_* setting
+ * whose value does not parse or is out of range, the message naming the
+ * variable, the value and what is accepted; native: a
  * SYMM_COLL_KERNELS file that cannot be read, loaded or run, or that was
  * built for another ABI), SYMM_ERR_UNSUPPORTED (the chosen backend is not
  * usable here; the message says why), SYMM_ERR_PERMISSION (store refused the

@@ -96,9 +96,11 @@ TEST_IMPL(core_settings) {
     ASSERT(s[i].help && strlen(s[i].help) > 10);
   }
   setenv("SYMM_POOL_BYTES", "64M", 1);
-  ASSERT_EQ(symm_setting_int("SYMM_POOL_BYTES"), 64 << 20);
+  ASSERT_OK(symm_settings_load());
+  ASSERT_EQ(symm_settings()->SYMM_POOL_BYTES, 64 << 20);
   unsetenv("SYMM_POOL_BYTES");
-  ASSERT_EQ(symm_setting_int("SYMM_POOL_BYTES"), 4LL << 30);
+  ASSERT_OK(symm_settings_load());
+  ASSERT_EQ(symm_settings()->SYMM_POOL_BYTES, 4LL << 30);
   ASSERT_EQ(symm_parse_size("1.5G"), -1);
   ASSERT_EQ(symm_parse_size("4KiB"), 4096);
   return 0;

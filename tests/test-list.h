@@ -11,3 +11,4 @@
 #include "list-coll.h"
 #include "list-signal.h"
 #include "list-seam.h"
+#include "list-settings.h"

@@ -10,7 +10,6 @@
  * Exit status: 0, or 1 when SYMM_BACKEND names no backend (the report is
  * still printed, since that is when it helps most), 2 for usage errors.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,10 +36,26 @@ typedef struct info {
   backend_report_t backends[SYMM_BACKEND_COUNT_];
   size_t n_backends;
   const char *backend_env;   /* SYMM_BACKEND, NULL if unset */
+  char backend_env_text[INFO_REASON_MAX];
   bool backend_env_ok;
   char backend_error[INFO_REASON_MAX];
   char multicast_why[INFO_REASON_MAX];
 } info_t;
+
+/* ------------------------------------------------------------- settings */
+
+/* Settings come from the library's own listing, which judges each value
+ * with the parser symm_comm_init uses: what this tool says of a value is
+ * what the library will do with it. */
+
+/* The setting called name (len characters): true with *info filled in. */
+static bool find_setting(const char *name, size_t len, symm_setting_info_t *info) {
+  for (size_t i = 0; i < symm_setting_count(); i++)
+    if (symm_setting_get(i, info) == SYMM_SUCCESS && strlen(info->name) == len &&
+        !strncmp(info->name, name, len))
+      return true;
+  return false;
+}
 
 /* -------------------------------------------------------------- gathering */
 
@@ -97,14 +112,14 @@ static void gather_backends(info_t *info) {
 static void gather(info_t *info) {
   memset(info, 0, sizeof *info);
   gather_backends(info);
-  info->backend_env = getenv("SYMM_BACKEND");
-  if (info->backend_env && !*info->backend_env) info->backend_env = NULL;
+  symm_setting_info_t backend;
   info->backend_env_ok = true;
-  if (info->backend_env) {
-    symm_backend_t b;
-    if (symm_backend_from_name(info->backend_env, &b) != SYMM_SUCCESS) {
+  if (find_setting("SYMM_BACKEND", strlen("SYMM_BACKEND"), &backend) && backend.value) {
+    snprintf(info->backend_env_text, sizeof info->backend_env_text, "%s", backend.value);
+    info->backend_env = info->backend_env_text;
+    if (backend.problem) {
       info->backend_env_ok = false;
-      snprintf(info->backend_error, sizeof info->backend_error, "%s", symm_last_error());
+      snprintf(info->backend_error, sizeof info->backend_error, "%s", backend.problem);
     }
   }
   symm_multicast_status(info->multicast_why, sizeof info->multicast_why);
@@ -112,53 +127,6 @@ static void gather(info_t *info) {
 
 static void free_info(info_t *info) {
   for (size_t i = 0; i < info->n_backends; i++) free(info->backends[i].details);
-}
-
-/* ------------------------------------------------------------- settings */
-
-static const char *type_name(symm_setting_type_t type) {
-  switch (type) {
-  case SYMM_SETTING_STRING: return "string";
-  case SYMM_SETTING_INT: return "int";
-  case SYMM_SETTING_BOOL: return "bool";
-  case SYMM_SETTING_SIZE: return "size";
-  }
-  return "?";
-}
-
-/* Why a set value does not parse as its type, or NULL if it does.  Only
- * the syntax is checked; what a string means is up to its user. */
-static const char *value_problem(const symm_setting_desc_t *d, const char *value) {
-  static const char *const bools[] = {"0", "1", "true", "false", "yes", "no", "on", "off"};
-  char *end;
-  switch (d->type) {
-  case SYMM_SETTING_INT:
-    errno = 0;
-    strtoll(value, &end, 10);
-    return errno || end == value || *end ? "not an integer" : NULL;
-  case SYMM_SETTING_BOOL:
-    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
-      if (!strcasecmp(value, bools[i])) return NULL;
-    return "not a boolean (1/0, true/false, yes/no, on/off)";
-  case SYMM_SETTING_SIZE:
-    return symm_parse_size(value) < 0 ? "not a size (e.g. 4096, 64M, 1G)" : NULL;
-  case SYMM_SETTING_STRING: return NULL;
-  }
-  return NULL;
-}
-
-static const symm_setting_desc_t *find_setting(const char *name, size_t name_len) {
-  size_t n = 0;
-  const symm_setting_desc_t *table = symm_settings_table(&n);
-  for (size_t i = 0; i < n; i++)
-    if (strlen(table[i].name) == name_len && !strncmp(table[i].name, name, name_len))
-      return &table[i];
-  return NULL;
-}
-
-static const char *env_value(const char *name) {
-  const char *v = getenv(name);
-  return v && *v ? v : NULL;
 }
 
 /* ------------------------------------------------------------ text output */
@@ -212,16 +180,16 @@ static void print_set_settings(void) {
     if (strncmp(*e, "SYMM_", 5) != 0) continue;
     const char *eq = strchr(*e, '=');
     if (!eq) continue;
-    const symm_setting_desc_t *d = find_setting(*e, (size_t)(eq - *e));
-    const char *problem = d ? value_problem(d, eq + 1) : NULL;
     const int name_len = (int)(eq - *e);
-    const char *value = symm_setting_shown(d, eq + 1);
-    if (!d)
+    symm_setting_info_t d;
+    if (!find_setting(*e, (size_t)name_len, &d))
       printf("  %s  (not a symmem setting; see symmem-info --env)\n", *e);
-    else if (problem)
-      printf("  %.*s=%s  (%s)\n", name_len, *e, value, problem);
+    else if (!d.value)
+      printf("  %.*s=  (empty: the default applies)\n", name_len, *e);
+    else if (d.problem)
+      printf("  %.*s=%s  (%s)\n", name_len, *e, d.value, d.problem);
     else
-      printf("  %.*s=%s\n", name_len, *e, value);
+      printf("  %.*s=%s\n", name_len, *e, d.value);
     shown++;
   }
   if (!shown) printf("  (none; defaults apply, see symmem-info --env)\n");
@@ -239,19 +207,14 @@ static void print_report(const info_t *info) {
 }
 
 static void print_env_table(void) {
-  size_t n = 0;
-  const symm_setting_desc_t *table = symm_settings_table(&n);
-  for (size_t i = 0; i < n; i++) {
-    const symm_setting_desc_t *d = &table[i];
-    const char *value = env_value(d->name);
-    const char *def = d->default_value;
-    printf("%s (%s, default %s)\n", d->name, type_name(d->type), def ? def : "unset");
-    printf("    %s\n", d->help);
-    if (value) {
-      const char *problem = value_problem(d, value);
-      printf("    current value: %s%s%s%s\n", symm_setting_shown(d, value), problem ? " (" : "",
-             problem ? problem : "", problem ? ")" : "");
-    }
+  for (size_t i = 0; i < symm_setting_count(); i++) {
+    symm_setting_info_t d;
+    if (symm_setting_get(i, &d) != SYMM_SUCCESS) continue;
+    printf("%s (%s, default %s)\n", d.name, d.type, d.default_value ? d.default_value : "unset");
+    printf("    %s\n", d.help);
+    if (d.value)
+      printf("    current value: %s%s%s%s\n", d.value, d.problem ? " (" : "",
+             d.problem ? d.problem : "", d.problem ? ")" : "");
   }
 }
 
@@ -311,17 +274,21 @@ static void print_json(const info_t *info) {
   printf(",\"multicast\":{\"allowed\":false,\"reason\":");
   json_string(info->multicast_why);
   printf("},\"settings\":[");
-  size_t n = 0;
-  const symm_setting_desc_t *table = symm_settings_table(&n);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < symm_setting_count(); i++) {
+    symm_setting_info_t d;
+    if (symm_setting_get(i, &d) != SYMM_SUCCESS) continue;
     printf("%s{\"name\":", i ? "," : "");
-    json_string(table[i].name);
-    printf(",\"type\":\"%s\",\"default\":", type_name(table[i].type));
-    json_string(table[i].default_value);
+    json_string(d.name);
+    printf(",\"type\":");
+    json_string(d.type);
+    printf(",\"default\":");
+    json_string(d.default_value);
     printf(",\"value\":");
-    json_string(symm_setting_shown(&table[i], env_value(table[i].name)));
+    json_string(d.value);
+    printf(",\"problem\":");
+    json_string(d.problem);
     printf(",\"help\":");
-    json_string(table[i].help);
+    json_string(d.help);
     putchar('}');
   }
   printf("]}\n");
@@ -388,7 +355,8 @@ int main(int argc, char **argv) {
   fflush(stdout);
   int rc = 0;
   if (!info.backend_env_ok) {
-    fprintf(stderr, "symmem-info: error: SYMM_BACKEND: %s\n", info.backend_error);
+    fprintf(stderr, "symmem-info: error: SYMM_BACKEND=%s: %s\n", info.backend_env,
+            info.backend_error);
     rc = 1;
   }
   free_info(&info);

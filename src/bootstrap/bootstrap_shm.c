@@ -316,7 +316,7 @@ fail:
 static bool shm_usable(const symm_bootstrap_env_t *env, char *why, size_t cap) {
   if (env->size < 2) snprintf(why, cap, "a single rank needs no exchange");
   else if (!env->single_host) snprintf(why, cap, "the ranks are on several hosts");
-  else if (!symm_setting_bool("SYMM_BOOTSTRAP_SHM")) snprintf(why, cap, "SYMM_BOOTSTRAP_SHM=0");
+  else if (!symm_settings()->SYMM_BOOTSTRAP_SHM) snprintf(why, cap, "SYMM_BOOTSTRAP_SHM=0");
   else if (!env->over) snprintf(why, cap, "the ranks have not met yet");
   else return true;
   return false;

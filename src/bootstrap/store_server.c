@@ -264,7 +264,7 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
     goto fail;
   }
   s->token_len = strlen(s->token);
-  int64_t hs = symm_setting_int("SYMM_STORE_HANDSHAKE_MS");
+  int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
   s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
   int fds[2];
   if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {

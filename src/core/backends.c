@@ -79,29 +79,42 @@ const char *symm_backend_name(symm_backend_t backend) {
   return ops ? ops->name : NULL;
 }
 
-symm_result_t symm_backend_from_name(const char *name, symm_backend_t *backend) {
-  if (!name || !backend)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_from_name: NULL argument");
+/* The backend named `name`, or NULL; the valid names in valid. */
+static bool backend_by_name(const char *name, symm_backend_t *backend, char *valid, size_t cap) {
   for (int i = 0; i < SYMM_BACKEND_COUNT_; i++)
     if (strcasecmp(name, backend_names[i]) == 0) {
       *backend = (symm_backend_t)i;
-      return SYMM_SUCCESS;
+      return true;
     }
   size_t n;
   const symm_backend_ops_t *const *list = symm_backend_list(&n);
-  char valid[256] = "auto, host, native, cuda, nccl, nvshmem";
-  size_t used = strlen(valid);
+  size_t used = (size_t)snprintf(valid, cap, "auto, host, native, cuda, nccl, nvshmem");
   for (size_t i = 0; i < n; i++) {
     if (strcasecmp(name, list[i]->name) == 0) {
       *backend = list[i]->id;
-      return SYMM_SUCCESS;
+      return true;
     }
-    if ((unsigned)list[i]->id >= SYMM_BACKEND_COUNT_ && used < sizeof valid)
-      used += (size_t)snprintf(valid + used, sizeof valid - used, ", %s", list[i]->name);
+    if ((unsigned)list[i]->id >= SYMM_BACKEND_COUNT_ && used < cap)
+      used += (size_t)snprintf(valid + used, cap - used, ", %s", list[i]->name);
   }
-  return symm_error(SYMM_ERR_INVALID_ARG,
-                    "unknown backend \"%s\"; valid names: %s",
-                    name, valid);
+  return false;
+}
+
+bool symm_backend_name_check(const char *text, char *why, size_t why_len) {
+  char valid[256];
+  symm_backend_t b;
+  if (backend_by_name(text, &b, valid, sizeof valid)) return true;
+  snprintf(why, why_len, "unknown backend; valid names: %s", valid);
+  return false;
+}
+
+symm_result_t symm_backend_from_name(const char *name, symm_backend_t *backend) {
+  if (!name || !backend)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_from_name: NULL argument");
+  char valid[256];
+  if (backend_by_name(name, backend, valid, sizeof valid)) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_INVALID_ARG, "unknown backend \"%s\"; valid names: %s", name,
+                    valid);
 }
 
 symm_result_t symm_backend_available(symm_backend_t backend, char *why, size_t why_len) {

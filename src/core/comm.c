@@ -74,7 +74,7 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
   if (c->local_size < 0) c->local_size = env_first_int(local_size_vars);
 
   if (c->backend == SYMM_BACKEND_AUTO) {
-    const char *name = symm_setting_str("SYMM_BACKEND");
+    const char *name = symm_settings()->SYMM_BACKEND;
     symm_backend_t b;
     SYMM_CHECK(symm_backend_from_name(name, &b));
     c->backend = b;
@@ -82,28 +82,28 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: backend value %d out of range",
                       (int)c->backend);
   }
-  if (c->timeout_ms <= 0) c->timeout_ms = (int)symm_setting_int("SYMM_TIMEOUT_MS");
+  if (c->timeout_ms <= 0) c->timeout_ms = (int)symm_settings()->SYMM_TIMEOUT_MS;
   if (c->timeout_ms <= 0) c->timeout_ms = 60000;
-  if (c->device < 0) c->device = (int)(getenv("SYMM_DEVICE") ? symm_setting_int("SYMM_DEVICE") : -1);
+  if (c->device < 0) c->device = (int)symm_settings()->SYMM_DEVICE;
 
   /* Store address: config, SYMM_STORE_ADDR, MASTER_ADDR + SYMM_STORE_PORT. */
-  const char *addr = c->store_addr ? c->store_addr : symm_setting_str("SYMM_STORE_ADDR");
+  const char *addr = c->store_addr ? c->store_addr : symm_settings()->SYMM_STORE_ADDR;
   const char *master = getenv("MASTER_ADDR");
   if (addr && *addr) {
     snprintf(rc->store_addr, sizeof rc->store_addr, "%s", addr);
   } else if (master && *master) {
     snprintf(rc->store_addr, sizeof rc->store_addr, "%s:%d", master,
-             (int)symm_setting_int("SYMM_STORE_PORT"));
+             (int)symm_settings()->SYMM_STORE_PORT);
   } else if (c->world_size > 1) {
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "symm_comm_init: %d ranks but no store address: launch with symmem-run, "
                       "or set SYMM_STORE_ADDR=host:port (or MASTER_ADDR and SYMM_STORE_PORT)",
                       c->world_size);
   }
-  rc->token = c->token ? c->token : symm_setting_str("SYMM_TOKEN");
+  rc->token = c->token ? c->token : symm_settings()->SYMM_TOKEN;
   if (!rc->token) rc->token = "";
   if (c->store_server < 0)
-    rc->serve = c->rank == 0 && !symm_setting_bool("SYMM_STORE_EXTERNAL");
+    rc->serve = c->rank == 0 && !symm_settings()->SYMM_STORE_EXTERNAL;
   else
     rc->serve = c->store_server != 0;
   /* A lone process with no address serves itself on an ephemeral port,
@@ -236,7 +236,7 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   if (rc->store_addr[0])
     SYMM_CHECK(symm_store_parse_addr(rc->store_addr, host, sizeof host, &port));
   if (rc->serve) {
-    const char *bind = rc->store_addr[0] ? symm_setting_str("SYMM_STORE_BIND") : "127.0.0.1";
+    const char *bind = rc->store_addr[0] ? symm_settings()->SYMM_STORE_BIND : "127.0.0.1";
     if (!rc->token[0] && comm->size > 1)
       SYMM_WARN(INIT, "store served without a token: set SYMM_TOKEN on every rank (symmem-run "
                       "does this for you)");
@@ -398,7 +398,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     if (comm->local_size < 0) comm->local_size = ls;
   }
   /* Job id: configured, else from rank 0's nonce, identical on all ranks. */
-  const char *job = rc->cfg.job_id ? rc->cfg.job_id : symm_setting_str("SYMM_JOB_ID");
+  const char *job = rc->cfg.job_id ? rc->cfg.job_id : symm_settings()->SYMM_JOB_ID;
   if (job && *job) {
     snprintf(comm->job_id, sizeof comm->job_id, "%s", job);
   } else {
@@ -557,6 +557,7 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
   *out = NULL;
+  SYMM_CHECK(symm_settings_load());
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   SYMM_CHECK(resolve_config(config, &rc));
@@ -572,13 +573,13 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   comm->index = atomic_fetch_add(&comm_counter, 1);
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
-  int64_t pool = symm_setting_int("SYMM_POOL_BYTES");
+  int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
   comm->pool_limit = pool > 0 ? (size_t)pool : 0;
   snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
 
   symm_result_t res;
   symm_algo_t algo = SYMM_ALGO_AUTO;
-  SYMM_CHECK_GOTO(symm_algo_from_name(symm_setting_str("SYMM_ALLREDUCE_ALGO"), &algo), res, fail);
+  SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
   SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);

@@ -28,17 +28,35 @@ static const struct {
     {"ALL", SYMM_SUBSYS_ALL},
 };
 
-static unsigned parse_mask(const char *text) {
+/* The mask that text names ("INIT,COLL", "^STORE"): false if a name is
+ * none of the subsystems, with that name copied into bad. */
+static bool parse_mask(const char *text, unsigned *mask, char *bad, size_t bad_len) {
   bool invert = text[0] == '^';
-  if (invert) text++;
-  unsigned mask = 0;
   char buf[256];
-  snprintf(buf, sizeof buf, "%s", text);
+  snprintf(buf, sizeof buf, "%s", text + invert);
+  unsigned m = 0;
   char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    unsigned bit = 0;
     for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
-      if (strcasecmp(tok, subsys_names[i].name) == 0) mask |= subsys_names[i].bit;
-  return invert ? ~mask : mask;
+      if (strcasecmp(tok, subsys_names[i].name) == 0) bit = subsys_names[i].bit;
+    if (!bit) {
+      snprintf(bad, bad_len, "%s", tok);
+      return false;
+    }
+    m |= bit;
+  }
+  *mask = invert ? ~m : m;
+  return true;
+}
+
+bool symm_log_subsys_check(const char *text, char *why, size_t why_len) {
+  unsigned mask;
+  char bad[64];
+  if (parse_mask(text, &mask, bad, sizeof bad)) return true;
+  snprintf(why, why_len, "unknown subsystem \"%s\"; valid names: INIT, BOOTSTRAP, STORE, ALLOC, "
+           "BACKEND, COLL, ALL, after an optional ^ (exclude)", bad);
+  return false;
 }
 
 /* Expands %h (hostname) and %p (pid) in the SYMM_DEBUG_FILE pattern. */
@@ -62,17 +80,12 @@ static void open_log_file(const char *pattern) {
 
 static void log_init(void) {
   gethostname(log_host, sizeof log_host - 1);
-  const char *lvl = getenv("SYMM_DEBUG");
-  if (lvl && *lvl) {
-    if (strcasecmp(lvl, "NONE") == 0) log_level_value = SYMM_LOG_NONE;
-    else if (strcasecmp(lvl, "INFO") == 0) log_level_value = SYMM_LOG_INFO;
-    else if (strcasecmp(lvl, "TRACE") == 0) log_level_value = SYMM_LOG_TRACE;
-    else log_level_value = SYMM_LOG_WARN;
-  }
-  const char *sub = getenv("SYMM_DEBUG_SUBSYS");
-  if (sub && *sub) log_mask = parse_mask(sub);
-  const char *file = getenv("SYMM_DEBUG_FILE");
-  if (file && *file) open_log_file(file);
+  symm_settings_t s;
+  symm_settings_read(&s);
+  log_level_value = s.SYMM_DEBUG.index; /* the choices are in SYMM_LOG_* order */
+  char bad[64]; /* symm_settings_read has left the default for a bad list */
+  parse_mask(s.SYMM_DEBUG_SUBSYS, &log_mask, bad, sizeof bad);
+  if (s.SYMM_DEBUG_FILE) open_log_file(s.SYMM_DEBUG_FILE);
 }
 
 int symm_log_level(void) {

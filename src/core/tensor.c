@@ -817,7 +817,7 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
    * same call (see native_collective for what happens when they do not). */
   /* The setting is what staging gets: the backend's fixed areas (its
    * need, `bytes`, includes them) come on top. */
-  size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
+  size_t want = symm_settings()->SYMM_SCRATCH_BYTES;
   const size_t fixed = comm->engine->scratch_fixed ? comm->engine->scratch_fixed(comm) : 0;
   want = want > SIZE_MAX - fixed ? SIZE_MAX : want + fixed;
   if (want < bytes) want = bytes;

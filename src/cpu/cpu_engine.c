@@ -14,7 +14,7 @@ static symm_result_t cpu_init(symm_comm_t *comm, symm_blob_t *blob) {
     free(slice);
     return symm_error(SYMM_ERR_NO_MEMORY, "CPU engine: out of memory");
   }
-  st->slice_bytes = (size_t)symm_setting_int("SYMM_HOST_SLICE_BYTES");
+  st->slice_bytes = symm_settings()->SYMM_HOST_SLICE_BYTES;
   *slice = st->slice_bytes;
   symm_engine_set_state(comm, st);
   *blob = (symm_blob_t){slice, sizeof *slice};

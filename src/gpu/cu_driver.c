@@ -59,7 +59,7 @@ static bool native_resolve_all(char *why, size_t why_len) {
 }
 
 static void native_load_once_fn(void) {
-  const char *name = symm_setting_str("SYMM_CUDA_LIB");
+  const char *name = symm_settings()->SYMM_CUDA_LIB;
   if (!name) name = "libcuda.so.1";
   /* RTLD_LOCAL: our symbols never leak into the application's namespace;
    * the CUDA runtime the application uses dlopens the same library and

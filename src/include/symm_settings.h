@@ -1,5 +1,33 @@
 /*
- * Settings: every SYMM_* environment variable, declared once.  Not installed.
+ * Settings: every SYMM_* environment variable, declared once by the layer
+ * that reads it, typed, and parsed once per symm_comm_init.  Not installed.
+ *
+ * Each layer lists its own settings beside its code, in an X-macro list
+ * (core/core_settings.def, core/log_settings.def, core/coll_settings.def,
+ * bootstrap/bootstrap_settings.def, backends/<name>/<name>_settings.def;
+ * symm_settings.def includes them all).  A list is a sequence of
+ *
+ *   SYMM_SETTING_INT(NAME, DEFAULT, MIN, MAX, FLAGS, HELP)        int64_t
+ *   SYMM_SETTING_SIZE(NAME, DEFAULT, MIN, MAX, FLAGS, HELP)       size_t
+ *   SYMM_SETTING_BOOL(NAME, DEFAULT, FLAGS, HELP)                 bool
+ *   SYMM_SETTING_STRING(NAME, DEFAULT, CHECK, FLAGS, HELP)        const char *
+ *   SYMM_SETTING_ENUM(NAME, DEFAULT, NOUN, (CHOICE, ...), FLAGS, HELP)
+ *                                                     symm_setting_choice_t
+ *
+ * NAME is the variable (SYMM_TIMEOUT_MS) and also its field in
+ * symm_settings_t, so a misspelt name is a compile error.  DEFAULT is text
+ * as a user would write it, or NULL for none: an INT without a default reads
+ * -1 while unset (their MIN is >= 0), a STRING reads NULL.  MIN..MAX bound
+ * an INT or SIZE (inclusive); CHECK is NULL or a symm_setting_check_fn that
+ * vets a STRING; NOUN names what an ENUM's choices are ("backend") in
+ * messages, and its choices keep the order of the C enum they map to (the
+ * field's index is that enum's value).  FLAGS: 0 or SYMM_SETTING_SECRET |
+ * SYMM_SETTING_PER_JOB.
+ *
+ * Accepted text: integers in decimal; sizes as bytes or with a K, M, G or T
+ * suffix (powers of 1024; "KiB"/"KB" too); booleans 1/0, true/false,
+ * yes/no, on/off; choices in any case.  A variable set empty counts as
+ * unset.
  */
 #ifndef SYMM_SETTINGS_H
 #define SYMM_SETTINGS_H
@@ -10,34 +38,90 @@
 
 #include "symm_error.h"
 
-/* -------------------------------------------------------------- settings */
-/* Every SYMM_* variable is declared once in settings.c with its default and
- * help text; these read the environment, falling back to the default. */
-typedef enum { SYMM_SETTING_STRING, SYMM_SETTING_INT, SYMM_SETTING_BOOL, SYMM_SETTING_SIZE } symm_setting_type_t;
+#define SYMM_SETTING_SECRET 1u  /* a tool shows that it is set, never its value */
+#define SYMM_SETTING_PER_JOB 2u /* a job's identity that the launcher sets, not a choice */
+
+/* Vets a STRING setting's text: true if acceptable; else false, with why
+ * (saying what is accepted) written into why.  Pure: no logging, no error
+ * recorded, since the logger itself is configured through these. */
+typedef bool (*symm_setting_check_fn)(const char *text, char *why, size_t why_len);
+bool symm_log_subsys_check(const char *text, char *why, size_t why_len); /* log.c */
+/* A backend's name: the table's and those registered (backends.c). */
+bool symm_backend_name_check(const char *text, char *why, size_t why_len);
+
+/* An ENUM's value: the index of the choice in its list, and its name as
+ * declared (whatever case the user wrote). */
+typedef struct symm_setting_choice {
+  int index;
+  const char *name;
+} symm_setting_choice_t;
+
+/* Every setting's typed value. */
+typedef struct symm_settings {
+#define SYMM_SETTING_INT(name, def, lo, hi, flags, help) int64_t name;
+#define SYMM_SETTING_SIZE(name, def, lo, hi, flags, help) size_t name;
+#define SYMM_SETTING_BOOL(name, def, flags, help) bool name;
+#define SYMM_SETTING_STRING(name, def, check, flags, help) const char *name;
+#define SYMM_SETTING_ENUM(name, def, noun, choices, flags, help) symm_setting_choice_t name;
+#include "symm_settings.def"
+} symm_settings_t;
+
+/*
+ * The settings in force: those parsed by the latest successful
+ * symm_comm_init of this process (symm_settings_load).  A process that has
+ * made no communicator yet (symmem-run's store, a tool's backend probe)
+ * gets the environment parsed at its first call, with the default standing
+ * in for any value that does not parse (logged at INFO; symm_comm_init
+ * would refuse it).  Never NULL; the values behind a returned pointer never
+ * change, so it may be read from any thread while another communicator is
+ * made.
+ */
+const symm_settings_t *symm_settings(void);
+/*
+ * Parses every setting from the environment and makes the result what
+ * symm_settings() returns.  SYMM_ERR_INVALID_ARG for the first value that
+ * does not parse or is out of range, naming the variable, the value and
+ * what is accepted (the settings in force stay as they were).  The first
+ * call of the process also warns once about each SYMM_* variable that is
+ * no setting, naming the closest one.  Called by symm_comm_init.
+ */
+symm_result_t symm_settings_load(void);
+/* Parses the environment into *out without logging or allocating: a value
+ * that does not parse leaves the default.  Strings point into the
+ * environment.  For the logger, which configures itself on its first line. */
+void symm_settings_read(symm_settings_t *out);
+
+/* The declaration of one setting, from the lists. */
+typedef enum {
+  SYMM_SETTING_KIND_INT,
+  SYMM_SETTING_KIND_SIZE,
+  SYMM_SETTING_KIND_BOOL,
+  SYMM_SETTING_KIND_STRING,
+  SYMM_SETTING_KIND_ENUM
+} symm_setting_kind_t;
 typedef struct symm_setting_desc {
   const char *name;
-  symm_setting_type_t type;
+  symm_setting_kind_t type;
   const char *default_value; /* as text; NULL = unset */
   const char *help;
-  bool secret; /* a tool shows that it is set, never its value */
-  bool per_job; /* a job's identity that the launcher sets, not a choice */
+  bool secret;
+  bool per_job;
+  size_t offset;             /* of its field in symm_settings_t */
+  int64_t min, max;          /* INT, SIZE */
+  const char *noun;          /* ENUM */
+  const char *const *choices; /* ENUM, NULL-terminated */
+  symm_setting_check_fn check; /* STRING, may be NULL */
 } symm_setting_desc_t;
+const symm_setting_desc_t *symm_settings_table(size_t *count);
 /* What a tool may print for setting d's value v: v, or a placeholder for a
  * secret (the job's token must not end up in logs). */
 const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v);
-const symm_setting_desc_t *symm_settings_table(size_t *count);
-/* Value of the setting: environment if set and non-empty, else default
- * (NULL if neither).  Aborts in debug builds for undeclared names. */
-const char *symm_setting_str(const char *name);
-int64_t symm_setting_int(const char *name);  /* 0 if unset or unparsable */
-bool symm_setting_bool(const char *name);    /* 1/true/yes/on */
 /* Parses "64M", "1G", "4096" ... ; returns -1 on error. */
 int64_t symm_parse_size(const char *text);
 
-/* symmem never creates NVLink multicast objects (DESIGN.md's GPU safety
- * rule: they can take a shared host's GPUs out of service).  Writes that
- * into why, naming the NVLS-disabling variables that are set, for
- * symmem-info. */
+/* symmem never creates NVLink multicast objects (they can take a shared
+ * host's GPUs out of service).  Writes that into why, naming the
+ * NVLS-disabling variables that are set, for symmem-info. */
 void symm_multicast_status(char *why, size_t why_len);
 
 #endif /* SYMM_SETTINGS_H */

@@ -559,7 +559,7 @@ static void test_alloc_cycles(gpu_ctx_t *c) {
     symm_tensor_free(t);
   }
   size_t free_pooled = gpu_free_bytes();
-  int64_t limit = symm_setting_int("SYMM_POOL_BYTES");
+  int64_t limit = (int64_t)symm_settings()->SYMM_POOL_BYTES;
   /* A peer on this GPU (shared device) pools its own memory here too. */
   int per_gpu = c->size;
   size_t pooled = free0 > free_pooled ? free0 - free_pooled : 0;

@@ -253,7 +253,7 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
   native_coll_t *co = calloc(1, sizeof *co);
   if (!co) return symm_error(SYMM_ERR_NO_MEMORY, "native: no memory for the collectives' state");
   st->coll = co;
-  const char *file = symm_setting_str("SYMM_COLL_KERNELS");
+  const char *file = symm_settings()->SYMM_COLL_KERNELS;
   if (file && !*file) file = NULL; /* set empty: unset */
   unsigned char *image = NULL;
   size_t len = 0;
@@ -310,12 +310,12 @@ symm_result_t native_coll_startup(symm_comm_t *comm) {
     else SYMM_INFO(BACKEND, "native: collectives unavailable: %s", co->why);
     goto out;
   }
-  co->pdl = co->cd->cuLaunchKernelEx && symm_setting_bool("SYMM_NATIVE_PDL") &&
+  co->pdl = co->cd->cuLaunchKernelEx && symm_settings()->SYMM_NATIVE_PDL &&
             native_coll_kernels_wait(co);
   SYMM_INFO(COLL, "native: programmatic dependent launch %s", co->pdl ? "on" : "off");
-  int64_t mb = symm_setting_int("SYMM_COLL_MAX_BLOCKS");
+  int64_t mb = symm_settings()->SYMM_COLL_MAX_BLOCKS;
   co->max_blocks = mb > 0 && mb <= NATIVE_COLL_LL_MAX_BLOCKS ? (unsigned)mb : 0;
-  int64_t lt = symm_setting_int("SYMM_COLL_LL_THREADS");
+  int64_t lt = symm_settings()->SYMM_COLL_LL_THREADS;
   co->ll_threads = lt >= 32 && lt <= SYMM_COLL_THREADS && lt % 32 == 0 ? (unsigned)lt : 0;
   co->ready = true;
   /* The LL areas sit in every scratch before the staging halves. */

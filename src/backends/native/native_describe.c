@@ -141,7 +141,7 @@ void native_describe(FILE *out) {
   char why[512] = "";
   const symm_cu_driver_t *drv = symm_cu_driver_init(why, sizeof why);
   if (!drv) return; /* symmem-info already shows the probe's reason */
-  fprintf(out, "driver: %s, CUDA driver API %d.%d\n", symm_setting_str("SYMM_CUDA_LIB"),
+  fprintf(out, "driver: %s, CUDA driver API %d.%d\n", symm_settings()->SYMM_CUDA_LIB,
           drv->driver_version / 1000, drv->driver_version % 1000 / 10);
   int n = 0;
   ncu_result cu = drv->cuDeviceGetCount(&n);
@@ -153,5 +153,5 @@ void native_describe(FILE *out) {
   if (n > NATIVE_DESCRIBE_MAX_DEVICES) n = NATIVE_DESCRIBE_MAX_DEVICES;
   for (int i = 0; i < n; i++) native_describe_device(out, drv, i);
   if (n > 1) native_describe_peers(out, drv, n);
-  fprintf(out, "handles: SYMM_NATIVE_HANDLE=%s\n", symm_setting_str("SYMM_NATIVE_HANDLE"));
+  fprintf(out, "handles: SYMM_NATIVE_HANDLE=%s\n", symm_settings()->SYMM_NATIVE_HANDLE.name);
 }

@@ -122,7 +122,7 @@ static symm_result_t native_pick_device(symm_comm_t *comm, native_state_t *st) {
     want %= count;
   }
   if (want >= count) {
-    if (!symm_setting_bool("SYMM_ALLOW_SHARED_DEVICE")) {
+    if (!symm_settings()->SYMM_ALLOW_SHARED_DEVICE) {
       const char *vis = getenv("CUDA_VISIBLE_DEVICES");
       return symm_error(SYMM_ERR_INVALID_ARG,
                         "native: rank %d asks for GPU %d (SYMM_DEVICE or the config) but only %d "
@@ -198,7 +198,7 @@ static bool native_fabric_works(native_state_t *st, size_t gran, char *why, size
 /* Which handle kinds this rank can use, under SYMM_NATIVE_HANDLE. */
 static symm_result_t native_local_kinds(native_state_t *st, bool fd_attr, bool fabric_attr,
                                         uint32_t *kinds) {
-  const char *mode = symm_setting_str("SYMM_NATIVE_HANDLE");
+  const char *mode = symm_settings()->SYMM_NATIVE_HANDLE.name;
   if (!mode) mode = "auto";
   bool want_fd = strcasecmp(mode, "fd") == 0, want_fabric = strcasecmp(mode, "fabric") == 0;
   if (!want_fd && !want_fabric && strcasecmp(mode, "auto") != 0)
@@ -293,7 +293,7 @@ static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
 /* Several ranks on one GPU only when asked: otherwise it is almost always a
  * launch mistake (all ranks on GPU 0) that would silently serialise them. */
 static symm_result_t native_check_shared(symm_comm_t *comm, const native_state_t *st) {
-  if (symm_setting_bool("SYMM_ALLOW_SHARED_DEVICE")) return SYMM_SUCCESS;
+  if (symm_settings()->SYMM_ALLOW_SHARED_DEVICE) return SYMM_SUCCESS;
   for (int a = 0; a < st->size; a++)
     for (int b = a + 1; b < st->size; b++)
       if (memcmp(st->ranks[a].uuid, st->ranks[b].uuid, sizeof st->ranks[a].uuid) == 0 &&

@@ -1,0 +1,7 @@
+TEST_ENTRY(settings_bad_values_fail_init, 30)
+TEST_ENTRY(settings_secret_not_echoed, 10)
+TEST_ENTRY(settings_good_values, 30)
+TEST_ENTRY(settings_snapshot_stable, 10)
+TEST_ENTRY(settings_unknown_variable_warns, 20)
+TEST_ENTRY(settings_listing, 10)
+TEST_ENTRY(settings_info_agrees_with_init, 60)
