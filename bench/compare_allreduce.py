@@ -168,7 +168,7 @@ def fmt(value, width, prec=2):
 
 
 def no_multicast_env():
-    """This environment with DESIGN.md's GPU safety rule (no NVLink multicast)."""
+    """This environment with the GPU safety rule of docs/design.md (no NVLink multicast)."""
     return dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                 NVSHMEM_DISABLE_NVLS="1")
 

@@ -17,7 +17,7 @@
 #   bench/run-gpu-bench.sh [BUILD_DIR]
 set -u
 BUILD=${1:-build}
-# DESIGN.md's GPU safety rule, for every process started from here.
+# The GPU safety rule (docs/design.md), for every process started from here.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "${ngpu:-0}" -lt 2 ]; then

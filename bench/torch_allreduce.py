@@ -18,7 +18,7 @@ be taken prints as n/a, with a "# ... n/a (reason)" line before the row.
 import argparse
 import os
 
-# DESIGN.md's GPU safety rule: no multicast / NVLS anywhere, before torch loads.
+# The GPU safety rule (docs/design.md): no multicast / NVLS anywhere, before torch loads.
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NCCL_NVLS_ENABLE"] = "0"
 os.environ["NVSHMEM_DISABLE_NVLS"] = "1"

@@ -11,7 +11,7 @@ import os
 import statistics
 import time
 
-# DESIGN.md's GPU safety rule: no multicast / NVLS anywhere, before torch
+# The GPU safety rule (docs/design.md): no multicast / NVLS anywhere, before torch
 # loads, over whatever value the environment passed down.
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NCCL_NVLS_ENABLE"] = "0"

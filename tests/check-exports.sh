@@ -13,7 +13,7 @@ for f in $(grep -oE '\bsymm_[a-z0-9_]+\(' "$header" | tr -d '(' | sort -u); do
   printf '%s\n' "$defined" | grep -qx "$f" || { echo "FAIL: $f declared but not exported"; missing=1; }
 done
 [ $missing -eq 0 ] || exit 1
-# DESIGN.md's GPU safety rule, kept by construction: the library does not
+# The GPU safety rule (docs/design.md), kept by construction: the library does not
 # even name a multicast entry point, so nothing can resolve or call one.
 if grep -aq 'cuMulticast' "$lib"; then
   echo "FAIL: $lib names a cuMulticast entry point"; exit 1

@@ -1,5 +1,5 @@
 #!/bin/sh
-# DESIGN.md's GPU safety rule in the PyTorch scripts of bench/: each one turns
+# The GPU safety rule (docs/design.md) in the PyTorch scripts of bench/: each one turns
 # NVLS / multicast off for NCCL, PyTorch and NVSHMEM before torch loads, over
 # whatever the environment says.  A stub torch package (no GPU, no PyTorch
 # needed) prints the three variables as torch's import sees them.  The

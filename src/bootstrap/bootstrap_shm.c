@@ -271,7 +271,7 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   shm_segment_t *seg = NULL;
   int32_t ok = 1, all_ok = 1;
   /* Rank 0 holds the name until every rank has had its chance to open it;
-   * every way out removes it (DESIGN: gone when the last process exits). */
+   * every way out removes it (shared memory is gone when the last process exits). */
   bool named = false;
   if (rank == 0) ok = named = open_segment(name, 0, size, bytes, &seg) == SYMM_SUCCESS;
   SYMM_CHECK_GOTO(store_bs->ops->broadcast(store_bs, &ok, sizeof ok, 0), res, fail);
