@@ -30,6 +30,9 @@ ncu_device symm_gpu_device(const symm_gpu_t *gpu);
 /* A non-blocking stream of the engine's own (zeroing, small copies): it
  * never waits behind the application's work. */
 ncu_stream symm_gpu_stream(const symm_gpu_t *gpu);
+/* The device's primary context, which the engine retains and leaves
+ * current on the thread that created the communicator. */
+ncu_context symm_gpu_context(const symm_gpu_t *gpu);
 /* Rank r's device as an ordinal of this process (-1: not visible here),
  * and whether this rank's device can access it (1 yes, 0 no, -1 unknown).
  * Valid from the backend's startup on. */
@@ -42,6 +45,22 @@ const char *symm_gpu_peer_bus_id(const symm_gpu_t *gpu, int r);
  * what symm_gpu_leave puts back (the caller's context). */
 symm_result_t symm_gpu_enter(symm_gpu_t *gpu, ncu_context *saved);
 void symm_gpu_leave(symm_gpu_t *gpu, ncu_context saved);
+
+/* Zeroes `bytes` of device memory at ptr on the engine's stream and waits
+ * for it (a signal pad, before any peer can see it).  Enters the context
+ * itself. */
+symm_result_t symm_gpu_zero(symm_gpu_t *gpu, ncu_deviceptr ptr, size_t bytes);
+
+/*
+ * Copies `bytes` of host memory to a new device allocation on the
+ * communicator's GPU (cuMemAlloc + copy on the engine's own stream) and
+ * returns its address in *dev: e.g. the world_size peer data pointers, for
+ * kernels that take a `void **`.  Local.  Free with symm_gpu_device_free.
+ * The engine's device_copy / device_free; the tests call them directly.
+ * SYMM_ERR_UNSUPPORTED for a communicator without the GPU engine.
+ */
+symm_result_t symm_gpu_device_copy(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
+void symm_gpu_device_free(symm_comm_t *comm, void *dev);
 
 /* Records a failed driver call as the thread's error, "<what> failed:
  * CUDA_ERROR_X (text)", and returns SYMM_ERR_NO_MEMORY for out-of-memory,
