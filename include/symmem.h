@@ -368,14 +368,19 @@ typedef struct symm_view {
 
 /*
  * Allocates a symmetric tensor of shape sizes[0..ndim) and dtype, row-major.
- * Local: no communication; the tensor becomes accessible to peers with
- * symm_tensor_rendezvous.  The allocation is rounded up to the backend's
+ * Local: no communication, on the host and native backends; the tensor
+ * becomes accessible to peers with symm_tensor_rendezvous.  Collective on
+ * a backend whose provider allocates collectively or registers each
+ * allocation (NVSHMEM's symmetric heap, NCCL's windows): every rank calls
+ * it with the same shape and dtype in the same order, and ranks that do
+ * not all get SYMM_ERR_MISMATCH (never a hang, nothing allocated).  The allocation is rounded up to the backend's
  * granularity; a zeroed signal pad (symm_tensor_signal_pad) precedes the data
  * in the same allocation.  The data itself is not initialised, except that
  * the host backend returns zeroed memory for fresh (non-pooled) allocations.
  * Returns SYMM_ERR_INVALID_ARG (NULL, ndim < 1 or > SYMM_MAX_DIMS, a size
  * <= 0, bad dtype, total size overflowing), SYMM_ERR_NO_MEMORY,
- * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below.
+ * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below; where it is
+ * collective also SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST.
  */
 SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
                                          const int64_t *sizes, int ndim,
@@ -541,7 +546,8 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
                                      size_t nbytes);
 
 /*
- * Frees a tensor.  Local, never collective: peers that mapped this buffer
+ * Frees a tensor.  Local, never collective, on every backend whose
+ * provider frees locally (host, native): peers that mapped this buffer
  * keep valid mappings of it until they free their own tensor.  The memory
  * goes to the communicator's pool (limit SYMM_POOL_BYTES) when it fits,
  * where a later allocation of the same rounded size reuses it, mappings
@@ -549,9 +555,20 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
  * any memory, GPU work on any rank that still reads or writes this tensor
  * (its data or its signal pad) must have completed before the free: pooled
  * memory may be given to the next tensor at once.  NULL is accepted and
- * ignored.
+ * ignored (SYMM_SUCCESS).
+ *
+ * On a backend whose provider frees collectively (its allocations are
+ * collective too: symm_tensor_alloc is then called by every rank with the
+ * same shape, in the same order), every rank frees the same tensor in the
+ * same order; a rank that frees another one gets SYMM_ERR_MISMATCH, as do
+ * its peers, never a hang, and nothing is freed (free the tensors again in
+ * the order they were allocated).  symm_comm_pool_trim and
+ * symm_comm_destroy are collective there too.
+ *
+ * Returns SYMM_SUCCESS, or on a collective-free backend SYMM_ERR_MISMATCH,
+ * SYMM_ERR_TIMEOUT or SYMM_ERR_PEER_LOST (the tensor stays valid).
  */
-SYMM_API void symm_tensor_free(symm_tensor_t *tensor);
+SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
 
 
 /* ------------------------------------------------------------------------ */

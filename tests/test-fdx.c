@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/util/fd_exchange.h"
+#include "core/internal.h" /* a communicator struct of its own */
 #include "harness.h"
 
 /* ------------------------------------------------------------- helpers */

@@ -1,4 +1,5 @@
 /* The static backend table, backend and dtype names. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -13,20 +14,69 @@ static const symm_backend_ops_t *const backend_table[] = {
 static const char *const backend_names[SYMM_BACKEND_COUNT_] = {
     "auto", "host", "native", "cuda", "nccl", "nvshmem"};
 
+/* The table above, then backends registered at run time (tests), last in
+ * `auto` order.  Registration happens before any communicator exists. */
+#define MAX_BACKENDS (sizeof backend_table / sizeof backend_table[0] + 4)
+static const symm_backend_ops_t *all_backends[MAX_BACKENDS];
+static size_t backend_count;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void table_init(void) {
+  for (size_t i = 0; i < sizeof backend_table / sizeof backend_table[0]; i++)
+    all_backends[backend_count++] = backend_table[i];
+}
+
 const symm_backend_ops_t *const *symm_backend_list(size_t *count) {
-  if (count) *count = sizeof backend_table / sizeof backend_table[0];
-  return backend_table;
+  pthread_once(&table_once, table_init);
+  if (count) *count = backend_count;
+  return all_backends;
 }
 
 const symm_backend_ops_t *symm_backend_find(symm_backend_t id) {
-  for (size_t i = 0; i < sizeof backend_table / sizeof backend_table[0]; i++)
-    if (backend_table[i]->id == id) return backend_table[i];
+  size_t n;
+  const symm_backend_ops_t *const *list = symm_backend_list(&n);
+  for (size_t i = 0; i < n; i++)
+    if (list[i]->id == id) return list[i];
   return NULL;
 }
 
+symm_result_t symm_backend_register(const symm_backend_ops_t *ops) {
+  if (!ops || !ops->name || (unsigned)ops->id < SYMM_BACKEND_COUNT_ || ops->id >= 32)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_register: a backend needs a name and "
+                      "an id in [%d, 32)", (int)SYMM_BACKEND_COUNT_);
+  pthread_once(&table_once, table_init);
+  symm_result_t res = SYMM_SUCCESS;
+  pthread_mutex_lock(&table_lock);
+  for (size_t i = 0; i < backend_count && res == SYMM_SUCCESS; i++)
+    if (all_backends[i]->id == ops->id || strcasecmp(all_backends[i]->name, ops->name) == 0)
+      res = symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_register: backend %s (id %d) is "
+                       "taken", ops->name, (int)ops->id);
+  if (res == SYMM_SUCCESS && backend_count == MAX_BACKENDS)
+    res = symm_error(SYMM_ERR_NO_MEMORY, "symm_backend_register: the table is full");
+  if (res == SYMM_SUCCESS) all_backends[backend_count++] = ops;
+  pthread_mutex_unlock(&table_lock);
+  return res;
+}
+
+void symm_backend_names_with(size_t cap_offset, char *out, size_t len) {
+  size_t n, found = 0, used = 0;
+  const symm_backend_ops_t *const *list = symm_backend_list(&n);
+  for (size_t i = 0; i < n; i++) found += *((const bool *)&list[i]->caps + cap_offset);
+  out[0] = 0;
+  for (size_t i = 0, k = 0; i < n && used < len; i++) {
+    if (!*((const bool *)&list[i]->caps + cap_offset)) continue;
+    const char *sep = k == 0 ? "" : k + 1 == found ? " or " : ", ";
+    used += (size_t)snprintf(out + used, len - used, "%s%s", sep, list[i]->name);
+    k++;
+  }
+  if (!found) snprintf(out, len, "no");
+}
+
 const char *symm_backend_name(symm_backend_t backend) {
-  if ((unsigned)backend >= SYMM_BACKEND_COUNT_) return NULL;
-  return backend_names[backend];
+  if ((unsigned)backend < SYMM_BACKEND_COUNT_) return backend_names[backend];
+  const symm_backend_ops_t *ops = symm_backend_find(backend);
+  return ops ? ops->name : NULL;
 }
 
 symm_result_t symm_backend_from_name(const char *name, symm_backend_t *backend) {
@@ -37,9 +87,21 @@ symm_result_t symm_backend_from_name(const char *name, symm_backend_t *backend) 
       *backend = (symm_backend_t)i;
       return SYMM_SUCCESS;
     }
+  size_t n;
+  const symm_backend_ops_t *const *list = symm_backend_list(&n);
+  char valid[256] = "auto, host, native, cuda, nccl, nvshmem";
+  size_t used = strlen(valid);
+  for (size_t i = 0; i < n; i++) {
+    if (strcasecmp(name, list[i]->name) == 0) {
+      *backend = list[i]->id;
+      return SYMM_SUCCESS;
+    }
+    if ((unsigned)list[i]->id >= SYMM_BACKEND_COUNT_ && used < sizeof valid)
+      used += (size_t)snprintf(valid + used, sizeof valid - used, ", %s", list[i]->name);
+  }
   return symm_error(SYMM_ERR_INVALID_ARG,
-                    "unknown backend \"%s\"; valid names: auto, host, native, cuda, nccl, nvshmem",
-                    name);
+                    "unknown backend \"%s\"; valid names: %s",
+                    name, valid);
 }
 
 symm_result_t symm_backend_available(symm_backend_t backend, char *why, size_t why_len) {

@@ -1,5 +1,5 @@
 /* Collectives: names, argument checks, algorithm choice, scratch
- * reservation, dispatch to the backend's `collective` member. */
+ * reservation, dispatch to the engine of the communicator's memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +68,7 @@ void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char 
 
 symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_check_async_error: comm is NULL");
-  if (SYMM_OPS_HAS(comm->ops, 3, poll_async_error)) comm->ops->poll_async_error(comm);
+  if (comm->engine->poll_async_error) comm->engine->poll_async_error(comm);
   symm_result_t err = (symm_result_t)comm->async_error;
   if (err == SYMM_SUCCESS) return SYMM_SUCCESS;
   comm->async_error = 0;
@@ -90,67 +90,21 @@ bool symm_dtype_reducible(symm_dtype_t dt) {
          dt == SYMM_DTYPE_I32;
 }
 
-/* LL pushes data and flags together (one NVLink crossing, half the
- * bandwidth); LL128 does the same in 128-byte lines (120 data bytes);
- * one-shot moves every rank's whole buffer to every rank; two-shot moves
- * each byte twice but only a 1/world share of it per rank. */
-static symm_algo_t choose_allreduce(const symm_comm_t *comm, size_t bytes) {
-  symm_algo_t algo = comm->allreduce_algo;
-  if (algo != SYMM_ALGO_AUTO) return algo;
-  /* GPU ranks: bench/tune-native.sh at 2 ranks (H200 pair, bf16, CUDA
-   * graph, us): LL is fastest to 64 KiB (3.33 vs LL128 3.46), LL128 from
-   * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
-   * two-shot 20.2), two-shot above.  A backend runs what does not fit its
-   * LL areas as its closest relative (native: LL128, else LL up to 256 KiB,
-   * then one- or two-shot).
-   * More ranks: LL and LL128 push the whole buffer to each of the W - 1
-   * peers, so LL's limit keeps each rank's pushed bytes where 2 ranks put
-   * it (64 KiB / (W - 1)).  Two-shot pushes 2 (W - 1) / W of the buffer
-   * whatever W, so LL128's share against it shrinks faster: its limit is
-   * 8 MiB / (W (W - 1)) (4 MiB at 2 ranks; 683 KiB at 4, 146 KiB at 8),
-   * which is what a cost model fitted to the 2-rank figures (latency plus
-   * bytes over ~360 GB/s per algorithm) gives within a factor 1.3 at 4
-   * and 8 ranks.  A model, not a measurement: issue 5's runs on 4 and 8
-   * GPUs are to replace it. */
-  if (comm->device >= 0) {
-    const size_t peers = comm->size > 1 ? (size_t)comm->size - 1 : 1;
-    if (bytes <= ((size_t)64 << 10) / peers) return SYMM_ALGO_LL;
-    return bytes <= ((size_t)8 << 20) / (peers * (peers + 1)) ? SYMM_ALGO_LL128
-                                                                : SYMM_ALGO_TWO_SHOT;
-  }
-  /* CPU ranks (2 on 2 cores, f32, symmem-bench): two-shot is ahead from
-   * 4 KiB on (1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place). */
-  if (bytes <= ((size_t)2 << 10)) return SYMM_ALGO_ONE_SHOT;
-  return SYMM_ALGO_TWO_SHOT;
-}
-
 /* The algorithm an all-reduce of `bytes` runs: the communicator's choice
- * (auto by size), then what the backend makes of it (ops->allreduce_algo:
- * what it cannot run becomes its closest relative).  What runs, not what
- * was asked, goes into the call's signature: ranks that ask differently
- * but run the same kernel agree, ranks that run differently do not. */
+ * (AUTO unless set), then what the engine makes of it (AUTO: its choice by
+ * size and ranks; what it cannot run: its closest relative).  What runs,
+ * not what was asked, goes into the call's signature: ranks that ask
+ * differently but run the same kernel agree, ranks that run differently do
+ * not. */
 static symm_algo_t resolve_allreduce(symm_comm_t *comm, size_t bytes) {
-  symm_algo_t algo = choose_allreduce(comm, bytes);
-  if (SYMM_OPS_HAS(comm->ops, 5, allreduce_algo))
-    algo = comm->ops->allreduce_algo(comm, algo, bytes);
-  return algo;
-}
-
-static symm_result_t check_collectives(const symm_comm_t *comm, const char *fn) {
-  if (SYMM_OPS_HAS(comm->ops, 3, collective)) return SYMM_SUCCESS;
-  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives in this build",
-                    fn, comm->ops->name);
+  return comm->engine->allreduce_algo(comm, comm->allreduce_algo, bytes);
 }
 
 symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
   static const char fn[] = "symm_comm_scratch_bytes";
   if (!comm || !bytes)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "bytes" : "comm");
-  SYMM_CHECK(check_collectives(comm, fn));
-  if (!SYMM_OPS_HAS(comm->ops, 6, scratch_bytes))
-    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend cannot size its scratch", fn,
-                      comm->ops->name);
-  SYMM_CHECK(comm->ops->scratch_bytes(comm, max_bytes, bytes));
+  SYMM_CHECK(comm->engine->scratch_bytes(comm, max_bytes, bytes));
   if (*bytes > (size_t)INT64_MAX) /* what symm_comm_reserve_scratch can allocate */
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: %zu-byte buffers need more scratch than a "
                       "tensor can hold", fn, max_bytes);
@@ -182,7 +136,6 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
   size_t bytes;
   SYMM_CHECK(check_reducible(fn, dtype));
   SYMM_CHECK(count_bytes(comm, fn, count, symm_dtype_size(dtype), &bytes));
-  SYMM_CHECK(check_collectives(comm, fn));
   *algo = resolve_allreduce(comm, bytes);
   return SYMM_SUCCESS;
 }
@@ -212,7 +165,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
   }
   if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = resolve_allreduce(comm, bytes);
-  if (comm->device < 0 && a->stream)
+  if (!comm->caps.takes_stream && a->stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
   return SYMM_SUCCESS;
@@ -220,9 +173,8 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
 
 /* A call that failed check_args with `err` on this rank.  It still uses up
  * its sequence number, so that this rank's next call pairs with the peers'
- * next call, not with this one.  Where the backend can (ops->abstain: host,
- * native), the rank also takes part in this call's agreement with a
- * descriptor no valid call has, and its peers fail with SYMM_ERR_MISMATCH.
+ * next call, not with this one.  The rank also takes part in this call's
+ * agreement (engine->abstain) with a descriptor no valid call has, and its peers fail with SYMM_ERR_MISMATCH.
  * Buffers are never touched; the result is `err` whatever the agreement
  * gave. */
 static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result_t err,
@@ -232,29 +184,24 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
   a->seq = ++comm->coll_seq;
   a->send_bytes = a->recv_bytes = 0;
   SYMM_TRACE(COLL, "%s #%llu: refused here (%s)", fn, (unsigned long long)a->seq, saved);
-  if (SYMM_OPS_HAS(comm->ops, 7, abstain)) {
-    symm_result_t res = comm->ops->abstain(comm, a);
-    if (res != SYMM_SUCCESS)
-      SYMM_INFO(COLL, "%s #%llu: telling the peers failed: %s", fn, (unsigned long long)a->seq,
-                symm_last_error());
-  }
+  symm_result_t res = comm->engine->abstain(comm, a);
+  if (res != SYMM_SUCCESS)
+    SYMM_INFO(COLL, "%s #%llu: telling the peers failed: %s", fn, (unsigned long long)a->seq,
+              symm_last_error());
   return symm_error(err, "%s", saved);
 }
 
 static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   symm_result_t res = check_args(comm, a, fn);
-  /* Without collectives no rank counts calls: nothing to keep in step. */
-  if (res != SYMM_SUCCESS)
-    return SYMM_OPS_HAS(comm->ops, 3, collective) ? abstain(comm, a, res, fn) : res;
-  SYMM_CHECK(check_collectives(comm, fn));
-  /* The backend sizes and grows the scratch itself (host: after the ranks
+  if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
+  /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
   a->seq = ++comm->coll_seq;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));
-  return comm->ops->collective(comm, a);
+  return comm->engine->collective(comm, a);
 }
 
 symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -78,7 +78,7 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     symm_backend_t b;
     SYMM_CHECK(symm_backend_from_name(name, &b));
     c->backend = b;
-  } else if ((unsigned)c->backend >= SYMM_BACKEND_COUNT_) {
+  } else if (!symm_backend_find(c->backend)) {
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: backend value %d out of range",
                       (int)c->backend);
   }
@@ -370,9 +370,15 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
     goto out;
   }
+  comm->host_ids = calloc((size_t)comm->size, sizeof *comm->host_ids);
+  if (!comm->host_ids) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+    goto out;
+  }
   comm->single_host = true;
   int unwatched = 0;
   for (int r = 0; r < comm->size; r++) {
+    comm->host_ids[r] = all[r].host_hash;
     comm->pids[r] = watchable(&me, &all[r]) ? all[r].pid : 0;
     unwatched += comm->pids[r] == 0;
     comm->single_host &= all[r].host_hash == me.host_hash;
@@ -410,45 +416,70 @@ static const char *op_name(uint32_t op) {
     case SYMM_TAG_BARRIER: return "barrier";
     case SYMM_TAG_RENDEZVOUS: return "rendezvous";
     case SYMM_TAG_STATUS: return "status";
+    case SYMM_TAG_STARTUP: return "init";
+    case SYMM_TAG_ALLOC: return "tensor alloc";
+    case SYMM_TAG_FREE: return "tensor free";
     default: return "collective";
   }
 }
 
+symm_result_t symm_comm_allgatherv_op(symm_comm_t *comm, uint32_t op, const void *send,
+                                      size_t len, void **values, size_t *lens) {
+  const size_t hdr_len = sizeof(uint32_t);
+  uint8_t *mine = malloc(hdr_len + len);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!mine) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", op_name(op));
+  memcpy(mine, &op, hdr_len);
+  if (len) memcpy(mine + hdr_len, send, len);
+  res = comm->bootstrap->ops->allgatherv(comm->bootstrap, mine, hdr_len + len, values, lens);
+  free(mine);
+  if (res != SYMM_SUCCESS) {
+    symm_error_context("%s", op_name(op));
+    return res;
+  }
+  /* Every rank sees the same contributions, so all reach the same verdict. */
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
+    uint32_t other = 0;
+    if (lens[r] >= hdr_len) memcpy(&other, values[r], hdr_len);
+    if (lens[r] < hdr_len || other != op)
+      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank %d called %s", r,
+                       op_name(other), comm->rank, op_name(op));
+  }
+  for (int r = 0; r < comm->size; r++) {
+    if (res != SYMM_SUCCESS) {
+      free(values[r]);
+      values[r] = NULL;
+      lens[r] = 0;
+      continue;
+    }
+    lens[r] -= hdr_len;
+    memmove(values[r], (uint8_t *)values[r] + hdr_len, lens[r]);
+  }
+  return res;
+}
+
 symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,
                                      size_t len, void *recv) {
-  size_t unit = sizeof(uint32_t) * 2 + len;
-  uint8_t *mine = malloc(unit);
   void **values = calloc((size_t)comm->size, sizeof *values);
   size_t *lens = calloc((size_t)comm->size, sizeof *lens);
   symm_result_t res = SYMM_SUCCESS;
-  if (!mine || !values || !lens) {
+  if (!values || !lens) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", op_name(op));
     goto out;
   }
-  uint32_t hdr[2] = {op, (uint32_t)len};
-  memcpy(mine, hdr, sizeof hdr);
-  if (len) memcpy(mine + sizeof hdr, send, len);
-  res = comm->bootstrap->ops->allgatherv(comm->bootstrap, mine, unit, values, lens);
-  if (res != SYMM_SUCCESS) {
-    symm_error_context("%s", op_name(op));
-    goto out;
-  }
-  /* Every rank sees the same contributions, so all reach the same verdict. */
+  SYMM_CHECK_GOTO(symm_comm_allgatherv_op(comm, op, send, len, values, lens), res, out);
   for (int r = 0; r < comm->size; r++) {
-    uint32_t other[2] = {0, 0};
-    if (lens[r] >= sizeof other) memcpy(other, values[r], sizeof other);
-    if (lens[r] < sizeof other || other[0] != op || other[1] != len || lens[r] != unit) {
-      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank %d called %s", r,
-                       op_name(other[0]), comm->rank, op_name(op));
+    if (lens[r] != len) {
+      res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s with %zu bytes, rank %d with %zu",
+                       r, op_name(op), lens[r], comm->rank, len);
       goto out;
     }
-    if (recv && len) memcpy((uint8_t *)recv + (size_t)r * len, (uint8_t *)values[r] + sizeof hdr, len);
+    if (recv && len) memcpy((uint8_t *)recv + (size_t)r * len, values[r], len);
   }
 out:
   for (int r = 0; values && r < comm->size; r++) free(values[r]);
   free(values);
   free(lens);
-  free(mine);
   return res;
 }
 
@@ -497,6 +528,119 @@ static symm_result_t try_shm_bootstrap(symm_comm_t *comm) {
   return SYMM_SUCCESS;
 }
 
+/* ---------------------------------------------------- engine + backend */
+
+/* One rank's contribution to init's round: its status and message, then
+ * the engine's and the backend's blobs. */
+typedef struct {
+  int32_t status;
+  uint32_t engine_len, backend_len, why_len;
+} startup_hdr_t;
+
+/* Packs this rank's status, message and blobs for the round. */
+static void *pack_startup(symm_result_t status, const char *why, const symm_blob_t *eb,
+                          const symm_blob_t *bb, size_t *len) {
+  startup_hdr_t h = {(int32_t)status, (uint32_t)eb->len, (uint32_t)bb->len,
+                     status != SYMM_SUCCESS ? (uint32_t)strlen(why) : 0};
+  *len = sizeof h + eb->len + bb->len + h.why_len;
+  char *p = malloc(*len);
+  if (!p) return NULL;
+  memcpy(p, &h, sizeof h);
+  if (eb->len) memcpy(p + sizeof h, eb->data, eb->len);
+  if (bb->len) memcpy(p + sizeof h + eb->len, bb->data, bb->len);
+  if (h.why_len) memcpy(p + sizeof h + eb->len + bb->len, why, h.why_len);
+  return p;
+}
+
+/* Splits every rank's contribution into its blobs (pointing into values),
+ * or returns the first failure: this rank's own, else another rank's with
+ * its message. */
+static symm_result_t unpack_startup(symm_comm_t *comm, void **values, const size_t *lens,
+                                    symm_blob_t *eblobs, symm_blob_t *bblobs) {
+  for (int r = 0; r < comm->size; r++) {
+    startup_hdr_t h;
+    if (lens[r] < sizeof h) goto malformed;
+    memcpy(&h, values[r], sizeof h);
+    if (lens[r] != sizeof h + (size_t)h.engine_len + h.backend_len + h.why_len) goto malformed;
+    char *p = (char *)values[r] + sizeof h;
+    eblobs[r] = (symm_blob_t){h.engine_len ? p : NULL, h.engine_len};
+    bblobs[r] = (symm_blob_t){h.backend_len ? p + h.engine_len : NULL, h.backend_len};
+    if (h.status != SYMM_SUCCESS && r != comm->rank)
+      return symm_error((symm_result_t)h.status, "%s init failed on rank %d: %.*s",
+                        comm->ops->name, r, (int)h.why_len, p + h.engine_len + h.backend_len);
+    continue;
+  malformed:
+    return symm_error(SYMM_ERR_PROTOCOL, "init: rank %d sent a malformed start-up message", r);
+  }
+  return SYMM_SUCCESS;
+}
+
+/* The engine of comm's memory, then the backend: each inits locally and
+ * publishes a blob, one round gathers every rank's (so every rank fails
+ * together, with the failing rank's message), then each starts up on all
+ * ranks' blobs and the ranks agree on that.  On failure everything is
+ * undone (fini of both). */
+static symm_result_t start_engine_and_backend(symm_comm_t *comm) {
+  symm_blob_t eb = {NULL, 0}, bb = {NULL, 0};
+  void **values = calloc((size_t)comm->size, sizeof *values);
+  size_t *lens = calloc((size_t)comm->size, sizeof *lens);
+  symm_blob_t *eblobs = calloc((size_t)comm->size, sizeof *eblobs);
+  symm_blob_t *bblobs = calloc((size_t)comm->size, sizeof *bblobs);
+  void *mine = NULL;
+  bool engine_up = false, backend_up = false;
+  symm_result_t res;
+  if (!values || !lens || !eblobs || !bblobs) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+    goto out;
+  }
+  res = comm->engine->init(comm, &eb);
+  engine_up = true; /* fini undoes a partial init too */
+  if (res == SYMM_SUCCESS) {
+    comm->caps = comm->ops->caps;
+    res = comm->ops->init(comm, &comm->caps, &bb);
+    backend_up = true;
+  }
+  char why[1024];
+  snprintf(why, sizeof why, "%s", res != SYMM_SUCCESS ? symm_last_error() : "");
+  size_t len = 0;
+  mine = pack_startup(res, why, &eb, &bb, &len);
+  if (!mine) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+    goto out; /* the peers time out in the round: a rank out of memory cannot tell them */
+  }
+  symm_result_t gres = symm_comm_allgatherv_op(comm, SYMM_TAG_STARTUP, mine, len, values, lens);
+  if (res != SYMM_SUCCESS) {
+    symm_error_restore(why);
+    goto out;
+  }
+  if ((res = gres) != SYMM_SUCCESS) goto out;
+  SYMM_CHECK_GOTO(unpack_startup(comm, values, lens, eblobs, bblobs), res, out);
+  res = comm->engine->startup ? comm->engine->startup(comm, eblobs) : SYMM_SUCCESS;
+  if (res == SYMM_SUCCESS && SYMM_OPS_HAS(comm->ops, 1, startup))
+    res = comm->ops->startup(comm, bblobs);
+  res = symm_comm_agree(comm, res, "start-up");
+out:
+  if (res != SYMM_SUCCESS) {
+    if (backend_up) comm->ops->fini(comm);
+    if (engine_up) comm->engine->fini(comm);
+    comm->engine = NULL;
+  }
+  for (int r = 0; values && r < comm->size; r++) free(values[r]);
+  free(values);
+  free(lens);
+  free(eblobs);
+  free(bblobs);
+  free(mine);
+  free(eb.data);
+  free(bb.data);
+  return res;
+}
+
+/* The engine that serves a backend's memory. */
+static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
+  return ops->mem_kind == SYMM_MEM_DEVICE ? &symm_gpu_engine : &symm_cpu_engine;
+}
+
 /* ------------------------------------------------------------------ init */
 
 symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
@@ -515,6 +659,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   comm->local_size = rc.cfg.local_size;
   comm->timeout_ms = rc.cfg.timeout_ms;
   comm->index = atomic_fetch_add(&comm_counter, 1);
+  comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
   int64_t pool = symm_setting_int("SYMM_POOL_BYTES");
   comm->pool_limit = pool > 0 ? (size_t)pool : 0;
@@ -531,37 +676,22 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
   SYMM_CHECK_GOTO(try_shm_bootstrap(comm), res, fail);
   comm->ops = symm_backend_find(comm->backend);
-  if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->alloc || !comm->ops->free ||
-      !comm->ops->map_peer || !comm->ops->unmap_peer || !comm->ops->granularity) {
+  if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->fini || !comm->ops->alloc ||
+      !comm->ops->free || !comm->ops->map_peer || !comm->ops->unmap_peer ||
+      !comm->ops->granularity || !comm->ops->mem_kind) {
     res = symm_error(SYMM_ERR_INTERNAL, "backend %s lacks required operations", comm->ops->name);
     goto fail;
   }
-  comm->device = rc.cfg.device >= 0 ? rc.cfg.device : comm->local_rank;
-  comm->device_explicit = rc.cfg.device >= 0;
-  if (comm->backend == SYMM_BACKEND_HOST) comm->device = -1;
-  symm_log_set_device(comm->device);
-
-  res = comm->ops->init(comm);
-  bool inited = res == SYMM_SUCCESS;
-  res = symm_comm_agree(comm, res, "backend init");
-  if (res != SYMM_SUCCESS) {
-    if (inited) comm->ops->fini(comm);
-    goto fail;
-  }
-  if (comm->ops->startup) {
-    res = symm_comm_agree(comm, comm->ops->startup(comm), "backend startup");
-    if (res != SYMM_SUCCESS) {
-      comm->ops->fini(comm);
-      goto fail;
-    }
-  }
+  comm->engine = engine_for(comm->ops);
+  comm->requested_device = rc.cfg.device;
+  SYMM_CHECK_GOTO(start_engine_and_backend(comm), res, fail);
   SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
             comm->device, comm->job_id);
   *out = comm;
   return SYMM_SUCCESS;
 fail:
-  comm->ops = NULL;
+  comm->engine = NULL;
   symm_comm_destroy(comm);
   return res;
 }
@@ -570,13 +700,15 @@ void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
-  if (comm->ops) {
+  if (comm->engine) { /* set once engine and backend are both up */
     symm_comm_release_tensors(comm);
-    if (comm->ops->fini) comm->ops->fini(comm);
+    comm->ops->fini(comm);
+    comm->engine->fini(comm);
   }
   if (comm->bootstrap) comm->bootstrap->ops->fini(comm->bootstrap);
   if (comm->store_bootstrap) comm->store_bootstrap->ops->fini(comm->store_bootstrap);
   free(comm->pids);
+  free(comm->host_ids);
   symm_store_close(comm->store);
   if (comm->server) stop_serving(comm);
   pthread_mutex_destroy(&comm->lock);
@@ -606,8 +738,8 @@ symm_result_t symm_comm_barrier(symm_comm_t *comm) {
 symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {
   if (!comm || !handle)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_native_handle: NULL argument");
-  if (SYMM_OPS_HAS(comm->ops, 1, native_handle))
-    return comm->ops->native_handle(comm, handle);
+  if (SYMM_OPS_HAS(comm->ops, 1, backend_handle))
+    return comm->ops->backend_handle(comm, handle);
   return symm_error(SYMM_ERR_UNSUPPORTED,
                     "backend %s has no native communicator handle (the nccl backend exposes "
                     "its ncclComm_t)", comm->ops->name);

@@ -13,20 +13,39 @@
 #include <stdint.h>
 
 #include "symm_backend.h"
+#include "symm_bootstrap.h"
+#include "symm_engine.h"
+
+/* ---------------------------------------------------------------- backends */
+/* The backends of the library's table (each in src/backends/<name>/). */
+extern const symm_backend_ops_t symm_host_ops;
+extern const symm_backend_ops_t symm_native_ops;
+extern const symm_backend_ops_t symm_cuda_ops;
+extern const symm_backend_ops_t symm_nccl_ops;
+extern const symm_backend_ops_t symm_nvshmem_ops;
+
+/* Every backend: the static table in `auto` preference order, then those
+ * registered at run time (symm_backend_register). */
+const symm_backend_ops_t *symm_backend_find(symm_backend_t id);
+const symm_backend_ops_t *const *symm_backend_list(size_t *count);
 
 /* ----------------------------------------------------------- communicator */
 struct symm_pool_entry;
 
 struct symm_comm {
-  int rank, size, local_rank, local_size, device;
-  bool device_explicit;      /* device came from the config or SYMM_DEVICE, not the local rank */
+  int rank, size, local_rank, local_size;
+  int device;                /* the engine's device, -1: none (CPU memory) */
+  int requested_device;      /* config or SYMM_DEVICE, -1: from the local rank */
   int timeout_ms;
   int index;                 /* n-th communicator made by this process */
   char job_id[64];           /* same on every rank */
   char prefix[96];           /* store key prefix of this communicator */
   symm_backend_t backend;
   const symm_backend_ops_t *ops;
+  symm_backend_caps_t caps;  /* ops->caps as init left them */
   void *backend_state;
+  const symm_engine_ops_t *engine;
+  void *engine_state;
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
   bool server_shared;               /* server is the process's shared one (comm.c) */
@@ -34,17 +53,17 @@ struct symm_comm {
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
   int32_t *pids;             /* [size], from init; 0 where this process cannot watch
                                 that rank's pid (another host or PID namespace) */
+  uint64_t *host_ids;        /* [size], hash of each rank's host name */
   bool single_host;
   uint64_t next_mem_id;
   uint64_t rendezvous_seq;
+  uint64_t alloc_seq;        /* collective allocations made (caps.collective_alloc) */
   pthread_mutex_t lock;      /* tensors list, pool */
   struct symm_tensor *tensors; /* live tensors (doubly linked) */
   struct symm_pool_entry *pool;
   size_t pool_bytes, pool_limit;
   /* Collectives */
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
-  size_t scratch_fixed;      /* bytes the backend keeps in the scratch besides staging
-                                (native: the LL areas); SYMM_SCRATCH_BYTES comes on top */
   symm_algo_t allreduce_algo;
   uint64_t coll_seq;
   int async_error;           /* symm_result_t, set by symm_comm_set_async_error */
@@ -53,20 +72,27 @@ struct symm_comm {
 
 /* Collectives of the core, tagged so that ranks in different collectives
  * get SYMM_ERR_MISMATCH instead of exchanging garbage. */
-enum { SYMM_TAG_BARRIER = 1, SYMM_TAG_RENDEZVOUS = 2, SYMM_TAG_STATUS = 3 };
+enum {
+  SYMM_TAG_BARRIER = 1,
+  SYMM_TAG_RENDEZVOUS = 2,
+  SYMM_TAG_STATUS = 3,
+  SYMM_TAG_STARTUP = 4,  /* init's round: every rank's status and blobs */
+  SYMM_TAG_ALLOC = 5,    /* a collective allocation's arguments */
+  SYMM_TAG_FREE = 6      /* a collective free's allocation */
+};
 /* All-gathers `len` bytes per rank into recv[rank * len] (recv may be NULL
  * when len is 0), checking that every rank called the same op. */
 symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,
                                      size_t len, void *recv);
+/* The same with contributions of any length: values[r] (malloc'd, the
+ * caller frees each) and lens[r]. */
+symm_result_t symm_comm_allgatherv_op(symm_comm_t *comm, uint32_t op, const void *send,
+                                      size_t len, void **values, size_t *lens);
 /* Every rank contributes its result of a local step; returns `mine` if it
  * failed, else the first failure of another rank ("<what> failed on rank r"),
  * so all ranks leave a collective with an error together. */
 symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what);
 
-/* Sockets a forked child must drop (fork_guard.c): add after creating one,
- * close through symm_fork_guard_close (unregisters, then closes). */
-void symm_fork_guard_add(int fd);
-void symm_fork_guard_close(int fd);
 /* Frees every live tensor and pooled allocation (tensor.c). */
 void symm_comm_release_tensors(symm_comm_t *comm);
 
@@ -87,7 +113,9 @@ struct symm_tensor {
   void *contig_base;
   size_t contig_stride, contig_bytes;
   void *contig_priv;
-  void *peer_data_dev;        /* device copy of peer_data (ops->device_copy) */
+  void *peer_data_dev;        /* device copy of peer_data (engine->device_copy) */
+  uint64_t alloc_seq;         /* collective allocations: the comm's alloc_seq at alloc */
+  bool registered;            /* ops->register_mem succeeded */
   struct symm_tensor *prev, *next;
 };
 

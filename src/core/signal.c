@@ -1,5 +1,5 @@
 /* Stream-ordered signals (symm_signal_put / _wait / _barrier): argument
- * checks, then the backend's `signal` member. */
+ * checks, then the engine of the communicator's memory. */
 #include "internal.h"
 
 int symm_signal_channels(const symm_tensor_t *tensor) {
@@ -26,15 +26,11 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
                       (int)SYMM_SIGNAL_PAD_BYTES);
-  if (comm->device < 0 && stream)
+  if (!comm->caps.takes_stream && stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
-  if (!SYMM_OPS_HAS(comm->ops, 4, signal))
-    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no stream-ordered signals; "
-                      "use symmem_device.cuh in a kernel, or the native or host backend", fn,
-                      comm->ops->name);
   SYMM_TRACE(COLL, "%s: peer %d channel %d", fn, peer, channel);
-  return comm->ops->signal(comm, op, t, peer, channel, stream);
+  return comm->engine->signal(comm, op, t, peer, channel, stream);
 }
 
 symm_result_t symm_signal_put(symm_tensor_t *tensor, int peer, int channel,

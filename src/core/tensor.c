@@ -1,6 +1,7 @@
 /* Symmetric tensors: shape logic, allocation through the backend, the pool
  * of freed-but-mapped allocations, rendezvous with cross-rank validation,
  * views, lookup and validation through the registry. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +123,7 @@ static void unmap_peer_slot(symm_tensor_t *t, int r) {
 
 static void drop_peer_data_dev(symm_tensor_t *t) {
   if (!t->peer_data_dev) return;
-  t->comm->ops->device_free(t->comm, t->peer_data_dev);
+  t->comm->engine->device_free(t->comm, t->peer_data_dev);
   t->peer_data_dev = NULL;
 }
 
@@ -134,6 +135,7 @@ static void destroy_tensor(symm_tensor_t *t) {
   if (t->peers)
     for (int r = 0; r < comm->size; r++)
       if (r != comm->rank) unmap_peer_slot(t, r);
+  if (t->registered) comm->ops->deregister_mem(comm, &t->mem);
   if (t->mem.base) comm->ops->free(comm, &t->mem);
   free(t->peers);
   free(t->infos);
@@ -143,12 +145,20 @@ static void destroy_tensor(symm_tensor_t *t) {
 
 /* ----------------------------------------------------------------- alloc */
 
-/* Takes a pooled allocation of exactly this rounded size, if any. */
-static symm_tensor_t *pool_take(symm_comm_t *comm, size_t alloc_bytes) {
+/* Takes a pooled allocation of exactly this rounded size (and, when
+ * alloc_seq is not 0, that collective allocation), if any.  With take
+ * false it stays in the pool. */
+static symm_tensor_t *pool_find(symm_comm_t *comm, size_t alloc_bytes, uint64_t alloc_seq,
+                                bool take) {
   symm_tensor_t *t = NULL;
   pthread_mutex_lock(&comm->lock);
   for (struct symm_pool_entry **pp = &comm->pool; *pp; pp = &(*pp)->next) {
     if ((*pp)->tensor->mem.alloc_bytes != alloc_bytes) continue;
+    if (alloc_seq && (*pp)->tensor->alloc_seq != alloc_seq) continue;
+    if (!take) {
+      t = (*pp)->tensor;
+      break;
+    }
     struct symm_pool_entry *e = *pp;
     *pp = e->next;
     t = e->tensor;
@@ -194,6 +204,117 @@ static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t 
   return SYMM_SUCCESS;
 }
 
+/* Signals left by the last user of a pooled allocation must not leak into
+ * the new one.  An allocation whose pad cannot be reset is released, not
+ * lost. */
+static symm_result_t reuse_pooled(symm_comm_t *comm, symm_tensor_t *t) {
+  void *pad = (char *)t->mem.base + t->mem.pad_offset;
+  symm_result_t res = SYMM_OPS_HAS(comm->ops, 1, reset_pad)
+                          ? comm->ops->reset_pad(comm, &t->mem)
+                          : comm->engine->zero(comm, pad, SYMM_SIGNAL_PAD_BYTES);
+  if (res != SYMM_SUCCESS) {
+    SYMM_INFO(ALLOC, "pooled mem %llu: resetting its pad failed: %s",
+              (unsigned long long)t->mem.id, symm_last_error());
+    destroy_tensor(t);
+    return res;
+  }
+  SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", t->mem.alloc_bytes,
+             (unsigned long long)t->mem.id);
+  return SYMM_SUCCESS;
+}
+
+/* What the ranks compare before a collective allocation. */
+typedef struct {
+  int32_t ndim, dtype;
+  int64_t sizes[SYMM_MAX_DIMS];
+  uint64_t alloc_bytes;
+  uint64_t alloc_seq;   /* collective allocations this rank made before */
+  uint64_t pooled_seq;  /* the pooled allocation this rank could reuse, 0: none */
+} alloc_args_t;
+
+static void describe_alloc(const alloc_args_t *a, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "[");
+  for (int d = 0; d < a->ndim && d < SYMM_MAX_DIMS && n < cap; d++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? ", " : "", (long long)a->sizes[d]);
+  const char *dt = symm_dtype_name((symm_dtype_t)a->dtype);
+  if (n < cap) snprintf(out + n, cap - n, "] %s", dt ? dt : "?");
+}
+
+/* A backend whose alloc is collective (caps.collective_alloc): every rank
+ * says what it allocates first, so that ranks asking for different sizes
+ * (or in a different order) all get SYMM_ERR_MISMATCH instead of a hang in
+ * the provider; a pooled allocation is reused only where every rank would
+ * reuse the same one. */
+static symm_result_t alloc_collective(symm_comm_t *comm, const alloc_args_t *mine_in,
+                                      size_t data_offset, size_t nbytes, symm_tensor_t **out) {
+  alloc_args_t mine = *mine_in;
+  mine.alloc_seq = comm->alloc_seq;
+  symm_tensor_t *pooled = pool_find(comm, mine.alloc_bytes, 0, false);
+  mine.pooled_seq = pooled ? pooled->alloc_seq : 0;
+  alloc_args_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_alloc: out of memory");
+  symm_result_t res;
+  SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_ALLOC, &mine, sizeof mine, all), res,
+                  out);
+  bool reuse = mine.pooled_seq != 0;
+  for (int r = 0; r < comm->size; r++) {
+    const alloc_args_t *o = &all[r];
+    if (o->ndim != mine.ndim || o->dtype != mine.dtype || o->alloc_bytes != mine.alloc_bytes ||
+        memcmp(o->sizes, mine.sizes, sizeof o->sizes) != 0 || o->alloc_seq != mine.alloc_seq) {
+      char a[160], b[160];
+      describe_alloc(o, a, sizeof a);
+      describe_alloc(&mine, b, sizeof b);
+      res = symm_error(SYMM_ERR_MISMATCH,
+                       "symm_tensor_alloc: the %s backend allocates collectively, and rank %d "
+                       "asked for %s (its allocation %llu) while rank %d asked for %s (its "
+                       "allocation %llu)", comm->ops->name, r, a,
+                       (unsigned long long)o->alloc_seq + 1, comm->rank, b,
+                       (unsigned long long)mine.alloc_seq + 1);
+      goto out;
+    }
+    reuse &= o->pooled_seq == mine.pooled_seq;
+  }
+  if (reuse) {
+    symm_tensor_t *t = pool_find(comm, mine.alloc_bytes, mine.pooled_seq, true);
+    res = symm_comm_agree(comm, t ? reuse_pooled(comm, t) : SYMM_ERR_INTERNAL, "pool reuse");
+    if (res == SYMM_SUCCESS) *out = t;
+    goto out;
+  }
+  symm_tensor_t *t = NULL;
+  res = symm_comm_agree(comm, fresh_tensor(comm, data_offset, nbytes, mine.alloc_bytes, &t),
+                        "collective allocation");
+  if (res == SYMM_SUCCESS && comm->caps.registers) {
+    res = symm_comm_agree(comm, comm->ops->register_mem(comm, &t->mem), "registration");
+    t->registered = res == SYMM_SUCCESS;
+  }
+  if (res != SYMM_SUCCESS) {
+    if (t) destroy_tensor(t);
+    goto out;
+  }
+  t->alloc_seq = ++comm->alloc_seq;
+  *out = t;
+out:
+  free(all);
+  return res;
+}
+
+/* A local allocation: a pooled one of this size, or a fresh one. */
+static symm_result_t alloc_local(symm_comm_t *comm, size_t data_offset, size_t nbytes,
+                                 size_t alloc_bytes, symm_tensor_t **out) {
+  symm_tensor_t *t = pool_find(comm, alloc_bytes, 0, true);
+  if (t) {
+    SYMM_CHECK(reuse_pooled(comm, t));
+    *out = t;
+    return SYMM_SUCCESS;
+  }
+  SYMM_TRACE(ALLOC, "alloc of %zu bytes: fresh", alloc_bytes);
+  SYMM_CHECK(fresh_tensor(comm, data_offset, nbytes, alloc_bytes, &t));
+  SYMM_TRACE(ALLOC, "alloc of %zu bytes: done (mem %llu)", alloc_bytes,
+             (unsigned long long)t->mem.id);
+  *out = t;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
                                 symm_dtype_t dtype, symm_tensor_t **out) {
   if (!comm || !out)
@@ -209,29 +330,18 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
   alloc_bytes = symm_round_up(alloc_bytes, gran);
 
-  symm_tensor_t *t = pool_take(comm, alloc_bytes);
-  if (t) {
-    /* Signals left by the last user must not leak into the new one.  An
-     * allocation whose pad cannot be reset is out of the pool already:
-     * released, not lost. */
-    if (comm->ops->reset_pad) {
-      symm_result_t res = comm->ops->reset_pad(comm, &t->mem);
-      if (res != SYMM_SUCCESS) {
-        SYMM_INFO(ALLOC, "pooled mem %llu: resetting its pad failed: %s",
-                  (unsigned long long)t->mem.id, symm_last_error());
-        destroy_tensor(t);
-        return res;
-      }
-    } else {
-      memset((char *)t->mem.base + t->mem.pad_offset, 0, SYMM_SIGNAL_PAD_BYTES);
-    }
-    SYMM_TRACE(ALLOC, "pool hit: %zu bytes (mem %llu)", alloc_bytes,
-               (unsigned long long)t->mem.id);
+  symm_tensor_t *t = NULL;
+  /* A registration is collective, so an allocation that needs one is too. */
+  if (comm->caps.collective_alloc || comm->caps.registers) {
+    alloc_args_t args;
+    memset(&args, 0, sizeof args);
+    args.ndim = ndim;
+    args.dtype = (int32_t)dtype;
+    memcpy(args.sizes, sizes, sizeof *sizes * (size_t)ndim);
+    args.alloc_bytes = alloc_bytes;
+    SYMM_CHECK(alloc_collective(comm, &args, data_offset, nbytes, &t));
   } else {
-    SYMM_TRACE(ALLOC, "alloc of %zu bytes: fresh", alloc_bytes);
-    SYMM_CHECK(fresh_tensor(comm, data_offset, nbytes, alloc_bytes, &t));
-    SYMM_TRACE(ALLOC, "alloc of %zu bytes: done (mem %llu)", alloc_bytes,
-               (unsigned long long)t->mem.id);
+    SYMM_CHECK(alloc_local(comm, data_offset, nbytes, alloc_bytes, &t));
   }
   set_shape(t, sizes, ndim, dtype, numel, nbytes);
   t->rendezvoused = false;
@@ -433,11 +543,17 @@ symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_p
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs_device: tensor not rendezvoused yet");
   symm_comm_t *comm = t->comm;
-  if (!SYMM_OPS_HAS(comm->ops, 2, device_copy))
-    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_peer_ptrs_device: the %s backend's "
-                      "memory is CPU memory; use symm_tensor_peer_ptrs", comm->ops->name);
+  if (!comm->caps.device_peer_array || !comm->engine->device_copy) {
+    char who[128];
+    symm_backend_names_with(offsetof(symm_backend_caps_t, device_peer_array), who, sizeof who);
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_peer_ptrs_device: the %s backend gives "
+                      "no device array of peer pointers%s (the %s backend%s do); use "
+                      "symm_tensor_peer_ptrs", comm->ops->name,
+                      comm->ops->mem_kind == SYMM_MEM_HOST ? ": its memory is CPU memory" : "",
+                      who, strchr(who, ' ') ? "s" : "");
+  }
   if (!t->peer_data_dev)
-    SYMM_CHECK(comm->ops->device_copy(comm, t->peer_data, sizeof(void *) * (size_t)comm->size,
+    SYMM_CHECK(comm->engine->device_copy(comm, t->peer_data, sizeof(void *) * (size_t)comm->size,
                                       &t->peer_data_dev));
   *dev_ptrs = (void *const *)t->peer_data_dev;
   return SYMM_SUCCESS;
@@ -460,9 +576,12 @@ symm_result_t symm_tensor_contiguous_view(symm_tensor_t *t, symm_view_t *view) {
   if (!t || !view)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_contiguous_view: NULL argument");
   symm_comm_t *comm = t->comm;
-  if (!comm->ops->contiguous_map || !comm->ops->contiguous_unmap)
-    return symm_error(SYMM_ERR_UNSUPPORTED, "contiguous view needs the native or host backend "
-                      "(this communicator uses %s)", comm->ops->name);
+  if (!comm->caps.contiguous_view || !comm->ops->contiguous_map || !comm->ops->contiguous_unmap) {
+    char who[128];
+    symm_backend_names_with(offsetof(symm_backend_caps_t, contiguous_view), who, sizeof who);
+    return symm_error(SYMM_ERR_UNSUPPORTED, "contiguous view needs the %s backend (this "
+                      "communicator uses %s)", who, comm->ops->name);
+  }
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_contiguous_view: tensor not rendezvoused yet");
   if (t->ndim >= SYMM_MAX_DIMS)
@@ -556,15 +675,12 @@ static void detach_tensor(symm_tensor_t *t) {
   t->rendezvoused = false;
 }
 
-void symm_tensor_free(symm_tensor_t *t) {
-  if (!t) return;
-  symm_comm_t *comm = t->comm;
-  detach_tensor(t);
+/* Puts t in the pool when `pool` and there is room, else releases it. */
+static void retire_tensor(symm_comm_t *comm, symm_tensor_t *t, bool pool) {
   pthread_mutex_lock(&comm->lock);
   unlink_tensor(comm, t);
   struct symm_pool_entry *e = NULL;
-  if (comm->pool_limit && comm->pool_bytes + t->mem.alloc_bytes <= comm->pool_limit &&
-      (e = malloc(sizeof *e))) {
+  if (pool && (e = malloc(sizeof *e))) {
     e->tensor = t;
     e->next = comm->pool;
     comm->pool = e;
@@ -574,20 +690,120 @@ void symm_tensor_free(symm_tensor_t *t) {
   if (!e) destroy_tensor(t);
 }
 
-symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released) {
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_pool_trim: comm is NULL");
+static bool pool_has_room(symm_comm_t *comm, size_t bytes) {
   pthread_mutex_lock(&comm->lock);
-  struct symm_pool_entry *list = comm->pool;
-  size_t bytes = comm->pool_bytes;
+  bool room = comm->pool_limit && comm->pool_bytes + bytes <= comm->pool_limit;
+  pthread_mutex_unlock(&comm->lock);
+  return room;
+}
+
+/* What the ranks compare before a collective free. */
+typedef struct {
+  uint64_t alloc_seq; /* the allocation freed */
+  uint32_t pool;      /* this rank has room to pool it */
+  uint32_t reserved;
+} free_args_t;
+
+/* A backend whose free is collective (caps.collective_free): every rank
+ * must free the same allocation now.  Ranks that free different ones all
+ * get SYMM_ERR_MISMATCH and their tensors stay as they were; the
+ * allocation goes to the pool only where every rank would pool it (else
+ * one rank would wait in the provider's free for the others). */
+static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
+  free_args_t mine = {t->alloc_seq, pool_has_room(comm, t->mem.alloc_bytes), 0};
+  free_args_t *all = calloc((size_t)comm->size, sizeof *all);
+  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_free: out of memory");
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_FREE, &mine, sizeof mine, all);
+  bool pool = mine.pool != 0;
+  for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
+    if (all[r].alloc_seq != mine.alloc_seq)
+      res = symm_error(SYMM_ERR_MISMATCH,
+                       "symm_tensor_free: the %s backend frees collectively, and rank %d freed "
+                       "its allocation %llu while rank %d freed its allocation %llu; free "
+                       "tensors in the same order on every rank (nothing was freed)",
+                       comm->ops->name, r, (unsigned long long)all[r].alloc_seq, comm->rank,
+                       (unsigned long long)mine.alloc_seq);
+    pool &= all[r].pool != 0;
+  }
+  free(all);
+  if (res != SYMM_SUCCESS) return res;
+  detach_tensor(t);
+  retire_tensor(comm, t, pool);
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_tensor_free(symm_tensor_t *t) {
+  if (!t) return SYMM_SUCCESS;
+  symm_comm_t *comm = t->comm;
+  if (comm->caps.collective_free) return free_collective(comm, t);
+  detach_tensor(t);
+  retire_tensor(comm, t, pool_has_room(comm, t->mem.alloc_bytes));
+  return SYMM_SUCCESS;
+}
+
+/* Releases `n` tensors; where free is collective, in the order of their
+ * allocation, which is the same on every rank. */
+static int by_alloc_seq(const void *a, const void *b) {
+  uint64_t x = (*(symm_tensor_t *const *)a)->alloc_seq, y = (*(symm_tensor_t *const *)b)->alloc_seq;
+  return x < y ? -1 : x > y;
+}
+
+static void destroy_in_order(symm_comm_t *comm, symm_tensor_t **list, size_t n) {
+  if (comm->caps.collective_free) qsort(list, n, sizeof *list, by_alloc_seq);
+  for (size_t i = 0; i < n; i++) destroy_tensor(list[i]);
+}
+
+/* Empties the pool: its tensors in *list (malloc'd), their count in *n. */
+static symm_result_t pool_drain(symm_comm_t *comm, symm_tensor_t ***list, size_t *n,
+                                size_t *bytes) {
+  pthread_mutex_lock(&comm->lock);
+  size_t count = 0;
+  for (struct symm_pool_entry *e = comm->pool; e; e = e->next) count++;
+  symm_tensor_t **out = malloc(sizeof *out * (count ? count : 1));
+  if (!out) {
+    pthread_mutex_unlock(&comm->lock);
+    return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_pool_trim: out of memory");
+  }
+  size_t i = 0;
+  for (struct symm_pool_entry *e = comm->pool, *next; e; e = next) {
+    next = e->next;
+    out[i++] = e->tensor;
+    free(e);
+  }
+  if (bytes) *bytes = comm->pool_bytes;
   comm->pool = NULL;
   comm->pool_bytes = 0;
   pthread_mutex_unlock(&comm->lock);
-  while (list) {
-    struct symm_pool_entry *next = list->next;
-    destroy_tensor(list->tensor);
-    free(list);
-    list = next;
+  *list = out;
+  *n = count;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_pool_trim: comm is NULL");
+  if (comm->caps.collective_free) {
+    /* Every rank trims the same allocations (its pool's history is the
+     * ranks' common one: pooling was agreed at each free). */
+    uint64_t mine = 0;
+    pthread_mutex_lock(&comm->lock);
+    for (struct symm_pool_entry *e = comm->pool; e; e = e->next)
+      mine = symm_hash64(&e->tensor->alloc_seq, sizeof e->tensor->alloc_seq, mine ^ 0x9e37u);
+    pthread_mutex_unlock(&comm->lock);
+    uint64_t *all = calloc((size_t)comm->size, sizeof *all);
+    if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_pool_trim: out of memory");
+    symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_FREE, &mine, sizeof mine, all);
+    for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++)
+      if (all[r] != mine)
+        res = symm_error(SYMM_ERR_MISMATCH, "symm_comm_pool_trim: rank %d pools other "
+                         "allocations than rank %d (nothing was released)", r, comm->rank);
+    free(all);
+    SYMM_CHECK(res);
   }
+  symm_tensor_t **list;
+  size_t n, bytes = 0;
+  SYMM_CHECK(pool_drain(comm, &list, &n, &bytes));
+  destroy_in_order(comm, list, n);
+  free(list);
   if (released) *released = bytes;
   return SYMM_SUCCESS;
 }
@@ -602,7 +818,8 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
   /* The setting is what staging gets: the backend's fixed areas (its
    * need, `bytes`, includes them) come on top. */
   size_t want = (size_t)symm_setting_int("SYMM_SCRATCH_BYTES");
-  want = want > SIZE_MAX - comm->scratch_fixed ? SIZE_MAX : want + comm->scratch_fixed;
+  const size_t fixed = comm->engine->scratch_fixed ? comm->engine->scratch_fixed(comm) : 0;
+  want = want > SIZE_MAX - fixed ? SIZE_MAX : want + fixed;
   if (want < bytes) want = bytes;
   /* At least double: retired scratches are kept (see below), so growth must
    * be geometric to bound what they hold to the size of the current one. */
@@ -631,16 +848,35 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
 
 void symm_comm_release_tensors(symm_comm_t *comm) {
   comm->scratch = NULL; /* a live tensor like the others: freed below */
-  for (;;) {
-    pthread_mutex_lock(&comm->lock);
+  pthread_mutex_lock(&comm->lock);
+  size_t n = 0;
+  for (symm_tensor_t *t = comm->tensors; t; t = t->next) n++;
+  symm_tensor_t **live = malloc(sizeof *live * (n ? n : 1));
+  size_t i = 0;
+  while (comm->tensors) {
     symm_tensor_t *t = comm->tensors;
-    pthread_mutex_unlock(&comm->lock);
-    if (!t) break;
-    detach_tensor(t);
-    pthread_mutex_lock(&comm->lock);
     unlink_tensor(comm, t);
-    pthread_mutex_unlock(&comm->lock);
-    destroy_tensor(t);
+    if (live) live[i++] = t;
+    else { /* out of memory: in any order */
+      detach_tensor(t);
+      destroy_tensor(t);
+    }
   }
-  symm_comm_pool_trim(comm, NULL);
+  pthread_mutex_unlock(&comm->lock);
+  for (size_t k = 0; k < i; k++) detach_tensor(live[k]);
+  symm_tensor_t **pooled = NULL;
+  size_t np = 0;
+  if (pool_drain(comm, &pooled, &np, NULL) != SYMM_SUCCESS) np = 0;
+  /* Live and pooled together, so that a collective free sees one order. */
+  symm_tensor_t **all = live ? realloc(live, sizeof *all * (i + np + 1)) : NULL;
+  if (all) {
+    memcpy(all + i, pooled, sizeof *all * np);
+    destroy_in_order(comm, all, i + np);
+  } else {
+    destroy_in_order(comm, live, i);
+    destroy_in_order(comm, pooled, np);
+    free(live);
+  }
+  free(all);
+  free(pooled);
 }

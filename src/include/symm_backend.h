@@ -191,6 +191,17 @@ typedef struct symm_backend_ops {
  * version `since` on (SQLite-VFS style: check both). */
 #define SYMM_OPS_HAS(ops, since, member) ((ops)->version >= (since) && (ops)->member != NULL)
 
+/* Adds a backend that is not in the library's table (tests: a backend of
+ * their own), chosen by its name like the others (SYMM_BACKEND) and tried
+ * last by `auto`.  id in [SYMM_BACKEND_COUNT_, 32), name and id unused so
+ * far.  Call before creating communicators; ops must outlive them. */
+symm_result_t symm_backend_register(const symm_backend_ops_t *ops);
+/* Writes into out the names of the backends whose table sets the bool
+ * capability at cap_offset (offsetof(symm_backend_caps_t, member)), as
+ * "native or host", or "no" if none: for messages that name where a thing
+ * can be done. */
+void symm_backend_names_with(size_t cap_offset, char *out, size_t len);
+
 /* ------------------------------------------------------------ accessors */
 
 /* The communicator as a backend or an engine sees it.  rank, size,
@@ -222,12 +233,14 @@ const char *symm_comm_backend_name(const symm_comm_t *comm);
 bool symm_comm_ready(const symm_comm_t *comm);
 
 /* A tensor as a backend or an engine sees it. */
+/* The live tensor whose data (some rank's, as mapped here) holds ptr,
+ * without recording an error on a miss: false when there is none.  *rank:
+ * whose data; *offset: from the start of that rank's data. */
+bool symm_tensor_find(const void *ptr, symm_tensor_t **t, int *rank, size_t *offset);
 const symm_mem_t *symm_tensor_mem(const symm_tensor_t *t);
 /* After rendezvous: rank r's data as this process loads and stores it
  * (peer_data[rank] is the local data), NULL before. */
 void *const *symm_tensor_peer_data(const symm_tensor_t *t);
-/* Rank r's signal pad as this process reaches it. */
-void *symm_tensor_peer_pad(const symm_tensor_t *t, int r);
 /* Hash of the allocations every rank's rendezvous mapped: equal on every
  * rank exactly when they rendezvoused the same tensors. */
 uint64_t symm_tensor_peer_sig(const symm_tensor_t *t);
@@ -276,6 +289,11 @@ typedef struct symm_coll_args {
  * engine keeps in it (symm_engine_ops_t.scratch_fixed), allocating and
  * rendezvousing it if needed (collective then). */
 symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t **scratch);
+/* The scratch tensor as it is now (NULL: none yet); local. */
+symm_tensor_t *symm_comm_scratch_current(const symm_comm_t *comm);
+/* Takes the next collective sequence number, for an engine that runs one
+ * call as several (slices): every rank takes the same ones. */
+uint64_t symm_comm_next_coll_seq(symm_comm_t *comm);
 /* The signature a call refused by its argument checks takes part with
  * (engine abstain): no call's signature is 0. */
 #define SYMM_COLL_SIG_REFUSED 0u

@@ -42,6 +42,10 @@ bool symm_process_gone(int32_t pid);
  * false (both 0) when that cannot be read. */
 bool symm_pid_namespace(uint64_t *ino, uint64_t *dev);
 
+/* Sockets a forked child must drop (fork_guard.c): add after creating one,
+ * close through symm_fork_guard_close (unregisters, then closes). */
+void symm_fork_guard_add(int fd);
+void symm_fork_guard_close(int fd);
 /* Round up to a multiple of align (power of two). */
 static inline size_t symm_round_up(size_t v, size_t align) {
   return (v + align - 1) & ~(align - 1);

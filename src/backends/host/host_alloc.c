@@ -9,7 +9,7 @@
 
 symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   char name[96];
-  snprintf(name, sizeof name, "symmem-%s-r%d-%llu", comm->job_id, comm->rank,
+  snprintf(name, sizeof name, "symmem-%s-r%d-%llu", symm_comm_job_id(comm), symm_comm_rank(comm),
            (unsigned long long)mem->id);
   host_mem_t *hm = calloc(1, sizeof *hm);
   if (!hm) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");

@@ -10,15 +10,15 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
                                   void **base, size_t *stride, void **priv) {
   size_t span = local->alloc_bytes - local->data_offset; /* page multiple */
-  for (int r = 0; r < comm->size; r++)
-    if (r != comm->rank && (infos[r].alloc_bytes - infos[r].data_offset != span || !maps[r].base))
+  for (int r = 0; r < symm_comm_size(comm); r++)
+    if (r != symm_comm_rank(comm) && (infos[r].alloc_bytes - infos[r].data_offset != span || !maps[r].base))
       return symm_error(SYMM_ERR_MISMATCH, "contiguous view: rank %d's allocation differs in size",
                         r);
-  size_t total = span * (size_t)comm->size;
+  size_t total = span * (size_t)symm_comm_size(comm);
   char *region = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (region == MAP_FAILED) return symm_error_errno("contiguous view: reserving %zu bytes", total);
-  for (int r = 0; r < comm->size; r++) {
-    char *src = r == comm->rank ? (char *)local->base + local->data_offset
+  for (int r = 0; r < symm_comm_size(comm); r++) {
+    char *src = r == symm_comm_rank(comm) ? (char *)local->base + local->data_offset
                                 : (char *)maps[r].base + infos[r].data_offset;
     void *dst = region + (size_t)r * span;
     if (mremap(src, 0, span, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED) {

@@ -5,7 +5,7 @@
  * of its own (src/backends/<name>/). */
 #include <stdio.h>
 
-#include "core/internal.h"
+#include "symm_backend.h"
 
 #define UNBUILT_BACKEND(lower, upper, what)                                          \
   static symm_result_t lower##_probe(char *why, size_t why_len) {                    \
@@ -15,7 +15,8 @@
     return SYMM_ERR_UNSUPPORTED;                                                     \
   }                                                                                  \
   const symm_backend_ops_t symm_##lower##_ops = {                                    \
-      .version = 1, .name = #lower, .id = SYMM_BACKEND_##upper, .probe = lower##_probe};
+      .version = 1, .name = #lower, .id = SYMM_BACKEND_##upper,                      \
+      .mem_kind = SYMM_MEM_DEVICE, .probe = lower##_probe};
 
 UNBUILT_BACKEND(cuda, CUDA, "cudaMalloc + CUDA IPC")
 UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows")

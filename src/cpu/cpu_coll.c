@@ -1,4 +1,4 @@
-/* host backend: collectives over CPU shared memory (ops->collective).
+/* CPU engine: collectives over memory every rank loads and stores.
  *
  * Synchronisation.  Every call runs on the communicator's scratch tensor.
  * Each rank writes only its own signal pad of it and polls the others' (one
@@ -21,7 +21,7 @@
  * data moves.  Waits poll with backoff (spin ~20 us, then sched_yield up to
  * 1 ms, then nanosleep growing to 64 us; no spinning at all when this host
  * has more ranks than CPUs) so that oversubscribed ranks still progress, and
- * end after comm->timeout_ms with SYMM_ERR_TIMEOUT naming
+ * end after the communicator's timeout with SYMM_ERR_TIMEOUT naming
  * the ranks that did not get there.
  *
  * Buffers.  The scratch data is cut in two halves used by seq parity, each
@@ -48,7 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host.h"
+#include "cpu/cpu.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
 #define SCRATCH_ALIGN 64
@@ -117,9 +117,13 @@ static const char *kind_name(int kind) {
   return "?";
 }
 
-/* The host has no LL protocols: what is not two-shot is one-shot. */
-symm_algo_t host_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
-  (void)comm, (void)bytes;
+/* auto: two-shot from 4 KiB on (2 ranks on 2 cores, f32, symmem-bench:
+ * 1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place).  There are
+ * no LL protocols on the CPU: what is not two-shot is one-shot. */
+symm_algo_t cpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
+  (void)comm;
+  if (asked == SYMM_ALGO_AUTO)
+    return bytes <= ((size_t)2 << 10) ? SYMM_ALGO_ONE_SHOT : SYMM_ALGO_TWO_SHOT;
   return asked == SYMM_ALGO_TWO_SHOT ? SYMM_ALGO_TWO_SHOT : SYMM_ALGO_ONE_SHOT;
 }
 
@@ -158,7 +162,7 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
   }
   return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
                     "%s to %s", kind_name(c->a->kind), (unsigned long long)c->seq,
-                    c->comm->timeout_ms, missing > 1 ? "s" : "", list, what);
+                    symm_comm_timeout_ms(c->comm), missing > 1 ? "s" : "", list, what);
 }
 
 /* Waits until every other rank's flag reached `phase` of this call.  Peers
@@ -171,16 +175,16 @@ static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
     int r = (c->me + k) % c->w;
     if (flag_of(c, r) >= target) continue;
     if (started)
-      symm_backoff_watch(&b, host_peer_pid(c->comm, r));
+      symm_backoff_watch(&b, symm_comm_peer_pid(c->comm, r));
     else
-      host_backoff_start(&b, c->comm, r);
+      cpu_backoff_start(&b, c->comm, r);
     started = true;
     while (flag_of(c, r) < target) {
       if (symm_backoff_pause(&b)) continue;
       if (b.lost)
         return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
                           "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq, r,
-                          (int)c->comm->pids[r], what);
+                          (int)symm_comm_peer_pid(c->comm, r), what);
       return timeout_error(c, target, what);
     }
     symm_backoff_reset(&b);
@@ -276,11 +280,11 @@ static void layout(coll_t *c) {
  * so that a call of another size never lands on the half the previous call
  * may still be read from. */
 static size_t half_capacity(const symm_tensor_t *s) {
-  return s->nbytes / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
+  return symm_tensor_nbytes(s) / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
 }
 
 static char *scratch_half(const coll_t *c, int r) {
-  return (char *)c->scratch->peer_data[r] + (size_t)c->h * c->half_stride;
+  return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
 }
 
 static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
@@ -301,7 +305,7 @@ static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
  * places (one in the rendezvous, the others on the pads). */
 static symm_result_t prepare_scratch(coll_t *c) {
   size_t need = 2 * c->half;
-  symm_tensor_t *s = c->comm->scratch;
+  symm_tensor_t *s = symm_comm_scratch_current(c->comm);
   if (s && half_capacity(s) >= c->half) return attach(c, s);
   if (s) {
     SYMM_CHECK(attach(c, s));
@@ -316,14 +320,14 @@ static symm_result_t prepare_scratch(coll_t *c) {
 /* Both halves for the largest call on max_bytes: a send buffer that size
  * and, for two-shot, the output chunk of the most elements it holds (the
  * smallest dtype). */
-symm_result_t host_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+symm_result_t cpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
   if (max_bytes > SIZE_MAX / 5) /* 2 halves of at most 2 x max_bytes + 256 */
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
                       max_bytes);
   size_t most = 0;
   for (int dt = 0; dt < SYMM_DTYPE_COUNT_; dt++) {
     const size_t es = symm_dtype_size((symm_dtype_t)dt);
-    const size_t half = half_bytes(max_bytes, chunk_elems(max_bytes / es, (size_t)comm->size) * es);
+    const size_t half = half_bytes(max_bytes, chunk_elems(max_bytes / es, (size_t)symm_comm_size(comm)) * es);
     if (half > most) most = half;
   }
   *bytes = 2 * most;
@@ -351,23 +355,23 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
   if (a->send_bytes < ZERO_COPY_MIN_BYTES) return z;
   bool sends = rank_sends(c, c->me);
   const void *ptr = sends ? a->sendbuf : a->recvbuf;
-  const void *base;
-  size_t len;
   symm_tensor_t *t;
   int rank;
-  /* The registry directly: a miss is no error worth a last-error message. */
-  if (!ptr || !symm_registry_find(ptr, &base, &len, &t, &rank)) return z;
-  if (t->comm != c->comm || !t->rendezvoused || rank != c->me) return z;
-  size_t off = (size_t)((const char *)ptr - (const char *)base);
+  size_t off;
+  /* A miss is no error worth a last-error message. */
+  if (!symm_tensor_find(ptr, &t, &rank, &off)) return z;
+  if (symm_tensor_comm(t) != c->comm || !symm_tensor_is_rendezvoused(t) || rank != c->me)
+    return z;
+  const size_t nbytes = symm_tensor_nbytes(t);
   if (sends) {
-    if (off > t->nbytes || a->send_bytes > t->nbytes - off) return z;
+    if (off > nbytes || a->send_bytes > nbytes - off) return z;
     bool same = a->kind == SYMM_COLL_BROADCAST && a->sendbuf == a->recvbuf;
     if (!same && !two_shot(a) &&
         overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes))
       return z;
   }
   z.t = t;
-  z.group = t->peer_sig;
+  z.group = symm_tensor_peer_sig(t);
   z.offset = off;
   return z;
 }
@@ -376,7 +380,7 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
 
 static void all_reduce_one_shot(coll_t *c) {
   const symm_coll_args_t *a = c->a;
-  host_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
+  cpu_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
 }
 
 /* Rank r reduces chunk r into its OUT, then everybody gathers the chunks,
@@ -400,7 +404,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     size_t len = n - p < step ? n - p : step, off = p * c->esize;
     if (ip != c->src)
       for (int r = 0; r < c->w; r++) ip[r] = c->src[r] + off;
-    host_reduce(out + off, (const void *const *)ip, c->w, len, a->dtype, a->op);
+    cpu_reduce(out + off, (const void *const *)ip, c->w, len, a->dtype, a->op);
     if (direct && p + len < n) memcpy(mine + off, out + off, len * c->esize);
     if (ip == c->src)
       for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
@@ -426,7 +430,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
 static void reduce_scatter(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   for (int r = 0; r < c->w; r++) c->src[r] += (size_t)c->me * a->recv_bytes;
-  host_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
+  cpu_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
 }
 
 static void all_gather(coll_t *c) {
@@ -502,7 +506,7 @@ static symm_result_t run(coll_t *c) {
     SYMM_CHECK(wait_phase(c, PHASE_STAGED, "stage its data"));
   }
   for (int r = 0; r < c->w; r++)
-    c->src[r] = zero_copy ? (const char *)z.t->peer_data[r] + c->pads[r]->slot[c->h].brief.offset
+    c->src[r] = zero_copy ? (const char *)symm_tensor_peer_data(z.t)[r] + c->pads[r]->slot[c->h].brief.offset
                 : inline_data(c) ? (const char *)c->pads[r]->slot[c->h].data
                                  : scratch_half(c, r);
   if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
@@ -537,8 +541,8 @@ static symm_result_t run(coll_t *c) {
  */
 static symm_result_t run_sliced(coll_t *c) {
   const symm_coll_args_t *a = c->a;
-  /* Every rank slices alike: host_startup checked SYMM_HOST_SLICE_BYTES. */
-  size_t slice = host_state(c->comm)->slice_bytes / c->esize;
+  /* Every rank slices alike: cpu_startup checked SYMM_HOST_SLICE_BYTES. */
+  size_t slice = cpu_state(c->comm)->slice_bytes / c->esize;
   c->sig = symm_coll_signature(a);
   if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
@@ -547,7 +551,7 @@ static symm_result_t run_sliced(coll_t *c) {
     s.sendbuf = (const char *)a->sendbuf + off * c->esize;
     s.recvbuf = (char *)a->recvbuf + off * c->esize;
     s.send_bytes = s.recv_bytes = s.count * c->esize;
-    if (off) s.seq = ++c->comm->coll_seq;
+    if (off) s.seq = symm_comm_next_coll_seq(c->comm);
     c->a = &s;
     c->seq = s.seq;
     c->h = (int)(s.seq & 1);
@@ -559,7 +563,7 @@ static symm_result_t run_sliced(coll_t *c) {
 }
 
 /* This rank's side of a call that failed its argument checks (in the core,
- * ops->abstain): it arrives with SYMM_COLL_SIG_REFUSED and leaves once every
+ * engine->abstain): it arrives with SYMM_COLL_SIG_REFUSED and leaves once every
  * rank has arrived, so that the peers see a mismatch naming it.  The peers' first
  * call makes the scratch (collectively), so a rank without one makes it as
  * a call of nothing would: the same size unless the peers' call needs more
@@ -577,15 +581,16 @@ static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
                                 symm_result_t (*body)(coll_t *)) {
   coll_pad_t *pads_stack[STACK_RANKS];
   const char *src_stack[STACK_RANKS];
-  coll_t c = {comm, args, args, 0, comm->size, comm->rank, (int)(args->seq & 1), args->seq,
+  const int world = symm_comm_size(comm);
+  coll_t c = {comm, args, args, 0, world, symm_comm_rank(comm), (int)(args->seq & 1), args->seq,
               symm_dtype_size(args->dtype), 0, 0, 0, pads_stack, src_stack, NULL};
-  if (comm->size > STACK_RANKS) {
-    c.pads = malloc(sizeof *c.pads * (size_t)comm->size);
-    c.src = malloc(sizeof *c.src * (size_t)comm->size);
+  if (world > STACK_RANKS) {
+    c.pads = malloc(sizeof *c.pads * (size_t)world);
+    c.src = malloc(sizeof *c.src * (size_t)world);
     if (!c.pads || !c.src) {
       free(c.pads);
       free((void *)c.src);
-      return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
+      return symm_error(SYMM_ERR_NO_MEMORY, "CPU collectives: out of memory");
     }
   }
   symm_result_t res = body(&c);
@@ -596,12 +601,12 @@ static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
   return res;
 }
 
-symm_result_t host_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
+symm_result_t cpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args) {
   return with_frame(comm, args, refuse);
 }
 
 /* The dtypes and ops reached here are the core's reducible ones
- * (check_args), which host_coll_reduce.c implements every one of. */
-symm_result_t host_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
+ * (check_args), which cpu_reduce.c implements every one of. */
+symm_result_t cpu_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   return with_frame(comm, args, run_sliced);
 }

@@ -1,4 +1,4 @@
-/* host backend: the arithmetic of reductions.  host_reduce combines `nin`
+/* CPU engine: the arithmetic of reductions.  cpu_reduce combines `nin`
  * input arrays element by element, always in input order (in[0] op in[1] op
  * ...), so that every rank and every algorithm gets the same bits.
  *
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "host.h"
+#include "cpu/cpu.h"
 
 #define VEC 32
 #define BLOCK 2048 /* a multiple of VEC; the float block is 8 KiB of stack */
@@ -166,7 +166,7 @@ static reduce_fn pick(symm_dtype_t dtype, symm_redop_t op) {
   return row < 0 || (unsigned)op >= SYMM_REDUCE_COUNT_ ? NULL : table[row][op];
 }
 
-void host_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
+void cpu_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
                  symm_redop_t op) {
   if (!count) return;
   if (nin == 1) {

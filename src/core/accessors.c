@@ -1,0 +1,52 @@
+/* The communicator and the tensor as backends and engines see them
+ * (symm_backend.h, symm_engine.h): read access to the core's fields, and the
+ * few writes the seam allows. */
+#include "internal.h"
+
+const char *symm_comm_job_id(const symm_comm_t *c) { return c->job_id; }
+int symm_comm_index(const symm_comm_t *c) { return c->index; }
+const char *symm_comm_key_prefix(const symm_comm_t *c) { return c->prefix; }
+
+int32_t symm_comm_peer_pid(const symm_comm_t *c, int peer) {
+  return c->pids && peer >= 0 && peer < c->size ? c->pids[peer] : 0;
+}
+
+bool symm_comm_peer_same_host(const symm_comm_t *c, int peer) {
+  if (peer < 0 || peer >= c->size) return false;
+  return c->host_ids ? c->host_ids[peer] == c->host_ids[c->rank] : peer == c->rank;
+}
+
+int symm_comm_requested_device(const symm_comm_t *c) { return c->requested_device; }
+
+void symm_comm_set_device(symm_comm_t *c, int device) {
+  c->device = device;
+  symm_log_set_device(device);
+}
+
+void *symm_backend_state(const symm_comm_t *c) { return c->backend_state; }
+void symm_backend_set_state(symm_comm_t *c, void *state) { c->backend_state = state; }
+const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *c) { return &c->caps; }
+const char *symm_comm_backend_name(const symm_comm_t *c) { return c->ops ? c->ops->name : "?"; }
+
+const symm_engine_ops_t *symm_comm_engine(const symm_comm_t *c) { return c->engine; }
+void *symm_engine_state(const symm_comm_t *c) { return c->engine_state; }
+void symm_engine_set_state(symm_comm_t *c, void *state) { c->engine_state = state; }
+
+symm_tensor_t *symm_comm_scratch_current(const symm_comm_t *c) { return c->scratch; }
+uint64_t symm_comm_next_coll_seq(symm_comm_t *c) { return ++c->coll_seq; }
+
+const symm_mem_t *symm_tensor_mem(const symm_tensor_t *t) { return &t->mem; }
+void *const *symm_tensor_peer_data(const symm_tensor_t *t) {
+  return t->rendezvoused ? t->peer_data : NULL;
+}
+uint64_t symm_tensor_peer_sig(const symm_tensor_t *t) { return t->peer_sig; }
+void *symm_tensor_peer_data_device(const symm_tensor_t *t) { return t->peer_data_dev; }
+
+
+bool symm_tensor_find(const void *ptr, symm_tensor_t **t, int *rank, size_t *offset) {
+  const void *base;
+  size_t len;
+  if (!ptr || !symm_registry_find(ptr, &base, &len, t, rank)) return false;
+  *offset = (size_t)((const char *)ptr - (const char *)base);
+  return true;
+}

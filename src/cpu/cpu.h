@@ -1,0 +1,43 @@
+/*
+ * The CPU engine: collectives and signals for any backend whose peers'
+ * memory this process loads and stores (host, and backends like it), run
+ * by the calling thread on the peer pointers of rendezvoused tensors.
+ * Private to src/cpu/; the core reaches it through symm_cpu_engine.
+ */
+#ifndef SYMM_CPU_H
+#define SYMM_CPU_H
+
+#include "symm_engine.h"
+
+/* The engine's state of one communicator (symm_engine_state). */
+typedef struct {
+  size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, the same on every rank */
+} cpu_state_t;
+
+static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
+  return (cpu_state_t *)symm_engine_state(comm);
+}
+
+/* A wait for rank `peer` within comm's timeout, backing off as this host's
+ * ranks call for, and failing early if peer's process goes. */
+static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm, int peer) {
+  symm_backoff_start(b, symm_comm_timeout_ms(comm), symm_comm_local_size(comm));
+  symm_backoff_watch(b, symm_comm_peer_pid(comm, peer));
+}
+
+/* Collectives (cpu_coll.c): synchronous; the protocol is described at the
+ * top of cpu_coll.c. */
+symm_result_t cpu_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_result_t cpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_algo_t cpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
+symm_result_t cpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
+/* Signals, run at once (cpu_signal.c). */
+symm_result_t cpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
+                         int channel, void *stream);
+/* out[i] = in[0][i] op in[1][i] op ... in[nin-1][i] for i < count, in that
+ * order (cpu_reduce.c).  out must not overlap any input.  f16 and bf16 are
+ * reduced in f32 and rounded to nearest-even. */
+void cpu_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
+                symm_redop_t op);
+
+#endif /* SYMM_CPU_H */
