@@ -151,19 +151,17 @@ static symm_result_t gpu_coll_describe_scratch(symm_comm_t *comm, symm_gpu_t *g,
  * (or another offset) still work, staged. */
 static void gpu_coll_zero_copy(symm_comm_t *comm, const symm_gpu_t *g,
                                const symm_coll_args_t *args, symm_coll_params_t *p) {
-  const void *base;
-  size_t len;
   symm_tensor_t *t;
   int rank;
+  size_t offset;
   p->zc = 0;
   p->zc_key = 0;
-  if (!symm_registry_find(args->recvbuf, &base, &len, &t, &rank)) return;
+  if (!symm_tensor_find(args->recvbuf, &t, &rank, &offset)) return;
   void *const *peer_data = symm_tensor_peer_data(t);
   if (symm_tensor_comm(t) != comm || !symm_tensor_is_rendezvoused(t) || rank != g->rank ||
       !peer_data)
     return;
-  const uint64_t off = (uint64_t)((const char *)args->recvbuf - (const char *)base);
-  const uint64_t nbytes = symm_tensor_nbytes(t);
+  const uint64_t off = offset, nbytes = symm_tensor_nbytes(t);
   if (off > nbytes || args->recv_bytes > nbytes - off) return;
   for (int r = 0; r < g->size; r++) p->peer_recv[r] = (uint64_t)(uintptr_t)peer_data[r] + off;
   uint64_t f[2] = {symm_tensor_peer_sig(t), off};

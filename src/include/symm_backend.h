@@ -227,10 +227,6 @@ void symm_backend_set_state(symm_comm_t *comm, void *state);
 const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *comm);
 /* The backend's name ("native"). */
 const char *symm_comm_backend_name(const symm_comm_t *comm);
-/* Whether symm_comm_init has completed for comm: false during init and
- * startup and in the fini calls of a failed init (the GPU engine then puts
- * back the thread's context as init found it), true afterwards. */
-bool symm_comm_ready(const symm_comm_t *comm);
 
 /* A tensor as a backend or an engine sees it. */
 /* The live tensor whose data (some rank's, as mapped here) holds ptr,
@@ -249,9 +245,9 @@ uint64_t symm_tensor_peer_sig(const symm_tensor_t *t);
 void *symm_tensor_peer_data_device(const symm_tensor_t *t);
 
 /* The live tensor whose registered range contains ptr: the range (a rank's
- * data, or a whole contiguous view), its tensor and its rank (-1 for a
- * contiguous view).  false when no live tensor contains ptr.  Thread-safe,
- * O(log n). */
+ * data, or a whole contiguous view: what symm_tensor_find's offset counts
+ * from), its tensor and its rank (-1 for a contiguous view).  false when no
+ * live tensor contains ptr.  Thread-safe, O(log n). */
 bool symm_registry_find(const void *ptr, const void **base, size_t *len, symm_tensor_t **tensor,
                         int *rank);
 
