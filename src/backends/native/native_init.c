@@ -4,12 +4,10 @@
  * granularity, handle kinds, fd exchange), startup (the handle kind and
  * granularity every rank can use, hosts), fini.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "backends/native/native.h"
 
