@@ -2,6 +2,7 @@
  * tests/list-<area>.h.  ctest reads those files (tests/CMakeLists.txt); each
  * test's body is TEST_IMPL(name) in one of the tests/test-<area>.c files. */
 #include "list-core.h"
+#include "list-errors.h"
 #include "list-store.h"
 #include "list-launcher.h"
 #include "list-fdx.h"
@@ -9,3 +10,4 @@
 #include "list-bench.h"
 #include "list-coll.h"
 #include "list-signal.h"
+#include "list-seam.h"

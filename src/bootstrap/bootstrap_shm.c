@@ -13,6 +13,7 @@
  * backend's do (symm_backoff_*: spin, yield, sleep) and are bounded by the
  * timeout; a rank whose process is gone is reported as lost (all ranks
  * share the host, so its pid says). */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -211,28 +212,26 @@ static const symm_bootstrap_ops_t shm_bootstrap_ops = {
     .allgatherv = shm_gather,
 };
 
-/* Opens (rank 0: creates) the segment; returns the mapping or NULL with the
- * error set.  The name is removed as soon as every rank has it open. */
-static shm_segment_t *open_segment(const char *name, int rank, int size, size_t bytes) {
-  int fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
-                     : shm_open(name, O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) {
-    symm_error_errno("bootstrap: shm_open(%s)", name);
-    return NULL;
-  }
+/* Opens (rank 0: creates) the segment and maps it in *out.  The name is
+ * removed as soon as every rank has it open. */
+static symm_result_t open_segment(const char *name, int rank, int size, size_t bytes,
+                                  shm_segment_t **out) {
+  symm_result_t res = SYMM_SUCCESS;
+  int fd;
+  SYMM_SYSCHECK(fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+                               : shm_open(name, O_RDWR | O_CLOEXEC, 0),
+                "bootstrap: shm_open(%s)", name);
   struct stat st;
-  if (rank == 0 && ftruncate(fd, (off_t)bytes) != 0) {
-    symm_error_errno("bootstrap: sizing %s", name);
-    goto fail;
-  }
+  if (rank == 0)
+    SYMM_SYSCHECK_GOTO(ftruncate(fd, (off_t)bytes), res, fail, "bootstrap: sizing %s", name);
   if (rank != 0 && (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes ||
                     st.st_uid != geteuid() || (st.st_mode & 0077))) {
-    symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", name);
+    res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", name);
     goto fail;
   }
   shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (seg == MAP_FAILED) {
-    symm_error_errno("bootstrap: mapping %s", name);
+    res = symm_error_errno("bootstrap: mapping %s", name);
     goto fail;
   }
   close(fd);
@@ -241,11 +240,12 @@ static shm_segment_t *open_segment(const char *name, int rank, int size, size_t 
     seg->buf_bytes = SHM_BUF_BYTES;
     seg->magic = SHM_MAGIC;
   }
-  return seg;
+  *out = seg;
+  return SYMM_SUCCESS;
 fail:
   close(fd);
   if (rank == 0) shm_unlink(name);
-  return NULL;
+  return res;
 }
 
 symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *store,
@@ -273,9 +273,9 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   /* Rank 0 holds the name until every rank has had its chance to open it;
    * every way out removes it (DESIGN: gone when the last process exits). */
   bool named = false;
-  if (rank == 0) ok = named = (seg = open_segment(name, 0, size, bytes)) != NULL;
+  if (rank == 0) ok = named = open_segment(name, 0, size, bytes, &seg) == SYMM_SUCCESS;
   SYMM_CHECK_GOTO(store_bs->ops->broadcast(store_bs, &ok, sizeof ok, 0), res, fail);
-  if (rank != 0 && ok) ok = (seg = open_segment(name, rank, size, bytes)) != NULL;
+  if (rank != 0 && ok) ok = open_segment(name, rank, size, bytes, &seg) == SYMM_SUCCESS;
   int32_t *oks = calloc((size_t)size, sizeof *oks);
   if (!oks) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");

@@ -19,6 +19,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>

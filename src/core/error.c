@@ -1,4 +1,5 @@
-/* Result codes, their names, and the per-thread detailed last error. */
+/* Result codes, their names, the per-thread detailed last error, and the
+ * log lines of a failure (symm_error.h says who logs what). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,24 +11,41 @@ static _Thread_local char last_error[SYMM_ERROR_MAX];
 
 int symm_version(void) { return SYMM_VERSION_CODE; }
 
+/* Every result code: enumerator suffix, what symm_strerror says. */
+#define SYMM_RESULTS(X)                               \
+  X(SUCCESS, "success")                               \
+  X(ERR_INVALID_ARG, "invalid argument")              \
+  X(ERR_NO_MEMORY, "out of memory")                   \
+  X(ERR_UNSUPPORTED, "unsupported")                   \
+  X(ERR_MISMATCH, "mismatch across ranks")            \
+  X(ERR_TIMEOUT, "timeout")                           \
+  X(ERR_PEER_LOST, "peer lost")                       \
+  X(ERR_SYSTEM, "system call failed")                 \
+  X(ERR_BACKEND, "backend library failed")            \
+  X(ERR_NOT_FOUND, "not found")                       \
+  X(ERR_STATE, "invalid state")                       \
+  X(ERR_PERMISSION, "permission denied")              \
+  X(ERR_PROTOCOL, "protocol error")                   \
+  X(ERR_INTERNAL, "internal error")
+
 const char *symm_strerror(symm_result_t result) {
   switch (result) {
-    case SYMM_SUCCESS: return "success";
-    case SYMM_ERR_INVALID_ARG: return "invalid argument";
-    case SYMM_ERR_NO_MEMORY: return "out of memory";
-    case SYMM_ERR_UNSUPPORTED: return "unsupported";
-    case SYMM_ERR_MISMATCH: return "mismatch across ranks";
-    case SYMM_ERR_TIMEOUT: return "timeout";
-    case SYMM_ERR_PEER_LOST: return "peer lost";
-    case SYMM_ERR_SYSTEM: return "system call failed";
-    case SYMM_ERR_BACKEND: return "backend library failed";
-    case SYMM_ERR_NOT_FOUND: return "not found";
-    case SYMM_ERR_STATE: return "invalid state";
-    case SYMM_ERR_PERMISSION: return "permission denied";
-    case SYMM_ERR_PROTOCOL: return "protocol error";
-    case SYMM_ERR_INTERNAL: return "internal error";
+#define X(name, text) \
+  case SYMM_##name: return text;
+    SYMM_RESULTS(X)
+#undef X
   }
   return "unknown error";
+}
+
+const char *symm_result_name(symm_result_t result) {
+  switch (result) {
+#define X(name, text) \
+  case SYMM_##name: return "SYMM_" #name;
+    SYMM_RESULTS(X)
+#undef X
+  }
+  return NULL;
 }
 
 const char *symm_last_error(void) { return last_error; }
@@ -38,37 +56,57 @@ void symm_error_restore(const char *saved) {
   if (saved != last_error) snprintf(last_error, sizeof last_error, "%s", saved ? saved : "");
 }
 
-static symm_result_t record(symm_result_t code, const char *fmt, va_list ap,
-                            const char *suffix) {
+/* How log lines name a code: the raise ("error CODE: ...") and the trail
+ * ("-> CODE"); a value outside the enum prints its number. */
+static const char *code_text(symm_result_t code, char *buf, size_t cap) {
+  const char *name = symm_result_name(code);
+  if (name) return name;
+  snprintf(buf, cap, "result %d", (int)code);
+  return buf;
+}
+
+static symm_result_t record(const char *file, int line, unsigned subsys, symm_result_t code,
+                            const char *fmt, va_list ap, const char *suffix) {
   int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
   if (suffix && n >= 0 && (size_t)n < sizeof last_error)
     snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", suffix);
+  char buf[32];
+  /* An internal error is a bug: shown whatever subsystems are selected. */
   if (code == SYMM_ERR_INTERNAL)
-    symm_log(SYMM_LOG_WARN, SYMM_SUBSYS_ALL, __FILE__, __LINE__, "%s", last_error);
+    symm_log(SYMM_LOG_WARN, SYMM_SUBSYS_ALL, file, line, "error %s: %s",
+             code_text(code, buf, sizeof buf), last_error);
   else if (symm_log_level() >= SYMM_LOG_INFO)
-    symm_log(SYMM_LOG_INFO, SYMM_SUBSYS_ALL, __FILE__, __LINE__, "error %s: %s",
-             symm_strerror(code), last_error);
+    symm_log(SYMM_LOG_INFO, subsys, file, line, "error %s: %s", code_text(code, buf, sizeof buf),
+             last_error);
   return code;
 }
 
-symm_result_t symm_error(symm_result_t code, const char *fmt, ...) {
+symm_result_t symm_error_at(const char *file, int line, unsigned subsys, symm_result_t code,
+                            const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  record(code, fmt, ap, NULL);
+  record(file, line, subsys, code, fmt, ap, NULL);
   va_end(ap);
   return code;
 }
 
-symm_result_t symm_error_errno(const char *fmt, ...) {
+symm_result_t symm_error_errno_at(const char *file, int line, unsigned subsys,
+                                  const char *fmt, ...) {
   char errbuf[128];
   int saved = errno;
   const char *msg = strerror_r(saved, errbuf, sizeof errbuf);
   va_list ap;
   va_start(ap, fmt);
-  record(SYMM_ERR_SYSTEM, fmt, ap, msg);
+  record(file, line, subsys, SYMM_ERR_SYSTEM, fmt, ap, msg);
   va_end(ap);
   errno = saved;
   return SYMM_ERR_SYSTEM;
+}
+
+void symm_log_trail(const char *file, int line, unsigned subsys, symm_result_t code) {
+  if (symm_log_level() < SYMM_LOG_INFO) return;
+  char buf[32];
+  symm_log(SYMM_LOG_INFO, subsys, file, line, "-> %s", code_text(code, buf, sizeof buf));
 }
 
 void symm_error_context(const char *fmt, ...) {

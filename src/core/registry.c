@@ -2,6 +2,7 @@
  * disjoint ranges under a reader-writer lock: lookups (the hot path, from any
  * thread) are a binary search; inserts and removals move the tail, which is
  * cheap for the few thousand live allocations a process has. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_ALLOC
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

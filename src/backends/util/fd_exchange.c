@@ -12,6 +12,7 @@
  * under table_lock; each peer's cached client connection has its own lock so
  * that fetches from different peers run in parallel.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "symm_backend.h"
 
 #include <errno.h>
@@ -185,8 +186,9 @@ symm_result_t symm_fdx_publish(symm_fdx_t *fdx, uint64_t id, int fd) {
   if (!fdx || fd < 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_publish: %s",
                       fdx ? "negative fd" : "NULL fd server");
-  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return symm_error_errno("fd server: dup of fd %d for id %" PRIu64, fd, id);
+  int own;
+  SYMM_SYSCHECK(own = fcntl(fd, F_DUPFD_CLOEXEC, 0), "fd server: dup of fd %d for id %" PRIu64,
+                fd, id);
 
   symm_result_t res = SYMM_SUCCESS;
   pthread_mutex_lock(&fdx->table_lock);
@@ -408,8 +410,9 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
   fdx_printable_name(&addr, len, name, sizeof name);
   int delay_ms = 1;
   for (;;) {
-    int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (sock < 0) return symm_error_errno("fd exchange: socket");
+    int sock;
+    SYMM_SYSCHECK(sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+                  "fd exchange: socket");
     /* Unix-domain connect never returns EINPROGRESS: it completes at once,
      * or fails with EAGAIN when the listener's backlog is full. */
     if (connect(sock, (const struct sockaddr *)&addr, len) == 0) {
@@ -464,10 +467,10 @@ static symm_result_t fdx_send_request(int sock, int peer, uint64_t id, uint64_t 
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return symm_error_errno("fd exchange: send to rank %d", peer);
-    int rc = symm_poll_until(sock, POLLOUT, deadline_ns);
+    int rc;
+    SYMM_SYSCHECK(rc = symm_poll_until(sock, POLLOUT, deadline_ns), "fd exchange: poll");
     if (rc == 0)
       return symm_error(SYMM_ERR_TIMEOUT, "fd exchange: rank %d's server is not reading", peer);
-    if (rc < 0) return symm_error_errno("fd exchange: poll");
   }
 }
 
@@ -502,10 +505,10 @@ static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
     char buf[CMSG_SPACE(sizeof(int) * 4)];
   } ctl;
   for (;;) {
-    int rc = symm_poll_until(sock, POLLIN, deadline_ns);
+    int rc;
+    SYMM_SYSCHECK(rc = symm_poll_until(sock, POLLIN, deadline_ns), "fd exchange: poll");
     if (rc == 0)
       return symm_error(SYMM_ERR_TIMEOUT, "fd exchange: no reply from rank %d's server", peer);
-    if (rc < 0) return symm_error_errno("fd exchange: poll");
     struct iovec iov = {&r->rep, sizeof r->rep};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
@@ -520,7 +523,7 @@ static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
       return symm_error(SYMM_ERR_PEER_LOST, "fd exchange: rank %d's server closed the connection",
                         peer);
     }
-    if (n < 0) return symm_error_errno("fd exchange: recvmsg from rank %d", peer);
+    SYMM_SYSCHECK(n, "fd exchange: recvmsg from rank %d", peer);
     r->len = n;
     r->flags = msg.msg_flags;
     fdx_collect_fds(&msg, r);
@@ -598,20 +601,18 @@ symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd) {
 static symm_result_t fdx_listen(symm_fdx_t *fdx) {
   struct sockaddr_un addr;
   socklen_t len = symm_fdx_address(fdx->job_id, fdx->index, fdx->rank, &addr);
-  fdx->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fdx->listen_fd < 0) return symm_error_errno("fd server: socket");
+  SYMM_SYSCHECK(fdx->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+                "fd server: socket");
   symm_fork_guard_add(fdx->listen_fd);
-  if (bind(fdx->listen_fd, (const struct sockaddr *)&addr, len) != 0) {
-    if (errno == EADDRINUSE)
-      return symm_error(SYMM_ERR_SYSTEM,
-                        "fd server name %s is taken (another communicator with the same job id, "
-                        "index and rank on this host?)",
-                        fdx->name);
-    return symm_error_errno("fd server: bind %s", fdx->name);
-  }
-  if (listen(fdx->listen_fd, SOMAXCONN) != 0) return symm_error_errno("fd server: listen %s", fdx->name);
-  fdx->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fdx->wake_fd < 0) return symm_error_errno("fd server: eventfd");
+  int rc = bind(fdx->listen_fd, (const struct sockaddr *)&addr, len);
+  if (rc != 0 && errno == EADDRINUSE)
+    return symm_error(SYMM_ERR_SYSTEM,
+                      "fd server name %s is taken (another communicator with the same job id, "
+                      "index and rank on this host?)",
+                      fdx->name);
+  SYMM_SYSCHECK(rc, "fd server: bind %s", fdx->name);
+  SYMM_SYSCHECK(listen(fdx->listen_fd, SOMAXCONN), "fd server: listen %s", fdx->name);
+  SYMM_SYSCHECK(fdx->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "fd server: eventfd");
   return SYMM_SUCCESS;
 }
 
@@ -622,10 +623,7 @@ static symm_result_t fdx_start_thread(symm_fdx_t *fdx) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&fdx->thread, NULL, fdx_server_main, fdx);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    errno = rc;
-    return symm_error_errno("fd server: pthread_create");
-  }
+  SYMM_PTHREADCHECK(rc, "fd server: pthread_create");
   fdx->running = true;
   return SYMM_SUCCESS;
 }

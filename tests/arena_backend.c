@@ -1,0 +1,176 @@
+/*
+ * A backend that lives in the tests, to prove that the seam holds: it sees
+ * only symm_backend.h, and gets rendezvous, views, signals and every
+ * collective from the core and the CPU engine.  It shares CPU memory
+ * another way than the host backend: each rank makes one arena (a memfd)
+ * at init, every peer maps every arena once at startup (the fds pass once,
+ * through the backends' fd exchange), and an allocation is an offset into
+ * its rank's arena, so that mapping a peer's allocation is an addition.
+ *
+ * Two tables: "arena" allocates and frees locally; "arena_coll" declares
+ * its allocation, free and registration collective (like NVSHMEM's heap
+ * and NCCL's windows), so that the core's cross-rank checks run; it counts
+ * its registrations for the tests.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arena_backend.h"
+#include "symm_backend.h"
+
+#define ARENA_BYTES ((size_t)512 << 20) /* sparse: only what is touched is memory */
+#define ARENA_FD_ID 1u
+#define ARENA_ALIGN ((size_t)4096)
+
+typedef struct {
+  symm_fdx_t *fdx;
+  int fd;
+  char **bases;      /* [size]: every rank's arena as mapped here */
+  size_t next;       /* bump pointer into this rank's arena */
+  long registered;   /* registrations alive (arena_coll) */
+} arena_state_t;
+
+static arena_state_t *arena(const symm_comm_t *comm) { return symm_backend_state(comm); }
+
+static symm_result_t arena_probe(char *why, size_t why_len) {
+  (void)why, (void)why_len;
+  return SYMM_SUCCESS;
+}
+
+static void arena_fini(symm_comm_t *comm) {
+  arena_state_t *st = arena(comm);
+  if (!st) return;
+  for (int r = 0; st->bases && r < symm_comm_size(comm); r++)
+    if (st->bases[r]) munmap(st->bases[r], ARENA_BYTES);
+  if (st->fdx) symm_fdx_stop(st->fdx);
+  if (st->fd >= 0) close(st->fd);
+  free(st->bases);
+  free(st);
+  symm_backend_set_state(comm, NULL);
+}
+
+static symm_result_t arena_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob) {
+  (void)caps, (void)blob;
+  arena_state_t *st = calloc(1, sizeof *st);
+  if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
+  st->fd = -1;
+  symm_backend_set_state(comm, st);
+  st->bases = calloc((size_t)symm_comm_size(comm), sizeof *st->bases);
+  if (!st->bases) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
+  st->fd = memfd_create("symmem-test-arena", MFD_CLOEXEC);
+  if (st->fd < 0 || ftruncate(st->fd, (off_t)ARENA_BYTES) != 0)
+    return symm_error_errno("arena: memfd of %zu bytes", ARENA_BYTES);
+  char *mine = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0);
+  if (mine == MAP_FAILED) return symm_error_errno("arena: mmap");
+  st->bases[symm_comm_rank(comm)] = mine;
+  SYMM_CHECK(symm_fdx_start(comm, &st->fdx));
+  return symm_fdx_publish(st->fdx, ARENA_FD_ID, st->fd);
+}
+
+/* Every peer's arena, once. */
+static symm_result_t arena_startup(symm_comm_t *comm, const symm_blob_t *all) {
+  (void)all;
+  arena_state_t *st = arena(comm);
+  for (int r = 0; r < symm_comm_size(comm); r++) {
+    if (st->bases[r]) continue;
+    int fd = -1;
+    SYMM_CHECK(symm_fdx_fetch(st->fdx, r, ARENA_FD_ID, &fd));
+    void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return symm_error_errno("arena: mapping rank %d's arena", r);
+    st->bases[r] = p;
+  }
+  return SYMM_SUCCESS;
+}
+
+static size_t arena_granularity(symm_comm_t *comm) {
+  (void)comm;
+  return ARENA_ALIGN;
+}
+
+/* Bump allocation: freed memory is not reused by the backend (the core's
+ * pool reuses it), which is enough for tests. */
+static symm_result_t arena_alloc(symm_comm_t *comm, symm_mem_t *mem) {
+  arena_state_t *st = arena(comm);
+  if (mem->alloc_bytes > ARENA_BYTES - st->next)
+    return symm_error(SYMM_ERR_NO_MEMORY, "arena: %zu bytes do not fit (%zu of %zu used)",
+                      mem->alloc_bytes, st->next, ARENA_BYTES);
+  mem->base = st->bases[symm_comm_rank(comm)] + st->next;
+  mem->priv = (void *)(uintptr_t)st->next;
+  mem->pad_offset = 0;
+  st->next += mem->alloc_bytes;
+  memset(mem->base, 0, SYMM_SIGNAL_PAD_BYTES);
+  return SYMM_SUCCESS;
+}
+
+static void arena_free(symm_comm_t *comm, symm_mem_t *mem) {
+  (void)comm;
+  /* Give the pages back; the range stays the arena's. */
+  madvise(mem->base, mem->alloc_bytes, MADV_REMOVE);
+}
+
+static symm_result_t arena_export(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
+  (void)comm;
+  uint64_t off = (uint64_t)(uintptr_t)mem->priv;
+  memcpy(info->blob, &off, sizeof off);
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t arena_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
+                                    const symm_exchange_info_t *info, symm_peer_map_t *map) {
+  (void)local;
+  uint64_t off;
+  memcpy(&off, info->blob, sizeof off);
+  if (off > ARENA_BYTES || info->alloc_bytes > ARENA_BYTES - off)
+    return symm_error(SYMM_ERR_PROTOCOL, "arena: rank %d's allocation lies outside its arena",
+                      peer);
+  map->base = arena(comm)->bases[peer] + off;
+  return SYMM_SUCCESS;
+}
+
+static void arena_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map) {
+  (void)comm, (void)map; /* the arena stays mapped until fini */
+}
+
+static symm_result_t arena_register(symm_comm_t *comm, symm_mem_t *mem) {
+  (void)mem;
+  arena(comm)->registered++;
+  return SYMM_SUCCESS;
+}
+
+static void arena_deregister(symm_comm_t *comm, symm_mem_t *mem) {
+  (void)mem;
+  arena(comm)->registered--;
+}
+
+#define ARENA_OPS(id_, name_, caps_)                                            \
+  {                                                                             \
+    .version = 1, .name = name_, .id = (symm_backend_t)(id_),                   \
+    .mem_kind = SYMM_MEM_HOST, .caps = caps_, .probe = arena_probe,             \
+    .init = arena_init, .startup = arena_startup, .fini = arena_fini,           \
+    .granularity = arena_granularity, .alloc = arena_alloc, .free = arena_free, \
+    .export_mem = arena_export, .map_peer = arena_map_peer,                     \
+    .unmap_peer = arena_unmap_peer, .register_mem = arena_register,             \
+    .deregister_mem = arena_deregister,                                         \
+  }
+
+static const symm_backend_ops_t arena_ops = ARENA_OPS(ARENA_BACKEND_ID, "arena", {0});
+static const symm_backend_ops_t arena_coll_ops =
+    ARENA_OPS(ARENA_COLL_BACKEND_ID, "arena_coll",
+              ((symm_backend_caps_t){.collective_alloc = true, .collective_free = true,
+                                     .registers = true}));
+
+void arena_backends_register(void) {
+  static int done;
+  if (done++) return;
+  if (symm_backend_register(&arena_ops) != SYMM_SUCCESS ||
+      symm_backend_register(&arena_coll_ops) != SYMM_SUCCESS) {
+    fprintf(stderr, "arena backends: %s\n", symm_last_error());
+    abort();
+  }
+}
+
+long arena_registered(const symm_comm_t *comm) { return arena(comm)->registered; }

@@ -1,0 +1,6 @@
+TEST_ENTRY(seam_arena_2, 60)
+TEST_ENTRY(seam_arena_3, 90)
+TEST_ENTRY(seam_arena_coll_3, 90)
+TEST_ENTRY(seam_collective_alloc, 60)
+TEST_ENTRY(seam_collective_free_pool_agreed, 60)
+TEST_ENTRY(seam_backend_names, 30)

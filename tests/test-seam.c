@@ -1,0 +1,243 @@
+/* The backend seam, proved with the tests' own backend (arena_backend.c):
+ * through symm_backend.h alone it gets rendezvous, remote views, signals and
+ * every collective from the core and the CPU engine, and its collective
+ * variant runs the core's cross-rank checks of allocation, free and
+ * registration.  Real processes, real shared memory. */
+#include <unistd.h>
+
+#include "arena_backend.h"
+#include "harness.h"
+
+static symm_comm_t *arena_comm(void) {
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  return comm;
+}
+
+static int run_on(const char *backend, int n, test_rank_fn fn) {
+  arena_backends_register();
+  test_job_opts_t o = {.backend = backend, .kill_rank = -1, .store_timeout_ms = 10000};
+  return test_run_ranks_opts(n, fn, NULL, &o);
+}
+
+static float value_of(int rank, size_t i) { return (float)(rank * 1000 + (int)(i % 997)); }
+
+/* Views, lookup and the calls the arena cannot do, refused by name. */
+static void check_views(symm_comm_t *comm, int rank, int size) {
+  int64_t n = 3000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, right, &v));
+  ASSERT_EQ(v.rank, right);
+  ASSERT_EQ(v.device, -1);
+  for (size_t i = 0; i < (size_t)n; i++) ((float *)v.data)[i] = value_of(rank, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  const float *mine = symm_tensor_data(t);
+  for (size_t i = 0; i < (size_t)n; i++) ASSERT_EQ(mine[i], value_of(left, i));
+  /* An interior pointer of the peer's data finds the tensor and the rank. */
+  symm_tensor_t *found = NULL;
+  int owner = -1;
+  size_t off = 0;
+  ASSERT_OK(symm_tensor_lookup((float *)v.data + 7, &found, &owner, &off));
+  ASSERT_PTR_EQ(found, t);
+  ASSERT_EQ(owner, right);
+  ASSERT_EQ(off, 7 * sizeof(float));
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_PTR_EQ(ptrs[right], v.data);
+  /* What the arena lacks is refused, naming the backends that have it. */
+  ASSERT_RES(symm_tensor_contiguous_view(t, &v), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "contiguous view needs the native or host backend");
+  ASSERT_STR_CONTAINS(symm_last_error(), "uses arena");
+  ASSERT_RES(symm_tensor_peer_ptrs_device(t, &ptrs), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "the native backend");
+  ASSERT_RES(symm_signal_put(t, right, 0, (symm_stream_t)0x1), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "takes no stream");
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_free(t));
+}
+
+static void check_signals(symm_comm_t *comm, int rank, int size) {
+  int64_t n = 16;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  for (int round = 0; round < 50; round++) {
+    ASSERT_OK(symm_signal_put(t, right, 1, NULL));
+    ASSERT_OK(symm_signal_wait(t, left, 1, NULL));
+  }
+  ASSERT_OK(symm_signal_barrier(t, 2, NULL));
+  ASSERT_OK(symm_tensor_free(t));
+}
+
+/* Every collective, from symmetric and from private buffers, checked. */
+static void check_collectives(symm_comm_t *comm, int rank, int size) {
+  const size_t counts[] = {5, 1000, 70000};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    const size_t count = counts[k], total = count * (size_t)size;
+    int64_t n = (int64_t)total;
+    symm_tensor_t *st, *rt;
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &st));
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &rt));
+    ASSERT_OK(symm_tensor_rendezvous(st));
+    ASSERT_OK(symm_tensor_rendezvous(rt));
+    float *send = symm_tensor_data(st), *recv = symm_tensor_data(rt);
+    float *priv = malloc(sizeof *priv * total);
+    ASSERT(priv);
+    const symm_algo_t algos[] = {SYMM_ALGO_AUTO, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT};
+    for (size_t a = 0; a < 3; a++) {
+      ASSERT_OK(symm_comm_set_allreduce_algo(comm, algos[a]));
+      for (size_t i = 0; i < count; i++) send[i] = value_of(rank, i);
+      ASSERT_OK(symm_all_reduce(comm, send, recv, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+      for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int r = 0; r < size; r++) want += value_of(r, i);
+        ASSERT_EQ(recv[i], want);
+      }
+    }
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+    /* all-gather into a private buffer */
+    for (size_t i = 0; i < count; i++) send[i] = value_of(rank, i);
+    ASSERT_OK(symm_all_gather(comm, send, priv, count, SYMM_DTYPE_F32, NULL));
+    for (int r = 0; r < size; r++)
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(priv[(size_t)r * count + i], value_of(r, i));
+    /* reduce-scatter: rank r gets the sum of every rank's block r */
+    for (size_t i = 0; i < total; i++) send[i] = value_of(rank, i);
+    ASSERT_OK(symm_reduce_scatter(comm, send, recv, count, SYMM_DTYPE_F32, SYMM_REDUCE_MAX,
+                                  NULL));
+    for (size_t i = 0; i < count; i++)
+      ASSERT_EQ(recv[i], value_of(size - 1, (size_t)rank * count + i));
+    /* broadcast from the last rank, private buffers */
+    for (size_t i = 0; i < count; i++) priv[i] = value_of(rank, i);
+    ASSERT_OK(symm_broadcast(comm, priv, priv, count, SYMM_DTYPE_F32, size - 1, NULL));
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(priv[i], value_of(size - 1, i));
+    /* all-to-all: block r of rank q lands in block q of rank r */
+    for (int r = 0; r < size; r++)
+      for (size_t i = 0; i < count; i++) send[(size_t)r * count + i] = value_of(rank, (size_t)r + i);
+    ASSERT_OK(symm_all_to_all(comm, send, recv, count, SYMM_DTYPE_F32, NULL));
+    for (int q = 0; q < size; q++)
+      for (size_t i = 0; i < count; i++)
+        ASSERT_EQ(recv[(size_t)q * count + i], value_of(q, (size_t)rank + i));
+    free(priv);
+    ASSERT_OK(symm_comm_barrier(comm));
+    ASSERT_OK(symm_tensor_free(st));
+    ASSERT_OK(symm_tensor_free(rt));
+  }
+}
+
+static int arena_everything_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = arena_comm();
+  ASSERT(strcmp(symm_backend_name(symm_comm_backend(comm)), getenv("SYMM_BACKEND")) == 0);
+  ASSERT_EQ(symm_comm_device(comm), -1);
+  check_views(comm, rank, size);
+  check_signals(comm, rank, size);
+  check_collectives(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(seam_arena_2) { return run_on("arena", 2, arena_everything_rank); }
+TEST_IMPL(seam_arena_3) { return run_on("arena", 3, arena_everything_rank); }
+/* The same on the collective variant: the scratch and every tensor go
+ * through the core's collective allocation. */
+TEST_IMPL(seam_arena_coll_3) { return run_on("arena_coll", 3, arena_everything_rank); }
+
+/* ---- collective allocation, free and registration ---------------------- */
+
+static int coll_alloc_rank(int rank, int size, void *arg) {
+  (void)arg, (void)size;
+  symm_comm_t *comm = arena_comm();
+  const long base = arena_registered(comm);
+  int64_t n = 1000, other = rank == 1 ? 2000 : 1000;
+  symm_tensor_t *a, *b, *bad;
+  /* Different sizes: every rank is told, with both shapes; nothing made. */
+  ASSERT_RES(symm_tensor_alloc(comm, &other, 1, SYMM_DTYPE_F32, &bad), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), rank == 1 ? "rank 0 asked for [1000] f32"
+                                                   : "rank 1 asked for [2000] f32");
+  ASSERT_EQ(arena_registered(comm), base);
+  /* Then the same call on every rank works, registered once. */
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &a));
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &b));
+  ASSERT_EQ(arena_registered(comm), base + 2);
+  ASSERT_OK(symm_tensor_rendezvous(a));
+  /* Out of order: rank 0 frees a, rank 1 frees b.  Both are refused, both
+   * tensors stay usable. */
+  ASSERT_RES(symm_tensor_free(rank == 0 ? a : b), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "frees collectively");
+  ASSERT_STR_CONTAINS(symm_last_error(), "nothing was freed");
+  float *p = symm_tensor_data(a);
+  p[0] = (float)rank;
+  ASSERT_OK(symm_all_reduce(comm, p, p, 1, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_EQ(p[0], 1.0f);
+  const long with_scratch = arena_registered(comm); /* the all-reduce made the scratch */
+  ASSERT_EQ(with_scratch, base + 3);
+  /* In order: both freed.  They go to the pool and keep their
+   * registration; the same allocation again reuses one without a new
+   * registration. */
+  ASSERT_OK(symm_tensor_free(a));
+  ASSERT_OK(symm_tensor_free(b));
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &a));
+  ASSERT_EQ(arena_registered(comm), with_scratch);
+  ASSERT_OK(symm_tensor_rendezvous(a));
+  ASSERT_OK(symm_tensor_free(a));
+  /* Trimming the pool releases (and deregisters) the pooled ones, on every
+   * rank alike. */
+  size_t released = 0;
+  ASSERT_OK(symm_comm_pool_trim(comm, &released));
+  ASSERT_GT(released, 0);
+  ASSERT_EQ(arena_registered(comm), with_scratch - 2);
+  /* A rank that allocates while its peer frees: a mismatch, not a hang. */
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &a));
+  if (rank == 0) {
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &b), SYMM_ERR_MISMATCH);
+  } else {
+    ASSERT_RES(symm_tensor_free(a), SYMM_ERR_MISMATCH);
+  }
+  ASSERT_STR_CONTAINS(symm_last_error(), "called");
+  ASSERT_OK(symm_tensor_free(a));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(seam_collective_alloc) { return run_on("arena_coll", 2, coll_alloc_rank); }
+
+/* Pooling a collective free is agreed: ranks whose pools differ in room
+ * still free together (one pools nothing, so nobody does). */
+static int coll_pool_differs_rank(int rank, int size, void *arg) {
+  (void)arg, (void)size;
+  if (rank == 1) unsetenv("SYMM_POOL_BYTES"); /* the default pool; rank 0 has none */
+  symm_comm_t *comm = arena_comm();
+  int64_t n = 4096;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  const long before = arena_registered(comm);
+  ASSERT_OK(symm_tensor_free(t));
+  ASSERT_EQ(arena_registered(comm), before - 1); /* really freed on both */
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(seam_collective_free_pool_agreed) {
+  /* The ranks inherit the variable; rank 1 clears it before its init. */
+  setenv("SYMM_POOL_BYTES", "0", 1);
+  int bad = run_on("arena_coll", 2, coll_pool_differs_rank);
+  unsetenv("SYMM_POOL_BYTES");
+  return bad;
+}
+
+TEST_IMPL(seam_backend_names) {
+  arena_backends_register();
+  symm_backend_t b;
+  ASSERT_OK(symm_backend_from_name("arena_coll", &b));
+  ASSERT_EQ(b, ARENA_COLL_BACKEND_ID);
+  ASSERT(strcmp(symm_backend_name(b), "arena_coll") == 0);
+  ASSERT_RES(symm_backend_from_name("arena_x", &b), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "nvshmem, arena, arena_coll");
+  ASSERT_OK(symm_backend_available(b, NULL, 0));
+  return 0;
+}
