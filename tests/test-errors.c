@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/util/fd_exchange.h"
+#include "core/internal.h"
 #include "harness.h"
 
 TEST_IMPL(errors_strerror) {

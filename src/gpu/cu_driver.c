@@ -5,6 +5,7 @@
  * signatures we call are the ones cu_driver.h declares no matter how
  * new the installed driver is.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "gpu/cu_driver.h"
 
 #include <dlfcn.h>

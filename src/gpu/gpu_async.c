@@ -4,6 +4,7 @@
  * and symm_comm_check_async_error moves them into the communicator from
  * here, with the kernel and the peer named.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdio.h>
 #include <string.h>
 

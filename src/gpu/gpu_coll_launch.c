@@ -17,6 +17,7 @@
  * kernel, so calls can be captured in CUDA graphs once the scratch is
  * reserved.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>

@@ -13,6 +13,7 @@
  * gpu_coll_launch.c).  The scratch always holds the LL and LL128 areas and
  * both staging halves.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdint.h>
 
 #include "gpu/gpu.h"

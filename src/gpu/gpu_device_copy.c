@@ -7,6 +7,7 @@
  * stream: they must not queue behind (or wait for) the application's
  * kernels, which may be waiting on peers.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "gpu/gpu.h"
 
 symm_result_t symm_gpu_device_copy(symm_comm_t *comm, const void *host, size_t bytes,

@@ -5,6 +5,7 @@
  * device: the shared-GPU check, peer ordinals and access, the kernels and
  * LL128 agreed), fini; and the accessors a GPU backend reads (symm_gpu.h).
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -6,6 +6,7 @@
  * SYMM_COLL_LL_THREADS); and the ranks' agreement that they all run the
  * same kernels.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

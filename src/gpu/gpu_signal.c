@@ -3,6 +3,7 @@
  * tensor's signal pads is one launch of the symm_signal_op kernel (one
  * block) on the caller's stream, with every rank's pad in its parameters.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <string.h>
 
 #include "gpu/gpu.h"

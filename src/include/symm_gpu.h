@@ -63,10 +63,12 @@ symm_result_t symm_gpu_device_copy(symm_comm_t *comm, const void *host, size_t b
 void symm_gpu_device_free(symm_comm_t *comm, void *dev);
 
 /* Records a failed driver call as the thread's error, "<what> failed:
- * CUDA_ERROR_X (text)", and returns SYMM_ERR_NO_MEMORY for out-of-memory,
- * else SYMM_ERR_BACKEND. */
-symm_result_t symm_gpu_fail(ncu_result res, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * CUDA_ERROR_X (text)", raised where the call failed (symm_error), and
+ * returns SYMM_ERR_NO_MEMORY for out-of-memory, else SYMM_ERR_BACKEND. */
+#define symm_gpu_fail(res, ...) \
+  symm_gpu_fail_at(__FILE__, __LINE__, SYMM_LOG_SUBSYS, (res), __VA_ARGS__)
+symm_result_t symm_gpu_fail_at(const char *file, int line, unsigned subsys, ncu_result res,
+                               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* A driver call that must succeed, else `res` = symm_gpu_fail(...) and
  * goto label. */

@@ -6,6 +6,7 @@
  * in the fd exchange, or fabric handle kept for export_mem), so that
  * rendezvous only imports.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

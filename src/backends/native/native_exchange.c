@@ -6,6 +6,7 @@
  * (imported once per peer and chunk, native_heap.c) as the pad window and
  * imports + maps the data chunk behind it, unmap_peer undoes it.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

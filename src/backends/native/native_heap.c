@@ -11,6 +11,7 @@
  * this rank (a program error) then most likely hits an unused slot rather
  * than the pad of a newer tensor.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

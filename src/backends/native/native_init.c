@@ -4,6 +4,7 @@
  * granularity, handle kinds, fd exchange), startup (the handle kind and
  * granularity every rank can use, hosts), fini.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * fabric handles), with contiguous views; the functions live in the other
  * native_*.c files, one per object.  Collectives, signals, device copies
  * and zeroing come from the GPU engine (mem_kind). */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {

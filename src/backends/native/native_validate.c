@@ -6,6 +6,7 @@
  * communicator's handle type.  A range may span several mappings (a
  * contiguous view); each is checked in turn.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <string.h>
 
 #include "backends/native/native.h"

@@ -6,6 +6,7 @@
  * is truly contiguous (stride = data chunk size); otherwise we map whole
  * allocations and the stride includes each rank's signal pad.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 
