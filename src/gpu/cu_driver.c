@@ -5,6 +5,7 @@
  * signatures we call are the ones cu_driver.h declares no matter how
  * new the installed driver is.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "gpu/cu_driver.h"
 
 #include <dlfcn.h>
@@ -16,15 +17,15 @@
 #include "symm_settings.h"
 
 static symm_cu_driver_t cu_drv;
-static char native_load_why[512];
-static bool native_load_ok;
-static pthread_once_t native_load_once = PTHREAD_ONCE_INIT;
+static char cu_load_why[512];
+static bool cu_load_ok;
+static pthread_once_t cu_load_once = PTHREAD_ONCE_INIT;
 
-static char native_init_why[512];
-static bool native_init_ok;
-static pthread_once_t native_init_once = PTHREAD_ONCE_INIT;
+static char cu_init_why[512];
+static bool cu_init_ok;
+static pthread_once_t cu_init_once = PTHREAD_ONCE_INIT;
 
-typedef ncu_result (*native_get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+typedef ncu_result (*cu_get_proc_fn)(const char *, void **, int, unsigned long long, int *);
 
 ncu_result symm_cu_driver_resolve(const symm_cu_driver_t *drv, const char *symbol, void **fn) {
   *fn = NULL;
@@ -39,10 +40,10 @@ ncu_result symm_cu_driver_resolve(const symm_cu_driver_t *drv, const char *symbo
  * does not have means a driver older than the ABI we declare; any other
  * failure (the toolkit's stub library answers every call with an error) is
  * reported as is. */
-static bool native_resolve_all(char *why, size_t why_len) {
+static bool cu_resolve_all(char *why, size_t why_len) {
   void *fn;
   ncu_result res;
-#define NATIVE_RESOLVE_FN(name, params)                                           \
+#define CU_RESOLVE_FN(name, params)                                           \
   if ((res = symm_cu_driver_resolve(&cu_drv, #name, &fn)) != NCU_SUCCESS) {    \
     if (res == NCU_ERROR_NOT_FOUND)                                               \
       snprintf(why, why_len, "CUDA driver lacks %s for CUDA %d.%d (driver too old?)", \
@@ -53,12 +54,12 @@ static bool native_resolve_all(char *why, size_t why_len) {
     return false;                                                                 \
   }                                                                               \
   memcpy(&cu_drv.name, &fn, sizeof fn);
-  SYMM_CU_DRIVER_FUNCTIONS(NATIVE_RESOLVE_FN)
-#undef NATIVE_RESOLVE_FN
+  SYMM_CU_DRIVER_FUNCTIONS(CU_RESOLVE_FN)
+#undef CU_RESOLVE_FN
   return true;
 }
 
-static void native_load_once_fn(void) {
+static void cu_load_once_fn(void) {
   const char *name = symm_settings()->SYMM_CUDA_LIB;
   if (!name) name = "libcuda.so.1";
   /* RTLD_LOCAL: our symbols never leak into the application's namespace;
@@ -67,90 +68,90 @@ static void native_load_once_fn(void) {
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *err = dlerror();
-    snprintf(native_load_why, sizeof native_load_why, "%s not found (no NVIDIA driver): %s",
+    snprintf(cu_load_why, sizeof cu_load_why, "%s not found (no NVIDIA driver): %s",
              name, err ? err : "dlopen failed");
     return;
   }
   void *sym = dlsym(lib, "cuGetProcAddress_v2");
   if (!sym) {
-    snprintf(native_load_why, sizeof native_load_why,
+    snprintf(cu_load_why, sizeof cu_load_why,
              "%s has no cuGetProcAddress_v2: the NVIDIA driver is older than CUDA 12.0", name);
     dlclose(lib);
     return;
   }
   cu_drv.lib = lib;
   memcpy(&cu_drv.get_proc, &sym, sizeof sym);
-  if (!native_resolve_all(native_load_why, sizeof native_load_why)) {
+  if (!cu_resolve_all(cu_load_why, sizeof cu_load_why)) {
     /* Keep the library loaded: dlclose of libcuda is not safe once any of
      * its code ran, and the runtime may hold it too. */
     return;
   }
   if (cu_drv.cuDriverGetVersion(&cu_drv.driver_version) != NCU_SUCCESS)
     cu_drv.driver_version = 0;
-  native_load_ok = true;
-  SYMM_INFO(BACKEND, "native: loaded %s (driver API %d.%d)", name,
+  cu_load_ok = true;
+  SYMM_INFO(BACKEND, "gpu: loaded %s (driver API %d.%d)", name,
             cu_drv.driver_version / 1000, cu_drv.driver_version % 1000 / 10);
 }
 
 const symm_cu_driver_t *symm_cu_driver_load(char *why, size_t why_len) {
-  pthread_once(&native_load_once, native_load_once_fn);
-  if (native_load_ok) return &cu_drv;
-  if (why && why_len) snprintf(why, why_len, "%s", native_load_why);
+  pthread_once(&cu_load_once, cu_load_once_fn);
+  if (cu_load_ok) return &cu_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", cu_load_why);
   return NULL;
 }
 
-static void native_init_once_fn(void) {
-  if (!symm_cu_driver_load(native_init_why, sizeof native_init_why)) return;
+static void cu_init_once_fn(void) {
+  if (!symm_cu_driver_load(cu_init_why, sizeof cu_init_why)) return;
   ncu_result res = cu_drv.cuInit(0);
   if (res != NCU_SUCCESS) {
-    snprintf(native_init_why, sizeof native_init_why, "cuInit failed: %s%s",
+    snprintf(cu_init_why, sizeof cu_init_why, "cuInit failed: %s%s",
              symm_cu_error(res),
              res == NCU_ERROR_NO_DEVICE ? " (check CUDA_VISIBLE_DEVICES and nvidia-smi)" : "");
     return;
   }
-  native_init_ok = true;
+  cu_init_ok = true;
 }
 
 const symm_cu_driver_t *symm_cu_driver_init(char *why, size_t why_len) {
-  pthread_once(&native_init_once, native_init_once_fn);
-  if (native_init_ok) return &cu_drv;
-  if (why && why_len) snprintf(why, why_len, "%s", native_init_why);
+  pthread_once(&cu_init_once, cu_init_once_fn);
+  if (cu_init_ok) return &cu_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", cu_init_why);
   return NULL;
 }
 
-static symm_cu_coll_driver_t native_coll_drv;
-static char native_coll_why[256];
-static bool native_coll_ok;
-static pthread_mutex_t native_coll_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool native_coll_tried;
+static symm_cu_coll_driver_t cu_coll_drv;
+static char cu_coll_why[256];
+static bool cu_coll_ok;
+static pthread_mutex_t cu_coll_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool cu_coll_tried;
 
 const symm_cu_coll_driver_t *symm_cu_coll_driver_load(const symm_cu_driver_t *drv, char *why,
                                                     size_t why_len) {
-  pthread_mutex_lock(&native_coll_lock);
-  if (!native_coll_tried) {
-    native_coll_tried = true;
+  pthread_mutex_lock(&cu_coll_lock);
+  if (!cu_coll_tried) {
+    cu_coll_tried = true;
     void *fn;
     ncu_result res;
-    native_coll_ok = true;
-#define NATIVE_RESOLVE_COLL_FN(name, params)                                          \
-  if (native_coll_ok) {                                                               \
+    cu_coll_ok = true;
+#define CU_RESOLVE_COLL_FN(name, params)                                          \
+  if (cu_coll_ok) {                                                               \
     if ((res = symm_cu_driver_resolve(drv, #name, &fn)) != NCU_SUCCESS) {              \
-      snprintf(native_coll_why, sizeof native_coll_why,                              \
+      snprintf(cu_coll_why, sizeof cu_coll_why,                              \
                "the CUDA driver has no usable %s: %s", #name, symm_cu_error(res));  \
-      native_coll_ok = false;                                                         \
+      cu_coll_ok = false;                                                         \
     } else {                                                                          \
-      memcpy(&native_coll_drv.name, &fn, sizeof fn);                                  \
+      memcpy(&cu_coll_drv.name, &fn, sizeof fn);                                  \
     }                                                                                 \
   }
-    SYMM_CU_COLL_DRIVER_FUNCTIONS(NATIVE_RESOLVE_COLL_FN)
-#undef NATIVE_RESOLVE_COLL_FN
+    SYMM_CU_COLL_DRIVER_FUNCTIONS(CU_RESOLVE_COLL_FN)
+#undef CU_RESOLVE_COLL_FN
     if (symm_cu_driver_resolve(drv, "cuLaunchKernelEx", &fn) == NCU_SUCCESS)
-      memcpy(&native_coll_drv.cuLaunchKernelEx, &fn, sizeof fn);
+      memcpy(&cu_coll_drv.cuLaunchKernelEx, &fn, sizeof fn);
   }
-  bool ok = native_coll_ok;
-  pthread_mutex_unlock(&native_coll_lock);
-  if (ok) return &native_coll_drv;
-  if (why && why_len) snprintf(why, why_len, "%s", native_coll_why);
+  bool ok = cu_coll_ok;
+  pthread_mutex_unlock(&cu_coll_lock);
+  if (ok) return &cu_coll_drv;
+  if (why && why_len) snprintf(why, why_len, "%s", cu_coll_why);
   return NULL;
 }
 

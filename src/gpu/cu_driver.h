@@ -193,7 +193,7 @@ typedef struct ncu_uuid {
                                              ncu_mem_handle h))                \
   X(cuPointerGetAttribute, (void *data, int attr, ncu_deviceptr ptr))
 
-/* Entry points of the collectives (native_coll.c), resolved on first use by
+/* Entry points of the kernels (gpu_module.c, gpu_coll_launch.c), resolved on first use by
  * symm_cu_coll_driver_load so that a driver (or the tests' fake driver)
  * without them still runs everything else. */
 typedef struct ncu_module_st *ncu_module;     /* CUmodule */
@@ -244,7 +244,7 @@ typedef struct ncu_launch_config {
 typedef struct symm_cu_coll_driver {
   SYMM_CU_COLL_DRIVER_FUNCTIONS(SYMM_CU_DECLARE_FN)
   /* Optional (CUDA 12.0+, NULL where absent): launches with programmatic
-   * dependent launch, see native_coll_launch. */
+   * dependent launch, see gpu_launch. */
   ncu_result (*cuLaunchKernelEx)(const ncu_launch_config *config, ncu_function fn,
                                  void **params, void **extra);
 } symm_cu_coll_driver_t;

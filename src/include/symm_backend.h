@@ -244,6 +244,13 @@ uint64_t symm_tensor_peer_sig(const symm_tensor_t *t);
  * memory only), NULL when there is none. */
 void *symm_tensor_peer_data_device(const symm_tensor_t *t);
 
+/* The live tensor whose registered range contains ptr: the range (a rank's
+ * data, or a whole contiguous view: what symm_tensor_find's offset counts
+ * from), its tensor and its rank (-1 for a contiguous view).  false when no
+ * live tensor contains ptr.  Thread-safe, O(log n). */
+bool symm_registry_find(const void *ptr, const void **base, size_t *len, symm_tensor_t **tensor,
+                        int *rank);
+
 /* ------------------------------------------------------------ collectives */
 
 /* ops->signal's and the engines' signal operations. */

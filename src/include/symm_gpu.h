@@ -30,6 +30,9 @@ ncu_device symm_gpu_device(const symm_gpu_t *gpu);
 /* A non-blocking stream of the engine's own (zeroing, small copies): it
  * never waits behind the application's work. */
 ncu_stream symm_gpu_stream(const symm_gpu_t *gpu);
+/* The device's primary context, which the engine retains and leaves
+ * current on the thread that created the communicator. */
+ncu_context symm_gpu_context(const symm_gpu_t *gpu);
 /* Rank r's device as an ordinal of this process (-1: not visible here),
  * and whether this rank's device can access it (1 yes, 0 no, -1 unknown).
  * Valid from the backend's startup on. */
@@ -43,11 +46,29 @@ const char *symm_gpu_peer_bus_id(const symm_gpu_t *gpu, int r);
 symm_result_t symm_gpu_enter(symm_gpu_t *gpu, ncu_context *saved);
 void symm_gpu_leave(symm_gpu_t *gpu, ncu_context saved);
 
+/* Zeroes `bytes` of device memory at ptr on the engine's stream and waits
+ * for it (a signal pad, before any peer can see it).  Enters the context
+ * itself. */
+symm_result_t symm_gpu_zero(symm_gpu_t *gpu, ncu_deviceptr ptr, size_t bytes);
+
+/*
+ * Copies `bytes` of host memory to a new device allocation on the
+ * communicator's GPU (cuMemAlloc + copy on the engine's own stream) and
+ * returns its address in *dev: e.g. the world_size peer data pointers, for
+ * kernels that take a `void **`.  Local.  Free with symm_gpu_device_free.
+ * The engine's device_copy / device_free; the tests call them directly.
+ * SYMM_ERR_UNSUPPORTED for a communicator without the GPU engine.
+ */
+symm_result_t symm_gpu_device_copy(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
+void symm_gpu_device_free(symm_comm_t *comm, void *dev);
+
 /* Records a failed driver call as the thread's error, "<what> failed:
- * CUDA_ERROR_X (text)", and returns SYMM_ERR_NO_MEMORY for out-of-memory,
- * else SYMM_ERR_BACKEND. */
-symm_result_t symm_gpu_fail(ncu_result res, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * CUDA_ERROR_X (text)", raised where the call failed (symm_error), and
+ * returns SYMM_ERR_NO_MEMORY for out-of-memory, else SYMM_ERR_BACKEND. */
+#define symm_gpu_fail(res, ...) \
+  symm_gpu_fail_at(__FILE__, __LINE__, SYMM_LOG_SUBSYS, (res), __VA_ARGS__)
+symm_result_t symm_gpu_fail_at(const char *file, int line, unsigned subsys, ncu_result res,
+                               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* A driver call that must succeed, else `res` = symm_gpu_fail(...) and
  * goto label. */

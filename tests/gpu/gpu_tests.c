@@ -167,7 +167,7 @@ static void test_device_peer_array(gpu_ctx_t *c) {
   if (t && CHECK_OK(c, symm_tensor_rendezvous(t)) && CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs))) {
     CUDA_OK(c, gpu_fill(symm_tensor_data(t), n, (float)(c->rank + 1)));
     CUDA_OK(c, cudaDeviceSynchronize());
-    CHECK_OK(c, native_device_copy(c->comm, ptrs, sizeof(void *) * (size_t)c->size, &dptrs));
+    CHECK_OK(c, symm_gpu_device_copy(c->comm, ptrs, sizeof(void *) * (size_t)c->size, &dptrs));
   }
   barrier(c);
   if (dptrs && CUDA_OK(c, cudaMalloc((void **)&out, n * sizeof *out))) {
@@ -182,7 +182,7 @@ static void test_device_peer_array(gpu_ctx_t *c) {
     free(h);
     cudaFree(out);
   }
-  native_device_free(c->comm, dptrs);
+  symm_gpu_device_free(c->comm, dptrs);
   barrier(c);
   symm_tensor_free(t);
 }

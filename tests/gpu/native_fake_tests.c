@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backends/native/native.h"
+#include "core/internal.h"
 #include "kernels/coll_abi.h"
 #include "fakecuda.h"
 #include "harness.h"
@@ -104,26 +105,26 @@ static int run_job_tmo(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
 
 static int run_job(int n, test_rank_fn fn, void *arg) { return run_job_tmo(n, fn, arg, 15000); }
 
-static native_state_t *state_of(symm_comm_t *comm) { return comm->backend_state; }
+static native_state_t *state_of(symm_comm_t *comm) { return symm_backend_state(comm); }
 
 /* Ordinary (cuMemAlloc) device memory of comm's context, not symmetric:
  * what the collectives stage.  NULL on failure. */
 static void *plain_alloc(symm_comm_t *comm, size_t bytes) {
-  native_state_t *st = state_of(comm);
+  symm_gpu_t *gpu = symm_gpu_of(comm);
   ncu_context saved;
   ncu_deviceptr d = 0;
-  if (native_ctx_enter(st, &saved) != SYMM_SUCCESS) return NULL;
-  if (st->drv->cuMemAlloc(&d, bytes) != NCU_SUCCESS) d = 0;
-  native_ctx_leave(st, saved);
+  if (symm_gpu_enter(gpu, &saved) != SYMM_SUCCESS) return NULL;
+  if (symm_gpu_driver(gpu)->cuMemAlloc(&d, bytes) != NCU_SUCCESS) d = 0;
+  symm_gpu_leave(gpu, saved);
   return (void *)(uintptr_t)d;
 }
 
 static void plain_free(symm_comm_t *comm, void *p) {
-  native_state_t *st = state_of(comm);
+  symm_gpu_t *gpu = symm_gpu_of(comm);
   ncu_context saved;
-  if (!p || native_ctx_enter(st, &saved) != SYMM_SUCCESS) return;
-  st->drv->cuMemFree((ncu_deviceptr)(uintptr_t)p);
-  native_ctx_leave(st, saved);
+  if (!p || symm_gpu_enter(gpu, &saved) != SYMM_SUCCESS) return;
+  symm_gpu_driver(gpu)->cuMemFree((ncu_deviceptr)(uintptr_t)p);
+  symm_gpu_leave(gpu, saved);
 }
 
 /* Driver handles the pad heap holds by design until symm_comm_destroy: our
@@ -187,11 +188,11 @@ static int check_validate(int rank, symm_comm_t *comm, symm_tensor_t *t, void *c
   RCHECK(strstr(symm_last_error(), "not CUDA memory"), "%s", symm_last_error());
   void *plain = NULL;
   uint64_t one = 1;
-  ROK(native_device_copy(comm, &one, sizeof one, &plain));
+  ROK(symm_gpu_device_copy(comm, &one, sizeof one, &plain));
   RRES(symm_validate(comm, plain, 8), SYMM_ERR_NOT_FOUND);
   RRES(symm_native_ops.validate(comm, plain, 8), SYMM_ERR_INVALID_ARG);
   RCHECK(strstr(symm_last_error(), "not VMM"), "%s", symm_last_error());
-  native_device_free(comm, plain);
+  symm_gpu_device_free(comm, plain);
   return 0;
 }
 
@@ -248,9 +249,9 @@ static int full_path_rank(int rank, int size, void *arg) {
   void *const *ptrs = NULL;
   ROK(symm_tensor_peer_ptrs(t, &ptrs));
   void *dev = NULL;
-  ROK(native_device_copy(comm, ptrs, sizeof(void *) * (size_t)size, &dev));
+  ROK(symm_gpu_device_copy(comm, ptrs, sizeof(void *) * (size_t)size, &dev));
   RCHECK(memcmp(dev, ptrs, sizeof(void *) * (size_t)size) == 0, "device copy of peer ptrs");
-  native_device_free(comm, dev);
+  symm_gpu_device_free(comm, dev);
 
   if (check_validate(rank, comm, t, ptrs)) return 1;
   if (check_contiguous(rank, comm, t, n)) return 1;
@@ -952,13 +953,14 @@ TEST_IMPL(native_fake_heap_grows) {
 static int context_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
-  native_state_t *st = state_of(comm);
+  const symm_gpu_t *gpu = symm_gpu_of(comm);
+  const symm_cu_driver_t *drv = symm_gpu_driver(gpu);
   ncu_context cur = NULL, other = NULL;
-  RCHECK(st->drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == st->ctx,
+  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == symm_gpu_context(gpu),
          "init did not leave its context current");
-  ncu_device od = st->ordinal == 0 ? 1 : 0;
-  RCHECK(st->drv->cuDevicePrimaryCtxRetain(&other, od) == NCU_SUCCESS, "retain");
-  RCHECK(st->drv->cuCtxSetCurrent(other) == NCU_SUCCESS, "set");
+  ncu_device od = symm_gpu_ordinal(gpu) == 0 ? 1 : 0;
+  RCHECK(drv->cuDevicePrimaryCtxRetain(&other, od) == NCU_SUCCESS, "retain");
+  RCHECK(drv->cuCtxSetCurrent(other) == NCU_SUCCESS, "set");
   symm_tensor_t *t = alloc_u64(comm, 1 << 16);
   RCHECK(t, "alloc");
   ROK(symm_tensor_rendezvous(t));
@@ -967,10 +969,10 @@ static int context_rank(int rank, int size, void *arg) {
   ROK(symm_validate(comm, symm_tensor_data(t), 8));
   symm_tensor_free(t);
   ROK(symm_comm_pool_trim(comm, NULL));
-  RCHECK(st->drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == other,
+  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == other,
          "the application's context was not restored");
-  st->drv->cuCtxSetCurrent(NULL);
-  st->drv->cuDevicePrimaryCtxRelease(od);
+  drv->cuCtxSetCurrent(NULL);
+  drv->cuDevicePrimaryCtxRelease(od);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1115,7 +1117,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
            "params: count %llu rank %d world %d esize %d", (unsigned long long)p.count, p.rank,
            p.world, p.esize);
-    /* LL kernels: blocks of 256 threads, up to 1024 (native_coll_ll_launch). */
+    /* LL kernels: blocks of 256 threads, up to 1024 (gpu_coll_ll_launch). */
     const bool ll = strstr(l.name, "_ar_ll") != NULL;
     RCHECK(l.block == (ll ? 256u : SYMM_COLL_THREADS) && l.grid >= 1 &&
                l.grid <= (ll ? 1024u : SYMM_COLL_MAX_CHANNELS),
@@ -1396,7 +1398,7 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   const size_t bytes[4] = {4096, 1 << 20, 8 << 20, 68 << 20};
   /* Their grids at 2 ranks: LL's 512 packets and LL128's 8739 lines of 8
    * threads in blocks of ll_threads, and two-shot's 88 blocks up to 32 MiB
-   * segments, 96 above (native_coll_bw_blocks). */
+   * segments, 96 above (gpu_coll_bw_blocks). */
   const unsigned t = want->ll_threads ? want->ll_threads : 256;
   const unsigned full[4] = {(512 + t - 1) / t, (8739 * 8 + t - 1) / t, 88, 96};
   const unsigned block[4] = {t, t, SYMM_COLL_THREADS, SYMM_COLL_THREADS};

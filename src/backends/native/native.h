@@ -1,58 +1,44 @@
 /*
  * State shared by the files of the native backend (CUDA VMM).  Not seen by
  * the core: the core knows this backend only through symm_native_ops and the
- * functions of native_ext.h.
+ * functions of native_ext.h.  The device, its context and every collective
+ * and signal are the GPU engine's (symm_gpu.h); this backend makes memory
+ * and shares it.
  */
 #ifndef SYMM_NATIVE_H
 #define SYMM_NATIVE_H
 
 #include <pthread.h>
 
-#include "gpu/cu_driver.h"
 #include "backends/native/native_ext.h"
-#include "backends/util/backoff.h"
-#include "backends/util/fd_exchange.h"
-#include "core/internal.h"
+#include "symm_backend.h"
 
 /* How allocations travel to peers; one kind per communicator, agreed at
- * init, so that the exchange blob needs no tag. */
+ * startup, so that the exchange blob needs no tag. */
 typedef enum {
   NATIVE_HANDLE_FD = 1,     /* POSIX fd over the fd exchange (one host) */
   NATIVE_HANDLE_FABRIC = 2  /* fabric handle in the exchange blob (IMEX) */
 } native_handle_kind_t;
 
-/* What every rank tells the others during init (all-gathered). */
+/* What every rank publishes at init (symm_blob_t), read by every rank's
+ * startup.  The device itself is the GPU engine's (symm_gpu.h). */
 typedef struct native_rank_info {
-  int32_t status;        /* symm_result_t of this rank's local setup */
-  int32_t ordinal;       /* device ordinal in that rank's process */
   uint32_t kinds;        /* bit NATIVE_HANDLE_*: handle kinds usable there */
   uint32_t reserved;
   uint64_t granularity;  /* recommended granularity of that device */
-  uint64_t host_hash;    /* hash of the hostname: fds only reach one host */
-  char pci_bus_id[32];   /* "0000:19:00.0" */
-  uint8_t uuid[16];
-  char why[256];         /* status's message, so every rank can show it */
 } native_rank_info_t;
 
-/* comm->backend_state. */
+/* symm_backend_state of a native communicator. */
 typedef struct native_state {
-  const symm_cu_driver_t *drv;
-  ncu_device dev;
-  int ordinal;
-  ncu_context ctx;          /* the device's primary context (retained) */
-  bool ctx_retained;
-  ncu_context caller_ctx;   /* current on this thread before init made ctx current */
-  bool caller_saved;        /* caller_ctx is known (put back if init fails) */
-  ncu_stream stream;        /* private non-blocking stream */
+  symm_gpu_t *gpu;          /* the communicator's GPU engine */
+  const symm_cu_driver_t *drv; /* symm_gpu_driver(gpu) */
+  int ordinal;              /* symm_gpu_ordinal(gpu) */
   size_t gran_min;          /* this device's minimum granularity */
   size_t gran;              /* communicator-wide allocation granularity */
   native_handle_kind_t kind;
   int handle_types;         /* requestedHandleTypes for cuMemCreate */
   symm_fdx_t *fdx;
   int size, rank;
-  native_rank_info_t *ranks;/* [size] */
-  int *peer_ordinal;        /* [size] each rank's GPU as seen here, or -1 */
-  int *peer_access;         /* [size] cuDeviceCanAccessPeer from ours, -1 unknown */
   /* The pad heap (native_heap.c); heap_lock guards every heap_* and
    * peer_heap* member. */
   pthread_mutex_t heap_lock;
@@ -63,7 +49,6 @@ typedef struct native_state {
   long heap_chunks;         /* chunks in `heap` */
   struct native_peer_heap *peer_heaps; /* imported chunks of the peers */
   long peer_heap_count;     /* entries in `peer_heaps` */
-  struct native_coll *coll; /* collectives (native_coll.c); NULL before startup */
 } native_state_t;
 
 /*
@@ -161,38 +146,18 @@ symm_result_t native_heap_peer(native_state_t *st, int peer, uint64_t heap_id,
                                const ncu_fabric_handle *fabric, ncu_mem_handle *h,
                                bool *imported);
 
-/* Makes the communicator's context current on this thread; *saved gets the
- * context to put back with native_ctx_leave. */
-symm_result_t native_ctx_enter(native_state_t *st, ncu_context *saved);
-void native_ctx_leave(native_state_t *st, ncu_context saved);
-
-/* Records a failed driver call as the thread's error: "<what>: CUDA_ERROR_X
- * (text)".  Returns SYMM_ERR_NO_MEMORY for out-of-memory, else
- * SYMM_ERR_BACKEND. */
-symm_result_t native_cu_fail(ncu_result res, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-#define NATIVE_CU_GOTO(call, res, label, ...)                                  \
-  do {                                                                         \
-    ncu_result cu_ = (call);                                                   \
-    if (cu_ != NCU_SUCCESS) {                                                  \
-      (res) = native_cu_fail(cu_, __VA_ARGS__);                                \
-      goto label;                                                              \
-    }                                                                          \
-  } while (0)
-
 /* Allocation property of this device for the communicator's handle types. */
 ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types);
 
 /* Ops implemented in the files of this folder (native_ops.c tables them). */
 symm_result_t native_probe(char *why, size_t why_len);
-symm_result_t native_init(symm_comm_t *comm);
+symm_result_t native_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+symm_result_t native_startup(symm_comm_t *comm, const symm_blob_t *all);
 void native_fini(symm_comm_t *comm);
 size_t native_granularity(symm_comm_t *comm);
 void native_describe(FILE *out);
 symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem);
 void native_free(symm_comm_t *comm, symm_mem_t *mem);
-symm_result_t native_reset_pad(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
 symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                               const symm_exchange_info_t *info, symm_peer_map_t *map);
@@ -203,21 +168,5 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                     size_t *stride, void **priv);
 void native_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes);
-
-/* Collectives (native_coll.c).  startup loads the embedded kernels and the
- * pinned error record; when that is impossible (no kernels in this build,
- * driver without module support) the communicator still works and every
- * collective returns SYMM_ERR_UNSUPPORTED with the reason.  fini releases
- * them and then runs native_fini. */
-symm_result_t native_coll_startup(symm_comm_t *comm);
-void native_coll_fini(symm_comm_t *comm);
-symm_result_t native_collective(symm_comm_t *comm, const symm_coll_args_t *args);
-symm_result_t native_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
-symm_algo_t native_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
-symm_result_t native_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
-symm_result_t native_poll_async_error(symm_comm_t *comm);
-/* Stream-ordered signals (ops->signal): the symm_signal_op kernel. */
-symm_result_t native_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
-                            int channel, void *stream);
 
 #endif /* SYMM_NATIVE_H */

@@ -6,6 +6,7 @@
  * in the fd exchange, or fabric handle kept for export_mem), so that
  * rendezvous only imports.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,19 +54,19 @@ symm_result_t native_grant_access(native_state_t *st, ncu_deviceptr va, size_t t
     }
   }
   if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "cuMemSetAccess(%zu bytes, device %d read-write)", total,
-                          st->ordinal);
+    return symm_gpu_fail(cu, "cuMemSetAccess(%zu bytes, device %d read-write)", total,
+                         st->ordinal);
   return SYMM_SUCCESS;
 }
 
 symm_result_t native_map_chunks(native_state_t *st, native_alloc_t *a, const char *what) {
   const symm_cu_driver_t *drv = st->drv;
   symm_result_t res = SYMM_SUCCESS;
-  NATIVE_CU_GOTO(drv->cuMemAddressReserve(&a->va, a->size, st->gran, 0, 0), res, out,
-                 "%s: cuMemAddressReserve(%zu bytes)", what, a->size);
+  SYMM_CU_GOTO(drv->cuMemAddressReserve(&a->va, a->size, st->gran, 0, 0), res, out,
+               "%s: cuMemAddressReserve(%zu bytes)", what, a->size);
   for (int i = 0; i < a->nchunks; i++) {
-    NATIVE_CU_GOTO(drv->cuMemMap(a->va + a->off[i], a->len[i], 0, a->h[i], 0), res, out,
-                   "%s: cuMemMap(%zu bytes at offset %zu)", what, a->len[i], a->off[i]);
+    SYMM_CU_GOTO(drv->cuMemMap(a->va + a->off[i], a->len[i], 0, a->h[i], 0), res, out,
+                 "%s: cuMemMap(%zu bytes at offset %zu)", what, a->len[i], a->off[i]);
     a->mapped[i] = true;
   }
   res = native_grant_access(st, a->va, a->size, a->len, a->nchunks, 0);
@@ -103,18 +104,6 @@ void native_alloc_release(native_state_t *st, native_alloc_t *a) {
     }
 }
 
-/* Zeroes [base, base + bytes) on the backend's private stream and waits, so
- * that the pad is clean before any peer can map it. */
-static symm_result_t native_zero(native_state_t *st, ncu_deviceptr base, size_t bytes) {
-  symm_result_t res = SYMM_SUCCESS;
-  NATIVE_CU_GOTO(st->drv->cuMemsetD8Async(base, 0, bytes, st->stream), res, out,
-                 "cuMemsetD8Async(signal pad, %zu bytes)", bytes);
-  NATIVE_CU_GOTO(st->drv->cuStreamSynchronize(st->stream), res, out,
-                 "cuStreamSynchronize(after zeroing the signal pad)");
-out:
-  return res;
-}
-
 /* Exports the data chunk (the pad window's heap chunk was exported when
  * the heap grew): the fd goes to the fd exchange (which keeps a dup, so our
  * copy is closed at once), the fabric handle stays in the allocation until
@@ -123,14 +112,14 @@ static symm_result_t native_export_data(native_state_t *st, native_alloc_t *a) {
   symm_result_t res = SYMM_SUCCESS;
   int i = a->data_chunk;
   if (st->kind == NATIVE_HANDLE_FABRIC) {
-    NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&a->fabric, a->h[i], NCU_HANDLE_FABRIC,
-                                                         0),
-                   res, out, "cuMemExportToShareableHandle(fabric, %zu bytes)", a->len[i]);
+    SYMM_CU_GOTO(st->drv->cuMemExportToShareableHandle(&a->fabric, a->h[i], NCU_HANDLE_FABRIC,
+                                                       0),
+                 res, out, "cuMemExportToShareableHandle(fabric, %zu bytes)", a->len[i]);
     goto out;
   }
   int fd = -1;
-  NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, a->h[i], NCU_HANDLE_POSIX_FD, 0),
-                 res, out, "cuMemExportToShareableHandle(POSIX fd, %zu bytes)", a->len[i]);
+  SYMM_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, a->h[i], NCU_HANDLE_POSIX_FD, 0),
+               res, out, "cuMemExportToShareableHandle(POSIX fd, %zu bytes)", a->len[i]);
   res = symm_fdx_publish(st->fdx, a->id, fd);
   close(fd);
   if (res == SYMM_SUCCESS) a->published = true;
@@ -159,8 +148,8 @@ static symm_result_t native_create_data(native_state_t *st, native_alloc_t *a) {
   ncu_alloc_prop prop = native_alloc_prop(st->ordinal, st->handle_types);
   symm_result_t res = SYMM_SUCCESS;
   int i = a->data_chunk;
-  NATIVE_CU_GOTO(st->drv->cuMemCreate(&a->h[i], a->len[i], &prop, 0), res, out,
-                 "cuMemCreate(%zu bytes on device %d)", a->len[i], st->ordinal);
+  SYMM_CU_GOTO(st->drv->cuMemCreate(&a->h[i], a->len[i], &prop, 0), res, out,
+               "cuMemCreate(%zu bytes on device %d)", a->len[i], st->ordinal);
   a->have_h[i] = true;
 out:
   return res;
@@ -174,7 +163,7 @@ static double native_us_since(uint64_t *t) {
 }
 
 symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   if (mem->alloc_bytes == 0 || mem->alloc_bytes % st->gran != 0 ||
       mem->data_offset < SYMM_SIGNAL_PAD_BYTES || mem->data_offset >= mem->alloc_bytes)
     return symm_error(SYMM_ERR_INTERNAL,
@@ -186,7 +175,7 @@ symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   native_layout(st, mem->alloc_bytes, mem->data_offset, a);
 
   ncu_context saved;
-  symm_result_t res = native_ctx_enter(st, &saved);
+  symm_result_t res = symm_gpu_enter(st->gpu, &saved);
   if (res != SYMM_SUCCESS) {
     free(a);
     return res;
@@ -203,11 +192,11 @@ symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   /* The slot may have served an earlier tensor: zero it before any peer
    * can see this allocation. */
   size_t pad_offset = a->slot >= 0 ? (size_t)a->slot * SYMM_SIGNAL_PAD_BYTES : 0;
-  SYMM_CHECK_GOTO(native_zero(st, a->va + pad_offset, SYMM_SIGNAL_PAD_BYTES), res, fail);
+  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, a->va + pad_offset, SYMM_SIGNAL_PAD_BYTES), res, fail);
   us_zero = native_us_since(&t);
   SYMM_CHECK_GOTO(native_export_data(st, a), res, fail);
   us_export = native_us_since(&t);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
 
   mem->base = (void *)(uintptr_t)a->va;
   mem->pad_offset = pad_offset;
@@ -223,37 +212,23 @@ fail:
   native_unpublish(st, a);
   native_alloc_release(st, a);
   native_heap_give(st, a->heap, a->slot);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
   free(a);
   return res;
 }
 
-/* A pooled allocation is reused: signals its last user left behind must not
- * reach the next one. */
-symm_result_t native_reset_pad(symm_comm_t *comm, symm_mem_t *mem) {
-  native_state_t *st = comm->backend_state;
-  ncu_context saved;
-  SYMM_CHECK(native_ctx_enter(st, &saved));
-  /* Only the tensor's own slot: the rest of the window belongs to other
-   * tensors' pads (or to nobody). */
-  symm_result_t res = native_zero(st, (ncu_deviceptr)(uintptr_t)mem->base + mem->pad_offset,
-                                  SYMM_SIGNAL_PAD_BYTES);
-  native_ctx_leave(st, saved);
-  return res;
-}
-
 void native_free(symm_comm_t *comm, symm_mem_t *mem) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   native_alloc_t *a = mem->priv;
   if (!st || !a) return;
   ncu_context saved = NULL;
-  bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+  bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
   native_alloc_release(st, a);
   native_unpublish(st, a);
   /* Peers that still map this tensor keep their own reference to the heap
    * chunk; the slot is zeroed when it is handed out again. */
   native_heap_give(st, a->heap, a->slot);
-  if (entered) native_ctx_leave(st, saved);
+  if (entered) symm_gpu_leave(st->gpu, saved);
   free(a);
   mem->priv = NULL;
   mem->base = NULL;

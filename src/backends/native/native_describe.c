@@ -4,6 +4,7 @@
  * matrix and per-pair link attributes.  Multicast itself is never touched
  * here: only the device attribute is read (symmem-info reports the guard).
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,6 +6,7 @@
  * (imported once per peer and chunk, native_heap.c) as the pad window and
  * imports + maps the data chunk behind it, unmap_peer undoes it.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@ _Static_assert(sizeof NATIVE_BLOB_FD_MARK <= NATIVE_BLOB_HEAP_AT &&
                "fd blob layout");
 
 symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   const native_alloc_t *a = mem->priv;
   memset(info->blob, 0, sizeof info->blob);
   if (st->kind == NATIVE_HANDLE_FABRIC) {
@@ -55,7 +56,6 @@ static uint64_t native_blob_heap_id(const symm_exchange_info_t *info) {
 /* Why `peer` cannot be mapped at all from here, before any driver call. */
 static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                                             const symm_exchange_info_t *info) {
-  const native_rank_info_t *p = &st->ranks[peer];
   bool split = info->data_offset == st->heap_chunk_bytes;
   if (info->alloc_bytes == 0 || info->alloc_bytes % st->gran != 0 ||
       info->data_offset >= info->alloc_bytes || info->pad_offset % SYMM_SIGNAL_PAD_BYTES != 0 ||
@@ -66,7 +66,7 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                       (unsigned long long)info->id, (unsigned long long)info->alloc_bytes,
                       (unsigned long long)info->data_offset,
                       (unsigned long long)info->pad_offset, st->gran);
-  /* Ranks on several hosts with fd handles were refused at init
+  /* Ranks on several hosts with fd handles were refused at startup
    * (native_check_hosts). */
   if (st->kind == NATIVE_HANDLE_FD) {
     if (memcmp(info->blob, NATIVE_BLOB_FD_MARK, sizeof NATIVE_BLOB_FD_MARK) != 0)
@@ -77,10 +77,11 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                         "native: rank %d's allocation %llu %s a pad heap chunk", peer,
                         (unsigned long long)info->id, split ? "lacks" : "names");
   }
-  if (st->peer_access[peer] == 0)
+  if (symm_gpu_peer_access(st->gpu, peer) == 0)
     return symm_error(SYMM_ERR_UNSUPPORTED,
                       "native: GPU %d cannot access rank %d's GPU %s (cuDeviceCanAccessPeer = 0: "
-                      "no NVLink or PCIe peer path)", st->ordinal, peer, p->pci_bus_id);
+                      "no NVLink or PCIe peer path)", st->ordinal, peer,
+                      symm_gpu_peer_bus_id(st->gpu, peer));
   return SYMM_SUCCESS;
 }
 
@@ -108,8 +109,8 @@ static symm_result_t native_import_data(native_state_t *st, int peer,
     ncu_fabric_handle fh;
     memcpy(fh.data, info->blob + (native_is_split(a) ? NCU_FABRIC_HANDLE_BYTES : 0),
            NCU_FABRIC_HANDLE_BYTES);
-    NATIVE_CU_GOTO(st->drv->cuMemImportFromShareableHandle(&a->h[i], &fh, NCU_HANDLE_FABRIC),
-                   res, out, "cuMemImportFromShareableHandle(fabric, rank %d)", peer);
+    SYMM_CU_GOTO(st->drv->cuMemImportFromShareableHandle(&a->h[i], &fh, NCU_HANDLE_FABRIC),
+                 res, out, "cuMemImportFromShareableHandle(fabric, rank %d)", peer);
     a->have_h[i] = true;
     goto out;
   }
@@ -125,8 +126,8 @@ static symm_result_t native_import_data(native_state_t *st, int peer,
                                                           NCU_HANDLE_POSIX_FD);
   close(fd);
   if (cu != NCU_SUCCESS) {
-    res = native_cu_fail(cu, "cuMemImportFromShareableHandle(fd of rank %d, %zu bytes)", peer,
-                         a->len[i]);
+    res = symm_gpu_fail(cu, "cuMemImportFromShareableHandle(fd of rank %d, %zu bytes)", peer,
+                        a->len[i]);
     goto out;
   }
   a->have_h[i] = true;
@@ -136,7 +137,7 @@ out:
 
 symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                               const symm_exchange_info_t *info, symm_peer_map_t *map) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   SYMM_CHECK(native_check_reachable(st, peer, info));
   native_alloc_t *a = calloc(1, sizeof *a);
   if (!a) return symm_error(SYMM_ERR_NO_MEMORY, "native map_peer: out of memory");
@@ -144,7 +145,7 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
   native_layout(st, (size_t)info->alloc_bytes, (size_t)info->data_offset, a);
 
   ncu_context saved;
-  symm_result_t res = native_ctx_enter(st, &saved);
+  symm_result_t res = symm_gpu_enter(st->gpu, &saved);
   if (res != SYMM_SUCCESS) {
     free(a);
     return res;
@@ -159,7 +160,7 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
   char what[64];
   snprintf(what, sizeof what, "native: mapping rank %d", peer);
   SYMM_CHECK_GOTO(native_map_chunks(st, a, what), res, fail);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
 
   map->base = (void *)(uintptr_t)a->va;
   map->peer_id = info->id;
@@ -173,19 +174,19 @@ symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int pe
   return SYMM_SUCCESS;
 fail:
   native_alloc_release(st, a);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
   free(a);
   return res;
 }
 
 void native_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   native_alloc_t *a = map->priv;
   if (!st || !a) return;
   ncu_context saved = NULL;
-  bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+  bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
   native_alloc_release(st, a);
-  if (entered) native_ctx_leave(st, saved);
+  if (entered) symm_gpu_leave(st->gpu, saved);
   free(a);
   map->priv = NULL;
   map->base = NULL;

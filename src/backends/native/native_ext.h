@@ -1,22 +1,13 @@
 /*
- * Native-backend functions that the ops table reaches (device_copy and
- * device_free, members of version 2) or that only the GPU tests call (the
- * pad heap's statistics).  Each takes a communicator whose
- * backend is native; anything else gets SYMM_ERR_UNSUPPORTED.
+ * Native-backend functions that only the tests call: the pad heap's
+ * statistics.  Each takes a communicator whose backend is native; anything
+ * else gets SYMM_ERR_UNSUPPORTED.  (The device copy of host data the GPU
+ * tests use is the GPU engine's: symm_gpu_device_copy, symm_gpu.h.)
  */
 #ifndef SYMM_NATIVE_EXT_H
 #define SYMM_NATIVE_EXT_H
 
-#include "core/internal.h"
-
-/*
- * Copies `bytes` of host memory to a new device allocation on the
- * communicator's GPU (cuMemAlloc + copy on the backend's own stream) and
- * returns its address in *dev: e.g. the world_size peer data pointers, for
- * kernels that take a `void **`.  Local.  Free with native_device_free.
- */
-symm_result_t native_device_copy(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
-void native_device_free(symm_comm_t *comm, void *dev);
+#include "symm_backend.h"
 
 /*
  * The pad heap of a native communicator (signal pads are slots of heap

@@ -11,6 +11,7 @@
  * this rank (a program error) then most likely hits an unused slot rather
  * than the pad of a newer tensor.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,17 +76,17 @@ static symm_result_t native_heap_grow(native_state_t *st, native_heap_chunk_t **
   c->nslots = nslots;
   c->heap_id = st->heap_seq + 1;
   ncu_alloc_prop prop = native_alloc_prop(st->ordinal, st->handle_types);
-  NATIVE_CU_GOTO(st->drv->cuMemCreate(&c->h, st->heap_chunk_bytes, &prop, 0), res, fail,
-                 "native heap: cuMemCreate(%zu bytes on device %d)", st->heap_chunk_bytes,
-                 st->ordinal);
+  SYMM_CU_GOTO(st->drv->cuMemCreate(&c->h, st->heap_chunk_bytes, &prop, 0), res, fail,
+               "native heap: cuMemCreate(%zu bytes on device %d)", st->heap_chunk_bytes,
+               st->ordinal);
   c->have_h = true;
   if (st->kind == NATIVE_HANDLE_FABRIC) {
-    NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&c->fabric, c->h, NCU_HANDLE_FABRIC, 0),
-                   res, fail, "native heap: cuMemExportToShareableHandle(fabric)");
+    SYMM_CU_GOTO(st->drv->cuMemExportToShareableHandle(&c->fabric, c->h, NCU_HANDLE_FABRIC, 0),
+                 res, fail, "native heap: cuMemExportToShareableHandle(fabric)");
   } else {
     int fd = -1;
-    NATIVE_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, c->h, NCU_HANDLE_POSIX_FD, 0), res,
-                   fail, "native heap: cuMemExportToShareableHandle(POSIX fd)");
+    SYMM_CU_GOTO(st->drv->cuMemExportToShareableHandle(&fd, c->h, NCU_HANDLE_POSIX_FD, 0), res,
+                 fail, "native heap: cuMemExportToShareableHandle(POSIX fd)");
     res = symm_fdx_publish(st->fdx, NATIVE_HEAP_KEY_BIT | c->heap_id, fd);
     close(fd);
     if (res != SYMM_SUCCESS) goto fail;
@@ -164,8 +165,8 @@ static symm_result_t native_heap_import(native_state_t *st, int peer, uint64_t h
     ncu_fabric_handle fh = *fabric;
     ncu_result cu = st->drv->cuMemImportFromShareableHandle(h, &fh, NCU_HANDLE_FABRIC);
     if (cu != NCU_SUCCESS)
-      return native_cu_fail(cu, "native heap: cuMemImportFromShareableHandle(fabric, rank %d)",
-                            peer);
+      return symm_gpu_fail(cu, "native heap: cuMemImportFromShareableHandle(fabric, rank %d)",
+                           peer);
     return SYMM_SUCCESS;
   }
   int fd = -1;
@@ -179,8 +180,8 @@ static symm_result_t native_heap_import(native_state_t *st, int peer, uint64_t h
                                                           NCU_HANDLE_POSIX_FD);
   close(fd);
   if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "native heap: cuMemImportFromShareableHandle(fd of rank %d's heap "
-                          "chunk %llu)", peer, (unsigned long long)heap_id);
+    return symm_gpu_fail(cu, "native heap: cuMemImportFromShareableHandle(fd of rank %d's heap "
+                         "chunk %llu)", peer, (unsigned long long)heap_id);
   return SYMM_SUCCESS;
 }
 
@@ -227,9 +228,9 @@ out:
 
 symm_result_t native_heap_info(symm_comm_t *comm, native_heap_info_t *info) {
   if (!comm || !info) return symm_error(SYMM_ERR_INVALID_ARG, "native_heap_info: NULL argument");
-  if (comm->ops != &symm_native_ops || !comm->backend_state)
+  if (symm_comm_backend(comm) != SYMM_BACKEND_NATIVE || !symm_backend_state(comm))
     return symm_error(SYMM_ERR_UNSUPPORTED, "native_heap_info needs the native backend");
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   memset(info, 0, sizeof *info);
   info->chunk_bytes = st->heap_chunk_bytes;
   pthread_mutex_lock(&st->heap_lock);

@@ -1,49 +1,16 @@
 /*
  * Native backend lifecycle: probe (is CUDA VMM usable here, and if not,
- * why), init (device choice, primary context, granularity, handle kind,
- * fd exchange, what the ranks agree on), fini, and the helpers every other
- * file of the backend uses (context switching, error text).
+ * why), init (on the device the GPU engine picked: VMM support,
+ * granularity, handle kinds, fd exchange), startup (the handle kind and
+ * granularity every rank can use, hosts), fini.
  */
-#include <stdarg.h>
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "backends/native/native.h"
-
-/* Tag of the init all-gather (distinct from the core's SYMM_OP_*), so a
- * rank in another collective is reported as a mismatch. */
-#define NATIVE_OP_INIT 0x4e410001u
-
-/* ---------------------------------------------------------------- helpers */
-
-symm_result_t native_cu_fail(ncu_result res, const char *fmt, ...) {
-  char what[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  symm_result_t code = res == NCU_ERROR_OUT_OF_MEMORY ? SYMM_ERR_NO_MEMORY : SYMM_ERR_BACKEND;
-  return symm_error(code, "%s failed: %s", what, symm_cu_error(res));
-}
-
-symm_result_t native_ctx_enter(native_state_t *st, ncu_context *saved) {
-  *saved = NULL;
-  ncu_result res = st->drv->cuCtxGetCurrent(saved);
-  if (res != NCU_SUCCESS) return native_cu_fail(res, "cuCtxGetCurrent");
-  if (*saved == st->ctx) return SYMM_SUCCESS;
-  res = st->drv->cuCtxSetCurrent(st->ctx);
-  if (res != NCU_SUCCESS) return native_cu_fail(res, "cuCtxSetCurrent(device %d)", st->ordinal);
-  return SYMM_SUCCESS;
-}
-
-void native_ctx_leave(native_state_t *st, ncu_context saved) {
-  /* Put back a context the application chose; a thread that had none keeps
-   * ours, so that its CUDA runtime calls land on the communicator's GPU. */
-  if (saved && saved != st->ctx) st->drv->cuCtxSetCurrent(saved);
-}
 
 ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types) {
   ncu_alloc_prop prop;
@@ -103,61 +70,21 @@ unusable:
 
 /* ------------------------------------------------------------------- init */
 
-/* Picks the ordinal for this rank: comm->device, which the core set from
- * the config, SYMM_DEVICE or the local rank.  An ordinal from the local
- * rank wraps around the visible devices: a launcher that shows each process
- * only its own GPU (CUDA_VISIBLE_DEVICES per rank, Slurm --gpus-per-task)
- * leaves one device per process, and ranks that really share a GPU are
- * refused later by its UUID (native_check_shared).  An explicit ordinal
- * past the visible devices wraps only with SYMM_ALLOW_SHARED_DEVICE. */
-static symm_result_t native_pick_device(symm_comm_t *comm, native_state_t *st) {
-  int count = 0;
-  ncu_result cu = st->drv->cuDeviceGetCount(&count);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuDeviceGetCount");
-  if (count < 1) return symm_error(SYMM_ERR_UNSUPPORTED, "native: no CUDA device is visible");
-  int want = comm->device >= 0 ? comm->device : (comm->local_rank >= 0 ? comm->local_rank : 0);
-  if (want >= count && !comm->device_explicit) {
-    SYMM_INFO(BACKEND, "native: rank %d: local rank %d, %d GPU(s) visible: GPU %d", comm->rank,
-              want, count, want % count);
-    want %= count;
-  }
-  if (want >= count) {
-    if (!symm_settings()->SYMM_ALLOW_SHARED_DEVICE) {
-      const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-      return symm_error(SYMM_ERR_INVALID_ARG,
-                        "native: rank %d asks for GPU %d (SYMM_DEVICE or the config) but only %d "
-                        "CUDA device(s) are visible (CUDA_VISIBLE_DEVICES=%s); set SYMM_DEVICE to "
-                        "one of them, or SYMM_ALLOW_SHARED_DEVICE=1 to let several ranks share a GPU",
-                        comm->rank, want, count, vis ? vis : "unset");
-    }
-    SYMM_INFO(BACKEND, "native: rank %d: GPU %d not present, sharing GPU %d (%d visible)",
-              comm->rank, want, want % count, count);
-    want %= count;
-  }
-  st->ordinal = want;
-  cu = st->drv->cuDeviceGet(&st->dev, want);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuDeviceGet(%d)", want);
-  if (comm->device != want) {
-    comm->device = want;
-    symm_log_set_device(want);
-  }
-  return SYMM_SUCCESS;
-}
-
-/* The checks the issue asks for up front: VMM, unified addressing, and at
+/* What the backend needs of the device: VMM, unified addressing, and at
  * least one exportable handle type. */
 static symm_result_t native_check_device(native_state_t *st, bool *fd_ok, bool *fabric_attr) {
   char name[128] = "?";
-  st->drv->cuDeviceGetName(name, (int)sizeof name, st->dev);
-  if (!native_attr(st->drv, NCU_DEV_ATTR_VMM_SUPPORTED, st->dev))
+  const ncu_device dev = symm_gpu_device(st->gpu);
+  st->drv->cuDeviceGetName(name, (int)sizeof name, dev);
+  if (!native_attr(st->drv, NCU_DEV_ATTR_VMM_SUPPORTED, dev))
     return symm_error(SYMM_ERR_UNSUPPORTED,
                       "native: GPU %d (%s) does not support virtual memory management "
                       "(cuMemCreate); use the cuda backend", st->ordinal, name);
-  if (!native_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, st->dev))
+  if (!native_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, dev))
     return symm_error(SYMM_ERR_UNSUPPORTED, "native: GPU %d (%s) lacks unified addressing",
                       st->ordinal, name);
-  *fd_ok = native_attr(st->drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, st->dev) != 0;
-  *fabric_attr = native_attr(st->drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, st->dev) != 0;
+  *fd_ok = native_attr(st->drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, dev) != 0;
+  *fabric_attr = native_attr(st->drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, dev) != 0;
   return SYMM_SUCCESS;
 }
 
@@ -168,7 +95,7 @@ static symm_result_t native_query_granularity(native_state_t *st, int handle_typ
   if (cu == NCU_SUCCESS)
     cu = st->drv->cuMemGetAllocationGranularity(rec, &prop, NCU_GRANULARITY_RECOMMENDED);
   if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "cuMemGetAllocationGranularity(device %d, handle types 0x%x)",
+    return symm_gpu_fail(cu, "cuMemGetAllocationGranularity(device %d, handle types 0x%x)",
                           st->ordinal, handle_types);
   if (*rec < *min) *rec = *min;
   return SYMM_SUCCESS;
@@ -229,36 +156,14 @@ static symm_result_t native_local_kinds(native_state_t *st, bool fd_attr, bool f
   return SYMM_SUCCESS;
 }
 
-static uint64_t native_host_hash(void) {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  return symm_hash64(host, strlen(host), 0x6e6174697665ull);
-}
-
-/* Everything of init that involves only this process. */
+/* Everything of init: this process only, on the device the GPU engine
+ * picked and left current. */
 static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
                                         native_rank_info_t *me) {
-  char why[512] = "";
-  st->drv = symm_cu_driver_init(why, sizeof why);
-  if (!st->drv) return symm_error(SYMM_ERR_UNSUPPORTED, "native: %s", why);
-  SYMM_CHECK(native_pick_device(comm, st));
   bool fd_attr = false, fabric_attr = false;
   SYMM_CHECK(native_check_device(st, &fd_attr, &fabric_attr));
-
-  ncu_result cu = st->drv->cuDevicePrimaryCtxRetain(&st->ctx, st->dev);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuDevicePrimaryCtxRetain(%d)", st->ordinal);
-  st->ctx_retained = true;
-  /* Left current on purpose: the application's CUDA runtime calls on this
-   * thread then use the same (primary) context and device.  What was current
-   * before is put back if init fails (native_init). */
-  st->caller_saved = st->drv->cuCtxGetCurrent(&st->caller_ctx) == NCU_SUCCESS;
-  cu = st->drv->cuCtxSetCurrent(st->ctx);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuCtxSetCurrent(device %d)", st->ordinal);
-  cu = st->drv->cuStreamCreate(&st->stream, NCU_STREAM_NON_BLOCKING);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuStreamCreate");
-
   /* Query with both handle-type sets and keep the larger: the kind is only
-   * agreed after the all-gather, and a larger power of two serves both. */
+   * agreed at startup, and a larger power of two serves both. */
   size_t min = 0, rec = 0, min2 = 0, rec2 = 0;
   SYMM_CHECK(native_query_granularity(st, NCU_HANDLE_POSIX_FD, &min, &rec));
   if (fabric_attr &&
@@ -270,38 +175,7 @@ static symm_result_t native_setup_local(symm_comm_t *comm, native_state_t *st,
 
   SYMM_CHECK(native_local_kinds(st, fd_attr, fabric_attr, &me->kinds));
   SYMM_CHECK(symm_fdx_start(comm, &st->fdx));
-
-  me->ordinal = st->ordinal;
   me->granularity = st->gran;
-  me->host_hash = native_host_hash();
-  if (st->drv->cuDeviceGetPCIBusId(me->pci_bus_id, (int)sizeof me->pci_bus_id, st->dev) !=
-      NCU_SUCCESS)
-    snprintf(me->pci_bus_id, sizeof me->pci_bus_id, "ordinal-%d", st->ordinal);
-  me->pci_bus_id[sizeof me->pci_bus_id - 1] = 0; /* a driver that filled the buffer */
-  ncu_uuid uuid;
-  memset(&uuid, 0, sizeof uuid);
-  /* Without a UUID the PCI bus id names the GPU on this host (all-zero
-   * UUIDs would make every pair of ranks look like they share one). */
-  if (st->drv->cuDeviceGetUuid(&uuid, st->dev) == NCU_SUCCESS)
-    memcpy(me->uuid, uuid.bytes, sizeof me->uuid);
-  else
-    memcpy(me->uuid, me->pci_bus_id, sizeof me->uuid < sizeof me->pci_bus_id
-                                         ? sizeof me->uuid : sizeof me->pci_bus_id);
-  return SYMM_SUCCESS;
-}
-
-/* Several ranks on one GPU only when asked: otherwise it is almost always a
- * launch mistake (all ranks on GPU 0) that would silently serialise them. */
-static symm_result_t native_check_shared(symm_comm_t *comm, const native_state_t *st) {
-  if (symm_settings()->SYMM_ALLOW_SHARED_DEVICE) return SYMM_SUCCESS;
-  for (int a = 0; a < st->size; a++)
-    for (int b = a + 1; b < st->size; b++)
-      if (memcmp(st->ranks[a].uuid, st->ranks[b].uuid, sizeof st->ranks[a].uuid) == 0 &&
-          st->ranks[a].host_hash == st->ranks[b].host_hash)
-        return symm_error(SYMM_ERR_INVALID_ARG,
-                          "native: ranks %d and %d both use GPU %s; give each rank its own GPU "
-                          "(SYMM_DEVICE, CUDA_VISIBLE_DEVICES) or set SYMM_ALLOW_SHARED_DEVICE=1",
-                          a, b, st->ranks[a].pci_bus_id);
   return SYMM_SUCCESS;
 }
 
@@ -312,12 +186,12 @@ static const char *native_kinds_text(uint32_t kinds) {
 
 /* One handle kind and one granularity for the whole communicator: fabric
  * if every rank can export it, else fds. */
-static symm_result_t native_agree_kind(native_state_t *st) {
+static symm_result_t native_agree_kind(native_state_t *st, const native_rank_info_t *const *ranks) {
   uint32_t common = ~0u;
   size_t gran = 0;
   for (int r = 0; r < st->size; r++) {
-    common &= st->ranks[r].kinds;
-    if (st->ranks[r].granularity > gran) gran = (size_t)st->ranks[r].granularity;
+    common &= ranks[r]->kinds;
+    if (ranks[r]->granularity > gran) gran = (size_t)ranks[r]->granularity;
   }
   if (common & (1u << NATIVE_HANDLE_FABRIC)) {
     st->kind = NATIVE_HANDLE_FABRIC;
@@ -328,11 +202,11 @@ static symm_result_t native_agree_kind(native_state_t *st) {
   } else {
     int other = st->rank;
     for (int r = 0; r < st->size; r++)
-      if (st->ranks[r].kinds != st->ranks[st->rank].kinds) other = r;
+      if (ranks[r]->kinds != ranks[st->rank]->kinds) other = r;
     return symm_error(SYMM_ERR_UNSUPPORTED,
                       "native: no handle kind usable by every rank (rank %d can use %s, rank %d "
-                      "%s)", st->rank, native_kinds_text(st->ranks[st->rank].kinds), other,
-                      native_kinds_text(st->ranks[other].kinds));
+                      "%s)", st->rank, native_kinds_text(ranks[st->rank]->kinds), other,
+                      native_kinds_text(ranks[other]->kinds));
   }
   if (gran == 0 || (gran & (gran - 1)) != 0)
     return symm_error(SYMM_ERR_INTERNAL, "native: granularity %zu is not a power of two", gran);
@@ -341,12 +215,12 @@ static symm_result_t native_agree_kind(native_state_t *st) {
 }
 
 /* POSIX fds travel over Unix sockets, which do not leave a host: with fd
- * handles every rank must be on this host.  Refused here, at init, with the
- * way out, rather than at every rendezvous. */
-static symm_result_t native_check_hosts(const native_state_t *st) {
+ * handles every rank must be on this host.  Refused here, at startup, with
+ * the way out, rather than at every rendezvous. */
+static symm_result_t native_check_hosts(symm_comm_t *comm, const native_state_t *st) {
   if (st->kind != NATIVE_HANDLE_FD) return SYMM_SUCCESS;
   for (int r = 0; r < st->size; r++)
-    if (st->ranks[r].host_hash != st->ranks[st->rank].host_hash)
+    if (!symm_comm_peer_same_host(comm, r))
       return symm_error(SYMM_ERR_UNSUPPORTED,
                         "native: rank %d is on another host than rank %d, and not every rank "
                         "can export fabric handles; POSIX-fd handles do not leave a host (GPUs "
@@ -355,133 +229,70 @@ static symm_result_t native_check_hosts(const native_state_t *st) {
   return SYMM_SUCCESS;
 }
 
-/* Each rank's GPU as an ordinal of this process, and whether ours reaches it. */
-static symm_result_t native_map_peers_devices(native_state_t *st) {
-  st->peer_ordinal = malloc(sizeof(int) * (size_t)st->size);
-  st->peer_access = malloc(sizeof(int) * (size_t)st->size);
-  if (!st->peer_ordinal || !st->peer_access)
-    return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
-  uint64_t here = st->ranks[st->rank].host_hash;
-  for (int r = 0; r < st->size; r++) {
-    ncu_device d;
-    st->peer_ordinal[r] = -1;
-    st->peer_access[r] = -1;
-    if (st->ranks[r].host_hash != here) continue;
-    if (st->drv->cuDeviceGetByPCIBusId(&d, st->ranks[r].pci_bus_id) != NCU_SUCCESS) continue;
-    st->peer_ordinal[r] = d;
-    int can = 0;
-    if (d == st->dev)
-      can = 1;
-    else if (st->drv->cuDeviceCanAccessPeer(&can, st->dev, d) != NCU_SUCCESS)
-      can = -1;
-    st->peer_access[r] = can;
+symm_result_t native_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob) {
+  native_state_t *st = calloc(1, sizeof *st);
+  if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
+  symm_backend_set_state(comm, st); /* native_fini frees what a failed init made */
+  st->gpu = symm_gpu_of(comm);
+  if (!st->gpu) return symm_error(SYMM_ERR_INTERNAL, "native: the GPU engine is not started");
+  st->drv = symm_gpu_driver(st->gpu);
+  st->ordinal = symm_gpu_ordinal(st->gpu);
+  st->size = symm_comm_size(comm);
+  st->rank = symm_comm_rank(comm);
+  native_rank_info_t *me = calloc(1, sizeof *me);
+  if (!me) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
+  symm_result_t res = native_setup_local(comm, st, me);
+  if (res != SYMM_SUCCESS) {
+    free(me);
+    return res;
   }
+  blob->data = me;
+  blob->len = sizeof *me;
   return SYMM_SUCCESS;
 }
 
-static void native_state_destroy(native_state_t *st) {
+symm_result_t native_startup(symm_comm_t *comm, const symm_blob_t *all) {
+  native_state_t *st = symm_backend_state(comm);
+  const native_rank_info_t **ranks = calloc((size_t)st->size, sizeof *ranks);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!ranks) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
+  for (int r = 0; r < st->size; r++) {
+    ranks[r] = all[r].data;
+    if (!ranks[r] || all[r].len != sizeof *ranks[r]) {
+      res = symm_error(SYMM_ERR_PROTOCOL, "native: rank %d published %zu bytes at init, not %zu",
+                       r, all[r].len, sizeof *ranks[r]);
+      goto out;
+    }
+  }
+  SYMM_CHECK_GOTO(native_agree_kind(st, ranks), res, out);
+  SYMM_CHECK_GOTO(native_check_hosts(comm, st), res, out);
+  native_heap_init(st); /* needs the agreed granularity */
+  SYMM_INFO(BACKEND, "native: rank %d on GPU %d (%s), granularity %zu (min %zu), %s handles",
+            st->rank, st->ordinal, symm_gpu_peer_bus_id(st->gpu, st->rank), st->gran,
+            st->gran_min, st->kind == NATIVE_HANDLE_FABRIC ? "fabric" : "POSIX fd");
+out:
+  free(ranks);
+  return res;
+}
+
+void native_fini(symm_comm_t *comm) {
+  native_state_t *st = symm_backend_state(comm);
   if (!st) return;
   /* The pad heap first: its fds are in the fd exchange, its handles need
    * the context.  Every tensor (and peer mapping) is gone by now. */
   if (st->heap_lock_ready) {
     ncu_context saved = NULL;
-    bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+    bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
     native_heap_fini(st);
-    if (entered) native_ctx_leave(st, saved);
+    if (entered) symm_gpu_leave(st->gpu, saved);
   }
   if (st->fdx) symm_fdx_stop(st->fdx);
-  if (st->drv && st->ctx_retained) {
-    ncu_context saved = NULL;
-    bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
-    if (st->stream) st->drv->cuStreamDestroy(st->stream);
-    if (entered) native_ctx_leave(st, saved);
-    st->drv->cuDevicePrimaryCtxRelease(st->dev);
-    /* If ours was the last reference the context is destroyed; it must not
-     * stay current on this thread.  If the runtime (or another
-     * communicator) still holds it, it stays as the application had it. */
-    unsigned int flags = 0;
-    int active = 1;
-    ncu_context cur = NULL;
-    if (st->drv->cuDevicePrimaryCtxGetState(st->dev, &flags, &active) == NCU_SUCCESS &&
-        !active && st->drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == st->ctx)
-      st->drv->cuCtxSetCurrent(NULL);
-  }
-  free(st->ranks);
-  free(st->peer_ordinal);
-  free(st->peer_access);
   free(st);
-}
-
-/* Frees what a failed init made and leaves this thread's context as init
- * found it. */
-static void native_init_failed(native_state_t *st) {
-  const symm_cu_driver_t *drv = st->drv;
-  const bool put_back = st->caller_saved;
-  ncu_context caller = st->caller_ctx;
-  native_state_destroy(st);
-  if (drv && put_back) drv->cuCtxSetCurrent(caller);
-}
-
-symm_result_t native_init(symm_comm_t *comm) {
-  native_state_t *st = calloc(1, sizeof *st);
-  if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
-  st->size = comm->size;
-  st->rank = comm->rank;
-  st->ranks = calloc((size_t)comm->size, sizeof *st->ranks);
-  if (!st->ranks) {
-    free(st);
-    return symm_error(SYMM_ERR_NO_MEMORY, "native: out of memory");
-  }
-
-  /* The local part may fail on some ranks only; every rank still joins the
-   * all-gather so that none waits for a rank that gave up. */
-  native_rank_info_t me;
-  memset(&me, 0, sizeof me);
-  symm_result_t res = native_setup_local(comm, st, &me);
-  char saved[1024] = "";
-  if (res != SYMM_SUCCESS) {
-    snprintf(saved, sizeof saved, "%s", symm_last_error());
-    size_t len = strnlen(saved, sizeof me.why - 1); /* truncation is fine */
-    memcpy(me.why, saved, len);
-  }
-  me.status = (int32_t)res;
-  symm_result_t gres = symm_comm_allgather_op(comm, NATIVE_OP_INIT, &me, sizeof me, st->ranks);
-  if (res != SYMM_SUCCESS) {
-    symm_error_restore(saved);
-    goto fail;
-  }
-  if ((res = gres) != SYMM_SUCCESS) goto fail;
-  for (int r = 0; r < comm->size; r++) /* peers' strings: terminated whatever came */
-    st->ranks[r].pci_bus_id[sizeof st->ranks[r].pci_bus_id - 1] = 0;
-  for (int r = 0; r < comm->size; r++)
-    if (st->ranks[r].status != SYMM_SUCCESS) {
-      res = symm_error((symm_result_t)st->ranks[r].status, "native: setup failed on rank %d: %.*s",
-                       r, (int)sizeof st->ranks[r].why, st->ranks[r].why);
-      goto fail;
-    }
-  SYMM_CHECK_GOTO(native_check_shared(comm, st), res, fail);
-  SYMM_CHECK_GOTO(native_agree_kind(st), res, fail);
-  SYMM_CHECK_GOTO(native_check_hosts(st), res, fail);
-  SYMM_CHECK_GOTO(native_map_peers_devices(st), res, fail);
-  native_heap_init(st); /* needs the agreed granularity */
-
-  SYMM_INFO(BACKEND, "native: rank %d on GPU %d (%s), granularity %zu (min %zu), %s handles",
-            comm->rank, st->ordinal, me.pci_bus_id, st->gran, st->gran_min,
-            st->kind == NATIVE_HANDLE_FABRIC ? "fabric" : "POSIX fd");
-  comm->backend_state = st;
-  return SYMM_SUCCESS;
-fail:
-  native_init_failed(st);
-  return res;
-}
-
-void native_fini(symm_comm_t *comm) {
-  native_state_destroy(comm->backend_state);
-  comm->backend_state = NULL;
+  symm_backend_set_state(comm, NULL);
 }
 
 size_t native_granularity(symm_comm_t *comm) {
-  const native_state_t *st = comm->backend_state;
+  const native_state_t *st = symm_backend_state(comm);
   /* 2 MiB is what every VMM-capable GPU reports; only reached if the core
    * asks before init, which it does not. */
   return st ? st->gran : (size_t)2 << 20;

@@ -6,6 +6,7 @@
  * communicator's handle type.  A range may span several mappings (a
  * contiguous view); each is checked in turn.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <string.h>
 
 #include "backends/native/native.h"
@@ -45,7 +46,7 @@ static symm_result_t native_mapping_of(const native_state_t *st, ncu_deviceptr p
    * which for VMM memory is the same mapping. */
   ncu_result cu = st->drv->cuPointerGetAttribute(start, NCU_PTR_ATTR_RANGE_START, p);
   if (cu == NCU_SUCCESS) cu = st->drv->cuPointerGetAttribute(size, NCU_PTR_ATTR_RANGE_SIZE, p);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "cuPointerGetAttribute(range of %#llx)", p);
+  if (cu != NCU_SUCCESS) return symm_gpu_fail(cu, "cuPointerGetAttribute(range of %#llx)", p);
   return SYMM_SUCCESS;
 }
 
@@ -78,7 +79,7 @@ static symm_result_t native_check_props(const native_state_t *st, ncu_deviceptr 
   cu = st->drv->cuMemGetAllocationPropertiesFromHandle(&prop, h);
   st->drv->cuMemRelease(h); /* the retain took a reference */
   if (cu != NCU_SUCCESS)
-    return native_cu_fail(cu, "native validate: cuMemGetAllocationPropertiesFromHandle(%#llx)", p);
+    return symm_gpu_fail(cu, "native validate: cuMemGetAllocationPropertiesFromHandle(%#llx)", p);
   if (prop.type != NCU_ALLOC_PINNED)
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "native validate: %#llx is not pinned memory (allocation type %d)", p,
@@ -105,7 +106,7 @@ static symm_result_t native_check_access(const native_state_t *st, ncu_deviceptr
   ncu_location loc = {NCU_LOCATION_DEVICE, st->ordinal};
   unsigned long long flags = 0;
   ncu_result cu = st->drv->cuMemGetAccess(&flags, &loc, p);
-  if (cu != NCU_SUCCESS) return native_cu_fail(cu, "native validate: cuMemGetAccess(%#llx)", p);
+  if (cu != NCU_SUCCESS) return symm_gpu_fail(cu, "native validate: cuMemGetAccess(%#llx)", p);
   if (flags != NCU_ACCESS_READWRITE)
     return symm_error(SYMM_ERR_INVALID_ARG,
                       "native validate: %#llx is not mapped read-write for GPU %d (access flags "
@@ -159,12 +160,12 @@ static symm_result_t native_validate_range(const native_state_t *st, const void 
 }
 
 symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   if (!ptr || !nbytes)
     return symm_error(SYMM_ERR_INVALID_ARG, "native validate: NULL pointer or zero bytes");
   ncu_context saved;
-  SYMM_CHECK(native_ctx_enter(st, &saved));
+  SYMM_CHECK(symm_gpu_enter(st->gpu, &saved));
   symm_result_t res = native_validate_range(st, ptr, nbytes);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
   return res;
 }

@@ -6,6 +6,7 @@
  * is truly contiguous (stride = data chunk size); otherwise we map whole
  * allocations and the stride includes each rank's signal pad.
  */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +41,7 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                     const symm_peer_map_t *maps,
                                     const symm_exchange_info_t *infos, void **base,
                                     size_t *stride, void **priv) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   const native_alloc_t *mine = local->priv;
   for (int r = 0; r < st->size; r++) {
     const native_alloc_t *src = native_view_source(st, local, maps, r);
@@ -62,23 +63,23 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
   v->total = v->stride * (size_t)st->size;
 
   ncu_context saved;
-  symm_result_t res = native_ctx_enter(st, &saved);
+  symm_result_t res = symm_gpu_enter(st->gpu, &saved);
   if (res != SYMM_SUCCESS) {
     free(v);
     return res;
   }
-  NATIVE_CU_GOTO(st->drv->cuMemAddressReserve(&v->va, v->total, st->gran, 0, 0), res, fail,
-                 "native contiguous view: cuMemAddressReserve(%zu bytes)", v->total);
+  SYMM_CU_GOTO(st->drv->cuMemAddressReserve(&v->va, v->total, st->gran, 0, 0), res, fail,
+               "native contiguous view: cuMemAddressReserve(%zu bytes)", v->total);
   for (int r = 0; r < st->size; r++) {
     const native_alloc_t *src = native_view_source(st, local, maps, r);
-    NATIVE_CU_GOTO(st->drv->cuMemMap(v->va + (size_t)r * v->stride, v->stride, 0,
-                                     src->h[src->data_chunk], 0),
-                   res, fail, "native contiguous view: cuMemMap(rank %d, %zu bytes)", r,
-                   v->stride);
+    SYMM_CU_GOTO(st->drv->cuMemMap(v->va + (size_t)r * v->stride, v->stride, 0,
+                                   src->h[src->data_chunk], 0),
+                 res, fail, "native contiguous view: cuMemMap(rank %d, %zu bytes)", r,
+                 v->stride);
     v->mapped = r + 1;
   }
   SYMM_CHECK_GOTO(native_grant_access(st, v->va, v->total, NULL, st->size, v->stride), res, fail);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
 
   /* Whole-allocation chunks start with the pad: the data begins
    * data_offset in. */
@@ -91,18 +92,18 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
   return SYMM_SUCCESS;
 fail:
   native_view_release(st, v);
-  native_ctx_leave(st, saved);
+  symm_gpu_leave(st->gpu, saved);
   free(v);
   return res;
 }
 
 void native_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv) {
-  native_state_t *st = comm->backend_state;
+  native_state_t *st = symm_backend_state(comm);
   native_view_t *v = priv;
   if (!st || !v) return;
   ncu_context saved = NULL;
-  bool entered = native_ctx_enter(st, &saved) == SYMM_SUCCESS;
+  bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
   native_view_release(st, v);
-  if (entered) native_ctx_leave(st, saved);
+  if (entered) symm_gpu_leave(st->gpu, saved);
   free(v);
 }

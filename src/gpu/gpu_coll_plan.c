@@ -1,0 +1,266 @@
+/*
+ * Planning the collectives: which kernel runs an all-reduce of a given
+ * size (the AUTO thresholds and the closest relative of an algorithm that
+ * cannot run), launch grids, and how much scratch each call stages.  Plain
+ * arithmetic on the call and the communicator, the same on every rank, so
+ * that every rank picks the same kernel and grows the scratch at the same
+ * call.
+ *
+ * Buffers.  The reductions push each rank's input into the peers' staging
+ * (the scratch tensor, double-buffered by the device epoch, see
+ * coll_kernels.cu); LL and LL128 push packets into their own areas of it.
+ * Outputs go straight into recvbuf (or, zero copy, the peers' recvbuf:
+ * gpu_coll_launch.c).  The scratch always holds the LL and LL128 areas and
+ * both staging halves.
+ */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+
+const char *const gpu_coll_kernel_names[GPU_COLL_KINDS] = {
+    NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
+    "all_gather", "broadcast", "all_to_all", "ar_ll128"};
+
+const char *const gpu_coll_dtype_names[GPU_COLL_DTYPES] = {"f32", "bf16", "f16", "i32"};
+
+/* Index of a reducible dtype in the kernel table, -1 for others. */
+int gpu_coll_dtype_index(symm_dtype_t dt) {
+  switch (dt) {
+    case SYMM_DTYPE_F32: return 0;
+    case SYMM_DTYPE_BF16: return 1;
+    case SYMM_DTYPE_F16: return 2;
+    case SYMM_DTYPE_I32: return 3;
+    default: return -1;
+  }
+}
+
+/* Kernels that reduce, one per dtype and op. */
+bool gpu_coll_reducing(int kind) {
+  return kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER || kind == SYMM_COLL_KERNEL_AR_LL128;
+}
+
+unsigned gpu_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channels) {
+  uint64_t g = (work_bytes + per_block - 1) / per_block; /* 0 for count 0: the caller takes 1 */
+  if (g > channels) g = channels;
+  return (unsigned)g;
+}
+
+/*
+ * Most blocks of a kernel that exchanges headers: one per channel, but
+ * fewer move data faster at 2 ranks (bench/tune-native.sh, 2 x H200, bf16,
+ * CUDA graph, us at 16 / 64 / 256 MiB; all channels were 124 then, 122
+ * since the announces grew to 32 bytes):
+ *   two-shot        124 blocks 57.5 / 204.2 / 792.2, 96: 52.9 / 196.9 / 763.9
+ *   reduce-scatter  124 blocks 35.1 / 133.4 / 505.6, 96: 34.5 / 131.6 / 500.2
+ *   all-gather      124 blocks 31.7 / 105.4 / 397.3, 64: 30.8 / 100.8 / 378.4
+ * Two-shot segments (bytes per rank) up to 32 MiB run 88 blocks: at 2
+ * ranks, 32 / 64 MiB in 101.0, 101.9 / 194.2, 193.6 us against 96 blocks'
+ * 104.9, 105.9 / 197.5, 197.4; 16 and 128 MiB tie, 256 MiB is 0.5% slower
+ * at 88 (and 80 blocks is 4% slower at 64 MiB than either).
+ * At 4 and more ranks there are fewer channels than that.
+ */
+#define GPU_COLL_TWO_SHOT_SMALL_SEG ((uint64_t)32 << 20)
+unsigned gpu_coll_bw_blocks(int kind, int channels, uint64_t seg_bytes) {
+  unsigned most = kind == SYMM_COLL_KERNEL_ALL_GATHER ? 64u : 96u;
+  if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT && seg_bytes <= GPU_COLL_TWO_SHOT_SMALL_SEG)
+    most = 88u;
+  return (unsigned)channels < most ? (unsigned)channels : most;
+}
+
+/* Bytes of one rank's LL region in one parity half of the LL area. */
+uint64_t gpu_coll_ll_region(int world) {
+  return (SYMM_COLL_LL_BYTES / 2 / (uint64_t)world) & ~(uint64_t)15;
+}
+
+/* 128-byte lines (120 data bytes each) that carry `bytes`. */
+uint64_t gpu_coll_ll128_lines(uint64_t bytes) { return ((bytes + 7) / 8 + 14) / 15; }
+
+/* Bytes of one rank's LL128 region in one parity half (whole lines). */
+uint64_t gpu_coll_ll128_region(int world) {
+  return (SYMM_COLL_LL128_BYTES / 2 / (uint64_t)world) & ~(uint64_t)127;
+}
+
+/*
+ * Block size and grid of the LL kernels, which wait on packets, not on
+ * channels: `units` packets (LL) or lines (LL128), `per_thread` threads to
+ * a unit (1, or 8 for LL128's lines).  Many small blocks, so that a
+ * megabyte goes in one pass: 256 threads and up to 1024 blocks rather than
+ * 512 threads and up to 128 blocks took LL128 at 1 MiB from 7.1 to 6.2-6.3
+ * us, 2 MiB from 11.1 to 9.6-9.8 and 4 MiB from 17.5 to 16.1-16.6, LL alike,
+ * and nothing changed beyond the noise (0.1-0.2 us) from 4 to 512 KiB (2 x
+ * H200, 2 ranks, bench/tune-native.sh TUNE_SETTINGS, graph).  Blocks wait
+ * only for the peers' blocks of the same index, so a grid that the GPU
+ * runs in waves is slower, not stuck; and programmatic dependent launch
+ * starts the next kernel only once every block of this one has started.
+ * SYMM_COLL_LL_THREADS and SYMM_COLL_MAX_BLOCKS override both.
+ */
+#define GPU_COLL_LL_THREADS 256u
+unsigned gpu_coll_ll_launch(const symm_gpu_t *g, uint64_t units, unsigned per_thread,
+                            unsigned *threads) {
+  *threads = g->ll_threads ? g->ll_threads : GPU_COLL_LL_THREADS;
+  return gpu_coll_grid(units * per_thread, *threads, GPU_COLL_LL_MAX_BLOCKS);
+}
+
+/* All-reduces above this size that ask for LL or LL128 but do not fit
+ * their areas run two-shot, smaller ones one-shot. */
+#define GPU_COLL_ONE_SHOT_MAX ((uint64_t)1 << 20)
+/* LL128 that cannot run (PCIe) runs LL up to here: auto's LL limit before
+ * LL128 took over from 128 KiB, which was measured on NVLink only. */
+#define GPU_COLL_LL_FALLBACK_MAX ((uint64_t)256 << 10)
+
+/*
+ * The all-reduce kernel for algorithm `algo` on `bytes` of data: the one
+ * asked for where it can run, else its closest relative.  LL that does not
+ * fit the LL area is LL128; LL128 runs only where every link delivers
+ * 128-byte writes whole (g->ll128) and the lines fit its area, else LL
+ * (up to 256 KiB), one-shot (to 1 MiB) or two-shot.  Depends on nothing
+ * that differs between ranks, so every rank picks the same kernel.
+ */
+static int gpu_coll_allreduce_kernel(const symm_gpu_t *g, symm_algo_t algo, uint64_t bytes,
+                                     int world) {
+  /* Count 0 moves nothing but is still collective: one block exchanges the
+   * headers and announces, so that a rank whose count differs gets
+   * SYMM_ERR_MISMATCH, and the epoch advances with the peers'.  LL and
+   * LL128 would look at no peer without packets: one-shot. */
+  if (bytes == 0)
+    return algo == SYMM_ALGO_TWO_SHOT ? SYMM_COLL_KERNEL_AR_TWO_SHOT : SYMM_COLL_KERNEL_AR_ONE_SHOT;
+  /* LL packets carry 8 data bytes in 16. */
+  const bool ll_fits = (bytes + 7) / 8 * 16 <= gpu_coll_ll_region(world);
+  if (algo == SYMM_ALGO_TWO_SHOT) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
+  if (algo == SYMM_ALGO_LL) {
+    if (ll_fits) return SYMM_COLL_KERNEL_AR_LL;
+    algo = SYMM_ALGO_LL128;
+  }
+  if (algo == SYMM_ALGO_LL128) {
+    if (g->ll128 && gpu_coll_ll128_lines(bytes) * 128 <= gpu_coll_ll128_region(world))
+      return SYMM_COLL_KERNEL_AR_LL128;
+    if (ll_fits && bytes <= GPU_COLL_LL_FALLBACK_MAX) return SYMM_COLL_KERNEL_AR_LL;
+    if (bytes > GPU_COLL_ONE_SHOT_MAX) return SYMM_COLL_KERNEL_AR_TWO_SHOT;
+  }
+  return SYMM_COLL_KERNEL_AR_ONE_SHOT;
+}
+
+/* Scratch bytes for staging halves of `stage` bytes: the LL and LL128
+ * areas, then two halves rounded to 256 bytes. */
+uint64_t gpu_coll_scratch_bytes(uint64_t stage) {
+  return SYMM_COLL_STAGE_OFF + 2 * ((stage + 255) & ~(uint64_t)255);
+}
+
+/*
+ * The kernel (SYMM_COLL_KERNEL_*, -1 for an unknown collective) that runs
+ * collective `coll` (SYMM_COLL_*; all-reduce with `algo`) on `count`
+ * elements of es bytes, and the bytes of one staging half it uses (see
+ * coll_kernels.cu for the layouts); *seg: two-shot's segment, one-shot's
+ * region, in elements.  The one place that sizes staging, for the launch
+ * and for symm_comm_scratch_bytes.
+ */
+int gpu_coll_plan(const symm_gpu_t *g, int coll, symm_algo_t algo, uint64_t count, uint64_t es,
+                  int world, uint64_t *seg, uint64_t *stage) {
+  const uint64_t W = (uint64_t)world, V = 16 / es ? 16 / es : 1;
+  *seg = 0;
+  *stage = 0; /* LL and LL128 have areas of their own */
+  switch (coll) {
+    case SYMM_COLL_ALL_REDUCE: {
+      const int kind = gpu_coll_allreduce_kernel(g, algo, count * es, world);
+      if (kind == SYMM_COLL_KERNEL_AR_TWO_SHOT) {
+        *seg = ((count + W - 1) / W + V - 1) / V * V;
+        *stage = 2 * W * *seg * es;
+      } else if (kind == SYMM_COLL_KERNEL_AR_ONE_SHOT) {
+        *seg = (count + 63) / 64 * 64;
+        *stage = W * *seg * es;
+      }
+      return kind;
+    }
+    case SYMM_COLL_REDUCE_SCATTER: *stage = W * count * es; return SYMM_COLL_KERNEL_REDUCE_SCATTER;
+    case SYMM_COLL_ALL_GATHER: *stage = count * es; return SYMM_COLL_KERNEL_ALL_GATHER;
+    case SYMM_COLL_BROADCAST: *stage = count * es; return SYMM_COLL_KERNEL_BROADCAST;
+    case SYMM_COLL_ALL_TO_ALL: *stage = W * count * es; return SYMM_COLL_KERNEL_ALL_TO_ALL;
+    default: return -1;
+  }
+}
+
+symm_result_t gpu_coll_usable(const symm_comm_t *comm, symm_gpu_t **g) {
+  *g = symm_gpu_of(comm);
+  if (!*g || !(*g)->ready)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s backend: GPU collectives unavailable: %s",
+                      symm_comm_backend_name(comm), *g ? (*g)->why : "backend not started");
+  if (symm_comm_size(comm) > SYMM_COLL_MAX_WORLD)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s backend: GPU collectives support at most "
+                      "%d ranks (this communicator has %d)", (*g)->name, SYMM_COLL_MAX_WORLD,
+                      symm_comm_size(comm));
+  return SYMM_SUCCESS;
+}
+
+size_t gpu_scratch_fixed(symm_comm_t *comm) {
+  const symm_gpu_t *g = symm_gpu_of(comm);
+  /* The LL areas sit in every scratch before the staging halves. */
+  return g && g->ready ? (size_t)SYMM_COLL_STAGE_OFF : 0;
+}
+
+/* What AUTO asks for.  bench/tune-native.sh at 2 ranks (H200 pair, bf16,
+ * CUDA graph, us): LL is fastest to 64 KiB (3.33 vs LL128 3.46), LL128 from
+ * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
+ * two-shot 20.2), two-shot above.  What does not fit the LL areas runs as
+ * its closest relative (gpu_coll_allreduce_kernel: LL128, else LL up to
+ * 256 KiB, then one- or two-shot).
+ * More ranks: LL and LL128 push the whole buffer to each of the W - 1
+ * peers, so LL's limit keeps each rank's pushed bytes where 2 ranks put
+ * it (64 KiB / (W - 1)).  Two-shot pushes 2 (W - 1) / W of the buffer
+ * whatever W, so LL128's share against it shrinks faster: its limit is
+ * 8 MiB / (W (W - 1)) (4 MiB at 2 ranks; 683 KiB at 4, 146 KiB at 8),
+ * which is what a cost model fitted to the 2-rank figures (latency plus
+ * bytes over ~360 GB/s per algorithm) gives within a factor 1.3 at 4
+ * and 8 ranks.  A model, not a measurement, until runs on 4 and 8 GPUs
+ * replace it. */
+static symm_algo_t gpu_coll_auto(int world, size_t bytes) {
+  const size_t peers = world > 1 ? (size_t)world - 1 : 1;
+  if (bytes <= ((size_t)64 << 10) / peers) return SYMM_ALGO_LL;
+  return bytes <= ((size_t)8 << 20) / (peers * (peers + 1)) ? SYMM_ALGO_LL128 : SYMM_ALGO_TWO_SHOT;
+}
+
+symm_algo_t gpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
+  const symm_gpu_t *g = symm_gpu_of(comm);
+  const int world = symm_comm_size(comm);
+  if (asked == SYMM_ALGO_AUTO) asked = gpu_coll_auto(world, bytes);
+  if (!g) return asked;
+  switch (gpu_coll_allreduce_kernel(g, asked, bytes, world)) {
+    case SYMM_COLL_KERNEL_AR_LL: return SYMM_ALGO_LL;
+    case SYMM_COLL_KERNEL_AR_LL128: return SYMM_ALGO_LL128;
+    case SYMM_COLL_KERNEL_AR_TWO_SHOT: return SYMM_ALGO_TWO_SHOT;
+    default: return SYMM_ALGO_ONE_SHOT;
+  }
+}
+
+/* The most any collective plans on buffers of at most max_bytes: every
+ * kind, every dtype size, one- and two-shot (what auto and the fallbacks
+ * resolve to; LL and LL128 stage nothing), with the count that fills the
+ * larger buffer.  A staging half grows with the count, so that is the need. */
+symm_result_t gpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
+  symm_gpu_t *g = NULL;
+  SYMM_CHECK(gpu_coll_usable(comm, &g));
+  const uint64_t W = (uint64_t)g->size;
+  /* Below this every product in gpu_coll_plan stays far from overflow. */
+  if ((uint64_t)max_bytes > (uint64_t)INT64_MAX / (4 * W))
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_scratch_bytes: %zu bytes overflow",
+                      max_bytes);
+  static const struct { int coll; symm_algo_t algo; bool per_rank; } calls[] = {
+      {SYMM_COLL_ALL_REDUCE, SYMM_ALGO_ONE_SHOT, false},
+      {SYMM_COLL_ALL_REDUCE, SYMM_ALGO_TWO_SHOT, false},
+      {SYMM_COLL_BROADCAST, SYMM_ALGO_AUTO, false},
+      {SYMM_COLL_REDUCE_SCATTER, SYMM_ALGO_AUTO, true}, /* send: world x count */
+      {SYMM_COLL_ALL_GATHER, SYMM_ALGO_AUTO, true},     /* recv: world x count */
+      {SYMM_COLL_ALL_TO_ALL, SYMM_ALGO_AUTO, true}};
+  uint64_t most = 0;
+  for (int dt = 0; dt < SYMM_DTYPE_COUNT_; dt++) {
+    const uint64_t es = symm_dtype_size((symm_dtype_t)dt);
+    for (size_t k = 0; k < sizeof calls / sizeof calls[0]; k++) {
+      uint64_t seg, stage;
+      const uint64_t count = max_bytes / es / (calls[k].per_rank ? W : 1);
+      gpu_coll_plan(g, calls[k].coll, calls[k].algo, count, es, g->size, &seg, &stage);
+      if (stage > most) most = stage;
+    }
+  }
+  *bytes = (size_t)gpu_coll_scratch_bytes(most);
+  return SYMM_SUCCESS;
+}
