@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -112,6 +113,25 @@ SYMM_API symm_result_t symm_backend_from_name(const char *name,
  * of at most why_len bytes ("libcuda.so.1 not found: ...").  Local. */
 SYMM_API symm_result_t symm_backend_available(symm_backend_t backend, char *why,
                                               size_t why_len);
+
+/* The backends of this library in `auto`'s order of preference (GPU
+ * backends first, host last): index 0, 1, ...; SYMM_BACKEND_AUTO past the
+ * last one (and for a negative index).  Local, no side effects. */
+SYMM_API symm_backend_t symm_backend_preferred(int index);
+
+/* Writes what symmem-info shows about `backend` on this machine (devices,
+ * peer access, support flags), one item per line, to out; nothing for a
+ * backend with nothing to say.  May load the backend's GPU libraries.
+ * Returns SYMM_ERR_INVALID_ARG for NULL out or a backend this library does
+ * not know.  Local. */
+SYMM_API symm_result_t symm_backend_describe(symm_backend_t backend, FILE *out);
+
+/* symmem never creates NVLink multicast objects (they can take a shared
+ * host's GPUs out of service): writes that into why (at most why_len
+ * bytes, NUL-terminated), naming the variables that keep the other
+ * libraries in the process off NVLS (NCCL_NVLS_ENABLE=0, ...) and whether
+ * they are set.  Local. */
+SYMM_API void symm_multicast_status(char *why, size_t why_len);
 
 /* ------------------------------------------------------------------------ */
 /* Data types                                                               */

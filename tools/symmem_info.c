@@ -17,7 +17,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/internal.h"
+#include <stdbool.h>
+
+#include "symmem.h"
 
 extern char **environ;
 
@@ -59,13 +61,14 @@ static bool find_setting(const char *name, size_t len, symm_setting_info_t *info
 
 /* -------------------------------------------------------------- gathering */
 
-/* describe() writes to a FILE; capture it so it can be indented or quoted. */
-static char *capture_describe(void (*describe)(FILE *)) {
+/* symm_backend_describe writes to a FILE; capture it so it can be indented
+ * or quoted. */
+static char *capture_describe(symm_backend_t backend) {
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
   if (!mem) return NULL;
-  describe(mem);
+  symm_backend_describe(backend, mem);
   fclose(mem);
   if (text && len == 0) {
     free(text);
@@ -74,32 +77,28 @@ static char *capture_describe(void (*describe)(FILE *)) {
   return text;
 }
 
-static void probe_backend(backend_report_t *rep, const symm_backend_ops_t *ops) {
-  rep->name = ops->name;
+static void probe_backend(backend_report_t *rep, symm_backend_t backend) {
+  rep->name = symm_backend_name(backend);
   rep->built = true;
   rep->reason[0] = 0;
-  if (!ops->probe) {
-    snprintf(rep->reason, sizeof rep->reason, "backend has no probe");
-  } else if (ops->probe(rep->reason, sizeof rep->reason) == SYMM_SUCCESS) {
+  if (symm_backend_available(backend, rep->reason, sizeof rep->reason) == SYMM_SUCCESS)
     rep->available = true;
-  } else if (!rep->reason[0]) {
+  else if (!rep->reason[0])
     snprintf(rep->reason, sizeof rep->reason, "probe failed: %s",
              *symm_last_error() ? symm_last_error() : "no reason given");
-  }
-  if (ops->describe) rep->details = capture_describe(ops->describe);
+  rep->details = capture_describe(backend);
 }
 
-/* Backends in the library's table order (the `auto` preference), then any
+/* Backends in the library's order of preference (`auto`'s), then any
  * backend the API knows but this build lacks, so every name is accounted
  * for. */
 static void gather_backends(info_t *info) {
-  size_t count = 0;
-  const symm_backend_ops_t *const *list = symm_backend_list(&count);
   bool seen[SYMM_BACKEND_COUNT_] = {false};
-  for (size_t i = 0; i < count && info->n_backends < SYMM_BACKEND_COUNT_; i++) {
-    if (!list[i]) continue;
-    probe_backend(&info->backends[info->n_backends++], list[i]);
-    if ((unsigned)list[i]->id < SYMM_BACKEND_COUNT_) seen[list[i]->id] = true;
+  symm_backend_t b;
+  for (int i = 0; (b = symm_backend_preferred(i)) != SYMM_BACKEND_AUTO &&
+                  info->n_backends < SYMM_BACKEND_COUNT_; i++) {
+    probe_backend(&info->backends[info->n_backends++], b);
+    if ((unsigned)b < SYMM_BACKEND_COUNT_) seen[b] = true;
   }
   for (int id = SYMM_BACKEND_AUTO + 1; id < SYMM_BACKEND_COUNT_; id++) {
     if (seen[id] || info->n_backends >= SYMM_BACKEND_COUNT_) continue;

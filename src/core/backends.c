@@ -117,6 +117,20 @@ symm_result_t symm_backend_from_name(const char *name, symm_backend_t *backend) 
                     valid);
 }
 
+symm_backend_t symm_backend_preferred(int index) {
+  const size_t n = sizeof backend_table / sizeof backend_table[0];
+  return index >= 0 && (size_t)index < n ? backend_table[index]->id : SYMM_BACKEND_AUTO;
+}
+
+symm_result_t symm_backend_describe(symm_backend_t backend, FILE *out) {
+  const symm_backend_ops_t *ops = symm_backend_find(backend);
+  if (!ops || !out)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_describe: %s",
+                      out ? "unknown backend" : "out is NULL");
+  if (SYMM_OPS_HAS(ops, 1, describe)) ops->describe(out);
+  return SYMM_SUCCESS;
+}
+
 symm_result_t symm_backend_available(symm_backend_t backend, char *why, size_t why_len) {
   char reason[512] = "";
   if (backend == SYMM_BACKEND_AUTO) return SYMM_SUCCESS; /* host always remains */

@@ -119,9 +119,4 @@ const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v);
 /* Parses "64M", "1G", "4096" ... ; returns -1 on error. */
 int64_t symm_parse_size(const char *text);
 
-/* symmem never creates NVLink multicast objects (they can take a shared
- * host's GPUs out of service).  Writes that into why, naming the
- * NVLS-disabling variables that are set, for symmem-info. */
-void symm_multicast_status(char *why, size_t why_len);
-
 #endif /* SYMM_SETTINGS_H */
