@@ -28,6 +28,7 @@ void symm_backend_set_state(symm_comm_t *c, void *state) { c->backend_state = st
 const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *c) { return &c->caps; }
 const char *symm_comm_backend_name(const symm_comm_t *c) { return c->ops ? c->ops->name : "?"; }
 
+bool symm_comm_ready(const symm_comm_t *c) { return c->ready; }
 const symm_engine_ops_t *symm_comm_engine(const symm_comm_t *c) { return c->engine; }
 void *symm_engine_state(const symm_comm_t *c) { return c->engine_state; }
 void symm_engine_set_state(symm_comm_t *c, void *state) { c->engine_state = state; }

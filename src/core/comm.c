@@ -598,6 +598,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
             comm->device, comm->job_id);
+  comm->ready = true;
   *out = comm;
   return SYMM_SUCCESS;
 fail:

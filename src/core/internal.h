@@ -46,6 +46,7 @@ struct symm_comm {
   void *backend_state;
   const symm_engine_ops_t *engine;
   void *engine_state;
+  bool ready;                /* symm_comm_init succeeded */
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
   bool server_shared;               /* server is the process's shared one (comm.c) */

@@ -42,7 +42,6 @@ struct symm_gpu {
   bool ctx_retained;
   ncu_context caller_ctx;   /* current on this thread before init made ctx current */
   bool caller_saved;        /* caller_ctx is known (put back if init fails) */
-  bool started;             /* startup succeeded */
   ncu_stream stream;        /* private non-blocking stream */
   int rank, size;
   gpu_rank_t *ranks;        /* [size], from startup on */

@@ -277,7 +277,6 @@ static symm_result_t gpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   SYMM_CHECK_GOTO(gpu_module_agree(comm, g), res, out);
   SYMM_INFO(COLL, "%s: LL128 all-reduce %s", g->name,
             g->ll128 ? "on (NVLink-class peers)" : "off (a pair of GPUs without NVLink)");
-  g->started = true;
 out:
   free(b);
   return res;
@@ -288,9 +287,9 @@ out:
 static void gpu_fini(symm_comm_t *comm) {
   symm_gpu_t *g = symm_gpu_of(comm);
   if (!g) return;
-  /* After a failed init (or engine startup) this thread's context goes
-   * back to what init found: the application's. */
-  const bool put_back = g->caller_saved && !g->started;
+  /* After a failed symm_comm_init, at whatever step, this thread's context
+   * goes back to what init found: the application's. */
+  const bool put_back = g->caller_saved && !symm_comm_ready(comm);
   if (g->drv && g->ctx_retained) {
     ncu_context saved = NULL;
     bool entered = symm_gpu_enter(g, &saved) == SYMM_SUCCESS;

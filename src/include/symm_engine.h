@@ -73,6 +73,9 @@ typedef struct symm_engine_ops {
 extern const symm_engine_ops_t symm_cpu_engine;
 extern const symm_engine_ops_t symm_gpu_engine;
 
+/* Whether symm_comm_init finished with this communicator (false in the
+ * fini calls of a failed init). */
+bool symm_comm_ready(const symm_comm_t *comm);
 /* The communicator's engine, and its per-communicator state (NULL until
  * set). */
 const symm_engine_ops_t *symm_comm_engine(const symm_comm_t *comm);
