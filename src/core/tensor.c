@@ -814,7 +814,7 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
     return SYMM_SUCCESS;
   }
   /* Collective: the callers make every rank ask for the same size at the
-   * same call (see native_collective for what happens when they do not). */
+   * same call (the engines say what happens when they do not). */
   /* The setting is what staging gets: the backend's fixed areas (its
    * need, `bytes`, includes them) come on top. */
   size_t want = symm_settings()->SYMM_SCRATCH_BYTES;

@@ -3,7 +3,7 @@
  * that reads it, typed, and parsed once per symm_comm_init.  Not installed.
  *
  * Each layer lists its own settings beside its code, in an X-macro list
- * (core/core_settings.def, core/log_settings.def, core/coll_settings.def,
+ * (core/core_settings.def, core/log_settings.def, gpu/gpu_settings.def,
  * bootstrap/bootstrap_settings.def, backends/<name>/<name>_settings.def;
  * symm_settings.def includes them all).  A list is a sequence of
  *

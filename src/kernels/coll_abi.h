@@ -1,7 +1,7 @@
 /*
- * What the native backend's host code (native_coll.c, C11) and the
- * collective kernels (coll_kernels.cu) agree on: the kernel parameter block,
- * the scratch and signal-pad layouts, the error record.  Plain C with
+ * What the GPU engine's host code (src/gpu/, C11) and the collective
+ * kernels (coll_kernels.cu) agree on: the kernel parameter block, the
+ * scratch and signal-pad layouts, the error record.  Plain C with
  * fixed-width types so that both compilers lay it out identically.
  *
  * Protocol summary (the full story is in coll_kernels.cu):
@@ -40,7 +40,7 @@
 #define SYMM_COLL_MAX_WORLD 32
 
 /* Threads per block of the kernels that exchange headers, and the launch
- * bound of all (LL and LL128 run smaller blocks: native_coll_ll_launch). */
+ * bound of all (LL and LL128 run smaller blocks: gpu_coll_ll_launch). */
 #define SYMM_COLL_THREADS 512
 
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
@@ -94,7 +94,7 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
  * the fields, then `code`; a kernel that finds `code` set (an error the
  * host has not read) leaves the fields alone and stores its code into
  * `more`, so that the host still reports that a later collective failed.
- * Read and cleared by the host (native_poll_async_error). */
+ * Read and cleared by the host (gpu_poll_async_error). */
 typedef struct symm_coll_error {
   uint32_t code;   /* symm_result_t: SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT */
   uint32_t peer;   /* the rank that differed or never arrived */

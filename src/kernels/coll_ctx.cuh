@@ -99,7 +99,7 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
   __threadfence_system();
 }
 
-/* Programmatic dependent launch (native_coll_launch): a kernel of ours may
+/* Programmatic dependent launch (gpu_launch, src/gpu/): a kernel of ours may
  * start while the kernel before it on the stream still runs.  Wait for
  * that kernel's completion and memory before touching anything (a no-op
  * when launched without the attribute), then let the next kernel start:

@@ -1,7 +1,7 @@
 /*
- * Collective kernels of the native backend.  Built into a fatbin that the
- * library embeds and loads through the driver API (no CUDA runtime in
- * libsymmem); every kernel is extern "C" so that native_coll.c finds it by
+ * Collective kernels of the GPU engine, for every GPU backend.  Built into
+ * a fatbin that the library embeds and loads through the driver API (no
+ * CUDA runtime in libsymmem); every kernel is extern "C" so that the GPU engine finds it by
  * name with cuModuleGetFunction.
  *
  * One translation unit, in pieces included below in this order:
@@ -66,7 +66,7 @@
  *  every wait (fail fast) and report again; it is never cleared (the
  *  ranks are out of step), only a new scratch starts without it.
  *
- *  Launch.  native_coll_launch sets programmatic stream serialization on
+ *  Launch.  gpu_launch (src/gpu/) sets programmatic stream serialization on
  *  sm_90+ code: a kernel may start while the one before it on the stream
  *  still runs.  Every kernel first waits for that kernel (griddepcontrol
  *  .wait, coll_after_prior_kernel) before it reads anything, epoch and
@@ -89,7 +89,7 @@
 typedef symm_coll_params_t params_t;
 
 /* The parameter blocks and the ABI version these kernels were built with,
- * as the sizes of three arrays: native_coll.c compares them with its own
+ * as the sizes of three arrays: the GPU engine (gpu_module.c) compares them with its own
  * (cuModuleGetGlobal) before it uses the kernels. */
 extern "C" {
 __device__ unsigned char symm_coll_abi_params[sizeof(symm_coll_params_t)];
