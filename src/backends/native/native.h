@@ -9,6 +9,7 @@
 #define SYMM_NATIVE_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "backends/native/native_ext.h"
 #include "symm_backend.h"
@@ -147,7 +148,15 @@ symm_result_t native_heap_peer(native_state_t *st, int peer, uint64_t heap_id,
                                bool *imported);
 
 /* Allocation property of this device for the communicator's handle types. */
-ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types);
+static inline ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types) {
+  ncu_alloc_prop prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = NCU_ALLOC_PINNED;
+  prop.requested_handle_types = handle_types;
+  prop.location.type = NCU_LOCATION_DEVICE;
+  prop.location.id = ordinal;
+  return prop;
+}
 
 /* Ops implemented in the files of this folder (native_ops.c tables them). */
 symm_result_t native_probe(char *why, size_t why_len);

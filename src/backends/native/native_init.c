@@ -12,16 +12,6 @@
 
 #include "backends/native/native.h"
 
-ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types) {
-  ncu_alloc_prop prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = NCU_ALLOC_PINNED;
-  prop.requested_handle_types = handle_types;
-  prop.location.type = NCU_LOCATION_DEVICE;
-  prop.location.id = ordinal;
-  return prop;
-}
-
 static int native_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev) {
   int v = 0;
   if (drv->cuDeviceGetAttribute(&v, attr, dev) != NCU_SUCCESS) return 0;
