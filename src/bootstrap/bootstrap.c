@@ -5,6 +5,7 @@
  * same kind of entry).  Once they agreed on who they are, a layered entry
  * that fits them better (shared memory, when every rank is on one host)
  * is set up through the first one and takes over. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <stdio.h>
 
 #include "store.h"

@@ -8,6 +8,7 @@
  * is what makes cleanup safe (see store_gather): rank r deletes its own key
  * of collective k-2 when it enters k.  A rank that died makes the store
  * answer PEER_LOST instead of letting the others wait out the timeout. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -215,8 +216,7 @@ static symm_result_t srv_listen(symm_store_server_t *s, const char *bind_host,
   }
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
-  if (getsockname(s->listen_fd, (struct sockaddr *)&ss, &len) != 0)
-    return symm_error_errno("store: getsockname");
+  SYMM_SYSCHECK(getsockname(s->listen_fd, (struct sockaddr *)&ss, &len), "store: getsockname");
   s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                            : ((struct sockaddr_in *)&ss)->sin_port);
   return SYMM_SUCCESS;
@@ -267,19 +267,12 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
   int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
   s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
   int fds[2];
-  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
-    res = symm_error_errno("store: pipe");
-    goto fail;
-  }
+  SYMM_SYSCHECK_GOTO(pipe2(fds, O_NONBLOCK | O_CLOEXEC), res, fail, "store: pipe");
   s->wake_rd = fds[0];
   s->wake_wr = fds[1];
   SYMM_CHECK_GOTO(srv_listen(s, bind_host, port), res, fail);
-  int rc = pthread_create(&s->thread, NULL, srv_thread, s);
-  if (rc != 0) {
-    errno = rc;
-    res = symm_error_errno("store: cannot start the server thread");
-    goto fail;
-  }
+  SYMM_PTHREADCHECK_GOTO(pthread_create(&s->thread, NULL, srv_thread, s), res, fail,
+                         "store: cannot start the server thread");
   s->thread_started = true;
   if (s->token_len == 0)
     SYMM_WARN(STORE, "store: serving port %d without a token: any process that "

@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>

@@ -1,5 +1,6 @@
 /* The store server's parked requests (GET, WAIT, MGET whose keys are not
  * all there yet) and the lost ranks that fail them early. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 #include <stdlib.h>
 #include <string.h>
 

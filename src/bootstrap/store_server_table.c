@@ -2,6 +2,7 @@
  * seed is random per server) and the requests that write it: SET, ADD,
  * compare-and-set, DELETE.  Each write wakes the parked requests it
  * completes (store_server_park.c). */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

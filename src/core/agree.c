@@ -3,6 +3,7 @@
  * rendezvous, an allocation and a free) get SYMM_ERR_MISMATCH instead of
  * exchanging garbage; the agreement of every rank on a local step's
  * result; the user-visible barrier. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <stdlib.h>
 #include <string.h>
 

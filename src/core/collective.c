@@ -1,5 +1,6 @@
 /* Collectives: names, argument checks, algorithm choice, scratch
  * reservation, dispatch to the engine of the communicator's memory. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

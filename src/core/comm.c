@@ -1,6 +1,7 @@
 /* Communicator lifecycle: identity from config or launcher environment,
  * store connection (serving it on rank 0 when nobody else does), bootstrap,
  * backend choice agreed by all ranks, backend init/startup, teardown. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

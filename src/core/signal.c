@@ -1,5 +1,6 @@
 /* Stream-ordered signals (symm_signal_put / _wait / _barrier): argument
  * checks, then the engine of the communicator's memory. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include "internal.h"
 
 int symm_signal_channels(const symm_tensor_t *tensor) {

@@ -1,6 +1,7 @@
 /* Symmetric tensors: shape logic, allocation through the backend, the pool
  * of freed-but-mapped allocations, rendezvous with cross-rank validation,
  * views, lookup and validation through the registry. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_ALLOC
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -43,6 +43,7 @@
  * its phase 3 already follows the last read of any sendbuf, which is also
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
  * barrier and a copy beat two barriers. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* The CPU engine's table: init and startup (the ranks agree on how they
  * slice all-reduces), zeroing, and the members cpu_coll.c and cpu_signal.c
  * implement. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdlib.h>
 #include <string.h>
 

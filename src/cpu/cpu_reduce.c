@@ -10,6 +10,7 @@
  * the partial result stays in L1 while the third and later inputs are
  * folded in; f16 and bf16 are widened into a float block, reduced in f32 and
  * rounded to nearest-even once at the end. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdbool.h>
 #include <string.h>
 

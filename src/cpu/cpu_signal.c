@@ -4,6 +4,7 @@
  * + sender of the receiver's pad; put = compare-and-swap 0 -> 1 with
  * release, waiting while the receiver has not consumed the last signal;
  * wait = acquire until non-zero, then store 0. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdatomic.h>
 
 #include "cpu/cpu.h"

@@ -143,5 +143,14 @@ void symm_log_trail(const char *file, int line, unsigned subsys, symm_result_t c
       return symm_error_errno(__VA_ARGS__);                                   \
     }                                                                         \
   } while (0)
+#define SYMM_PTHREADCHECK_GOTO(call, res, label, ...)                         \
+  do {                                                                        \
+    int err_ = (call);                                                        \
+    if (err_ != 0) {                                                          \
+      errno = err_;                                                           \
+      (res) = symm_error_errno(__VA_ARGS__);                                  \
+      goto label;                                                             \
+    }                                                                         \
+  } while (0)
 
 #endif /* SYMM_ERROR_H */

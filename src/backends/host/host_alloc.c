@@ -1,5 +1,6 @@
 /* host backend: allocations are memfds mapped shared; the fd is published
  * so that peers can fetch it during their rendezvous. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -15,15 +16,10 @@ symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   if (!hm) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
   symm_result_t res;
   /* memfd: private to this user, zero-filled, gone with the last reference. */
-  hm->fd = memfd_create(name, MFD_CLOEXEC);
-  if (hm->fd < 0) {
-    res = symm_error_errno("host backend: memfd_create");
-    goto fail;
-  }
-  if (ftruncate(hm->fd, (off_t)mem->alloc_bytes) != 0) {
-    res = symm_error_errno("host backend: ftruncate(%zu bytes)", mem->alloc_bytes);
-    goto fail;
-  }
+  SYMM_SYSCHECK_GOTO(hm->fd = memfd_create(name, MFD_CLOEXEC), res, fail,
+                     "host backend: memfd_create");
+  SYMM_SYSCHECK_GOTO(ftruncate(hm->fd, (off_t)mem->alloc_bytes), res, fail,
+                     "host backend: ftruncate(%zu bytes)", mem->alloc_bytes);
   void *p = mmap(NULL, mem->alloc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, hm->fd, 0);
   if (p == MAP_FAILED) {
     res = symm_error_errno("host backend: mmap(%zu bytes)", mem->alloc_bytes);

@@ -1,5 +1,6 @@
 /* host backend: mapping a peer's memfd.  The fd is only needed for mmap; the
  * mapping keeps the memory alive after both the fd and the owner are gone. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,10 +15,7 @@ symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer
   symm_result_t res = SYMM_SUCCESS;
   struct stat st;
   /* Never trust the advertised size beyond what the fd really holds. */
-  if (fstat(fd, &st) != 0) {
-    res = symm_error_errno("host backend: fstat of rank %d's memory", peer);
-    goto out;
-  }
+  SYMM_SYSCHECK_GOTO(fstat(fd, &st), res, out, "host backend: fstat of rank %d's memory", peer);
   if ((uint64_t)st.st_size < info->alloc_bytes) {
     res = symm_error(SYMM_ERR_PROTOCOL, "host backend: rank %d's memory is %lld bytes, it "
                      "advertised %llu", peer, (long long)st.st_size,

@@ -1,4 +1,5 @@
 /* host backend: probe, init/fini and the ops table. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 #include <unistd.h>
 

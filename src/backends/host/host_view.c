@@ -2,6 +2,7 @@
  * shared in this process; mremap(old_size = 0) makes a second mapping of the
  * same pages, placed at consecutive addresses inside one reservation, so no
  * fds need to be kept or fetched again. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <sys/mman.h>
 
 #include "host.h"
