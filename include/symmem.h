@@ -73,7 +73,8 @@ typedef enum symm_result {
   SYMM_ERR_STATE = 10,       /* call not valid in this state (e.g. before rendezvous) */
   SYMM_ERR_PERMISSION = 11,  /* refused: wrong token, other uid */
   SYMM_ERR_PROTOCOL = 12,    /* malformed message from a peer or the store */
-  SYMM_ERR_INTERNAL = 13     /* a bug in symmem; please report */
+  SYMM_ERR_INTERNAL = 13,    /* a bug in symmem; please report */
+  SYMM_ERR_BACKEND_UNAVAILABLE = 14 /* the backend's library or device is missing here */
 } symm_result_t;
 
 /* Short static description of a result code ("invalid argument").  Unknown
@@ -109,7 +110,7 @@ SYMM_API symm_result_t symm_backend_from_name(const char *name,
                                               symm_backend_t *backend);
 
 /* Whether `backend` can be used in this process.  SYMM_SUCCESS if it can;
- * otherwise SYMM_ERR_UNSUPPORTED and, if why != NULL, a NUL-terminated reason
+ * otherwise SYMM_ERR_BACKEND_UNAVAILABLE and, if why != NULL, a NUL-terminated reason
  * of at most why_len bytes ("libcuda.so.1 not found: ...").  Local. */
 SYMM_API symm_result_t symm_backend_available(symm_backend_t backend, char *why,
                                               size_t why_len);
@@ -272,8 +273,10 @@ typedef struct symm_comm symm_comm_t;
  * whose value does not parse or is out of range, the message naming the
  * variable, the value and what is accepted; native: a
  * SYMM_COLL_KERNELS file that cannot be read, loaded or run, or that was
- * built for another ABI), SYMM_ERR_UNSUPPORTED (the chosen backend is not
- * usable here; the message says why), SYMM_ERR_PERMISSION (store refused the
+ * built for another ABI), SYMM_ERR_BACKEND_UNAVAILABLE (the chosen
+ * backend's library or device is missing here or on another rank; the
+ * message says what was looked for), SYMM_ERR_UNSUPPORTED (the device or
+ * the library cannot do what the backend needs), SYMM_ERR_PERMISSION (store refused the
  * token; a peer's fd server runs as another user), SYMM_ERR_TIMEOUT (the
  * other ranks, or the store, did not answer in time), SYMM_ERR_PEER_LOST (a
  * rank died or the store connection closed during init), SYMM_ERR_MISMATCH
@@ -328,11 +331,14 @@ SYMM_API int symm_comm_timeout_ms(const symm_comm_t *comm);
 SYMM_API symm_result_t symm_comm_barrier(symm_comm_t *comm);
 
 /*
- * The backend's own communicator object, for interoperability: the
- * ncclComm_t for the nccl backend.  Local.  Returns SYMM_ERR_UNSUPPORTED
- * (message names the backends that have one) when the backend has none,
- * SYMM_ERR_INVALID_ARG for NULL arguments.
+ * The provider's own communicator object, for interoperability: the
+ * ncclComm_t for the nccl backend, so that a program mixes symmetric
+ * tensors with its own calls into the provider.  Local.  Returns
+ * SYMM_ERR_UNSUPPORTED (the message names the backends that have one) when
+ * the backend has none, SYMM_ERR_INVALID_ARG for NULL arguments.
  */
+SYMM_API symm_result_t symm_comm_backend_handle(symm_comm_t *comm, void **handle);
+/* The former name of symm_comm_backend_handle, kept for existing code. */
 SYMM_API symm_result_t symm_comm_native_handle(symm_comm_t *comm,
                                                void **handle);
 

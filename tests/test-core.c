@@ -63,7 +63,7 @@ TEST_IMPL(core_gpu_backends_explain) {
     char why[512] = "";
     symm_result_t r = symm_backend_available((symm_backend_t)b, why, sizeof why);
     if (r == SYMM_SUCCESS) continue; /* a GPU machine */
-    ASSERT_EQ(r, SYMM_ERR_UNSUPPORTED);
+    ASSERT_EQ(r, SYMM_ERR_BACKEND_UNAVAILABLE);
     ASSERT_GT(strlen(why), 10);
     ASSERT_STR_CONTAINS(symm_last_error(), symm_backend_name((symm_backend_t)b));
   }
@@ -181,7 +181,7 @@ TEST_IMPL(core_unavailable_backend) {
   symm_config_t cfg = SYMM_CONFIG_INIT;
   cfg.backend = SYMM_BACKEND_NCCL;
   symm_comm_t *comm = NULL;
-  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_UNSUPPORTED);
+  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
   ASSERT_STR_CONTAINS(symm_last_error(), "nccl");
   ASSERT_PTR_EQ(comm, NULL);
   return 0;

@@ -14,6 +14,7 @@
 TEST_IMPL(errors_strerror) {
   ASSERT_STR_CONTAINS(symm_strerror(SYMM_SUCCESS), "success");
   ASSERT_STR_CONTAINS(symm_strerror(SYMM_ERR_MISMATCH), "mismatch");
+  ASSERT_STR_CONTAINS(symm_strerror(SYMM_ERR_BACKEND_UNAVAILABLE), "backend unavailable");
   ASSERT_STR_CONTAINS(symm_strerror((symm_result_t)999), "unknown");
   ASSERT_EQ(symm_version(), SYMM_VERSION_CODE);
   ASSERT(strcmp(symm_result_name(SYMM_ERR_TIMEOUT), "SYMM_ERR_TIMEOUT") == 0);

@@ -29,6 +29,16 @@ const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *c) { return &c->cap
 const char *symm_comm_backend_name(const symm_comm_t *c) { return c->ops ? c->ops->name : "?"; }
 
 bool symm_comm_ready(const symm_comm_t *c) { return c->ready; }
+bool symm_comm_all_reachable(const symm_comm_t *c) { return c->unreachable == 0; }
+
+void symm_comm_unreachable_list(const symm_comm_t *c, char *out, size_t len) {
+  size_t used = (size_t)snprintf(out, len, "rank%s", c->unreachable > 1 ? "s" : "");
+  for (int r = 0, k = 0; r < c->size && used < len; r++) {
+    if (!SYMM_OPS_HAS(c->ops, 2, peer_reachable) || c->ops->peer_reachable((symm_comm_t *)c, r))
+      continue;
+    used += (size_t)snprintf(out + used, len - used, "%s %d", k++ ? "," : "", r);
+  }
+}
 const symm_engine_ops_t *symm_comm_engine(const symm_comm_t *c) { return c->engine; }
 void *symm_engine_state(const symm_comm_t *c) { return c->engine_state; }
 void symm_engine_set_state(symm_comm_t *c, void *state) { c->engine_state = state; }

@@ -141,7 +141,7 @@ symm_result_t symm_backend_available(symm_backend_t backend, char *why, size_t w
     return SYMM_SUCCESS;
   }
   if (why && why_len) snprintf(why, why_len, "%s", reason);
-  return symm_error(SYMM_ERR_UNSUPPORTED, "backend %s unavailable: %s",
+  return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s unavailable: %s",
                     ops ? ops->name : "?", reason);
 }
 

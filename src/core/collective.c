@@ -200,8 +200,22 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
   return symm_error(err, "%s", saved);
 }
 
+/* Some peer is not load/store reachable: the provider's own collective, if
+ * the backend has one. */
+static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+  symm_result_t res = check_args(comm, a, fn);
+  if (res != SYMM_SUCCESS) return res;
+  if (SYMM_OPS_HAS(comm->ops, 2, collective)) return comm->ops->collective(comm, a);
+  char who[256];
+  symm_comm_unreachable_list(comm, who, sizeof who);
+  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d with "
+                    "the %s backend, which runs no collectives of its own", fn, who,
+                    comm->rank, comm->ops->name);
+}
+
 static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (comm->unreachable) return run_provider(comm, a, fn);
   symm_result_t res = check_args(comm, a, fn);
   if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks

@@ -3,6 +3,7 @@
  * backend choice agreed by all ranks, backend init/startup, teardown. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +284,7 @@ static uint32_t probe_usable(symm_backend_t wanted, char *why, size_t why_len) {
   for (size_t i = 0; i < n; i++) {
     /* Only probe what may be chosen: loading GPU libraries costs time. */
     if (wanted != SYMM_BACKEND_AUTO && list[i]->id != wanted) continue;
+    if (wanted == SYMM_BACKEND_AUTO && list[i]->by_name_only) continue;
     char reason[512] = "";
     if (list[i]->probe(reason, sizeof reason) == SYMM_SUCCESS)
       mask |= 1u << list[i]->id;
@@ -346,10 +348,10 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
       for (int r = 0; r < comm->size && bad < 0; r++)
         if (!(all[r].usable_mask & (1u << rc->cfg.backend))) bad = r;
       if (bad == comm->rank)
-        res = symm_error(SYMM_ERR_UNSUPPORTED, "backend %s is not usable here: %s",
+        res = symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable here: %s",
                          symm_backend_name(rc->cfg.backend), why);
       else
-        res = symm_error(SYMM_ERR_UNSUPPORTED, "backend %s is not usable on rank %d",
+        res = symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable on rank %d",
                          symm_backend_name(rc->cfg.backend), bad);
       goto out;
     }
@@ -531,6 +533,9 @@ static symm_result_t start_engine_and_backend(symm_comm_t *comm) {
   if (res == SYMM_SUCCESS && SYMM_OPS_HAS(comm->ops, 1, startup))
     res = comm->ops->startup(comm, bblobs);
   res = symm_comm_agree(comm, res, "start-up");
+  for (int r = 0; res == SYMM_SUCCESS && r < comm->size; r++)
+    comm->unreachable += SYMM_OPS_HAS(comm->ops, 2, peer_reachable) &&
+                         !comm->ops->peer_reachable(comm, r);
 out:
   if (res != SYMM_SUCCESS) {
     if (backend_up) comm->ops->fini(comm);
@@ -640,12 +645,17 @@ symm_backend_t symm_comm_backend(const symm_comm_t *c) { return c ? c->backend :
 int symm_comm_timeout_ms(const symm_comm_t *c) { return c ? c->timeout_ms : -1; }
 symm_store_t *symm_comm_store(symm_comm_t *c) { return c ? c->store : NULL; }
 
-symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {
+symm_result_t symm_comm_backend_handle(symm_comm_t *comm, void **handle) {
   if (!comm || !handle)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_native_handle: NULL argument");
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_backend_handle: NULL argument");
   if (SYMM_OPS_HAS(comm->ops, 1, backend_handle))
     return comm->ops->backend_handle(comm, handle);
-  return symm_error(SYMM_ERR_UNSUPPORTED,
-                    "backend %s has no native communicator handle (the nccl backend exposes "
-                    "its ncclComm_t)", comm->ops->name);
+  char who[128];
+  symm_backend_names_with(offsetof(symm_backend_caps_t, backend_handle), who, sizeof who);
+  return symm_error(SYMM_ERR_UNSUPPORTED, "the %s backend has no provider communicator to hand "
+                    "out (%s backend has one)", comm->ops->name, who);
+}
+
+symm_result_t symm_comm_native_handle(symm_comm_t *comm, void **handle) {
+  return symm_comm_backend_handle(comm, handle);
 }

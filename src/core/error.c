@@ -26,7 +26,8 @@ int symm_version(void) { return SYMM_VERSION_CODE; }
   X(ERR_STATE, "invalid state")                       \
   X(ERR_PERMISSION, "permission denied")              \
   X(ERR_PROTOCOL, "protocol error")                   \
-  X(ERR_INTERNAL, "internal error")
+  X(ERR_INTERNAL, "internal error")                   \
+  X(ERR_BACKEND_UNAVAILABLE, "backend unavailable")
 
 const char *symm_strerror(symm_result_t result) {
   switch (result) {

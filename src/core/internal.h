@@ -47,6 +47,7 @@ struct symm_comm {
   const symm_engine_ops_t *engine;
   void *engine_state;
   bool ready;                /* symm_comm_init succeeded */
+  int unreachable;           /* peers the backend cannot load and store (ops->peer_reachable) */
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
   bool server_shared;               /* server is the process's shared one (comm.c) */
@@ -93,6 +94,9 @@ symm_result_t symm_comm_allgatherv_op(symm_comm_t *comm, uint32_t op, const void
  * failed, else the first failure of another rank ("<what> failed on rank r"),
  * so all ranks leave a collective with an error together. */
 symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what);
+/* Writes "ranks 1, 3" (the peers ops->peer_reachable says this process does
+ * not reach) into out. */
+void symm_comm_unreachable_list(const symm_comm_t *comm, char *out, size_t len);
 
 /* Frees every live tensor and pooled allocation (tensor.c). */
 void symm_comm_release_tensors(symm_comm_t *comm);

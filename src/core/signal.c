@@ -27,6 +27,15 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
                       (int)SYMM_SIGNAL_PAD_BYTES);
+  if (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0) {
+    char who[256];
+    if (op != SYMM_SIGNAL_BARRIER)
+      snprintf(who, sizeof who, "rank %d", peer);
+    else
+      symm_comm_unreachable_list(comm, who, sizeof who);
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d with "
+                      "the %s backend", fn, who, comm->rank, comm->ops->name);
+  }
   if (!comm->caps.takes_stream && stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);

@@ -87,6 +87,8 @@ typedef struct symm_blob {
   size_t len;
 } symm_blob_t;
 
+struct symm_coll_args; /* one collective call (below) */
+
 /* ------------------------------------------------------------ capabilities */
 
 /*
@@ -113,6 +115,8 @@ typedef struct symm_backend_caps {
   /* The engine can give a device array of the peers' pointers
    * (symm_tensor_peer_ptrs_device). */
   bool device_peer_array;
+  /* backend_handle gives the provider's communicator (ncclComm_t). */
+  bool backend_handle;
 } symm_backend_caps_t;
 
 /* ------------------------------------------------------------ the ops table */
@@ -130,6 +134,9 @@ typedef struct symm_backend_ops {
   symm_backend_t id;
   symm_mem_kind_t mem_kind;
   symm_backend_caps_t caps; /* at best: init may clear members */
+  /* `auto` never picks it: chosen by name only (a provider library the
+   * job may not mean to start). */
+  bool by_name_only;
   /* Usable in this process?  SYMM_SUCCESS or SYMM_ERR_UNSUPPORTED with the
    * reason written to why.  Cheap and free of side effects apart from
    * loading libraries. */
@@ -185,7 +192,22 @@ typedef struct symm_backend_ops {
   symm_result_t (*register_mem)(symm_comm_t *comm, symm_mem_t *mem);
   void (*deregister_mem)(symm_comm_t *comm, symm_mem_t *mem);
   /* members above: version 1 */
+  /* Optional: whether this process loads and stores rank `peer`'s memory
+   * (asked from the end of startup on); NULL: every peer's.  map_peer
+   * leaves map->base NULL for a peer that is not: its data pointer is NULL,
+   * its remote views and signals are refused by name, and collectives run
+   * `collective` below or are refused naming the peers. */
+  bool (*peer_reachable)(symm_comm_t *comm, int peer);
+  /* Optional: the provider's own collective (NCCL's on the window,
+   * NVSHMEM's team operations), run instead of the engine's when some peer
+   * is not load/store reachable.  The core has checked the arguments. */
+  symm_result_t (*collective)(symm_comm_t *comm, const struct symm_coll_args *args);
+  /* members above: version 2 */
 } symm_backend_ops_t;
+
+/* Whether the communicator's backend loads and stores every peer's memory
+ * (ops->peer_reachable). */
+bool symm_comm_all_reachable(const symm_comm_t *comm);
 
 /* Whether the table has optional member `member`, which tables carry from
  * version `since` on (SQLite-VFS style: check both). */

@@ -7,7 +7,7 @@
 
 #include "symm_backend.h"
 
-#define UNBUILT_BACKEND(lower, upper, what)                                          \
+#define UNBUILT_BACKEND(lower, upper, what, caps_, by_name_)                        \
   static symm_result_t lower##_probe(char *why, size_t why_len) {                    \
     if (why && why_len)                                                              \
       snprintf(why, why_len, "the " #lower " backend (" what ") is not implemented " \
@@ -16,8 +16,11 @@
   }                                                                                  \
   const symm_backend_ops_t symm_##lower##_ops = {                                    \
       .version = 1, .name = #lower, .id = SYMM_BACKEND_##upper,                      \
-      .mem_kind = SYMM_MEM_DEVICE, .probe = lower##_probe};
+      .mem_kind = SYMM_MEM_DEVICE, .caps = caps_, .by_name_only = by_name_,          \
+      .probe = lower##_probe};
 
-UNBUILT_BACKEND(cuda, CUDA, "cudaMalloc + CUDA IPC")
-UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows")
-UNBUILT_BACKEND(nvshmem, NVSHMEM, "NVSHMEM symmetric heap")
+/* Each table carries what the backend will do at best (caps), which the
+ * messages that name where something can be done read. */
+UNBUILT_BACKEND(cuda, CUDA, "cudaMalloc + CUDA IPC", {0}, false)
+UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows", {.backend_handle = true}, true)
+UNBUILT_BACKEND(nvshmem, NVSHMEM, "NVSHMEM symmetric heap", {0}, true)
