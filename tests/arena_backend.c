@@ -10,8 +10,11 @@
  * Two tables: "arena" allocates and frees locally; "arena_coll" declares
  * its allocation, free and registration collective (like NVSHMEM's heap
  * and NCCL's windows), so that the core's cross-rank checks run; it counts
- * its registrations for the tests.
+ * its registrations for the tests, and has "collectives of its own" (counted,
+ * not run) for the case where some peer is unreachable: ARENA_UNREACHABLE
+ * makes the last rank and the others unreachable from each other.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,8 @@
 
 typedef struct {
   symm_fdx_t *fdx;
+  bool split;        /* ARENA_UNREACHABLE set: the last rank and the others do not reach each other */
+  long provider_calls; /* collectives run by arena_coll's own `collective` */
   int fd;
   char **bases;      /* [size]: every rank's arena as mapped here */
   size_t next;       /* bump pointer into this rank's arena */
@@ -57,6 +62,7 @@ static symm_result_t arena_init(symm_comm_t *comm, symm_backend_caps_t *caps, sy
   arena_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
   st->fd = -1;
+  st->split = getenv("ARENA_UNREACHABLE") != NULL;
   symm_backend_set_state(comm, st);
   st->bases = calloc((size_t)symm_comm_size(comm), sizeof *st->bases);
   if (!st->bases) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
@@ -119,9 +125,20 @@ static symm_result_t arena_export(symm_comm_t *comm, symm_mem_t *mem, symm_excha
   return SYMM_SUCCESS;
 }
 
+/* With ARENA_UNREACHABLE, as ranks on two hosts would be: the last rank
+ * alone on one, the others on another. */
+static bool arena_peer_reachable(symm_comm_t *comm, int peer) {
+  const int last = symm_comm_size(comm) - 1, me = symm_comm_rank(comm);
+  return !arena(comm)->split || peer == me || (peer != last && me != last);
+}
+
 static symm_result_t arena_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                                     const symm_exchange_info_t *info, symm_peer_map_t *map) {
   (void)local;
+  if (!arena_peer_reachable(comm, peer)) {
+    map->base = NULL; /* shared, but not by loads and stores from here */
+    return SYMM_SUCCESS;
+  }
   uint64_t off;
   memcpy(&off, info->blob, sizeof off);
   if (off > ARENA_BYTES || info->alloc_bytes > ARENA_BYTES - off)
@@ -146,22 +163,33 @@ static void arena_deregister(symm_comm_t *comm, symm_mem_t *mem) {
   arena(comm)->registered--;
 }
 
-#define ARENA_OPS(id_, name_, caps_)                                            \
+/* arena_coll's "provider" collectives: counted, and run by nothing (the
+ * tests check that the core routes to them). */
+static symm_result_t arena_provider_collective(symm_comm_t *comm,
+                                               const struct symm_coll_args *args) {
+  (void)args;
+  arena(comm)->provider_calls++;
+  return SYMM_SUCCESS;
+}
+
+#define ARENA_OPS(id_, name_, caps_, coll_)                                     \
   {                                                                             \
-    .version = 1, .name = name_, .id = (symm_backend_t)(id_),                   \
+    .version = 2, .name = name_, .id = (symm_backend_t)(id_),                   \
     .mem_kind = SYMM_MEM_HOST, .caps = caps_, .probe = arena_probe,             \
     .init = arena_init, .startup = arena_startup, .fini = arena_fini,           \
     .granularity = arena_granularity, .alloc = arena_alloc, .free = arena_free, \
     .export_mem = arena_export, .map_peer = arena_map_peer,                     \
     .unmap_peer = arena_unmap_peer, .register_mem = arena_register,             \
-    .deregister_mem = arena_deregister,                                         \
+    .deregister_mem = arena_deregister, .peer_reachable = arena_peer_reachable, \
+    .collective = coll_,                                                        \
   }
 
-static const symm_backend_ops_t arena_ops = ARENA_OPS(ARENA_BACKEND_ID, "arena", {0});
+static const symm_backend_ops_t arena_ops = ARENA_OPS(ARENA_BACKEND_ID, "arena", {0}, NULL);
 static const symm_backend_ops_t arena_coll_ops =
     ARENA_OPS(ARENA_COLL_BACKEND_ID, "arena_coll",
               ((symm_backend_caps_t){.collective_alloc = true, .collective_free = true,
-                                     .registers = true}));
+                                     .registers = true}),
+              arena_provider_collective);
 
 void arena_backends_register(void) {
   static int done;
@@ -174,3 +202,4 @@ void arena_backends_register(void) {
 }
 
 long arena_registered(const symm_comm_t *comm) { return arena(comm)->registered; }
+long arena_provider_calls(const symm_comm_t *comm) { return arena(comm)->provider_calls; }

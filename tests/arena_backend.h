@@ -14,5 +14,7 @@
 void arena_backends_register(void);
 /* Registrations of arena_coll alive on this rank. */
 long arena_registered(const symm_comm_t *comm);
+/* Collectives arena_coll ran itself (some peer unreachable). */
+long arena_provider_calls(const symm_comm_t *comm);
 
 #endif

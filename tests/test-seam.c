@@ -241,3 +241,57 @@ TEST_IMPL(seam_backend_names) {
   ASSERT_OK(symm_backend_available(b, NULL, 0));
   return 0;
 }
+
+/* ---- peers beyond load and store --------------------------------------- */
+
+/* ARENA_UNREACHABLE: rank 2 and ranks 0, 1 do not reach each other.  The
+ * tensor rendezvouses; what needs loads and stores to the unreachable
+ * peers is refused naming them; a backend with collectives of its own runs
+ * them instead. */
+static int unreachable_rank(int rank, int size, void *arg) {
+  (void)arg;
+  const bool own = strcmp(getenv("SYMM_BACKEND"), "arena_coll") == 0;
+  symm_comm_t *comm = arena_comm();
+  int64_t n = 64;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  const int last = size - 1, far = rank == last ? 0 : last;
+  symm_view_t v;
+  ASSERT_RES(symm_tensor_remote_view(t, far, &v), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "not load/store reachable");
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_PTR_EQ(ptrs[far], NULL);
+  if (rank != last) ASSERT_OK(symm_tensor_remote_view(t, 1 - rank, &v)); /* 0 and 1 do */
+  ASSERT_RES(symm_signal_put(t, far, 0, NULL), SYMM_ERR_UNSUPPORTED);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d not load/store reachable from rank %d", far, rank);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  ASSERT_RES(symm_signal_barrier(t, 0, NULL), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), rank == last ? "ranks 0, 1 not" : "rank 2 not");
+  float *p = symm_tensor_data(t);
+  symm_result_t res = symm_all_reduce(comm, p, p, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+  if (own) {
+    ASSERT_OK(res);
+    ASSERT_EQ(arena_provider_calls(comm), 1);
+  } else {
+    ASSERT_EQ(res, SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "runs no collectives of its own");
+    ASSERT_STR_CONTAINS(symm_last_error(), rank == last ? "ranks 0, 1 not" : "rank 2 not");
+  }
+  ASSERT_OK(symm_comm_barrier(comm)); /* the bootstrap still reaches everyone */
+  ASSERT_OK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+static int run_unreachable(const char *backend) {
+  setenv("ARENA_UNREACHABLE", "1", 1);
+  int bad = run_on(backend, 3, unreachable_rank);
+  unsetenv("ARENA_UNREACHABLE");
+  return bad;
+}
+
+TEST_IMPL(seam_unreachable_refused) { return run_unreachable("arena"); }
+TEST_IMPL(seam_unreachable_provider_collective) { return run_unreachable("arena_coll"); }
