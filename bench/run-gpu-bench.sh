@@ -10,6 +10,9 @@
 #  - all-gather and reduce-scatter against NCCL
 #  - the crossovers of the forced sweeps and the thresholds `auto` should
 #    use, per rank count (bench/crossovers.py)
+#  - per backend (native, cuda, nccl, nvshmem, those symmem-info reports
+#    available): alloc + rendezvous, bf16 all-reduce from 4 KiB to 64 MiB in
+#    a CUDA graph beside NCCL's column, and peer bandwidth, on 2 ranks
 # The rendezvous, all-reduce and per-algorithm sections run for every rank
 # count of SYMM_BENCH_RANKS (default: those of 2, 4, 8 that the GPUs allow,
 # one GPU per rank), so that an 8-GPU machine gives the crossovers at 4 and
@@ -62,6 +65,22 @@ for RANKS in $SYMM_BENCH_RANKS; do
       --coll $coll -b 64K -e 256M -f 16 -n 20 || status=1
     echo
   done
+done
+for be in native cuda nccl nvshmem; do
+  line=$("$BUILD/tools/symmem-info" | grep -E "^  $be +")
+  case "$line" in
+    *" available"*) ;;
+    *) echo "## backend $be: skipped (${line#*$be })"; echo; continue ;;
+  esac
+  echo "## backend $be: alloc + rendezvous, 2 ranks"
+  SYMM_BACKEND=$be "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_rendezvous" \
+    --sizes 1M,64M --iters 5 || status=1
+  echo "## backend $be: bf16 all-reduce, CUDA graph, 2 ranks (NCCL beside)"
+  SYMM_BACKEND=$be "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/tools/symmem-bench" --graph \
+    --dtype bf16 -b 4K -e 64M -f 4 -n 20 || status=1
+  echo "## backend $be: peer bandwidth, 2 ranks"
+  SYMM_BACKEND=$be "$BUILD/tools/symmem-run" -n 2 -- "$BUILD/bench/bench_peer_bw" || status=1
+  echo
 done
 echo "## crossovers of the sweeps above: python3 bench/crossovers.py"
 python3 "$(dirname "$0")/crossovers.py" "$sweeps" || status=1
