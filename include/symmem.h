@@ -623,8 +623,9 @@ SYMM_API symm_result_t symm_tensor_contiguous_view(symm_tensor_t *tensor,
                                                    symm_view_t *view);
 
 /*
- * Finds the live symmetric tensor containing ptr (any byte of the local data,
- * of a peer mapping, or of a contiguous view).  Thread-safe, O(log n).
+ * Finds the live symmetric tensor containing ptr (any of the tensor's bytes
+ * in the local data, in a peer mapping, or in a contiguous view; the
+ * rounding to the backend's granularity behind them is not the tensor's).  Thread-safe, O(log n).
  * *tensor receives the tensor; *rank (may be NULL) the rank whose memory ptr
  * is in (-1 for a contiguous view); *offset (may be NULL) the byte offset
  * from the start of that rank's data.  SYMM_ERR_NOT_FOUND if no live tensor
@@ -638,10 +639,11 @@ SYMM_API symm_result_t symm_tensor_lookup(const void *ptr,
  * Checks whether [ptr, ptr + nbytes) is usable symmetric memory of `comm`:
  * returns SYMM_SUCCESS, or the reason as the result and in symm_last_error():
  * SYMM_ERR_INVALID_ARG (NULL, nbytes 0), SYMM_ERR_NOT_FOUND (not inside any
- * symm allocation), SYMM_ERR_MISMATCH (belongs to another communicator, or
- * the range runs past the end of the allocation), SYMM_ERR_STATE (allocation
- * not yet rendezvoused), plus backend-specific reasons (native: memory not
- * VMM, wrong device ...).  Local, thread-safe.
+ * tensor's bytes: the rounding behind them is not), SYMM_ERR_MISMATCH (belongs
+ * to another communicator), SYMM_ERR_INVALID_ARG (the range runs past the
+ * end of the tensor's bytes; in a contiguous view, past the last rank's),
+ * SYMM_ERR_STATE (tensor not yet rendezvoused), plus backend-specific
+ * reasons (native: memory not VMM, wrong device ...).  Local, thread-safe.
  */
 SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
                                      size_t nbytes);

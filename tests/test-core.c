@@ -298,8 +298,16 @@ TEST_IMPL(core_signal_pad_and_validate) {
   ASSERT_OK(symm_validate(a, data + 100, 16));
   ASSERT_RES(symm_validate(b, data, 16), SYMM_ERR_MISMATCH);
   ASSERT_STR_CONTAINS(symm_last_error(), "another communicator");
-  ASSERT_RES(symm_validate(a, data, 1 << 20), SYMM_ERR_MISMATCH);
-  ASSERT_STR_CONTAINS(symm_last_error(), "past the end");
+  ASSERT_RES(symm_validate(a, data, 1 << 20), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "past the end of its tensor");
+  /* The tensor's bytes, not the rounding behind them: 4000 bytes of i32. */
+  ASSERT_RES(symm_validate(a, data + 3996, 8), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "runs 4 bytes past the end of its tensor (4000 bytes)");
+  ASSERT_RES(symm_validate(a, data + 4000, 4), SYMM_ERR_NOT_FOUND);
+  symm_tensor_t *in_pad = NULL;
+  ASSERT_RES(symm_tensor_lookup(data + 4000, &in_pad, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  ASSERT_OK(symm_tensor_lookup(data + 3999, &in_pad, NULL, NULL));
+  ASSERT_PTR_EQ(in_pad, t);
   int on_stack;
   ASSERT_RES(symm_validate(a, &on_stack, 4), SYMM_ERR_NOT_FOUND);
   void *heap = malloc(64);

@@ -110,7 +110,8 @@ static int full_path_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_validate(comm, mine, (size_t)numel * 8));
   ASSERT_OK(symm_validate(comm, (char *)v.data + 64, 64));
   /* Past any backend's rounding (native: 2 MiB granules). */
-  ASSERT_RES(symm_validate(comm, mine, (size_t)numel * 8 + (64 << 20)), SYMM_ERR_MISMATCH);
+  ASSERT_RES(symm_validate(comm, mine, (size_t)numel * 8 + (64 << 20)), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_validate(comm, mine, (size_t)numel * 8 + 1), SYMM_ERR_INVALID_ARG);
 
   ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);

@@ -2,6 +2,7 @@
  * of freed-but-mapped allocations, rendezvous with cross-rank validation,
  * views, lookup and validation through the registry. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_ALLOC
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,6 +627,15 @@ symm_result_t symm_tensor_contiguous_view(symm_tensor_t *t, symm_view_t *view) {
 
 /* ------------------------------------------------------ lookup, validate */
 
+/* Whether ptr, found in the registered range at base of rank r's data (-1:
+ * a contiguous view), is one of the tensor's bytes rather than the rounding
+ * behind them. */
+static bool in_tensor_bytes(const symm_tensor_t *t, int r, const void *base, const void *ptr) {
+  size_t off = (size_t)((const char *)ptr - (const char *)base);
+  if (r < 0) off %= t->contig_stride;
+  return off < t->nbytes;
+}
+
 symm_result_t symm_tensor_lookup(const void *ptr, symm_tensor_t **tensor, int *rank,
                                  size_t *offset) {
   if (!ptr || !tensor)
@@ -634,7 +644,7 @@ symm_result_t symm_tensor_lookup(const void *ptr, symm_tensor_t **tensor, int *r
   size_t len;
   int r;
   symm_tensor_t *t;
-  if (!symm_registry_find(ptr, &base, &len, &t, &r))
+  if (!symm_registry_find(ptr, &base, &len, &t, &r) || !in_tensor_bytes(t, r, base, ptr))
     return symm_error(SYMM_ERR_NOT_FOUND, "%p is not inside any live symmetric tensor", ptr);
   *tensor = t;
   if (rank) *rank = r;
@@ -650,15 +660,20 @@ symm_result_t symm_validate(symm_comm_t *comm, const void *ptr, size_t nbytes) {
   size_t len;
   int r;
   symm_tensor_t *t;
-  if (!symm_registry_find(ptr, &base, &len, &t, &r))
-    return symm_error(SYMM_ERR_NOT_FOUND, "%p was not allocated by symm_tensor_alloc (or has "
-                      "been freed)", ptr);
+  if (!symm_registry_find(ptr, &base, &len, &t, &r) || !in_tensor_bytes(t, r, base, ptr))
+    return symm_error(SYMM_ERR_NOT_FOUND, "%p is not inside any live symmetric tensor (not "
+                      "allocated by symm_tensor_alloc, freed, or in the rounding past a "
+                      "tensor's bytes)", ptr);
   if (t->comm != comm)
     return symm_error(SYMM_ERR_MISMATCH, "%p belongs to another communicator", ptr);
   size_t off = (size_t)((const char *)ptr - (const char *)base);
-  if (nbytes > len - off)
-    return symm_error(SYMM_ERR_MISMATCH, "range %p + %zu bytes runs %zu bytes past the end of its "
-                      "symmetric allocation", ptr, nbytes, nbytes - (len - off));
+  /* One rank's data ends with the tensor's bytes; a contiguous view spans
+   * every rank's (the rounding between them included). */
+  const size_t end = r >= 0 ? t->nbytes : len;
+  if (nbytes > end - off)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_validate: range %p + %zu bytes runs %zu bytes "
+                      "past the end of its tensor (%zu bytes)", ptr, nbytes, nbytes - (end - off),
+                      t->nbytes);
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "%p is symmetric memory that is not rendezvoused yet", ptr);
   if (comm->ops->validate) return comm->ops->validate(comm, ptr, nbytes);
