@@ -242,7 +242,7 @@ typedef struct symm_config {
   int local_size;       /* -1: from environment or computed */
   int device;           /* -1: SYMM_DEVICE or local rank */
   symm_backend_t backend; /* SYMM_BACKEND_AUTO: SYMM_BACKEND or auto */
-  int timeout_ms;       /* 0: SYMM_TIMEOUT_MS */
+  int timeout_ms;       /* 0: SYMM_TIMEOUT_MS; negative: SYMM_ERR_INVALID_ARG */
   const char *store_addr; /* NULL: from environment */
   const char *token;    /* NULL: SYMM_TOKEN */
   const char *job_id;   /* NULL: SYMM_JOB_ID or derived */
@@ -268,7 +268,8 @@ typedef struct symm_comm symm_comm_t;
  * connects to the store (rank 0 starts it unless told otherwise), the ranks
  * exchange their identities, and the backend is initialised.  `config` may be
  * NULL (everything from the environment).
- * Returns SYMM_ERR_INVALID_ARG (comm NULL, bad config size/version, rank out
+ * Returns SYMM_ERR_INVALID_ARG (comm NULL, bad config size/version (or a
+ * version newer than this library's), a negative timeout_ms, rank out
  * of range, unknown SYMM_BACKEND, missing store address; a SYMM_* setting
  * whose value does not parse or is out of range, the message naming the
  * variable, the value and what is accepted; native: a
@@ -303,7 +304,11 @@ SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
  * ranks of a later one are connected already; the next communicator on that
  * address takes it over.
  * Peers that still map this rank's memory keep their mappings valid until
- * they unmap.  NULL is accepted and ignored.
+ * they unmap.  Tensors of the communicator that were not freed lose their
+ * memory here; their handles stay valid for one thing only: every call on
+ * them returns SYMM_ERR_STATE, and symm_tensor_free releases the handle
+ * (returning SYMM_ERR_STATE to say the memory went with the communicator).
+ * NULL is accepted and ignored.
  */
 SYMM_API void symm_comm_destroy(symm_comm_t *comm);
 
@@ -669,7 +674,9 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
  * symm_comm_destroy are collective there too.
  *
  * Returns SYMM_SUCCESS, or on a collective-free backend SYMM_ERR_MISMATCH,
- * SYMM_ERR_TIMEOUT or SYMM_ERR_PEER_LOST (the tensor stays valid).
+ * SYMM_ERR_TIMEOUT or SYMM_ERR_PEER_LOST (the tensor stays valid);
+ * SYMM_ERR_STATE for a tensor whose communicator was destroyed first (its
+ * handle is released all the same).
  */
 SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
 

@@ -168,6 +168,18 @@ TEST_IMPL(core_config_errors) {
   symm_config_t range = SYMM_CONFIG_INIT;
   range.backend = (symm_backend_t)77;
   ASSERT_RES(symm_comm_init(&range, &comm), SYMM_ERR_INVALID_ARG);
+
+  /* A struct from a newer symmem.h, a negative timeout: refused, not
+   * taken for something else. */
+  symm_config_t newer = SYMM_CONFIG_INIT;
+  newer.version = SYMM_CONFIG_VERSION + 1;
+  ASSERT_RES(symm_comm_init(&newer, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "newer than this library's");
+  symm_config_t negative = SYMM_CONFIG_INIT;
+  negative.timeout_ms = -5;
+  ASSERT_RES(symm_comm_init(&negative, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "timeout_ms -5 is negative");
+  ASSERT_PTR_EQ(comm, NULL);
   return 0;
 }
 
@@ -542,5 +554,43 @@ TEST_IMPL(core_single_rank_token) {
   ASSERT_RES(symm_store_connect(addr, "", -1, 2000, &s), SYMM_ERR_PERMISSION);
   ASSERT(s == NULL);
   symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A tensor the user did not free before symm_comm_destroy: its memory goes
+ * with the communicator, every call on the handle is SYMM_ERR_STATE (no
+ * crash, no use of freed memory: the sanitizer run checks), and
+ * symm_tensor_free releases the handle. */
+TEST_IMPL(core_tensor_after_destroy) {
+  clear_launcher_env();
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t n = 256;
+  symm_tensor_t *t, *done;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &done));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_free(done)); /* pooled: the pool's, not the user's */
+  float *data = symm_tensor_data(t);
+  symm_comm_destroy(comm);
+  symm_view_t v;
+  void *const *ptrs;
+  void *pad;
+  ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_STATE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "communicator was destroyed");
+  ASSERT_RES(symm_tensor_local_view(t, &v), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_remote_view(t, 0, &v), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_peer_ptrs(t, &ptrs), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_signal_pad(t, 0, &pad), SYMM_ERR_STATE);
+  ASSERT_RES(symm_tensor_contiguous_view(t, &v), SYMM_ERR_STATE);
+  ASSERT_RES(symm_signal_barrier(t, 0, NULL), SYMM_ERR_STATE);
+  ASSERT_PTR_EQ(symm_tensor_data(t), NULL);
+  ASSERT_PTR_EQ(symm_tensor_comm(t), NULL);
+  ASSERT_EQ(symm_tensor_is_rendezvoused(t), 0);
+  symm_tensor_t *found;
+  ASSERT_RES(symm_tensor_lookup(data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  ASSERT_RES(symm_tensor_free(t), SYMM_ERR_STATE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "destroyed first");
   return 0;
 }

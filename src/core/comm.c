@@ -58,6 +58,11 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
       return symm_error(SYMM_ERR_INVALID_ARG,
                         "symm_comm_init: config not initialised with SYMM_CONFIG_INIT "
                         "(size %zu, version %u)", user->size, user->version);
+    if (user->version > SYMM_CONFIG_VERSION)
+      return symm_error(SYMM_ERR_INVALID_ARG,
+                        "symm_comm_init: config version %u is newer than this library's (%u): "
+                        "the program was built against a newer symmem.h", user->version,
+                        (unsigned)SYMM_CONFIG_VERSION);
     /* Copy only what the caller's struct has. */
     memcpy(&rc->cfg, user, user->size < sizeof rc->cfg ? user->size : sizeof rc->cfg);
   }
@@ -84,7 +89,10 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: backend value %d out of range",
                       (int)c->backend);
   }
-  if (c->timeout_ms <= 0) c->timeout_ms = (int)symm_settings()->SYMM_TIMEOUT_MS;
+  if (c->timeout_ms < 0)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: timeout_ms %d is negative (0: "
+                      "SYMM_TIMEOUT_MS)", c->timeout_ms);
+  if (c->timeout_ms == 0) c->timeout_ms = (int)symm_settings()->SYMM_TIMEOUT_MS;
   if (c->timeout_ms <= 0) c->timeout_ms = 60000;
   if (c->device < 0) c->device = (int)symm_settings()->SYMM_DEVICE;
 

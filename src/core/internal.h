@@ -98,12 +98,21 @@ symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char 
  * not reach) into out. */
 void symm_comm_unreachable_list(const symm_comm_t *comm, char *out, size_t len);
 
-/* Frees every live tensor and pooled allocation (tensor.c). */
+/* Frees every live tensor and pooled allocation (tensor.c); the handles of
+ * the user's live tensors stay, orphaned, until symm_tensor_free. */
 void symm_comm_release_tensors(symm_comm_t *comm);
 
 /* ----------------------------------------------------------------- tensor */
+/* struct symm_tensor.state: a handle the user holds stays readable after
+ * symm_comm_destroy freed its memory, so that calls on it report
+ * SYMM_ERR_STATE instead of touching freed memory. */
+enum { SYMM_TENSOR_LIVE = 0x4c495645u, SYMM_TENSOR_ORPHANED = 0x4f525048u };
+
 struct symm_tensor {
-  symm_comm_t *comm;
+  uint32_t state;             /* SYMM_TENSOR_LIVE, or _ORPHANED after its comm's destroy */
+  bool internal;              /* the library's own (the collectives' scratch) */
+  bool pooled;                /* in the pool: the user's handle is gone */
+  symm_comm_t *comm;          /* NULL once orphaned */
   int ndim;
   int64_t sizes[SYMM_MAX_DIMS];
   int64_t strides[SYMM_MAX_DIMS];
@@ -123,6 +132,11 @@ struct symm_tensor {
   bool registered;            /* ops->register_mem succeeded */
   struct symm_tensor *prev, *next;
 };
+
+/* SYMM_SUCCESS for a tensor handle that may be used; SYMM_ERR_INVALID_ARG
+ * for NULL, SYMM_ERR_STATE (naming fn) for one whose communicator was
+ * destroyed. */
+symm_result_t symm_tensor_usable(const symm_tensor_t *t, const char *fn);
 
 /* ---------------------------------------------------------------- registry */
 /* Process-wide map from address ranges to tensors; thread-safe. */

@@ -4,7 +4,7 @@
 #include "internal.h"
 
 int symm_signal_channels(const symm_tensor_t *tensor) {
-  if (!tensor) return -1;
+  if (!tensor || !tensor->comm) return -1;
   return (int)(SYMM_SIGNAL_PAD_BYTES / 4 / (size_t)tensor->comm->size);
 }
 
@@ -14,7 +14,7 @@ static const char *const signal_fn[] = {NULL, "symm_signal_put", "symm_signal_wa
 static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
                                 symm_stream_t stream) {
   const char *fn = signal_fn[op];
-  if (!t) return symm_error(SYMM_ERR_INVALID_ARG, "%s: tensor is NULL", fn);
+  SYMM_CHECK(symm_tensor_usable(t, fn));
   symm_comm_t *comm = t->comm;
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "%s: the tensor is not rendezvoused (call "

@@ -129,8 +129,18 @@ static void drop_peer_data_dev(symm_tensor_t *t) {
   t->peer_data_dev = NULL;
 }
 
-/* Releases everything the tensor holds; the struct itself too. */
-static void destroy_tensor(symm_tensor_t *t) {
+symm_result_t symm_tensor_usable(const symm_tensor_t *t, const char *fn) {
+  if (!t) return symm_error(SYMM_ERR_INVALID_ARG, "%s: tensor is NULL", fn);
+  if (t->state == SYMM_TENSOR_LIVE) return SYMM_SUCCESS;
+  if (t->state == SYMM_TENSOR_ORPHANED)
+    return symm_error(SYMM_ERR_STATE, "%s: the tensor's communicator was destroyed (only "
+                      "symm_tensor_free may still be called on it)", fn);
+  return symm_error(SYMM_ERR_INVALID_ARG, "%s: not a tensor handle (freed already?)", fn);
+}
+
+/* Releases everything the tensor holds but the struct, which `orphan`
+ * keeps (state ORPHANED) for a handle the user still holds; else frees it. */
+static void release_tensor(symm_tensor_t *t, bool orphan) {
   symm_comm_t *comm = t->comm;
   drop_peer_data_dev(t);
   drop_contiguous(t);
@@ -142,8 +152,22 @@ static void destroy_tensor(symm_tensor_t *t) {
   free(t->peers);
   free(t->infos);
   free(t->peer_data);
-  free(t);
+  if (!orphan) {
+    t->state = 0;
+    free(t);
+    return;
+  }
+  t->peers = NULL;
+  t->infos = NULL;
+  t->peer_data = NULL;
+  t->peer_data_dev = t->contig_base = NULL;
+  memset(&t->mem, 0, sizeof t->mem);
+  t->rendezvoused = false;
+  t->comm = NULL;
+  t->state = SYMM_TENSOR_ORPHANED;
 }
+
+static void destroy_tensor(symm_tensor_t *t) { release_tensor(t, false); }
 
 /* ----------------------------------------------------------------- alloc */
 
@@ -164,6 +188,8 @@ static symm_tensor_t *pool_find(symm_comm_t *comm, size_t alloc_bytes, uint64_t 
     struct symm_pool_entry *e = *pp;
     *pp = e->next;
     t = e->tensor;
+    t->pooled = false;
+    t->internal = false;
     comm->pool_bytes -= alloc_bytes;
     free(e);
     break;
@@ -189,6 +215,7 @@ static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t 
     }
     return symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_alloc: out of host memory");
   }
+  t->state = SYMM_TENSOR_LIVE;
   t->comm = comm;
   t->mem.data_offset = data_offset;
   t->mem.alloc_bytes = alloc_bytes;
@@ -424,7 +451,7 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
 }
 
 symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
-  if (!t) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_rendezvous: tensor is NULL");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_rendezvous"));
   if (t->rendezvoused) return SYMM_SUCCESS;
   symm_comm_t *comm = t->comm;
   rendezvous_info_t mine;
@@ -505,7 +532,8 @@ static void fill_view(const symm_tensor_t *t, void *data, int rank, symm_view_t 
 }
 
 symm_result_t symm_tensor_local_view(const symm_tensor_t *t, symm_view_t *view) {
-  if (!t || !view) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_local_view: NULL argument");
+  if (!view) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_local_view: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_local_view"));
   fill_view(t, data_of(t), t->comm->rank, view);
   return SYMM_SUCCESS;
 }
@@ -523,6 +551,7 @@ static symm_result_t check_peer(const symm_tensor_t *t, int rank, const char *fn
 symm_result_t symm_tensor_remote_view(const symm_tensor_t *t, int rank, symm_view_t *view) {
   if (!t || !view)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_remote_view: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_remote_view"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_remote_view"));
   if (!t->peer_data[rank])
     return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_remote_view: rank %d's memory is not "
@@ -533,6 +562,7 @@ symm_result_t symm_tensor_remote_view(const symm_tensor_t *t, int rank, symm_vie
 
 symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *t, void *const **ptrs) {
   if (!t || !ptrs) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_peer_ptrs: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_peer_ptrs"));
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs: tensor not rendezvoused yet");
   *ptrs = t->peer_data;
@@ -542,6 +572,7 @@ symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *t, void *const **ptrs) 
 symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_ptrs) {
   if (!t || !dev_ptrs)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_peer_ptrs_device: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_peer_ptrs_device"));
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs_device: tensor not rendezvoused yet");
   symm_comm_t *comm = t->comm;
@@ -563,6 +594,7 @@ symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_p
 
 symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pad) {
   if (!t || !pad) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_signal_pad: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_signal_pad"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_signal_pad"));
   if (rank == t->comm->rank) {
     *pad = (char *)t->mem.base + t->mem.pad_offset;
@@ -577,6 +609,7 @@ symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pa
 symm_result_t symm_tensor_contiguous_view(symm_tensor_t *t, symm_view_t *view) {
   if (!t || !view)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_contiguous_view: NULL argument");
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_contiguous_view"));
   symm_comm_t *comm = t->comm;
   if (!comm->caps.contiguous_view || !comm->ops->contiguous_map || !comm->ops->contiguous_unmap) {
     char who[128];
@@ -697,6 +730,7 @@ static void retire_tensor(symm_comm_t *comm, symm_tensor_t *t, bool pool) {
   unlink_tensor(comm, t);
   struct symm_pool_entry *e = NULL;
   if (pool && (e = malloc(sizeof *e))) {
+    t->pooled = true;
     e->tensor = t;
     e->next = comm->pool;
     comm->pool = e;
@@ -750,6 +784,13 @@ static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
 
 symm_result_t symm_tensor_free(symm_tensor_t *t) {
   if (!t) return SYMM_SUCCESS;
+  if (t->state == SYMM_TENSOR_ORPHANED) {
+    t->state = 0;
+    free(t);
+    return symm_error(SYMM_ERR_STATE, "symm_tensor_free: the tensor's communicator was "
+                      "destroyed first, which freed its memory (the handle is released now)");
+  }
+  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_free"));
   symm_comm_t *comm = t->comm;
   if (comm->caps.collective_free) return free_collective(comm, t);
   detach_tensor(t);
@@ -764,9 +805,10 @@ static int by_alloc_seq(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void destroy_in_order(symm_comm_t *comm, symm_tensor_t **list, size_t n) {
+static void destroy_in_order(symm_comm_t *comm, symm_tensor_t **list, size_t n, bool orphan) {
   if (comm->caps.collective_free) qsort(list, n, sizeof *list, by_alloc_seq);
-  for (size_t i = 0; i < n; i++) destroy_tensor(list[i]);
+  for (size_t i = 0; i < n; i++)
+    release_tensor(list[i], orphan && !list[i]->pooled && !list[i]->internal);
 }
 
 /* Empties the pool: its tensors in *list (malloc'd), their count in *n. */
@@ -818,7 +860,7 @@ symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released) {
   symm_tensor_t **list;
   size_t n, bytes = 0;
   SYMM_CHECK(pool_drain(comm, &list, &n, &bytes));
-  destroy_in_order(comm, list, n);
+  destroy_in_order(comm, list, n, false);
   free(list);
   if (released) *released = bytes;
   return SYMM_SUCCESS;
@@ -844,6 +886,7 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
   int64_t n = (int64_t)want;
   symm_tensor_t *t;
   SYMM_CHECK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  t->internal = true;
   symm_result_t res = symm_tensor_rendezvous(t);
   if (res != SYMM_SUCCESS) {
     symm_tensor_free(t);
@@ -875,7 +918,7 @@ void symm_comm_release_tensors(symm_comm_t *comm) {
     if (live) live[i++] = t;
     else { /* out of memory: in any order */
       detach_tensor(t);
-      destroy_tensor(t);
+      release_tensor(t, !t->internal);
     }
   }
   pthread_mutex_unlock(&comm->lock);
@@ -887,10 +930,10 @@ void symm_comm_release_tensors(symm_comm_t *comm) {
   symm_tensor_t **all = live ? realloc(live, sizeof *all * (i + np + 1)) : NULL;
   if (all) {
     memcpy(all + i, pooled, sizeof *all * np);
-    destroy_in_order(comm, all, i + np);
+    destroy_in_order(comm, all, i + np, true);
   } else {
-    destroy_in_order(comm, live, i);
-    destroy_in_order(comm, pooled, np);
+    destroy_in_order(comm, live, i, true);
+    destroy_in_order(comm, pooled, np, true);
     free(live);
   }
   free(all);
