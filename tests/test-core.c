@@ -594,3 +594,24 @@ TEST_IMPL(core_tensor_after_destroy) {
   ASSERT_STR_CONTAINS(symm_last_error(), "destroyed first");
   return 0;
 }
+
+/* A host allocation the machine cannot back is refused at allocation
+ * (before, 1 TiB succeeded and touching it would SIGBUS). */
+TEST_IMPL(core_alloc_beyond_memory) {
+  clear_launcher_env();
+  setenv("SYMM_BACKEND", "host", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t n = (int64_t)1 << 40; /* 1 TiB of u8 */
+  symm_tensor_t *t = NULL;
+  ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_NO_MEMORY);
+  ASSERT_STR_CONTAINS(symm_last_error(), "available");
+  ASSERT_PTR_EQ(t, NULL);
+  /* What fits is backed: writing every page does not fault. */
+  int64_t m = 8 << 20;
+  ASSERT_OK(symm_tensor_alloc(comm, &m, 1, SYMM_DTYPE_U8, &t));
+  memset(symm_tensor_data(t), 1, (size_t)m);
+  ASSERT_OK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
