@@ -358,11 +358,13 @@ SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
 /*
  * Every communicator is connected to one key-value store (served by rank 0 or
  * by symmem-run).  Applications may use it for their own small exchanges;
- * keys starting with "symm/" are reserved.  Communicators on the same store
+ * keys starting with "symm/" are symmem's own: symm_store_set, _add,
+ * _compare_set and _delete refuse them (SYMM_ERR_INVALID_ARG), so that an
+ * application cannot corrupt a communicator's bootstrap.  Communicators on the same store
  * address (rank 0's store is shared by a process's communicators there, one
  * after another or at once; symmem-run's by all of the job's) see the same
- * keys: name yours per communicator if they must not meet.  Keys are 1..255 bytes, values at
- * most 16 MiB.  All calls are local requests to the store (not collective),
+ * keys: name yours per communicator if they must not meet.  Keys are
+ * 1..255 bytes, values at most 16 MiB.  All calls are local requests to the store (not collective),
  * thread-unsafe per communicator, and bounded by the communicator timeout
  * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
  * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone; for

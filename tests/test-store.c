@@ -273,6 +273,14 @@ TEST_IMPL(store_bad_args) {
   ASSERT_RES(symm_store_set(s, key256, "v", 1), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "key length");
   ASSERT_RES(symm_store_set(s, "k", NULL, 5), SYMM_ERR_INVALID_ARG);
+  /* symm/ is the library's own prefix: no write from the application. */
+  ASSERT_RES(symm_store_set(s, "symm/c0/x", "v", 1), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "symmem's own prefix");
+  ASSERT_RES(symm_store_add(s, "symm/c0/n", 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_compare_set(s, "symm/c0/x", NULL, 0, "v", 1, NULL, 0, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_store_delete(s, "symm/c0/x"), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_store_set(s, "symmetric/x", "v", 1)); /* only the prefix itself */
   ASSERT_OK(symm_store_set(s, key255, "v", 1));
   get_str(s, key255, "v");
   ASSERT_RES(symm_store_get(s, "k", NULL, 5, &len, 0), SYMM_ERR_INVALID_ARG);

@@ -99,7 +99,7 @@ static symm_result_t shm_gather(symm_bootstrap_t *bs, const void *send, size_t l
     mine->len[b] = (uint32_t)len;
   } else {
     store_key(s, seq, bs->rank, key, sizeof key);
-    SYMM_CHECK(symm_store_set(s->store, key, send, len));
+    SYMM_CHECK(symm_store_set_own(s->store, key, send, len));
     mine->len[b] = SHM_IN_STORE;
   }
   atomic_store_explicit(&mine->published, seq, memory_order_release);
@@ -133,7 +133,7 @@ static symm_result_t shm_gather(symm_bootstrap_t *bs, const void *send, size_t l
    * one two rounds ago: its store key, if any, can go. */
   if (seq > 2 && old_in_store) {
     store_key(s, seq - 2, bs->rank, key, sizeof key);
-    if (symm_store_delete(s->store, key) != SYMM_SUCCESS) symm_error_clear();
+    if (symm_store_delete_own(s->store, key) != SYMM_SUCCESS) symm_error_clear();
   }
   return SYMM_SUCCESS;
 fail:

@@ -285,6 +285,16 @@ static symm_result_t cli_check_key(const char *what, const char *key) {
   return SYMM_SUCCESS;
 }
 
+/* A key the application may write: symm/ is the library's own prefix (every
+ * communicator's bootstrap lives there), which a user's write could corrupt. */
+static symm_result_t cli_check_user_key(const char *what, const char *key) {
+  SYMM_CHECK(cli_check_key(what, key));
+  if (strncmp(key, SYMM_STORE_OWN_PREFIX, strlen(SYMM_STORE_OWN_PREFIX)) == 0)
+    return symm_error(SYMM_ERR_INVALID_ARG, "store %s: key \"%s\" is under %s, symmem's own "
+                      "prefix; use another one", what, key, SYMM_STORE_OWN_PREFIX);
+  return SYMM_SUCCESS;
+}
+
 static symm_result_t cli_check_keys(const char *what, const char *const *keys,
                                     size_t n) {
   if (n > SYMM_STORE_MAX_KEYS)
@@ -333,6 +343,12 @@ static symm_result_t cli_copy_value(const char *what, const char *key,
 /* --------------------------------------------------------- public calls */
 symm_result_t symm_store_set(symm_store_t *store, const char *key,
                              const void *value, size_t len) {
+  SYMM_CHECK(cli_check_user_key("set", key));
+  return symm_store_set_own(store, key, value, len);
+}
+
+symm_result_t symm_store_set_own(symm_store_t *store, const char *key, const void *value,
+                                 size_t len) {
   if (!store) return symm_error(SYMM_ERR_INVALID_ARG, "store set: store is NULL");
   SYMM_CHECK(cli_check_key("set", key));
   SYMM_CHECK(cli_check_value("set", value, len));
@@ -380,7 +396,7 @@ symm_result_t symm_store_get(symm_store_t *store, const char *key, void *buf,
 symm_result_t symm_store_add(symm_store_t *store, const char *key,
                              int64_t delta, int64_t *result) {
   if (!store) return symm_error(SYMM_ERR_INVALID_ARG, "store add: store is NULL");
-  SYMM_CHECK(cli_check_key("add", key));
+  SYMM_CHECK(cli_check_user_key("add", key));
   cli_lock(store);
   size_t at = cli_begin(store, SYMM_OP_ADD);
   symm_proto_put_key(&store->req, key, strlen(key));
@@ -413,7 +429,7 @@ symm_result_t symm_store_compare_set(symm_store_t *store, const char *key,
                                      void *buf, size_t cap, size_t *len) {
   if (!store || (!buf && cap))
     return symm_error(SYMM_ERR_INVALID_ARG, "store compare_set: NULL store or buffer");
-  SYMM_CHECK(cli_check_key("compare_set", key));
+  SYMM_CHECK(cli_check_user_key("compare_set", key));
   SYMM_CHECK(cli_check_value("compare_set", expected, expected_len));
   SYMM_CHECK(cli_check_value("compare_set", desired, desired_len));
   if (len) *len = 0;
@@ -636,6 +652,11 @@ out:
 }
 
 symm_result_t symm_store_delete(symm_store_t *store, const char *key) {
+  SYMM_CHECK(cli_check_user_key("delete", key));
+  return symm_store_delete_own(store, key);
+}
+
+symm_result_t symm_store_delete_own(symm_store_t *store, const char *key) {
   if (!store) return symm_error(SYMM_ERR_INVALID_ARG, "store delete: store is NULL");
   SYMM_CHECK(cli_check_key("delete", key));
   cli_lock(store);
