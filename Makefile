@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RANKS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); \
 	if [ "$${n:-0}" -ge 2 ]; then echo $$n; else echo 4; fi)
 
-.PHONY: all build run test test-sanitize test-tsan install test-gpu bench-gpu clean deps
+.PHONY: all build run test test-sanitize test-tsan test-valgrind install test-gpu bench-gpu clean deps
 
 all: build
 
@@ -49,6 +49,10 @@ test-tsan:
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 600 -R 'threads|store_|fdx_'
+
+# A representative subset of the CPU tests under valgrind memcheck.
+test-valgrind: build
+	sh tests/run-valgrind.sh $(BUILD)
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

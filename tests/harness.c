@@ -155,6 +155,7 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
     pid_t pid = fork();
     if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
     if (pid == 0) {
+      free(pids); /* the parent's bookkeeping (valgrind counts it lost in the rank) */
       close(ctl[1]);
       if (ready[0] >= 0) close(ready[0]);
       rank_ready_fd = r == o.kill_rank ? ready[1] : -1;
