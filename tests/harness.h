@@ -72,7 +72,8 @@
 typedef int (*test_rank_fn)(int rank, int size, void *arg);
 
 typedef struct test_job_opts {
-  int timeout_ms;          /* whole job; default 60000 */
+  int timeout_ms;          /* whole job; default: the test's own timeout less 5 s
+                              (test_timeout_s), else 60000 */
   int *exit_status;        /* optional [n]: raw wait() status of each rank */
   const char *backend;     /* SYMM_BACKEND for the ranks; default "host" */
   int store_timeout_ms;    /* SYMM_TIMEOUT_MS for the ranks; default 20000 */
@@ -80,6 +81,10 @@ typedef struct test_job_opts {
                               test_rank_ready(); -1 none */
   int kill_after_ms;
 } test_job_opts_t;
+
+/* The running test's timeout from its TEST_ENTRY (seconds; 0: unknown),
+ * set by the runner: a job's default deadline follows it. */
+extern int test_timeout_s;
 
 /* In a rank's process: the harness may SIGKILL this rank from now on
  * (test_job_opts_t.kill_rank), so that a rank slow to start (a sanitizer
