@@ -667,28 +667,6 @@ TEST_IMPL(ranks_shm_bootstrap_sizes) {
  * ---- must not be watched, or a wait longer than one liveness look (20 ms)
  * ---- reports a live peer as lost. */
 
-/* Runs fn in a child in a new PID namespace; returns its exit status. */
-static int run_in_pid_namespace(int (*fn)(void *), void *arg) {
-  if (!test_enter_user_namespace(CLONE_NEWPID)) return 100 + errno % 100;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return 99;
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    _exit(fn(arg));
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int pidns_probe(void *arg) {
-  (void)arg;
-  return getpid() == 1 ? 0 : 1;
-}
-
 typedef struct {
   int rank, size;
 } pidns_rank_arg_t;
@@ -715,21 +693,13 @@ static int pidns_body(void *arg) {
 static int pidns_rank(int rank, int size, void *arg) {
   (void)arg;
   pidns_rank_arg_t a = {rank, size};
-  return rank == 1 ? run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
+  return rank == 1 ? test_run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
 }
 
 TEST_IMPL(pidns_peers_not_lost) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) _exit(run_in_pid_namespace(pidns_probe, NULL));
-  int st = 0;
-  ASSERT_EQ(waitpid(pid, &st, 0), pid);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    printf("SKIP: cannot make a user + PID namespace unprivileged here (%s)\n",
-           code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
+  char why[160];
+  if (!test_pid_namespace_usable(why, sizeof why)) {
+    printf("SKIP: %s\n", why);
     return TEST_SKIP;
   }
   ASSERT_EQ(test_run_ranks(2, pidns_rank, NULL), 0);

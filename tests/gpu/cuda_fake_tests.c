@@ -7,21 +7,17 @@
  * the data.  `cuda-fake-tests NAME` runs one test; ctest runs each
  * (list-cuda-fake.h) in its own process.
  */
-#include <dlfcn.h>
-#include <errno.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/cuda/cuda.h"
 #include "core/internal.h"
-#include "fakecuda.h"
+#include "fake_util.h"
 #include "harness.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
@@ -29,44 +25,6 @@
 #undef TEST_ENTRY
 
 /* ------------------------------------------------------------- helpers */
-
-/* An exported hook of the fake driver this process loaded (NULL when not
- * loaded). */
-static void *fake_sym(const char *name) {
-  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
-  void *fn = lib ? dlsym(lib, name) : NULL;
-  if (lib) dlclose(lib);
-  return fn;
-}
-
-static fakecuda_stats_t fake_stats(void) {
-  fakecuda_stats_t s;
-  memset(&s, 0xff, sizeof s);
-  void (*fn)(fakecuda_stats_t *) = NULL;
-  *(void **)&fn = fake_sym("fakecuda_stats");
-  if (fn) fn(&s);
-  return s;
-}
-
-/* In a rank: a failed check prints and ends the rank with status 1. */
-#define RCHECK(cond, ...)                                                       \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-#define ROK(call)                                                               \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error()); \
-  } while (0)
-
-static uint64_t pattern(int writer, size_t i) {
-  return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
-}
 
 static int run_cuda_job(int n, test_rank_fn fn, void *arg) {
   test_job_opts_t o = {.timeout_ms = 60000, .backend = "cuda", .store_timeout_ms = 15000,
@@ -278,26 +236,8 @@ TEST_IMPL(cuda_fake_full_path_3) {
 
 /* ------------------------------------------- a peer in a PID namespace */
 
-/* Runs fn(rank) in a child in a new user + PID namespace (pid 1 there, so
- * its pid means nothing to the other ranks): the exit status of the child,
- * 100 + errno when the namespace cannot be made. */
-static int in_pid_namespace(int (*fn)(int), int rank) {
-  if (!test_enter_user_namespace(CLONE_NEWPID)) return 100 + errno % 100;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return 99;
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    _exit(fn(rank));
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int pidns_body(int rank) {
+static int pidns_body(void *arg) {
+  int rank = *(const int *)arg;
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
   if (rank == 1) RCHECK(getpid() == 1, "pid %d, not 1 of a new namespace", (int)getpid());
@@ -316,25 +256,15 @@ static int pidns_body(int rank) {
   return 0;
 }
 
-static int pidns_probe(int rank) { return getpid() == 1 && rank == 0 ? 0 : 1; }
-
 static int pidns_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
-  return rank == 1 ? in_pid_namespace(pidns_body, rank) : pidns_body(rank);
+  return rank == 1 ? test_run_in_pid_namespace(pidns_body, &rank) : pidns_body(&rank);
 }
 
 TEST_IMPL(cuda_fake_pid_namespace_peer) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) _exit(in_pid_namespace(pidns_probe, 0));
-  int st = 0;
-  ASSERT_EQ(waitpid(pid, &st, 0), pid);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    printf("SKIP: cannot make a user + PID namespace unprivileged here (%s)\n",
-           code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
+  char why[160];
+  if (!test_pid_namespace_usable(why, sizeof why)) {
+    printf("SKIP: %s\n", why);
     return TEST_SKIP;
   }
   ASSERT_EQ(run_cuda_job(2, pidns_rank, NULL), 0);
@@ -496,10 +426,7 @@ TEST_IMPL(cuda_fake_describe) {
 
 /* --------------------------------------------------------------- main */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} cuda_fake_tests[] = {
+static const fake_test_t cuda_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-cuda-fake.h"
 #undef TEST_ENTRY
@@ -509,16 +436,6 @@ int main(int argc, char **argv) {
   /* Every test uses the fake driver unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
   setenv("FAKECUDA_DEVICES", "4", 0); /* a GPU per rank */
-  size_t n = sizeof cuda_fake_tests / sizeof cuda_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", cuda_fake_tests[i].name);
-    else if (strcmp(argv[1], cuda_fake_tests[i].name) == 0) return cuda_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, cuda_fake_tests,
+                         sizeof cuda_fake_tests / sizeof cuda_fake_tests[0]);
 }
