@@ -90,10 +90,10 @@ SYMM_API const char *symm_last_error(void);
 /* Backends                                                                 */
 /* ------------------------------------------------------------------------ */
 typedef enum symm_backend {
-  SYMM_BACKEND_AUTO = 0,    /* first usable of native, host */
+  SYMM_BACKEND_AUTO = 0,    /* first usable of native, cuda, host */
   SYMM_BACKEND_HOST = 1,    /* CPU shared memory (memfd), no GPU needed */
   SYMM_BACKEND_NATIVE = 2,  /* CUDA VMM (cuMemCreate), fd / fabric handles */
-  SYMM_BACKEND_CUDA = 3,    /* cudaMalloc + CUDA IPC handles */
+  SYMM_BACKEND_CUDA = 3,    /* cuMemAlloc + CUDA IPC handles, no fd passing */
   SYMM_BACKEND_NCCL = 4,    /* NCCL symmetric windows */
   SYMM_BACKEND_NVSHMEM = 5, /* NVSHMEM symmetric heap */
   SYMM_BACKEND_COUNT_ = 6
@@ -476,7 +476,7 @@ typedef struct symm_view {
 
 /*
  * Allocates a symmetric tensor of shape sizes[0..ndim) and dtype, row-major.
- * Local: no communication, on the host and native backends; the tensor
+ * Local: no communication, on the host, native and cuda backends; the tensor
  * becomes accessible to peers with symm_tensor_rendezvous.  Collective on
  * a backend whose provider allocates collectively or registers each
  * allocation (NVSHMEM's symmetric heap, NCCL's windows): every rank calls
@@ -513,7 +513,10 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * refused this one), SYMM_ERR_NOT_FOUND (a peer no longer offers the memory
  * it announced), SYMM_ERR_PROTOCOL (malformed fd-exchange reply, or a
  * peer's memory smaller than announced); SYMM_ERR_BACKEND for GPU driver
- * failures.  A mapping failure on one rank is returned on every rank.
+ * failures (cuda: a peer's CUDA IPC handle that does not open, named with
+ * the rank and the driver's error); SYMM_ERR_UNSUPPORTED where a peer's GPU
+ * cannot be reached (native, cuda: no peer path; cuda: a peer in this same
+ * process).  A mapping failure on one rank is returned on every rank.
  */
 SYMM_API symm_result_t symm_tensor_rendezvous(symm_tensor_t *tensor);
 
@@ -660,8 +663,12 @@ SYMM_API symm_result_t symm_validate(symm_comm_t *comm, const void *ptr,
 
 /*
  * Frees a tensor.  Local, never collective, on every backend whose
- * provider frees locally (host, native): peers that mapped this buffer
- * keep valid mappings of it until they free their own tensor.  The memory
+ * provider frees locally (host, native, cuda): on host and native, peers
+ * that mapped this buffer keep valid mappings of it until they free their
+ * own tensor; on cuda the driver asks that every peer has closed its IPC
+ * handle (freed its tensor) before the owner's memory is really freed
+ * (pool trim, destroy, or a free the pool cannot keep), so peers must be
+ * done with it by then.  The memory
  * goes to the communicator's pool (limit SYMM_POOL_BYTES) when it fits,
  * where a later allocation of the same rounded size reuses it, mappings
  * included; its signal pad is zeroed again when it is handed out.  As with

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -288,4 +289,44 @@ bool test_enter_user_namespace(int extra_clone_flags) {
     return false;
   snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
   return write_proc_text("/proc/self/gid_map", map);
+}
+
+int test_run_in_pid_namespace(int (*fn)(void *), void *arg) {
+  if (!test_enter_user_namespace(CLONE_NEWPID)) return 100 + errno % 100;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return 99;
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(fn(arg));
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int pid_namespace_probe(void *arg) {
+  (void)arg;
+  return getpid() == 1 ? 0 : 1;
+}
+
+bool test_pid_namespace_usable(char *why, size_t why_len) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, why_len, "fork: %s", strerror(errno));
+    return false;
+  }
+  if (pid == 0) _exit(test_run_in_pid_namespace(pid_namespace_probe, NULL));
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return true;
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  snprintf(why, why_len, "cannot make a user + PID namespace unprivileged here (%s)",
+           code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
+  return false;
 }

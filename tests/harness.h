@@ -110,6 +110,16 @@ int test_free_port(void);
  * and file owners look the same from both sides.  false (errno set) where
  * that cannot be done unprivileged. */
 bool test_enter_user_namespace(int extra_clone_flags);
+/* Runs fn(arg) in a child in a new user + PID namespace (pid 1 there, so
+ * its pid means nothing to processes outside, as in another container that
+ * shares the host name and IPC but not PIDs); returns the child's exit
+ * status (128 + signal), 100 + errno when the namespace cannot be made.
+ * Call it in a process of its own (a rank): it changes the caller's user
+ * namespace. */
+int test_run_in_pid_namespace(int (*fn)(void *), void *arg);
+/* Whether test_run_in_pid_namespace works here (unprivileged user
+ * namespaces may be off); false with the reason in why. */
+bool test_pid_namespace_usable(char *why, size_t why_len);
 /* Path of a built tool (symmem-run, symmem-info). */
 const char *test_tool_path(const char *tool);
 /* Runs a shell command, captures up to cap bytes of stdout+stderr in out;

@@ -25,6 +25,33 @@ static symm_comm_t *init_comm(void) {
 
 static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 1000003 + i; }
 
+/* Contiguous view of full_path_rank's tensor: [size, 3, 1001], aliasing
+ * each rank's data; *out gets it. */
+static void check_contiguous_view(symm_tensor_t *t, int rank, int size, int64_t *mine,
+                                  int64_t numel, symm_view_t *out) {
+  symm_view_t cv;
+  ASSERT_OK(symm_tensor_contiguous_view(t, &cv));
+  ASSERT_EQ(cv.ndim, 3);
+  ASSERT_EQ(cv.sizes[0], size);
+  ASSERT_EQ(cv.sizes[1], 3);
+  ASSERT_EQ(cv.strides[1], 1001);
+  ASSERT_GE(cv.strides[0], numel);
+  ASSERT_EQ(cv.rank, -1);
+  for (int r = 0; r < size; r++) {
+    const int64_t *row = (const int64_t *)cv.data + r * cv.strides[0];
+    int writer = (r + size - 1) % size;
+    ASSERT_EQ(row[0], value_at(writer, 0));
+    ASSERT_EQ(row[numel - 1], value_at(writer, numel - 1));
+  }
+  /* The contiguous view aliases the same memory: a write shows up in place. */
+  ((int64_t *)cv.data)[rank * cv.strides[0] + 7] = -7;
+  ASSERT_EQ(mine[7], -7);
+  symm_view_t again;
+  ASSERT_OK(symm_tensor_contiguous_view(t, &again));
+  ASSERT_PTR_EQ(again.data, cv.data);
+  *out = cv;
+}
+
 /* ---- the full path: alloc, rendezvous, remote write/read, contiguous view,
  * ---- interior lookups, validate. */
 static int full_path_rank(int rank, int size, void *arg) {
@@ -68,27 +95,15 @@ static int full_path_rank(int rank, int size, void *arg) {
     ASSERT_EQ(((int64_t *)ptrs[r])[numel - 1], value_at(writer, numel - 1));
   }
 
-  /* Contiguous view: [size, 3, 1001]. */
+  /* Contiguous view, or its refusal naming the backends that have one. */
+  const bool contiguous = symm_comm_caps(comm)->contiguous_view;
   symm_view_t cv;
-  ASSERT_OK(symm_tensor_contiguous_view(t, &cv));
-  ASSERT_EQ(cv.ndim, 3);
-  ASSERT_EQ(cv.sizes[0], size);
-  ASSERT_EQ(cv.sizes[1], 3);
-  ASSERT_EQ(cv.strides[1], 1001);
-  ASSERT_GE(cv.strides[0], numel);
-  ASSERT_EQ(cv.rank, -1);
-  for (int r = 0; r < size; r++) {
-    const int64_t *row = (const int64_t *)cv.data + r * cv.strides[0];
-    int writer = (r + size - 1) % size;
-    ASSERT_EQ(row[0], value_at(writer, 0));
-    ASSERT_EQ(row[numel - 1], value_at(writer, numel - 1));
+  if (contiguous) {
+    check_contiguous_view(t, rank, size, (int64_t *)mine, numel, &cv);
+  } else {
+    ASSERT_RES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "native or host");
   }
-  /* The contiguous view aliases the same memory: a write shows up in place. */
-  ((int64_t *)cv.data)[rank * cv.strides[0] + 7] = -7;
-  ASSERT_EQ(mine[7], -7);
-  symm_view_t again;
-  ASSERT_OK(symm_tensor_contiguous_view(t, &again));
-  ASSERT_PTR_EQ(again.data, cv.data);
 
   /* Interior pointers of local, peer and contiguous mappings. */
   symm_tensor_t *found;
@@ -102,9 +117,11 @@ static int full_path_rank(int rank, int size, void *arg) {
   ASSERT_PTR_EQ(found, t);
   ASSERT_EQ(frank, right);
   ASSERT_EQ(off, 8 * 1500 + 3);
-  ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
-  ASSERT_PTR_EQ(found, t);
-  ASSERT_EQ(frank, -1);
+  if (contiguous) {
+    ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
+    ASSERT_PTR_EQ(found, t);
+    ASSERT_EQ(frank, -1);
+  }
 
   /* Validate: whole tensor, a slice of a peer, past the end. */
   ASSERT_OK(symm_validate(comm, mine, (size_t)numel * 8));
@@ -117,7 +134,7 @@ static int full_path_rank(int rank, int size, void *arg) {
   symm_tensor_free(t);
   ASSERT_RES(symm_tensor_lookup(mine, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
   ASSERT_RES(symm_tensor_lookup(v.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
-  ASSERT_RES(symm_tensor_lookup(cv.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  if (contiguous) ASSERT_RES(symm_tensor_lookup(cv.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -651,28 +668,6 @@ TEST_IMPL(ranks_shm_bootstrap_sizes) {
  * ---- must not be watched, or a wait longer than one liveness look (20 ms)
  * ---- reports a live peer as lost. */
 
-/* Runs fn in a child in a new PID namespace; returns its exit status. */
-static int run_in_pid_namespace(int (*fn)(void *), void *arg) {
-  if (!test_enter_user_namespace(CLONE_NEWPID)) return 100 + errno % 100;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return 99;
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    _exit(fn(arg));
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int pidns_probe(void *arg) {
-  (void)arg;
-  return getpid() == 1 ? 0 : 1;
-}
-
 typedef struct {
   int rank, size;
 } pidns_rank_arg_t;
@@ -699,21 +694,13 @@ static int pidns_body(void *arg) {
 static int pidns_rank(int rank, int size, void *arg) {
   (void)arg;
   pidns_rank_arg_t a = {rank, size};
-  return rank == 1 ? run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
+  return rank == 1 ? test_run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
 }
 
 TEST_IMPL(pidns_peers_not_lost) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) _exit(run_in_pid_namespace(pidns_probe, NULL));
-  int st = 0;
-  ASSERT_EQ(waitpid(pid, &st, 0), pid);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    printf("SKIP: cannot make a user + PID namespace unprivileged here (%s)\n",
-           code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
+  char why[160];
+  if (!test_pid_namespace_usable(why, sizeof why)) {
+    printf("SKIP: %s\n", why);
     return TEST_SKIP;
   }
   ASSERT_EQ(test_run_ranks(2, pidns_rank, NULL), 0);

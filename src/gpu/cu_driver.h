@@ -129,6 +129,18 @@ typedef struct ncu_fabric_handle {
   unsigned char data[NCU_FABRIC_HANDLE_BYTES];
 } ncu_fabric_handle;
 
+/* CUipcMemHandle: 64 opaque bytes (CU_IPC_HANDLE_SIZE), taken by value by
+ * cuIpcOpenMemHandle (so the struct's size is part of the call's ABI). */
+#define NCU_IPC_HANDLE_BYTES 64
+typedef struct ncu_ipc_mem_handle {
+  unsigned char reserved[NCU_IPC_HANDLE_BYTES];
+} ncu_ipc_mem_handle;
+_Static_assert(sizeof(ncu_ipc_mem_handle) == 64, "CUipcMemHandle is 64 bytes");
+
+/* CUipcMem_flags: the importer's context gets peer access to the
+ * exporter's device on first use. */
+enum { NCU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+
 /* CUuuid: 16 bytes. */
 typedef struct ncu_uuid {
   unsigned char bytes[16];
@@ -137,7 +149,8 @@ typedef struct ncu_uuid {
 /* ------------------------------------------------------------ entry points */
 /* X(name, return-less parameter list): one line per driver function the
  * backend uses.  There is no multicast entry point among them, nor anywhere
- * in symmem: see symm_multicast_status. */
+ * in symmem: see symm_multicast_status.  The CUDA IPC calls (the cuda
+ * backend) are in every driver since CUDA 4.0: required like the rest. */
 #define SYMM_CU_DRIVER_FUNCTIONS(X)                                             \
   X(cuGetErrorName, (ncu_result e, const char **s))                            \
   X(cuGetErrorString, (ncu_result e, const char **s))                          \
@@ -191,7 +204,11 @@ typedef struct ncu_uuid {
   X(cuMemRetainAllocationHandle, (ncu_mem_handle * h, void *addr))            \
   X(cuMemGetAllocationPropertiesFromHandle, (ncu_alloc_prop * prop,            \
                                              ncu_mem_handle h))                \
-  X(cuPointerGetAttribute, (void *data, int attr, ncu_deviceptr ptr))
+  X(cuPointerGetAttribute, (void *data, int attr, ncu_deviceptr ptr))          \
+  X(cuIpcGetMemHandle, (ncu_ipc_mem_handle * h, ncu_deviceptr ptr))            \
+  X(cuIpcOpenMemHandle, (ncu_deviceptr * ptr, ncu_ipc_mem_handle h,            \
+                         unsigned int flags))                                  \
+  X(cuIpcCloseMemHandle, (ncu_deviceptr ptr))
 
 /* Entry points of the kernels (gpu_module.c, gpu_coll_launch.c), resolved on first use by
  * symm_cu_coll_driver_load so that a driver (or the tests' fake driver)

@@ -24,7 +24,8 @@
  * Environment: FAKECUDA_DEVICES (default 2), FAKECUDA_NO_DEVICE=1 (cuInit
  * fails), FAKECUDA_FABRIC=fails|works|absent (default fails: the device
  * reports fabric support but exporting is refused, as without IMEX),
- * FAKECUDA_NO_VMM=1, FAKECUDA_GRANULARITY (bytes, default 2 MiB),
+ * FAKECUDA_NO_VMM=1, FAKECUDA_NO_UNIFIED=1 (no unified addressing, so no CUDA IPC
+ * either), FAKECUDA_GRANULARITY (bytes, default 2 MiB),
  * FAKECUDA_ACCESS_PER_MAPPING=1 (cuMemSetAccess refuses ranges that span
  * several mappings), FAKECUDA_P2P_ATOMICS=0 (peers report no native
  * atomics, as over PCIe), FAKECUDA_NO_KERNELS=1 (no module or launch entry
@@ -34,6 +35,25 @@
  * (cuDeviceGetUuid fails, as on some virtualised drivers),
  * FAKECUDA_BUSID_FULL=1 (cuDeviceGetPCIBusId fills the whole buffer with a
  * letter per GPU and no terminating NUL).
+ *
+ * CUDA IPC: cuMemAlloc memory is a file of /dev/shm made with O_TMPFILE
+ * (nameless) and mapped MAP_SHARED.  cuIpcGetMemHandle links it under an
+ * unguessable name, fakecuda-ipc-<32 random hex digits>, which the 64-byte
+ * handle carries; cuIpcOpenMemHandle in another process opens that name and
+ * maps the file, so the handle works with no fd passing and across PID and
+ * user namespaces that share /dev/shm (as containers with a shared IPC
+ * namespace do); cuMemFree unlinks the name.  The owner holds a shared
+ * flock on the file while it lives, so the first cuInit of a later process
+ * unlinks the names of owners that died (SIGKILL) without freeing: nothing
+ * stays in /dev/shm.  Like the real driver, an open of the same handle
+ * again returns the same address with one more reference, each open needs
+ * a cuIpcCloseMemHandle, the only flag taken is
+ * CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, and the exporting process cannot open
+ * its own handles.  fakecuda_stats counts live opens and linked names.
+ * FAKECUDA_IPC_OPEN_FAILS=1 makes every open fail with
+ * CUDA_ERROR_INVALID_HANDLE (read at each call, so one rank of a job can
+ * set it); FAKECUDA_NO_IPC=1 makes cuIpcGetMemHandle fail with
+ * CUDA_ERROR_NOT_SUPPORTED (as on drivers or platforms without IPC).
  *
  * Kernels: a module is a name table and a launch runs nothing; it is
  * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
@@ -52,7 +72,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,8 +87,14 @@
 
 enum {
   FK_ERROR_INVALID_CONTEXT = 201,
+  FK_ERROR_INVALID_HANDLE = 400,
   FK_ERROR_CONTEXT_IS_DESTROYED = 709,
 };
+
+/* Names of linked IPC files in /dev/shm: FK_IPC_PREFIX + 32 hex digits. */
+#define FK_SHM_DIR "/dev/shm"
+#define FK_IPC_PREFIX "fakecuda-ipc-"
+#define FK_IPC_NAME_BYTES 48
 
 /* ---------------------------------------------------------------- state */
 
@@ -85,6 +114,15 @@ typedef struct fk_range {
   size_t size;
   fk_handle_t *h;   /* mappings only */
   int access;       /* mappings only */
+  /* cuMemAlloc blocks: the file behind the block (-1: none), whether it
+   * can be linked into /dev/shm (an O_TMPFILE there), its IPC name once
+   * linked ("" before), and the device it was allocated on. */
+  int fd;
+  bool linkable;
+  char ipc_name[FK_IPC_NAME_BYTES];
+  int device;
+  /* IPC opens of another process's block: the name and references. */
+  int opens;
   struct fk_range *next;
 } fk_range_t;
 
@@ -96,7 +134,7 @@ typedef struct fk_ctx {
 static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool fk_initialized;
 static fk_handle_t *fk_handles;
-static fk_range_t *fk_reservations, *fk_mappings, *fk_devallocs;
+static fk_range_t *fk_reservations, *fk_mappings, *fk_devallocs, *fk_ipc_opens;
 static fk_ctx_t fk_ctxs[FK_MAX_DEVICES];
 static __thread fk_ctx_t *fk_current;
 static size_t fk_used[FK_MAX_DEVICES];
@@ -146,6 +184,7 @@ static const struct {
     {NCU_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {NCU_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {FK_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {FK_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {NCU_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {FK_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {NCU_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
@@ -174,9 +213,12 @@ static ncu_result fk_cuGetErrorString(ncu_result e, const char **s) {
 
 /* ---------------------------------------------------------- init, devices */
 
+static void fk_ipc_sweep(void);
+
 static ncu_result fk_cuInit(unsigned int flags) {
   if (flags) return NCU_ERROR_INVALID_VALUE;
   if (fk_env_int("FAKECUDA_NO_DEVICE", 0) || fk_ndev() == 0) return NCU_ERROR_NO_DEVICE;
+  if (!fk_initialized) fk_ipc_sweep();
   fk_initialized = true;
   return NCU_SUCCESS;
 }
@@ -213,7 +255,7 @@ static ncu_result fk_cuDeviceGetAttribute(int *v, int attr, ncu_device d) {
     case NCU_DEV_ATTR_PCI_BUS_ID: *v = 0x10 + d; break;
     case NCU_DEV_ATTR_PCI_DEVICE_ID: *v = 0; break;
     case NCU_DEV_ATTR_PCI_DOMAIN_ID: *v = 0; break;
-    case NCU_DEV_ATTR_UNIFIED_ADDRESSING: *v = 1; break;
+    case NCU_DEV_ATTR_UNIFIED_ADDRESSING: *v = !fk_env_int("FAKECUDA_NO_UNIFIED", 0); break;
     case NCU_DEV_ATTR_CC_MAJOR: *v = 9; break;
     case NCU_DEV_ATTR_CC_MINOR: *v = 0; break;
     case NCU_DEV_ATTR_VMM_SUPPORTED: *v = !fk_env_int("FAKECUDA_NO_VMM", 0); break;
@@ -688,11 +730,12 @@ static ncu_result fk_cuPointerGetAttribute(void *data, int attr, ncu_deviceptr p
   pthread_mutex_lock(&fk_lock);
   fk_range_t *m = fk_find(fk_mappings, (uintptr_t)ptr);
   fk_range_t *a = m ? NULL : fk_find(fk_devallocs, (uintptr_t)ptr);
+  if (!m && !a) a = fk_find(fk_ipc_opens, (uintptr_t)ptr);
   fk_range_t *r = m ? m : a;
   ncu_result res = r ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
   if (r) switch (attr) {
       case NCU_PTR_ATTR_MEMORY_TYPE: *(unsigned int *)data = NCU_MEMORYTYPE_DEVICE; break;
-      case NCU_PTR_ATTR_DEVICE_ORDINAL: *(int *)data = m ? m->h->device : 0; break;
+      case NCU_PTR_ATTR_DEVICE_ORDINAL: *(int *)data = m ? m->h->device : a->device; break;
       case NCU_PTR_ATTR_RANGE_START: *(ncu_deviceptr *)data = r->va; break;
       case NCU_PTR_ATTR_RANGE_SIZE: *(size_t *)data = r->size; break;
       case NCU_PTR_ATTR_MAPPING_BASE: *(void **)data = (void *)r->va; break;
@@ -706,14 +749,42 @@ static ncu_result fk_cuPointerGetAttribute(void *data, int attr, ncu_deviceptr p
 
 /* ------------------------------------------------ plain device memory */
 
+/* The file behind a cuMemAlloc block: a nameless file of /dev/shm, which
+ * cuIpcGetMemHandle can link under a name; a memfd (never shareable) where
+ * /dev/shm takes no O_TMPFILE. */
+static int fk_block_file(size_t bytes, bool *linkable) {
+  int fd = open(FK_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  *linkable = fd >= 0;
+  if (fd < 0) fd = memfd_create("fakecuda-alloc", MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+static size_t fk_page_round(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + page - 1) / page * page;
+}
+
 static ncu_result fk_cuMemAlloc(ncu_deviceptr *p, size_t bytes) {
   ncu_result r = fk_need_ctx();
   if (r) return r;
   if (!bytes) return NCU_ERROR_INVALID_VALUE;
-  void *m = malloc(bytes);
-  if (!m) return NCU_ERROR_OUT_OF_MEMORY;
+  bool linkable = false;
+  int fd = fk_block_file(fk_page_round(bytes), &linkable);
+  if (fd < 0) return NCU_ERROR_OUT_OF_MEMORY;
+  void *m = mmap(NULL, fk_page_round(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    close(fd);
+    return NCU_ERROR_OUT_OF_MEMORY;
+  }
   pthread_mutex_lock(&fk_lock);
-  fk_add(&fk_devallocs, (uintptr_t)m, bytes);
+  fk_range_t *a = fk_add(&fk_devallocs, (uintptr_t)m, bytes);
+  a->fd = fd;
+  a->linkable = linkable;
+  a->device = fk_current->device;
   fk_used[fk_current->device] += bytes;
   pthread_mutex_unlock(&fk_lock);
   *p = (ncu_deviceptr)(uintptr_t)m;
@@ -726,18 +797,159 @@ static ncu_result fk_cuMemFree(ncu_deviceptr p) {
   pthread_mutex_lock(&fk_lock);
   fk_range_t *a = fk_find(fk_devallocs, (uintptr_t)p);
   if (a && a->va == p) {
-    fk_used[fk_current->device] -= a->size;
+    fk_used[a->device] -= a->size;
     fk_unlink(&fk_devallocs, a);
-    free((void *)a->va);
+    /* Importers keep what they mapped (the file lives while mapped); new
+     * opens of the handle fail from here on. */
+    if (a->ipc_name[0]) {
+      char path[96];
+      snprintf(path, sizeof path, FK_SHM_DIR "/%s", a->ipc_name);
+      unlink(path);
+    }
+    munmap((void *)a->va, fk_page_round(a->size));
+    close(a->fd);
     free(a);
   }
   pthread_mutex_unlock(&fk_lock);
   return a ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
 }
 
+/* --------------------------------------------------------------- CUDA IPC */
+
+/* The fake's CUipcMemHandle: what an importer needs to find the block. */
+typedef struct fk_ipc_wire {
+  char magic[4];
+  int32_t device;
+  uint64_t size;
+  char name[FK_IPC_NAME_BYTES];
+} fk_ipc_wire_t;
+_Static_assert(sizeof(fk_ipc_wire_t) == NCU_IPC_HANDLE_BYTES, "the fake's IPC handle layout");
+
+/* Unlinks the IPC names whose owner is gone: the owner holds a shared
+ * flock on its file from before the name exists until cuMemFree, so an
+ * exclusive one succeeds only on an orphan. */
+static void fk_ipc_sweep(void) {
+  DIR *d = opendir(FK_SHM_DIR);
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, FK_IPC_PREFIX, sizeof FK_IPC_PREFIX - 1) != 0) continue;
+    int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlinkat(dirfd(d), e->d_name, 0);
+    close(fd);
+  }
+  if (d) closedir(d);
+}
+
+/* Gives block a its IPC name: locked first (fk_ipc_sweep), then linked. */
+static ncu_result fk_ipc_link(fk_range_t *a) {
+  unsigned char rnd[16];
+  if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) return NCU_ERROR_OUT_OF_MEMORY;
+  char name[FK_IPC_NAME_BYTES] = FK_IPC_PREFIX;
+  for (size_t i = 0; i < sizeof rnd; i++)
+    snprintf(name + strlen(name), sizeof name - strlen(name), "%02x", rnd[i]);
+  char from[64], to[96];
+  snprintf(from, sizeof from, "/proc/self/fd/%d", a->fd);
+  snprintf(to, sizeof to, FK_SHM_DIR "/%s", name);
+  if (flock(a->fd, LOCK_SH) != 0 || linkat(AT_FDCWD, from, AT_FDCWD, to, AT_SYMLINK_FOLLOW) != 0)
+    return NCU_ERROR_OUT_OF_MEMORY;
+  memcpy(a->ipc_name, name, sizeof name);
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuIpcGetMemHandle(ncu_ipc_mem_handle *h, ncu_deviceptr p) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (!h) return NCU_ERROR_INVALID_VALUE;
+  if (fk_env_int("FAKECUDA_NO_IPC", 0)) return NCU_ERROR_NOT_SUPPORTED;
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *a = fk_find(fk_devallocs, (uintptr_t)p);
+  /* Stricter than the driver: only the base of a block exports. */
+  r = !a || a->va != p ? NCU_ERROR_INVALID_VALUE
+      : !a->linkable   ? NCU_ERROR_NOT_SUPPORTED
+      : !a->ipc_name[0] ? fk_ipc_link(a)
+                        : NCU_SUCCESS;
+  if (r == NCU_SUCCESS) {
+    fk_ipc_wire_t w;
+    memset(&w, 0, sizeof w);
+    memcpy(w.magic, "fkip", 4);
+    w.device = a->device;
+    w.size = a->size;
+    memcpy(w.name, a->ipc_name, sizeof w.name);
+    memcpy(h->reserved, &w, sizeof w);
+    fk_exports++;
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return r;
+}
+
+static fk_range_t *fk_ipc_open_named(const char *name) {
+  for (fk_range_t *o = fk_ipc_opens; o; o = o->next)
+    if (strcmp(o->ipc_name, name) == 0) return o;
+  return NULL;
+}
+
+static ncu_result fk_cuIpcOpenMemHandle(ncu_deviceptr *p, ncu_ipc_mem_handle h,
+                                        unsigned int flags) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (!p || flags != NCU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return NCU_ERROR_INVALID_VALUE;
+  if (fk_env_int("FAKECUDA_IPC_OPEN_FAILS", 0)) return FK_ERROR_INVALID_HANDLE;
+  fk_ipc_wire_t w;
+  memcpy(&w, h.reserved, sizeof w);
+  w.name[sizeof w.name - 1] = 0;
+  if (memcmp(w.magic, "fkip", 4) != 0 || strncmp(w.name, FK_IPC_PREFIX, sizeof FK_IPC_PREFIX - 1))
+    return FK_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&fk_lock);
+  for (fk_range_t *a = fk_devallocs; a; a = a->next)
+    if (strcmp(a->ipc_name, w.name) == 0) r = FK_ERROR_INVALID_CONTEXT; /* our own export */
+  fk_range_t *o = r ? NULL : fk_ipc_open_named(w.name);
+  if (o) {
+    o->opens++;
+  } else if (!r) {
+    char path[96];
+    snprintf(path, sizeof path, FK_SHM_DIR "/%s", w.name);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= w.size)
+      m = mmap(NULL, fk_page_round(w.size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (m == MAP_FAILED) {
+      r = FK_ERROR_INVALID_HANDLE; /* freed by its owner, or never made */
+    } else {
+      o = fk_add(&fk_ipc_opens, (uintptr_t)m, w.size);
+      o->fd = -1;
+      o->device = w.device;
+      o->opens = 1;
+      memcpy(o->ipc_name, w.name, sizeof o->ipc_name);
+      fk_imports++;
+    }
+  }
+  if (o) *p = o->va;
+  pthread_mutex_unlock(&fk_lock);
+  return r;
+}
+
+static ncu_result fk_cuIpcCloseMemHandle(ncu_deviceptr p) {
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  fk_range_t *o = fk_find(fk_ipc_opens, (uintptr_t)p);
+  r = o && o->va == p ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+  if (r == NCU_SUCCESS && --o->opens == 0) {
+    munmap((void *)o->va, fk_page_round(o->size));
+    fk_unlink(&fk_ipc_opens, o);
+    free(o);
+  }
+  pthread_mutex_unlock(&fk_lock);
+  return r;
+}
+
 static bool fk_is_device_range(uintptr_t p, size_t n) {
   fk_range_t *r = fk_find(fk_mappings, p);
   if (!r) r = fk_find(fk_devallocs, p);
+  if (!r) r = fk_find(fk_ipc_opens, p);
   /* A range over several back-to-back mappings (a contiguous view) is fine
    * as long as each piece is device memory. */
   for (uintptr_t cur = p; r && cur < p + n;) {
@@ -995,7 +1207,11 @@ FK_API void fakecuda_stats(fakecuda_stats_t *s) {
   for (fk_handle_t *h = fk_handles; h; h = h->next) s->handles++;
   for (fk_range_t *r = fk_mappings; r; r = r->next) s->mappings++;
   for (fk_range_t *r = fk_reservations; r; r = r->next) s->reservations++;
-  for (fk_range_t *r = fk_devallocs; r; r = r->next) s->devallocs++;
+  for (fk_range_t *r = fk_devallocs; r; r = r->next) {
+    s->devallocs++;
+    s->ipc_names += r->ipc_name[0] != 0;
+  }
+  for (fk_range_t *r = fk_ipc_opens; r; r = r->next) s->ipc_opens += r->opens;
   for (int d = 0; d < FK_MAX_DEVICES; d++) s->contexts += fk_ctxs[d].refs;
   s->exports = fk_exports;
   s->imports = fk_imports;

@@ -11,10 +11,12 @@
 /* Live objects, for leak checks: handles (created or imported), mappings,
  * reservations, cuMemAlloc blocks, streams, retained primary contexts; and
  * cumulative counts of successful exports and imports of shareable
- * handles. */
+ * handles (VMM and CUDA IPC together); then CUDA IPC opens not yet closed
+ * (each reference) and this process's blocks with a name in /dev/shm. */
 typedef struct fakecuda_stats {
   long handles, mappings, reservations, devallocs, streams, contexts;
   long exports, imports;
+  long ipc_opens, ipc_names;
 } fakecuda_stats_t;
 
 /* One recorded kernel launch: the kernel's name, grid and block (x only),

@@ -21,7 +21,7 @@
 #include "backends/native/native.h"
 #include "core/internal.h"
 #include "kernels/coll_abi.h"
-#include "fakecuda.h"
+#include "fake_util.h"
 #include "harness.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
@@ -29,25 +29,6 @@
 #undef TEST_ENTRY
 
 /* ------------------------------------------------------------- helpers */
-
-/* An exported hook of the copy of the fake driver the backend loaded;
- * NULL when it is not loaded.  (The library stays loaded: the backend
- * holds it for the process lifetime.) */
-static void *fake_sym(const char *name) {
-  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
-  void *fn = lib ? dlsym(lib, name) : NULL;
-  if (lib) dlclose(lib);
-  return fn;
-}
-
-/* The fake's counters. */
-static fakecuda_stats_t fake_stats(void) {
-  fakecuda_stats_t s = {-1, -1, -1, -1, -1, -1, -1, -1};
-  void (*fn)(fakecuda_stats_t *) = NULL;
-  *(void **)&fn = fake_sym("fakecuda_stats");
-  if (fn) fn(&s);
-  return s;
-}
 
 /* Open fds that are fake device memory (memfds of the fake driver): the
  * exported and imported handles whose leaks matter.  The total fd count
@@ -64,31 +45,6 @@ static int count_memory_fds(void) {
   }
   if (d) closedir(d);
   return n;
-}
-
-#define RCHECK(cond, ...)                                                       \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-#define ROK(call)                                                               \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error()); \
-  } while (0)
-#define RRES(call, want)                                                        \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_),             \
-           symm_strerror(want), symm_last_error());                             \
-  } while (0)
-
-static uint64_t pattern(int writer, size_t i) {
-  return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
 }
 
 /* A job of n native ranks with SYMM_TIMEOUT_MS = symm_timeout_ms: the
@@ -1796,10 +1752,7 @@ TEST_IMPL(native_fake_scratch_query) {
 
 /* ------------------------------------------------------------------ main */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} native_fake_tests[] = {
+static const fake_test_t native_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-native-fake.h"
 #undef TEST_ENTRY
@@ -1830,16 +1783,6 @@ int main(int argc, char **argv) {
 #ifndef SYMM_HAVE_KERNELS
   use_fake_kernels();
 #endif
-  size_t n = sizeof native_fake_tests / sizeof native_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", native_fake_tests[i].name);
-    else if (strcmp(argv[1], native_fake_tests[i].name) == 0) return native_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, native_fake_tests,
+                         sizeof native_fake_tests / sizeof native_fake_tests[0]);
 }

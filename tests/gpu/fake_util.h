@@ -1,0 +1,82 @@
+/* What the tests over the fake CUDA driver share: its hooks, the checks a
+ * rank makes (a failure prints and ends the rank with status 1), a data
+ * pattern, and the main() that runs one listed test by name. */
+#ifndef SYMM_FAKE_UTIL_H
+#define SYMM_FAKE_UTIL_H
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+#include "symmem.h"
+
+/* An exported hook of the copy of the fake driver the library loaded;
+ * NULL when it is not loaded.  (The library stays loaded: the driver
+ * table holds it for the process lifetime.) */
+static inline void *fake_sym(const char *name) {
+  void *lib = dlopen(getenv("SYMM_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  void *fn = lib ? dlsym(lib, name) : NULL;
+  if (lib) dlclose(lib);
+  return fn;
+}
+
+/* The fake's counters (every member -1 when the fake is not loaded). */
+static inline fakecuda_stats_t fake_stats(void) {
+  fakecuda_stats_t s;
+  memset(&s, 0xff, sizeof s);
+  void (*fn)(fakecuda_stats_t *) = NULL;
+  *(void **)&fn = fake_sym("fakecuda_stats");
+  if (fn) fn(&s);
+  return s;
+}
+
+#define RCHECK(cond, ...)                                                       \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                             \
+      fprintf(stderr, "\n");                                                    \
+      return 1;                                                                 \
+    }                                                                           \
+  } while (0)
+#define ROK(call)                                                               \
+  do {                                                                          \
+    symm_result_t r_ = (call);                                                  \
+    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error()); \
+  } while (0)
+#define RRES(call, want)                                                        \
+  do {                                                                          \
+    symm_result_t r_ = (call);                                                  \
+    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_),             \
+           symm_strerror(want), symm_last_error());                             \
+  } while (0)
+
+/* What rank `writer` puts at element i. */
+static inline uint64_t pattern(int writer, size_t i) {
+  return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
+}
+
+typedef struct fake_test {
+  const char *name;
+  int (*fn)(void);
+} fake_test_t;
+
+/* `EXE NAME` runs test NAME of tests[0..n), `EXE --list` lists them. */
+static inline int fake_tests_main(int argc, char **argv, const fake_test_t *tests, size_t n) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
+    return 2;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(argv[1], "--list") == 0) printf("%s\n", tests[i].name);
+    else if (strcmp(argv[1], tests[i].name) == 0) return tests[i].fn();
+  }
+  if (strcmp(argv[1], "--list") == 0) return 0;
+  fprintf(stderr, "no test named %s\n", argv[1]);
+  return 2;
+}
+
+#endif /* SYMM_FAKE_UTIL_H */
