@@ -5,11 +5,12 @@ PREFIX ?= /usr/local
 CMAKE ?= cmake
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTHON ?= python3
 # One rank per GPU where there are several GPUs, else 4 CPU ranks.
 RANKS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); \
 	if [ "$${n:-0}" -ge 2 ]; then echo $$n; else echo 4; fi)
 
-.PHONY: all build run test test-sanitize test-tsan test-valgrind install test-gpu bench-gpu clean deps
+.PHONY: all build run test test-python test-sanitize test-tsan test-valgrind install test-gpu bench-gpu clean deps
 
 all: build
 
@@ -26,6 +27,14 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	@$(MAKE) --no-print-directory test-python
+
+# The Python package (python/tests, pytest) against this build's library,
+# with pytest's summary; one test installs the package into a fresh venv.
+test-python: build
+	@$(PYTHON) -c 'import pytest, numpy' 2>/dev/null || sh .ci/install-deps
+	SYMMEM_LIBRARY=$(abspath $(BUILD))/libsymmem.so PYTHONPATH=$(abspath python) \
+	  $(PYTHON) -m pytest -ra -p no:cacheprovider python/tests
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer (CPU
 # code only), in its own build folder.

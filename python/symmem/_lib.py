@@ -1,0 +1,187 @@
+"""Loading libsymmem and declaring the C API of ``include/symmem.h`` to ctypes.
+
+Nothing here is public: the rest of the package calls ``LIB.symm_...``
+through the prototypes declared below, so that every argument is converted
+(and checked) by ctypes exactly as the header types it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t,
+                    c_uint, c_void_p)
+from typing import Optional
+
+SYMM_MAX_DIMS = 8
+SYMM_CONFIG_VERSION = 1
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class SymmConfig(Structure):
+    """``symm_config_t`` (members of version 1)."""
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("version", c_uint),
+        ("rank", c_int),
+        ("world_size", c_int),
+        ("local_rank", c_int),
+        ("local_size", c_int),
+        ("device", c_int),
+        ("backend", c_int),
+        ("timeout_ms", c_int),
+        ("store_addr", c_char_p),
+        ("token", c_char_p),
+        ("job_id", c_char_p),
+        ("store_server", c_int),
+    ]
+
+
+class SymmView(Structure):
+    """``symm_view_t``: pointer, shape, strides (elements), dtype, device, rank."""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("ndim", c_int),
+        ("sizes", c_int64 * SYMM_MAX_DIMS),
+        ("strides", c_int64 * SYMM_MAX_DIMS),
+        ("dtype", c_int),
+        ("device", c_int),
+        ("rank", c_int),
+    ]
+
+
+class SymmSettingInfo(Structure):
+    """``symm_setting_info_t``."""
+
+    _fields_ = [
+        ("name", c_char_p),
+        ("type", c_char_p),
+        ("default_value", c_char_p),
+        ("help", c_char_p),
+        ("value", c_char_p),
+        ("problem", c_char_p),
+        ("secret", c_int),
+        ("per_job", c_int),
+    ]
+
+
+def library_path() -> str:
+    """Path of the libsymmem.so this package loads.
+
+    ``SYMMEM_LIBRARY`` names one explicitly (a build tree, say); otherwise the
+    copy installed inside the package (``symmem/lib``) is used, so that an
+    installed package needs no ``LD_LIBRARY_PATH``.
+    """
+    explicit = os.environ.get("SYMMEM_LIBRARY")
+    if explicit:
+        return explicit
+    for sub in ("lib", "lib64"):
+        cand = os.path.join(_HERE, sub, "libsymmem.so")
+        if os.path.exists(cand):
+            return cand
+    raise ImportError(
+        "symmem: libsymmem.so is not inside the package (%s/lib); install the "
+        "package with `pip install .` from the repository, or set SYMMEM_LIBRARY "
+        "to the path of a built libsymmem.so" % _HERE)
+
+
+# (name, result type, argument types): the prototypes of symmem.h, one a line.
+_R = c_int  # symm_result_t
+_PROTOTYPES = [
+    ("symm_version", c_int, []),
+    ("symm_strerror", c_char_p, [c_int]),
+    ("symm_last_error", c_char_p, []),
+    ("symm_backend_name", c_char_p, [c_int]),
+    ("symm_backend_from_name", _R, [c_char_p, POINTER(c_int)]),
+    ("symm_backend_available", _R, [c_int, c_void_p, c_size_t]),
+    ("symm_backend_preferred", c_int, [c_int]),
+    ("symm_multicast_status", None, [c_void_p, c_size_t]),
+    ("symm_dtype_size", c_size_t, [c_int]),
+    ("symm_dtype_name", c_char_p, [c_int]),
+    ("symm_dtype_from_name", _R, [c_char_p, POINTER(c_int)]),
+    ("symm_setting_count", c_size_t, []),
+    ("symm_setting_get", _R, [c_size_t, POINTER(SymmSettingInfo)]),
+    ("symm_comm_init", _R, [POINTER(SymmConfig), POINTER(c_void_p)]),
+    ("symm_comm_destroy", None, [c_void_p]),
+    ("symm_comm_rank", c_int, [c_void_p]),
+    ("symm_comm_size", c_int, [c_void_p]),
+    ("symm_comm_local_rank", c_int, [c_void_p]),
+    ("symm_comm_local_size", c_int, [c_void_p]),
+    ("symm_comm_device", c_int, [c_void_p]),
+    ("symm_comm_backend", c_int, [c_void_p]),
+    ("symm_comm_timeout_ms", c_int, [c_void_p]),
+    ("symm_comm_barrier", _R, [c_void_p]),
+    ("symm_comm_backend_handle", _R, [c_void_p, POINTER(c_void_p)]),
+    ("symm_comm_pool_trim", _R, [c_void_p, POINTER(c_size_t)]),
+    ("symm_comm_store", c_void_p, [c_void_p]),
+    ("symm_store_set", _R, [c_void_p, c_char_p, c_char_p, c_size_t]),
+    ("symm_store_get", _R, [c_void_p, c_char_p, c_void_p, c_size_t, POINTER(c_size_t), c_int]),
+    ("symm_store_add", _R, [c_void_p, c_char_p, c_int64, POINTER(c_int64)]),
+    ("symm_store_compare_set", _R, [c_void_p, c_char_p, c_char_p, c_size_t, c_char_p,
+                                    c_size_t, c_void_p, c_size_t, POINTER(c_size_t)]),
+    ("symm_store_wait", _R, [c_void_p, POINTER(c_char_p), c_size_t, c_int]),
+    ("symm_store_delete", _R, [c_void_p, c_char_p]),
+    ("symm_store_check", _R, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
+    ("symm_tensor_alloc", _R, [c_void_p, POINTER(c_int64), c_int, c_int, POINTER(c_void_p)]),
+    ("symm_tensor_rendezvous", _R, [c_void_p]),
+    ("symm_tensor_is_rendezvoused", c_int, [c_void_p]),
+    ("symm_tensor_data", c_void_p, [c_void_p]),
+    ("symm_tensor_ndim", c_int, [c_void_p]),
+    ("symm_tensor_dtype", c_int, [c_void_p]),
+    ("symm_tensor_numel", c_size_t, [c_void_p]),
+    ("symm_tensor_nbytes", c_size_t, [c_void_p]),
+    ("symm_tensor_local_view", _R, [c_void_p, POINTER(SymmView)]),
+    ("symm_tensor_remote_view", _R, [c_void_p, c_int, POINTER(SymmView)]),
+    ("symm_tensor_peer_ptrs", _R, [c_void_p, POINTER(POINTER(c_void_p))]),
+    ("symm_tensor_peer_ptrs_device", _R, [c_void_p, POINTER(POINTER(c_void_p))]),
+    ("symm_tensor_signal_pad", _R, [c_void_p, c_int, POINTER(c_void_p)]),
+    ("symm_signal_pad_bytes", c_size_t, []),
+    ("symm_signal_put", _R, [c_void_p, c_int, c_int, c_void_p]),
+    ("symm_signal_wait", _R, [c_void_p, c_int, c_int, c_void_p]),
+    ("symm_signal_barrier", _R, [c_void_p, c_int, c_void_p]),
+    ("symm_signal_channels", c_int, [c_void_p]),
+    ("symm_tensor_contiguous_view", _R, [c_void_p, POINTER(SymmView)]),
+    ("symm_tensor_lookup", _R, [c_void_p, POINTER(c_void_p), POINTER(c_int),
+                                POINTER(c_size_t)]),
+    ("symm_validate", _R, [c_void_p, c_void_p, c_size_t]),
+    ("symm_tensor_free", _R, [c_void_p]),
+    ("symm_redop_from_name", _R, [c_char_p, POINTER(c_int)]),
+    ("symm_algo_name", c_char_p, [c_int]),
+    ("symm_algo_from_name", _R, [c_char_p, POINTER(c_int)]),
+    ("symm_comm_reserve_scratch", _R, [c_void_p, c_size_t]),
+    ("symm_comm_set_allreduce_algo", _R, [c_void_p, c_int]),
+    ("symm_comm_allreduce_algo", _R, [c_void_p, POINTER(c_int)]),
+    ("symm_all_reduce_algo", _R, [c_void_p, c_size_t, c_int, POINTER(c_int)]),
+    ("symm_all_reduce", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p]),
+    ("symm_all_gather", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),
+    ("symm_reduce_scatter", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int,
+                                 c_void_p]),
+    ("symm_broadcast", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p]),
+    ("symm_all_to_all", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),
+    ("symm_comm_check_async_error", _R, [c_void_p]),
+]
+
+
+def _load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    for name, restype, argtypes in _PROTOTYPES:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+LIB_PATH: str = library_path()
+LIB: ctypes.CDLL = _load(LIB_PATH)
+
+
+def text(value: Optional[bytes]) -> Optional[str]:
+    """A C string from the library as str (None stays None)."""
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+def c_string_buffer(size: int) -> ctypes.Array:
+    """A zeroed char buffer for calls that write a reason (``why``)."""
+    return (c_char * size)()

@@ -1,0 +1,439 @@
+"""Communicators, their key-value store, and the collectives."""
+from __future__ import annotations
+
+import atexit
+import weakref
+from ctypes import (byref, c_char_p, c_int, c_int64, c_size_t, c_void_p, create_string_buffer,
+                    sizeof)
+from typing import (Any, Iterable, Iterator, MutableMapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+from ._dlpack import Borrowed, Buffer
+from ._dtypes import dtype_of
+from ._lib import LIB, SymmConfig, SYMM_CONFIG_VERSION, text
+from .errors import (NotFoundError, Result, StateError, TimeoutError, check, invalid,
+                     make_error)
+from .tensor import _REGISTRY, SymmetricTensor, StreamLike, _TensorHandle, stream_handle
+
+Shape = Union[int, Sequence[int]]
+Bytes = Union[bytes, bytearray, memoryview, str]
+
+
+class _CommHandle:
+    """Owns one symm_comm_t; destroys it when the last reference goes (the
+    Communicator, or a tensor of it that outlived the Communicator)."""
+
+    __slots__ = ("ptr", "_destroy", "__weakref__")
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr: Optional[int] = ptr
+        self._destroy = LIB.symm_comm_destroy
+        _LIVE_COMMS.add(self)
+
+    def close(self) -> None:
+        ptr, self.ptr = self.ptr, None
+        if ptr is not None:
+            self._destroy(ptr)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_LIVE_COMMS: "weakref.WeakSet[_CommHandle]" = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_all() -> None:
+    # At exit, communicators that tensors kept alive are destroyed in an
+    # orderly way (rank 0's store waits for its peers), not in whatever
+    # order the interpreter's teardown reaches them.
+    for handle in list(_LIVE_COMMS):
+        handle.close()
+
+
+def _bytes(value: Bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _key(key: str) -> bytes:
+    if not isinstance(key, str):
+        invalid("store keys are str, not %s" % type(key).__name__)
+    return key.encode()
+
+
+def _timeout(timeout_ms: Optional[int]) -> int:
+    return -1 if timeout_ms is None else int(timeout_ms)
+
+
+_NO_DEFAULT: Any = object()
+
+
+class Store(MutableMapping):
+    """The job's key-value store, as a mapping of str keys to bytes values.
+
+    ``store[key]`` reads without waiting (KeyError when absent),
+    ``store[key] = value`` sets (str values are stored UTF-8 encoded),
+    ``del store[key]`` deletes, ``key in store`` checks.  :meth:`get` waits
+    for a key to appear (up to the communicator's timeout).  The store cannot
+    list its keys, so iteration and ``len`` raise TypeError.  Keys starting
+    with "symm/" are reserved.  All calls are local requests to the store.
+    """
+
+    def __init__(self, comm: "Communicator") -> None:
+        self._comm = comm
+
+    def _s(self) -> int:
+        return LIB.symm_comm_store(self._comm._ptr())
+
+    def set(self, key: str, value: Bytes) -> None:
+        """Sets `key` to `value` (bytes, or str stored as UTF-8)."""
+        data = _bytes(value)
+        check(LIB.symm_store_set(self._s(), _key(key), data, len(data)))
+
+    def get(self, key: str, default: Any = _NO_DEFAULT, *,  # type: ignore[override]
+            timeout_ms: Optional[int] = None) -> Any:
+        """The value of `key`, waiting up to `timeout_ms` (None: the
+        communicator's timeout; 0: no wait) for it to be set.  When it is
+        not set in time: `default` if given, else TimeoutError."""
+        if default is not _NO_DEFAULT:
+            try:
+                return self.get(key, timeout_ms=timeout_ms)
+            except TimeoutError:
+                return default
+        store, k, cap = self._s(), _key(key), 4096
+        while True:
+            out, n = create_string_buffer(cap), c_size_t()
+            code = LIB.symm_store_get(store, k, out, cap, byref(n), _timeout(timeout_ms))
+            if code == Result.NO_MEMORY and n.value > cap:
+                cap, timeout_ms = n.value, 0  # it exists: read it again, whole
+                continue
+            check(code)
+            return out.raw[:n.value]
+
+    def add(self, key: str, delta: int = 1) -> int:
+        """Atomically adds `delta` to the counter at `key` (absent: 0);
+        returns the new value."""
+        result = c_int64()
+        check(LIB.symm_store_add(self._s(), _key(key), int(delta), byref(result)))
+        return result.value
+
+    def compare_set(self, key: str, expected: Optional[Bytes], desired: Bytes) -> bytes:
+        """Atomically replaces the value of `key` by `desired` if it equals
+        `expected` (None: the key is absent).  Returns the value after the
+        operation: equal to `desired` when the swap happened."""
+        exp = None if expected is None else _bytes(expected)
+        des = _bytes(desired)
+        cap = max(len(des), len(exp or b""), 1)
+        while True:
+            out, n = create_string_buffer(cap), c_size_t()
+            code = LIB.symm_store_compare_set(self._s(), _key(key), exp,
+                                              0 if exp is None else len(exp), des, len(des),
+                                              out, cap, byref(n))
+            if code == Result.NO_MEMORY and n.value > cap:
+                # The swap did not happen (a longer value is there): read it.
+                cap = n.value
+                continue
+            check(code)
+            return out.raw[:n.value]
+
+    def wait(self, keys: Union[str, Iterable[str]], timeout_ms: Optional[int] = None) -> None:
+        """Waits until every key exists (None: the communicator's timeout).
+        TimeoutError otherwise."""
+        arr = self._keys(keys)
+        check(LIB.symm_store_wait(self._s(), arr, len(arr), _timeout(timeout_ms)))
+
+    def check(self, keys: Union[str, Iterable[str]]) -> bool:
+        """Whether every key exists now (no wait)."""
+        arr, present = self._keys(keys), c_int()
+        check(LIB.symm_store_check(self._s(), arr, len(arr), byref(present)))
+        return bool(present.value)
+
+    def delete(self, key: str) -> None:
+        """Deletes `key`; NotFoundError if it did not exist."""
+        check(LIB.symm_store_delete(self._s(), _key(key)))
+
+    @staticmethod
+    def _keys(keys: Union[str, Iterable[str]]) -> Any:
+        seq = [keys] if isinstance(keys, str) else list(keys)
+        return (c_char_p * len(seq))(*[_key(k) for k in seq])
+
+    def __getitem__(self, key: str) -> bytes:
+        try:
+            return self.get(key, timeout_ms=0)
+        except TimeoutError as e:
+            raise KeyError(key) from e
+
+    def __setitem__(self, key: str, value: Bytes) -> None:
+        self.set(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        try:
+            self.delete(key)
+        except NotFoundError as e:
+            raise KeyError(key) from e
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.check(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("the symmem store cannot list its keys")
+
+    def __len__(self) -> int:
+        raise TypeError("the symmem store cannot count its keys")
+
+
+class Lookup(NamedTuple):
+    """What :meth:`Communicator.lookup` found for a pointer."""
+
+    tensor: Optional[SymmetricTensor]  #: None: the library's own (the scratch)
+    rank: int                          #: whose memory; -1: a contiguous view
+    offset: int                        #: bytes from the start of that rank's data
+
+
+def _redop(op: Union[str, int]) -> int:
+    if isinstance(op, int):
+        return op
+    code = c_int()
+    check(LIB.symm_redop_from_name(str(op).encode(), byref(code)))
+    return code.value
+
+
+class Communicator:
+    """A group of ranks sharing symmetric memory (``symm_comm_t``).
+
+    Made by :func:`init`.  A context manager: leaving the ``with`` block
+    closes it.  Closing releases this object's hold; the C communicator is
+    destroyed once no tensor or view of it is left (they keep it alive), and
+    at interpreter exit at the latest.
+    """
+
+    def __init__(self, handle: _CommHandle) -> None:
+        self._handle: Optional[_CommHandle] = handle
+        self.store: Store = Store(self)  #: the job's key-value store
+        p = handle.ptr
+        self.rank: int = LIB.symm_comm_rank(p)              #: this process's rank
+        self.size: int = LIB.symm_comm_size(p)              #: number of ranks
+        self.local_rank: int = LIB.symm_comm_local_rank(p)  #: rank among this host's ranks
+        self.local_size: int = LIB.symm_comm_local_size(p)  #: ranks on this host
+        self.device: int = LIB.symm_comm_device(p)          #: GPU ordinal, -1: host backend
+        self.backend: str = text(LIB.symm_backend_name(LIB.symm_comm_backend(p))) or "?"
+        self.timeout_ms: int = LIB.symm_comm_timeout_ms(p)  #: bound of every blocking wait
+
+    def _ptr(self) -> int:
+        if self._handle is None or self._handle.ptr is None:
+            raise StateError("communicator is closed")
+        return self._handle.ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None or self._handle.ptr is None
+
+    def close(self) -> None:
+        """Closes the communicator (see the class).  Local; idempotent."""
+        self._handle = None
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self.closed else ""
+        return "<symmem.Communicator rank=%d size=%d backend=%s%s>" % (
+            self.rank, self.size, self.backend, state)
+
+    # -- communicator calls ------------------------------------------------
+    def barrier(self) -> None:
+        """Host-side barrier over all ranks.  Collective."""
+        check(LIB.symm_comm_barrier(self._ptr()))
+
+    def empty(self, shape: Shape, dtype: Any = "float32") -> SymmetricTensor:
+        """Allocates a symmetric tensor (row-major, uninitialised).
+
+        `shape`: an int or a sequence of positive ints (at most 8).
+        `dtype`: a NumPy-style name ("float32", "bfloat16", "uint8" ...),
+        symmem's short name ("bf16"), a NumPy dtype or a PyTorch dtype.
+        Local on the host and native backends; call :meth:`SymmetricTensor.rendezvous`
+        (collective) before reaching peers.
+        """
+        dims = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        dt = dtype_of(dtype)
+        sizes = (c_int64 * max(len(dims), 1))(*dims)
+        out = c_void_p()
+        check(LIB.symm_tensor_alloc(self._ptr(), sizes, len(dims), dt.code, byref(out)))
+        return SymmetricTensor(self, _TensorHandle(out.value, self._handle))
+
+    def lookup(self, ptr: int) -> Lookup:
+        """The symmetric tensor containing address `ptr` (local data, a peer
+        mapping, or a contiguous view), the rank and the byte offset.
+        NotFoundError when no live tensor contains it.  Thread-safe."""
+        tensor, rank, offset = c_void_p(), c_int(), c_size_t()
+        check(LIB.symm_tensor_lookup(c_void_p(int(ptr)), byref(tensor), byref(rank),
+                                     byref(offset)))
+        return Lookup(_REGISTRY.get(tensor.value), rank.value, offset.value)
+
+    def validate(self, ptr: int, nbytes: int) -> None:
+        """Raises the reason why [ptr, ptr + nbytes) is no usable symmetric
+        memory of this communicator; returns None when it is."""
+        check(LIB.symm_validate(self._ptr(), c_void_p(int(ptr)), int(nbytes)))
+
+    def pool_trim(self) -> int:
+        """Releases the pooled (freed) allocations; returns the bytes released."""
+        released = c_size_t()
+        check(LIB.symm_comm_pool_trim(self._ptr(), byref(released)))
+        return released.value
+
+    def backend_handle(self) -> int:
+        """The provider's own communicator (ncclComm_t for nccl) as an int.
+        UnsupportedError for backends without one."""
+        h = c_void_p()
+        check(LIB.symm_comm_backend_handle(self._ptr(), byref(h)))
+        return h.value or 0
+
+    def check_async_error(self) -> None:
+        """Raises the error of finished device-side work (GPU backends), if any."""
+        check(LIB.symm_comm_check_async_error(self._ptr()))
+
+    def reserve_scratch(self, nbytes: int) -> None:
+        """Grows the scratch tensor to `nbytes` per rank up front.  Collective."""
+        check(LIB.symm_comm_reserve_scratch(self._ptr(), int(nbytes)))
+
+    def set_allreduce_algo(self, algo: str) -> None:
+        """All-reduce algorithm: "auto", "one_shot", "two_shot", "ll", "ll128"."""
+        code = c_int()
+        check(LIB.symm_algo_from_name(str(algo).encode(), byref(code)))
+        check(LIB.symm_comm_set_allreduce_algo(self._ptr(), code.value))
+
+    def allreduce_algo(self, count: int, dtype: Any = "float32") -> str:
+        """The algorithm all_reduce runs for `count` elements of `dtype`."""
+        code = c_int()
+        check(LIB.symm_all_reduce_algo(self._ptr(), int(count), dtype_of(dtype).code,
+                                       byref(code)))
+        return text(LIB.symm_algo_name(code.value)) or "?"
+
+    # -- collectives -------------------------------------------------------
+    def _where(self, buf: Buffer, what: str) -> None:
+        if (buf.device < 0) != (self.device < 0):
+            have = "CPU memory" if buf.device < 0 else "CUDA memory"
+            want = "CPU memory" if self.device < 0 else "memory of cuda:%d" % self.device
+            invalid("%s is %s; the %s backend's collectives take %s" %
+                    (what, have, self.backend, want))
+
+    def _run(self, name: str, x: Any, out: Any, stream: StreamLike,
+             counts: Any, call: Any) -> Any:
+        s = stream_handle(stream)
+        target = x if out is None else out
+        with Borrowed(x, "x", s) as bx, Borrowed(target, "out", s) as bo:
+            self._where(bx, "x")
+            self._where(bo, "out")
+            if bo.readonly:
+                invalid("%s: out is read-only" % name)
+            if bo.dtype != bx.dtype:
+                invalid("%s: x is %s but out is %s" % (name, bx.dtype.name, bo.dtype.name))
+            count = counts(bx.numel, bo.numel)
+            check(call(self._ptr(), bx.ptr, bo.ptr, count, bx.dtype.code, s))
+        return target
+
+    def _sized(self, name: str, n_in: int, n_out: int, ratio_in: int, ratio_out: int) -> int:
+        # The count of a collective whose input holds ratio_in x count and
+        # output ratio_out x count elements.
+        if n_in % ratio_in or n_out % ratio_out or n_in // ratio_in != n_out // ratio_out:
+            invalid("%s: x has %d and out %d elements; they must be %d and %d times one "
+                    "count" % (name, n_in, n_out, ratio_in, ratio_out))
+        return n_in // ratio_in
+
+    def all_reduce(self, x: Any, op: Union[str, int] = "sum", *, out: Any = None,
+                   stream: StreamLike = None) -> Any:
+        """out[i] = op over ranks of x[i]; in place without `out`.
+
+        `x`, `out`: any contiguous array with ``__dlpack__`` or the array
+        interface (NumPy, PyTorch, CuPy, JAX, symmem tensors and views), of
+        this rank's device; nothing is copied.  `op`: "sum", "min", "max".
+        `stream`: None, a cudaStream_t int, or an object with ``cuda_stream``
+        (GPU backends; None on the host backend).  Collective.  Returns out
+        (or x)."""
+        rop = _redop(op)
+        return self._run("all_reduce", x, out, stream,
+                         lambda a, b: self._sized("all_reduce", a, b, 1, 1),
+                         lambda c, sp, rp, n, dt, s: LIB.symm_all_reduce(c, sp, rp, n, dt, rop, s))
+
+    def all_gather(self, x: Any, out: Any, *, stream: StreamLike = None) -> Any:
+        """out[r * n + i] = rank r's x[i] (n = x's elements).  Collective."""
+        w = self.size
+        return self._run("all_gather", x, out, stream,
+                         lambda a, b: self._sized("all_gather", a, b, 1, w),
+                         LIB.symm_all_gather)
+
+    def reduce_scatter(self, x: Any, out: Any, op: Union[str, int] = "sum", *,
+                       stream: StreamLike = None) -> Any:
+        """out[i] = op over ranks of x[rank * n + i] (n = out's elements).
+        Collective."""
+        rop, w = _redop(op), self.size
+        return self._run("reduce_scatter", x, out, stream,
+                         lambda a, b: self._sized("reduce_scatter", a, b, w, 1),
+                         lambda c, sp, rp, n, dt, s: LIB.symm_reduce_scatter(c, sp, rp, n, dt,
+                                                                             rop, s))
+
+    def broadcast(self, x: Any, root: int = 0, *, out: Any = None,
+                  stream: StreamLike = None) -> Any:
+        """out[i] = root's x[i]; in place without `out`.  Collective."""
+        r = int(root)
+        return self._run("broadcast", x, out, stream,
+                         lambda a, b: self._sized("broadcast", a, b, 1, 1),
+                         lambda c, sp, rp, n, dt, s: LIB.symm_broadcast(c, sp, rp, n, dt, r, s))
+
+    def all_to_all(self, x: Any, out: Any, *, stream: StreamLike = None) -> Any:
+        """out[r * n + i] = rank r's x[rank * n + i] (x and out: size * n
+        elements).  Collective."""
+        w = self.size
+        return self._run("all_to_all", x, out, stream,
+                         lambda a, b: self._sized("all_to_all", a, b, w, w),
+                         LIB.symm_all_to_all)
+
+
+def _backend_code(name: Optional[str]) -> int:
+    if name is None:
+        return 0
+    code = c_int()
+    check(LIB.symm_backend_from_name(str(name).encode(), byref(code)))
+    return code.value
+
+
+def _opt(value: Optional[int], unset: int) -> int:
+    return unset if value is None else int(value)
+
+
+def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
+         backend: Optional[str] = None, timeout_ms: Optional[int] = None,
+         device: Optional[int] = None, store_addr: Optional[str] = None,
+         token: Optional[str] = None, job_id: Optional[str] = None,
+         local_rank: Optional[int] = None, local_size: Optional[int] = None,
+         store_server: Optional[bool] = None) -> Communicator:
+    """Creates a communicator (``symm_comm_init``).  Collective over every rank.
+
+    Every argument left None comes from the environment as in C: rank and
+    size from symmem-run, torchrun, Open MPI, PMI or Slurm (else 0 of 1);
+    the store address from SYMM_STORE_ADDR or MASTER_ADDR + SYMM_STORE_PORT;
+    `backend` from SYMM_BACKEND ("auto", "host", "native", "cuda", "nccl",
+    "nvshmem"); `timeout_ms` from SYMM_TIMEOUT_MS.  `store_server`: whether
+    this rank serves the store (None: rank 0 unless symmem-run serves it).
+
+    Use it as a context manager::
+
+        with symmem.init() as comm:
+            t = comm.empty((1024,), "float32").rendezvous()
+    """
+    keep = [None if v is None else str(v).encode() for v in (store_addr, token, job_id)]
+    cfg = SymmConfig()
+    cfg.size, cfg.version = sizeof(SymmConfig), SYMM_CONFIG_VERSION
+    cfg.rank, cfg.world_size = _opt(rank, -1), _opt(world_size, -1)
+    cfg.local_rank, cfg.local_size = _opt(local_rank, -1), _opt(local_size, -1)
+    cfg.device = _opt(device, -1)
+    cfg.backend = _backend_code(backend)
+    cfg.timeout_ms = _opt(timeout_ms, 0)
+    cfg.store_addr, cfg.token, cfg.job_id = keep
+    cfg.store_server = -1 if store_server is None else int(bool(store_server))
+    out = c_void_p()
+    check(LIB.symm_comm_init(byref(cfg), byref(out)))
+    return Communicator(_CommHandle(out.value))

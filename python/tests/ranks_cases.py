@@ -1,0 +1,180 @@
+"""Multi-rank cases, each run by test_ranks.py under `symmem-run -n N`.
+
+`python ranks_cases.py CASE`: every rank runs CASE, asserts, and prints
+"CASE ok rank R" when it passed; an assertion failure exits non-zero, which
+symmem-run returns.
+"""
+import os
+import sys
+
+import numpy as np
+
+import symmem
+
+
+def bf16_bits(values):
+    """bfloat16 bit patterns of float32 values that bf16 holds exactly."""
+    return (np.asarray(values, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def case_exchange(comm):
+    """Remote views, peer pointers, contiguous view, lookup, signals, store."""
+    r, w = comm.rank, comm.size
+    right, left = (r + 1) % w, (r - 1) % w
+    for dtype in ("uint8", "int16", "float32", "float64", "uint64"):
+        t = comm.empty((3, 5), dtype).rendezvous()
+        assert t.is_rendezvoused
+        np.from_dlpack(t.remote(right))[:] = r + 1
+        comm.barrier()
+        assert np.all(np.from_dlpack(t) == left + 1), dtype
+        comm.barrier()
+        t.free()
+    t = comm.empty((4, 7), "int32").rendezvous()
+    ptrs = t.peer_ptrs()
+    assert len(ptrs) == w and ptrs[r] == t.data_ptr
+    for p in range(w):
+        v = t.remote(p)
+        assert v.data_ptr == ptrs[p] and v.rank == p and v.shape == (4, 7)
+        found = comm.lookup(ptrs[p] + 12)
+        assert found.tensor is t and found.rank == p and found.offset == 12, found
+    np.from_dlpack(t)[:] = np.arange(28, dtype=np.int32).reshape(4, 7) + 100 * r
+    comm.barrier()
+    cv = t.contiguous_view()
+    assert cv.shape == (w, 4, 7) and cv.rank == -1
+    all_ranks = np.from_dlpack(cv)
+    for p in range(w):
+        assert np.array_equal(all_ranks[p], np.arange(28).reshape(4, 7) + 100 * p), (
+            cv, all_ranks.strides, all_ranks[p])
+    assert comm.lookup(cv.data_ptr).rank == -1
+    comm.barrier()
+    # Signals: a ring of put/wait, then the signal-pad barrier; pads end zeroed.
+    np.from_dlpack(t.remote(right))[0, 0] = -r
+    t.put_signal(right, channel=1)
+    t.wait_signal(left, channel=1)
+    assert np.from_dlpack(t)[0, 0] == -left
+    t.barrier(channel=0)
+    t.barrier()
+    assert not np.any(np.from_dlpack(t.signal_pad()))
+    assert t.signal_pad(right).shape == (symmem.signal_pad_bytes() // 4,)
+    assert t.signal_channels == symmem.signal_pad_bytes() // 4 // w
+    comm.barrier()
+    # The store across ranks.
+    assert 1 <= comm.store.add("ranks/count") <= w
+    comm.store["ranks/%d" % r] = "hello from %d" % r
+    comm.store.wait(["ranks/%d" % p for p in range(w)])
+    assert comm.store.get("ranks/%d" % left) == ("hello from %d" % left).encode()
+    won = comm.store.compare_set("ranks/winner", None, str(r))
+    assert won in [str(p).encode() for p in range(w)]
+    comm.barrier()
+    assert comm.store.add("ranks/count", 0) == w
+
+
+def case_collectives(comm):
+    """Every collective, every reducible dtype, in place and into an output."""
+    r, w = comm.rank, comm.size
+    n = 1000
+    for dtype in ("float32", "int32", "float16"):
+        x = (np.arange(n) % 17 + r).astype(dtype)
+        out = np.empty_like(x)
+        comm.all_reduce(x, out=out)
+        expect = sum((np.arange(n) % 17 + p) for p in range(w)).astype(dtype)
+        assert np.array_equal(out, expect), dtype
+        for op, fn in (("min", np.minimum), ("max", np.maximum)):
+            y = x.copy()
+            comm.all_reduce(y, op=op)
+            want = (np.arange(n) % 17 + (0 if op == "min" else w - 1)).astype(dtype)
+            assert np.array_equal(y, want), (dtype, op)
+    # bfloat16 in a symmetric tensor, reduced in place through the tensor.
+    t = comm.empty(64, "bfloat16").rendezvous()
+    bits = np.from_dlpack(t.local().__class__(t.local()._handle, t.data_ptr, (64,), (1,),
+                                              symmem._dtypes.dtype_of("uint16"), -1, r))
+    bits[:] = bf16_bits(np.full(64, r + 1.0))
+    comm.all_reduce(t)
+    assert np.array_equal(bits, bf16_bits(np.full(64, w * (w + 1) / 2))), bits[:4]
+    # all_gather, reduce_scatter, broadcast, all_to_all.
+    x = np.full(10, r, dtype=np.float64)
+    out = np.empty(10 * w, dtype=np.float64)
+    comm.all_gather(x, out)
+    assert np.array_equal(out, np.repeat(np.arange(w, dtype=np.float64), 10))
+    x = np.arange(10 * w, dtype=np.float32) + r
+    out = np.empty(10, dtype=np.float32)
+    comm.reduce_scatter(x, out)
+    assert np.array_equal(out, sum(np.arange(10 * w, dtype=np.float32)[r * 10:(r + 1) * 10] + p
+                                   for p in range(w)))
+    x = np.full(33, r, dtype=np.int64)
+    comm.broadcast(x, root=w - 1)
+    assert np.all(x == w - 1)
+    x = np.arange(4 * w, dtype=np.uint8) + 10 * r
+    out = np.empty_like(x)
+    comm.all_to_all(x, out)
+    for p in range(w):
+        assert np.array_equal(out[p * 4:(p + 1) * 4], np.arange(r * 4, r * 4 + 4) + 10 * p)
+    # A symmetric tensor's own memory (zero copy), into a symmetric output.
+    a = comm.empty(256, "float32").rendezvous()
+    b = comm.empty(256 * w, "float32").rendezvous()
+    np.from_dlpack(a)[:] = r
+    comm.all_gather(a.local(), b)
+    assert np.array_equal(np.from_dlpack(b), np.repeat(np.arange(w, dtype=np.float32), 256))
+
+
+def case_errors(comm):
+    """MismatchError and TimeoutError on every rank."""
+    r, w = comm.rank, comm.size
+    t = comm.empty(16 + r, "float32")
+    try:
+        t.rendezvous()
+        raise AssertionError("rendezvous of different shapes passed")
+    except symmem.MismatchError as e:
+        assert e.code == symmem.Result.MISMATCH and e.detail, e
+    x = np.ones(8 + r, dtype=np.float32)
+    try:
+        comm.all_reduce(x)
+        raise AssertionError("all_reduce of different counts passed")
+    except symmem.MismatchError:
+        pass
+    comm.barrier()
+    s = comm.empty(4, "int32").rendezvous()
+    try:
+        s.wait_signal((r + 1) % w, channel=0)  # nobody puts
+        raise AssertionError("wait_signal without a put returned")
+    except symmem.TimeoutError as e:
+        assert isinstance(e, TimeoutError) and e.code == 5
+    comm.barrier()
+
+
+def case_peer_lost(comm):
+    """Rank 1 dies; rank 0's barrier raises PeerLostError."""
+    if comm.rank == 1:
+        os._exit(0)
+    try:
+        comm.barrier()
+        raise AssertionError("barrier with a dead peer returned")
+    except (symmem.PeerLostError, symmem.TimeoutError) as e:
+        assert isinstance(e, symmem.PeerLostError), "expected PeerLostError, got %r" % e
+        assert "rank 1" in e.detail or e.detail, e
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main() -> int:
+    case = sys.argv[1]
+    if case == "permission":
+        # symmem-run's store refuses any other token.
+        try:
+            symmem.init(token="not-the-job-token", timeout_ms=5000)
+        except symmem.PermissionDeniedError as e:
+            assert e.code == symmem.Result.PERMISSION and isinstance(e, PermissionError)
+            print("permission ok rank %s: %s" % (os.environ.get("SYMM_RANK"), e))
+            return 0
+        raise AssertionError("a wrong token was accepted")
+    timeout = int(os.environ.get("CASE_TIMEOUT_MS", "20000"))
+    with symmem.init(timeout_ms=timeout) as comm:
+        assert comm.size == int(os.environ["SYMM_WORLD_SIZE"]) and comm.backend == "host"
+        CASES[case](comm)
+        print("%s ok rank %d" % (case, comm.rank))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

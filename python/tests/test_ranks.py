@@ -1,0 +1,29 @@
+"""Multi-rank tests: ranks_cases.py under `symmem-run -n N` on the host backend."""
+import pytest
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_exchange(run_ranks, n):
+    res = run_ranks(n, "exchange")
+    assert res.rc == 0 and res.out.count("exchange ok") == n, res
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_collectives(run_ranks, n):
+    res = run_ranks(n, "collectives")
+    assert res.rc == 0 and res.out.count("collectives ok") == n, res
+
+
+def test_mismatch_and_timeout(run_ranks):
+    res = run_ranks(2, "errors", env={"CASE_TIMEOUT_MS": "1000"})
+    assert res.rc == 0 and res.out.count("errors ok") == 2, res
+
+
+def test_peer_lost(run_ranks):
+    res = run_ranks(2, "peer_lost", env={"CASE_TIMEOUT_MS": "10000"})
+    assert res.rc == 0 and res.out.count("peer_lost ok") == 1, res
+
+
+def test_permission(run_ranks):
+    res = run_ranks(1, "permission")
+    assert res.rc == 0 and "permission ok" in res.out, res

@@ -1,0 +1,50 @@
+"""A clean install: `pip install .` into a fresh virtual environment, then a
+2-rank run of the neighbour exchange from another directory, with no
+LD_LIBRARY_PATH, PYTHONPATH or SYMMEM_LIBRARY.  The slowest test (it builds
+the C library once more); the kernels are left out of this build
+(SYMM_WITH_CUDA=OFF) since nothing here runs on a GPU."""
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(cmd, env, cwd, timeout=900):
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+    assert proc.returncode == 0, "%s: exit %d\n%s" % (" ".join(cmd), proc.returncode,
+                                                      proc.stdout[-6000:])
+    return proc.stdout
+
+
+def test_pip_install_then_two_ranks(tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(str(env_dir))
+    bindir = env_dir / "bin"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "SYMMEM_LIBRARY", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+           and not k.startswith("SYMM_")}
+    env["PATH"] = str(bindir) + os.pathsep + env.get("PATH", "")
+    env["SYMM_BACKEND"] = "host"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pip = [str(bindir / "python"), "-m", "pip", "--disable-pip-version-check"]
+    _run(pip + ["install", "-q", REPO, "--config-settings=cmake.define.SYMM_WITH_CUDA=OFF"],
+         env, str(elsewhere))
+    _run(pip + ["install", "-q", "numpy"], env, str(elsewhere))
+    where = _run([str(bindir / "python"), "-c",
+                  "import symmem; print(symmem.library_path()); "
+                  "print(symmem.tool_path('symmem-run')); print(symmem.__version__)"],
+                 env, str(elsewhere)).split()
+    assert where[0].startswith(str(env_dir)) and where[1].startswith(str(env_dir)), where
+    out = _run(["symmem-run", "-n", "2", "python",
+                os.path.join(REPO, "python", "examples", "neighbor_exchange.py")],
+               env, str(elsewhere), timeout=120)
+    sys.stdout.write("fresh venv, symmem %s, from %s:\n%s" % (where[2], elsewhere, out))
+    assert out.count(" OK") == 2 and "FAIL" not in out, out
+    info = _run(["symmem-info"], env, str(elsewhere), timeout=60)
+    assert "host" in info
