@@ -68,8 +68,15 @@ static int full_path_rank(int rank, int size, void *arg) {
     ASSERT_EQ(((int64_t *)ptrs[r])[numel - 1], value_at(writer, numel - 1));
   }
 
-  /* Contiguous view: [size, 3, 1001]. */
+  /* Contiguous view: [size, 3, 1001], where the backend makes one; a
+   * backend that cannot says which can. */
   symm_view_t cv;
+  const bool contiguous = symm_comm_caps(comm)->contiguous_view;
+  if (!contiguous) {
+    ASSERT_RES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "native");
+    goto lookups;
+  }
   ASSERT_OK(symm_tensor_contiguous_view(t, &cv));
   ASSERT_EQ(cv.ndim, 3);
   ASSERT_EQ(cv.sizes[0], size);
@@ -90,6 +97,7 @@ static int full_path_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_tensor_contiguous_view(t, &again));
   ASSERT_PTR_EQ(again.data, cv.data);
 
+lookups:
   /* Interior pointers of local, peer and contiguous mappings. */
   symm_tensor_t *found;
   int frank;
@@ -102,9 +110,11 @@ static int full_path_rank(int rank, int size, void *arg) {
   ASSERT_PTR_EQ(found, t);
   ASSERT_EQ(frank, right);
   ASSERT_EQ(off, 8 * 1500 + 3);
-  ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
-  ASSERT_PTR_EQ(found, t);
-  ASSERT_EQ(frank, -1);
+  if (contiguous) {
+    ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
+    ASSERT_PTR_EQ(found, t);
+    ASSERT_EQ(frank, -1);
+  }
 
   /* Validate: whole tensor, a slice of a peer, past the end. */
   ASSERT_OK(symm_validate(comm, mine, (size_t)numel * 8));
@@ -116,7 +126,7 @@ static int full_path_rank(int rank, int size, void *arg) {
   symm_tensor_free(t);
   ASSERT_RES(symm_tensor_lookup(mine, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
   ASSERT_RES(symm_tensor_lookup(v.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
-  ASSERT_RES(symm_tensor_lookup(cv.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  if (contiguous) ASSERT_RES(symm_tensor_lookup(cv.data, &found, NULL, NULL), SYMM_ERR_NOT_FOUND);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -137,6 +147,13 @@ static int mismatch_rank(int rank, int size, void *arg) {
     else dt = SYMM_DTYPE_I32;
   }
   symm_tensor_t *t;
+  /* A backend that allocates collectively compares the calls there. */
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (caps->collective_alloc || caps->registers) {
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, dt, &t), SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank");
+    goto usable;
+  }
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, dt, &t));
   size_t registered = symm_registry_count();
   ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
@@ -146,9 +163,10 @@ static int mismatch_rank(int rank, int size, void *arg) {
   ASSERT(!symm_tensor_is_rendezvoused(t));
   symm_view_t v;
   ASSERT_RES(symm_tensor_remote_view(t, (rank + 1) % size, &v), SYMM_ERR_STATE);
+  symm_tensor_free(t);
+usable:
   /* The communicator stays usable. */
   ASSERT_OK(symm_comm_barrier(comm));
-  symm_tensor_free(t);
   int64_t m = 64;
   ASSERT_OK(symm_tensor_alloc(comm, &m, 1, SYMM_DTYPE_F32, &t));
   ASSERT_OK(symm_tensor_rendezvous(t));
@@ -290,7 +308,11 @@ static int pool_rank(int rank, int size, void *arg) {
     ASSERT_GT(released, 0);
   }
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
-  if (rank != 0) ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
+  /* A collective allocation reuses a pooled one only where every rank
+   * would: here none does. */
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (rank != 0 && !caps->collective_alloc && !caps->registers)
+    ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
   ASSERT_OK(symm_tensor_rendezvous(t));
   for (int r = 0; r < size; r++) {
     ASSERT_OK(symm_tensor_remote_view(t, r, &v));

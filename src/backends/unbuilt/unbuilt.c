@@ -22,5 +22,4 @@
 /* Each table carries what the backend will do at best (caps), which the
  * messages that name where something can be done read. */
 UNBUILT_BACKEND(cuda, CUDA, "cudaMalloc + CUDA IPC", {0}, false)
-UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows", {.backend_handle = true}, true)
 UNBUILT_BACKEND(nvshmem, NVSHMEM, "NVSHMEM symmetric heap", {0}, true)
