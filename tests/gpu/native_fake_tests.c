@@ -22,6 +22,7 @@
 #include "core/internal.h"
 #include "kernels/coll_abi.h"
 #include "fakecuda.h"
+#include "fake_main.h"
 #include "harness.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
@@ -65,27 +66,6 @@ static int count_memory_fds(void) {
   if (d) closedir(d);
   return n;
 }
-
-#define RCHECK(cond, ...)                                                       \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-#define ROK(call)                                                               \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error()); \
-  } while (0)
-#define RRES(call, want)                                                        \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_),             \
-           symm_strerror(want), symm_last_error());                             \
-  } while (0)
 
 static uint64_t pattern(int writer, size_t i) {
   return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
@@ -1796,50 +1776,14 @@ TEST_IMPL(native_fake_scratch_query) {
 
 /* ------------------------------------------------------------------ main */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} native_fake_tests[] = {
+static const fake_test_t native_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-native-fake.h"
 #undef TEST_ENTRY
 };
 
-#ifndef SYMM_HAVE_KERNELS
-/* A build without nvcc has no embedded kernels: the tests load a kernel
- * file instead (SYMM_COLL_KERNELS; the fake driver loads any image), so
- * that they run in such builds (make test-sanitize) too. */
-static char fake_kernels_path[64];
-static void remove_fake_kernels(void) { unlink(fake_kernels_path); }
-static void use_fake_kernels(void) {
-  snprintf(fake_kernels_path, sizeof fake_kernels_path, "/tmp/symm-fake-kernels-%d",
-           (int)getpid());
-  FILE *f = fopen(fake_kernels_path, "wb");
-  if (!f || fputs("fake kernel image", f) < 0 || fclose(f) != 0) {
-    fprintf(stderr, "cannot write %s\n", fake_kernels_path);
-    exit(1);
-  }
-  atexit(remove_fake_kernels);
-  setenv("SYMM_COLL_KERNELS", fake_kernels_path, 1);
-}
-#endif
-
 int main(int argc, char **argv) {
   /* Every test uses the fake driver unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
-#ifndef SYMM_HAVE_KERNELS
-  use_fake_kernels();
-#endif
-  size_t n = sizeof native_fake_tests / sizeof native_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", native_fake_tests[i].name);
-    else if (strcmp(argv[1], native_fake_tests[i].name) == 0) return native_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, native_fake_tests, sizeof native_fake_tests / sizeof native_fake_tests[0]);
 }

@@ -21,6 +21,7 @@
 #include "backends/nccl/nccl.h"
 #include "core/internal.h"
 #include "fakenccl.h"
+#include "fake_main.h"
 #include "harness.h"
 
 #define TEST_ENTRY(name, timeout) TEST_IMPL(name);
@@ -45,26 +46,6 @@ static fakenccl_stats_t fake_stats(void) {
   return s;
 }
 
-#define RCHECK(cond, ...)                                                             \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                                   \
-      fprintf(stderr, "\n");                                                          \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-#define ROK(call)                                                                     \
-  do {                                                                                \
-    symm_result_t r_ = (call);                                                        \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error());      \
-  } while (0)
-#define RRES(call, want)                                                              \
-  do {                                                                                \
-    symm_result_t r_ = (call);                                                        \
-    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_), symm_strerror(want), \
-           symm_last_error());                                                        \
-  } while (0)
 #define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "\"%s\" lacks \"%s\"", \
                             symm_last_error(), needle)
 
@@ -680,47 +661,16 @@ TEST_IMPL(nccl_real_library) {
 
 /* -------------------------------------------------------------- main */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} nccl_fake_tests[] = {
+static const fake_test_t nccl_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-nccl-fake.h"
 #undef TEST_ENTRY
 };
 
-#ifndef SYMM_HAVE_KERNELS
-/* A build without nvcc has no embedded kernels: the tests load a kernel
- * file instead (SYMM_COLL_KERNELS; the fake driver loads any image). */
-static char fake_kernels_path[64];
-static void remove_fake_kernels(void) { unlink(fake_kernels_path); }
-static void use_fake_kernels(void) {
-  snprintf(fake_kernels_path, sizeof fake_kernels_path, "/tmp/symm-nccl-kernels-%d",
-           (int)getpid());
-  FILE *f = fopen(fake_kernels_path, "wb");
-  if (!f || fputs("fake kernel image", f) < 0 || fclose(f) != 0) exit(1);
-  atexit(remove_fake_kernels);
-  setenv("SYMM_COLL_KERNELS", fake_kernels_path, 1);
-}
-#endif
-
 int main(int argc, char **argv) {
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
   setenv("SYMM_NCCL_LIB", FAKENCCL_PATH, 1);
   setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
-#ifndef SYMM_HAVE_KERNELS
-  use_fake_kernels();
-#endif
-  size_t n = sizeof nccl_fake_tests / sizeof nccl_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", nccl_fake_tests[i].name);
-    else if (strcmp(argv[1], nccl_fake_tests[i].name) == 0) return nccl_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, nccl_fake_tests,
+                         sizeof nccl_fake_tests / sizeof nccl_fake_tests[0]);
 }
