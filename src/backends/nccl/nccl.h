@@ -67,8 +67,9 @@ void nccl_missing(const symm_nccl_lib_t *lib, const char *path, char *why, size_
  * the timeout or a lost peer the communicator is aborted and the error
  * says which call, and why. */
 symm_result_t nccl_call(symm_comm_t *comm, nccl_state_t *st, int res, const char *what);
-/* Publishes this rank's failure of `what` for the peers' waits. */
-void nccl_publish_failure(symm_comm_t *comm, const char *what);
+/* Publishes this rank's failure (code, and the thread's last error) for
+ * the peers' waits, which return the same code. */
+void nccl_publish_failure(symm_comm_t *comm, symm_result_t code);
 /* Aborts the communicator (ncclCommAbort, else ncclCommDestroy). */
 void nccl_abort(nccl_state_t *st);
 /* "ncclInvalidUsage (...)": NCCL's name for a result. */

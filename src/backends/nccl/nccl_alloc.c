@@ -35,7 +35,7 @@ symm_result_t nccl_window_register(symm_comm_t *comm, nccl_state_t *st, void *pt
                                    "nccl: ncclCommWindowRegister(%zu bytes, "
                                    "NCCL_WIN_COLL_SYMMETRIC) returned ncclSuccess but no window: "
                                    "this NCCL communicator has no symmetric-memory support", bytes);
-    nccl_publish_failure(comm, "ncclCommWindowRegister");
+    nccl_publish_failure(comm, err);
     return err;
   }
   st->windows++;

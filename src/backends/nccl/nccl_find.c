@@ -9,6 +9,7 @@
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <dirent.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -106,6 +107,12 @@ const symm_nccl_lib_t *nccl_library(char *why, size_t why_len) {
   }
   found_lib = l;
   found = true;
+  /* The file the loader chose for a bare name, for describe and messages. */
+  Dl_info info;
+  void *fn;
+  memcpy(&fn, &l.get_version, sizeof fn);
+  if (dladdr(fn, &info) && info.dli_fname && strchr(info.dli_fname, '/'))
+    snprintf(path, sizeof path, "%s", info.dli_fname);
   snprintf(found_path, sizeof found_path, "%s", path);
   snprintf(found_setting, sizeof found_setting, "%s", setting);
   lib = &found_lib;

@@ -139,7 +139,7 @@ static symm_result_t nccl_find_reach(symm_comm_t *comm, nccl_state_t *st) {
     symm_result_t err = symm_error(rc == SYMM_NCCL_SYSTEM_ERROR ? SYMM_ERR_NO_MEMORY : SYMM_ERR_BACKEND,
                                    "nccl: ncclMemAlloc(%d bytes) failed: %s",
                                    SYMM_NCCL_WIN_ALIGNMENT, nccl_result_text(st, rc));
-    nccl_publish_failure(comm, "ncclMemAlloc");
+    nccl_publish_failure(comm, err);
     return err;
   }
   symm_result_t res = nccl_window_register(comm, st, ptr, SYMM_NCCL_WIN_ALIGNMENT, &win);

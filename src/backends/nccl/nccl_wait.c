@@ -11,6 +11,7 @@
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/nccl/nccl.h"
@@ -54,11 +55,10 @@ static void fail_key(symm_comm_t *comm, char *key, size_t cap) {
   snprintf(key, cap, "%s" NCCL_FAIL_KEY, symm_comm_key_prefix(comm));
 }
 
-void nccl_publish_failure(symm_comm_t *comm, const char *what) {
-  (void)what; /* the error names the call */
+void nccl_publish_failure(symm_comm_t *comm, symm_result_t code) {
   char key[256], msg[768];
   fail_key(comm, key, sizeof key);
-  snprintf(msg, sizeof msg, "%s", symm_last_error());
+  snprintf(msg, sizeof msg, "%d:%s", (int)code, symm_last_error());
   /* Best effort: a peer that does not see it times out instead. */
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
@@ -67,8 +67,8 @@ void nccl_publish_failure(symm_comm_t *comm, const char *what) {
   symm_error_restore(saved);
 }
 
-/* Another rank's published failure, if any. */
-static bool peer_failure(symm_comm_t *comm, char *msg, size_t cap) {
+/* Another rank's published failure, if any: its code and message. */
+static bool peer_failure(symm_comm_t *comm, symm_result_t *code, char *msg, size_t cap) {
   char key[256];
   fail_key(comm, key, sizeof key);
   const char *keys[1] = {key};
@@ -80,8 +80,12 @@ static bool peer_failure(symm_comm_t *comm, char *msg, size_t cap) {
              present &&
              symm_store_get(symm_comm_store(comm), key, msg, cap - 1, &len, 0) == SYMM_SUCCESS;
   symm_error_restore(saved);
-  if (got) msg[len < cap ? len : cap - 1] = 0;
-  return got;
+  if (!got) return false;
+  msg[len < cap ? len : cap - 1] = 0;
+  char *colon = strchr(msg, ':');
+  *code = colon ? (symm_result_t)atoi(msg) : SYMM_ERR_BACKEND;
+  if (colon) memmove(msg, colon + 1, strlen(colon + 1) + 1);
+  return true;
 }
 
 /* Polls an operation in progress to its end. */
@@ -111,10 +115,11 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
         return symm_error(SYMM_ERR_PEER_LOST, "nccl: rank %d exited while rank %d waited in "
                           "%s; the NCCL communicator is aborted", peer, st->rank, what);
       }
-      if (peer_failure(comm, msg, sizeof msg)) {
+      symm_result_t code;
+      if (peer_failure(comm, &code, msg, sizeof msg)) {
         nccl_abort(st);
-        return symm_error(SYMM_ERR_BACKEND, "%s (seen by rank %d in %s; its NCCL communicator "
-                          "is aborted)", msg, st->rank, what);
+        return symm_error(code, "%s (seen by rank %d in %s; its NCCL communicator is aborted)",
+                          msg, st->rank, what);
       }
     }
     if (!symm_backoff_pause(&b)) {
@@ -129,7 +134,7 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
 symm_result_t nccl_call(symm_comm_t *comm, nccl_state_t *st, int res, const char *what) {
   if (res == SYMM_NCCL_IN_PROGRESS || (res == SYMM_NCCL_SUCCESS && st->nonblocking)) {
     symm_result_t err = st->comm ? nccl_wait(comm, st, what) : SYMM_SUCCESS;
-    if (err != SYMM_SUCCESS) nccl_publish_failure(comm, what);
+    if (err != SYMM_SUCCESS) nccl_publish_failure(comm, err);
     return err;
   }
   if (res == SYMM_NCCL_SUCCESS) return SYMM_SUCCESS;
@@ -139,6 +144,6 @@ symm_result_t nccl_call(symm_comm_t *comm, nccl_state_t *st, int res, const char
                                  st->rank, nccl_result_text(st, res), last && *last ? ": " : "",
                                  last ? last : "");
   nccl_abort(st);
-  nccl_publish_failure(comm, what);
+  nccl_publish_failure(comm, err);
   return err;
 }
