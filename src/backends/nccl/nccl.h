@@ -99,6 +99,7 @@ symm_result_t nccl_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 /* Registers [ptr, ptr + bytes) as a symmetric window (collective). */
 symm_result_t nccl_window_register(symm_comm_t *comm, nccl_state_t *st, void *ptr, size_t bytes,
                                    symm_nccl_window_t *win);
-void nccl_window_deregister(nccl_state_t *st, symm_nccl_window_t win);
+/* Local; waits on a non-blocking communicator, warns on failure. */
+void nccl_window_deregister(symm_comm_t *comm, nccl_state_t *st, symm_nccl_window_t win);
 
 #endif /* SYMM_NCCL_H */

@@ -43,12 +43,17 @@ symm_result_t nccl_window_register(symm_comm_t *comm, nccl_state_t *st, void *pt
   return SYMM_SUCCESS;
 }
 
-void nccl_window_deregister(nccl_state_t *st, symm_nccl_window_t win) {
+void nccl_window_deregister(symm_comm_t *comm, nccl_state_t *st, symm_nccl_window_t win) {
   st->live_windows--;
   if (!st->comm) return; /* aborted: NCCL freed its windows */
   int rc = st->lib->comm_window_deregister(st->comm, win);
-  if (rc != SYMM_NCCL_SUCCESS)
+  /* A non-blocking communicator may finish it later. */
+  if (rc == SYMM_NCCL_IN_PROGRESS || rc == SYMM_NCCL_SUCCESS) {
+    if (nccl_call(comm, st, rc, "ncclCommWindowDeregister") != SYMM_SUCCESS)
+      SYMM_WARN(BACKEND, "%s", symm_last_error());
+  } else {
     SYMM_WARN(BACKEND, "nccl: ncclCommWindowDeregister failed: %s", nccl_result_text(st, rc));
+  }
 }
 
 symm_result_t nccl_alloc(symm_comm_t *comm, symm_mem_t *mem) {
@@ -119,7 +124,7 @@ void nccl_deregister(symm_comm_t *comm, symm_mem_t *mem) {
   if (!st || !a || !a->win) return;
   ncu_context saved = NULL;
   bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
-  nccl_window_deregister(st, a->win);
+  nccl_window_deregister(comm, st, a->win);
   if (entered) symm_gpu_leave(st->gpu, saved);
   a->win = NULL;
 }

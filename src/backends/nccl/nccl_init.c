@@ -152,7 +152,7 @@ static symm_result_t nccl_find_reach(symm_comm_t *comm, nccl_state_t *st) {
                        nccl_result_text(st, rc));
     st->reachable[r] = p != NULL;
   }
-  if (win) nccl_window_deregister(st, win);
+  if (win) nccl_window_deregister(comm, st, win);
   st->lib->mem_free(ptr);
   return res;
 }
