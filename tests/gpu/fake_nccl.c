@@ -292,7 +292,8 @@ static int fn_init(fn_comm_t **out, int n, symm_nccl_unique_id_t id, int rank, b
   if (memcmp(f.magic, "fakencl", 8) != 0) return fn_fail(FN_EINVAL, "not a fake NCCL unique id");
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)f.pid, (int)f.fd);
-  int fd = f.pid == getpid() ? dup(f.fd) : open(path, O_RDWR | O_CLOEXEC);
+  /* The id's creator hands its fd to the communicator (one id, one comm). */
+  int fd = f.pid == getpid() ? f.fd : open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return fn_fail(FN_ESYS, "fake NCCL: cannot open the unique id's segment");
   fn_comm_t *c = calloc(1, sizeof *c);
   c->seg_fd = fd;
