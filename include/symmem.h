@@ -491,7 +491,11 @@ typedef struct symm_view {
  * Returns SYMM_ERR_INVALID_ARG (NULL, ndim < 1 or > SYMM_MAX_DIMS, a size
  * <= 0, bad dtype, total size overflowing), SYMM_ERR_NO_MEMORY,
  * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below; where it is
- * collective also SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST.
+ * collective also SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST
+ * (nccl: a failed, timed-out or abandoned window registration aborts the
+ * NCCL communicator; later calls needing it return SYMM_ERR_STATE), and
+ * SYMM_ERR_UNSUPPORTED with nccl when the NCCL communicator has no
+ * symmetric-memory support (ncclCommWindowRegister gives no window).
  */
 SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
                                          const int64_t *sizes, int ndim,
@@ -543,7 +547,9 @@ SYMM_API symm_result_t symm_tensor_local_view(const symm_tensor_t *tensor,
  * loadable/storable from this process (or from kernels on this rank's GPU).
  * Local; requires a rendezvoused tensor.  Returns SYMM_ERR_INVALID_ARG (NULL,
  * rank out of [0, world_size)), SYMM_ERR_STATE (not rendezvoused),
- * SYMM_ERR_UNSUPPORTED (peer not load/store reachable with this backend).
+ * SYMM_ERR_UNSUPPORTED (peer not load/store reachable with this backend;
+ * with nccl: NCCL maps no pointer to it, or the NCCL found predates 2.29.2,
+ * the first with ncclGetPeerDevicePointer, which the message names).
  */
 SYMM_API symm_result_t symm_tensor_remote_view(const symm_tensor_t *tensor,
                                                int rank, symm_view_t *view);

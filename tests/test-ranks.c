@@ -155,6 +155,13 @@ static int mismatch_rank(int rank, int size, void *arg) {
     else dt = SYMM_DTYPE_I32;
   }
   symm_tensor_t *t;
+  /* A backend that allocates collectively compares the calls there. */
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (caps->collective_alloc || caps->registers) {
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, dt, &t), SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank");
+    goto usable;
+  }
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, dt, &t));
   size_t registered = symm_registry_count();
   ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
@@ -164,9 +171,10 @@ static int mismatch_rank(int rank, int size, void *arg) {
   ASSERT(!symm_tensor_is_rendezvoused(t));
   symm_view_t v;
   ASSERT_RES(symm_tensor_remote_view(t, (rank + 1) % size, &v), SYMM_ERR_STATE);
+  symm_tensor_free(t);
+usable:
   /* The communicator stays usable. */
   ASSERT_OK(symm_comm_barrier(comm));
-  symm_tensor_free(t);
   int64_t m = 64;
   ASSERT_OK(symm_tensor_alloc(comm, &m, 1, SYMM_DTYPE_F32, &t));
   ASSERT_OK(symm_tensor_rendezvous(t));
@@ -308,7 +316,11 @@ static int pool_rank(int rank, int size, void *arg) {
     ASSERT_GT(released, 0);
   }
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
-  if (rank != 0) ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
+  /* A collective allocation reuses a pooled one only where every rank
+   * would: here none does. */
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (rank != 0 && !caps->collective_alloc && !caps->registers)
+    ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
   ASSERT_OK(symm_tensor_rendezvous(t));
   for (int r = 0; r < size; r++) {
     ASSERT_OK(symm_tensor_remote_view(t, r, &v));

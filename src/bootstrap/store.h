@@ -73,13 +73,8 @@ symm_result_t symm_store_connect_comm(const char *addr, const char *token, int r
                                       uint32_t comm, int timeout_ms, symm_store_t **store);
 /* Says BYE (not lost) and closes.  NULL ok. */
 void symm_store_close(symm_store_t *store);
-/* The library's own keys live under this prefix; the public symm_store_set,
- * _add, _compare_set and _delete refuse it.  The library writes its keys
- * with these. */
-#define SYMM_STORE_OWN_PREFIX "symm/"
-symm_result_t symm_store_set_own(symm_store_t *store, const char *key, const void *value,
-                                 size_t len);
-symm_result_t symm_store_delete_own(symm_store_t *store, const char *key);
+/* The library's own keys, and the calls that write them. */
+#include "symm_store_own.h"
 /* Closes without BYE (the server then treats the rank as lost); for tests
  * and for fork()ed children. */
 void symm_store_abandon(symm_store_t *store);

@@ -427,9 +427,18 @@ symm_result_t symm_store_compare_set(symm_store_t *store, const char *key,
                                      const void *expected, size_t expected_len,
                                      const void *desired, size_t desired_len,
                                      void *buf, size_t cap, size_t *len) {
+  SYMM_CHECK(cli_check_user_key("compare_set", key));
+  return symm_store_compare_set_own(store, key, expected, expected_len, desired, desired_len,
+                                    buf, cap, len);
+}
+
+symm_result_t symm_store_compare_set_own(symm_store_t *store, const char *key,
+                                         const void *expected, size_t expected_len,
+                                         const void *desired, size_t desired_len, void *buf,
+                                         size_t cap, size_t *len) {
   if (!store || (!buf && cap))
     return symm_error(SYMM_ERR_INVALID_ARG, "store compare_set: NULL store or buffer");
-  SYMM_CHECK(cli_check_user_key("compare_set", key));
+  SYMM_CHECK(cli_check_key("compare_set", key));
   SYMM_CHECK(cli_check_value("compare_set", expected, expected_len));
   SYMM_CHECK(cli_check_value("compare_set", desired, desired_len));
   if (len) *len = 0;

@@ -553,9 +553,14 @@ symm_result_t symm_tensor_remote_view(const symm_tensor_t *t, int rank, symm_vie
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_remote_view: NULL argument");
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_remote_view"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_remote_view"));
-  if (!t->peer_data[rank])
+  if (!t->peer_data[rank]) {
+    char why[384] = "";
+    if (SYMM_OPS_HAS(t->comm->ops, 3, unreachable_why))
+      t->comm->ops->unreachable_why(t->comm, rank, why, sizeof why);
     return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_remote_view: rank %d's memory is not "
-                      "load/store reachable with the %s backend", rank, t->comm->ops->name);
+                      "load/store reachable with the %s backend%s%s", rank, t->comm->ops->name,
+                      why[0] ? ": " : "", why);
+  }
   fill_view(t, t->peer_data[rank], rank, view);
   return SYMM_SUCCESS;
 }

@@ -24,6 +24,7 @@
 #include "symm_error.h"
 #include "symm_gpu.h"
 #include "symm_settings.h"
+#include "symm_store_own.h"
 #include "symm_util.h"
 
 /* Bytes of the signal pad in front of the data of every allocation. */
@@ -129,7 +130,7 @@ typedef struct symm_backend_caps {
  * ones are made by every rank of the communicator in the same order.
  */
 typedef struct symm_backend_ops {
-  int version; /* 1 */
+  int version; /* 1, 2 or 3 */
   const char *name;
   symm_backend_t id;
   symm_mem_kind_t mem_kind;
@@ -203,6 +204,10 @@ typedef struct symm_backend_ops {
    * is not load/store reachable.  The core has checked the arguments. */
   symm_result_t (*collective)(symm_comm_t *comm, const struct symm_coll_args *args);
   /* members above: version 2 */
+  /* Optional: why rank `peer` is not load/store reachable (peer_reachable
+   * false), one sentence into out, for the messages that refuse it. */
+  void (*unreachable_why)(symm_comm_t *comm, int peer, char *out, size_t len);
+  /* members above: version 3 */
 } symm_backend_ops_t;
 
 /* Whether the communicator's backend loads and stores every peer's memory

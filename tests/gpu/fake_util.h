@@ -64,19 +64,10 @@ typedef struct fake_test {
   int (*fn)(void);
 } fake_test_t;
 
-/* `EXE NAME` runs test NAME of tests[0..n), `EXE --list` lists them. */
-static inline int fake_tests_main(int argc, char **argv, const fake_test_t *tests, size_t n) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", tests[i].name);
-    else if (strcmp(argv[1], tests[i].name) == 0) return tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
-}
+/* `PROGRAM NAME` runs test NAME of tests[0..n), `PROGRAM --list` lists
+ * them (fake_main.c).  In a build without embedded kernels it first points
+ * SYMM_COLL_KERNELS at a kernel file of its own, which the fake driver
+ * loads like any image. */
+int fake_tests_main(int argc, char **argv, const fake_test_t *tests, size_t n);
 
 #endif /* SYMM_FAKE_UTIL_H */

@@ -1758,31 +1758,8 @@ static const fake_test_t native_fake_tests[] = {
 #undef TEST_ENTRY
 };
 
-#ifndef SYMM_HAVE_KERNELS
-/* A build without nvcc has no embedded kernels: the tests load a kernel
- * file instead (SYMM_COLL_KERNELS; the fake driver loads any image), so
- * that they run in such builds (make test-sanitize) too. */
-static char fake_kernels_path[64];
-static void remove_fake_kernels(void) { unlink(fake_kernels_path); }
-static void use_fake_kernels(void) {
-  snprintf(fake_kernels_path, sizeof fake_kernels_path, "/tmp/symm-fake-kernels-%d",
-           (int)getpid());
-  FILE *f = fopen(fake_kernels_path, "wb");
-  if (!f || fputs("fake kernel image", f) < 0 || fclose(f) != 0) {
-    fprintf(stderr, "cannot write %s\n", fake_kernels_path);
-    exit(1);
-  }
-  atexit(remove_fake_kernels);
-  setenv("SYMM_COLL_KERNELS", fake_kernels_path, 1);
-}
-#endif
-
 int main(int argc, char **argv) {
   /* Every test uses the fake driver unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
-#ifndef SYMM_HAVE_KERNELS
-  use_fake_kernels();
-#endif
-  return fake_tests_main(argc, argv, native_fake_tests,
-                         sizeof native_fake_tests / sizeof native_fake_tests[0]);
+  return fake_tests_main(argc, argv, native_fake_tests, sizeof native_fake_tests / sizeof native_fake_tests[0]);
 }

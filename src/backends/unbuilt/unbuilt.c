@@ -21,5 +21,4 @@
 
 /* Each table carries what the backend will do at best (caps), which the
  * messages that name where something can be done read. */
-UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows", {.backend_handle = true}, true)
 UNBUILT_BACKEND(nvshmem, NVSHMEM, "NVSHMEM symmetric heap", {0}, true)

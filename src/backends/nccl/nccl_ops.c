@@ -1,0 +1,34 @@
+/* The nccl backend's ops table: ncclMemAlloc memory registered as NCCL
+ * symmetric windows, peers' pointers from NCCL where it maps them, NCCL's
+ * own collectives where it does not, and the ncclComm_t for the user.  The
+ * functions live in the other nccl_*.c files.  Chosen by name only
+ * (SYMM_BACKEND=nccl): `auto` never starts NCCL by itself. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include "backends/nccl/nccl.h"
+
+const symm_backend_ops_t symm_nccl_ops = {
+    .version = 3,
+    .name = "nccl",
+    .id = SYMM_BACKEND_NCCL,
+    .mem_kind = SYMM_MEM_DEVICE,
+    .caps = {.takes_stream = true, .registers = true, .device_peer_array = true,
+             .backend_handle = true},
+    .by_name_only = true,
+    .probe = nccl_probe,
+    .init = nccl_init,
+    .startup = nccl_startup,
+    .fini = nccl_fini,
+    .granularity = nccl_granularity,
+    .alloc = nccl_alloc,
+    .free = nccl_free,
+    .export_mem = nccl_export_mem,
+    .map_peer = nccl_map_peer,
+    .unmap_peer = nccl_unmap_peer,
+    .backend_handle = nccl_backend_handle,
+    .describe = nccl_describe,
+    .register_mem = nccl_register,
+    .deregister_mem = nccl_deregister,
+    .peer_reachable = nccl_peer_reachable,
+    .collective = nccl_collective,
+    .unreachable_why = nccl_unreachable_why,
+};

@@ -1,0 +1,24 @@
+/*
+ * The job's store for the library's own keys, which live under "symm/"
+ * (every communicator's symm_comm_key_prefix): the public symm_store_set,
+ * _add, _compare_set and _delete refuse that prefix, these are the same
+ * calls without the check (store_client.c).  Not installed.
+ */
+#ifndef SYMM_STORE_OWN_H
+#define SYMM_STORE_OWN_H
+
+#include <stddef.h>
+
+#include "symmem.h"
+
+#define SYMM_STORE_OWN_PREFIX "symm/"
+
+symm_result_t symm_store_set_own(symm_store_t *store, const char *key, const void *value,
+                                 size_t len);
+symm_result_t symm_store_compare_set_own(symm_store_t *store, const char *key,
+                                         const void *expected, size_t expected_len,
+                                         const void *desired, size_t desired_len, void *buf,
+                                         size_t cap, size_t *len);
+symm_result_t symm_store_delete_own(symm_store_t *store, const char *key);
+
+#endif /* SYMM_STORE_OWN_H */

@@ -1,0 +1,20 @@
+/* What the fake libnccl (fake_nccl.c) tells the tests through its exported
+ * hook fakenccl_stats; shared by the fake and the tests. */
+#ifndef SYMM_FAKENCCL_H
+#define SYMM_FAKENCCL_H
+
+/* Cumulative counts of this process's calls, and what is live now. */
+typedef struct fakenccl_stats {
+  long registrations;   /* successful ncclCommWindowRegister calls */
+  long live_windows;    /* registered, not yet deregistered */
+  long live_allocs;     /* ncclMemAlloc blocks not yet freed */
+  long live_comms;      /* communicators not yet destroyed or aborted */
+  long inits_config;    /* ncclCommInitRankConfig calls */
+  long inits_plain;     /* ncclCommInitRank calls */
+  long nonblocking;     /* of those, made with blocking = 0 */
+  long collectives;     /* collectives run (all-to-all by send/recv: one) */
+  long p2p_groups;      /* groups of sends and receives run */
+  long aborts;          /* ncclCommAbort calls */
+} fakenccl_stats_t;
+
+#endif

@@ -1,0 +1,674 @@
+/*
+ * The nccl backend on machines without a GPU: every test loads the fake
+ * libnccl of fake_nccl.c (SYMM_NCCL_LIB) over the fake CUDA driver of
+ * fake_cuda.c (SYMM_CUDA_LIB), whose "device memory" is shared host memory,
+ * so the backend's real paths (unique id through the init blob, the
+ * non-blocking communicator, window registration, peer pointers, NCCL's
+ * own collectives, the waits that keep to the timeout) run across
+ * processes and the CPU checks the data.  One test loads the real library
+ * where an nvidia-nccl wheel is installed.  `nccl-fake-tests NAME` runs one
+ * test; ctest runs each (list-nccl-fake.h) in its own process.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/nccl/nccl.h"
+#include "core/internal.h"
+#include "fakenccl.h"
+#include "fake_util.h"
+#include "harness.h"
+
+#define TEST_ENTRY(name, timeout) TEST_IMPL(name);
+#include "list-nccl-fake.h"
+#undef TEST_ENTRY
+
+/* ------------------------------------------------------------- helpers */
+
+static void *fakenccl_sym(const char *name) {
+  void *lib = dlopen(FAKENCCL_PATH, RTLD_NOW | RTLD_NOLOAD);
+  void *fn = lib ? dlsym(lib, name) : NULL;
+  if (lib) dlclose(lib);
+  return fn;
+}
+
+static fakenccl_stats_t fakenccl_stats_of(void) {
+  fakenccl_stats_t s;
+  memset(&s, 0xff, sizeof s);
+  void (*fn)(fakenccl_stats_t *) = NULL;
+  *(void **)&fn = fakenccl_sym("fakenccl_stats");
+  if (fn) fn(&s);
+  return s;
+}
+
+#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "\"%s\" lacks \"%s\"", \
+                            symm_last_error(), needle)
+
+/* A job of n nccl ranks with SYMM_TIMEOUT_MS = symm_timeout_ms; the number
+ * of ranks that failed; status[] (may be NULL) their wait statuses. */
+static int run_job_opts(int n, test_rank_fn fn, void *arg, int symm_timeout_ms, int *status) {
+  test_job_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.timeout_ms = 50000;
+  o.backend = "nccl";
+  o.store_timeout_ms = symm_timeout_ms;
+  o.kill_rank = -1;
+  o.exit_status = status;
+  return test_run_ranks_opts(n, fn, arg, &o);
+}
+
+static int run_job(int n, test_rank_fn fn, void *arg) {
+  return run_job_opts(n, fn, arg, 15000, NULL);
+}
+
+static symm_tensor_t *alloc_1d(symm_comm_t *comm, int64_t n, symm_dtype_t dt) {
+  symm_tensor_t *t = NULL;
+  symm_result_t r = symm_tensor_alloc(comm, &n, 1, dt, &t);
+  if (r != SYMM_SUCCESS) fprintf(stderr, "alloc: %s\n", symm_last_error());
+  return t;
+}
+
+/* What probe says with the environment as it is now. */
+static symm_result_t probe_now(char *why, size_t cap) {
+  ASSERT_OK(symm_settings_load());
+  why[0] = 0;
+  return symm_backend_available(SYMM_BACKEND_NCCL, why, cap);
+}
+
+/* -------------------------------------------------------------- units */
+
+TEST_IMPL(nccl_fake_version_codes) {
+  int a, b, c;
+  symm_nccl_version_parts(22902, &a, &b, &c);
+  ASSERT(a == 2 && b == 29 && c == 2);
+  symm_nccl_version_parts(2804, &a, &b, &c); /* the encoding before 2.9 */
+  ASSERT(a == 2 && b == 8 && c == 4);
+  symm_nccl_version_parts(23203, &a, &b, &c);
+  ASSERT(a == 2 && b == 32 && c == 3);
+  ASSERT_EQ(SYMM_NCCL_VERSION(2, 29, 2), 22902);
+  ASSERT_EQ(SYMM_NCCL_VERSION(2, 8, 4), 2804);
+  ASSERT_EQ(NCCL_PEER_PTR_VERSION, 22902);
+  symm_nccl_config_t cfg;
+  symm_nccl_config_init(&cfg);
+  ASSERT_EQ(cfg.size, sizeof cfg);
+  ASSERT_EQ(cfg.magic, 0xcafebeefu);
+  ASSERT_EQ(cfg.version, 22700);
+  ASSERT_EQ(cfg.blocking, SYMM_NCCL_CONFIG_UNDEF);
+  ASSERT_EQ(cfg.nvls_ctas, SYMM_NCCL_CONFIG_UNDEF);
+  /* ncclConfig_t of 2.27: 3 header fields, 4 ints, a pointer, 2 ints, a
+   * pointer, 4 ints. */
+  ASSERT_EQ(offsetof(symm_nccl_config_t, net_name), 32);
+  ASSERT_EQ(offsetof(symm_nccl_config_t, comm_name), 48);
+  ASSERT_EQ(sizeof cfg, 72);
+  return 0;
+}
+
+static int forced_rank(int rank, int size, void *arg) {
+  (void)size;
+  symm_comm_t *comm = NULL;
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  RHAS((const char *)arg);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_probe_no_library) {
+  char why[1024];
+  setenv("SYMM_NCCL_LIB", "/nonexistent/libnccl.so.2", 1);
+  ASSERT_RES(probe_now(why, sizeof why), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "/nonexistent/libnccl.so.2");
+  ASSERT_STR_CONTAINS(why, "SYMM_NCCL_LIB");
+  ASSERT_EQ(run_job(1, forced_rank, "/nonexistent/libnccl.so.2"), 0);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_probe_missing_symbol) {
+  char why[1024];
+  setenv("FAKENCCL_MISSING", "ncclCommWindowRegister", 1);
+  ASSERT_RES(probe_now(why, sizeof why), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "ncclCommWindowRegister");
+  ASSERT_STR_CONTAINS(why, "2.27");
+  ASSERT_STR_CONTAINS(why, FAKENCCL_PATH);
+  /* One the benchmark needs too: the loader itself refuses. */
+  setenv("FAKENCCL_MISSING", "ncclGetUniqueId", 1);
+  symm_nccl_lib_t lib;
+  ASSERT(!symm_nccl_lib_load(&lib, FAKENCCL_PATH, why, sizeof why));
+  ASSERT_STR_CONTAINS(why, "ncclGetUniqueId");
+  return 0;
+}
+
+/* A Python environment whose nvidia-nccl wheel holds the library (here the
+ * fake) is found when SYMM_NCCL_LIB is left at its default. */
+TEST_IMPL(nccl_fake_probe_wheel) {
+  char dir[] = "/tmp/symm-wheel-XXXXXX", path[512], why[1024], found[1024], where[1024];
+  ASSERT(mkdtemp(dir));
+  const char *parts[] = {"/lib", "/lib/python3.99", "/lib/python3.99/site-packages",
+                         "/lib/python3.99/site-packages/nvidia",
+                         "/lib/python3.99/site-packages/nvidia/nccl",
+                         "/lib/python3.99/site-packages/nvidia/nccl/lib"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", dir, parts[i]);
+    ASSERT_EQ(mkdir(path, 0700), 0);
+  }
+  snprintf(path, sizeof path, "%s%s/libnccl.so.2", dir, parts[5]);
+  ASSERT_EQ(symlink(FAKENCCL_PATH, path), 0);
+  unsetenv("SYMM_NCCL_LIB");
+  unsetenv("CONDA_PREFIX");
+  setenv("VIRTUAL_ENV", "/nonexistent-env", 1);
+  setenv("HOME", "/nonexistent-home", 1);
+  setenv("PATH", "/nonexistent-bin", 1);
+  ASSERT(!nccl_find_wheel(found, sizeof found, where, sizeof where));
+  ASSERT_STR_CONTAINS(where, "/nonexistent-env/lib/python3*/site-packages/nvidia/nccl/lib/");
+  setenv("VIRTUAL_ENV", dir, 1);
+  ASSERT(nccl_find_wheel(found, sizeof found, where, sizeof where));
+  ASSERT_STR_CONTAINS(found, path);
+  /* The loader's own search comes first: end to end only where it has none. */
+  void *sys = dlopen(SYMM_NCCL_LIB_DEFAULT, RTLD_NOW | RTLD_LOCAL);
+  if (sys) {
+    printf("the dynamic loader finds a libnccl.so.2 here, which comes before the wheel\n");
+    snprintf(path, sizeof path, "%s", SYMM_NCCL_LIB_DEFAULT);
+  }
+  ASSERT_OK(probe_now(why, sizeof why));
+  char out[4096] = "";
+  FILE *f = fmemopen(out, sizeof out - 1, "w");
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NCCL, f));
+  fclose(f);
+  ASSERT_STR_CONTAINS(out, path);
+  if (!sys) {
+    ASSERT_STR_CONTAINS(out, "NCCL 2.29.2");
+    ASSERT_STR_CONTAINS(out, "peer pointers: yes");
+  }
+  snprintf(path, sizeof path, "%s%s/libnccl.so.2", dir, parts[5]);
+  unlink(path);
+  for (size_t i = sizeof parts / sizeof parts[0]; i-- > 0;) {
+    snprintf(path, sizeof path, "%s%s", dir, parts[i]);
+    rmdir(path);
+  }
+  rmdir(dir);
+  return 0;
+}
+
+/* `auto` passes nccl over even where it is usable (native unusable here:
+ * cuda or host runs). */
+static int auto_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  char why[512];
+  ROK(symm_backend_available(SYMM_BACKEND_NCCL, why, sizeof why));
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  RCHECK(symm_comm_backend(comm) != SYMM_BACKEND_NCCL &&
+             symm_comm_backend(comm) != SYMM_BACKEND_NVSHMEM,
+         "auto chose %s", symm_backend_name(symm_comm_backend(comm)));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_not_auto) {
+  setenv("FAKECUDA_NO_VMM", "1", 1); /* native unusable: nccl would be next */
+  test_job_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.backend = "auto";
+  o.kill_rank = -1;
+  ASSERT_EQ(test_run_ranks_opts(2, auto_rank, NULL, &o), 0);
+  return 0;
+}
+
+/* ---------------------------------------------------------- full path */
+
+static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 1000003 + i; }
+
+static int full_path_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  RCHECK(strcmp(symm_backend_name(symm_comm_backend(comm)), "nccl") == 0, "backend %s",
+         symm_backend_name(symm_comm_backend(comm)));
+  RCHECK(getenv("NCCL_NVLS_ENABLE") && strcmp(getenv("NCCL_NVLS_ENABLE"), "0") == 0,
+         "NVLS not off");
+  int64_t sizes[2] = {3, 1001}, numel = 3 * 1001;
+  symm_tensor_t *t;
+  ROK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_I64, &t));
+  ROK(symm_tensor_rendezvous(t));
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  symm_view_t v;
+  ROK(symm_tensor_remote_view(t, right, &v));
+  RCHECK(v.device == symm_comm_device(comm), "view device %d", v.device);
+  for (int64_t i = 0; i < numel; i++) ((int64_t *)v.data)[i] = value_at(rank, i);
+  ROK(symm_comm_barrier(comm));
+  const int64_t *mine = symm_tensor_data(t);
+  for (int64_t i = 0; i < numel; i++)
+    RCHECK(mine[i] == value_at(left, i), "[%lld] = %lld", (long long)i, (long long)mine[i]);
+  void *const *ptrs, *const *dev;
+  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  for (int r = 0; r < size; r++)
+    RCHECK(((int64_t *)ptrs[r])[5] == value_at((r + size - 1) % size, 5), "rank %d's data", r);
+  ROK(symm_tensor_peer_ptrs_device(t, &dev));
+  symm_view_t cv;
+  RRES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+  RHAS("native");
+  void *h = NULL;
+  ROK(symm_comm_backend_handle(comm, &h));
+  RCHECK(h != NULL, "no ncclComm_t");
+  fakenccl_stats_t s = fakenccl_stats_of();
+  RCHECK(s.live_comms == 1 && s.nonblocking == 1 && s.inits_config == 1 && s.inits_plain == 0,
+         "comms %ld nonblocking %ld config %ld plain %ld", s.live_comms, s.nonblocking,
+         s.inits_config, s.inits_plain);
+  ROK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  s = fakenccl_stats_of();
+  RCHECK(s.live_comms == 0 && s.live_windows == 0 && s.live_allocs == 0,
+         "left: comms %ld windows %ld allocs %ld", s.live_comms, s.live_windows, s.live_allocs);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_full_path_2) {
+  ASSERT_EQ(run_job(2, full_path_rank, NULL), 0);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_full_path_4) {
+  setenv("FAKECUDA_DEVICES", "4", 1);
+  ASSERT_EQ(run_job(4, full_path_rank, NULL), 0);
+  return 0;
+}
+
+static int blocking_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  fakenccl_stats_t s = fakenccl_stats_of();
+  RCHECK(s.inits_plain == 1 && s.inits_config == 0 && s.nonblocking == 0,
+         "plain %ld config %ld", s.inits_plain, s.inits_config);
+  symm_tensor_t *t = alloc_1d(comm, 1024, SYMM_DTYPE_F32);
+  RCHECK(t, "alloc");
+  ROK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  ROK(symm_tensor_remote_view(t, 1 - rank, &v));
+  ((float *)v.data)[3] = (float)rank + 0.5f;
+  ROK(symm_comm_barrier(comm));
+  RCHECK(((float *)symm_tensor_data(t))[3] == (float)(1 - rank) + 0.5f, "data");
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* An NCCL without ncclCommInitRankConfig: the blocking init. */
+TEST_IMPL(nccl_fake_blocking_init) {
+  setenv("FAKENCCL_MISSING", "ncclCommInitRankConfig", 1);
+  ASSERT_EQ(run_job(2, blocking_rank, NULL), 0);
+  return 0;
+}
+
+/* One registration per allocation: a pooled one keeps its window. */
+static int register_once_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  long base = fakenccl_stats_of().registrations; /* startup's reach probe */
+  RCHECK(base == 1, "startup registered %ld windows", base);
+  symm_tensor_t *t = alloc_1d(comm, 4096, SYMM_DTYPE_F32);
+  RCHECK(t, "alloc");
+  void *first = symm_tensor_data(t);
+  RCHECK(fakenccl_stats_of().registrations == base + 1, "%ld", fakenccl_stats_of().registrations);
+  ROK(symm_tensor_rendezvous(t));
+  symm_tensor_free(t);
+  for (int i = 0; i < 5; i++) {
+    t = alloc_1d(comm, 4096, SYMM_DTYPE_F32);
+    RCHECK(t && symm_tensor_data(t) == first, "not the pooled allocation");
+    ROK(symm_tensor_rendezvous(t));
+    symm_tensor_free(t);
+  }
+  fakenccl_stats_t s = fakenccl_stats_of();
+  RCHECK(s.registrations == base + 1 && s.live_windows == 1, "registrations %ld live %ld",
+         s.registrations, s.live_windows);
+  size_t released = 0;
+  ROK(symm_comm_pool_trim(comm, &released));
+  RCHECK(released > 0 && fakenccl_stats_of().live_windows == 0, "trim left %ld windows",
+         fakenccl_stats_of().live_windows);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_register_once) {
+  ASSERT_EQ(run_job(2, register_once_rank, NULL), 0);
+  return 0;
+}
+
+/* The ncclComm_t runs the user's own NCCL calls on our tensors. */
+static int handle_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  void *h = NULL, *h2 = NULL;
+  ROK(symm_comm_backend_handle(comm, &h));
+  ROK(symm_comm_native_handle(comm, &h2));
+  RCHECK(h && h == h2, "handles %p %p", h, h2);
+  symm_tensor_t *t = alloc_1d(comm, 256, SYMM_DTYPE_I32);
+  RCHECK(t, "alloc");
+  int32_t *x = symm_tensor_data(t);
+  for (int i = 0; i < 256; i++) x[i] = rank + i;
+  int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *) = NULL;
+  *(void **)&all_reduce = fakenccl_sym("ncclAllReduce");
+  RCHECK(all_reduce && all_reduce(x, x, 256, SYMM_NCCL_INT32, SYMM_NCCL_SUM, h, NULL) == 0,
+         "ncclAllReduce");
+  for (int i = 0; i < 256; i++)
+    RCHECK(x[i] == size * (size - 1) / 2 + size * i, "[%d] = %d", i, x[i]);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_handle_mixes) {
+  ASSERT_EQ(run_job(3, handle_rank, NULL), 0);
+  return 0;
+}
+
+/* --------------------------------------------- NCCL's own collectives */
+
+/* Every collective through the provider, checked on the host. */
+static int provider_colls(symm_comm_t *comm, int rank, int size) {
+  const int64_t n = 64;
+  symm_tensor_t *a = alloc_1d(comm, n * size, SYMM_DTYPE_I32);
+  symm_tensor_t *b = alloc_1d(comm, n * size, SYMM_DTYPE_I32);
+  RCHECK(a && b, "alloc");
+  int32_t *x = symm_tensor_data(a), *y = symm_tensor_data(b);
+  for (int i = 0; i < n; i++) x[i] = rank * 100 + i;
+  ROK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  for (int i = 0; i < n; i++)
+    RCHECK(y[i] == 100 * size * (size - 1) / 2 + size * i, "all-reduce [%d] = %d", i, y[i]);
+  ROK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
+  RCHECK(y[1] == 100 * (size - 1) + 1, "max %d", y[1]);
+  ROK(symm_all_gather(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
+  for (int r = 0; r < size; r++) RCHECK(y[r * n + 7] == r * 100 + 7, "all-gather from %d", r);
+  for (int i = 0; i < n * size; i++) x[i] = rank + i;
+  ROK(symm_reduce_scatter(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  for (int i = 0; i < n; i++)
+    RCHECK(y[i] == size * (size - 1) / 2 + size * (rank * (int)n + i), "reduce-scatter [%d]", i);
+  for (int i = 0; i < n; i++) x[i] = 1000 * rank + i;
+  ROK(symm_broadcast(comm, x, y, (size_t)n, SYMM_DTYPE_I32, size - 1, NULL));
+  RCHECK(y[9] == 1000 * (size - 1) + 9, "broadcast %d", y[9]);
+  for (int i = 0; i < n * size; i++) x[i] = 10000 * rank + i;
+  ROK(symm_all_to_all(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
+  for (int r = 0; r < size; r++)
+    RCHECK(y[r * n + 3] == 10000 * r + rank * n + 3, "all-to-all from %d: %d", r, y[r * n + 3]);
+  symm_tensor_free(a);
+  symm_tensor_free(b);
+  return 0;
+}
+
+static int old_version_rank(int rank, int size, void *arg) {
+  const char *version = arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  RCHECK(fakenccl_stats_of().registrations == 0, "no reach probe without peer pointers");
+  symm_tensor_t *t = alloc_1d(comm, 64, SYMM_DTYPE_I32);
+  RCHECK(t, "alloc");
+  ROK(symm_tensor_rendezvous(t));
+  int peer = (rank + 1) % size;
+  symm_view_t v;
+  RRES(symm_tensor_remote_view(t, peer, &v), SYMM_ERR_UNSUPPORTED);
+  RHAS(version);
+  RHAS("2.29.2");
+  RHAS("ncclGetPeerDevicePointer");
+  void *const *ptrs, *const *dev;
+  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  RCHECK(ptrs[rank] && !ptrs[peer], "pointers %p %p", ptrs[rank], ptrs[peer]);
+  RRES(symm_tensor_peer_ptrs_device(t, &dev), SYMM_ERR_UNSUPPORTED);
+  RRES(symm_signal_put(t, peer, 0, NULL), SYMM_ERR_UNSUPPORTED);
+  ROK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  long before = fakenccl_stats_of().collectives;
+  if (provider_colls(comm, rank, size)) return 1;
+  RCHECK(fakenccl_stats_of().collectives == before + 6, "%ld NCCL collectives",
+         fakenccl_stats_of().collectives - before);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* An NCCL before 2.29.2: allocation, registration and NCCL's collectives
+ * work, remote views are refused naming both versions. */
+TEST_IMPL(nccl_fake_old_version) {
+  setenv("FAKENCCL_VERSION", "22805", 1);
+  ASSERT_EQ(run_job(3, old_version_rank, "2.28.5"), 0);
+  return 0;
+}
+
+static int p2p_rank(int rank, int size, void *arg) {
+  if (old_version_rank(rank, size, arg)) return 1;
+  RCHECK(fakenccl_stats_of().p2p_groups == 1, "%ld groups", fakenccl_stats_of().p2p_groups);
+  return 0;
+}
+
+/* No ncclAlltoAll (before 2.28): sends and receives in one group. */
+TEST_IMPL(nccl_fake_alltoall_by_p2p) {
+  setenv("FAKENCCL_VERSION", "22705", 1);
+  ASSERT_EQ(run_job(3, p2p_rank, "2.27.5"), 0);
+  return 0;
+}
+
+static int unreachable_rank(int rank, int size, void *arg) {
+  (void)arg;
+  const int far = size - 1;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_1d(comm, 64, SYMM_DTYPE_I32);
+  RCHECK(t, "alloc");
+  ROK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  for (int r = 0; r < size; r++) {
+    if (r == rank) continue;
+    if ((rank == far) == (r == far)) {
+      ROK(symm_tensor_remote_view(t, r, &v));
+    } else {
+      RRES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
+      RHAS("maps no pointer");
+    }
+  }
+  symm_tensor_free(t);
+  long before = fakenccl_stats_of().collectives;
+  if (provider_colls(comm, rank, size)) return 1;
+  RCHECK(fakenccl_stats_of().collectives == before + 6, "collectives ran elsewhere");
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A peer NCCL maps no pointer to (another host): views of it refused,
+ * collectives through NCCL. */
+TEST_IMPL(nccl_fake_unreachable_peer) {
+  setenv("FAKENCCL_UNREACHABLE", "2", 1);
+  ASSERT_EQ(run_job(3, unreachable_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------------- failure modes */
+
+static int null_window_init_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  symm_result_t res = symm_comm_init(NULL, &comm);
+  RCHECK(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
+  RHAS("no symmetric-memory support");
+  return 0;
+}
+
+/* ncclSuccess without a window at start-up's registration: init fails on
+ * every rank, naming why. */
+TEST_IMPL(nccl_fake_null_window_startup) {
+  setenv("FAKENCCL_NULL_WINDOW", "1", 1);
+  ASSERT_EQ(run_job(2, null_window_init_rank, NULL), 0);
+  return 0;
+}
+
+static int null_window_alloc_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  for (int i = 0; i < 2; i++) {
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_UNSUPPORTED);
+    RHAS("no symmetric-memory support");
+    RCHECK(!t, "a tensor without a window");
+  }
+  RCHECK(fakenccl_stats_of().live_allocs == 0, "%ld allocations left", fakenccl_stats_of().live_allocs);
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* The same at an allocation's registration (no start-up registration
+ * before 2.29.2): the allocation fails on every rank, nothing leaks. */
+TEST_IMPL(nccl_fake_null_window_alloc) {
+  setenv("FAKENCCL_NULL_WINDOW", "1", 1);
+  setenv("FAKENCCL_VERSION", "22805", 1);
+  ASSERT_EQ(run_job(2, null_window_alloc_rank, NULL), 0);
+  return 0;
+}
+
+static int init_fail_rank(int rank, int size, void *arg) {
+  (void)size;
+  int timeout_ms = *(int *)arg;
+  uint64_t start = test_now_ms();
+  symm_comm_t *comm = NULL;
+  symm_result_t res = symm_comm_init(NULL, &comm);
+  uint64_t took = test_now_ms() - start;
+  RCHECK(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
+  RHAS("rank 1");
+  RCHECK(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  if (rank == 1) RHAS("FAKENCCL_INIT_FAIL_RANK");
+  printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
+         symm_last_error());
+  return 0;
+}
+
+/* One rank's ncclCommInitRank fails: the others, waiting in NCCL for it,
+ * learn it from the store at once, not at the timeout. */
+TEST_IMPL(nccl_fake_init_fails_on_one_rank) {
+  int timeout_ms = 20000;
+  setenv("FAKENCCL_INIT_FAIL_RANK", "1", 1);
+  ASSERT_EQ(run_job_opts(3, init_fail_rank, &timeout_ms, timeout_ms, NULL), 0);
+  return 0;
+}
+
+static int lost_rank(int rank, int size, void *arg) {
+  (void)size;
+  int timeout_ms = *(int *)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  uint64_t start = test_now_ms();
+  symm_result_t res = symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t); /* rank 1 exits here */
+  uint64_t took = test_now_ms() - start;
+  RCHECK(res == SYMM_ERR_PEER_LOST, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
+  RHAS("rank 1");
+  RCHECK(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  void *h;
+  RRES(symm_comm_backend_handle(comm, &h), SYMM_ERR_STATE); /* aborted */
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A rank gone while its peers wait in a window registration (where NCCL
+ * itself waits forever): SYMM_ERR_PEER_LOST naming it, well before the
+ * timeout, and the NCCL communicator aborted. */
+TEST_IMPL(nccl_fake_peer_lost_in_register) {
+  int timeout_ms = 20000, status[3];
+  setenv("FAKENCCL_EXIT_IN_REGISTER", "1:2", 1); /* the 1st is start-up's */
+  ASSERT_EQ(run_job_opts(3, lost_rank, &timeout_ms, timeout_ms, status), 1);
+  ASSERT(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 3);
+  ASSERT(fakenccl_stats_of().live_comms <= 0); /* this process made none */
+  return 0;
+}
+
+static int stall_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  symm_result_t res = symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t);
+  /* Its own timeout, or the first rank's, which it publishes. */
+  RCHECK(res == SYMM_ERR_TIMEOUT, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
+  RHAS("SYMM_TIMEOUT_MS");
+  RCHECK(fakenccl_stats_of().aborts == 1, "%ld aborts", fakenccl_stats_of().aborts);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A registration that never finishes ends at SYMM_TIMEOUT_MS with the
+ * communicator aborted. */
+TEST_IMPL(nccl_fake_timeout_in_register) {
+  setenv("FAKENCCL_STALL_REGISTER", "1:2", 1);
+  ASSERT_EQ(run_job_opts(2, stall_rank, NULL, 1500, NULL), 0);
+  return 0;
+}
+
+/* ---------------------------------------------------- the real library */
+
+/* The real libnccl where one is installed (SYMM_NCCL_REAL_LIB, else what
+ * the backend finds with SYMM_NCCL_LIB at its default: the loader's path,
+ * then the Python environments' nvidia-nccl wheels): every entry point the
+ * backend uses resolves, and the version parses to one that has them. */
+TEST_IMPL(nccl_real_library) {
+  char why[1024] = "";
+  const char *given = getenv("SYMM_NCCL_REAL_LIB");
+  symm_nccl_lib_t own;
+  const symm_nccl_lib_t *lib = NULL;
+  const char *path = given;
+  if (given && *given) {
+    if (symm_nccl_lib_load(&own, given, why, sizeof why)) lib = &own;
+  } else {
+    unsetenv("SYMM_NCCL_LIB");
+    ASSERT_OK(symm_settings_load());
+    lib = nccl_library(why, sizeof why);
+    path = nccl_library_path();
+  }
+  if (!lib) {
+    printf("SKIP: no real libnccl: %s\n", why);
+    return TEST_SKIP;
+  }
+  int maj, min, pat;
+  symm_nccl_version_parts(lib->version, &maj, &min, &pat);
+  printf("%s: NCCL %d.%d.%d (code %d)\n", path, maj, min, pat, lib->version);
+  ASSERT_EQ(maj, 2);
+  ASSERT_GE(min, 27);
+  ASSERT_EQ(SYMM_NCCL_VERSION(maj, min, pat), lib->version);
+  why[0] = 0;
+  nccl_missing(lib, path, why, sizeof why);
+  ASSERT_STR_CONTAINS(why, ""); /* printed if not empty */
+  ASSERT_EQ(why[0], 0);
+  const void *fns[] = {(void *)lib->comm_init_rank_config, (void *)lib->comm_abort,
+                       (void *)lib->comm_get_async_error, (void *)lib->mem_alloc,
+                       (void *)lib->mem_free, (void *)lib->comm_window_register,
+                       (void *)lib->comm_window_deregister, (void *)lib->get_last_error};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) ASSERT(fns[i] != NULL);
+  if (lib->version >= SYMM_NCCL_VERSION(2, 28, 0)) ASSERT(lib->all_to_all != NULL);
+  if (lib->version >= NCCL_PEER_PTR_VERSION) ASSERT(lib->get_peer_device_pointer != NULL);
+  else ASSERT(lib->get_peer_device_pointer == NULL);
+  const char *s = lib->get_error_string(SYMM_NCCL_IN_PROGRESS);
+  ASSERT(s && *s);
+  printf("every entry point resolves; ncclGetErrorString(ncclInProgress) = \"%s\"\n", s);
+  return 0;
+}
+
+/* -------------------------------------------------------------- main */
+
+static const fake_test_t nccl_fake_tests[] = {
+#define TEST_ENTRY(name, timeout) {#name, run_test_##name},
+#include "list-nccl-fake.h"
+#undef TEST_ENTRY
+};
+
+int main(int argc, char **argv) {
+  setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
+  setenv("SYMM_NCCL_LIB", FAKENCCL_PATH, 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  return fake_tests_main(argc, argv, nccl_fake_tests,
+                         sizeof nccl_fake_tests / sizeof nccl_fake_tests[0]);
+}
