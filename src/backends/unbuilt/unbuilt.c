@@ -23,4 +23,3 @@
  * messages that name where something can be done read. */
 UNBUILT_BACKEND(cuda, CUDA, "cudaMalloc + CUDA IPC", {0}, false)
 UNBUILT_BACKEND(nccl, NCCL, "NCCL symmetric windows", {.backend_handle = true}, true)
-UNBUILT_BACKEND(nvshmem, NVSHMEM, "NVSHMEM symmetric heap", {0}, true)
