@@ -61,6 +61,10 @@ _Static_assert(sizeof(nvsh_uid_t) == 128, "NVSHMEM unique id is 128 bytes");
 _Static_assert(sizeof(nvsh_uid_args_t) == 24, "NVSHMEM unique-id arguments are 24 bytes");
 _Static_assert(sizeof(nvsh_init_args_t) == 128, "NVSHMEM init arguments are 128 bytes");
 _Static_assert(sizeof(nvsh_init_attr_t) == 144, "NVSHMEM init attributes are 144 bytes");
+_Static_assert(offsetof(nvsh_uid_args_t, id) == 8 && offsetof(nvsh_init_args_t, uid_args) == 8 &&
+                   offsetof(nvsh_init_args_t, cuda_device_id) == 32 &&
+                   offsetof(nvsh_init_attr_t, args) == 16,
+               "NVSHMEM's init structs: members where its headers put them");
 
 #define NVSH_INIT_WITH_UNIQUEID (1u << 3) /* NVSHMEMX_INIT_WITH_UNIQUEID */
 #define NVSH_TEAM_WORLD 0                 /* NVSHMEM_TEAM_WORLD */
