@@ -5,6 +5,7 @@
  * (tests/gpu/CMakeLists.txt); the bodies are in nvshmem_fake_tests.c. */
 TEST_ENTRY(nvshmem_fake_probe_no_library, 20)
 TEST_ENTRY(nvshmem_fake_forced_unavailable, 60)
+TEST_ENTRY(nvshmem_fake_found_in_python_env, 20)
 TEST_ENTRY(nvshmem_fake_missing_symbol, 20)
 TEST_ENTRY(nvshmem_fake_old_version, 20)
 TEST_ENTRY(nvshmem_fake_auto_skips, 60)

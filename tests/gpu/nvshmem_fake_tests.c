@@ -123,6 +123,33 @@ TEST_IMPL(nvshmem_fake_forced_unavailable) {
   return 0;
 }
 
+/* SYMM_NVSHMEM_LIB unset: the library a Python environment ships under
+ * nvidia/nvshmem/lib (a virtual environment here, holding the fake). */
+TEST_IMPL(nvshmem_fake_found_in_python_env) {
+  char prefix[] = "/tmp/symm-pyenv-XXXXXX", dir[512], lib[600];
+  ASSERT(mkdtemp(prefix) != NULL);
+  snprintf(dir, sizeof dir, "%s/lib/python3.99/site-packages/nvidia/nvshmem/lib", prefix);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && ln -s '%s' '%s/%s'", dir, FAKENVSHMEM_PATH, dir,
+           NVSH_LIB_DEFAULT);
+  ASSERT_EQ(system(cmd), 0);
+  snprintf(lib, sizeof lib, "%s/%s", dir, NVSH_LIB_DEFAULT);
+  unsetenv("SYMM_NVSHMEM_LIB");
+  setenv("VIRTUAL_ENV", prefix, 1);
+  char why[1024] = "", buf[4096] = "";
+  symm_result_t res = symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why);
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT(f != NULL);
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NVSHMEM, f));
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", prefix);
+  ASSERT_EQ(system(cmd), 0);
+  if (res != SYMM_SUCCESS) printf("unavailable: %s\n", why);
+  ASSERT_OK(res);
+  ASSERT_STR_CONTAINS(buf, lib);
+  return 0;
+}
+
 TEST_IMPL(nvshmem_fake_missing_symbol) {
   setenv("FAKENVSHMEM_MISSING", "nvshmemx_hostlib_init_attr", 1);
   char why[1024] = "";
@@ -211,6 +238,17 @@ static int full_path_rank(int rank, int size, void *arg) {
   void *const *ptrs;
   ROK(symm_tensor_peer_ptrs(t, &ptrs));
   for (int r = 0; r < size; r++) RCHECK(ptrs[r] != NULL, "rank %d's pointer", r);
+  /* Interior pointers of local and peer memory; validation. */
+  symm_tensor_t *found;
+  int frank;
+  size_t off;
+  ROK(symm_tensor_lookup((const char *)mine + 808, &found, &frank, &off));
+  RCHECK(found == t && frank == rank && off == 808, "local lookup");
+  ROK(symm_tensor_lookup((char *)v.data + 8 * 1500 + 3, &found, &frank, &off));
+  RCHECK(found == t && frank == right && off == 8 * 1500 + 3, "peer lookup");
+  ROK(symm_validate(comm, mine, (size_t)n * 8));
+  ROK(symm_validate(comm, (char *)v.data + 64, 64));
+  RRES(symm_validate(comm, mine, (size_t)n * 8 + (64 << 20)), SYMM_ERR_MISMATCH);
   symm_view_t cv;
   RRES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
   RHAS("native");
