@@ -309,8 +309,10 @@ static int pool_rank(int rank, int size, void *arg) {
   symm_tensor_free(t);
 
   /* Rank 0 empties its pool: it allocates fresh memory while the others
-   * reuse theirs, and everybody must still see everybody. */
-  if (rank == 0) {
+   * reuse theirs, and everybody must still see everybody.  Where free is
+   * collective the trim is too: every rank trims. */
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (rank == 0 || caps->collective_free) {
     size_t released = 0;
     ASSERT_OK(symm_comm_pool_trim(comm, &released));
     ASSERT_GT(released, 0);
@@ -318,7 +320,6 @@ static int pool_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
   /* A collective allocation reuses a pooled one only where every rank
    * would: here none does. */
-  const symm_backend_caps_t *caps = symm_comm_caps(comm);
   if (rank != 0 && !caps->collective_alloc && !caps->registers)
     ASSERT_PTR_EQ(symm_tensor_data(t), mine_before);
   ASSERT_OK(symm_tensor_rendezvous(t));

@@ -1,0 +1,25 @@
+/* What symmem-info prints for the nvshmem backend: the library found, its
+ * version, which of the provider's collectives it has, the NVLS guard. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backends/nvshmem/nvshmem.h"
+
+void nvsh_describe(FILE *out) {
+  char why[768] = "";
+  const nvsh_lib_t *lib = nvsh_lib_get(why, sizeof why);
+  if (!lib) return; /* symmem-info already shows the probe's reason */
+  fprintf(out, "library: %s, NVSHMEM %d.%d.%d\n", lib->path, lib->major, lib->minor, lib->patch);
+  fprintf(out, "memory: nvshmem_malloc (collective), peers by nvshmem_ptr; heap per PE: %s\n",
+          getenv("NVSHMEM_SYMMETRIC_SIZE") ? getenv("NVSHMEM_SYMMETRIC_SIZE")
+                                           : "NVSHMEM's default (NVSHMEM_SYMMETRIC_SIZE)");
+  if (lib->coll_missing)
+    fprintf(out, "collectives beyond load/store: %d entry point(s) missing, first %s\n",
+            lib->coll_missing, lib->first_missing);
+  else
+    fprintf(out, "collectives beyond load/store: NVSHMEM's on-stream team reduce, reducescatter, "
+            "fcollect, broadcast, alltoall\n");
+  const char *nvls = getenv("NVSHMEM_DISABLE_NVLS");
+  fprintf(out, "NVLS: off (NVSHMEM_DISABLE_NVLS=1 set at init; now %s)\n", nvls ? nvls : "unset");
+}

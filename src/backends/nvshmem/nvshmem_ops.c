@@ -1,0 +1,31 @@
+/* The nvshmem backend's ops table: memory from NVSHMEM's symmetric heap
+ * (collective alloc and free), peers by nvshmem_ptr, NVSHMEM's own team
+ * collectives where a peer is beyond load/store.  Everything else (signals,
+ * the collectives between reachable peers, device copies, zeroing) comes
+ * from the GPU engine (mem_kind). */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include "backends/nvshmem/nvshmem.h"
+
+const symm_backend_ops_t symm_nvshmem_ops = {
+    .version = 2,
+    .name = "nvshmem",
+    .id = SYMM_BACKEND_NVSHMEM,
+    .mem_kind = SYMM_MEM_DEVICE,
+    .caps = {.takes_stream = true, .collective_alloc = true, .collective_free = true,
+             .device_peer_array = true},
+    /* A job that links NVSHMEM itself may not mean to start it through us. */
+    .by_name_only = true,
+    .probe = nvsh_probe,
+    .init = nvsh_init,
+    .startup = nvsh_startup,
+    .fini = nvsh_fini,
+    .granularity = nvsh_granularity,
+    .alloc = nvsh_alloc,
+    .free = nvsh_free,
+    .export_mem = nvsh_export_mem,
+    .map_peer = nvsh_map_peer,
+    .unmap_peer = nvsh_unmap_peer,
+    .describe = nvsh_describe,
+    .peer_reachable = nvsh_peer_reachable,
+    .collective = nvsh_collective,
+};

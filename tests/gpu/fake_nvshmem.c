@@ -1,0 +1,694 @@
+/*
+ * A stand-in for libnvshmem_host.so.3 that lets the nvshmem backend run on
+ * machines without a GPU (SYMM_NVSHMEM_LIB=.../libsymm-fakenvshmem.so,
+ * with SYMM_CUDA_LIB naming the fake driver, fake_cuda.c).  It implements
+ * the host entry points the backend uses, over shared memory:
+ *
+ *  - nvshmemx_get_uniqueid makes a random token; every PE that starts with
+ *    it (nvshmemx_hostlib_init_attr, NVSHMEMX_INIT_WITH_UNIQUEID only)
+ *    meets the others in a shared control segment named after it;
+ *  - each PE's symmetric heap is "device memory" of the fake driver
+ *    (cuMemCreate, a memfd): every PE imports every PE's heap through
+ *    /proc/<pid>/fd and maps them back to back in one reservation, as
+ *    NVSHMEM maps its peers' heaps, so nvshmem_ptr is an addition and the
+ *    GPU engine's driver calls accept the memory;
+ *  - nvshmem_malloc / nvshmem_free are collective (a barrier each, as in
+ *    NVSHMEM), and nvshmem_malloc checks that every PE asks for the same
+ *    size in the same order: otherwise it aborts the process, which is
+ *    what the core's mismatch check must prevent;
+ *  - the on-stream collectives run for real on the host (the stream is
+ *    ignored: they complete before they return), refuse buffers outside
+ *    the symmetric heap (as NVSHMEM requires) and check that every PE
+ *    called the same one with the same size;
+ *  - waits detect a PE that failed init or whose process is gone, and give
+ *    up after FAKENVSHMEM_TIMEOUT_MS (default 30000).
+ *
+ * The ABI is checked as the backend builds it: struct versions of the
+ * unique id and the init attributes, the unique-id flag, and
+ * NVSHMEM_DISABLE_NVLS=1 in the environment (else init fails: NVLS would
+ * be on).
+ *
+ * Switches: FAKENVSHMEM_INIT_FAIL_RANK=<r> (init fails on PE r, the others
+ * see it fail), FAKENVSHMEM_MISSING=<symbol>[,<symbol>...] (dlsym finds
+ * no such entry point: every export is an IFUNC whose resolver asks),
+ * FAKENVSHMEM_UNREACHABLE=<r>[,<r>...] (PE r is "on another node":
+ * nvshmem_ptr gives NULL between it and every other PE; its collectives
+ * still work), FAKENVSHMEM_VERSION=<major.minor.patch> (default 3.8.0),
+ * FAKENVSHMEM_HEAP_BYTES (default 512 MiB).  fakenvshmem_stats reports
+ * what a test checks for leaks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <dlfcn.h>
+
+#include "backends/nvshmem/nvshmem_lib.h"
+#include "fakenvshmem.h"
+#include "gpu/cu_driver.h"
+
+#define FK_API __attribute__((visibility("default")))
+#define FK_MAX_PES 64
+#define FK_ALIGN ((size_t)4096)
+#define FK_ERR 7 /* NVSHMEMX_ERROR_INTERNAL */
+
+/* Every export resolves through fk_hidden, so FAKENVSHMEM_MISSING can take
+ * any of them away from dlsym. */
+static bool fk_hidden(const char *name) {
+  const char *list = getenv("FAKENVSHMEM_MISSING");
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) return true;
+    p = end ? end + 1 : p + len;
+  }
+  return false;
+}
+
+#define FK_EXPORT(ret, name, params)                                          \
+  static ret fk_##name params;                                                \
+  static __typeof__(&fk_##name) fk_resolve_##name(void) {                    \
+    return fk_hidden(#name) ? NULL : fk_##name;                               \
+  }                                                                           \
+  FK_API ret name params __attribute__((ifunc("fk_resolve_" #name)));
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct fk_ctl {
+  atomic_uint joined, arrived, generation, failed; /* failed: 1 + the PE */
+  int32_t pid[FK_MAX_PES], fd[FK_MAX_PES];
+  uint64_t op_n[FK_MAX_PES], op_arg[FK_MAX_PES]; /* what each PE is calling */
+} fk_ctl_t;
+
+typedef struct fk_block {
+  size_t off, size;
+  bool used;
+  struct fk_block *next;
+} fk_block_t;
+
+static struct {
+  const symm_cu_driver_t *cu;
+  bool up;
+  int pe, npes;
+  fk_ctl_t *ctl;
+  size_t heap;               /* bytes per PE */
+  ncu_deviceptr va;          /* npes heaps back to back */
+  ncu_mem_handle h[FK_MAX_PES];
+  bool have_h[FK_MAX_PES], mapped[FK_MAX_PES];
+  int export_fd;
+  fk_block_t *blocks;
+  uint64_t ops;              /* collective calls made (malloc, free, collectives) */
+  fakenvshmem_stats_t stats;
+} fk;
+
+static int fk_env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+static bool fk_in_list(const char *var, int pe) {
+  const char *v = getenv(var);
+  for (const char *p = v; p && *p;) {
+    char *end;
+    long x = strtol(p, &end, 10);
+    if (end == p) break;
+    if (x == pe) return true;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return false;
+}
+
+static uint64_t fk_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool fk_pid_gone(int32_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')');
+  return paren && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* Waits until cond() or a reason to give up: 0 met, -1 a PE failed or is
+ * gone, -2 timed out.  Polls with growing sleeps. */
+static int fk_wait(bool (*cond)(unsigned), unsigned arg, const char *what) {
+  const uint64_t deadline = fk_now_ms() + (uint64_t)fk_env_int("FAKENVSHMEM_TIMEOUT_MS", 30000);
+  unsigned spins = 0;
+  while (!cond(arg)) {
+    if (atomic_load(&fk.ctl->failed)) return -1;
+    if (++spins % 64 == 0) {
+      for (int p = 0; p < fk.npes; p++)
+        if (p != fk.pe && fk_pid_gone(fk.ctl->pid[p])) {
+          fprintf(stderr, "fakenvshmem: PE %d: PE %d is gone (%s)\n", fk.pe, p, what);
+          return -1;
+        }
+      if (fk_now_ms() > deadline) {
+        fprintf(stderr, "fakenvshmem: PE %d: timed out in %s\n", fk.pe, what);
+        return -2;
+      }
+    }
+    if (spins < 200) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, spins < 2000 ? 50000 : 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return 0;
+}
+
+static bool fk_all_joined(unsigned n) { return atomic_load(&fk.ctl->joined) >= n; }
+static bool fk_gen_moved(unsigned gen) { return atomic_load(&fk.ctl->generation) != gen; }
+
+static int fk_barrier(const char *what) {
+  unsigned gen = atomic_load(&fk.ctl->generation);
+  if (atomic_fetch_add(&fk.ctl->arrived, 1) + 1 == (unsigned)fk.npes) {
+    atomic_store(&fk.ctl->arrived, 0);
+    atomic_fetch_add(&fk.ctl->generation, 1);
+    return 0;
+  }
+  return fk_wait(fk_gen_moved, gen, what);
+}
+
+/* A collective call: every PE says what it calls (its n-th operation and an
+ * argument); all must agree, else the process aborts, naming both. */
+static int fk_enter(const char *what, uint64_t arg) {
+  fk.ops++;
+  fk.ctl->op_n[fk.pe] = fk.ops;
+  fk.ctl->op_arg[fk.pe] = arg;
+  int rc = fk_barrier(what);
+  if (rc) return rc;
+  for (int p = 0; p < fk.npes; p++)
+    if (fk.ctl->op_n[p] != fk.ops || fk.ctl->op_arg[p] != arg) {
+      fprintf(stderr, "fakenvshmem: PE %d: %s (call %llu, argument %llu), but PE %d is in its "
+              "call %llu with argument %llu: NVSHMEM would hang or corrupt memory\n", fk.pe,
+              what, (unsigned long long)fk.ops, (unsigned long long)arg, p,
+              (unsigned long long)fk.ctl->op_n[p], (unsigned long long)fk.ctl->op_arg[p]);
+      abort();
+    }
+  /* Nobody rewrites its slot before everybody compared. */
+  return fk_barrier(what);
+}
+
+/* ---------------------------------------------------------------- driver */
+
+/* The fake driver (SYMM_CUDA_LIB), the process's one: its entry points
+ * through cuGetProcAddress_v2, as the library resolves them. */
+static symm_cu_driver_t fk_drv;
+
+static bool fk_driver(void) {
+  if (fk.cu) return true;
+  const char *path = getenv("SYMM_CUDA_LIB");
+  void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  fk_drv.get_proc = h ? (ncu_result(*)(const char *, void **, int, unsigned long long, int *))
+                            dlsym(h, "cuGetProcAddress_v2")
+                      : NULL;
+  if (!fk_drv.get_proc) {
+    fprintf(stderr, "fakenvshmem: SYMM_CUDA_LIB=%s is not the fake CUDA driver\n",
+            path ? path : "(unset)");
+    return false;
+  }
+  bool ok = true;
+#define FK_RESOLVE(name, params) \
+  ok = ok && fk_drv.get_proc(#name, (void **)&fk_drv.name, 12000, 0, NULL) == NCU_SUCCESS;
+  SYMM_CU_DRIVER_FUNCTIONS(FK_RESOLVE)
+#undef FK_RESOLVE
+  if (ok) fk.cu = &fk_drv;
+  return ok;
+}
+
+/* ------------------------------------------------------------ heaps */
+
+static char *fk_base(int pe) { return (char *)(uintptr_t)fk.va + (size_t)pe * fk.heap; }
+
+/* Offset of [p, p + n) in this PE's heap, or -1 when it is not inside. */
+static long long fk_heap_off(const void *p, size_t n) {
+  const char *c = p, *mine = fk_base(fk.pe);
+  if (!fk.up || c < mine || c + n > mine + fk.heap) return -1;
+  return (long long)(c - mine);
+}
+
+static void fk_unmap_heaps(void) {
+  for (int p = 0; p < fk.npes; p++) {
+    if (fk.mapped[p]) fk.cu->cuMemUnmap((ncu_deviceptr)(uintptr_t)fk_base(p), fk.heap);
+    if (fk.have_h[p]) fk.cu->cuMemRelease(fk.h[p]);
+    fk.mapped[p] = fk.have_h[p] = false;
+  }
+  if (fk.va) fk.cu->cuMemAddressFree(fk.va, fk.heap * (size_t)fk.npes);
+  fk.va = 0;
+  if (fk.export_fd >= 0) close(fk.export_fd);
+  fk.export_fd = -1;
+}
+
+static int fk_map_heap(int p) {
+  if (p != fk.pe) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)fk.ctl->pid[p], (int)fk.ctl->fd[p]);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ncu_result r = fk.cu->cuMemImportFromShareableHandle(&fk.h[p], (void *)(intptr_t)fd,
+                                                          NCU_HANDLE_POSIX_FD);
+    close(fd);
+    if (r != NCU_SUCCESS) return -1;
+    fk.have_h[p] = true;
+  }
+  ncu_deviceptr at = (ncu_deviceptr)(uintptr_t)fk_base(p);
+  if (fk.cu->cuMemMap(at, fk.heap, 0, fk.h[p], 0) != NCU_SUCCESS) return -1;
+  fk.mapped[p] = true;
+  ncu_access_desc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = NCU_LOCATION_DEVICE;
+  acc.location.id = 0;
+  acc.flags = NCU_ACCESS_READWRITE;
+  return fk.cu->cuMemSetAccess(at, fk.heap, &acc, 1) == NCU_SUCCESS ? 0 : -1;
+}
+
+/* This PE's heap made and published; every PE's mapped once all are. */
+static int fk_make_heaps(void) {
+  ncu_alloc_prop prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = NCU_ALLOC_PINNED;
+  prop.requested_handle_types = NCU_HANDLE_POSIX_FD;
+  prop.location.type = NCU_LOCATION_DEVICE;
+  prop.location.id = 0;
+  if (fk.cu->cuMemCreate(&fk.h[fk.pe], fk.heap, &prop, 0) != NCU_SUCCESS) return -1;
+  fk.have_h[fk.pe] = true;
+  if (fk.cu->cuMemExportToShareableHandle(&fk.export_fd, fk.h[fk.pe], NCU_HANDLE_POSIX_FD, 0) !=
+      NCU_SUCCESS)
+    return -1;
+  fk.ctl->fd[fk.pe] = fk.export_fd;
+  if (fk.cu->cuMemAddressReserve(&fk.va, fk.heap * (size_t)fk.npes, 0, 0, 0) != NCU_SUCCESS)
+    return -1;
+  if (fk_barrier("init: publishing heaps")) return -1;
+  for (int p = 0; p < fk.npes; p++)
+    if (fk_map_heap(p)) {
+      fprintf(stderr, "fakenvshmem: PE %d cannot map PE %d's heap\n", fk.pe, p);
+      return -1;
+    }
+  fk.blocks = calloc(1, sizeof *fk.blocks);
+  if (!fk.blocks) return -1;
+  fk.blocks->size = fk.heap;
+  return fk_barrier("init: mapping heaps");
+}
+
+static void fk_teardown(void) {
+  if (fk.cu) fk_unmap_heaps();
+  for (fk_block_t *b = fk.blocks, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  fk.blocks = NULL;
+  if (fk.ctl) munmap(fk.ctl, sizeof *fk.ctl);
+  fk.ctl = NULL;
+  fk.up = false;
+}
+
+/* ---------------------------------------------------------- init, fini */
+
+static void fk_shm_name(const nvsh_uid_t *uid, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "/fakenvshmem-");
+  for (int i = 8; i < 24 && n + 2 < cap; i++)
+    n += (size_t)snprintf(out + n, cap - n, "%02x", (unsigned char)uid->internal[i]);
+}
+
+static bool fk_nvls_off(const char *where) {
+  const char *v = getenv("NVSHMEM_DISABLE_NVLS");
+  if (v && strcmp(v, "1") == 0) return true;
+  fprintf(stderr, "fakenvshmem: %s with NVSHMEM_DISABLE_NVLS=%s: NVLS would be on\n", where,
+          v ? v : "(unset)");
+  return false;
+}
+
+FK_EXPORT(int, nvshmemx_get_uniqueid, (nvsh_uid_t * uid))
+static int fk_nvshmemx_get_uniqueid(nvsh_uid_t *uid) {
+  if (!uid || uid->version != NVSH_STRUCT_VERSION(1, nvsh_uid_t) || !fk_nvls_off("get_uniqueid"))
+    return FK_ERR;
+  memset(uid->internal, 0, sizeof uid->internal);
+  memcpy(uid->internal, "fknvshm", 8);
+  if (getrandom(uid->internal + 8, 16, 0) != 16) return FK_ERR;
+  return 0;
+}
+
+FK_EXPORT(int, nvshmemx_set_attr_uniqueid_args,
+          (int myrank, int nranks, const nvsh_uid_t *uid, nvsh_init_attr_t *attr))
+static int fk_nvshmemx_set_attr_uniqueid_args(int myrank, int nranks, const nvsh_uid_t *uid,
+                                             nvsh_init_attr_t *attr) {
+  if (!attr) return FK_ERR;
+  attr->args.uid_args.id = (nvsh_uid_t *)uid;
+  attr->args.uid_args.myrank = myrank;
+  attr->args.uid_args.nranks = nranks;
+  return 0;
+}
+
+static bool fk_attr_ok(unsigned flags, const nvsh_init_attr_t *a) {
+  const nvsh_uid_args_t *u = &a->args.uid_args;
+  return flags == NVSH_INIT_WITH_UNIQUEID && a->version == NVSH_STRUCT_VERSION(2, nvsh_init_attr_t) &&
+         a->args.version == NVSH_STRUCT_VERSION(2, nvsh_init_args_t) &&
+         u->version == NVSH_STRUCT_VERSION(1, nvsh_uid_args_t) && u->id &&
+         memcmp(u->id->internal, "fknvshm", 8) == 0 && u->nranks > 0 &&
+         u->nranks <= FK_MAX_PES && u->myrank >= 0 && u->myrank < u->nranks;
+}
+
+FK_EXPORT(int, nvshmemx_hostlib_init_attr, (unsigned int flags, nvsh_init_attr_t *attr))
+static int fk_nvshmemx_hostlib_init_attr(unsigned int flags, nvsh_init_attr_t *attr) {
+  if (fk.up || !attr || !fk_attr_ok(flags, attr)) {
+    fprintf(stderr, "fakenvshmem: hostlib_init_attr: %s\n",
+            fk.up ? "already initialised" : "bad flags or attribute versions");
+    return FK_ERR;
+  }
+  if (!fk_nvls_off("hostlib_init_attr") || !fk_driver()) return FK_ERR;
+  memset(&fk.stats, 0, sizeof fk.stats);
+  fk.pe = attr->args.uid_args.myrank;
+  fk.npes = attr->args.uid_args.nranks;
+  fk.heap = (size_t)strtoull(getenv("FAKENVSHMEM_HEAP_BYTES") ? getenv("FAKENVSHMEM_HEAP_BYTES")
+                                                              : "536870912", NULL, 0);
+  fk.export_fd = -1;
+  fk.ops = 0;
+  char name[96];
+  fk_shm_name(attr->args.uid_args.id, name, sizeof name);
+  int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+  if (fd < 0) return FK_ERR;
+  if (ftruncate(fd, sizeof(fk_ctl_t)) != 0) {
+    close(fd);
+    return FK_ERR;
+  }
+  fk.ctl = mmap(NULL, sizeof *fk.ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (fk.ctl == MAP_FAILED) {
+    fk.ctl = NULL;
+    return FK_ERR;
+  }
+  fk.ctl->pid[fk.pe] = getpid();
+  atomic_fetch_add(&fk.ctl->joined, 1);
+  int rc = fk_wait(fk_all_joined, (unsigned)fk.npes, "init: waiting for every PE");
+  if (fk.pe == 0 || rc) shm_unlink(name); /* everybody has it mapped, or nobody will come */
+  if (!rc && fk_in_list("FAKENVSHMEM_INIT_FAIL_RANK", fk.pe)) {
+    fprintf(stderr, "fakenvshmem: PE %d fails init (FAKENVSHMEM_INIT_FAIL_RANK)\n", fk.pe);
+    atomic_store(&fk.ctl->failed, 1u + (unsigned)fk.pe);
+    rc = -1;
+  }
+  if (!rc) rc = fk_make_heaps();
+  if (rc) {
+    if (fk.ctl && !atomic_load(&fk.ctl->failed)) atomic_store(&fk.ctl->failed, 1u + (unsigned)fk.pe);
+    fk_teardown();
+    return FK_ERR;
+  }
+  fk.up = true;
+  fk.stats.inits++;
+  return 0;
+}
+
+FK_EXPORT(void, nvshmemx_hostlib_finalize, (void))
+static void fk_nvshmemx_hostlib_finalize(void) {
+  if (!fk.up) return;
+  if (fk_barrier("finalize")) fprintf(stderr, "fakenvshmem: PE %d finalises alone\n", fk.pe);
+  fakenvshmem_stats_t keep = fk.stats;
+  for (fk_block_t *b = fk.blocks; b; b = b->next) keep.live += b->used;
+  keep.finalizes++;
+  fk_teardown();
+  fk.stats = keep;
+}
+
+/* ------------------------------------------------------------- memory */
+
+FK_EXPORT(void *, nvshmem_malloc, (size_t size))
+static void *fk_nvshmem_malloc(size_t size) {
+  if (!fk.up || size == 0) return NULL;
+  if (fk_enter("nvshmem_malloc", size)) return NULL;
+  size_t want = (size + FK_ALIGN - 1) & ~(FK_ALIGN - 1);
+  for (fk_block_t *b = fk.blocks; b; b = b->next) {
+    if (b->used || b->size < want) continue;
+    if (b->size > want) {
+      fk_block_t *rest = calloc(1, sizeof *rest);
+      if (!rest) return NULL;
+      rest->off = b->off + want;
+      rest->size = b->size - want;
+      rest->next = b->next;
+      b->next = rest;
+      b->size = want;
+    }
+    b->used = true;
+    fk.stats.mallocs++;
+    fk.stats.live++;
+    return fk_base(fk.pe) + b->off;
+  }
+  return NULL; /* every PE runs out together: the same heap, the same calls */
+}
+
+FK_EXPORT(void, nvshmem_free, (void *ptr))
+static void fk_nvshmem_free(void *ptr) {
+  if (!fk.up || !ptr) return;
+  long long off = fk_heap_off(ptr, 1);
+  if (fk_enter("nvshmem_free", (uint64_t)off)) return;
+  for (fk_block_t *b = fk.blocks; b; b = b->next)
+    if (b->used && (long long)b->off == off) {
+      b->used = false;
+      fk.stats.live--;
+      fk.stats.frees++;
+      /* Merge with the free blocks after it. */
+      while (b->next && !b->next->used) {
+        fk_block_t *n = b->next;
+        b->size += n->size;
+        b->next = n->next;
+        free(n);
+      }
+      return;
+    }
+  fprintf(stderr, "fakenvshmem: PE %d: nvshmem_free(%p) of no allocation\n", fk.pe, ptr);
+  abort();
+}
+
+static bool fk_unreachable(int pe) {
+  return pe != fk.pe && (fk_in_list("FAKENVSHMEM_UNREACHABLE", pe) ||
+                         fk_in_list("FAKENVSHMEM_UNREACHABLE", fk.pe));
+}
+
+FK_EXPORT(void *, nvshmem_ptr, (const void *ptr, int pe))
+static void *fk_nvshmem_ptr(const void *ptr, int pe) {
+  long long off = fk_heap_off(ptr, 1);
+  if (off < 0 || pe < 0 || pe >= fk.npes || fk_unreachable(pe)) return NULL;
+  return fk_base(pe) + off;
+}
+
+FK_EXPORT(int, nvshmem_my_pe, (void))
+static int fk_nvshmem_my_pe(void) { return fk.up ? fk.pe : -1; }
+FK_EXPORT(int, nvshmem_n_pes, (void))
+static int fk_nvshmem_n_pes(void) { return fk.up ? fk.npes : -1; }
+
+FK_EXPORT(void, nvshmemx_vendor_get_version_info, (int *major, int *minor, int *patch))
+static void fk_nvshmemx_vendor_get_version_info(int *major, int *minor, int *patch) {
+  const char *v = getenv("FAKENVSHMEM_VERSION");
+  *major = 3, *minor = 8, *patch = 0;
+  if (v && *v) sscanf(v, "%d.%d.%d", major, minor, patch);
+}
+
+/* ----------------------------------------------------- on-stream RMA */
+
+/* A peer's copy of the symmetric [p, p + n), or NULL (aborting: NVSHMEM
+ * needs symmetric memory there). */
+static char *fk_sym(const void *p, size_t n, int pe, const char *what) {
+  long long off = fk_heap_off(p, n);
+  if (off < 0 || pe < 0 || pe >= fk.npes) {
+    fprintf(stderr, "fakenvshmem: PE %d: %s on %p (%zu bytes, PE %d) outside the symmetric "
+            "heap\n", fk.pe, what, p, n, pe);
+    abort();
+  }
+  return fk_base(pe) + off;
+}
+
+FK_EXPORT(void, nvshmemx_putmem_on_stream,
+          (void *dest, const void *src, size_t bytes, int pe, void *stream))
+static void fk_nvshmemx_putmem_on_stream(void *dest, const void *src, size_t bytes, int pe,
+                                         void *stream) {
+  (void)stream;
+  memcpy(fk_sym(dest, bytes, pe, "putmem"), src, bytes);
+}
+
+FK_EXPORT(void, nvshmemx_getmem_on_stream,
+          (void *dest, const void *src, size_t bytes, int pe, void *stream))
+static void fk_nvshmemx_getmem_on_stream(void *dest, const void *src, size_t bytes, int pe,
+                                         void *stream) {
+  (void)stream;
+  memcpy(dest, fk_sym(src, bytes, pe, "getmem"), bytes);
+}
+
+/* ------------------------------------------------------- collectives */
+
+static float fk_from_half(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+  if (e == 0 && m == 0) bits = sign;
+  else if (e == 31) bits = sign | 0x7f800000u | (m << 13);
+  else if (e == 0) { /* subnormal */
+    float f = (float)m / 1024.0f / 16384.0f;
+    return sign ? -f : f;
+  } else bits = sign | ((e + 112) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static uint16_t fk_to_half(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  uint32_t sign = (b >> 16) & 0x8000;
+  int e = (int)((b >> 23) & 255) - 112;
+  uint32_t m = b & 0x7fffff;
+  if (e <= 0) return (uint16_t)sign;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  uint32_t h = sign | ((uint32_t)e << 10) | (m >> 13);
+  if (m & 0x1000) h++; /* round half up: close enough for the tests' integers */
+  return (uint16_t)h;
+}
+
+static float fk_load(int type, const char *p, size_t i) {
+  switch (type) {
+    case 0: return ((const float *)p)[i];
+    case 1: {
+      uint32_t b = (uint32_t)((const uint16_t *)p)[i] << 16;
+      float f;
+      memcpy(&f, &b, sizeof f);
+      return f;
+    }
+    case 2: return fk_from_half(((const uint16_t *)p)[i]);
+    default: return (float)((const int32_t *)p)[i];
+  }
+}
+
+static void fk_store(int type, char *p, size_t i, double v, int32_t iv) {
+  switch (type) {
+    case 0: ((float *)p)[i] = (float)v; break;
+    case 1: {
+      float f = (float)v;
+      uint32_t b;
+      memcpy(&b, &f, sizeof b);
+      ((uint16_t *)p)[i] = (uint16_t)((b + 0x8000u) >> 16);
+      break;
+    }
+    case 2: ((uint16_t *)p)[i] = fk_to_half((float)v); break;
+    default: ((int32_t *)p)[i] = iv; break;
+  }
+}
+
+static const size_t fk_type_bytes[NVSH_RED_TYPES] = {4, 2, 2, 4};
+
+/* dest[i] = op over every PE of src_pe[at + i], i < n. */
+static int fk_reduce(int type, int op, void *dest, const void *src, size_t n, bool scatter) {
+  const size_t es = fk_type_bytes[type], in = n * es * (scatter ? (size_t)fk.npes : 1);
+  char *mine = fk_sym(src, in, fk.pe, "reduce source");
+  fk_sym(dest, n * es, fk.pe, "reduce destination");
+  if (fk_enter(scatter ? "reducescatter" : "reduce", (uint64_t)(type * 16 + op) << 48 | n))
+    return FK_ERR;
+  const size_t at = scatter ? (size_t)fk.pe * n : 0;
+  for (size_t i = 0; i < n; i++) {
+    double acc = 0;
+    int32_t iacc = 0;
+    for (int p = 0; p < fk.npes; p++) {
+      const char *s = fk_base(p) + (mine - fk_base(fk.pe));
+      double v = type == 3 ? 0 : fk_load(type, s, at + i);
+      int32_t iv = type == 3 ? ((const int32_t *)s)[at + i] : 0;
+      if (p == 0) acc = v, iacc = iv;
+      else if (op == 0) acc += v, iacc = (int32_t)((uint32_t)iacc + (uint32_t)iv);
+      else if (op == 1) acc = v < acc ? v : acc, iacc = iv < iacc ? iv : iacc;
+      else acc = v > acc ? v : acc, iacc = iv > iacc ? iv : iacc;
+    }
+    fk_store(type, dest, i, acc, iacc);
+  }
+  return fk_barrier("reduce: done reading");
+}
+
+#define FK_REDUCE(tname, tidx, opname, opidx)                                              \
+  FK_EXPORT(int, nvshmemx_##tname##_##opname##_reduce_on_stream,                           \
+            (int32_t team, void *d, const void *s, size_t n, void *st))                    \
+  static int fk_nvshmemx_##tname##_##opname##_reduce_on_stream(int32_t team, void *d,      \
+                                                              const void *s, size_t n,     \
+                                                              void *st) {                  \
+    (void)st;                                                                              \
+    return team == NVSH_TEAM_WORLD ? fk_reduce(tidx, opidx, d, s, n, false) : FK_ERR;      \
+  }                                                                                        \
+  FK_EXPORT(int, nvshmemx_##tname##_##opname##_reducescatter_on_stream,                    \
+            (int32_t team, void *d, const void *s, size_t n, void *st))                    \
+  static int fk_nvshmemx_##tname##_##opname##_reducescatter_on_stream(                     \
+      int32_t team, void *d, const void *s, size_t n, void *st) {                          \
+    (void)st;                                                                              \
+    return team == NVSH_TEAM_WORLD ? fk_reduce(tidx, opidx, d, s, n, true) : FK_ERR;       \
+  }
+#define FK_REDUCE_OPS(tname, tidx) \
+  FK_REDUCE(tname, tidx, sum, 0) FK_REDUCE(tname, tidx, min, 1) FK_REDUCE(tname, tidx, max, 2)
+FK_REDUCE_OPS(float, 0)
+FK_REDUCE_OPS(bfloat16, 1)
+FK_REDUCE_OPS(half, 2)
+FK_REDUCE_OPS(int32, 3)
+
+/* kind: 0 fcollect, 1 broadcast, 2 alltoall; bytes per PE. */
+static int fk_move(int kind, void *dest, const void *src, size_t bytes, int root) {
+  const size_t w = (size_t)fk.npes;
+  const size_t in = kind == 2 ? bytes * w : bytes, out = kind == 1 ? bytes : bytes * w;
+  char *s = fk_sym(src, in, fk.pe, "collective source");
+  char *d = fk_sym(dest, out, fk.pe, "collective destination");
+  if (fk_enter(kind == 0 ? "fcollect" : kind == 1 ? "broadcast" : "alltoall",
+               (uint64_t)kind << 56 | (uint64_t)(root & 0xff) << 48 | bytes))
+    return FK_ERR;
+  const size_t soff = (size_t)(s - fk_base(fk.pe));
+  for (size_t p = 0; p < w; p++) {
+    const char *peer = fk_base((int)p) + soff;
+    if (kind == 0) memcpy(d + p * bytes, peer, bytes);
+    else if (kind == 2) memcpy(d + p * bytes, peer + (size_t)fk.pe * bytes, bytes);
+    else if ((int)p == root) memcpy(d, peer, bytes);
+  }
+  return fk_barrier("collective: done reading");
+}
+
+FK_EXPORT(int, nvshmemx_fcollectmem_on_stream,
+          (int32_t team, void *d, const void *s, size_t bytes, void *st))
+static int fk_nvshmemx_fcollectmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
+                                             void *st) {
+  (void)st;
+  return team == NVSH_TEAM_WORLD ? fk_move(0, d, s, bytes, 0) : FK_ERR;
+}
+
+FK_EXPORT(int, nvshmemx_broadcastmem_on_stream,
+          (int32_t team, void *d, const void *s, size_t bytes, int root, void *st))
+static int fk_nvshmemx_broadcastmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
+                                              int root, void *st) {
+  (void)st;
+  return team == NVSH_TEAM_WORLD && root >= 0 && root < fk.npes ? fk_move(1, d, s, bytes, root)
+                                                                 : FK_ERR;
+}
+
+FK_EXPORT(int, nvshmemx_alltoallmem_on_stream,
+          (int32_t team, void *d, const void *s, size_t bytes, void *st))
+static int fk_nvshmemx_alltoallmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
+                                             void *st) {
+  (void)st;
+  return team == NVSH_TEAM_WORLD ? fk_move(2, d, s, bytes, 0) : FK_ERR;
+}
+
+/* ------------------------------------------------------------- tests */
+
+FK_API void fakenvshmem_stats(fakenvshmem_stats_t *out) {
+  *out = fk.stats;
+  out->up = fk.up;
+}

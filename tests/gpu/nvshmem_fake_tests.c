@@ -1,0 +1,663 @@
+/*
+ * The nvshmem backend on machines without a GPU: every test loads the fake
+ * driver (fake_cuda.c, SYMM_CUDA_LIB) and the fake libnvshmem_host
+ * (fake_nvshmem.c, SYMM_NVSHMEM_LIB), whose symmetric heaps are shared
+ * "device" memory of the fake driver, so the backend's real protocol
+ * (unique id through the init blob, init with it, collective allocation
+ * and free, nvshmem_ptr, the provider's collectives) runs across processes
+ * and the CPU checks the data.  One test loads the real library where a
+ * wheel provides it.  `nvshmem-fake-tests NAME` runs one test.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/nvshmem/nvshmem_lib.h"
+#include "fakenvshmem.h"
+#include "harness.h"
+#include "symm_backend.h"
+
+#define TEST_ENTRY(name, timeout) TEST_IMPL(name);
+#include "list-nvshmem-fake.h"
+#undef TEST_ENTRY
+
+/* ------------------------------------------------------------- helpers */
+
+#define RCHECK(cond, ...)                                                            \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                  \
+      fprintf(stderr, "\n");                                                         \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+#define ROK(call)                                                                    \
+  do {                                                                               \
+    symm_result_t r_ = (call);                                                       \
+    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error());     \
+  } while (0)
+#define RRES(call, want)                                                             \
+  do {                                                                               \
+    symm_result_t r_ = (call);                                                       \
+    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_), symm_strerror(want), \
+           symm_last_error());                                                       \
+  } while (0)
+#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "no \"%s\" in: %s", needle, \
+                            symm_last_error())
+
+/* The fake's counters, from the copy the backend loaded. */
+static fakenvshmem_stats_t fake_stats(void) {
+  fakenvshmem_stats_t s = {-1, -1, -1, -1, -1, -1};
+  void *lib = dlopen(getenv("SYMM_NVSHMEM_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  void (*fn)(fakenvshmem_stats_t *) = NULL;
+  if (lib) *(void **)&fn = dlsym(lib, "fakenvshmem_stats");
+  if (fn) fn(&s);
+  if (lib) dlclose(lib);
+  return s;
+}
+
+/* A job of n nvshmem ranks: the number of ranks that failed. */
+static int run_job(int n, test_rank_fn fn, void *arg) {
+  test_job_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.timeout_ms = 50000;
+  o.backend = "nvshmem";
+  o.store_timeout_ms = 15000;
+  o.kill_rank = -1;
+  return test_run_ranks_opts(n, fn, arg, &o);
+}
+
+static symm_comm_t *comm_or_null(void) {
+  symm_comm_t *comm = NULL;
+  return symm_comm_init(NULL, &comm) == SYMM_SUCCESS ? comm : NULL;
+}
+
+static uint64_t pattern(int writer, size_t i) {
+  return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
+}
+
+static symm_tensor_t *alloc_u64(symm_comm_t *comm, int64_t n) {
+  symm_tensor_t *t = NULL;
+  return symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U64, &t) == SYMM_SUCCESS ? t : NULL;
+}
+
+/* ------------------------------------------------------------- probing */
+
+TEST_IMPL(nvshmem_fake_probe_no_library) {
+  setenv("SYMM_NVSHMEM_LIB", "/nonexistent/libnvshmem_host.so.3", 1);
+  char why[1024] = "";
+  ASSERT_RES(symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why),
+             SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "/nonexistent/libnvshmem_host.so.3");
+  return 0;
+}
+
+/* Without any library: the default name is looked for by the loader and
+ * in Python environments, and the message says both; forcing the backend
+ * fails cleanly on every rank. */
+static int forced_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  RHAS("nvshmem");
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_forced_unavailable) {
+  unsetenv("SYMM_NVSHMEM_LIB");
+  setenv("PATH", "/nonexistent", 1); /* no python3 with a wheel */
+  unsetenv("VIRTUAL_ENV");
+  unsetenv("CONDA_PREFIX");
+  setenv("HOME", "/nonexistent", 1);
+  char why[1024] = "";
+  ASSERT_RES(symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why),
+             SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "libnvshmem_host.so.3");
+  ASSERT_STR_CONTAINS(why, "Python environment");
+  ASSERT_EQ(run_job(2, forced_rank, NULL), 0);
+  return 0;
+}
+
+/* SYMM_NVSHMEM_LIB unset: the library a Python environment ships under
+ * nvidia/nvshmem/lib (a virtual environment here, holding the fake). */
+TEST_IMPL(nvshmem_fake_found_in_python_env) {
+  char prefix[] = "/tmp/symm-pyenv-XXXXXX", dir[512], lib[600];
+  ASSERT(mkdtemp(prefix) != NULL);
+  snprintf(dir, sizeof dir, "%s/lib/python3.99/site-packages/nvidia/nvshmem/lib", prefix);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && ln -s '%s' '%s/%s'", dir, FAKENVSHMEM_PATH, dir,
+           NVSH_LIB_DEFAULT);
+  ASSERT_EQ(system(cmd), 0);
+  snprintf(lib, sizeof lib, "%s/%s", dir, NVSH_LIB_DEFAULT);
+  unsetenv("SYMM_NVSHMEM_LIB");
+  setenv("VIRTUAL_ENV", prefix, 1);
+  char why[1024] = "", buf[4096] = "";
+  symm_result_t res = symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why);
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT(f != NULL);
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NVSHMEM, f));
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", prefix);
+  ASSERT_EQ(system(cmd), 0);
+  if (res != SYMM_SUCCESS) printf("unavailable: %s\n", why);
+  ASSERT_OK(res);
+  ASSERT_STR_CONTAINS(buf, lib);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_missing_symbol) {
+  setenv("FAKENVSHMEM_MISSING", "nvshmemx_hostlib_init_attr", 1);
+  char why[1024] = "";
+  ASSERT_RES(symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why),
+             SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "nvshmemx_hostlib_init_attr");
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_old_version) {
+  setenv("FAKENVSHMEM_VERSION", "2.11.0", 1);
+  char why[1024] = "";
+  ASSERT_RES(symm_backend_available(SYMM_BACKEND_NVSHMEM, why, sizeof why),
+             SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, "NVSHMEM 2.11.0");
+  return 0;
+}
+
+/* The library is there, but auto never starts NVSHMEM by itself. */
+static int auto_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "auto chose %s",
+         symm_backend_name(symm_comm_backend(comm)));
+  symm_comm_destroy(comm);
+  RCHECK(fake_stats().inits <= 0, "NVSHMEM was started");
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_auto_skips) {
+  ASSERT_OK(symm_backend_available(SYMM_BACKEND_NVSHMEM, NULL, 0));
+  test_job_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.timeout_ms = 50000;
+  o.backend = "auto";
+  o.kill_rank = -1;
+  ASSERT_EQ(test_run_ranks_opts(2, auto_rank, NULL, &o), 0);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_describe) {
+  char buf[4096] = "";
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT(f != NULL);
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NVSHMEM, f));
+  fclose(f);
+  printf("%s", buf);
+  ASSERT_STR_CONTAINS(buf, "NVSHMEM 3.8.0");
+  ASSERT_STR_CONTAINS(buf, FAKENVSHMEM_PATH);
+  ASSERT_STR_CONTAINS(buf, "alltoall");
+  return 0;
+}
+
+/* ----------------------------------------------------------- full path */
+
+static int full_path_rank(int rank, int size, void *arg) {
+  (void)arg;
+  unsetenv("NVSHMEM_DISABLE_NVLS");
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NVSHMEM, "backend %d", symm_comm_backend(comm));
+  /* NVLS stays off, for NVSHMEM and for children. */
+  RCHECK(getenv("NVSHMEM_DISABLE_NVLS") && strcmp(getenv("NVSHMEM_DISABLE_NVLS"), "1") == 0,
+         "NVSHMEM_DISABLE_NVLS=%s", getenv("NVSHMEM_DISABLE_NVLS"));
+  RCHECK(system("test \"$NVSHMEM_DISABLE_NVLS\" = 1") == 0, "a child sees NVLS on");
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  RCHECK(caps->collective_alloc && caps->collective_free && !caps->contiguous_view, "caps");
+
+  const int64_t n = 3000;
+  symm_tensor_t *t = alloc_u64(comm, n);
+  RCHECK(t, "%s", symm_last_error());
+  void *pad;
+  ROK(symm_tensor_signal_pad(t, rank, &pad));
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_BYTES; i++) RCHECK(!((char *)pad)[i], "pad byte %zu", i);
+  ROK(symm_tensor_rendezvous(t));
+  int right = (rank + 1) % size;
+  symm_view_t v;
+  ROK(symm_tensor_remote_view(t, right, &v));
+  for (int64_t i = 0; i < n; i++) ((uint64_t *)v.data)[i] = pattern(rank, (size_t)i);
+  ROK(symm_comm_barrier(comm));
+  const uint64_t *mine = symm_tensor_data(t);
+  int left = (rank + size - 1) % size;
+  for (int64_t i = 0; i < n; i++)
+    RCHECK(mine[i] == pattern(left, (size_t)i), "element %lld", (long long)i);
+  void *const *ptrs;
+  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  for (int r = 0; r < size; r++) RCHECK(ptrs[r] != NULL, "rank %d's pointer", r);
+  /* Interior pointers of local and peer memory; validation. */
+  symm_tensor_t *found;
+  int frank;
+  size_t off;
+  ROK(symm_tensor_lookup((const char *)mine + 808, &found, &frank, &off));
+  RCHECK(found == t && frank == rank && off == 808, "local lookup");
+  ROK(symm_tensor_lookup((char *)v.data + 8 * 1500 + 3, &found, &frank, &off));
+  RCHECK(found == t && frank == right && off == 8 * 1500 + 3, "peer lookup");
+  ROK(symm_validate(comm, mine, (size_t)n * 8));
+  ROK(symm_validate(comm, (char *)v.data + 64, 64));
+  RRES(symm_validate(comm, mine, (size_t)n * 8 + (64 << 20)), SYMM_ERR_INVALID_ARG);
+  symm_view_t cv;
+  RRES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+  RHAS("native");
+  ROK(symm_comm_barrier(comm));
+  ROK(symm_tensor_free(t));
+  fakenvshmem_stats_t s = fake_stats();
+  RCHECK(s.up && s.inits == 1 && s.mallocs >= 2, "inits %ld mallocs %ld", s.inits, s.mallocs);
+  /* The pool keeps it: a second tensor of that size reuses it without a
+   * new nvshmem_malloc. */
+  long before = s.mallocs;
+  t = alloc_u64(comm, n);
+  RCHECK(t, "%s", symm_last_error());
+  RCHECK(fake_stats().mallocs == before, "nvshmem_malloc called for a pooled size");
+  ROK(symm_tensor_rendezvous(t));
+  symm_comm_destroy(comm);
+  s = fake_stats();
+  RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+         s.finalizes, s.live);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_full_path_2) {
+  ASSERT_EQ(run_job(2, full_path_rank, NULL), 0);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_full_path_4) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1); /* 4 ranks, 2 fake GPUs */
+  ASSERT_EQ(run_job(4, full_path_rank, NULL), 0);
+  return 0;
+}
+
+/* A user's NVSHMEM_DISABLE_NVLS=0 does not turn NVLS on (the fake refuses
+ * to start with it). */
+static int nvls_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  setenv("NVSHMEM_DISABLE_NVLS", "0", 1);
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  RCHECK(strcmp(getenv("NVSHMEM_DISABLE_NVLS"), "1") == 0, "NVSHMEM_DISABLE_NVLS=%s",
+         getenv("NVSHMEM_DISABLE_NVLS"));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_nvls_forced_off) {
+  ASSERT_EQ(run_job(2, nvls_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------------ failure modes */
+
+/* nvshmemx_hostlib_init_attr fails on rank 1: every rank's init fails, in
+ * time, and rank 1 names the call. */
+static int init_fail_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  uint64_t t0 = test_now_ms();
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND);
+  RCHECK(test_now_ms() - t0 < 12000, "took %llu ms", (unsigned long long)(test_now_ms() - t0));
+  if (rank == 1) RHAS("nvshmemx_hostlib_init_attr");
+  RCHECK(fake_stats().up <= 0, "an instance is left up");
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_init_fails_one_rank) {
+  setenv("FAKENVSHMEM_INIT_FAIL_RANK", "1", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, init_fail_rank, NULL), 0);
+  return 0;
+}
+
+/* Rank 1 asks for another size: every rank gets SYMM_ERR_MISMATCH and
+ * nvshmem_malloc is never called with different sizes (the fake would
+ * abort the process); the communicator stays usable. */
+static int alloc_mismatch_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  long before = fake_stats().mallocs;
+  int64_t n = rank == 1 ? 8192 : 4096;
+  symm_tensor_t *t = NULL;
+  RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+  RHAS("rank");
+  RCHECK(fake_stats().mallocs == before, "nvshmem_malloc ran");
+  n = 4096;
+  ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ROK(symm_tensor_rendezvous(t));
+  ROK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_alloc_mismatch) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, alloc_mismatch_rank, NULL), 0);
+  return 0;
+}
+
+/* Rank 0 allocates while the others enter a barrier: a mismatch on every
+ * rank, never a hang in nvshmem_malloc. */
+static int one_rank_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  int64_t n = 4096;
+  symm_tensor_t *t = NULL;
+  if (rank == 0)
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+  else
+    RRES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  RCHECK(fake_stats().live == 0, "live %ld", fake_stats().live);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_alloc_one_rank_only) {
+  ASSERT_EQ(run_job(2, one_rank_rank, NULL), 0);
+  return 0;
+}
+
+/* Frees in different orders: SYMM_ERR_MISMATCH everywhere, nothing freed;
+ * freeing in allocation order then works, and destroy leaves nothing. */
+static int free_order_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  setenv("SYMM_POOL_BYTES", "0", 1); /* every free reaches nvshmem_free */
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  symm_tensor_t *a = alloc_u64(comm, 512), *b = alloc_u64(comm, 512);
+  RCHECK(a && b, "%s", symm_last_error());
+  long live = fake_stats().live;
+  RRES(symm_tensor_free(rank == 0 ? a : b), SYMM_ERR_MISMATCH);
+  RHAS("same order");
+  RCHECK(fake_stats().live == live, "live %ld, was %ld", fake_stats().live, live);
+  ROK(symm_tensor_free(a));
+  ROK(symm_tensor_free(b));
+  RCHECK(fake_stats().live == live - 2, "live %ld", fake_stats().live);
+  /* Tensors left for destroy go in allocation order on every rank. */
+  symm_tensor_t *c = alloc_u64(comm, 100), *d = alloc_u64(comm, 200);
+  RCHECK(c && d, "%s", symm_last_error());
+  symm_comm_destroy(comm);
+  fakenvshmem_stats_t s = fake_stats();
+  RCHECK(s.live == 0 && s.finalizes == 1, "live %ld finalizes %ld", s.live, s.finalizes);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_free_out_of_order) {
+  ASSERT_EQ(run_job(2, free_order_rank, NULL), 0);
+  return 0;
+}
+
+/* A second communicator of other processes while one is up: refused on
+ * every rank of it, and the first goes on. */
+static int second_refused_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  if (rank < 2) {
+    symm_config_t cfg = SYMM_CONFIG_INIT;
+    cfg.rank = rank;
+    cfg.world_size = 2;
+    cfg.job_id = "nvshmem-second";
+    symm_comm_t *second = NULL;
+    RRES(symm_comm_init(&cfg, &second), SYMM_ERR_UNSUPPORTED);
+    RHAS("one instance per process");
+  }
+  ROK(symm_comm_barrier(comm));
+  symm_tensor_t *t = alloc_u64(comm, 64);
+  RCHECK(t, "%s", symm_last_error());
+  ROK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  ROK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_second_comm_refused) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, second_refused_rank, NULL), 0);
+  return 0;
+}
+
+/* A second communicator over the same processes in the same order shares
+ * the instance: both work, NVSHMEM starts once and is finalised when the
+ * last goes. */
+static int second_shared_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *first = comm_or_null();
+  RCHECK(first, "%s", symm_last_error());
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.job_id = "nvshmem-shared";
+  symm_comm_t *second = NULL;
+  ROK(symm_comm_init(&cfg, &second));
+  symm_tensor_t *a = alloc_u64(first, 64), *b = alloc_u64(second, 64);
+  RCHECK(a && b, "%s", symm_last_error());
+  ROK(symm_tensor_rendezvous(a));
+  ROK(symm_tensor_rendezvous(b));
+  RCHECK(symm_tensor_data(a) != symm_tensor_data(b), "one address for two tensors");
+  symm_comm_destroy(first);
+  RCHECK(fake_stats().up == 1 && fake_stats().inits == 1, "the instance went with the first");
+  symm_view_t v;
+  ROK(symm_tensor_remote_view(b, (rank + 1) % size, &v));
+  ((uint64_t *)v.data)[0] = pattern(rank, 0);
+  ROK(symm_comm_barrier(second));
+  RCHECK(((uint64_t *)symm_tensor_data(b))[0] == pattern((rank + size - 1) % size, 0), "data");
+  ROK(symm_comm_barrier(second));
+  symm_comm_destroy(second);
+  fakenvshmem_stats_t s = fake_stats();
+  RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+         s.finalizes, s.live);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_second_comm_shared) {
+  ASSERT_EQ(run_job(2, second_shared_rank, NULL), 0);
+  return 0;
+}
+
+/* ----------------------------------------------- peers beyond load/store */
+
+/* Rank 1 is "on another node": its views and signals are refused by name,
+ * never a NULL view; the others still see each other. */
+static int unreachable_views_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  symm_tensor_t *t = alloc_u64(comm, 256);
+  RCHECK(t, "%s", symm_last_error());
+  ROK(symm_tensor_rendezvous(t));
+  void *const *ptrs;
+  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  for (int r = 0; r < size; r++) {
+    symm_view_t v;
+    memset(&v, 0, sizeof v);
+    bool far = r != rank && (r == 1 || rank == 1);
+    if (far) {
+      RRES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
+      char who[32];
+      snprintf(who, sizeof who, "rank %d", r);
+      RHAS(who);
+      RCHECK(v.data == NULL && ptrs[r] == NULL, "rank %d's data at %p", r, ptrs[r]);
+      RRES(symm_signal_put(t, r, 0, NULL), SYMM_ERR_UNSUPPORTED);
+      RHAS(who);
+    } else {
+      ROK(symm_tensor_remote_view(t, r, &v));
+      RCHECK(v.data != NULL, "rank %d", r);
+    }
+  }
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_unreachable_views) {
+  setenv("FAKENVSHMEM_UNREACHABLE", "1", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, unreachable_views_rank, NULL), 0);
+  return 0;
+}
+
+static uint16_t to_bf16(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  return (uint16_t)(b >> 16);
+}
+static float from_bf16(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+/* Every collective through NVSHMEM's own, with the data checked.  Buffers
+ * are not symmetric (the fake refuses those in NVSHMEM's calls): the
+ * backend stages them. */
+static int unreachable_coll_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  enum { N = 1000 };
+  const int w = size;
+  float *fs = calloc((size_t)N * w, 4), *fr = calloc((size_t)N * w, 4);
+  int32_t *is = calloc((size_t)N * w, 4), *ir = calloc((size_t)N * w, 4);
+  uint16_t *hs = calloc(N, 2), *hr = calloc(N, 2);
+  RCHECK(fs && fr && is && ir && hs && hr, "out of memory");
+  for (int i = 0; i < N * w; i++) fs[i] = (float)(rank + 1) * (float)(i % 97), is[i] = rank * 1000 + i;
+
+  ROK(symm_all_reduce(comm, fs, fr, N, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  for (int i = 0; i < N; i++)
+    RCHECK(fr[i] == (float)(w * (w + 1) / 2) * (float)(i % 97), "sum[%d] = %g", i, fr[i]);
+  ROK(symm_all_reduce(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
+  for (int i = 0; i < N; i++) RCHECK(ir[i] == (w - 1) * 1000 + i, "max[%d] = %d", i, ir[i]);
+  ROK(symm_all_reduce(comm, is, is, N, SYMM_DTYPE_I32, SYMM_REDUCE_MIN, NULL)); /* in place */
+  for (int i = 0; i < N; i++) RCHECK(is[i] == i, "min[%d] = %d", i, is[i]);
+  for (int i = 0; i < N; i++) hs[i] = to_bf16((float)(rank + i % 7));
+  ROK(symm_all_reduce(comm, hs, hr, N, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  for (int i = 0; i < N; i++)
+    RCHECK(from_bf16(hr[i]) == (float)(w * (w - 1) / 2 + w * (i % 7)), "bf16 sum[%d]", i);
+
+  for (int i = 0; i < N * w; i++) is[i] = rank * 1000 + i;
+  ROK(symm_all_gather(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
+  for (int r = 0; r < w; r++)
+    for (int i = 0; i < N; i++) RCHECK(ir[r * N + i] == r * 1000 + i, "gather[%d][%d]", r, i);
+  ROK(symm_reduce_scatter(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  for (int i = 0; i < N; i++)
+    RCHECK(ir[i] == 1000 * w * (w - 1) / 2 + w * (rank * N + i), "scatter[%d] = %d", i, ir[i]);
+  ROK(symm_broadcast(comm, rank == 2 ? is : NULL, ir, N, SYMM_DTYPE_I32, 2, NULL));
+  for (int i = 0; i < N; i++) RCHECK(ir[i] == 2000 + i, "bcast[%d] = %d", i, ir[i]);
+  ROK(symm_all_to_all(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
+  for (int r = 0; r < w; r++)
+    for (int i = 0; i < N; i++)
+      RCHECK(ir[r * N + i] == r * 1000 + rank * N + i, "alltoall[%d][%d]", r, i);
+  ROK(symm_comm_barrier(comm));
+  free(fs), free(fr), free(is), free(ir), free(hs), free(hr);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_unreachable_collectives) {
+  setenv("FAKENVSHMEM_UNREACHABLE", "1", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, unreachable_coll_rank, NULL), 0);
+  return 0;
+}
+
+/* A library without the reduction: SYMM_ERR_UNSUPPORTED naming the
+ * unreachable peer and what is missing; the others still run. */
+static int no_coll_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  float x[4] = {1, 2, 3, (float)rank};
+  RRES(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+       SYMM_ERR_UNSUPPORTED);
+  RHAS(rank == 1 ? "ranks 0, 2" : "rank 1");
+  RHAS("nvshmemx_float_sum_reduce_on_stream");
+  ROK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
+  RCHECK(x[3] == 2.0f, "max %g", x[3]);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_unreachable_no_provider_coll) {
+  setenv("FAKENVSHMEM_UNREACHABLE", "1", 1);
+  setenv("FAKENVSHMEM_MISSING", "nvshmemx_float_sum_reduce_on_stream", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, no_coll_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------------- the real one */
+
+/* The real libnvshmem_host.so.3 (SYMM_TEST_NVSHMEM_REAL_LIB, else where
+ * the backend looks for it): every entry point the backend uses resolves,
+ * the provider's collectives included, and the version parses.  Nothing
+ * is started. */
+TEST_IMPL(nvshmem_real_library_entry_points) {
+  const char *name = getenv("SYMM_TEST_NVSHMEM_REAL_LIB");
+  char found[4096] = "";
+  if (!name || !*name) {
+    void *h = dlopen(NVSH_LIB_DEFAULT, RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h), name = NVSH_LIB_DEFAULT;
+    else if (nvsh_find_in_python("nvshmem", NVSH_LIB_DEFAULT, found, sizeof found)) name = found;
+  }
+  if (!name || !*name) {
+    printf("SKIP: no %s (not on the loader's path nor in a Python environment's "
+           "nvidia/nvshmem/lib; pip install nvidia-nvshmem-cu13, or set "
+           "SYMM_TEST_NVSHMEM_REAL_LIB)\n", NVSH_LIB_DEFAULT);
+    return TEST_SKIP;
+  }
+  nvsh_lib_t lib;
+  char why[1024] = "";
+  if (!nvsh_lib_load(&lib, name, why, sizeof why)) {
+    printf("loading %s: %s\n", name, why);
+    ASSERT(0);
+  }
+  printf("%s: NVSHMEM %d.%d.%d, %d optional entry point(s) missing%s%s\n", lib.path, lib.major,
+         lib.minor, lib.patch, lib.coll_missing, lib.coll_missing ? ", first " : "",
+         lib.first_missing);
+  ASSERT_EQ(lib.major, 3);
+  ASSERT(lib.minor >= 0 && lib.minor < 100 && lib.patch >= 0 && lib.patch < 100);
+  ASSERT_EQ(lib.coll_missing, 0);
+  return 0;
+}
+
+static const struct {
+  const char *name;
+  int (*fn)(void);
+} nvshmem_fake_tests[] = {
+#define TEST_ENTRY(name, timeout) {#name, run_test_##name},
+#include "list-nvshmem-fake.h"
+#undef TEST_ENTRY
+};
+
+int main(int argc, char **argv) {
+  /* Every test uses both fakes unless it says otherwise. */
+  setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
+  setenv("SYMM_NVSHMEM_LIB", FAKENVSHMEM_PATH, 1);
+  size_t n = sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0];
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
+    return 2;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(argv[1], "--list") == 0) printf("%s\n", nvshmem_fake_tests[i].name);
+    else if (strcmp(argv[1], nvshmem_fake_tests[i].name) == 0) return nvshmem_fake_tests[i].fn();
+  }
+  if (strcmp(argv[1], "--list") == 0) return 0;
+  fprintf(stderr, "no test named %s\n", argv[1]);
+  return 2;
+}
