@@ -287,6 +287,10 @@ typedef struct symm_comm symm_comm_t;
  * SYMM_ERR_SYSTEM (sockets, the store's port, the fd server's name in use),
  * SYMM_ERR_BACKEND (GPU driver failures).  A failure of the backend's
  * setup on one rank is returned on every rank.  On failure *comm is NULL.
+ * The nvshmem backend runs one NVSHMEM instance per process: a second
+ * communicator over the same ranks in the same order shares it (they must
+ * then allocate and free in the same order on every rank), any other is
+ * refused with SYMM_ERR_UNSUPPORTED.
  */
 SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
                                       symm_comm_t **comm);
