@@ -71,6 +71,7 @@ bool coll_reduces(bench_coll_t coll);
 /* ------------------------------------------------------------- the run */
 typedef struct bench_nccl {
   bool used;
+  bool borrowed;          /* comm is the nccl backend's own (its windows), not ours */
   char why[320];          /* when not used */
   symm_nccl_lib_t lib;
   symm_nccl_comm_t comm;

@@ -155,6 +155,16 @@ void nccl_setup(bench_t *b) {
     bench_die("store key bench/nccl/id holds %zu bytes that are neither an NCCL id nor a "
               "reason", len);
   }
+  /* On the nccl backend NCCL runs on the backend's own communicator, so
+   * that its collectives work on the same registered windows as ours. */
+  void *own = NULL;
+  if (symm_comm_backend(b->comm) == SYMM_BACKEND_NCCL &&
+      symm_comm_backend_handle(b->comm, &own) == SYMM_SUCCESS) {
+    n->comm = (symm_nccl_comm_t)own;
+    n->borrowed = true;
+    n->used = true;
+    return;
+  }
   int rc = n->lib.comm_init_rank(&n->comm, b->size, id, b->rank);
   if (rc != 0) bench_die("ncclCommInitRank: %s", n->lib.get_error_string(rc));
   n->used = true;
@@ -163,7 +173,7 @@ void nccl_setup(bench_t *b) {
 
 void nccl_teardown(bench_t *b) {
 #ifdef SYMM_HAVE_CUDA
-  if (b->nccl.used) b->nccl.lib.comm_destroy(b->nccl.comm);
+  if (b->nccl.used && !b->nccl.borrowed) b->nccl.lib.comm_destroy(b->nccl.comm);
 #endif
   /* The library stays loaded: NCCL's threads may outlive the destroy. */
 }

@@ -58,8 +58,9 @@ void print_table_header(const bench_t *b) {
          o->graph ? 1 : 0);
   print_settings();
   if (b->nccl.used)
-    printf("# nccl: used (version %d, %s on the same buffers and stream)\n", b->nccl.lib.version,
-           o->graph ? "graph-captured" : "eager");
+    printf("# nccl: used (version %d, %s on the same buffers and stream%s)\n",
+           b->nccl.lib.version, o->graph ? "graph-captured" : "eager",
+           b->nccl.borrowed ? ", the nccl backend's communicator and windows" : "");
   else
     printf("# nccl: not used (%s)\n", b->nccl.why);
   printf("#  time: mean per call of the slowest rank; busbw = algbw * %s\n",
