@@ -19,6 +19,13 @@
 
 typedef struct symm_gpu symm_gpu_t;
 
+/* For a GPU backend's probe (no engine, no context yet): the driver loaded
+ * and initialised, and *count devices; NULL with the reason in why ("no
+ * CUDA device visible (...)", "libcuda.so.1 not found ...") otherwise. */
+const symm_cu_driver_t *symm_gpu_probe(char *why, size_t why_len, int *count);
+/* A device attribute (NCU_DEV_ATTR_*), 0 where the driver cannot say. */
+int symm_gpu_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev);
+
 /* The communicator's GPU engine; NULL for a communicator on CPU memory. */
 symm_gpu_t *symm_gpu_of(const symm_comm_t *comm);
 

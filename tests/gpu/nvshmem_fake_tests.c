@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "backends/nvshmem/nvshmem_lib.h"
+#include "fake_util.h"
 #include "fakenvshmem.h"
 #include "harness.h"
 #include "symm_backend.h"
@@ -27,31 +28,11 @@
 
 /* ------------------------------------------------------------- helpers */
 
-#define RCHECK(cond, ...)                                                            \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                                  \
-      fprintf(stderr, "\n");                                                         \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
-#define ROK(call)                                                                    \
-  do {                                                                               \
-    symm_result_t r_ = (call);                                                       \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error());     \
-  } while (0)
-#define RRES(call, want)                                                             \
-  do {                                                                               \
-    symm_result_t r_ = (call);                                                       \
-    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_), symm_strerror(want), \
-           symm_last_error());                                                       \
-  } while (0)
 #define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "no \"%s\" in: %s", needle, \
                             symm_last_error())
 
 /* The fake's counters, from the copy the backend loaded. */
-static fakenvshmem_stats_t fake_stats(void) {
+static fakenvshmem_stats_t fakenvshmem_stats_of(void) {
   fakenvshmem_stats_t s = {-1, -1, -1, -1, -1, -1};
   void *lib = dlopen(getenv("SYMM_NVSHMEM_LIB"), RTLD_NOW | RTLD_NOLOAD);
   void (*fn)(fakenvshmem_stats_t *) = NULL;
@@ -75,10 +56,6 @@ static int run_job(int n, test_rank_fn fn, void *arg) {
 static symm_comm_t *comm_or_null(void) {
   symm_comm_t *comm = NULL;
   return symm_comm_init(NULL, &comm) == SYMM_SUCCESS ? comm : NULL;
-}
-
-static uint64_t pattern(int writer, size_t i) {
-  return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
 }
 
 static symm_tensor_t *alloc_u64(symm_comm_t *comm, int64_t n) {
@@ -176,7 +153,7 @@ static int auto_rank(int rank, int size, void *arg) {
   RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "auto chose %s",
          symm_backend_name(symm_comm_backend(comm)));
   symm_comm_destroy(comm);
-  RCHECK(fake_stats().inits <= 0, "NVSHMEM was started");
+  RCHECK(fakenvshmem_stats_of().inits <= 0, "NVSHMEM was started");
   return 0;
 }
 
@@ -254,17 +231,17 @@ static int full_path_rank(int rank, int size, void *arg) {
   RHAS("native");
   ROK(symm_comm_barrier(comm));
   ROK(symm_tensor_free(t));
-  fakenvshmem_stats_t s = fake_stats();
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
   RCHECK(s.up && s.inits == 1 && s.mallocs >= 2, "inits %ld mallocs %ld", s.inits, s.mallocs);
   /* The pool keeps it: a second tensor of that size reuses it without a
    * new nvshmem_malloc. */
   long before = s.mallocs;
   t = alloc_u64(comm, n);
   RCHECK(t, "%s", symm_last_error());
-  RCHECK(fake_stats().mallocs == before, "nvshmem_malloc called for a pooled size");
+  RCHECK(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc called for a pooled size");
   ROK(symm_tensor_rendezvous(t));
   symm_comm_destroy(comm);
-  s = fake_stats();
+  s = fakenvshmem_stats_of();
   RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
          s.finalizes, s.live);
   return 0;
@@ -310,7 +287,7 @@ static int init_fail_rank(int rank, int size, void *arg) {
   RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND);
   RCHECK(test_now_ms() - t0 < 12000, "took %llu ms", (unsigned long long)(test_now_ms() - t0));
   if (rank == 1) RHAS("nvshmemx_hostlib_init_attr");
-  RCHECK(fake_stats().up <= 0, "an instance is left up");
+  RCHECK(fakenvshmem_stats_of().up <= 0, "an instance is left up");
   return 0;
 }
 
@@ -328,12 +305,12 @@ static int alloc_mismatch_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = comm_or_null();
   RCHECK(comm, "%s", symm_last_error());
-  long before = fake_stats().mallocs;
+  long before = fakenvshmem_stats_of().mallocs;
   int64_t n = rank == 1 ? 8192 : 4096;
   symm_tensor_t *t = NULL;
   RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
   RHAS("rank");
-  RCHECK(fake_stats().mallocs == before, "nvshmem_malloc ran");
+  RCHECK(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc ran");
   n = 4096;
   ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
   ROK(symm_tensor_rendezvous(t));
@@ -362,7 +339,7 @@ static int one_rank_rank(int rank, int size, void *arg) {
     RRES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
   ROK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
-  RCHECK(fake_stats().live == 0, "live %ld", fake_stats().live);
+  RCHECK(fakenvshmem_stats_of().live == 0, "live %ld", fakenvshmem_stats_of().live);
   return 0;
 }
 
@@ -380,18 +357,18 @@ static int free_order_rank(int rank, int size, void *arg) {
   RCHECK(comm, "%s", symm_last_error());
   symm_tensor_t *a = alloc_u64(comm, 512), *b = alloc_u64(comm, 512);
   RCHECK(a && b, "%s", symm_last_error());
-  long live = fake_stats().live;
+  long live = fakenvshmem_stats_of().live;
   RRES(symm_tensor_free(rank == 0 ? a : b), SYMM_ERR_MISMATCH);
   RHAS("same order");
-  RCHECK(fake_stats().live == live, "live %ld, was %ld", fake_stats().live, live);
+  RCHECK(fakenvshmem_stats_of().live == live, "live %ld, was %ld", fakenvshmem_stats_of().live, live);
   ROK(symm_tensor_free(a));
   ROK(symm_tensor_free(b));
-  RCHECK(fake_stats().live == live - 2, "live %ld", fake_stats().live);
+  RCHECK(fakenvshmem_stats_of().live == live - 2, "live %ld", fakenvshmem_stats_of().live);
   /* Tensors left for destroy go in allocation order on every rank. */
   symm_tensor_t *c = alloc_u64(comm, 100), *d = alloc_u64(comm, 200);
   RCHECK(c && d, "%s", symm_last_error());
   symm_comm_destroy(comm);
-  fakenvshmem_stats_t s = fake_stats();
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
   RCHECK(s.live == 0 && s.finalizes == 1, "live %ld finalizes %ld", s.live, s.finalizes);
   return 0;
 }
@@ -449,7 +426,7 @@ static int second_shared_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(b));
   RCHECK(symm_tensor_data(a) != symm_tensor_data(b), "one address for two tensors");
   symm_comm_destroy(first);
-  RCHECK(fake_stats().up == 1 && fake_stats().inits == 1, "the instance went with the first");
+  RCHECK(fakenvshmem_stats_of().up == 1 && fakenvshmem_stats_of().inits == 1, "the instance went with the first");
   symm_view_t v;
   ROK(symm_tensor_remote_view(b, (rank + 1) % size, &v));
   ((uint64_t *)v.data)[0] = pattern(rank, 0);
@@ -457,7 +434,7 @@ static int second_shared_rank(int rank, int size, void *arg) {
   RCHECK(((uint64_t *)symm_tensor_data(b))[0] == pattern((rank + size - 1) % size, 0), "data");
   ROK(symm_comm_barrier(second));
   symm_comm_destroy(second);
-  fakenvshmem_stats_t s = fake_stats();
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
   RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
          s.finalizes, s.live);
   return 0;

@@ -12,11 +12,6 @@
 
 #include "backends/cuda/cuda.h"
 
-static int cuda_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev) {
-  int v = 0;
-  return drv->cuDeviceGetAttribute(&v, attr, dev) == NCU_SUCCESS ? v : 0;
-}
-
 static uint64_t cuda_token;
 static pthread_once_t cuda_token_once = PTHREAD_ONCE_INIT;
 
@@ -51,20 +46,14 @@ bool cuda_ipc_export_works(const symm_cu_driver_t *drv, char *why, size_t why_le
 
 symm_result_t cuda_probe(char *why, size_t why_len) {
   char reason[512] = "";
-  const symm_cu_driver_t *drv = symm_cu_driver_init(reason, sizeof reason);
   int count = 0, ipc = 0;
+  const symm_cu_driver_t *drv = symm_gpu_probe(reason, sizeof reason, &count);
   if (!drv) goto unusable;
-  ncu_result res = drv->cuDeviceGetCount(&count);
-  if (res != NCU_SUCCESS || count < 1) {
-    snprintf(reason, sizeof reason, "no CUDA device visible (%s)",
-             res != NCU_SUCCESS ? symm_cu_error(res) : "device count 0");
-    goto unusable;
-  }
   /* The driver's rule for IPC: devices with unified addressing, on Linux. */
   for (int i = 0; i < count; i++) {
     ncu_device dev;
     if (drv->cuDeviceGet(&dev, i) == NCU_SUCCESS &&
-        cuda_attr(drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, dev))
+        symm_gpu_attr(drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, dev))
       ipc++;
   }
   if (!ipc) {
@@ -94,7 +83,7 @@ symm_result_t cuda_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_
   st->size = symm_comm_size(comm);
   char name[128] = "?";
   st->drv->cuDeviceGetName(name, (int)sizeof name, symm_gpu_device(st->gpu));
-  if (!cuda_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, symm_gpu_device(st->gpu)))
+  if (!symm_gpu_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, symm_gpu_device(st->gpu)))
     return symm_error(SYMM_ERR_UNSUPPORTED,
                       "cuda: GPU %d (%s) lacks unified addressing, which CUDA IPC needs",
                       st->ordinal, name);

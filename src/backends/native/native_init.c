@@ -12,32 +12,20 @@
 
 #include "backends/native/native.h"
 
-static int native_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev) {
-  int v = 0;
-  if (drv->cuDeviceGetAttribute(&v, attr, dev) != NCU_SUCCESS) return 0;
-  return v;
-}
-
 /* ------------------------------------------------------------------ probe */
 
 symm_result_t native_probe(char *why, size_t why_len) {
   char reason[512] = "";
-  const symm_cu_driver_t *drv = symm_cu_driver_init(reason, sizeof reason);
   int count = 0, vmm = 0, fd = 0;
+  const symm_cu_driver_t *drv = symm_gpu_probe(reason, sizeof reason, &count);
   if (!drv) goto unusable;
-  ncu_result res = drv->cuDeviceGetCount(&count);
-  if (res != NCU_SUCCESS || count < 1) {
-    snprintf(reason, sizeof reason, "no CUDA device visible (%s)",
-             res != NCU_SUCCESS ? symm_cu_error(res) : "device count 0");
-    goto unusable;
-  }
   for (int i = 0; i < count; i++) {
     ncu_device dev;
     if (drv->cuDeviceGet(&dev, i) != NCU_SUCCESS) continue;
-    if (native_attr(drv, NCU_DEV_ATTR_VMM_SUPPORTED, dev)) {
+    if (symm_gpu_attr(drv, NCU_DEV_ATTR_VMM_SUPPORTED, dev)) {
       vmm++;
-      if (native_attr(drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, dev) ||
-          native_attr(drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, dev))
+      if (symm_gpu_attr(drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, dev) ||
+          symm_gpu_attr(drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, dev))
         fd++;
     }
   }
@@ -66,15 +54,15 @@ static symm_result_t native_check_device(native_state_t *st, bool *fd_ok, bool *
   char name[128] = "?";
   const ncu_device dev = symm_gpu_device(st->gpu);
   st->drv->cuDeviceGetName(name, (int)sizeof name, dev);
-  if (!native_attr(st->drv, NCU_DEV_ATTR_VMM_SUPPORTED, dev))
+  if (!symm_gpu_attr(st->drv, NCU_DEV_ATTR_VMM_SUPPORTED, dev))
     return symm_error(SYMM_ERR_UNSUPPORTED,
                       "native: GPU %d (%s) does not support virtual memory management "
                       "(cuMemCreate); use the cuda backend", st->ordinal, name);
-  if (!native_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, dev))
+  if (!symm_gpu_attr(st->drv, NCU_DEV_ATTR_UNIFIED_ADDRESSING, dev))
     return symm_error(SYMM_ERR_UNSUPPORTED, "native: GPU %d (%s) lacks unified addressing",
                       st->ordinal, name);
-  *fd_ok = native_attr(st->drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, dev) != 0;
-  *fabric_attr = native_attr(st->drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, dev) != 0;
+  *fd_ok = symm_gpu_attr(st->drv, NCU_DEV_ATTR_POSIX_FD_SUPPORTED, dev) != 0;
+  *fabric_attr = symm_gpu_attr(st->drv, NCU_DEV_ATTR_FABRIC_SUPPORTED, dev) != 0;
   return SYMM_SUCCESS;
 }
 
