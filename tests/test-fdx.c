@@ -791,3 +791,40 @@ TEST_IMPL(fdx_late_reply) {
   symm_fdx_stop(a);
   return 0;
 }
+
+/* Another local user who reads a job's id (it shows in /proc/net/unix)
+ * binds the fd-server names a communicator of that job would take next,
+ * (job id, index, rank), before it exists.  The names carry a nonce drawn
+ * when the communicator is made, so init goes through all the same.  (The
+ * squatter here is rank 0 itself: the same uid, the same abstract names.) */
+static int squatted_rank(int rank, int size, void *arg) {
+  (void)arg;
+  const char *job = getenv("SYMM_JOB_ID");
+  int squat[8 * 8], nsquat = 0;
+  if (rank == 0)
+    for (int index = 0; index < 8; index++)
+      for (int r = 0; r < size; r++) {
+        struct sockaddr_un addr;
+        socklen_t len = symm_fdx_address(job, index, r, &addr);
+        int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        ASSERT(len > 0 && s >= 0);
+        if (bind(s, (const struct sockaddr *)&addr, len) == 0) squat[nsquat++] = s;
+        else close(s);
+      }
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  if (rank == 0) ASSERT_GT(nsquat, 0);
+  for (int i = 0; i < nsquat; i++) close(squat[i]);
+  return 0;
+}
+
+TEST_IMPL(fdx_names_unpredictable) {
+  ASSERT_EQ(test_run_ranks(2, squatted_rank, NULL), 0);
+  return 0;
+}

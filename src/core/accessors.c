@@ -5,6 +5,7 @@
 
 const char *symm_comm_job_id(const symm_comm_t *c) { return c->job_id; }
 int symm_comm_index(const symm_comm_t *c) { return c->index; }
+const char *symm_comm_name_nonce(const symm_comm_t *c) { return c->name_nonce; }
 const char *symm_comm_key_prefix(const symm_comm_t *c) { return c->prefix; }
 
 int32_t symm_comm_peer_pid(const symm_comm_t *c, int peer) {

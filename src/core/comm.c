@@ -415,6 +415,10 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   } else {
     symm_hex(comm->job_id, all[0].nonce, 8);
   }
+  /* The other half of rank 0's nonce names this communicator's sockets:
+   * unknown before the communicator exists (a job id is not secret), so
+   * nobody can take the names first. */
+  symm_hex(comm->name_nonce, all[0].nonce + 8, 8);
 out:
   free(all);
   return res;

@@ -39,6 +39,7 @@ struct symm_comm {
   int timeout_ms;
   int index;                 /* n-th communicator made by this process */
   char job_id[64];           /* same on every rank */
+  char name_nonce[17];       /* rank 0's random hex, same on every rank: names of sockets */
   char prefix[96];           /* store key prefix of this communicator */
   symm_backend_t backend;
   const symm_backend_ops_t *ops;

@@ -235,6 +235,11 @@ void symm_backend_names_with(size_t cap_offset, char *out, size_t len);
  * local_rank, local_size, device and timeout: symmem.h's symm_comm_*. */
 const char *symm_comm_job_id(const symm_comm_t *comm);   /* same on every rank */
 int symm_comm_index(const symm_comm_t *comm);            /* n-th of this process */
+/* 16 random hex digits, the same on every rank of this communicator and
+ * drawn when it is made: for the names of its sockets and objects, which
+ * nobody can then predict (and take first) from the job id.  Empty for a
+ * communicator not made by symm_comm_init (tests). */
+const char *symm_comm_name_nonce(const symm_comm_t *comm);
 /* Prefix of this communicator's keys in the store (same on every rank). */
 const char *symm_comm_key_prefix(const symm_comm_t *comm);
 /* The process of rank `peer` as this process can watch it, 0 when it

@@ -54,7 +54,7 @@ struct fdx_peer {
 };
 
 struct symm_fdx {
-  char job_id[64];
+  char job_id[96];         /* the name space: job id and name nonce */
   int index, rank, size, timeout_ms;
   char name[FDX_NAME_MAX]; /* own address, printable ("@symmem-...") */
   int listen_fd, wake_fd;
@@ -76,7 +76,7 @@ struct symm_fdx {
 
 /* ------------------------------------------------------------- helpers */
 
-socklen_t symm_fdx_address(const char *job_id, int index, int rank,
+socklen_t symm_fdx_address(const char *space, int index, int rank,
                            struct sockaddr_un *addr) {
   memset(addr, 0, sizeof *addr);
   addr->sun_family = AF_UNIX;
@@ -84,7 +84,7 @@ socklen_t symm_fdx_address(const char *job_id, int index, int rank,
    * clean up after a crash.  The length must be exact, since trailing NULs
    * would be part of the name. */
   size_t room = sizeof addr->sun_path - 1;
-  int n = snprintf(addr->sun_path + 1, room, "symmem-%s-%d-%d", job_id, index, rank);
+  int n = snprintf(addr->sun_path + 1, room, "symmem-%s-%d-%d", space, index, rank);
   if (n < 0 || (size_t)n >= room) return 0;
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
@@ -607,8 +607,8 @@ static symm_result_t fdx_listen(symm_fdx_t *fdx) {
   int rc = bind(fdx->listen_fd, (const struct sockaddr *)&addr, len);
   if (rc != 0 && errno == EADDRINUSE)
     return symm_error(SYMM_ERR_SYSTEM,
-                      "fd server name %s is taken (another communicator with the same job id, "
-                      "index and rank on this host?)",
+                      "fd server name %s is taken (a communicator's names are drawn at "
+                      "random: another process bound this one)",
                       fdx->name);
   SYMM_SYSCHECK(rc, "fd server: bind %s", fdx->name);
   SYMM_SYSCHECK(listen(fdx->listen_fd, SOMAXCONN), "fd server: listen %s", fdx->name);
@@ -659,16 +659,21 @@ symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **out) {
   if (symm_comm_size(comm) <= 0 || symm_comm_rank(comm) < 0 || symm_comm_rank(comm) >= symm_comm_size(comm))
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: rank %d out of range [0, %d)",
                       symm_comm_rank(comm), symm_comm_size(comm));
+  /* The job id, then the communicator's nonce where it has one: a name
+   * from the job id alone could be bound first by another local user. */
+  char space[96];
+  snprintf(space, sizeof space, "%s%s%s", symm_comm_job_id(comm),
+           *symm_comm_name_nonce(comm) ? "." : "", symm_comm_name_nonce(comm));
   struct sockaddr_un addr;
-  socklen_t len = symm_fdx_address(symm_comm_job_id(comm), symm_comm_index(comm), symm_comm_rank(comm), &addr);
+  socklen_t len = symm_fdx_address(space, symm_comm_index(comm), symm_comm_rank(comm), &addr);
   if (len == 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: job id \"%.64s\" too long for a socket name",
-                      symm_comm_job_id(comm));
+                      space);
 
   symm_result_t res = SYMM_SUCCESS;
   symm_fdx_t *fdx = fdx_alloc(comm);
   if (!fdx) return symm_error(SYMM_ERR_NO_MEMORY, "symm_fdx_start: out of memory");
-  snprintf(fdx->job_id, sizeof fdx->job_id, "%s", symm_comm_job_id(comm));
+  snprintf(fdx->job_id, sizeof fdx->job_id, "%s", space);
   fdx->index = symm_comm_index(comm);
   fdx->rank = symm_comm_rank(comm);
   fdx->timeout_ms = symm_comm_timeout_ms(comm) > 0 ? symm_comm_timeout_ms(comm) : FDX_DEFAULT_TIMEOUT_MS;

@@ -4,7 +4,10 @@
  * native backend (CUDA VMM POSIX-fd handles).
  *
  * Each rank runs a small server thread listening on the abstract socket
- * "\0symmem-<job_id>-<comm index>-<rank>".  A rank publishes the fds of its
+ * "\0symmem-<job_id>.<nonce>-<comm index>-<rank>", where nonce is the
+ * communicator's random name nonce (symm_comm_name_nonce; absent, with its
+ * dot, for the tests' own communicators), so that no other user can bind
+ * the names of a communicator before it exists.  A rank publishes the fds of its
  * allocations under their symm_mem_t id; peers fetch them by (rank, id) at
  * any time, without the owner taking part, so rendezvous needs no pairwise
  * ordering.  Connections from a process with another uid (SO_PEERCRED) are
@@ -41,12 +44,12 @@ typedef struct symm_fdx_reply {
   uint64_t id; /* echoes the request's id */
 } symm_fdx_reply_t;
 
-/* Fills *addr with the abstract address of (job_id, index, rank)'s server and
+/* Fills *addr with the abstract address of (space, index, rank)'s server and
  * returns its length, or 0 if the name does not fit. */
-socklen_t symm_fdx_address(const char *job_id, int index, int rank,
+socklen_t symm_fdx_address(const char *space, int index, int rank,
                            struct sockaddr_un *addr);
 
-/* Starts the server for comm's (job_id, index, rank).  SYMM_ERR_SYSTEM if the
+/* Starts the server for comm's (name nonce, index, rank).  SYMM_ERR_SYSTEM if the
  * socket name is taken or cannot be bound. */
 symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **fdx);
 /* Stops the server thread, closes every published fd and connection. */
