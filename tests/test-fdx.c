@@ -344,6 +344,33 @@ TEST_IMPL(fdx_no_server) {
   return 0;
 }
 
+/* A peer whose process is gone before its fd server ever answered: a loss
+ * found at once (the process is watched), naming the rank, not a timeout
+ * that could blame a live rank. */
+TEST_IMPL(fdx_peer_gone_before_serving) {
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT(child > 0);
+  ASSERT_EQ(waitpid(child, NULL, 0), child); /* reaped: the pid names no process */
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 0, 2, 20000);
+  int32_t pids[2] = {(int32_t)getpid(), (int32_t)child};
+  c.pids = pids;
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(symm_fdx_start(&c, &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 2000); /* the timeout is 20 s */
+  ASSERT_EQ(fd, -1);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  ASSERT_STR_CONTAINS(symm_last_error(), "is gone");
+  symm_fdx_stop(a);
+  return 0;
+}
+
 /* Fetches from several peers inside one operation (a rendezvous mapping
  * every peer) keep to one deadline: two peers whose servers never come
  * cost one timeout, not two. */

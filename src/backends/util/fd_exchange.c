@@ -51,6 +51,7 @@ struct fdx_peer {
   pthread_mutex_t lock; /* one request at a time on conn */
   int conn;             /* cached connection to the peer's server, or -1 */
   bool reached;         /* its server accepted us once */
+  int32_t pid;          /* its process where this one can watch it, else 0 */
 };
 
 struct symm_fdx {
@@ -437,6 +438,11 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
     if (absent && p->reached)
       return symm_error(SYMM_ERR_PEER_LOST, "fd server %s of rank %d is gone (%s)", name, peer,
                         strerror(err));
+    /* A server not up yet is waited for; one whose process is gone never
+     * comes: that is a loss now, not a timeout later. */
+    if (absent && p->pid > 0 && symm_process_gone(p->pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "rank %d (pid %d) is gone: its fd server %s never "
+                        "answered", peer, (int)p->pid, name);
     if (!absent && err != EAGAIN && err != EINTR) {
       errno = err;
       return symm_error_errno("fd exchange: connect to %s (rank %d)", name, peer);
@@ -649,6 +655,7 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
   for (int r = 0; r < fdx->size; r++) {
     pthread_mutex_init(&fdx->peers[r].lock, NULL);
     fdx->peers[r].conn = -1;
+    fdx->peers[r].pid = symm_comm_peer_pid(comm, r);
   }
   return fdx;
 }
