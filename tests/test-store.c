@@ -869,6 +869,42 @@ TEST_IMPL(store_many_keys) {
   return 0;
 }
 
+/* A rank refused for a wrong token: the ranks waiting on the store learn it
+ * at once, naming it and why, instead of waiting out their timeout. */
+typedef struct {
+  const char *addr;
+} refused_arg_t;
+
+static void *refused_connect(void *p) {
+  const refused_arg_t *a = p;
+  symm_store_t *bad = NULL;
+  symm_result_t res = symm_store_connect(a->addr, "not-the-token", 0, 5000, &bad);
+  return (void *)(intptr_t)res;
+}
+
+TEST_IMPL(store_wrong_token_told) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(f.addr, k_token, 1, 20000, &s));
+  refused_arg_t a = {f.addr};
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, NULL, refused_connect, &a), 0);
+  char buf[16];
+  size_t len = 0;
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(symm_store_get(s, "app/never", buf, sizeof buf, &len, 20000), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 5000); /* the get's own timeout is 20 s */
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 0 was refused by the store");
+  ASSERT_STR_CONTAINS(symm_last_error(), "wrong token");
+  void *ret;
+  ASSERT_EQ(pthread_join(th, &ret), 0);
+  ASSERT_EQ((symm_result_t)(intptr_t)ret, SYMM_ERR_PERMISSION);
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
 TEST_IMPL(store_wrong_token) {
   fixture_t f;
   fx_start(&f);
@@ -898,11 +934,20 @@ TEST_IMPL(store_wrong_token) {
   raw_expect_hangup(fd);
 
   fx_check_alive(&f);
-  /* A refused rank is not a lost rank: others' waits are unaffected. */
+  /* A refused rank is lost to the others' waits (they would wait for it
+   * until the timeout) until it connects with the token: rank 0 did (the
+   * client here), rank 2 not yet. */
   symm_store_t *s = fx_client(&f, 0);
   char buf[8];
   size_t len;
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 was refused");
+  symm_store_t *two = fx_client(&f, 2);
   ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_TIMEOUT);
+  /* An impostor's wrong HELLO for a rank that is in does not make it lost. */
+  ASSERT_RES(symm_store_connect(f.addr, "impostor", 2, 5000, &bad), SYMM_ERR_PERMISSION);
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_TIMEOUT);
+  symm_store_close(two);
   symm_store_close(s);
   fx_stop(&f);
 

@@ -245,6 +245,14 @@ static symm_result_t cli_status_error(const cli_reply_t *rep, const char *what,
         return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: rank %d lost", what, subject,
                           rep->lost_rank);
       return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: a rank was lost", what, subject);
+    case SYMM_ERR_PERMISSION:
+      /* A waiting call's peer was refused by the store: it is lost to us. */
+      if (rep->lost_rank >= 0)
+        return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: rank %d was refused by the store "
+                          "(it presented a wrong token: check SYMM_TOKEN on every rank)", what,
+                          subject, rep->lost_rank);
+      return symm_error(rep->status, "store %s %s: server says %s", what, subject,
+                        symm_strerror(rep->status));
     case SYMM_ERR_TIMEOUT:
       return symm_error(SYMM_ERR_TIMEOUT, "store %s %s: not set within %d ms", what,
                         subject, timeout_ms);

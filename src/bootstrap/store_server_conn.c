@@ -150,6 +150,15 @@ static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
   return diff == 0;
 }
 
+/* Whether rank `rank` of communicator comm has an authenticated connection. */
+static bool srv_rank_connected(const symm_store_server_t *s, uint32_t comm, int rank) {
+  for (size_t i = 0; i < s->nconns; i++) {
+    const srv_conn_t *o = s->conns[i];
+    if (!o->dead && o->authed && o->rank == rank && o->comm == comm) return true;
+  }
+  return false;
+}
+
 /* Answers HELLO with `code` and closes c once the answer is out, so that
  * the client says why instead of taking the close for a store stopping. */
 static void srv_refuse_hello(srv_conn_t *c, uint32_t id, symm_result_t code) {
@@ -184,6 +193,11 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
     SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
               c->peer, (int)rank);
     srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
+    /* Its peers would wait for it until the timeout: tell them now.  A
+     * rank that is in already (authenticated) is not taken for refused by
+     * a later impostor's HELLO, and one that connects with the token later
+     * is no longer refused (srv_clear_lost). */
+    if (rank >= 0 && !srv_rank_connected(s, comm, rank)) srv_mark_refused(s, comm, rank);
     return;
   }
   c->authed = true;

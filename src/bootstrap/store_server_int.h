@@ -120,6 +120,7 @@ struct symm_store_server {
   struct srv_lost { /* lost ranks, oldest first, each of its communicator */
     uint32_t comm;   /* SYMM_STORE_NO_COMM: of every communicator */
     int rank;
+    symm_result_t cause; /* PEER_LOST, or PERMISSION: refused (a wrong token) */
   } *lost;
   size_t nlost, lost_cap;
   size_t npending;
@@ -177,6 +178,9 @@ void srv_accept(symm_store_server_t *s);
 /* -------------------------------------------------- store_server_park.c */
 void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank);
 void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
+/* Records rank as refused (its HELLO had a wrong token): the requests it
+ * concerns fail as for a lost rank, with the refusal as the cause. */
+void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank);
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
 void srv_rescan_pending(symm_store_server_t *s);

@@ -14,11 +14,11 @@ static bool srv_lost_applies(uint32_t lost, uint32_t asker) {
   return lost == SYMM_STORE_NO_COMM || asker == SYMM_STORE_NO_COMM || lost == asker;
 }
 
-/* The first lost rank that concerns connection c's requests, or -1. */
-static int srv_lost_for(const symm_store_server_t *s, const srv_conn_t *c) {
+/* The first lost rank that concerns connection c's requests, or NULL. */
+static const struct srv_lost *srv_lost_for(const symm_store_server_t *s, const srv_conn_t *c) {
   for (size_t i = 0; i < s->nlost; i++)
-    if (srv_lost_applies(s->lost[i].comm, c->comm)) return s->lost[i].rank;
-  return -1;
+    if (srv_lost_applies(s->lost[i].comm, c->comm)) return &s->lost[i];
+  return NULL;
 }
 
 /* A rank said HELLO again: it is back in its communicator (and no longer
@@ -39,7 +39,8 @@ void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank) {
 /* Records rank as lost in communicator comm and fails every parked request
  * that it concerns: they cannot count on that rank any more.  Other
  * communicators served by this store go on. */
-void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
+static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
+                            symm_result_t cause, const char *why) {
   for (size_t i = 0; i < s->nlost; i++)
     if (s->lost[i].rank == rank && s->lost[i].comm == comm) return;
   if (s->nlost == s->lost_cap) {
@@ -53,15 +54,23 @@ void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *
       s->lost_cap = cap;
     }
   }
-  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = (struct srv_lost){comm, rank};
+  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = (struct srv_lost){comm, rank, cause};
   SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank,
             comm == SYMM_STORE_NO_COMM ? "" : " in its communicator", why);
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->pending || !srv_lost_applies(comm, c->comm)) continue;
-    srv_reply_status(c, c->pending->op, c->pending->id, SYMM_ERR_PEER_LOST, rank);
+    srv_reply_status(c, c->pending->op, c->pending->id, cause, rank);
     srv_pending_free(s, c);
   }
+}
+
+void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
+  srv_record_lost(s, comm, rank, SYMM_ERR_PEER_LOST, why);
+}
+
+void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank) {
+  srv_record_lost(s, comm, rank, SYMM_ERR_PERMISSION, "refused: it presented a wrong token");
 }
 
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
@@ -186,11 +195,11 @@ static void srv_blocking(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
     keys[i].hash = srv_hash(&s->table, keys[i].key, keys[i].len);
   uint32_t next = 0;
   while (next < nkeys && srv_key_present(s, &keys[next])) next++;
-  const int lost = next == nkeys ? -1 : srv_lost_for(s, c);
+  const struct srv_lost *lost = next == nkeys ? NULL : srv_lost_for(s, c);
   if (next == nkeys)
     srv_answer_ready(s, c, op, id, keys, nkeys);
-  else if (lost >= 0)
-    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, lost);
+  else if (lost)
+    srv_reply_status(c, op, id, lost->cause, lost->rank);
   else if (timeout_ms == 0)
     srv_reply_status(c, op, id, SYMM_ERR_TIMEOUT, -1);
   else
