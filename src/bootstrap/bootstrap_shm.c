@@ -2,7 +2,8 @@
  * all run on one host: a round costs a few cache-line transfers instead of a
  * TCP round trip to the store.
  *
- * Segment: a header, then one slot per rank.  A slot holds `published` (the
+ * Segment: a memfd of rank 0 that the others open through /proc (no name
+ * in /dev/shm at any time); a header, then one slot per rank.  A slot holds `published` (the
  * number of the last collective whose contribution is in place) and two
  * data buffers; collective k uses buffer k & 1.  A rank enters collective
  * k + 1 only after every rank published k, hence after every rank finished
@@ -212,48 +213,67 @@ static const symm_bootstrap_ops_t shm_bootstrap_ops = {
     .allgatherv = shm_gather,
 };
 
-/* Opens (rank 0: creates) the segment and maps it in *out.  The name is
- * removed as soon as every rank has it open. */
-static symm_result_t open_segment(const char *name, int rank, int size, size_t bytes,
-                                  shm_segment_t **out) {
+/* The segment has no name anywhere: rank 0 makes it as a memfd, and the
+ * other ranks open rank 0's descriptor through /proc/<pid>/fd/<n>, which
+ * the kernel allows to processes of the same user only.  Nothing is left
+ * behind whoever dies when: the memory goes with the last mapping. */
+static symm_result_t create_segment(size_t bytes, int size, int *fd_out, shm_segment_t **out) {
   symm_result_t res = SYMM_SUCCESS;
   int fd;
-  SYMM_SYSCHECK(fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
-                               : shm_open(name, O_RDWR | O_CLOEXEC, 0),
-                "bootstrap: shm_open(%s)", name);
-  struct stat st;
-  if (rank == 0)
-    SYMM_SYSCHECK_GOTO(ftruncate(fd, (off_t)bytes), res, fail, "bootstrap: sizing %s", name);
-  if (rank != 0 && (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes ||
-                    st.st_uid != geteuid() || (st.st_mode & 0077))) {
-    res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", name);
-    goto fail;
-  }
+  SYMM_SYSCHECK(fd = memfd_create("symmem-bootstrap", MFD_CLOEXEC), "bootstrap: memfd_create");
+  SYMM_SYSCHECK_GOTO(ftruncate(fd, (off_t)bytes), res, fail, "bootstrap: sizing the segment");
   shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (seg == MAP_FAILED) {
-    res = symm_error_errno("bootstrap: mapping %s", name);
+    res = symm_error_errno("bootstrap: mapping the segment");
     goto fail;
   }
-  close(fd);
-  if (rank == 0) {
-    seg->size = (uint32_t)size;
-    seg->buf_bytes = SHM_BUF_BYTES;
-    seg->magic = SHM_MAGIC;
-  }
+  seg->size = (uint32_t)size;
+  seg->buf_bytes = SHM_BUF_BYTES;
+  seg->magic = SHM_MAGIC;
+  *fd_out = fd;
   *out = seg;
   return SYMM_SUCCESS;
 fail:
   close(fd);
-  if (rank == 0) shm_unlink(name);
+  return res;
+}
+
+/* Rank 0's segment, from its descriptor `fd` in process `pid`. */
+static symm_result_t open_segment(int32_t pid, int32_t fd0, size_t bytes, shm_segment_t **out) {
+  if (pid <= 0)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: rank 0's process is not visible here");
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)fd0);
+  symm_result_t res = SYMM_SUCCESS;
+  int fd;
+  SYMM_SYSCHECK(fd = open(path, O_RDWR | O_CLOEXEC), "bootstrap: opening rank 0's segment %s",
+                path);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes || st.st_uid != geteuid()) {
+    res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", path);
+    goto out;
+  }
+  shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (seg == MAP_FAILED) {
+    res = symm_error_errno("bootstrap: mapping %s", path);
+    goto out;
+  }
+  if (seg->magic != SHM_MAGIC) {
+    munmap(seg, bytes);
+    res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", path);
+    goto out;
+  }
+  *out = seg;
+out:
+  close(fd);
   return res;
 }
 
 symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *store,
                                       const char *prefix, const char *job_id, int index,
                                       const int32_t *pids, symm_bootstrap_t **out) {
+  (void)job_id, (void)index;
   int rank = store_bs->rank, size = store_bs->size;
-  char name[160];
-  snprintf(name, sizeof name, "/symmem-%s-c%d", job_id, index);
   size_t bytes = segment_bytes(size);
   symm_bootstrap_t *bs = calloc(1, sizeof *bs);
   shm_bs_t *s = calloc(1, sizeof *s);
@@ -267,15 +287,24 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   }
   memcpy(pid_copy, pids, (size_t)size * sizeof *pid_copy);
   /* Rank 0 creates before anybody opens; everybody agrees on the outcome, so
-   * that all ranks switch to shared memory or none does. */
+   * that all ranks switch to shared memory or none does.  Rank 0 keeps its
+   * descriptor open until every rank has had its chance to open it. */
   shm_segment_t *seg = NULL;
+  int fd0 = -1;
+  int32_t made[2] = {1, -1}; /* rank 0: created, and its descriptor */
   int32_t ok = 1, all_ok = 1;
-  /* Rank 0 holds the name until every rank has had its chance to open it;
-   * every way out removes it (shared memory is gone when the last process exits). */
-  bool named = false;
-  if (rank == 0) ok = named = open_segment(name, 0, size, bytes, &seg) == SYMM_SUCCESS;
-  SYMM_CHECK_GOTO(store_bs->ops->broadcast(store_bs, &ok, sizeof ok, 0), res, fail);
-  if (rank != 0 && ok) ok = open_segment(name, rank, size, bytes, &seg) == SYMM_SUCCESS;
+  if (rank == 0) {
+    made[0] = create_segment(bytes, size, &fd0, &seg) == SYMM_SUCCESS;
+    made[1] = fd0;
+  }
+  SYMM_CHECK_GOTO(store_bs->ops->broadcast(store_bs, made, sizeof made, 0), res, fail);
+  ok = made[0];
+  if (rank != 0 && ok) {
+    symm_result_t o = open_segment(pids[0], made[1], bytes, &seg);
+    if (o != SYMM_SUCCESS)
+      SYMM_INFO(BOOTSTRAP, "bootstrap: %s", symm_last_error());
+    ok = o == SYMM_SUCCESS;
+  }
   int32_t *oks = calloc((size_t)size, sizeof *oks);
   if (!oks) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
@@ -284,8 +313,8 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   res = store_bs->ops->allgather(store_bs, &ok, sizeof ok, oks);
   for (int r = 0; r < size; r++) all_ok &= oks[r];
   free(oks);
-  if (named) shm_unlink(name); /* mapped everywhere (or given up) */
-  named = false;
+  if (fd0 >= 0) close(fd0); /* mapped everywhere (or given up) */
+  fd0 = -1;
   if (res != SYMM_SUCCESS) goto fail;
   if (!all_ok) {
     res = symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: shared memory segment unavailable on some "
@@ -305,7 +334,7 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
   *out = bs;
   return SYMM_SUCCESS;
 fail:
-  if (named) shm_unlink(name);
+  if (fd0 >= 0) close(fd0);
   if (seg) munmap(seg, bytes);
   free(pid_copy);
   free(s);
