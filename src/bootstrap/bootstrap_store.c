@@ -54,6 +54,11 @@ static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t
       if (symm_store_check(s->store, &k, 1, &present) == SYMM_SUCCESS && !present)
         n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
     }
+    if (!n)
+      return symm_error(SYMM_ERR_TIMEOUT,
+                        "bootstrap: collective #%llu gave up after %d ms, by when every rank "
+                        "had arrived (one came late: slow, or stopped for a while)",
+                        (unsigned long long)seq, bs->timeout_ms);
     return symm_error(SYMM_ERR_TIMEOUT,
                       "bootstrap: ranks [%s] did not arrive within %d ms (collective #%llu)",
                       missing, bs->timeout_ms, (unsigned long long)seq);
