@@ -258,24 +258,6 @@ TEST_IMPL(nvshmem_fake_full_path_4) {
   return 0;
 }
 
-/* A user's NVSHMEM_DISABLE_NVLS=0 does not turn NVLS on (the fake refuses
- * to start with it). */
-static int nvls_rank(int rank, int size, void *arg) {
-  (void)size, (void)arg;
-  setenv("NVSHMEM_DISABLE_NVLS", "0", 1);
-  symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
-  RCHECK(strcmp(getenv("NVSHMEM_DISABLE_NVLS"), "1") == 0, "NVSHMEM_DISABLE_NVLS=%s",
-         getenv("NVSHMEM_DISABLE_NVLS"));
-  symm_comm_destroy(comm);
-  return 0;
-}
-
-TEST_IMPL(nvshmem_fake_nvls_forced_off) {
-  ASSERT_EQ(run_job(2, nvls_rank, NULL), 0);
-  return 0;
-}
-
 /* ------------------------------------------------------ failure modes */
 
 /* nvshmemx_hostlib_init_attr fails on rank 1: every rank's init fails, in

@@ -24,7 +24,7 @@ PROG="$BUILD/tests/gpu/symm-gpu-tests"
 COLL="$BUILD/tests/gpu/symm-gpu-coll-tests"
 STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
 
-# DESIGN.md's GPU safety rule: NVLink multicast stays off on shared hosts.
+# The GPU safety rule (docs/design.md): NVLink multicast stays off on shared hosts.
 # These must be set before anything touches a GPU; the tests check them.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export SYMM_BACKEND=native
