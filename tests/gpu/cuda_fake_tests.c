@@ -84,33 +84,19 @@ static int exchange_ring(int rank, symm_comm_t *comm, symm_tensor_t *t, size_t n
 
 /* ------------------------------------------------------------- probes */
 
-static int probe_reason_contains(const char *needle) {
-  char why[512] = "";
-  ASSERT_EQ(symm_backend_available(SYMM_BACKEND_CUDA, why, sizeof why),
-            SYMM_ERR_BACKEND_UNAVAILABLE);
-  ASSERT_STR_CONTAINS(why, needle);
-  /* Forcing it fails cleanly, with the same reason. */
-  setenv("SYMM_BACKEND", "cuda", 1);
-  symm_comm_t *comm = NULL;
-  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
-  ASSERT_STR_CONTAINS(symm_last_error(), needle);
-  ASSERT(comm == NULL);
-  return 0;
-}
-
 TEST_IMPL(cuda_fake_probe_no_library) {
   setenv("SYMM_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
-  return probe_reason_contains("libcuda.so.1 not found (no NVIDIA driver)");
+  return fake_probe_refused(SYMM_BACKEND_CUDA, "libcuda.so.1 not found (no NVIDIA driver)");
 }
 
 TEST_IMPL(cuda_fake_probe_no_device) {
   setenv("FAKECUDA_NO_DEVICE", "1", 1);
-  return probe_reason_contains("cuInit failed: CUDA_ERROR_NO_DEVICE");
+  return fake_probe_refused(SYMM_BACKEND_CUDA, "cuInit failed: CUDA_ERROR_NO_DEVICE");
 }
 
 TEST_IMPL(cuda_fake_probe_no_unified_addressing) {
   setenv("FAKECUDA_NO_UNIFIED", "1", 1);
-  return probe_reason_contains("supports CUDA IPC (it needs unified addressing");
+  return fake_probe_refused(SYMM_BACKEND_CUDA, "supports CUDA IPC (it needs unified addressing");
 }
 
 /* A device that reports IPC support but cannot export (the fake's

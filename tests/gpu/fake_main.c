@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "fake_util.h"
+#include "harness.h"
 
 #ifndef SYMM_HAVE_KERNELS
 /* A build without nvcc has no embedded kernels: the tests load a kernel
@@ -39,4 +40,16 @@ int fake_tests_main(int argc, char **argv, const fake_test_t *tests, size_t n) {
   if (strcmp(argv[1], "--list") == 0) return 0;
   fprintf(stderr, "no test named %s\n", argv[1]);
   return 2;
+}
+
+int fake_probe_refused(symm_backend_t backend, const char *needle) {
+  char why[1024] = "";
+  ASSERT_RES(symm_backend_available(backend, why, sizeof why), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(why, needle);
+  setenv("SYMM_BACKEND", symm_backend_name(backend), 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(symm_last_error(), needle);
+  ASSERT(comm == NULL);
+  return 0;
 }

@@ -59,6 +59,11 @@ static inline uint64_t pattern(int writer, size_t i) {
   return ((uint64_t)(writer + 1) << 40) ^ (uint64_t)i * 2654435761u;
 }
 
+/* `backend` is unavailable with `needle` in its reason, and forcing it
+ * (SYMM_BACKEND) fails init with SYMM_ERR_BACKEND_UNAVAILABLE and the same
+ * reason (fake_main.c).  0, or the test fails. */
+int fake_probe_refused(symm_backend_t backend, const char *needle);
+
 typedef struct fake_test {
   const char *name;
   int (*fn)(void);

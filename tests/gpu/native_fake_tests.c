@@ -105,27 +105,19 @@ static symm_tensor_t *alloc_u64(symm_comm_t *comm, size_t n) {
 
 /* ------------------------------------------------------------- probes */
 
-static int probe_reason_contains(const char *needle) {
-  char why[512] = "";
-  symm_result_t r = symm_backend_available(SYMM_BACKEND_NATIVE, why, sizeof why);
-  ASSERT_EQ(r, SYMM_ERR_BACKEND_UNAVAILABLE);
-  ASSERT_STR_CONTAINS(why, needle);
-  return 0;
-}
-
 TEST_IMPL(native_fake_probe_no_library) {
   setenv("SYMM_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
-  return probe_reason_contains("libcuda.so.1 not found (no NVIDIA driver)");
+  return fake_probe_refused(SYMM_BACKEND_NATIVE, "libcuda.so.1 not found (no NVIDIA driver)");
 }
 
 TEST_IMPL(native_fake_probe_no_device) {
   setenv("FAKECUDA_NO_DEVICE", "1", 1);
-  return probe_reason_contains("cuInit failed: CUDA_ERROR_NO_DEVICE");
+  return fake_probe_refused(SYMM_BACKEND_NATIVE, "cuInit failed: CUDA_ERROR_NO_DEVICE");
 }
 
 TEST_IMPL(native_fake_probe_no_vmm) {
   setenv("FAKECUDA_NO_VMM", "1", 1);
-  return probe_reason_contains("virtual memory management");
+  return fake_probe_refused(SYMM_BACKEND_NATIVE, "virtual memory management");
 }
 
 /* ---------------------------------------------------------- full path */
