@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gpu/cu_driver.h"
 #include "symm_error.h"
@@ -23,6 +24,11 @@ typedef struct symm_gpu symm_gpu_t;
  * and initialised, and *count devices; NULL with the reason in why ("no
  * CUDA device visible (...)", "libcuda.so.1 not found ...") otherwise. */
 const symm_cu_driver_t *symm_gpu_probe(char *why, size_t why_len, int *count);
+/* For a GPU backend's describe: prints the driver line ("driver: PATH,
+ * CUDA driver API X.Y") and the device count to out, and returns the
+ * driver with *count devices; NULL (having printed why, or nothing when
+ * the driver does not load: the probe's reason shows already). */
+const symm_cu_driver_t *symm_gpu_describe_driver(FILE *out, int *count);
 /* A device attribute (NCU_DEV_ATTR_*), 0 where the driver cannot say. */
 int symm_gpu_attr(const symm_cu_driver_t *drv, int attr, ncu_device dev);
 

@@ -25,18 +25,9 @@ static void cuda_describe_export(FILE *out, const symm_cu_driver_t *drv, int i, 
 }
 
 void cuda_describe(FILE *out) {
-  char why[512] = "";
-  const symm_cu_driver_t *drv = symm_cu_driver_init(why, sizeof why);
-  if (!drv) return; /* symmem-info already shows the probe's reason */
-  fprintf(out, "driver: %s, CUDA driver API %d.%d\n", symm_settings()->SYMM_CUDA_LIB,
-          drv->driver_version / 1000, drv->driver_version % 1000 / 10);
   int n = 0;
-  ncu_result cu = drv->cuDeviceGetCount(&n);
-  if (cu != NCU_SUCCESS) {
-    fprintf(out, "devices: cuDeviceGetCount failed: %s\n", symm_cu_error(cu));
-    return;
-  }
-  fprintf(out, "devices: %d\n", n);
+  const symm_cu_driver_t *drv = symm_gpu_describe_driver(out, &n);
+  if (!drv) return;
   for (int i = 0; i < n; i++) {
     ncu_device dev;
     char name[128] = "?", bus[32] = "?";
