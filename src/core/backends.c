@@ -59,13 +59,18 @@ symm_result_t symm_backend_register(const symm_backend_ops_t *ops) {
   return res;
 }
 
+/* The bool member of ops->caps at byte offset cap_offset. */
+static bool has_cap(const symm_backend_ops_t *ops, size_t cap_offset) {
+  return *(const bool *)((const char *)&ops->caps + cap_offset);
+}
+
 void symm_backend_names_with(size_t cap_offset, char *out, size_t len) {
   size_t n, found = 0, used = 0;
   const symm_backend_ops_t *const *list = symm_backend_list(&n);
-  for (size_t i = 0; i < n; i++) found += *((const bool *)&list[i]->caps + cap_offset);
+  for (size_t i = 0; i < n; i++) found += has_cap(list[i], cap_offset);
   out[0] = 0;
   for (size_t i = 0, k = 0; i < n && used < len; i++) {
-    if (!*((const bool *)&list[i]->caps + cap_offset)) continue;
+    if (!has_cap(list[i], cap_offset)) continue;
     const char *sep = k == 0 ? "" : k + 1 == found ? " or " : ", ";
     used += (size_t)snprintf(out + used, len - used, "%s%s", sep, list[i]->name);
     k++;
