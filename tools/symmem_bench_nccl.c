@@ -2,6 +2,7 @@
  * stream, where libnccl loads (src/backends/nccl/nccl_lib.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "symmem_bench.h"
 
@@ -88,6 +89,40 @@ static bool nccl_usable_here(bench_t *b) {
   return false;
 }
 
+/* Publishes this rank's GPU as "host PCI-bus-id" under bench/nccl/gpu/<rank>. */
+static void post_gpu_identity(bench_t *b) {
+  char ident[320] = "", key[64];
+  int len = 0;
+  if (gethostname(ident, 255) == 0) {
+    ident[255] = 0;
+    len = (int)strlen(ident);
+  }
+  ident[len++] = ' ';
+  if (cudaDeviceGetPCIBusId(ident + len, (int)sizeof ident - len, b->device) != cudaSuccess)
+    snprintf(ident + len, sizeof ident - (size_t)len, "device %d", b->device);
+  snprintf(key, sizeof key, "bench/nccl/gpu/%d", b->rank);
+  BENCH_CHECK(symm_store_set(b->store, key, ident, strlen(ident) + 1));
+}
+
+/* Rank 0: NCCL refuses two ranks on one GPU ("duplicate GPU", ranks that
+ * share it with SYMM_ALLOW_SHARED_DEVICE); says which ranks do, in why. */
+static void find_shared_gpu(bench_t *b, char *why, size_t why_len) {
+  char (*ids)[320] = calloc((size_t)b->size, sizeof *ids);
+  if (!ids) bench_die("out of memory");
+  for (int r = 0; r < b->size && !why[0]; r++) {
+    char key[64];
+    size_t len = 0;
+    snprintf(key, sizeof key, "bench/nccl/gpu/%d", r);
+    BENCH_CHECK(symm_store_get(b->store, key, ids[r], sizeof ids[r], &len, -1));
+    ids[r][sizeof ids[r] - 1] = 0;
+    for (int q = 0; q < r && !why[0]; q++)
+      if (strcmp(ids[q], ids[r]) == 0)
+        snprintf(why, why_len, "ranks %d and %d share GPU %s; NCCL needs one GPU per rank", q,
+                 r, strchr(ids[r], ' ') + 1);
+  }
+  free(ids);
+}
+
 /* The first byte of the store key bench/nccl/id: what the rest holds. */
 #define BENCH_NCCL_TAG_ID 'I'      /* NCCL's unique id: NCCL is timed */
 #define BENCH_NCCL_TAG_REFUSED 'R' /* why it is not (without its NUL) */
@@ -127,6 +162,7 @@ void nccl_setup(bench_t *b) {
   snprintf(verdict, sizeof verdict, "%s", ok ? "" : n->why);
   snprintf(key, sizeof key, "bench/nccl/%d", b->rank);
   BENCH_CHECK(symm_store_set(b->store, key, verdict, strlen(verdict) + 1));
+  post_gpu_identity(b);
   symm_nccl_unique_id_t id;
   size_t len = 0;
   if (b->rank == 0) {
@@ -138,6 +174,7 @@ void nccl_setup(bench_t *b) {
       verdict[sizeof verdict - 1] = 0;
       if (verdict[0]) snprintf(why, sizeof why, "rank %d: %s", r, verdict);
     }
+    if (!why[0]) find_shared_gpu(b, why, sizeof why);
     int rc = why[0] ? 0 : n->lib.get_unique_id(&id);
     if (rc != 0) snprintf(why, sizeof why, "ncclGetUniqueId: %s", n->lib.get_error_string(rc));
     post_nccl_verdict(b, why[0] ? why : NULL, &id);

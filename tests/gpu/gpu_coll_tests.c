@@ -1,5 +1,6 @@
 /*
- * GPU tests of the native backend's collectives, run under the launcher:
+ * GPU tests of the collectives (native backend, or the GPU backend that
+ * SYMM_BACKEND names), run under the launcher:
  *   SYMM_BACKEND=native symmem-run -n 2 -- symm-gpu-coll-tests [--quick]
  *   SYMM_TIMEOUT_MS=3000 symmem-run -n 2 -- symm-gpu-coll-tests --timeout
  * Every op x dtype x reduction against a host reference at odd sizes, the
@@ -486,7 +487,10 @@ int main(int argc, char **argv) {
     }
   }
   symm_config_t cfg = SYMM_CONFIG_INIT;
-  cfg.backend = SYMM_BACKEND_NATIVE;
+  /* The native backend unless SYMM_BACKEND names another GPU backend: the
+   * same collectives then run on cuda, nccl or nvshmem memory. */
+  const char *backend = getenv("SYMM_BACKEND");
+  if (!backend || !*backend) cfg.backend = SYMM_BACKEND_NATIVE;
   if (symm_comm_init(&cfg, &c.comm) != SYMM_SUCCESS) {
     fprintf(stderr, "symm_comm_init: %s\n", symm_last_error());
     return 1;

@@ -1,12 +1,12 @@
 #!/bin/sh
-# GPU test suite of the native backend (called by `make test-gpu`).
+# GPU test suite (called by `make test-gpu`).
 #   tests/gpu/run-gpu-tests.sh [BUILD_DIR]
 # Runs symmem-info; the GPU tests with 2 ranks (one GPU each), 4 ranks (two
 # per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks; the refusal of
 # shared GPUs without that setting; the collectives (symm-gpu-coll-tests:
 # 2 ranks, 2 ranks with one block per kernel, 4 and 8 shared ranks, a rank
-# that never calls); the GPU example examples/ring_signals; the native
-# backend's protocol and the multi-process conformance tests over the fake
+# that never calls, 2 ranks on each available provider backend); the GPU
+# example examples/ring_signals; the native backend's protocol and the multi-process conformance tests over the fake
 # driver; the GPU tests and the collectives once more under
 # compute-sanitizer memcheck, and the collectives under racecheck
 # (shared-memory hazards in the kernels).
@@ -80,6 +80,18 @@ fi
 # 4-rank run shares GPUs between processes, which time-slice: slow but it
 # must still be correct.
 step "collectives, 2 ranks" env $two_rank_env "$RUN" -n 2 -- "$COLL"
+# The same collectives on the provider backends' memory, those symmem-info
+# reports available here.  NCCL refuses two ranks on one GPU.
+for be in cuda nccl nvshmem; do
+  if ! "$INFO" | grep -Eq "^  $be +available"; then
+    echo "=== collectives on $be: skipped ($be not available here)"
+  elif [ "$be" = nccl ] && [ "$ngpu" -lt 2 ]; then
+    echo "=== collectives on nccl: skipped (NCCL needs one GPU per rank, $ngpu GPU here)"
+  else
+    step "collectives on $be, 2 ranks" env $two_rank_env SYMM_BACKEND=$be "$RUN" -n 2 -- \
+      "$COLL" --quick
+  fi
+done
 # Machines with more GPUs: every GPU its own rank, up to 8 (issue 5's run).
 if [ "$ngpu" -ge 3 ]; then
   nall=$ngpu
