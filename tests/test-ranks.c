@@ -589,6 +589,63 @@ TEST_IMPL(ranks_rank0_store_recreated) {
   return 0;
 }
 
+/* ---- a rank that dies before it joins the next communicator on rank 0's
+ * ---- store, which serves several of them at once: the others' init of
+ * ---- that communicator fails with PEER_LOST naming it, long before the
+ * ---- timeout.  Its process is gone while it holds the first communicator
+ * ---- (its connection there closes without BYE), or after it destroyed the
+ * ---- first one (it has no connection left: only its pid says). */
+enum { NEXT_COMM_TIMEOUT_MS = 20000 };
+
+typedef struct {
+  int port;
+  bool destroy_first; /* the dying rank destroys the first communicator first */
+} next_comm_arg_t;
+
+static int dies_before_next_rank(int rank, int size, void *arg) {
+  (void)size;
+  const next_comm_arg_t *a = arg;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", a->port);
+  setenv("SYMM_STORE_ADDR", addr, 1);
+  unsetenv("SYMM_STORE_EXTERNAL");
+  symm_comm_t *first = init_comm();
+  ASSERT_OK(symm_comm_barrier(first));
+  if (rank == 2) {
+    if (a->destroy_first) symm_comm_destroy(first);
+    raise(SIGKILL);
+  }
+  symm_comm_t *second = NULL;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_comm_init(NULL, &second);
+  uint64_t took = test_now_ms() - t0;
+  printf("rank %d: second init %s after %llu ms: %s\n", rank, symm_strerror(res),
+         (unsigned long long)took, symm_last_error());
+  ASSERT_EQ(res, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+  ASSERT(second == NULL);
+  ASSERT_LT(took, NEXT_COMM_TIMEOUT_MS / 4);
+  symm_comm_destroy(first);
+  return 0;
+}
+
+static void run_dies_before_next(bool destroy_first) {
+  next_comm_arg_t a = {test_free_port(), destroy_first};
+  int status[3];
+  test_job_opts_t o = {60000, status, NULL, NEXT_COMM_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(3, dies_before_next_rank, &a, &o), 1); /* rank 2 only */
+  ASSERT(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL);
+}
+
+TEST_IMPL(ranks_dies_before_next_comm) {
+  run_dies_before_next(false);
+  return 0;
+}
+TEST_IMPL(ranks_dies_after_destroy_before_next_comm) {
+  run_dies_before_next(true);
+  return 0;
+}
+
 /* ---- the store through the communicator ------------------------------ */
 static int store_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
