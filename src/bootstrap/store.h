@@ -71,6 +71,14 @@ symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
  * (symm_store_server_drain_comm). */
 symm_result_t symm_store_connect_comm(const char *addr, const char *token, int rank,
                                       uint32_t comm, int timeout_ms, symm_store_t **store);
+/* The same, saying in HELLO whether rank is this process's rank in the
+ * job (job_ranks: the communicator numbers its ranks as the launcher
+ * does, SYMM_RANK and its world size).  Where it is, the server takes a
+ * process of the job that is gone (store_server_proc.c) for lost in every
+ * such communicator of the job, also those it never joined. */
+symm_result_t symm_store_connect_rank(const char *addr, const char *token, int rank,
+                                      uint32_t comm, bool job_ranks, int timeout_ms,
+                                      symm_store_t **store);
 /* Says BYE (not lost) and closes.  NULL ok. */
 void symm_store_close(symm_store_t *store);
 /* The library's own keys, and the calls that write them. */

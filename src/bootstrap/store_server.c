@@ -65,6 +65,7 @@ static void srv_check_deadlines(symm_store_server_t *s, uint64_t now) {
     srv_conn_close(s, c, false);
   }
   if (s->npending) srv_expire_pending(s, now);
+  srv_proc_look(s, now);
 }
 
 static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
@@ -77,6 +78,8 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   if (s->accept_paused_until > now && s->accept_paused_until < next)
     next = s->accept_paused_until;
   if (s->unauthed_wait_until && s->unauthed_wait_until < next) next = s->unauthed_wait_until;
+  uint64_t look = srv_proc_next_look(s);
+  if (look < next) next = look;
   if (next == UINT64_MAX) return -1;
   int ms = symm_ms_until(next);
   return ms > 60000 ? 60000 : ms;
@@ -230,6 +233,7 @@ static void srv_free(symm_store_server_t *s) {
   free(s->conns);
   free(s->pfds);
   free(s->lost);
+  srv_procs_free(s);
   free(s->lost_queue);
   free(s->comm_open);
   free(s->token);
@@ -264,6 +268,7 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
     goto fail;
   }
   s->token_len = strlen(s->token);
+  srv_proc_self(s);
   int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
   s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
   int fds[2];
