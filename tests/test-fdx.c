@@ -1,6 +1,6 @@
-/* Tests of the fd exchange (src/core/fd_exchange.c): real servers in this
- * process or in forked ones, each built from a hand-filled struct symm_comm,
- * no store involved. */
+/* Tests of the fd exchange (src/backends/util/fd_exchange.c): real servers
+ * in this process or in forked ones, each built from a hand-filled struct
+ * symm_comm; a store only where its lost ranks are the point. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/util/fd_exchange.h"
+#include "bootstrap/store.h"
 #include "core/internal.h" /* a communicator struct of its own */
 #include "harness.h"
 
@@ -368,6 +369,66 @@ TEST_IMPL(fdx_peer_gone_before_serving) {
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
   ASSERT_STR_CONTAINS(symm_last_error(), "is gone");
   symm_fdx_stop(a);
+  return 0;
+}
+
+/* A peer whose fd server refuses connections and whose pid this process
+ * cannot watch (another PID namespace: pid 0) but that the store has
+ * recorded lost is a loss at once, not "not started yet" until the
+ * timeout; a live peer is never blamed: when the store has lost another
+ * rank, that one is named. */
+typedef struct {
+  symm_store_server_t *server;
+  char addr[64];
+} fdx_store_t;
+
+static symm_store_t *fdx_store_rank(const fdx_store_t *st, int rank) {
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect_comm(st->addr, "fdx-token", rank, 3, 5000, &s));
+  return s;
+}
+
+/* Rank 0 of size ranks fetching from rank 1, whose server never came up,
+ * after rank `lost` closed its store connection without BYE (-1: none). */
+static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, uint64_t *took) {
+  fdx_store_t st;
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, "fdx-token", &st.server));
+  snprintf(st.addr, sizeof st.addr, "127.0.0.1:%d", symm_store_server_port(st.server));
+  symm_store_t *mine = fdx_store_rank(&st, 0);
+  if (lost >= 0) symm_store_abandon(fdx_store_rank(&st, lost));
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 0, size, timeout_ms);
+  c.store = mine;
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(symm_fdx_start(&c, &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  *took = test_now_ms() - t0;
+  printf("lost %d: %s after %llu ms: %s\n", lost, symm_strerror(res), (unsigned long long)*took,
+         symm_last_error());
+  ASSERT_EQ(fd, -1);
+  symm_fdx_stop(a);
+  symm_store_close(mine);
+  symm_store_server_stop(st.server);
+  return res;
+}
+
+TEST_IMPL(fdx_store_says_lost) {
+  uint64_t took;
+  ASSERT_EQ(fdx_fetch_with_store(2, 1, 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000); /* the timeout is 20 s */
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost");
+  /* Another rank lost: that one is named, not the live peer. */
+  ASSERT_EQ(fdx_fetch_with_store(3, 2, 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 is lost");
+  ASSERT(!strstr(symm_last_error(), "rank 1 is lost"));
+  /* Nobody lost: a server not up is waited for until the timeout. */
+  ASSERT_EQ(fdx_fetch_with_store(2, -1, 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
   return 0;
 }
 

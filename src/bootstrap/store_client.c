@@ -508,6 +508,26 @@ symm_result_t symm_store_wait(symm_store_t *store, const char *const *keys,
   return res;
 }
 
+/* A WAIT that does not wait, for a key nobody sets: the server answers
+ * it with the first loss that concerns this connection, or TIMEOUT. */
+int symm_store_lost_rank(symm_store_t *store) {
+  if (!store) return -1;
+  static const char *const never[] = {SYMM_STORE_OWN_PREFIX ".lost-probe"};
+  cli_lock(store);
+  size_t at = cli_begin(store, SYMM_OP_WAIT);
+  symm_proto_put_i32(&store->req, 0);
+  cli_put_keys(store, never, 1);
+  cli_reply_t rep;
+  int rank = -1;
+  if (cli_call(store, SYMM_OP_WAIT, at, (uint64_t)store->timeout_ms, "lost probe", &rep) !=
+      SYMM_SUCCESS)
+    symm_error_clear(); /* the caller goes on as if the store said nothing */
+  else if (rep.status == SYMM_ERR_PEER_LOST || rep.status == SYMM_ERR_PERMISSION)
+    rank = rep.lost_rank;
+  cli_unlock(store);
+  return rank;
+}
+
 symm_result_t symm_store_check(symm_store_t *store, const char *const *keys,
                                size_t n, int *present) {
   if (!store || !present)
