@@ -1526,6 +1526,123 @@ TEST_IMPL(store_lost_per_comm) {
   return 0;
 }
 
+/* ---- processes that are gone: lost in the communicators numbered as the
+ * ---- job's that they never joined (store_server_proc.c). */
+
+/* A raw HELLO as rank `rank` of communicator comm from process pid on the
+ * host whose name hashes to host (not this one: its pid cannot be looked
+ * at here), with HELLO's flags. */
+static int raw_rank_of(const fixture_t *f, int rank, uint32_t comm, int32_t pid, uint64_t host,
+                       uint8_t flags) {
+  uint8_t body[128], msg[256];
+  size_t tl = strlen(k_token), n = 0;
+  symm_proto_put16(body, (uint16_t)tl);
+  memcpy(body + 2, k_token, tl);
+  n = 2 + tl;
+  symm_proto_put32(body + n, (uint32_t)rank);
+  symm_proto_put32(body + n + 4, comm);
+  symm_proto_put32(body + n + 8, (uint32_t)pid);
+  symm_proto_put64(body + n + 12, host);
+  symm_proto_put64(body + n + 20, 1); /* its PID namespace */
+  symm_proto_put64(body + n + 28, 1);
+  body[n + 36] = flags;
+  n += 37;
+  int fd = raw_connect(f->port);
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, (uint32_t)n));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  return fd;
+}
+
+static void raw_bye(int fd) {
+  uint8_t msg[SYMM_PROTO_HEADER_BYTES];
+  raw_send(fd, msg, raw_msg(msg, SYMM_OP_BYE, NULL, 0));
+  ASSERT_GE(raw_wait_closed(fd, 5000), 0);
+  close(fd);
+}
+
+static symm_result_t get_never(symm_store_t *s, int timeout_ms) {
+  char buf[16];
+  size_t len;
+  return symm_store_get(s, "never", buf, sizeof buf, &len, timeout_ms);
+}
+
+/* A process on another host: gone when its last connection closes and one
+ * of them closed without BYE.  Only communicators that number ranks as the
+ * job does see it; one that says BYE, or keeps a connection, is not gone;
+ * a new process as the same job rank clears it. */
+TEST_IMPL(store_lost_process_elsewhere) {
+  fixture_t f;
+  fx_start(&f);
+  const uint64_t elsewhere = 0x5eed;
+  symm_store_t *job = NULL, *own = NULL;
+  ASSERT_OK(symm_store_connect_rank(f.addr, k_token, 0, 6, true, 5000, &job));
+  ASSERT_OK(symm_store_connect_rank(f.addr, k_token, 0, 7, false, 5000, &own));
+  /* Rank 3 leaves with BYE: not lost. */
+  raw_bye(raw_rank_of(&f, 3, 5, 4243, elsewhere, SYMM_HELLO_JOB_RANKS));
+  ASSERT_RES(get_never(job, 300), SYMM_ERR_TIMEOUT);
+  /* Rank 2 abandons one of its two connections: it is still there. */
+  int a = raw_rank_of(&f, 2, 5, 4242, elsewhere, SYMM_HELLO_JOB_RANKS);
+  int b = raw_rank_of(&f, 2, 8, 4242, elsewhere, SYMM_HELLO_JOB_RANKS);
+  close(a);
+  ASSERT_RES(get_never(job, 300), SYMM_ERR_TIMEOUT);
+  /* Then the other: gone, and lost in communicator 6, which it never
+   * joined, at once; communicator 7 has ranks of its own. */
+  close(b);
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(get_never(job, 10000), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 lost");
+  ASSERT_RES(get_never(own, 300), SYMM_ERR_TIMEOUT);
+  /* Rank 2 started again (another process) is rank 2 of the job again. */
+  int again = raw_rank_of(&f, 2, 9, 4300, elsewhere, SYMM_HELLO_JOB_RANKS);
+  ASSERT_RES(get_never(job, 300), SYMM_ERR_TIMEOUT);
+  raw_bye(again);
+  symm_store_close(job);
+  symm_store_close(own);
+  fx_stop(&f);
+  return 0;
+}
+
+/* A process on this host: gone when its pid names no process, also after
+ * it said BYE on every connection (it destroyed its communicators, then
+ * died); a live one that said BYE is not lost. */
+TEST_IMPL(store_lost_process_here) {
+  fixture_t f;
+  fx_start(&f);
+  symm_store_t *job = NULL;
+  ASSERT_OK(symm_store_connect_rank(f.addr, k_token, 0, 6, true, 5000, &job));
+  int go[2], done[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  fflush(stdout);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    symm_store_t *mine = NULL;
+    if (symm_store_connect_rank(f.addr, k_token, 1, 5, true, 5000, &mine) != SYMM_SUCCESS)
+      _exit(1);
+    symm_store_close(mine);
+    char c = 1;
+    if (write(done[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) _exit(2);
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(done[0], &c, 1), 1); /* it said BYE and lives */
+  ASSERT_RES(get_never(job, 300), SYMM_ERR_TIMEOUT);
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  int st;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  uint64_t t0 = test_now_ms();
+  ASSERT_RES(get_never(job, 10000), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(test_now_ms() - t0, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 lost");
+  close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+  symm_store_close(job);
+  fx_stop(&f);
+  return 0;
+}
+
 /* A listener that accepts and closes without answering: the client gives
  * up after a few connections with a protocol error, not at its deadline. */
 static void *closing_listener(void *arg) {
