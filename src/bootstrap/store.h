@@ -15,6 +15,8 @@
  * without BYE, the server records rank r as lost; every pending and later
  * blocking request (GET, WAIT, MGET) that cannot complete then fails with
  * SYMM_ERR_PEER_LOST naming rank r, so survivors do not wait out the timeout.
+ * A client process that is gone is also lost in the communicators numbered
+ * as the job's that it never joined (store_server_proc.c).
  */
 #ifndef SYMM_STORE_H
 #define SYMM_STORE_H
