@@ -47,6 +47,12 @@ symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t
                                            int timeout_ms);
 /* Rank connections open now, of any communicator.  0 for NULL.  For tests. */
 int symm_store_server_ranks_open(symm_store_server_t *server);
+/* Blocking requests (GET, WAIT, MGET) parked now, waiting for keys; 0 for
+ * NULL.  For tests, which order events after a request is parked. */
+int symm_store_server_parked(symm_store_server_t *server);
+/* Waits until at least n requests are parked (SYMM_ERR_TIMEOUT after
+ * timeout_ms).  For tests. */
+symm_result_t symm_store_server_wait_parked(symm_store_server_t *server, int n, int timeout_ms);
 /* Stops it as symm_store_server_stop does if no rank connection is open
  * but those of communicators up to index upto_comm (stragglers of ended
  * ones; SYMM_STORE_NO_COMM: none at all),

@@ -324,6 +324,32 @@ symm_result_t symm_store_server_drain(symm_store_server_t *server, int timeout_m
   return symm_store_server_drain_comm(server, SYMM_STORE_NO_COMM, timeout_ms);
 }
 
+symm_result_t symm_store_server_wait_parked(symm_store_server_t *server, int n,
+                                           int timeout_ms) {
+  if (!server) return symm_error(SYMM_ERR_INVALID_ARG, "store: server is NULL");
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  const int64_t ms = timeout_ms < 0 ? 0 : timeout_ms;
+  until.tv_sec += ms / 1000 + (until.tv_nsec + (ms % 1000) * 1000000L) / 1000000000L;
+  until.tv_nsec = (until.tv_nsec + (ms % 1000) * 1000000L) % 1000000000L;
+  pthread_mutex_lock(&server->lock);
+  while (server->parked < (size_t)n && !server->stop)
+    if (pthread_cond_timedwait(&server->cond, &server->lock, &until) == ETIMEDOUT) break;
+  const size_t parked = server->parked;
+  pthread_mutex_unlock(&server->lock);
+  if (parked >= (size_t)n) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_TIMEOUT, "store: %zu requests parked after %d ms, not %d", parked,
+                    timeout_ms, n);
+}
+
+int symm_store_server_parked(symm_store_server_t *server) {
+  if (!server) return 0;
+  pthread_mutex_lock(&server->lock);
+  const int parked = (int)server->parked;
+  pthread_mutex_unlock(&server->lock);
+  return parked;
+}
+
 int symm_store_server_ranks_open(symm_store_server_t *server) {
   if (!server) return 0;
   pthread_mutex_lock(&server->lock);

@@ -86,8 +86,6 @@ static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta
 void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
   if (c->dead) return;
   c->dead = true;
-  symm_fork_guard_close(c->fd);
-  c->fd = -1;
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
     srv_ranked_open_add(s, c, -1);
@@ -95,6 +93,10 @@ void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
       srv_mark_lost(s, c->comm, c->rank, "its connection closed without BYE");
     srv_proc_left(s, c, c->said_bye, stopping);
   }
+  /* Last: a client that sees its BYE answered by the close then finds
+   * itself counted out (symm_store_server_ranks_open). */
+  symm_fork_guard_close(c->fd);
+  c->fd = -1;
   SYMM_TRACE(STORE, "store: closed %s (rank %d%s)", c->peer, c->rank,
              c->said_bye ? ", bye" : "");
 }

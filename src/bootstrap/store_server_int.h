@@ -155,7 +155,7 @@ struct symm_store_server {
 
   /* Shared with other threads, under lock. */
   pthread_mutex_t lock;
-  pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
+  pthread_cond_t cond; /* signalled when ranked_open or parked changes, or on stop */
   bool stop;
   /* symm_store_server_stop_if_idle asks the thread (IDLE_ASKED), which
    * answers IDLE_STOP or IDLE_SERVE, not counting the connections of
@@ -165,6 +165,7 @@ struct symm_store_server {
   int *lost_queue;
   size_t nqueue, queue_cap;
   int ranked_open;
+  size_t parked; /* requests parked now (npending), for symm_store_server_wait_parked */
   /* Open rank connections per communicator (those whose HELLO named one),
    * for symm_store_server_drain_comm. */
   struct srv_comm_open {

@@ -1,6 +1,7 @@
 /* The store server's parked requests (GET, WAIT, MGET whose keys are not
  * all there yet) and the lost ranks that fail them early. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,13 +94,23 @@ void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank) {
   srv_record_lost(s, comm, rank, NULL, SYMM_ERR_PERMISSION, "refused: it presented a wrong token");
 }
 
+/* npending is the thread's own; `parked` is its copy for other threads
+ * (symm_store_server_wait_parked). */
+static void srv_count_parked(symm_store_server_t *s, int delta) {
+  s->npending = (size_t)((ptrdiff_t)s->npending + delta);
+  pthread_mutex_lock(&s->lock);
+  s->parked = s->npending;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
   if (!c->pending) return;
   free(c->pending->keys);
   free(c->pending->body);
   free(c->pending);
   c->pending = NULL;
-  s->npending--;
+  srv_count_parked(s, -1);
 }
 
 static bool srv_key_present(symm_store_server_t *s, const srv_keyref_t *k) {
@@ -194,7 +205,7 @@ static void srv_park(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   p->next_missing = next_missing;
   p->deadline_ns = symm_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   c->pending = p;
-  s->npending++;
+  srv_count_parked(s, 1);
   return;
 fail:
   if (p) {
