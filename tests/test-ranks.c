@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -21,6 +22,25 @@ static symm_comm_t *init_comm(void) {
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   return comm;
+}
+
+/* A rank marks its arrival at a call under key; a peer that must come
+ * late_ms after it (arrive_after) is ordered by that mark, not by a sleep
+ * of its own: what the late one waits for then is only the time the test
+ * needs a wait to last (past a liveness look, within a timeout). */
+static void mark_arrival(symm_comm_t *comm, const char *key) {
+  char v[32];
+  int n = snprintf(v, sizeof v, "%llu", (unsigned long long)test_now_ms());
+  ASSERT_OK(symm_store_set(symm_comm_store(comm), key, v, (size_t)n));
+}
+
+static void arrive_after(symm_comm_t *comm, const char *key, int late_ms) {
+  char v[32];
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(symm_comm_store(comm), key, v, sizeof v - 1, &len, 30000));
+  v[len] = 0;
+  const uint64_t at = strtoull(v, NULL, 10) + (uint64_t)late_ms;
+  for (uint64_t now; (now = test_now_ms()) < at;) poll(NULL, 0, (int)(at - now));
 }
 
 static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 1000003 + i; }
@@ -566,7 +586,12 @@ static int recreated_rank(int rank, int size, void *arg) {
   setenv("SYMM_TIMEOUT_MS", "5000", 1);
   symm_comm_t *first = init_comm();
   ASSERT_OK(symm_comm_barrier(first));
-  if (rank == 0) usleep(300 * 1000); /* the others get to the next one first */
+  if (rank == 0) {
+    /* The others get to the next one first: their first all-gather there
+     * (its keys, under the second's prefix) has begun. */
+    const char *next[] = {"symm/c1/ag/1/1", "symm/c1/ag/1/2"};
+    ASSERT_OK(symm_store_wait(symm_comm_store(first), next, 2, 20000));
+  }
   symm_comm_destroy(first);
   symm_comm_t *second = init_comm();
   ASSERT_OK(symm_comm_barrier(second));
@@ -750,13 +775,19 @@ static int pidns_body(void *arg) {
   symm_comm_t *comm = init_comm();
   if (rank == 1) ASSERT_EQ(getpid(), 1); /* its pid names another process, or none, to rank 0 */
   for (int round = 0; round < 2; round++) {
-    /* Each rank in turn arrives late, well past a liveness look. */
-    if (rank == round) usleep(300 * 1000);
+    /* Each rank in turn arrives late, well past a liveness look (20 ms)
+     * after the other. */
+    char key[64];
+    snprintf(key, sizeof key, "test/pidns/%d/reduce", round);
+    if (rank == round) arrive_after(comm, key, 300);
+    else mark_arrival(comm, key);
     float x[4] = {(float)rank, 1, 2, 3};
     ASSERT_OK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
     ASSERT_EQ((int)x[0], size * (size - 1) / 2);
     ASSERT_EQ((int)x[3], 3 * size);
-    if (rank == round) usleep(300 * 1000);
+    snprintf(key, sizeof key, "test/pidns/%d/barrier", round);
+    if (rank == round) arrive_after(comm, key, 300);
+    else mark_arrival(comm, key);
     ASSERT_OK(symm_comm_barrier(comm));
   }
   symm_comm_destroy(comm);
@@ -790,7 +821,9 @@ static int one_deadline_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
   ASSERT(comm->store_bootstrap != NULL); /* the barrier goes through shared memory */
   ASSERT_OK(symm_comm_barrier(comm));
-  if (rank == 1) usleep(900 * 1000);
+  /* Rank 1 comes 900 ms after rank 0 (within its 1500 ms timeout). */
+  if (rank == 0) mark_arrival(comm, "test/deadline/rank0");
+  if (rank == 1) arrive_after(comm, "test/deadline/rank0", 900);
   if (rank == 2) {
     /* Comes only once rank 0 has given up (it says so in the store), so
      * that no scheduling delay can make it early. */
