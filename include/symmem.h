@@ -287,6 +287,21 @@ typedef struct symm_comm symm_comm_t;
  * SYMM_ERR_SYSTEM (sockets, the store's port, the fd server's name in use),
  * SYMM_ERR_BACKEND (GPU driver failures).  A failure of the backend's
  * setup on one rank is returned on every rank.  On failure *comm is NULL.
+ * A rank that dies before it joins a communicator is reported too (within
+ * about a second, SYMM_ERR_PEER_LOST naming it), by the store that served
+ * it in an earlier communicator (rank 0's store kept serving by another of
+ * its communicators, or symmem-run's), where the ranks are the launcher's:
+ * rank and world size from the environment above, or config values equal
+ * to them; every such communicator then has the process at the same rank.
+ * The store takes a process for gone when its pid names no process any
+ * more (on the store's host and PID namespace), or elsewhere when its last
+ * store connection closed and one of them closed without BYE.  Not
+ * covered, so waiting until the timeout: communicators whose config ranks
+ * differ from the environment's (the store cannot know the missing
+ * process's rank there), a process that never connected to this store,
+ * and a store started afresh (rank 0's stops once none of its
+ * communicators uses it).  Under symmem-run the launcher reports any of
+ * its ranks' deaths (symm_store_server_mark_lost).
  * The nvshmem backend runs one NVSHMEM instance per process: a second
  * communicator over the same ranks in the same order shares it (they must
  * then allocate and free in the same order on every rank), any other is
@@ -450,7 +465,9 @@ SYMM_API int symm_store_server_port(const symm_store_server_t *server);
 /* Records rank as lost in every communicator the store serves: its
  * pending and later blocking requests fail with SYMM_ERR_PEER_LOST naming
  * it, instead of waiting out their timeout.  A rank that connects again
- * is no longer lost.  NULL server or rank < 0: nothing. */
+ * is no longer lost.  NULL server or rank < 0: nothing.  The server also
+ * finds lost ranks itself: a rank connection that closes without BYE, and
+ * a rank's process that is gone (see symm_comm_init). */
 SYMM_API void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 SYMM_API void symm_store_server_stop(symm_store_server_t *server);

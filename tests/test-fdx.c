@@ -1,6 +1,6 @@
-/* Tests of the fd exchange (src/core/fd_exchange.c): real servers in this
- * process or in forked ones, each built from a hand-filled struct symm_comm,
- * no store involved. */
+/* Tests of the fd exchange (src/backends/util/fd_exchange.c): real servers
+ * in this process or in forked ones, each built from a hand-filled struct
+ * symm_comm; a store only where its lost ranks are the point. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -9,10 +9,12 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/util/fd_exchange.h"
+#include "bootstrap/store.h"
 #include "core/internal.h" /* a communicator struct of its own */
 #include "harness.h"
 
@@ -74,22 +76,37 @@ static void fdx_check_memfd(int fd, size_t size, int seed) {
 
 static size_t fdx_rank_bytes(int rank) { return 4096u * (size_t)(rank + 1) + 17u * (size_t)rank; }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* An fd that polls readable once child pid has exited. */
+static int fdx_pidfd(pid_t pid) {
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) TEST_FAIL_("pidfd_open(%d): %s", (int)pid, strerror(errno));
+  return fd;
+}
+
 /* Waits up to timeout_ms for pid; kills it at the deadline.  Returns its
  * raw wait status. */
 static int fdx_wait_child(pid_t pid, int timeout_ms) {
+  int pfd = fdx_pidfd(pid);
+  struct pollfd p = {pfd, POLLIN, 0};
   uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
-  for (;;) {
-    int st;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    ASSERT_EQ(r, 0);
-    if (test_now_ms() > deadline) {
-      kill(pid, SIGKILL);
-      ASSERT_EQ(waitpid(pid, &st, 0), pid);
-      TEST_FAIL_("child %d did not finish within %d ms", (int)pid, timeout_ms);
-    }
-    usleep(2000);
+  int rc;
+  do {
+    uint64_t now = test_now_ms();
+    rc = poll(&p, 1, now < deadline ? (int)(deadline - now) : 0);
+  } while (rc < 0 && errno == EINTR);
+  close(pfd);
+  int st;
+  if (rc == 0) {
+    kill(pid, SIGKILL);
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    TEST_FAIL_("child %d did not finish within %d ms", (int)pid, timeout_ms);
   }
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  return st;
 }
 
 static pid_t fdx_fork(void) {
@@ -151,29 +168,46 @@ static int fdx_run_group(int n, const char *job, fdx_rank_fn fn, int timeout_ms)
   }
   for (int r = 0; r < n; r++) close(up[r][1]), close(down[r][0]);
 
+  /* Waits on the ranks' arrivals and exits together. */
   uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
-  int arrived = 0, live = n, bad = 0;
-  bool done[8] = {false};
+  int arrived = 0, live = n, bad = 0, pidfd[8];
+  bool done[8] = {false}, up_eof[8] = {false};
+  for (int r = 0; r < n; r++) pidfd[r] = fdx_pidfd(pids[r]);
   while (live > 0 && !bad && test_now_ms() < deadline) {
+    struct pollfd pf[16];
+    int who[16], k = 0;
     for (int r = 0; r < n; r++) {
-      int st;
-      if (!done[r] && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        done[r] = true;
-        live--;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-          fprintf(stderr, "rank %d: %s %d\n", r, WIFEXITED(st) ? "exit" : "signal",
-                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-          bad++;
-        }
+      if (done[r]) continue;
+      if (!up_eof[r]) pf[k] = (struct pollfd){up[r][0], POLLIN, 0}, who[k++] = r;
+      pf[k] = (struct pollfd){pidfd[r], POLLIN, 0}, who[k++] = -1 - r;
+    }
+    uint64_t now = test_now_ms();
+    if (poll(pf, (nfds_t)k, now < deadline ? (int)(deadline - now) : 0) < 0) continue;
+    for (int i = 0; i < k; i++) {
+      if (!pf[i].revents) continue;
+      int r = who[i] >= 0 ? who[i] : -1 - who[i];
+      if (who[i] >= 0) {
+        char b;
+        if (read(up[r][0], &b, 1) == 1) arrived++;
+        else up_eof[r] = true;
+        continue;
       }
-      if (!done[r] && fdx_read_byte(up[r][0], 0) == 1) arrived++;
+      int st;
+      ASSERT_EQ(waitpid(pids[r], &st, 0), pids[r]);
+      done[r] = true;
+      live--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "rank %d: %s %d\n", r, WIFEXITED(st) ? "exit" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        bad++;
+      }
     }
     if (arrived == n) {
       for (int r = 0; r < n; r++) ASSERT_EQ(write(down[r][1], "g", 1), 1);
       arrived = 0;
     }
-    usleep(1000);
   }
+  for (int r = 0; r < n; r++) close(pidfd[r]);
   for (int r = 0; r < n; r++) {
     if (!done[r]) {
       if (!bad) fprintf(stderr, "rank %d still running after %d ms\n", r, timeout_ms);
@@ -189,19 +223,16 @@ static int fdx_run_group(int n, const char *job, fdx_rank_fn fn, int timeout_ms)
 
 /* ---- raw protocol client -------------------------------------------- */
 
-static int fdx_raw_connect(const char *job, int rank, int timeout_ms) {
+/* Connects to rank's server, which is up; -1 if that fails. */
+static int fdx_raw_connect(const char *job, int rank) {
   struct sockaddr_un addr;
   socklen_t len = symm_fdx_address(job, 0, rank, &addr);
   ASSERT_GT(len, 0);
-  uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
-  for (;;) {
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    ASSERT_GE(s, 0);
-    if (connect(s, (struct sockaddr *)&addr, len) == 0) return s;
-    close(s);
-    if (test_now_ms() > deadline) return -1;
-    usleep(2000);
-  }
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(s, 0);
+  if (connect(s, (struct sockaddr *)&addr, len) == 0) return s;
+  close(s);
+  return -1;
 }
 
 static void fdx_raw_send(int s, const void *buf, size_t len, int fd_to_attach) {
@@ -371,6 +402,66 @@ TEST_IMPL(fdx_peer_gone_before_serving) {
   return 0;
 }
 
+/* A peer whose fd server refuses connections and whose pid this process
+ * cannot watch (another PID namespace: pid 0) but that the store has
+ * recorded lost is a loss at once, not "not started yet" until the
+ * timeout; a live peer is never blamed: when the store has lost another
+ * rank, that one is named. */
+typedef struct {
+  symm_store_server_t *server;
+  char addr[64];
+} fdx_store_t;
+
+static symm_store_t *fdx_store_rank(const fdx_store_t *st, int rank) {
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect_comm(st->addr, "fdx-token", rank, 3, 5000, &s));
+  return s;
+}
+
+/* Rank 0 of size ranks fetching from rank 1, whose server never came up,
+ * after rank `lost` closed its store connection without BYE (-1: none). */
+static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, uint64_t *took) {
+  fdx_store_t st;
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, "fdx-token", &st.server));
+  snprintf(st.addr, sizeof st.addr, "127.0.0.1:%d", symm_store_server_port(st.server));
+  symm_store_t *mine = fdx_store_rank(&st, 0);
+  if (lost >= 0) symm_store_abandon(fdx_store_rank(&st, lost));
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 0, size, timeout_ms);
+  c.store = mine;
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(symm_fdx_start(&c, &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  *took = test_now_ms() - t0;
+  printf("lost %d: %s after %llu ms: %s\n", lost, symm_strerror(res), (unsigned long long)*took,
+         symm_last_error());
+  ASSERT_EQ(fd, -1);
+  symm_fdx_stop(a);
+  symm_store_close(mine);
+  symm_store_server_stop(st.server);
+  return res;
+}
+
+TEST_IMPL(fdx_store_says_lost) {
+  uint64_t took;
+  ASSERT_EQ(fdx_fetch_with_store(2, 1, 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000); /* the timeout is 20 s */
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost");
+  /* Another rank lost: that one is named, not the live peer. */
+  ASSERT_EQ(fdx_fetch_with_store(3, 2, 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 is lost");
+  ASSERT(!strstr(symm_last_error(), "rank 1 is lost"));
+  /* Nobody lost: a server not up is waited for until the timeout. */
+  ASSERT_EQ(fdx_fetch_with_store(2, -1, 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
+  return 0;
+}
+
 /* Fetches from several peers inside one operation (a rendezvous mapping
  * every peer) keep to one deadline: two peers whose servers never come
  * cost one timeout, not two. */
@@ -448,9 +539,11 @@ static void fdx_become_nobody(void) {
 
 /* Runs as uid 65534 against rank 0 (root): a valid request must get a
  * refusal and no fd; the library client must report PERMISSION. */
-static int fdx_foreign_client(const char *job) {
+static int fdx_foreign_client(const char *job, int serving) {
   fdx_become_nobody();
-  int s = fdx_raw_connect(job, 0, 10000);
+  char b;
+  if (read(serving, &b, 1) != 1) return 14; /* rank 0's server is up */
+  int s = fdx_raw_connect(job, 0);
   if (s < 0) return 10;
   /* The server may have refused and shut down before this arrives (EPIPE):
    * its refusal must be readable either way. */
@@ -495,12 +588,13 @@ TEST_IMPL(fdx_uid_refused) {
   }
   char job[48];
   fdx_test_job(job, sizeof job);
-  int ready[2], quit[2];
+  int ready[2], quit[2], serving[2];
   ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(quit, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(serving, O_CLOEXEC), 0);
   /* Both children are forked before this process starts any thread. */
   pid_t client = fdx_fork();
-  if (client == 0) _exit(fdx_foreign_client(job));
+  if (client == 0) _exit(fdx_foreign_client(job, serving[0]));
   pid_t server = fdx_fork();
   if (server == 0) {
     close(ready[0]);
@@ -509,10 +603,13 @@ TEST_IMPL(fdx_uid_refused) {
   }
   close(ready[1]);
   close(quit[0]);
+  close(serving[0]);
 
   symm_fdx_t *a = fdx_test_start(job, 0, 3, 5000);
   int mem = fdx_make_memfd(4096, 0);
   ASSERT_OK(symm_fdx_publish(a, 1, mem));
+  ASSERT_EQ(write(serving[1], "s", 1), 1);
+  close(serving[1]);
   int st = fdx_wait_child(client, 20000);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     TEST_FAIL_("foreign client: %s %d", WIFEXITED(st) ? "exit" : "signal",
@@ -545,7 +642,7 @@ TEST_IMPL(fdx_malformed) {
   symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
   int mem = fdx_make_memfd(4096, 3);
   ASSERT_OK(symm_fdx_publish(a, 5, mem));
-  int idle = fdx_raw_connect(job, 0, 1000); /* connected, never speaks */
+  int idle = fdx_raw_connect(job, 0); /* connected, never speaks */
   ASSERT_GE(idle, 0);
   /* Once b has been served, the server has accepted idle (it accepts in
    * arrival order), so both ends of both connections are in the count. */
@@ -556,7 +653,7 @@ TEST_IMPL(fdx_malformed) {
 
   /* The raw client's well-formed request works, so the rejections below
    * are about the damage done to it. */
-  int s = fdx_raw_connect(job, 0, 1000);
+  int s = fdx_raw_connect(job, 0);
   fdx_raw_request(s, SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5);
   symm_fdx_reply_t rep;
   ASSERT_EQ(fdx_raw_recv(s, &rep, &fd, 5000), sizeof rep);
@@ -573,7 +670,7 @@ TEST_IMPL(fdx_malformed) {
   int spare[2];
   ASSERT_EQ(pipe2(spare, O_CLOEXEC), 0);
   for (int kind = 0; kind < 6; kind++) {
-    if (kind > 0) s = fdx_raw_connect(job, 0, 1000);
+    if (kind > 0) s = fdx_raw_connect(job, 0);
     ASSERT_GE(s, 0);
     switch (kind) {
     case 0: fdx_raw_send(s, "garbage", 5, -1); break;          /* truncated */
@@ -609,7 +706,7 @@ TEST_IMPL(fdx_slow_reader) {
   symm_fdx_t *b = fdx_test_start(job, 1, 2, 5000);
   int mem = fdx_make_memfd(4096, 4);
   ASSERT_OK(symm_fdx_publish(a, 5, mem));
-  int s = fdx_raw_connect(job, 0, 1000);
+  int s = fdx_raw_connect(job, 0);
   ASSERT_GE(s, 0);
   symm_fdx_request_t req = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5};
   uint64_t deadline = test_now_ms() + 10000;
@@ -619,7 +716,7 @@ TEST_IMPL(fdx_slow_reader) {
     ssize_t n = send(s, &req, sizeof req, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n == (ssize_t)sizeof req) sent++;
     else if (errno == EPIPE || errno == ECONNRESET) cut_off = true;
-    else if (errno == EAGAIN) usleep(1000);
+    else if (errno == EAGAIN) poll(&(struct pollfd){s, POLLOUT, 0}, 1, 1000); /* or cut off */
     else TEST_FAIL_("send: %s", strerror(errno));
   }
   if (!cut_off) TEST_FAIL_("server kept a client that never reads (%d requests sent)", sent);
@@ -743,8 +840,14 @@ TEST_IMPL(fdx_name_taken) {
  * client's timeout, then answers correctly whatever comes next. */
 struct fdx_fake_server {
   int listener;
-  int answered; /* correct replies sent */
+  int answered;     /* correct replies sent */
+  int timed_out[2]; /* the test says: the client gave up on the first request */
+  int sent[2];      /* the server says: the late reply is out */
+  int read_all[2];  /* the test says: the client has read what it needs */
 };
+
+static void fdx_note(int fd) { ASSERT_EQ(write(fd, "n", 1), 1); }
+static void fdx_await(int fd) { ASSERT_EQ(fdx_read_byte(fd, 20000), 1); }
 
 static void fdx_fake_reply(int conn, uint64_t id) {
   int mem = fdx_make_memfd(4096, (int)id);
@@ -759,8 +862,9 @@ static void *fdx_fake_server_main(void *p) {
   int late = accept4(f->listener, NULL, NULL, SOCK_CLOEXEC);
   ASSERT_GE(late, 0);
   ASSERT_EQ(recv(late, &req, sizeof req, 0), sizeof req);
-  usleep(600 * 1000); /* the client timed out after 300 ms */
+  fdx_await(f->timed_out[0]);
   fdx_fake_reply(late, req.id);
+  fdx_note(f->sent[1]);
   int conn = -1;
   uint64_t deadline = test_now_ms() + 5000;
   while (!f->answered && test_now_ms() < deadline) {
@@ -780,7 +884,7 @@ static void *fdx_fake_server_main(void *p) {
       }
     }
   }
-  usleep(100 * 1000); /* let the client read before the sockets go */
+  fdx_await(f->read_all[0]); /* the sockets go after the client read its reply */
   if (late >= 0) close(late);
   if (conn >= 0) close(conn);
   return NULL;
@@ -792,7 +896,10 @@ static void *fdx_fake_server_main(void *p) {
 TEST_IMPL(fdx_late_reply) {
   char job[48];
   fdx_test_job(job, sizeof job);
-  struct fdx_fake_server f = {-1, 0};
+  struct fdx_fake_server f = {-1, 0, {-1, -1}, {-1, -1}, {-1, -1}};
+  ASSERT_EQ(pipe2(f.timed_out, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(f.sent, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(f.read_all, O_CLOEXEC), 0);
   struct sockaddr_un addr;
   socklen_t len = symm_fdx_address(job, 0, 1, &addr);
   f.listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -808,11 +915,14 @@ TEST_IMPL(fdx_late_reply) {
   ASSERT_RES(symm_fdx_fetch(a, 1, 1, &fd), SYMM_ERR_TIMEOUT);
   ASSERT_LT(test_now_ms() - t0, 2000);
   ASSERT_EQ(fd, -1);
-  usleep(800 * 1000); /* the late reply has been sent by now */
+  fdx_note(f.timed_out[1]);
+  fdx_await(f.sent[0]);
   ASSERT_OK(symm_fdx_fetch(a, 1, 2, &fd));
   fdx_check_memfd(fd, 4096, 2);
   close(fd);
+  fdx_note(f.read_all[1]);
   ASSERT_EQ(pthread_join(th, NULL), 0);
+  for (int i = 0; i < 2; i++) close(f.timed_out[i]), close(f.sent[i]), close(f.read_all[i]);
   ASSERT_EQ(f.answered, 1);
   close(f.listener);
   symm_fdx_stop(a);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -21,6 +22,25 @@ static symm_comm_t *init_comm(void) {
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   return comm;
+}
+
+/* A rank marks its arrival at a call under key; a peer that must come
+ * late_ms after it (arrive_after) is ordered by that mark, not by a sleep
+ * of its own: what the late one waits for then is only the time the test
+ * needs a wait to last (past a liveness look, within a timeout). */
+static void mark_arrival(symm_comm_t *comm, const char *key) {
+  char v[32];
+  int n = snprintf(v, sizeof v, "%llu", (unsigned long long)test_now_ms());
+  ASSERT_OK(symm_store_set(symm_comm_store(comm), key, v, (size_t)n));
+}
+
+static void arrive_after(symm_comm_t *comm, const char *key, int late_ms) {
+  char v[32];
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(symm_comm_store(comm), key, v, sizeof v - 1, &len, 30000));
+  v[len] = 0;
+  const uint64_t at = strtoull(v, NULL, 10) + (uint64_t)late_ms;
+  for (uint64_t now; (now = test_now_ms()) < at;) poll(NULL, 0, (int)(at - now));
 }
 
 static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 1000003 + i; }
@@ -566,7 +586,13 @@ static int recreated_rank(int rank, int size, void *arg) {
   setenv("SYMM_TIMEOUT_MS", "5000", 1);
   symm_comm_t *first = init_comm();
   ASSERT_OK(symm_comm_barrier(first));
-  if (rank == 0) usleep(300 * 1000); /* the others get to the next one first */
+  if (rank == 0 && !symm_comm_caps(first)->collective_free) {
+    /* The others get to the next one first: their first all-gather there
+     * (its keys, under the second's prefix) has begun.  Where freeing is
+     * collective (nvshmem) their destroy waits for rank 0's: no order. */
+    const char *next[] = {"symm/c1/ag/1/1", "symm/c1/ag/1/2"};
+    ASSERT_OK(symm_store_wait(symm_comm_store(first), next, 2, 20000));
+  }
   symm_comm_destroy(first);
   symm_comm_t *second = init_comm();
   ASSERT_OK(symm_comm_barrier(second));
@@ -586,6 +612,65 @@ static int recreated_rank(int rank, int size, void *arg) {
 TEST_IMPL(ranks_rank0_store_recreated) {
   int port = test_free_port();
   ASSERT_EQ(test_run_ranks(3, recreated_rank, &port), 0);
+  return 0;
+}
+
+/* ---- a rank that dies before it joins the next communicator on rank 0's
+ * ---- store, which serves several of them at once: the others' init of
+ * ---- that communicator fails with PEER_LOST naming it, long before the
+ * ---- timeout.  Its process is gone while it holds the first communicator
+ * ---- (its connection there closes without BYE), or after it destroyed the
+ * ---- first one (it has no connection left: only its pid says). */
+enum { NEXT_COMM_TIMEOUT_MS = 20000 };
+
+typedef struct {
+  int port;
+  bool destroy_first; /* the dying rank destroys the first communicator first */
+} next_comm_arg_t;
+
+static int dies_before_next_rank(int rank, int size, void *arg) {
+  (void)size;
+  const next_comm_arg_t *a = arg;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", a->port);
+  setenv("SYMM_STORE_ADDR", addr, 1);
+  unsetenv("SYMM_STORE_EXTERNAL");
+  symm_comm_t *first = init_comm();
+  ASSERT_OK(symm_comm_barrier(first));
+  if (rank == 2) {
+    /* Where freeing is collective (nvshmem) destroy waits for the others:
+     * the rank dies holding the communicator there. */
+    if (a->destroy_first && !symm_comm_caps(first)->collective_free) symm_comm_destroy(first);
+    raise(SIGKILL);
+  }
+  symm_comm_t *second = NULL;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_comm_init(NULL, &second);
+  uint64_t took = test_now_ms() - t0;
+  printf("rank %d: second init %s after %llu ms: %s\n", rank, symm_strerror(res),
+         (unsigned long long)took, symm_last_error());
+  ASSERT_EQ(res, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+  ASSERT(second == NULL);
+  ASSERT_LT(took, NEXT_COMM_TIMEOUT_MS / 4);
+  symm_comm_destroy(first);
+  return 0;
+}
+
+static void run_dies_before_next(bool destroy_first) {
+  next_comm_arg_t a = {test_free_port(), destroy_first};
+  int status[3];
+  test_job_opts_t o = {60000, status, NULL, NEXT_COMM_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(3, dies_before_next_rank, &a, &o), 1); /* rank 2 only */
+  ASSERT(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL);
+}
+
+TEST_IMPL(ranks_dies_before_next_comm) {
+  run_dies_before_next(false);
+  return 0;
+}
+TEST_IMPL(ranks_dies_after_destroy_before_next_comm) {
+  run_dies_before_next(true);
   return 0;
 }
 
@@ -691,13 +776,19 @@ static int pidns_body(void *arg) {
   symm_comm_t *comm = init_comm();
   if (rank == 1) ASSERT_EQ(getpid(), 1); /* its pid names another process, or none, to rank 0 */
   for (int round = 0; round < 2; round++) {
-    /* Each rank in turn arrives late, well past a liveness look. */
-    if (rank == round) usleep(300 * 1000);
+    /* Each rank in turn arrives late, well past a liveness look (20 ms)
+     * after the other. */
+    char key[64];
+    snprintf(key, sizeof key, "test/pidns/%d/reduce", round);
+    if (rank == round) arrive_after(comm, key, 300);
+    else mark_arrival(comm, key);
     float x[4] = {(float)rank, 1, 2, 3};
     ASSERT_OK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
     ASSERT_EQ((int)x[0], size * (size - 1) / 2);
     ASSERT_EQ((int)x[3], 3 * size);
-    if (rank == round) usleep(300 * 1000);
+    snprintf(key, sizeof key, "test/pidns/%d/barrier", round);
+    if (rank == round) arrive_after(comm, key, 300);
+    else mark_arrival(comm, key);
     ASSERT_OK(symm_comm_barrier(comm));
   }
   symm_comm_destroy(comm);
@@ -731,7 +822,9 @@ static int one_deadline_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
   ASSERT(comm->store_bootstrap != NULL); /* the barrier goes through shared memory */
   ASSERT_OK(symm_comm_barrier(comm));
-  if (rank == 1) usleep(900 * 1000);
+  /* Rank 1 comes 900 ms after rank 0 (within its 1500 ms timeout). */
+  if (rank == 0) mark_arrival(comm, "test/deadline/rank0");
+  if (rank == 1) arrive_after(comm, "test/deadline/rank0", 900);
   if (rank == 2) {
     /* Comes only once rank 0 has given up (it says so in the store), so
      * that no scheduling delay can make it early. */

@@ -15,6 +15,8 @@
  * without BYE, the server records rank r as lost; every pending and later
  * blocking request (GET, WAIT, MGET) that cannot complete then fails with
  * SYMM_ERR_PEER_LOST naming rank r, so survivors do not wait out the timeout.
+ * A client process that is gone is also lost in the communicators numbered
+ * as the job's that it never joined (store_server_proc.c).
  */
 #ifndef SYMM_STORE_H
 #define SYMM_STORE_H
@@ -45,6 +47,12 @@ symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t
                                            int timeout_ms);
 /* Rank connections open now, of any communicator.  0 for NULL.  For tests. */
 int symm_store_server_ranks_open(symm_store_server_t *server);
+/* Blocking requests (GET, WAIT, MGET) parked now, waiting for keys; 0 for
+ * NULL.  For tests, which order events after a request is parked. */
+int symm_store_server_parked(symm_store_server_t *server);
+/* Waits until at least n requests are parked (SYMM_ERR_TIMEOUT after
+ * timeout_ms).  For tests. */
+symm_result_t symm_store_server_wait_parked(symm_store_server_t *server, int n, int timeout_ms);
 /* Stops it as symm_store_server_stop does if no rank connection is open
  * but those of communicators up to index upto_comm (stragglers of ended
  * ones; SYMM_STORE_NO_COMM: none at all),
@@ -71,6 +79,14 @@ symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
  * (symm_store_server_drain_comm). */
 symm_result_t symm_store_connect_comm(const char *addr, const char *token, int rank,
                                       uint32_t comm, int timeout_ms, symm_store_t **store);
+/* The same, saying in HELLO whether rank is this process's rank in the
+ * job (job_ranks: the communicator numbers its ranks as the launcher
+ * does, SYMM_RANK and its world size).  Where it is, the server takes a
+ * process of the job that is gone (store_server_proc.c) for lost in every
+ * such communicator of the job, also those it never joined. */
+symm_result_t symm_store_connect_rank(const char *addr, const char *token, int rank,
+                                      uint32_t comm, bool job_ranks, int timeout_ms,
+                                      symm_store_t **store);
 /* Says BYE (not lost) and closes.  NULL ok. */
 void symm_store_close(symm_store_t *store);
 /* The library's own keys, and the calls that write them. */

@@ -57,6 +57,7 @@ struct symm_store {
   int fd;
   int rank;
   uint32_t comm; /* said in HELLO unless SYMM_STORE_NO_COMM */
+  bool job_ranks;  /* said in HELLO: rank is the process's launcher rank */
   int timeout_ms;      /* used for negative timeouts and non-blocking ops */
   uint32_t next_id;
   uint32_t reply_id;   /* id the next reply must carry */
@@ -507,6 +508,26 @@ symm_result_t symm_store_wait(symm_store_t *store, const char *const *keys,
   return res;
 }
 
+/* A WAIT that does not wait, for a key nobody sets: the server answers
+ * it with the first loss that concerns this connection, or TIMEOUT. */
+int symm_store_lost_rank(symm_store_t *store) {
+  if (!store) return -1;
+  static const char *const never[] = {SYMM_STORE_OWN_PREFIX ".lost-probe"};
+  cli_lock(store);
+  size_t at = cli_begin(store, SYMM_OP_WAIT);
+  symm_proto_put_i32(&store->req, 0);
+  cli_put_keys(store, never, 1);
+  cli_reply_t rep;
+  int rank = -1;
+  if (cli_call(store, SYMM_OP_WAIT, at, (uint64_t)store->timeout_ms, "lost probe", &rep) !=
+      SYMM_SUCCESS)
+    symm_error_clear(); /* the caller goes on as if the store said nothing */
+  else if (rep.status == SYMM_ERR_PEER_LOST || rep.status == SYMM_ERR_PERMISSION)
+    rank = rep.lost_rank;
+  cli_unlock(store);
+  return rank;
+}
+
 symm_result_t symm_store_check(symm_store_t *store, const char *const *keys,
                                size_t n, int *present) {
   if (!store || !present)
@@ -826,6 +847,21 @@ done:
   return out;
 }
 
+/* HELLO's communicator and process fields (store_proto.h), so that the
+ * server can tell when this process is gone. */
+static void cli_put_process(symm_store_t *s) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  uint64_t ino, dev;
+  symm_pid_namespace(&ino, &dev);
+  symm_proto_put_u32(&s->req, s->comm);
+  symm_proto_put_i32(&s->req, (int32_t)getpid());
+  symm_proto_put_i64(&s->req, (int64_t)symm_hash64(host, strlen(host), 0));
+  symm_proto_put_i64(&s->req, (int64_t)ino);
+  symm_proto_put_i64(&s->req, (int64_t)dev);
+  symm_proto_put_u8(&s->req, s->job_ranks ? SYMM_HELLO_JOB_RANKS : 0);
+}
+
 static symm_result_t cli_hello(symm_store_t *s, const char *token,
                                uint64_t deadline) {
   uint64_t now = symm_now_ns();
@@ -834,7 +870,7 @@ static symm_result_t cli_hello(symm_store_t *s, const char *token,
   size_t at = cli_begin(s, SYMM_OP_HELLO);
   symm_proto_put_key(&s->req, token, strlen(token));
   symm_proto_put_i32(&s->req, s->rank);
-  if (s->comm != SYMM_STORE_NO_COMM) symm_proto_put_u32(&s->req, s->comm);
+  if (s->rank >= 0) cli_put_process(s);
   cli_reply_t rep;
   symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, guard, "hello", &rep);
   if (res != SYMM_SUCCESS) return res;
@@ -871,8 +907,8 @@ symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
 
 /* One connection and HELLO, until deadline. */
 static symm_result_t cli_open(const char *addr, const char *host, int port, const char *token,
-                              int rank, uint32_t comm, uint64_t deadline, int timeout_ms,
-                              symm_store_t **out) {
+                              int rank, uint32_t comm, bool job_ranks, uint64_t deadline,
+                              int timeout_ms, symm_store_t **out) {
   symm_result_t res = SYMM_SUCCESS;
   symm_store_t *s = calloc(1, sizeof *s);
   if (!s) return symm_error(SYMM_ERR_NO_MEMORY, "store connect: out of memory");
@@ -880,6 +916,7 @@ static symm_result_t cli_open(const char *addr, const char *host, int port, cons
   s->fd = -1;
   s->rank = rank;
   s->comm = comm;
+  s->job_ranks = job_ranks;
   s->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
   snprintf(s->addr, sizeof s->addr, "%s", addr);
   SYMM_CHECK_GOTO(cli_connect_retry(host, port, deadline, timeout_ms, &s->fd), res, fail);
@@ -896,6 +933,12 @@ fail:
 
 symm_result_t symm_store_connect_comm(const char *addr, const char *token, int rank,
                                       uint32_t comm, int timeout_ms, symm_store_t **store) {
+  return symm_store_connect_rank(addr, token, rank, comm, false, timeout_ms, store);
+}
+
+symm_result_t symm_store_connect_rank(const char *addr, const char *token, int rank,
+                                      uint32_t comm, bool job_ranks, int timeout_ms,
+                                      symm_store_t **store) {
   if (!store) return symm_error(SYMM_ERR_INVALID_ARG, "store connect: store is NULL");
   *store = NULL;
   if (!token) token = "";
@@ -910,7 +953,8 @@ symm_result_t symm_store_connect_comm(const char *addr, const char *token, int r
   uint64_t deadline = cli_deadline((uint64_t)t);
   uint64_t backoff = 1;
   for (int attempt = 1;; attempt++) {
-    symm_result_t res = cli_open(addr, host, port, token, rank, comm, deadline, t, store);
+    symm_result_t res = cli_open(addr, host, port, token, rank, comm, job_ranks, deadline, t,
+                                 store);
     /* Closed before HELLO was answered: a store that was stopping (the
      * serving rank's previous communicator) while its successor on this
      * address starts.  Connect again, as to a store not listening yet:

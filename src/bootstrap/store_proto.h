@@ -21,7 +21,11 @@
  *
  * Requests                          Reply payload (only when status == 0)
  *   HELLO  token, i32 rank          -
- *          [, u32 communicator]
+ *          [, u32 communicator
+ *          [, i32 pid, u64 host hash,
+ *             u64 pid namespace inode,
+ *             u64 pid namespace device,
+ *             u8 flags]]
  *   SET    key, value               -
  *   GET    key, i32 timeout_ms      value
  *   ADD    key, i64 delta           i64 new value
@@ -33,6 +37,13 @@
  *   DEL    key                      -
  *   CHECK  keys                     u8 all_present
  *   BYE    -                        (no reply: the server closes)
+ *
+ * HELLO's process fields say which process the connection is of (pid,
+ * hash of the host name, PID namespace; 0: unknown), so that the server
+ * can tell when that process is gone; flags bit 0 (SYMM_HELLO_JOB_RANKS):
+ * the communicator numbers its ranks as the job does (the launcher's
+ * SYMM_RANK and world size), so the process has the same rank in every
+ * communicator that says so.
  *
  * Every reply body starts with u32 status (a symm_result_t) and i32
  * lost_rank (the lost rank for SYMM_ERR_PEER_LOST, else -1).  Timeouts are
@@ -62,6 +73,9 @@
 #define SYMM_PROTO_HEADER_BYTES 16
 #define SYMM_PROTO_REPLY_FLAG 0x80
 #define SYMM_PROTO_MAX_TOKEN 1024
+/* HELLO's optional process fields: pid, host hash, namespace, flags. */
+#define SYMM_PROTO_HELLO_PROCESS (4u + 8u + 8u + 8u + 1u)
+#define SYMM_HELLO_JOB_RANKS 0x01u
 /* Largest reply body (an MGET of many values); the server answers
  * SYMM_ERR_INVALID_ARG rather than build a bigger one. */
 #define SYMM_PROTO_MAX_REPLY (256u << 20)
@@ -97,7 +111,7 @@ static inline const char *symm_proto_op_name(unsigned op) {
  * length never makes it allocate. */
 static inline size_t symm_proto_max_body(unsigned op) {
   switch (op) {
-    case SYMM_OP_HELLO: return 2 + SYMM_PROTO_MAX_TOKEN + 4 + 4;
+    case SYMM_OP_HELLO: return 2 + SYMM_PROTO_MAX_TOKEN + 4 + 4 + SYMM_PROTO_HELLO_PROCESS;
     case SYMM_OP_SET: return SYMM_PROTO_KEY_FIELD + SYMM_PROTO_VALUE_FIELD;
     case SYMM_OP_GET: return SYMM_PROTO_KEY_FIELD + 4;
     case SYMM_OP_ADD: return SYMM_PROTO_KEY_FIELD + 8;

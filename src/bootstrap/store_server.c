@@ -65,6 +65,7 @@ static void srv_check_deadlines(symm_store_server_t *s, uint64_t now) {
     srv_conn_close(s, c, false);
   }
   if (s->npending) srv_expire_pending(s, now);
+  srv_proc_look(s, now);
 }
 
 static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
@@ -77,6 +78,8 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   if (s->accept_paused_until > now && s->accept_paused_until < next)
     next = s->accept_paused_until;
   if (s->unauthed_wait_until && s->unauthed_wait_until < next) next = s->unauthed_wait_until;
+  uint64_t look = srv_proc_next_look(s);
+  if (look < next) next = look;
   if (next == UINT64_MAX) return -1;
   int ms = symm_ms_until(next);
   return ms > 60000 ? 60000 : ms;
@@ -230,6 +233,7 @@ static void srv_free(symm_store_server_t *s) {
   free(s->conns);
   free(s->pfds);
   free(s->lost);
+  srv_procs_free(s);
   free(s->lost_queue);
   free(s->comm_open);
   free(s->token);
@@ -264,6 +268,7 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
     goto fail;
   }
   s->token_len = strlen(s->token);
+  srv_proc_self(s);
   int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
   s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
   int fds[2];
@@ -317,6 +322,32 @@ symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t
 
 symm_result_t symm_store_server_drain(symm_store_server_t *server, int timeout_ms) {
   return symm_store_server_drain_comm(server, SYMM_STORE_NO_COMM, timeout_ms);
+}
+
+symm_result_t symm_store_server_wait_parked(symm_store_server_t *server, int n,
+                                           int timeout_ms) {
+  if (!server) return symm_error(SYMM_ERR_INVALID_ARG, "store: server is NULL");
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  const int64_t ms = timeout_ms < 0 ? 0 : timeout_ms;
+  until.tv_sec += ms / 1000 + (until.tv_nsec + (ms % 1000) * 1000000L) / 1000000000L;
+  until.tv_nsec = (until.tv_nsec + (ms % 1000) * 1000000L) % 1000000000L;
+  pthread_mutex_lock(&server->lock);
+  while (server->parked < (size_t)n && !server->stop)
+    if (pthread_cond_timedwait(&server->cond, &server->lock, &until) == ETIMEDOUT) break;
+  const size_t parked = server->parked;
+  pthread_mutex_unlock(&server->lock);
+  if (parked >= (size_t)n) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_TIMEOUT, "store: %zu requests parked after %d ms, not %d", parked,
+                    timeout_ms, n);
+}
+
+int symm_store_server_parked(symm_store_server_t *server) {
+  if (!server) return 0;
+  pthread_mutex_lock(&server->lock);
+  const int parked = (int)server->parked;
+  pthread_mutex_unlock(&server->lock);
+  return parked;
 }
 
 int symm_store_server_ranks_open(symm_store_server_t *server) {

@@ -86,14 +86,17 @@ static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta
 void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
   if (c->dead) return;
   c->dead = true;
-  symm_fork_guard_close(c->fd);
-  c->fd = -1;
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
     srv_ranked_open_add(s, c, -1);
     if (!c->said_bye && !stopping)
       srv_mark_lost(s, c->comm, c->rank, "its connection closed without BYE");
+    srv_proc_left(s, c, c->said_bye, stopping);
   }
+  /* Last: a client that sees its BYE answered by the close then finds
+   * itself counted out (symm_store_server_ranks_open). */
+  symm_fork_guard_close(c->fd);
+  c->fd = -1;
   SYMM_TRACE(STORE, "store: closed %s (rank %d%s)", c->peer, c->rank,
              c->said_bye ? ", bye" : "");
 }
@@ -183,6 +186,8 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   /* Optional: the client's communicator (so that draining one does not
    * wait for the connections of the next, served by the same store). */
   uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
+  srv_hello_process_t proc;
+  srv_read_process(r, &proc);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
   if (r->err) { /* another symmem version, say */
     SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
@@ -206,7 +211,8 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   c->deadline_ns = 0;
   if (rank >= 0) {
     srv_ranked_open_add(s, c, 1);
-    srv_clear_lost(s, c->comm, rank);
+    srv_proc_join(s, c, &proc);
+    srv_clear_lost(s, c);
   }
   SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %d", c->peer, (int)rank,
             c->comm == SYMM_STORE_NO_COMM ? -1 : (int)c->comm);

@@ -5,6 +5,8 @@
  *                         HELLO and the job token
  *   store_server_table.c  the key table and the requests that write it
  *   store_server_park.c   parked (blocking) requests and lost ranks
+ *   store_server_proc.c   the clients' processes, and the losses of those
+ *                         gone in communicators they never joined
  *
  * The server is one thread running a poll() loop over non-blocking
  * sockets.  Each connection has its own input and output buffer, so a slow
@@ -48,6 +50,22 @@
  * delays a rank behind it by a grace period per SRV_MAX_UNAUTHED of it. */
 #define SRV_MAX_UNAUTHED 64
 #define SRV_UNAUTHED_GRACE_NS (200ull * 1000000ull)
+/* How often, while a request is parked, the pids of the clients' processes
+ * on this host are looked at (store_server_proc.c). */
+#define SRV_PROC_LOOK_NS (50ull * 1000000ull)
+/* The communicator of a loss recorded for a process that is gone: every
+ * communicator numbered as the job's (SYMM_HELLO_JOB_RANKS) that it did
+ * not join.  Communicator indices never come near it. */
+#define SRV_JOB_COMM (SYMM_STORE_NO_COMM - 1)
+
+typedef struct srv_proc srv_proc_t;
+
+/* HELLO's process fields (store_proto.h); pid 0: none said. */
+typedef struct srv_hello_process {
+  int32_t pid;
+  uint64_t host_hash, ns_ino, ns_dev;
+  uint8_t flags;
+} srv_hello_process_t;
 
 typedef struct srv_entry {
   struct srv_entry *next;
@@ -88,6 +106,8 @@ typedef struct srv_conn {
   int rank;            /* from HELLO; -1 for tools and before HELLO */
   uint32_t comm;       /* from HELLO: the client's communicator, or SYMM_STORE_NO_COMM */
   bool comm_counted;   /* counted in its communicator's open connections */
+  bool job_ranks;      /* from HELLO: its communicator numbers ranks as the job does */
+  srv_proc_t *proc;    /* its process, NULL when not followed */
   bool authed;         /* valid HELLO received */
   bool said_bye;
   bool closing;        /* flush output, then close; read nothing more */
@@ -121,16 +141,21 @@ struct symm_store_server {
     uint32_t comm;   /* SYMM_STORE_NO_COMM: of every communicator */
     int rank;
     symm_result_t cause; /* PEER_LOST, or PERMISSION: refused (a wrong token) */
+    const srv_proc_t *proc; /* comm SRV_JOB_COMM: the process that is gone */
   } *lost;
   size_t nlost, lost_cap;
   size_t npending;
   uint64_t accept_paused_until;
   uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
   bool unauthed_warned; /* the SRV_MAX_UNAUTHED warning is given once */
+  srv_proc_t **procs;   /* the clients' processes (store_server_proc.c) */
+  size_t nprocs, procs_cap;
+  uint64_t host_hash, ns_ino, ns_dev; /* this process's, to tell whose pid it can watch */
+  uint64_t next_proc_look;
 
   /* Shared with other threads, under lock. */
   pthread_mutex_t lock;
-  pthread_cond_t cond; /* signalled when ranked_open changes or on stop */
+  pthread_cond_t cond; /* signalled when ranked_open or parked changes, or on stop */
   bool stop;
   /* symm_store_server_stop_if_idle asks the thread (IDLE_ASKED), which
    * answers IDLE_STOP or IDLE_SERVE, not counting the connections of
@@ -140,6 +165,7 @@ struct symm_store_server {
   int *lost_queue;
   size_t nqueue, queue_cap;
   int ranked_open;
+  size_t parked; /* requests parked now (npending), for symm_store_server_wait_parked */
   /* Open rank connections per communicator (those whose HELLO named one),
    * for symm_store_server_drain_comm. */
   struct srv_comm_open {
@@ -176,7 +202,7 @@ bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close);
 void srv_accept(symm_store_server_t *s);
 
 /* -------------------------------------------------- store_server_park.c */
-void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank);
+void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c);
 void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
 /* Records rank as refused (its HELLO had a wrong token): the requests it
  * concerns fail as for a lost rank, with the refusal as the cause. */
@@ -191,6 +217,29 @@ void srv_do_keys_op(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
 void srv_do_get(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
                 const uint8_t *body, uint32_t body_len,
                 symm_proto_reader_t *r);
+
+/* Records the process p, gone, as lost under rank (its job rank) in the
+ * communicators numbered as the job's that it did not join. */
+void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int rank,
+                           const char *why);
+
+/* -------------------------------------------------- store_server_proc.c */
+/* This process's host and PID namespace, at start. */
+void srv_proc_self(symm_store_server_t *s);
+/* Reads HELLO's optional process fields after the communicator. */
+void srv_read_process(symm_proto_reader_t *r, srv_hello_process_t *p);
+/* After a valid HELLO of a rank: follows its process. */
+void srv_proc_join(symm_store_server_t *s, srv_conn_t *c, const srv_hello_process_t *h);
+/* c closes (bye: it said BYE): its process may be gone. */
+void srv_proc_left(symm_store_server_t *s, srv_conn_t *c, bool bye, bool stopping);
+/* Whether p said HELLO in communicator comm. */
+bool srv_proc_member(const srv_proc_t *p, uint32_t comm);
+/* While requests are parked: looks whether the processes on this host are
+ * still there, every SRV_PROC_LOOK_NS. */
+void srv_proc_look(symm_store_server_t *s, uint64_t now);
+/* When srv_proc_look has something to do next; UINT64_MAX: nothing. */
+uint64_t srv_proc_next_look(const symm_store_server_t *s);
+void srv_procs_free(symm_store_server_t *s);
 
 /* ------------------------------------------------------- store_server.c */
 void srv_remove_dead(symm_store_server_t *s);

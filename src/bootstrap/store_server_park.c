@@ -1,6 +1,7 @@
 /* The store server's parked requests (GET, WAIT, MGET whose keys are not
  * all there yet) and the lost ranks that fail them early. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,21 +15,32 @@ static bool srv_lost_applies(uint32_t lost, uint32_t asker) {
   return lost == SYMM_STORE_NO_COMM || asker == SYMM_STORE_NO_COMM || lost == asker;
 }
 
+/* Whether loss e concerns connection c's requests: as above, and a
+ * process that is gone concerns the communicators numbered as the job's
+ * that it did not join (store_server_proc.c). */
+static bool srv_lost_concerns(const struct srv_lost *e, const srv_conn_t *c) {
+  if (e->comm == SRV_JOB_COMM) return c->job_ranks && !srv_proc_member(e->proc, c->comm);
+  return srv_lost_applies(e->comm, c->comm);
+}
+
 /* The first lost rank that concerns connection c's requests, or NULL. */
 static const struct srv_lost *srv_lost_for(const symm_store_server_t *s, const srv_conn_t *c) {
   for (size_t i = 0; i < s->nlost; i++)
-    if (srv_lost_applies(s->lost[i].comm, c->comm)) return &s->lost[i];
+    if (srv_lost_concerns(&s->lost[i], c)) return &s->lost[i];
   return NULL;
 }
 
-/* A rank said HELLO again: it is back in its communicator (and no longer
- * lost to everyone; a HELLO naming no communicator clears them all). */
-void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank) {
+/* Rank c->rank said HELLO again: it is back in its communicator (and no
+ * longer lost to everyone; a HELLO naming no communicator clears them
+ * all).  A process that says HELLO as the job's rank r (a rank started
+ * again) is rank r of the job again. */
+void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c) {
   size_t kept = 0;
   for (size_t i = 0; i < s->nlost; i++) {
     const struct srv_lost e = s->lost[i];
-    if (e.rank == rank && srv_lost_applies(e.comm, comm)) {
-      SYMM_INFO(STORE, "store: rank %d is back; no longer lost", rank);
+    const bool back = e.comm == SRV_JOB_COMM ? c->job_ranks : srv_lost_applies(e.comm, c->comm);
+    if (e.rank == c->rank && back) {
+      SYMM_INFO(STORE, "store: rank %d is back; no longer lost", c->rank);
       continue;
     }
     s->lost[kept++] = e;
@@ -40,9 +52,9 @@ void srv_clear_lost(symm_store_server_t *s, uint32_t comm, int rank) {
  * that it concerns: they cannot count on that rank any more.  Other
  * communicators served by this store go on. */
 static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
-                            symm_result_t cause, const char *why) {
+                            const srv_proc_t *proc, symm_result_t cause, const char *why) {
   for (size_t i = 0; i < s->nlost; i++)
-    if (s->lost[i].rank == rank && s->lost[i].comm == comm) return;
+    if (s->lost[i].rank == rank && s->lost[i].comm == comm && s->lost[i].proc == proc) return;
   if (s->nlost == s->lost_cap) {
     size_t cap = s->lost_cap ? s->lost_cap * 2 : 16;
     struct srv_lost *p = realloc(s->lost, cap * sizeof *p);
@@ -54,23 +66,42 @@ static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
       s->lost_cap = cap;
     }
   }
-  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = (struct srv_lost){comm, rank, cause};
+  const struct srv_lost e = {comm, rank, cause, proc};
+  if (s->nlost < s->lost_cap) s->lost[s->nlost++] = e;
   SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank,
-            comm == SYMM_STORE_NO_COMM ? "" : " in its communicator", why);
+            comm == SYMM_STORE_NO_COMM ? ""
+            : comm == SRV_JOB_COMM     ? " in the communicators it did not join"
+                                       : " in its communicator",
+            why);
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
-    if (c->dead || !c->pending || !srv_lost_applies(comm, c->comm)) continue;
+    if (c->dead || !c->pending || !srv_lost_concerns(&e, c)) continue;
     srv_reply_status(c, c->pending->op, c->pending->id, cause, rank);
     srv_pending_free(s, c);
   }
 }
 
 void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
-  srv_record_lost(s, comm, rank, SYMM_ERR_PEER_LOST, why);
+  srv_record_lost(s, comm, rank, NULL, SYMM_ERR_PEER_LOST, why);
+}
+
+void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int rank,
+                           const char *why) {
+  srv_record_lost(s, SRV_JOB_COMM, rank, p, SYMM_ERR_PEER_LOST, why);
 }
 
 void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank) {
-  srv_record_lost(s, comm, rank, SYMM_ERR_PERMISSION, "refused: it presented a wrong token");
+  srv_record_lost(s, comm, rank, NULL, SYMM_ERR_PERMISSION, "refused: it presented a wrong token");
+}
+
+/* npending is the thread's own; `parked` is its copy for other threads
+ * (symm_store_server_wait_parked). */
+static void srv_count_parked(symm_store_server_t *s, int delta) {
+  s->npending = (size_t)((ptrdiff_t)s->npending + delta);
+  pthread_mutex_lock(&s->lock);
+  s->parked = s->npending;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
 }
 
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
@@ -79,7 +110,7 @@ void srv_pending_free(symm_store_server_t *s, srv_conn_t *c) {
   free(c->pending->body);
   free(c->pending);
   c->pending = NULL;
-  s->npending--;
+  srv_count_parked(s, -1);
 }
 
 static bool srv_key_present(symm_store_server_t *s, const srv_keyref_t *k) {
@@ -174,7 +205,7 @@ static void srv_park(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   p->next_missing = next_missing;
   p->deadline_ns = symm_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   c->pending = p;
-  s->npending++;
+  srv_count_parked(s, 1);
   return;
 fail:
   if (p) {

@@ -48,6 +48,7 @@ typedef struct {
   const char *token;
   char own_token[33];      /* made here for a lone process's own store */
   bool serve;
+  bool job_ranks;          /* rank and world size are the launcher's (environment) */
 } resolved_config_t;
 
 static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t *rc) {
@@ -67,8 +68,12 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     memcpy(&rc->cfg, user, user->size < sizeof rc->cfg ? user->size : sizeof rc->cfg);
   }
   symm_config_t *c = &rc->cfg;
-  if (c->rank < 0) c->rank = env_first_int(rank_vars);
-  if (c->world_size < 0) c->world_size = env_first_int(size_vars);
+  const int env_rank = env_first_int(rank_vars), env_size = env_first_int(size_vars);
+  if (c->rank < 0) c->rank = env_rank;
+  if (c->world_size < 0) c->world_size = env_size;
+  /* Then this process has this rank in every communicator numbered so,
+   * which lets the store report it lost in one it never joined. */
+  rc->job_ranks = env_rank >= 0 && c->rank == env_rank && c->world_size == env_size;
   if (c->rank < 0 && c->world_size < 0) {
     c->rank = 0;
     c->world_size = 1;
@@ -259,9 +264,9 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
       snprintf(rc->store_addr, sizeof rc->store_addr, "127.0.0.1:%d",
                symm_store_server_port(comm->server));
   }
-  symm_result_t res = symm_store_connect_comm(rc->store_addr, rc->token, comm->rank,
-                                              (uint32_t)comm->index, comm->timeout_ms,
-                                              &comm->store);
+  symm_result_t res = symm_store_connect_rank(rc->store_addr, rc->token, comm->rank,
+                                              (uint32_t)comm->index, rc->job_ranks,
+                                              comm->timeout_ms, &comm->store);
   if (res != SYMM_SUCCESS) {
     symm_error_context("rank %d connecting to the store at %s", comm->rank, rc->store_addr);
     return res;

@@ -34,6 +34,9 @@
 #define FDX_ACCEPT_PAUSE_MS 100
 /* Longest sleep between connect attempts while a peer's server is not up. */
 #define FDX_RETRY_MAX_MS 50
+/* How often, while a peer's server refuses connections, the store is asked
+ * whether that peer is lost. */
+#define FDX_STORE_LOOK_MS 100
 #define FDX_DEFAULT_TIMEOUT_MS 60000
 #define FDX_NAME_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) + 1)
 
@@ -67,6 +70,7 @@ struct symm_fdx {
   size_t count, cap;
 
   struct fdx_peer *peers; /* [size] */
+  symm_store_t *store;    /* the communicator's, to ask about lost ranks; NULL: none */
 
   /* Owned by the server thread (and by stop, after the join). */
   struct fdx_conn *conns;
@@ -410,6 +414,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
   char name[FDX_NAME_MAX];
   fdx_printable_name(&addr, len, name, sizeof name);
   int delay_ms = 1;
+  uint64_t store_look_ns = 0;
   for (;;) {
     int sock;
     SYMM_SYSCHECK(sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
@@ -443,6 +448,18 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
     if (absent && p->pid > 0 && symm_process_gone(p->pid))
       return symm_error(SYMM_ERR_PEER_LOST, "rank %d (pid %d) is gone: its fd server %s never "
                         "answered", peer, (int)p->pid, name);
+    /* The store knows of losses the pid cannot show (another PID
+     * namespace, a pid not known): a rank it lost never does its part. */
+    if (absent && symm_now_ns() >= store_look_ns) {
+      store_look_ns = symm_now_ns() + FDX_STORE_LOOK_MS * 1000000ull;
+      int lost = symm_store_lost_rank(fdx->store);
+      if (lost == peer)
+        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so): its fd "
+                          "server %s never answered", peer, name);
+      if (lost >= 0)
+        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so); rank %d's "
+                          "fd server %s had not answered yet", lost, peer, name);
+    }
     if (!absent && err != EAGAIN && err != EINTR) {
       errno = err;
       return symm_error_errno("fd exchange: connect to %s (rank %d)", name, peer);
@@ -646,6 +663,7 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
   fdx->pfds_cap = fdx->conns_cap + 2;
   fdx->pfds = malloc(fdx->pfds_cap * sizeof *fdx->pfds);
   fdx->size = symm_comm_size(comm); /* also what stop uses to tear peers down */
+  fdx->store = symm_comm_store((symm_comm_t *)comm); /* only used, never changed */
   if (!fdx->peers || !fdx->conns || !fdx->pfds) {
     free(fdx->peers);
     fdx->peers = NULL;
