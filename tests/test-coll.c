@@ -1020,3 +1020,42 @@ KINDS_TEST(coll_kinds_gather_3, 3, CALL_ALL_GATHER, CALL_BARRIER, 1, true, false
 KINDS_TEST(coll_kinds_refused_3, 3, CALL_REFUSED, CALL_BARRIER, 1, true, false)
 KINDS_TEST(coll_kinds_refused_cold_2, 2, CALL_REFUSED, CALL_BARRIER, 1, false, false)
 KINDS_TEST(coll_kinds_refused_mixed_3, 3, CALL_ALL_REDUCE, CALL_BARRIER, 2, true, true)
+
+/* Rank 0's all-reduce times out while rank 1 stays out of the
+ * communicator (it waits for a store key), so rank 0 has used one number
+ * more.  Their next barrier names the same call under different numbers:
+ * SYMM_ERR_MISMATCH "out of step" on both, which puts both on the higher
+ * number; from there barrier and all-reduce (values checked) pair up
+ * again, where rank 1's all-reduce would otherwise pair with rank 0's
+ * stale one. */
+static int out_of_step_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  if (rank == 0) {
+    float x[16] = {0};
+    ASSERT_RES(symm_all_reduce(comm, x, x, 16, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+               SYMM_ERR_TIMEOUT);
+    ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/kinds/gave_up", "1", 1));
+  } else {
+    char v[8];
+    size_t len = 0;
+    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/kinds/gave_up", v, sizeof v, &len,
+                             30000));
+  }
+  ASSERT_RES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
+  printf("rank %d: %s\n", rank, symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_comm_barrier as its communicator "
+                      "call #2, rank 0 as #3: the ranks are out of step");
+  ASSERT_OK(symm_comm_barrier(comm));
+  check_recovers(comm, rank, size);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_kinds_out_of_step) {
+  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(2, out_of_step_rank, NULL, &o), 0);
+  return 0;
+}

@@ -15,8 +15,8 @@
  * once, and every rank has used up the same number and the same round.
  * An engine that cannot look at once (GPU: its collectives only enqueue)
  * has no host_call; host calls are numbered apart there, and a collective
- * may come before or after a peer's host call.  Also here: the agreement of every rank on a local step's result, and the
- * user-visible barrier. */
+ * may come before or after a peer's host call.  Also here: the agreement
+ * of every rank on a local step's result, and the user-visible barrier. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,35 +63,37 @@ static void own_tag(const symm_comm_t *comm, uint32_t op, call_tag_t *tag) {
   snprintf(tag->desc, sizeof tag->desc, "%s", desc);
 }
 
-static bool same_call(const call_tag_t *a, const call_tag_t *b) {
-  return a->seq == b->seq && strncmp(a->fn, b->fn, sizeof a->fn) == 0;
+static bool same_fn(const call_tag_t *a, const call_tag_t *b) {
+  return strncmp(a->fn, b->fn, sizeof a->fn) == 0;
 }
 
 /* Every rank sees the same table and compares it with rank 0's entry, so
  * every rank reaches the same verdict and the same message.  Ranks out of
  * step (the same call under different numbers: an earlier call that some
  * ranks gave up on) all continue from the highest number, so that the
- * next calls can pair up again. */
+ * next calls can pair up again; calls of different kinds may come from
+ * different counters (host_seq), whose numbers say nothing of each other. */
 static symm_result_t check_tags(symm_comm_t *comm, const call_tag_t *tags) {
   const call_tag_t *t0 = &tags[0];
-  uint64_t most = 0;
-  for (int r = 0; r < comm->size; r++)
+  uint64_t most = t0->seq;
+  for (int r = 1; r < comm->size; r++) {
+    if (!same_fn(&tags[r], t0))
+      return symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank 0 called %s", r,
+                        tags[r].desc, t0->desc);
     if (tags[r].seq > most) most = tags[r].seq;
+  }
   for (int r = 1; r < comm->size; r++) {
     const call_tag_t *t = &tags[r];
-    if (same_call(t, t0) && t->op == t0->op) continue;
-    uint64_t *counter = comm->call.depth ? comm->call.counter : NULL;
-    if (counter && most > *counter) *counter = most;
-    if (same_call(t, t0))
+    if (t->seq != t0->seq) {
+      if (comm->call.depth && most > *comm->call.counter) *comm->call.counter = most;
+      return symm_error(SYMM_ERR_MISMATCH, "rank %d called %s as its communicator call #%llu, "
+                        "rank 0 as #%llu: the ranks are out of step (an earlier call failed on "
+                        "some of them only)", r, t->desc, (unsigned long long)t->seq,
+                        (unsigned long long)t0->seq);
+    }
+    if (t->op != t0->op)
       return symm_error(SYMM_ERR_MISMATCH, "rank %d and rank 0 are at different steps of %s "
                         "(%s; %s)", r, t0->desc, step_name(t->op), step_name(t0->op));
-    if (strcmp(t->desc, t0->desc) == 0 || t->seq != t0->seq)
-      return symm_error(SYMM_ERR_MISMATCH, "rank %d called %s (its communicator call #%llu) "
-                        "while rank 0 called %s (#%llu): the ranks are out of step", r,
-                        t->desc, (unsigned long long)t->seq, t0->desc,
-                        (unsigned long long)t0->seq);
-    return symm_error(SYMM_ERR_MISMATCH, "rank %d called %s while rank 0 called %s", r, t->desc,
-                      t0->desc);
   }
   return SYMM_SUCCESS;
 }
