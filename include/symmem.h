@@ -19,8 +19,9 @@
  *    the communicator's timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms).
  *    All collective calls of a communicator, whatever their kind, are in
  *    one order: ranks that make calls of different kinds at the same place
- *    (an all-reduce against a barrier) get SYMM_ERR_MISMATCH too (GPU
- *    backends, whose collectives only enqueue: see "Collectives").
+ *    (an all-reduce against a barrier) get SYMM_ERR_MISMATCH too (on GPU
+ *    backends, whose collectives only enqueue, collectives and host calls
+ *    are ordered apart: see "Collectives").
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -800,7 +801,10 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    naming both calls as made ("rank 1 called symm_comm_barrier while
  *    rank 0 called symm_all_reduce(count 100, f32, sum)"); no buffer is
  *    touched and the communicator stays usable (the next calls that match
- *    succeed).  GPU backends: a collective only enqueues work, so its
+ *    succeed).  Ranks left out of step by a call that failed on some of
+ *    them only (a timeout) get SYMM_ERR_MISMATCH at their next barrier or
+ *    other host call ("the ranks are out of step") and are in step again
+ *    after it.  GPU backends: a collective only enqueues work, so its
  *    order against host calls is free (a rank may rendezvous a tensor
  *    before its all-reduce while a peer does it after), and collectives
  *    and host calls are each in their own order.  A rank making a host
