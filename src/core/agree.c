@@ -52,15 +52,12 @@ typedef struct {
   char desc[96];
 } call_tag_t;
 
-static void own_tag(const symm_comm_t *comm, uint32_t op, call_tag_t *tag) {
+static void own_tag(symm_comm_t *comm, uint32_t op, call_tag_t *tag) {
   memset(tag, 0, sizeof *tag);
   tag->op = op;
   tag->seq = comm->call.depth ? comm->call.seq : 0;
-  /* Outside any call: init's rounds, the only ones the core makes there. */
-  const char *fn = comm->call.depth ? comm->call.fn : "symm_comm_init";
-  const char *desc = comm->call.depth ? comm->call.desc : fn;
-  snprintf(tag->fn, sizeof tag->fn, "%s", fn);
-  snprintf(tag->desc, sizeof tag->desc, "%s", desc);
+  snprintf(tag->fn, sizeof tag->fn, "%s", comm->call.depth ? comm->call.fn : "symm_comm_init");
+  snprintf(tag->desc, sizeof tag->desc, "%s", symm_call_desc(comm));
 }
 
 static bool same_fn(const call_tag_t *a, const call_tag_t *b) {
@@ -124,7 +121,7 @@ symm_result_t symm_comm_allgatherv_op(symm_comm_t *comm, uint32_t op, const void
   if (!mine || !tags) {
     free(mine);
     free(tags);
-    return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", comm->call.fn);
+    return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", symm_call_desc(comm));
   }
   call_tag_t own;
   own_tag(comm, op, &own);
@@ -155,14 +152,14 @@ symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void 
   size_t *lens = calloc((size_t)comm->size, sizeof *lens);
   symm_result_t res = SYMM_SUCCESS;
   if (!values || !lens) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", comm->call.fn);
+    res = symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", symm_call_desc(comm));
     goto out;
   }
   SYMM_CHECK_GOTO(symm_comm_allgatherv_op(comm, op, send, len, values, lens), res, out);
   for (int r = 0; r < comm->size; r++) {
     if (lens[r] != len) {
       res = symm_error(SYMM_ERR_MISMATCH, "rank %d called %s with %zu bytes in %s, rank %d "
-                       "with %zu", r, comm->call.depth ? comm->call.desc : "symm_comm_init",
+                       "with %zu", r, symm_call_desc(comm),
                        lens[r], step_name(op), comm->rank, len);
       goto out;
     }
@@ -209,25 +206,59 @@ symm_result_t symm_comm_barrier(symm_comm_t *comm) {
 }
 
 symm_result_t symm_comm_meet_host_call(symm_comm_t *comm) {
-  SYMM_TRACE(COLL, "%s #%llu: a peer is in a host call; meeting it", comm->call.desc,
+  SYMM_TRACE(COLL, "%s #%llu: a peer is in a host call; meeting it", symm_call_desc(comm),
              (unsigned long long)comm->call.seq);
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_COLLECTIVE, NULL, 0, NULL);
   if (res != SYMM_SUCCESS) return res;
   return symm_error(SYMM_ERR_INTERNAL, "%s #%llu: a peer announced a host call, but every rank "
-                    "was in a collective", comm->call.desc, (unsigned long long)comm->call.seq);
+                    "was in a collective", symm_call_desc(comm),
+                    (unsigned long long)comm->call.seq);
 }
 
-void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *fmt, ...) {
-  if (comm->call.depth++) return;
+/* The outermost call's number and name; a step inside it changes nothing
+ * but the depth (false). */
+static bool enter(symm_comm_t *comm, bool host, const char *fn) {
+  if (comm->call.depth++) return false;
   symm_call_t *c = &comm->call;
   c->counter = host && !comm->engine->host_call ? &comm->host_seq : &comm->coll_seq;
   c->seq = ++*c->counter;
-  snprintf(c->fn, sizeof c->fn, "%s", fn);
+  c->fn = fn;
+  c->coll = NULL;
+  c->desc[0] = '\0';
+  return true;
+}
+
+void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *fmt, ...) {
+  if (!enter(comm, host, fn)) return;
+  symm_call_t *c = &comm->call;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->desc, sizeof c->desc, fmt, ap);
   va_end(ap);
   if (host && comm->scratch && comm->engine->host_call) comm->engine->host_call(comm, c->seq);
+}
+
+void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args) {
+  if (enter(comm, false, fn)) comm->call.coll = args;
+}
+
+/* The same words as the engine's mismatch messages, from the arguments as
+ * passed (a refused call's too). */
+const char *symm_call_desc(symm_comm_t *comm) {
+  symm_call_t *c = &comm->call;
+  if (!c->depth) return "symm_comm_init"; /* the core's only rounds outside a call */
+  if (c->desc[0] || !c->coll) return c->desc;
+  const symm_coll_args_t *a = c->coll;
+  const char *dt = symm_dtype_name(a->dtype), *op = symm_redop_name(a->op);
+  int n = snprintf(c->desc, sizeof c->desc, "%s(count %zu, %s", c->fn, a->count, dt ? dt : "?");
+  size_t at = n > 0 && (size_t)n < sizeof c->desc ? (size_t)n : sizeof c->desc - 1;
+  if (symm_coll_reduces(a->kind))
+    snprintf(c->desc + at, sizeof c->desc - at, ", %s)", op ? op : "?");
+  else if (a->kind == SYMM_COLL_BROADCAST)
+    snprintf(c->desc + at, sizeof c->desc - at, ", root %d)", a->root);
+  else
+    snprintf(c->desc + at, sizeof c->desc - at, ")");
+  return c->desc;
 }
 
 void symm_call_end(symm_comm_t *comm) {

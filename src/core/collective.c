@@ -232,20 +232,9 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   return comm->engine->collective(comm, a);
 }
 
-/* The call as the user made it, for messages of any rank: the same words
- * as the engine's mismatch messages ("symm_all_reduce(count 100, f32,
- * sum)"), from the arguments as passed (a refused call's too). */
-static void begin_collective(symm_comm_t *comm, const symm_coll_args_t *a, const char *fn) {
-  const char *dt = symm_dtype_name(a->dtype), *op = symm_redop_name(a->op);
-  char extra[48] = "";
-  if (symm_coll_reduces(a->kind)) snprintf(extra, sizeof extra, ", %s", op ? op : "?");
-  else if (a->kind == SYMM_COLL_BROADCAST) snprintf(extra, sizeof extra, ", root %d", a->root);
-  symm_call_begin(comm, false, fn, "%s(count %zu, %s%s)", fn, a->count, dt ? dt : "?", extra);
-}
-
 static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  begin_collective(comm, a, fn);
+  symm_call_begin_collective(comm, fn, a);
   symm_result_t res = run_checked(comm, a, fn);
   symm_call_end(comm);
   return res;

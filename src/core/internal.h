@@ -40,8 +40,11 @@ typedef struct {
   int depth;        /* 0: no call; > 1: API functions called inside it */
   uint64_t seq;     /* its number (see symm_call_begin) */
   uint64_t *counter;/* what it took the number from (coll_seq or host_seq) */
-  char fn[32];      /* "symm_all_reduce" */
-  char desc[96];    /* "symm_all_reduce(count 100, f32, sum)" */
+  const char *fn;   /* "symm_all_reduce" (static) */
+  const struct symm_coll_args *coll; /* a collective's arguments, else NULL */
+  char desc[96];    /* "symm_all_reduce(count 100, f32, sum)"; a collective's
+                       is made on first use (symm_call_desc): calls that
+                       match never pay for it */
 } symm_call_t;
 
 struct symm_comm {
@@ -113,7 +116,12 @@ enum {
  * halves by parity.  Every begin has its end. */
 void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for an engine collective: `args` (alive until the end) give its
+ * description when a message needs it. */
+void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args);
 void symm_call_end(symm_comm_t *comm);
+/* The current call as the user made it ("symm_comm_init" outside any). */
+const char *symm_call_desc(symm_comm_t *comm);
 
 /* All-gathers `len` bytes per rank into recv[rank * len] (recv may be NULL
  * when len is 0), checking that every rank called the same op. */

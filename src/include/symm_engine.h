@@ -48,7 +48,9 @@ typedef struct symm_engine_ops {
    * core's argument checks (kind, count, seq set; other fields may be
    * invalid; send_bytes and recv_bytes 0), with a descriptor no valid call
    * has, so that the peers fail with SYMM_ERR_MISMATCH instead of pairing
-   * their call with this rank's next one.  Touches no buffer of the call. */
+   * their call with this rank's next one; a peer in a host call is met as
+   * by a collective (symm_comm_meet_host_call).  Touches no buffer of the
+   * call. */
   symm_result_t (*abstain)(symm_comm_t *comm, const symm_coll_args_t *args);
   /* Runs or enqueues a signal put, wait or barrier (SYMM_SIGNAL_*) on a
    * rendezvoused tensor's pads; the core has checked peer, channel and
