@@ -925,7 +925,15 @@ TEST_IMPL(coll_scratch_default) {
  * tensor succeed on every rank.  A rank whose call fails its own argument
  * checks (REFUSED, or rank 0 with `first_refused`) gets
  * SYMM_ERR_INVALID_ARG and still takes part. */
-typedef enum { CALL_ALL_REDUCE, CALL_ALL_GATHER, CALL_BARRIER, CALL_RENDEZVOUS, CALL_REFUSED } kinds_call_t;
+typedef enum {
+  CALL_ALL_REDUCE,
+  CALL_ALL_REDUCE_BIG, /* more than the 64 KiB scratch holds: it would grow */
+  CALL_ALL_GATHER,
+  CALL_BARRIER,
+  CALL_RENDEZVOUS,
+  CALL_REFUSED
+} kinds_call_t;
+enum { KINDS_BIG = 30000 };
 
 typedef struct {
   kinds_call_t low, high;
@@ -937,6 +945,7 @@ typedef struct {
 static const char *kinds_call_name(kinds_call_t k) {
   switch (k) {
     case CALL_ALL_REDUCE: return "symm_all_reduce(count 100, f32, sum)";
+    case CALL_ALL_REDUCE_BIG: return "symm_all_reduce(count 30000, f32, sum)";
     case CALL_ALL_GATHER: return "symm_all_gather(count 100, f32)";
     case CALL_BARRIER: return "symm_comm_barrier";
     case CALL_RENDEZVOUS: return "symm_tensor_rendezvous([100] f32)";
@@ -950,6 +959,8 @@ static symm_result_t kinds_call(symm_comm_t *comm, kinds_call_t k, symm_tensor_t
   switch (k) {
     case CALL_ALL_REDUCE:
       return symm_all_reduce(comm, buf, out, 100, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+    case CALL_ALL_REDUCE_BIG:
+      return symm_all_reduce(comm, buf, out, KINDS_BIG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
     case CALL_ALL_GATHER: return symm_all_gather(comm, buf, out, 100, SYMM_DTYPE_F32, NULL);
     case CALL_BARRIER: return symm_comm_barrier(comm);
     case CALL_RENDEZVOUS: return symm_tensor_rendezvous(t);
@@ -961,13 +972,16 @@ static symm_result_t kinds_call(symm_comm_t *comm, kinds_call_t k, symm_tensor_t
 
 static int kinds_rank(int rank, int size, void *arg) {
   const kinds_case_t *kc = arg;
+  const bool big = kc->low == CALL_ALL_REDUCE_BIG || kc->high == CALL_ALL_REDUCE_BIG;
+  if (big) setenv("SYMM_SCRATCH_BYTES", "64K", 1);
   symm_comm_t *comm = init_comm();
   const int timeout_ms = symm_comm_timeout_ms(comm);
   ASSERT_GE(timeout_ms, 10000);
   int64_t n = 100;
   symm_tensor_t *t = NULL;
   ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
-  float *buf = calloc(1000 * (size_t)size, sizeof *buf), *out = calloc(1000 * (size_t)size, sizeof *out);
+  const size_t elems = big ? KINDS_BIG : 1000 * (size_t)size;
+  float *buf = calloc(elems, sizeof *buf), *out = calloc(elems, sizeof *out);
   ASSERT(buf && out);
   if (kc->warm) check_recovers(comm, rank, size);
   kinds_call_t mine = rank == 0 && kc->first_refused ? CALL_REFUSED
@@ -1020,6 +1034,7 @@ KINDS_TEST(coll_kinds_gather_3, 3, CALL_ALL_GATHER, CALL_BARRIER, 1, true, false
 KINDS_TEST(coll_kinds_refused_3, 3, CALL_REFUSED, CALL_BARRIER, 1, true, false)
 KINDS_TEST(coll_kinds_refused_cold_2, 2, CALL_REFUSED, CALL_BARRIER, 1, false, false)
 KINDS_TEST(coll_kinds_refused_mixed_3, 3, CALL_ALL_REDUCE, CALL_BARRIER, 2, true, true)
+KINDS_TEST(coll_kinds_grow_3, 3, CALL_ALL_REDUCE_BIG, CALL_RENDEZVOUS, 2, true, false)
 
 /* Rank 0's all-reduce times out while rank 1 stays out of the
  * communicator (it waits for a store key), so rank 0 has used one number
