@@ -17,6 +17,11 @@
  *    arguments where stated.  Mismatched arguments are detected and reported
  *    as SYMM_ERR_MISMATCH on every rank.  Every blocking wait is bounded by
  *    the communicator's timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms).
+ *    All collective calls of a communicator, whatever their kind, are in
+ *    one order: ranks that make calls of different kinds at the same place
+ *    (an all-reduce against a barrier) get SYMM_ERR_MISMATCH too (on GPU
+ *    backends, whose collectives only enqueue, collectives and host calls
+ *    are ordered apart: see "Collectives").
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -348,7 +353,8 @@ SYMM_API int symm_comm_timeout_ms(const symm_comm_t *comm);
  * some rank did not arrive within the timeout, SYMM_ERR_PEER_LOST if the
  * store reports a rank gone (or a rank's process on this host is gone),
  * SYMM_ERR_MISMATCH (on every rank) if some rank is in another collective
- * call of the communicator (a rendezvous, say) instead of a barrier,
+ * call of the communicator (a rendezvous or an all-reduce, say) instead of
+ * a barrier (against a collective on a GPU backend: see "Collectives"),
  * SYMM_ERR_INVALID_ARG for NULL; SYMM_ERR_NO_MEMORY, SYMM_ERR_PROTOCOL and
  * SYMM_ERR_SYSTEM from the store connection below.
  */
@@ -744,8 +750,9 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    Each rank decides to grow from its own arguments, so on GPU backends a
  *    call whose count or dtype differs between ranks and makes only some
  *    of them grow gives SYMM_ERR_TIMEOUT (after SYMM_TIMEOUT_MS, the
- *    message says why) instead of SYMM_ERR_MISMATCH; with the scratch
- *    reserved it is a mismatch.  Native needs 28 MiB for its
+ *    message says why) instead of SYMM_ERR_MISMATCH, unless the ranks that
+ *    did not grow make a host call first (then it is a mismatch); with the
+ *    scratch reserved it is a mismatch.  Native needs 28 MiB for its
  *    low-latency areas (LL and LL128 need nothing more) plus two staging
  *    halves, each
  *    of world x the buffer (one-shot), about 2 x the buffer (two-shot),
@@ -800,6 +807,33 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *  - count 0 moves nothing, but is still collective: every rank must call
  *    it (GPU: a rank whose count is 0 while a peer's is not gets
  *    SYMM_ERR_MISMATCH like any other difference).
+ *  - Another kind of call at the same place: the collectives share one
+ *    order with symm_comm_barrier, symm_tensor_rendezvous,
+ *    symm_comm_reserve_scratch (when it grows the scratch) and, where they
+ *    are collective, symm_tensor_alloc, symm_tensor_free and
+ *    symm_comm_pool_trim (calls that return at once without meeting the
+ *    peers, such as a second rendezvous of a tensor, take no place).
+ *    Host backend: ranks in a collective while a peer makes one of those
+ *    calls all get SYMM_ERR_MISMATCH at once, every rank, with a message
+ *    naming both calls as made ("rank 1 called symm_comm_barrier while
+ *    rank 0 called symm_all_reduce(count 100, f32, sum)"); no buffer is
+ *    touched and the communicator stays usable (the next calls that match
+ *    succeed).  Ranks left out of step by a call that failed on some of
+ *    them only (a timeout) get SYMM_ERR_MISMATCH at their next barrier or
+ *    other host call ("the ranks are out of step") and are in step again
+ *    after it.  GPU backends: a collective only enqueues work, so its
+ *    order against host calls is free (a rank may rendezvous a tensor
+ *    before its all-reduce while a peer does it after), and collectives
+ *    and host calls are each in their own order.  A rank making a host
+ *    call where its peers make a collective therefore pairs that host
+ *    call with the peers' next host call (a SYMM_ERR_MISMATCH if that is
+ *    another kind, else it succeeds; SYMM_ERR_TIMEOUT if none comes within
+ *    SYMM_TIMEOUT_MS; at once SYMM_ERR_MISMATCH on every rank if the
+ *    collective had to grow the scratch), and its peers' kernels pair with
+ *    its later kernels: they report SYMM_ERR_MISMATCH, or
+ *    SYMM_ERR_TIMEOUT after SYMM_TIMEOUT_MS (device-side), through
+ *    symm_comm_check_async_error.  The device-side sequence stays out of
+ *    step after that: destroy the communicator.
  */
 typedef enum symm_redop {
   SYMM_REDUCE_SUM = 0,

@@ -913,3 +913,164 @@ TEST_IMPL(coll_scratch_default) {
   ASSERT_EQ(test_run_ranks(2, scratch_default_rank, "1M"), 0);
   return 0;
 }
+
+/* ------------------------------------ different kinds of communicator call */
+/* Ranks below `split` make call `low`, the others call `high`, with the
+ * same sequence number: a collective the engine runs on the scratch pads
+ * against a call that agrees over the bootstrap (barrier, rendezvous), with
+ * the scratch in place (`warm`: one all-reduce first) or not yet.  Every
+ * rank gets SYMM_ERR_MISMATCH at once (well before the 20 s timeout)
+ * naming both calls as the user made them, never an internal step; then a
+ * matched all-reduce (values checked), a barrier and the rendezvous of the
+ * tensor succeed on every rank.  A rank whose call fails its own argument
+ * checks (REFUSED, or rank 0 with `first_refused`) gets
+ * SYMM_ERR_INVALID_ARG and still takes part. */
+typedef enum {
+  CALL_ALL_REDUCE,
+  CALL_ALL_REDUCE_BIG, /* more than the 64 KiB scratch holds: it would grow */
+  CALL_ALL_GATHER,
+  CALL_BARRIER,
+  CALL_RENDEZVOUS,
+  CALL_REFUSED
+} kinds_call_t;
+enum { KINDS_BIG = 30000 };
+
+typedef struct {
+  kinds_call_t low, high;
+  int split;
+  bool warm;
+  bool first_refused; /* rank 0 makes a refused all-reduce instead */
+} kinds_case_t;
+
+static const char *kinds_call_name(kinds_call_t k) {
+  switch (k) {
+    case CALL_ALL_REDUCE: return "symm_all_reduce(count 100, f32, sum)";
+    case CALL_ALL_REDUCE_BIG: return "symm_all_reduce(count 30000, f32, sum)";
+    case CALL_ALL_GATHER: return "symm_all_gather(count 100, f32)";
+    case CALL_BARRIER: return "symm_comm_barrier";
+    case CALL_RENDEZVOUS: return "symm_tensor_rendezvous([100] f32)";
+    case CALL_REFUSED: return "symm_all_reduce(count 100, f32, ";
+  }
+  return "?";
+}
+
+static symm_result_t kinds_call(symm_comm_t *comm, kinds_call_t k, symm_tensor_t *t, float *buf,
+                                float *out) {
+  switch (k) {
+    case CALL_ALL_REDUCE:
+      return symm_all_reduce(comm, buf, out, 100, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+    case CALL_ALL_REDUCE_BIG:
+      return symm_all_reduce(comm, buf, out, KINDS_BIG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+    case CALL_ALL_GATHER: return symm_all_gather(comm, buf, out, 100, SYMM_DTYPE_F32, NULL);
+    case CALL_BARRIER: return symm_comm_barrier(comm);
+    case CALL_RENDEZVOUS: return symm_tensor_rendezvous(t);
+    case CALL_REFUSED:
+      return symm_all_reduce(comm, buf, out, 100, SYMM_DTYPE_F32, (symm_redop_t)7, NULL);
+  }
+  return SYMM_ERR_INTERNAL;
+}
+
+static int kinds_rank(int rank, int size, void *arg) {
+  const kinds_case_t *kc = arg;
+  const bool big = kc->low == CALL_ALL_REDUCE_BIG || kc->high == CALL_ALL_REDUCE_BIG;
+  if (big) setenv("SYMM_SCRATCH_BYTES", "64K", 1);
+  symm_comm_t *comm = init_comm();
+  const int timeout_ms = symm_comm_timeout_ms(comm);
+  ASSERT_GE(timeout_ms, 10000);
+  int64_t n = 100;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  const size_t elems = big ? KINDS_BIG : 1000 * (size_t)size;
+  float *buf = calloc(elems, sizeof *buf), *out = calloc(elems, sizeof *out);
+  ASSERT(buf && out);
+  if (kc->warm) check_recovers(comm, rank, size);
+  kinds_call_t mine = rank == 0 && kc->first_refused ? CALL_REFUSED
+                      : rank < kc->split ? kc->low : kc->high;
+  uint64_t start = test_now_ms();
+  symm_result_t res = kinds_call(comm, mine, t, buf, out);
+  uint64_t took = test_now_ms() - start;
+  printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
+         symm_last_error());
+  ASSERT_RES(res, mine == CALL_REFUSED ? SYMM_ERR_INVALID_ARG : SYMM_ERR_MISMATCH);
+  ASSERT_LT(took, (uint64_t)timeout_ms / 2);
+  if (mine != CALL_REFUSED) {
+    ASSERT_STR_CONTAINS(symm_last_error(),
+                        kinds_call_name(kc->first_refused ? CALL_REFUSED : kc->low));
+    ASSERT_STR_CONTAINS(symm_last_error(), kinds_call_name(kc->high));
+    ASSERT(!strstr(symm_last_error(), "called status"));
+    ASSERT(!strstr(symm_last_error(), "called rendezvous"));
+    ASSERT(!strstr(symm_last_error(), "called barrier"));
+  }
+  /* Still in step: the next calls match and work. */
+  for (size_t i = 0; i < 1000; i++) buf[i] = (float)(rank + (int)(i % 7));
+  ASSERT_OK(symm_all_reduce(comm, buf, out, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  for (size_t i = 0; i < 1000; i++)
+    ASSERT_EQ((int)out[i], size * (size - 1) / 2 + size * (int)(i % 7));
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  check_recovers(comm, rank, size);
+  ASSERT_OK(symm_tensor_free(t));
+  free(buf);
+  free(out);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+#define KINDS_TEST(name, ranks, low, high, split, warm, first_refused)  \
+  TEST_IMPL(name) {                                                    \
+    static kinds_case_t kc = {low, high, split, warm, first_refused};   \
+    ASSERT_EQ(test_run_ranks(ranks, kinds_rank, &kc), 0);              \
+    return 0;                                                          \
+  }
+
+KINDS_TEST(coll_kinds_barrier_2, 2, CALL_ALL_REDUCE, CALL_BARRIER, 1, true, false)
+KINDS_TEST(coll_kinds_barrier_cold_2, 2, CALL_ALL_REDUCE, CALL_BARRIER, 1, false, false)
+KINDS_TEST(coll_kinds_barrier_3, 3, CALL_ALL_REDUCE, CALL_BARRIER, 2, true, false)
+KINDS_TEST(coll_kinds_barrier_cold_3, 3, CALL_ALL_REDUCE, CALL_BARRIER, 1, false, false)
+KINDS_TEST(coll_kinds_rendezvous_2, 2, CALL_ALL_REDUCE, CALL_RENDEZVOUS, 1, true, false)
+KINDS_TEST(coll_kinds_rendezvous_cold_3, 3, CALL_ALL_REDUCE, CALL_RENDEZVOUS, 1, false, false)
+KINDS_TEST(coll_kinds_gather_2, 2, CALL_BARRIER, CALL_ALL_GATHER, 1, true, false)
+KINDS_TEST(coll_kinds_gather_3, 3, CALL_ALL_GATHER, CALL_BARRIER, 1, true, false)
+KINDS_TEST(coll_kinds_refused_3, 3, CALL_REFUSED, CALL_BARRIER, 1, true, false)
+KINDS_TEST(coll_kinds_refused_cold_2, 2, CALL_REFUSED, CALL_BARRIER, 1, false, false)
+KINDS_TEST(coll_kinds_refused_mixed_3, 3, CALL_ALL_REDUCE, CALL_BARRIER, 2, true, true)
+KINDS_TEST(coll_kinds_grow_3, 3, CALL_ALL_REDUCE_BIG, CALL_RENDEZVOUS, 2, true, false)
+
+/* Rank 0's all-reduce times out while rank 1 stays out of the
+ * communicator (it waits for a store key), so rank 0 has used one number
+ * more.  Their next barrier names the same call under different numbers:
+ * SYMM_ERR_MISMATCH "out of step" on both, which puts both on the higher
+ * number; from there barrier and all-reduce (values checked) pair up
+ * again, where rank 1's all-reduce would otherwise pair with rank 0's
+ * stale one. */
+static int out_of_step_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  if (rank == 0) {
+    float x[16] = {0};
+    ASSERT_RES(symm_all_reduce(comm, x, x, 16, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+               SYMM_ERR_TIMEOUT);
+    ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/kinds/gave_up", "1", 1));
+  } else {
+    char v[8];
+    size_t len = 0;
+    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/kinds/gave_up", v, sizeof v, &len,
+                             30000));
+  }
+  ASSERT_RES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
+  printf("rank %d: %s\n", rank, symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 called symm_comm_barrier as its communicator "
+                      "call #2, rank 0 as #3: the ranks are out of step");
+  ASSERT_OK(symm_comm_barrier(comm));
+  check_recovers(comm, rank, size);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_kinds_out_of_step) {
+  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(2, out_of_step_rank, NULL, &o), 0);
+  return 0;
+}

@@ -61,9 +61,15 @@ symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_algo_t *alg
 }
 
 symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes) {
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_reserve_scratch: comm is NULL");
-  symm_tensor_t *t;
-  return symm_comm_scratch(comm, bytes, &t);
+  static const char fn[] = "symm_comm_reserve_scratch";
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  symm_tensor_t *t = symm_comm_scratch_current(comm);
+  /* Enough already is the same answer on every rank: no round, no number. */
+  if (t && symm_tensor_nbytes(t) >= bytes) return SYMM_SUCCESS;
+  symm_call_begin(comm, true, fn, "%s(%zu bytes)", fn, bytes);
+  symm_result_t res = symm_comm_scratch(comm, bytes, &t);
+  symm_call_end(comm);
+  return res;
 }
 
 void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...) {
@@ -91,7 +97,7 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   uint64_t fields[6] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
                         (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo};
   uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
-  return h != SYMM_COLL_SIG_REFUSED ? h : 1;
+  return h != SYMM_COLL_SIG_REFUSED && h != SYMM_COLL_SIG_HOST_CALL ? h : 1;
 }
 
 bool symm_dtype_reducible(symm_dtype_t dt) {
@@ -190,7 +196,7 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
                              const char *fn) {
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
-  a->seq = ++comm->coll_seq;
+  a->seq = comm->call.seq;
   a->send_bytes = a->recv_bytes = 0;
   SYMM_TRACE(COLL, "%s #%llu: refused here (%s)", fn, (unsigned long long)a->seq, saved);
   symm_result_t res = comm->engine->abstain(comm, a);
@@ -213,18 +219,25 @@ static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const 
                     comm->rank, comm->ops->name);
 }
 
-static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (comm->unreachable) return run_provider(comm, a, fn);
   symm_result_t res = check_args(comm, a, fn);
   if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
-  a->seq = ++comm->coll_seq;
+  a->seq = comm->call.seq;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));
   return comm->engine->collective(comm, a);
+}
+
+static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  symm_call_begin_collective(comm, fn, a);
+  symm_result_t res = run_checked(comm, a, fn);
+  symm_call_end(comm);
+  return res;
 }
 
 symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -32,6 +32,21 @@ const symm_backend_ops_t *const *symm_backend_list(size_t *count);
 /* ----------------------------------------------------------- communicator */
 struct symm_pool_entry;
 
+/* The communicator-wide call this rank is in, as the user made it.  The
+ * library's own calls of API functions inside it (the scratch's alloc and
+ * rendezvous inside a collective) are steps of it: they take no number and
+ * carry its name, so that a mismatch names what the user called. */
+typedef struct {
+  int depth;        /* 0: no call; > 1: API functions called inside it */
+  uint64_t seq;     /* its number (see symm_call_begin) */
+  uint64_t *counter;/* what it took the number from (coll_seq or host_seq) */
+  const char *fn;   /* "symm_all_reduce" (static) */
+  const struct symm_coll_args *coll; /* a collective's arguments, else NULL */
+  char desc[96];    /* "symm_all_reduce(count 100, f32, sum)"; a collective's
+                       is made on first use (symm_call_desc): calls that
+                       match never pay for it */
+} symm_call_t;
+
 struct symm_comm {
   int rank, size, local_rank, local_size;
   int device;                /* the engine's device, -1: none (CPU memory) */
@@ -68,7 +83,10 @@ struct symm_comm {
   /* Collectives */
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
   symm_algo_t allreduce_algo;
-  uint64_t coll_seq;
+  uint64_t coll_seq;         /* the last number a communicator-wide call took */
+  uint64_t host_seq;         /* the same for host calls where the engine has no
+                                host_call (GPU: collectives only enqueue) */
+  symm_call_t call;
   int async_error;           /* symm_result_t, set by symm_comm_set_async_error */
   char async_msg[256];
 };
@@ -81,8 +99,30 @@ enum {
   SYMM_TAG_STATUS = 3,
   SYMM_TAG_STARTUP = 4,  /* init's round: every rank's status and blobs */
   SYMM_TAG_ALLOC = 5,    /* a collective allocation's arguments */
-  SYMM_TAG_FREE = 6      /* a collective free's allocation */
+  SYMM_TAG_FREE = 6,     /* a collective free's allocation */
+  SYMM_TAG_COLLECTIVE = 7 /* an engine collective meeting a host call (symm_comm_meet_host_call) */
 };
+/* Starts communicator-wide call `fn` (desc: its arguments in brief, as
+ * printf); inside another call it is a step of that one and changes
+ * nothing but the depth.  The outermost takes the next number (coll_seq);
+ * with `host` it agrees over the bootstrap, and says so first where the
+ * peers' engine collectives of the same number look (engine->host_call),
+ * so that they join its round instead of waiting on the scratch pads.
+ * Where the engine cannot look (no host_call: GPU collectives only
+ * enqueue, and may legally come before or after a peer's host call) host
+ * calls are numbered apart (host_seq), in their own order.
+ * Only calls that every rank makes and that synchronise every rank take a
+ * number: a rank-local call would break the engine's reuse of pads and
+ * halves by parity.  Every begin has its end. */
+void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same for an engine collective: `args` (alive until the end) give its
+ * description when a message needs it. */
+void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args);
+void symm_call_end(symm_comm_t *comm);
+/* The current call as the user made it ("symm_comm_init" outside any). */
+const char *symm_call_desc(symm_comm_t *comm);
+
 /* All-gathers `len` bytes per rank into recv[rank * len] (recv may be NULL
  * when len is 0), checking that every rank called the same op. */
 symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void *send,

@@ -368,7 +368,12 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
     args.dtype = (int32_t)dtype;
     memcpy(args.sizes, sizes, sizeof *sizes * (size_t)ndim);
     args.alloc_bytes = alloc_bytes;
-    SYMM_CHECK(alloc_collective(comm, &args, data_offset, nbytes, &t));
+    char desc[80];
+    describe_alloc(&args, desc, sizeof desc);
+    symm_call_begin(comm, true, "symm_tensor_alloc", "symm_tensor_alloc(%s)", desc);
+    symm_result_t res = alloc_collective(comm, &args, data_offset, nbytes, &t);
+    symm_call_end(comm);
+    SYMM_CHECK(res);
   } else {
     SYMM_CHECK(alloc_local(comm, data_offset, nbytes, alloc_bytes, &t));
   }
@@ -450,9 +455,22 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
   return res;
 }
 
+static symm_result_t rendezvous(symm_tensor_t *t);
+
 symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_rendezvous"));
-  if (t->rendezvoused) return SYMM_SUCCESS;
+  if (t->rendezvoused) return SYMM_SUCCESS; /* alike on every rank: no round */
+  rendezvous_info_t shape = {t->ndim, (int32_t)t->dtype, {0}, 0, {0}};
+  memcpy(shape.sizes, t->sizes, sizeof shape.sizes);
+  char desc[80];
+  describe_shape(&shape, desc, sizeof desc);
+  symm_call_begin(t->comm, true, "symm_tensor_rendezvous", "symm_tensor_rendezvous(%s)", desc);
+  symm_result_t res = rendezvous(t);
+  symm_call_end(t->comm);
+  return res;
+}
+
+static symm_result_t rendezvous(symm_tensor_t *t) {
   symm_comm_t *comm = t->comm;
   rendezvous_info_t mine;
   memset(&mine, 0, sizeof mine);
@@ -797,7 +815,13 @@ symm_result_t symm_tensor_free(symm_tensor_t *t) {
   }
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_free"));
   symm_comm_t *comm = t->comm;
-  if (comm->caps.collective_free) return free_collective(comm, t);
+  if (comm->caps.collective_free) {
+    symm_call_begin(comm, true, "symm_tensor_free", "symm_tensor_free(its allocation %llu)",
+                    (unsigned long long)t->alloc_seq);
+    symm_result_t res = free_collective(comm, t);
+    symm_call_end(comm);
+    return res;
+  }
   detach_tensor(t);
   retire_tensor(comm, t, pool_has_room(comm, t->mem.alloc_bytes));
   return SYMM_SUCCESS;
@@ -854,7 +878,9 @@ symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released) {
     pthread_mutex_unlock(&comm->lock);
     uint64_t *all = calloc((size_t)comm->size, sizeof *all);
     if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_pool_trim: out of memory");
+    symm_call_begin(comm, true, "symm_comm_pool_trim", "symm_comm_pool_trim");
     symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_FREE, &mine, sizeof mine, all);
+    symm_call_end(comm);
     for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++)
       if (all[r] != mine)
         res = symm_error(SYMM_ERR_MISMATCH, "symm_comm_pool_trim: rank %d pools other "

@@ -29,6 +29,7 @@ static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm,
  * top of cpu_coll.c. */
 symm_result_t cpu_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_result_t cpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
+void cpu_host_call(symm_comm_t *comm, uint64_t seq);
 symm_algo_t cpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
 symm_result_t cpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
 /* Signals, run at once (cpu_signal.c). */

@@ -18,7 +18,11 @@
  *   detail[seq & 1]  the arguments, for the mismatch message.
  * Every rank publishes before waiting and compares all signatures after the
  * arrival, so ranks that disagree all return SYMM_ERR_MISMATCH before any
- * data moves.  Waits poll with backoff (spin ~20 us, then sched_yield up to
+ * data moves.  Calls that agree over the bootstrap (barrier, rendezvous,
+ * collective alloc and free) share the numbers: a rank in one arrives with
+ * SYMM_COLL_SIG_HOST_CALL (cpu_host_call), and every rank in a collective
+ * of that number then meets it in its bootstrap round
+ * (symm_comm_meet_host_call), where all of them fail with the mismatch.  Waits poll with backoff (spin ~20 us, then sched_yield up to
  * 1 ms, then nanosleep growing to 64 us; no spinning at all when this host
  * has more ranks than CPUs) so that oversubscribed ranks still progress, and
  * end after the communicator's timeout with SYMM_ERR_TIMEOUT naming
@@ -222,9 +226,19 @@ static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
     snprintf(out + n, cap - (size_t)n, ")");
 }
 
+/* Whether some rank arrived in a host call of this number (cpu_host_call)
+ * rather than a collective: every rank sees the same table once all
+ * arrived, so every rank in a collective decides alike and meets it. */
+static bool peer_in_host_call(const coll_t *c) {
+  for (int r = 0; r < c->w; r++)
+    if (c->pads[r]->slot[c->h].brief.sig == SYMM_COLL_SIG_HOST_CALL) return true;
+  return false;
+}
+
 /* Every rank compares the same table against rank 0, so every rank reaches
  * the same verdict and the same message. */
 static symm_result_t check_match(const coll_t *c) {
+  if (peer_in_host_call(c)) return symm_comm_meet_host_call(c->comm);
   for (int r = 0; r < c->w; r++) {
     if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
     return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
@@ -574,7 +588,25 @@ static symm_result_t refuse(coll_t *c) {
   c->sig = SYMM_COLL_SIG_REFUSED;
   SYMM_CHECK(prepare_scratch(c)); /* c->half is 0: any scratch, or the smallest */
   publish(c, 0, 0);
-  return wait_phase(c, PHASE_ARRIVED, "arrive");
+  SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+  return peer_in_host_call(c) ? symm_comm_meet_host_call(c->comm) : SYMM_SUCCESS;
+}
+
+/* Host call `seq` (engine->host_call): an arrival no collective makes,
+ * in the slot of its parity.  The slot is free: every rank arrived at
+ * seq - 1, so none still reads what this rank published for seq - 2. */
+void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
+  void *p;
+  if (symm_tensor_signal_pad(symm_comm_scratch_current(comm), symm_comm_rank(comm), &p) !=
+      SYMM_SUCCESS) {
+    symm_error_clear(); /* the peers' collective then waits: no worse than no scratch */
+    return;
+  }
+  coll_pad_t *pad = p;
+  const int h = (int)(seq & 1);
+  pad->slot[h].brief = (coll_brief_t){SYMM_COLL_SIG_HOST_CALL, 0, 0};
+  memset(&pad->detail[h], 0, sizeof pad->detail[h]);
+  atomic_store_explicit(&pad->slot[h].flag, seq * PHASES + PHASE_ARRIVED, memory_order_release);
 }
 
 /* Runs body on a frame for one call of comm. */

@@ -66,6 +66,7 @@ const symm_engine_ops_t symm_cpu_engine = {
     .scratch_bytes = cpu_scratch_bytes,
     .collective = cpu_collective,
     .abstain = cpu_abstain,
+    .host_call = cpu_host_call,
     .signal = cpu_signal,
     .zero = cpu_zero,
 };

@@ -327,7 +327,7 @@ uint64_t symm_comm_next_coll_seq(symm_comm_t *comm);
 #define SYMM_COLL_SIG_REFUSED 0u
 /* Stable 64-bit description of a collective for cross-rank comparison:
  * kind, count, dtype, op, root and, for all-reduce, the algorithm that
- * runs; never SYMM_COLL_SIG_REFUSED. */
+ * runs; never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
 bool symm_dtype_reducible(symm_dtype_t dt);

@@ -48,7 +48,9 @@ typedef struct symm_engine_ops {
    * core's argument checks (kind, count, seq set; other fields may be
    * invalid; send_bytes and recv_bytes 0), with a descriptor no valid call
    * has, so that the peers fail with SYMM_ERR_MISMATCH instead of pairing
-   * their call with this rank's next one.  Touches no buffer of the call. */
+   * their call with this rank's next one; a peer in a host call is met as
+   * by a collective (symm_comm_meet_host_call).  Touches no buffer of the
+   * call. */
   symm_result_t (*abstain)(symm_comm_t *comm, const symm_coll_args_t *args);
   /* Runs or enqueues a signal put, wait or barrier (SYMM_SIGNAL_*) on a
    * rendezvoused tensor's pads; the core has checked peer, channel and
@@ -67,11 +69,30 @@ typedef struct symm_engine_ops {
    * NULL for memory the CPU reaches directly. */
   symm_result_t (*device_copy)(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
   void (*device_free)(symm_comm_t *comm, void *dev);
+  /* Optional: this rank enters communicator-wide call `seq`, which agrees
+   * over the bootstrap (a barrier, a rendezvous...), and the scratch
+   * exists.  Says so where a peer's collective of the same number waits
+   * for this rank (CPU: this rank's pad slot, as an arrival with
+   * SYMM_COLL_SIG_HOST_CALL), so that the peer calls
+   * symm_comm_meet_host_call instead of waiting out the timeout.  NULL
+   * where collectives run where the host cannot look at once (GPU). */
+  void (*host_call)(symm_comm_t *comm, uint64_t seq);
   /* members above: version 1 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;
 extern const symm_engine_ops_t symm_gpu_engine;
+
+/* The signature a rank in a host call (engine->host_call) arrives with:
+ * no collective's signature. */
+#define SYMM_COLL_SIG_HOST_CALL UINT64_MAX
+/* For a collective that found a peer in a host call of its own number:
+ * takes part in that call's bootstrap round in the name of this rank's
+ * call, so that every rank of both kinds fails at once with
+ * SYMM_ERR_MISMATCH naming both calls, having used up the same number and
+ * the same round (the communicator stays in step).  Every rank in a
+ * collective joins exactly once; returns that mismatch. */
+symm_result_t symm_comm_meet_host_call(symm_comm_t *comm);
 
 /* Whether symm_comm_init finished with this communicator (false in the
  * fini calls of a failed init). */
