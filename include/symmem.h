@@ -15,8 +15,16 @@
  *  - "Collective" means every rank of the communicator must make the call, in
  *    the same order relative to other collective calls, with the same
  *    arguments where stated.  Mismatched arguments are detected and reported
- *    as SYMM_ERR_MISMATCH on every rank.  Every blocking wait is bounded by
- *    the communicator's timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms).
+ *    as SYMM_ERR_MISMATCH on every rank.
+ *  - Timeouts.  Every call that waits returns within the communicator's
+ *    timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms; a store call's own
+ *    where it takes one) plus a slack of max(250 ms, timeout / 10), counted
+ *    from the call's entry: the timeout is one deadline for the whole call,
+ *    shared by every wait inside it (connecting to the store, each exchange,
+ *    the cleanup after a failure), never a fresh timeout per step, and the
+ *    slack is for answers in flight when it comes and that cleanup.  The
+ *    message of SYMM_ERR_TIMEOUT names the ranks the call waited for, or the
+ *    store and the rank that serves it when the store stopped answering.
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -300,7 +308,8 @@ SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
  * the pool, closes the connections.  Local: not collective, and it does not
  * wait on peers, except on the rank that serves the store (rank 0 unless
  * symmem-run or SYMM_STORE_EXTERNAL / symm_config_t.store_server says
- * otherwise): there it waits up to min(timeout, 10 s) for the other ranks to
+ * otherwise): there it waits up to min(timeout, 10 s), plus the slack of
+ * that (see Timeouts above), for the other ranks to
  * close this communicator's store connections before stopping the store, so
  * that a peer still finishing a call is not cut off (it would see
  * SYMM_ERR_PEER_LOST).  The store is not stopped while another communicator
@@ -370,7 +379,9 @@ SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
  * keys: name yours per communicator if they must not meet.  Keys are
  * 1..255 bytes, values at most 16 MiB.  All calls are local requests to the store (not collective),
  * thread-unsafe per communicator, and bounded by the communicator timeout
- * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
+ * unless a timeout is given: a call returns within that timeout plus the
+ * slack of the communicator's (see Timeouts above), also when the store
+ * has stopped answering.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
  * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone; for
  * waiting calls also a rank the store saw go), SYMM_ERR_TIMEOUT (the store
  * made no progress with the request within the timeout), SYMM_ERR_SYSTEM

@@ -45,13 +45,20 @@ static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t
                                           (const char *const *)s->keys, (size_t)bs->size, values,
                                           lens, bs->timeout_ms);
   if (res == SYMM_ERR_TIMEOUT) {
-    /* Name the ranks that never arrived, which is what the user needs. */
-    char missing[256] = "";
+    /* Name the ranks that never arrived, which is what the user needs.  A
+     * store that did not answer the exchange answers no check either (the
+     * handle is broken): its own message, naming it, stands. */
+    char missing[256] = "", saved[1024];
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
     size_t n = 0;
     for (int r = 0; r < bs->size && n + 16 < sizeof missing; r++) {
       int present = 0;
       const char *k = s->keys[r];
-      if (symm_store_check(s->store, &k, 1, &present) == SYMM_SUCCESS && !present)
+      if (symm_store_check(s->store, &k, 1, &present) != SYMM_SUCCESS) {
+        symm_error_restore(saved);
+        return res;
+      }
+      if (!present)
         n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
     }
     if (!n)

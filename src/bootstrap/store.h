@@ -78,8 +78,13 @@ void symm_store_close(symm_store_t *store);
 /* Closes without BYE (the server then treats the rank as lost); for tests
  * and for fork()ed children. */
 void symm_store_abandon(symm_store_t *store);
-/* Default timeout used when a call passes a negative timeout. */
+/* Default timeout used when a call passes a negative timeout, and the one
+ * requests that do not wait are bounded by; calls return within their
+ * timeout plus the slack of this one (symm_timeout_slack_ms). */
 void symm_store_set_timeout(symm_store_t *store, int timeout_ms);
+/* The rank that serves the store (-1: none, the default), named in the
+ * messages of a store that stops answering. */
+void symm_store_set_server_rank(symm_store_t *store, int rank);
 
 /* Waits (timeout as in symm_store_get) until all n keys exist, then returns
  * their values in one reply: values[i] is malloc'd (caller frees) with

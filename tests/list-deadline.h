@@ -1,0 +1,6 @@
+TEST_ENTRY(deadline_frozen_before_init, 120)
+TEST_ENTRY(deadline_frozen_before_init_ext, 120)
+TEST_ENTRY(deadline_frozen_in_init, 120)
+TEST_ENTRY(deadline_frozen_in_init_ext, 120)
+TEST_ENTRY(deadline_frozen_in_barrier, 120)
+TEST_ENTRY(deadline_frozen_in_barrier_ext, 120)
