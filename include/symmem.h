@@ -449,8 +449,14 @@ typedef struct symm_store_server symm_store_server_t;
 /* Starts a server thread listening on bind_host:port (port 0: any free
  * port; bind_host NULL or "": 127.0.0.1; "[v6]" accepted).  Every
  * connection must present `token` (NULL or "": no check, logged at WARN).
- * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS is
- * closed.  Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
+ * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS of
+ * connecting (counted from when the kernel set it up, which may be long
+ * before the server accepts it) is closed.  At most 64 connections without
+ * a valid HELLO are held: past that, the one that connected first is
+ * closed once it has had 200 ms, so that connections which never present
+ * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
+ * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
  * token over 1024 bytes), SYMM_ERR_SYSTEM (the address cannot be resolved
  * or bound, no thread), SYMM_ERR_NO_MEMORY. */
 SYMM_API symm_result_t symm_store_server_start(const char *bind_host, int port,

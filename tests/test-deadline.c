@@ -8,6 +8,10 @@
  * rank.  Both with rank 0 serving the store and with the store in a
  * process of its own (as symmem-run serves it).
  *
+ * Floods: a process holding 2000+ connections that never say HELLO, and
+ * opening new ones all along, must not keep a job that has the token from
+ * its init and a barrier within SYMM_TIMEOUT_MS.
+ *
  * Jobs are forked by hand (not test_run_ranks): the tests choose who
  * serves the store, start ranks in a given order behind a gate (a pipe the
  * parent closes), and freeze one at an event seen through the store. */
@@ -16,11 +20,14 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,8 +79,9 @@ static void dl_random_hex(char *out, size_t bytes) {
 }
 
 /* The store in a process of its own (symmem-run's setup: the same server
- * code in a launcher); forked before any thread exists here. */
-static void dl_start_store_process(dl_job_t *j) {
+ * code in a launcher); forked before any thread exists here.  fd_limit > 0
+ * lowers that process's RLIMIT_NOFILE (soft and hard) to it first. */
+static void dl_start_store_process(dl_job_t *j, int fd_limit) {
   int ctl[2], ready[2];
   ASSERT_EQ(pipe(ctl), 0);
   ASSERT_EQ(pipe(ready), 0);
@@ -86,7 +94,9 @@ static void dl_start_store_process(dl_job_t *j) {
     close(ready[0]);
     symm_store_server_t *server = NULL;
     int p = -1;
-    if (symm_store_server_start("127.0.0.1", j->port, j->token, &server) == SYMM_SUCCESS)
+    struct rlimit rl = {(rlim_t)fd_limit, (rlim_t)fd_limit};
+    if ((fd_limit <= 0 || setrlimit(RLIMIT_NOFILE, &rl) == 0) &&
+        symm_store_server_start("127.0.0.1", j->port, j->token, &server) == SYMM_SUCCESS)
       p = symm_store_server_port(server);
     if (write(ready[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
     char c;
@@ -118,7 +128,7 @@ static void dl_job_init(dl_job_t *j, int n, int timeout_ms, bool rank0_serves) {
   j->port = test_free_port();
   snprintf(j->addr, sizeof j->addr, "127.0.0.1:%d", j->port);
   /* Before the pipes, which the store process must not hold open. */
-  if (!rank0_serves) dl_start_store_process(j);
+  if (!rank0_serves) dl_start_store_process(j, 0);
   ASSERT_EQ(pipe(j->gate), 0);
   ASSERT_EQ(pipe(j->report), 0);
 }
@@ -342,3 +352,197 @@ TEST_IMPL(deadline_frozen_in_init) { return dl_frozen_matrix(FREEZE_AFTER_HELLO,
 TEST_IMPL(deadline_frozen_in_init_ext) { return dl_frozen_matrix(FREEZE_AFTER_HELLO, false); }
 TEST_IMPL(deadline_frozen_in_barrier) { return dl_frozen_matrix(FREEZE_IN_BARRIER, true); }
 TEST_IMPL(deadline_frozen_in_barrier_ext) { return dl_frozen_matrix(FREEZE_IN_BARRIER, false); }
+
+/* ------------------------------------------------------------- floods */
+#define FLOOD_HELD 2000   /* kept open to the end */
+#define FLOOD_RING 1000   /* the newest others, the oldest of them closed */
+#define FLOOD_BURST 20    /* new connections every FLOOD_PERIOD_MS */
+#define FLOOD_PERIOD_MS 10
+
+/* A socket connecting (non-blocking) to port; -1 if none could be made. */
+static int flood_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Closes with a reset: no TIME_WAIT left for the ports of a long flood. */
+static void flood_close(int fd) {
+  struct linger lg = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  close(fd);
+}
+
+/* The flooder's process: FLOOD_HELD connections that never send a byte
+ * and stay open, then FLOOD_BURST more every FLOOD_PERIOD_MS (the oldest
+ * of those beyond FLOOD_RING closed) until ctl reaches EOF.  Says on
+ * `ready` how many it holds (0: its fd limit is too low, then it exits). */
+static void flood_main(int port, int ready, int ctl) {
+  struct rlimit rl;
+  int ok = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max >= 4096;
+  if (ok && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ok = setrlimit(RLIMIT_NOFILE, &rl) == 0;
+  }
+  static int held[FLOOD_HELD], ring[FLOOD_RING];
+  int nheld = 0, head = 0, count = 0, opened = 0;
+  for (; ok && nheld < FLOOD_HELD; opened++) {
+    int fd = flood_connect(port);
+    if (fd < 0) break;
+    held[nheld++] = fd;
+  }
+  int said = ok ? nheld : 0;
+  if (write(ready, &said, sizeof said) != (ssize_t)sizeof said || !said) _exit(0);
+  for (;;) {
+    struct pollfd p = {.fd = ctl, .events = POLLIN};
+    if (poll(&p, 1, FLOOD_PERIOD_MS) > 0) break; /* EOF: done */
+    for (int i = 0; i < FLOOD_BURST; i++) {
+      int fd = flood_connect(port);
+      if (fd < 0) continue;
+      opened++;
+      if (count == FLOOD_RING) {
+        flood_close(ring[head]);
+        ring[head] = fd;
+        head = (head + 1) % FLOOD_RING;
+      } else {
+        ring[count++] = fd;
+      }
+    }
+  }
+  for (int i = 0; i < count; i++) flood_close(ring[i]);
+  for (int i = 0; i < nheld; i++) flood_close(held[i]);
+  printf("flooder: %d connections opened in all\n", opened);
+  fflush(stdout);
+  _exit(0);
+}
+
+typedef struct {
+  pid_t pid;
+  int ctl;
+} flooder_t;
+
+/* Starts the flooder against port; false (with the reason printed) when
+ * this machine's fd limit cannot hold the flood. */
+static bool flood_start(const dl_job_t *j, flooder_t *f) {
+  int ready[2], ctl[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(ctl), 0);
+  fflush(stdout);
+  fflush(stderr);
+  f->pid = fork();
+  ASSERT_GE(f->pid, 0);
+  if (f->pid == 0) {
+    close(ready[0]);
+    close(ctl[1]);
+    /* The job's pipes stay the job's: the gate and the reports end at EOF. */
+    close(j->gate[1]);
+    close(j->report[1]);
+    if (j->store_ctl >= 0) close(j->store_ctl);
+    flood_main(j->port, ready[1], ctl[0]);
+  }
+  close(ready[1]);
+  close(ctl[0]);
+  f->ctl = ctl[1];
+  int held = 0;
+  ASSERT_EQ(read(ready[0], &held, sizeof held), (ssize_t)sizeof held);
+  close(ready[0]);
+  if (held == 0) {
+    printf("SKIP: the hard RLIMIT_NOFILE is below 4096: no room for a flood of %d\n",
+           FLOOD_HELD);
+    close(f->ctl);
+    waitpid(f->pid, NULL, 0);
+    return false;
+  }
+  printf("flooder: holding %d connections, opening %d more every %d ms (%d of them open)\n",
+         held, FLOOD_BURST, FLOOD_PERIOD_MS, FLOOD_RING);
+  ASSERT_GE(held, FLOOD_HELD);
+  fflush(stdout);
+  return true;
+}
+
+static void flood_stop(flooder_t *f) {
+  close(f->ctl);
+  waitpid(f->pid, NULL, 0);
+}
+
+/* A 4-rank job with SYMM_TIMEOUT_MS=5000 inits and does a barrier while
+ * the flood runs against its store. */
+static int dl_flood_case(bool rank0_serves) {
+  enum { N = 4, TIMEOUT_MS = 5000 };
+  dl_job_t j;
+  dl_job_init(&j, N, TIMEOUT_MS, rank0_serves);
+  j.barrier = true;
+  /* Rank 0 serving starts first, so that the flood meets its store. */
+  if (rank0_serves) {
+    dl_spawn(&j, 0, ROLE_EARLY);
+    symm_store_close(dl_tool_client(&j));
+  }
+  flooder_t f;
+  if (!flood_start(&j, &f)) {
+    dl_job_end(&j);
+    return TEST_SKIP;
+  }
+  for (int r = 0; r < N; r++)
+    if (!j.pids[r]) dl_spawn(&j, r, ROLE_SURVIVOR);
+  dl_open_gate(&j);
+  dl_report_t reps[N];
+  int got = dl_collect(&j, reps, N, 3 * TIMEOUT_MS + 20000);
+  dl_job_end(&j); /* first: the ranks hold the flooder's control pipe too */
+  flood_stop(&f);
+  ASSERT_EQ(got, N);
+  for (int i = 0; i < got; i++) {
+    printf("rank %d: init %s in %d ms, barrier %s in %d ms %s\n", reps[i].rank,
+           symm_strerror((symm_result_t)reps[i].init_code), reps[i].init_ms,
+           reps[i].barrier_code < 0 ? "not called"
+                                    : symm_strerror((symm_result_t)reps[i].barrier_code),
+           reps[i].barrier_ms, reps[i].msg);
+  }
+  for (int i = 0; i < got; i++) {
+    ASSERT_EQ(reps[i].init_code, SYMM_SUCCESS);
+    ASSERT_EQ(reps[i].barrier_code, SYMM_SUCCESS);
+  }
+  fflush(stdout);
+  return 0;
+}
+
+TEST_IMPL(deadline_flood_rank0_store) { return dl_flood_case(true); }
+TEST_IMPL(deadline_flood_own_store) { return dl_flood_case(false); }
+
+/* A store out of fds (its process's limit lowered to 64) while 100
+ * connections that never say HELLO wait to be accepted: accept() fails
+ * with EMFILE, and the server gives up the oldest of those connections
+ * to take the next one, so a client with the token is served within its
+ * timeout instead of waiting for handshake deadlines to free fds. */
+TEST_IMPL(deadline_store_out_of_fds) {
+  enum { LIMIT = 64, FLOOD = 100, TIMEOUT_MS = 3000 };
+  dl_job_t j;
+  memset(&j, 0, sizeof j);
+  dl_random_hex(j.token, 16);
+  j.port = test_free_port();
+  snprintf(j.addr, sizeof j.addr, "127.0.0.1:%d", j.port);
+  dl_start_store_process(&j, LIMIT);
+  static int fds[FLOOD];
+  for (int i = 0; i < FLOOD; i++) ASSERT_GE(fds[i] = flood_connect(j.port), 0);
+  uint64_t t0 = test_now_ms();
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(j.addr, j.token, -1, TIMEOUT_MS, &s));
+  ASSERT_OK(symm_store_set(s, "k", "v", 1));
+  char buf[4];
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(s, "k", buf, sizeof buf, &len, 0));
+  ASSERT_EQ(len, 1);
+  printf("served after %d ms with the store out of fds\n", (int)(test_now_ms() - t0));
+  symm_store_close(s);
+  for (int i = 0; i < FLOOD; i++) flood_close(fds[i]);
+  close(j.store_ctl);
+  int st;
+  ASSERT_EQ(waitpid(j.store_pid, &st, 0), j.store_pid);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return 0;
+}
