@@ -295,11 +295,16 @@ static void dl_frozen_case(int n, int frozen, dl_freeze_t when, int timeout_ms,
   if (when == FREEZE_BEFORE_INIT) {
     dl_wait_stopped(dl_spawn(&j, frozen, ROLE_FREEZE_SELF));
   } else if (when == FREEZE_AFTER_HELLO) {
-    /* The frozen rank (and rank 0 when it serves) start first; once the
-     * frozen one's first bootstrap key is in the store, it has said HELLO
-     * and waits in init for the others: stop it there. */
+    /* The frozen rank (and rank 0 when it serves) start first. */
     dl_spawn(&j, frozen, ROLE_EARLY);
     if (rank0_serves && frozen != 0) dl_spawn(&j, 0, ROLE_EARLY);
+  }
+  for (int r = 0; r < n; r++)
+    if (!j.pids[r]) dl_spawn(&j, r, r == frozen ? ROLE_STOP_IN_BARRIER : ROLE_SURVIVOR);
+  if (when == FREEZE_AFTER_HELLO) {
+    /* Once the frozen rank's first bootstrap key is in the store, it has
+     * said HELLO and waits in init for the others: stop it there, then let
+     * the others (waiting at the gate) start at once. */
     symm_store_t *tool = dl_tool_client(&j);
     char key[64], buf[256];
     size_t len = 0;
@@ -309,8 +314,6 @@ static void dl_frozen_case(int n, int frozen, dl_freeze_t when, int timeout_ms,
     ASSERT_EQ(kill(j.pids[frozen], SIGSTOP), 0);
     dl_wait_stopped(j.pids[frozen]);
   }
-  for (int r = 0; r < n; r++)
-    if (!j.pids[r]) dl_spawn(&j, r, r == frozen ? ROLE_STOP_IN_BARRIER : ROLE_SURVIVOR);
   dl_open_gate(&j);
   if (when == FREEZE_IN_BARRIER) dl_wait_stopped(j.pids[frozen]);
 

@@ -95,10 +95,13 @@ symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
 
 /* One round trip for the bootstrap's all-gather: deletes del_key (if not
  * NULL; absent is fine), sets key to value, then waits for all n keys and
- * returns their values as symm_store_multi_get does. */
+ * returns their values as symm_store_multi_get does.  absent (NULL, or n
+ * bytes): on SYMM_ERR_TIMEOUT from the server, 1 for each key it still
+ * lacked then (all 0 when it did not say). */
 symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, const char *key,
                                   const void *value, size_t len, const char *const *keys,
-                                  size_t n, void **values, size_t *lens, int timeout_ms);
+                                  size_t n, void **values, size_t *lens, int timeout_ms,
+                                  uint8_t *absent);
 
 /* Parses "host:port" into host (cap bytes) and port. */
 symm_result_t symm_store_parse_addr(const char *addr, char *host, size_t cap,

@@ -7,10 +7,11 @@
  * later than the calling operation's (symm_deadline_after: a store call
  * inside symm_comm_init takes what is left of init's timeout).  Blocking
  * requests carry what is left of it to the server, which answers
- * SYMM_ERR_TIMEOUT when it passes.  Sending the request and reading the
- * whole reply end at the deadline plus a grace (the slack of the handle's
- * timeout, at most CLI_REPLY_GRACE_MAX_MS: cli_grace_end), which only runs
- * out when the server is stuck or gone; so a call returns within its timeout plus the slack that
+ * SYMM_ERR_TIMEOUT when it passes.  The start of the reply must come by the
+ * deadline plus a grace (the slack of the handle's timeout, at most
+ * CLI_REPLY_GRACE_MAX_MS: cli_grace_end), which only runs out when the
+ * server is stuck or gone; sending the request and reading a reply that
+ * has begun get the whole slack (cli_transfer_end); so a call returns within its timeout plus the slack that
  * symmem.h states, whatever the server does.
  *
  * Broken handles.  After a socket-level timeout, a malformed reply or a
@@ -177,31 +178,35 @@ static size_t cli_begin(symm_store_t *s, uint8_t op) {
   return symm_proto_begin(&s->req, op, s->next_id);
 }
 
-/* deadline plus the grace of a call whose timeout is timeout_ms
- * (CLI_REPLY_GRACE_MAX_MS), within the calling operation's time. */
+/* deadline plus the grace for a server's answer to a call whose timeout
+ * is timeout_ms (its slack, at most CLI_REPLY_GRACE_MAX_MS), within the
+ * calling operation's time. */
 static uint64_t cli_grace_end(uint64_t deadline, int timeout_ms) {
   int grace = symm_timeout_slack_ms(timeout_ms);
   if (grace > CLI_REPLY_GRACE_MAX_MS) grace = CLI_REPLY_GRACE_MAX_MS;
   return symm_op_limit(deadline + (uint64_t)grace * 1000000ull);
 }
 
-/* When the reply to a request whose deadline is `deadline` must be in. */
-static uint64_t cli_reply_end(const symm_store_t *s, uint64_t deadline) {
-  return cli_grace_end(deadline, s->timeout_ms);
+/* deadline plus the whole slack of the handle's timeout: for moving the
+ * bytes of a request or of a reply that has begun (16 MiB take a while on
+ * a slow link or a loaded machine), within the calling operation's time. */
+static uint64_t cli_transfer_end(const symm_store_t *s, uint64_t deadline) {
+  return symm_op_limit(deadline + (uint64_t)symm_timeout_slack_ms(s->timeout_ms) * 1000000ull);
 }
 
-/* The same for a request that does not wait: the handle's timeout. */
-static uint64_t cli_plain_end(const symm_store_t *s) {
-  return cli_reply_end(s, symm_deadline_after(s->timeout_ms));
+/* The deadline of a request that does not wait: the handle's timeout. */
+static uint64_t cli_plain_deadline(const symm_store_t *s) {
+  return symm_deadline_after(s->timeout_ms);
 }
 
-/* Reads the reply to the request just sent, all of it by end (a call's
- * reply end: cli_reply_end); timeout_ms is the call's, for messages. */
+/* Reads the reply to the request just sent, whose deadline is `deadline`:
+ * its header by the server's grace (cli_grace_end), then its body by
+ * cli_transfer_end; timeout_ms is the call's, for messages. */
 static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
-                                    const char *what, uint64_t end, int timeout_ms,
+                                    const char *what, uint64_t deadline, int timeout_ms,
                                     cli_reply_t *rep) {
   uint8_t hdr[SYMM_PROTO_HEADER_BYTES];
-  cli_io_t io = cli_recv_all(s->fd, hdr, sizeof hdr, end);
+  cli_io_t io = cli_recv_all(s->fd, hdr, sizeof hdr, cli_grace_end(deadline, s->timeout_ms));
   if (io != CLI_IO_OK) return cli_io_error(s, io, what, timeout_ms);
   symm_proto_header_t h;
   symm_proto_decode_header(hdr, &h);
@@ -221,7 +226,7 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
     s->reply = p;
     s->reply_cap = h.body_len;
   }
-  io = cli_recv_all(s->fd, s->reply, h.body_len, end);
+  io = cli_recv_all(s->fd, s->reply, h.body_len, cli_transfer_end(s, deadline));
   if (io != CLI_IO_OK) return cli_io_error(s, io, what, timeout_ms);
   symm_proto_reader_init(&rep->r, s->reply, h.body_len);
   uint32_t status = symm_proto_get_u32(&rep->r);
@@ -231,10 +236,10 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
   return SYMM_SUCCESS;
 }
 
-/* Sends the request begun at `at` and reads its reply, both by end
- * (cli_reply_end).  Returns a transport error (handle then broken) or
- * SYMM_SUCCESS with the server's status in rep. */
-static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at, uint64_t end,
+/* Sends the request begun at `at`, whose deadline is `deadline`, and reads
+ * its reply (cli_read_reply).  Returns a transport error (handle then
+ * broken) or SYMM_SUCCESS with the server's status in rep. */
+static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at, uint64_t deadline,
                               int timeout_ms, const char *what, cli_reply_t *rep) {
   if (s->broken)
     return symm_error(SYMM_ERR_PEER_LOST,
@@ -243,18 +248,18 @@ static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at, uint64_t e
   if (s->req.failed)
     return symm_error(SYMM_ERR_NO_MEMORY, "store %s: no memory for the request", what);
   symm_proto_finish(&s->req, at);
-  cli_io_t io = cli_send_all(s->fd, s->req.data, s->req.len, end);
+  cli_io_t io = cli_send_all(s->fd, s->req.data, s->req.len, cli_transfer_end(s, deadline));
   if (io != CLI_IO_OK) {
     s->torn_request = true;
     return cli_io_error(s, io, what, timeout_ms);
   }
-  return cli_read_reply(s, op, what, end, timeout_ms, rep);
+  return cli_read_reply(s, op, what, deadline, timeout_ms, rep);
 }
 
 /* cli_call for a request that does not wait. */
 static symm_result_t cli_call_plain(symm_store_t *s, uint8_t op, size_t at, const char *what,
                                     cli_reply_t *rep) {
-  return cli_call(s, op, at, cli_plain_end(s), s->timeout_ms, what, rep);
+  return cli_call(s, op, at, cli_plain_deadline(s), s->timeout_ms, what, rep);
 }
 
 /* "\"key\"" or "\"key\" and 3 more keys", for messages. */
@@ -418,7 +423,7 @@ symm_result_t symm_store_get(symm_store_t *store, const char *key, void *buf,
   symm_proto_put_i32(&store->req, symm_ms_until(deadline));
   cli_reply_t rep;
   symm_result_t res =
-      cli_call(store, SYMM_OP_GET, at, cli_reply_end(store, deadline), t, "get", &rep);
+      cli_call(store, SYMM_OP_GET, at, deadline, t, "get", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS) {
     res = cli_status_error(&rep, "get", key, 1, t, NULL);
   } else if (res == SYMM_SUCCESS) {
@@ -515,8 +520,8 @@ static symm_result_t cli_keys_call(symm_store_t *store, uint8_t op,
   size_t at = cli_begin(store, op);
   if (op != SYMM_OP_CHECK) symm_proto_put_i32(&store->req, symm_ms_until(deadline));
   cli_put_keys(store, keys, n);
-  symm_result_t res = cli_call(store, op, at, cli_reply_end(store, deadline),
-                               op == SYMM_OP_CHECK ? store->timeout_ms : t, what, rep);
+  symm_result_t res =
+      cli_call(store, op, at, deadline, op == SYMM_OP_CHECK ? store->timeout_ms : t, what, rep);
   if (res == SYMM_SUCCESS && rep->status != SYMM_SUCCESS)
     res = cli_status_error(rep, what, keys[0], n, t,
                            op == SYMM_OP_MGET ? "the values together exceed the reply limit"
@@ -611,13 +616,27 @@ symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
   return res;
 }
 
+/* Marks absent[i] for each key index a TIMEOUT reply lists (store_proto.h);
+ * a reply without the list leaves absent all 0. */
+static void cli_take_absent(cli_reply_t *rep, size_t n, uint8_t *absent) {
+  if (!absent) return;
+  memset(absent, 0, n);
+  uint32_t count = symm_proto_get_u32(&rep->r);
+  for (uint32_t i = 0; i < count && !rep->r.err; i++) {
+    uint32_t at = symm_proto_get_u32(&rep->r);
+    if (!rep->r.err && at < n) absent[at] = 1;
+  }
+}
+
 /* The three requests go out in one write and the server answers them in
  * order, so the whole exchange costs one round trip instead of three. */
 symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, const char *key,
                                   const void *value, size_t len, const char *const *keys,
-                                  size_t n, void **values, size_t *lens, int timeout_ms) {
+                                  size_t n, void **values, size_t *lens, int timeout_ms,
+                                  uint8_t *absent) {
   if (!store || !values || !lens || n == 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "store exchange: NULL argument or no keys");
+  if (absent) memset(absent, 0, n);
   if (del_key) SYMM_CHECK(cli_check_key("exchange", del_key));
   SYMM_CHECK(cli_check_key("exchange", key));
   SYMM_CHECK(cli_check_value("exchange", value, len));
@@ -628,7 +647,7 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
   }
   cli_lock(store);
   int t = cli_resolve_timeout(store, timeout_ms);
-  const uint64_t deadline = symm_deadline_after(t), end = cli_reply_end(store, deadline);
+  const uint64_t deadline = symm_deadline_after(t);
   uint32_t del_id = 0, set_id;
   store->req.len = 0;
   store->req.failed = false;
@@ -658,7 +677,8 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
     goto out;
   }
   symm_proto_finish(&store->req, at);
-  cli_io_t io = cli_send_all(store->fd, store->req.data, store->req.len, end);
+  cli_io_t io = cli_send_all(store->fd, store->req.data, store->req.len,
+                             cli_transfer_end(store, deadline));
   if (io != CLI_IO_OK) {
     store->torn_request = true;
     res = cli_io_error(store, io, "exchange", t);
@@ -666,7 +686,7 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
   }
   if (del_key) {
     store->reply_id = del_id;
-    SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_DEL, "exchange", end, t, &rep), res, out);
+    SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_DEL, "exchange", deadline, t, &rep), res, out);
     /* A missing key is fine: the caller deletes what may already be gone. */
     if (rep.status != SYMM_SUCCESS && rep.status != SYMM_ERR_NOT_FOUND) {
       res = cli_status_error(&rep, "exchange delete", del_key, 1, 0, NULL);
@@ -674,20 +694,21 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
     }
   }
   store->reply_id = set_id;
-  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_SET, "exchange", end, t, &rep), res, out);
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_SET, "exchange", deadline, t, &rep), res, out);
   if (rep.status != SYMM_SUCCESS) {
     /* The MGET reply is still coming: read it so the stream stays in step. */
     symm_result_t set_status = cli_status_error(&rep, "exchange set", key, 1, 0, NULL);
     char saved[512];
     snprintf(saved, sizeof saved, "%s", symm_last_error());
     store->reply_id = store->next_id;
-    if (cli_read_reply(store, SYMM_OP_MGET, "exchange", end, t, &rep) == SYMM_SUCCESS)
+    if (cli_read_reply(store, SYMM_OP_MGET, "exchange", deadline, t, &rep) == SYMM_SUCCESS)
       symm_error_restore(saved);
     res = set_status;
     goto out;
   }
   store->reply_id = store->next_id;
-  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_MGET, "exchange", end, t, &rep), res, out);
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_MGET, "exchange", deadline, t, &rep), res, out);
+  if (rep.status == SYMM_ERR_TIMEOUT) cli_take_absent(&rep, n, absent);
   if (rep.status != SYMM_SUCCESS)
     res = cli_status_error(&rep, "exchange", keys[0], n, t, NULL);
   else
@@ -865,8 +886,7 @@ static symm_result_t cli_hello(symm_store_t *s, const char *token, uint64_t dead
   symm_proto_put_i32(&s->req, s->rank);
   if (s->comm != SYMM_STORE_NO_COMM) symm_proto_put_u32(&s->req, s->comm);
   cli_reply_t rep;
-  symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, cli_grace_end(deadline, timeout_ms),
-                               timeout_ms, "hello", &rep);
+  symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, deadline, timeout_ms, "hello", &rep);
   if (res != SYMM_SUCCESS) return res;
   if (rep.status == SYMM_ERR_PERMISSION) {
     s->broken = true; /* the server closes it */
