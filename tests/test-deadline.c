@@ -34,7 +34,12 @@
 #include "bootstrap/store.h"
 #include "harness.h"
 
-#define DL_TOLERANCE_MS 750
+/* Scheduling on a loaded 2-core machine: 750 ms was seen exceeded (a
+ * barrier's survivor back after 2777 ms at 1000 ms + 250 ms of slack, load
+ * average 20).  Still tight enough for the old waits: a 5 s floor on HELLO
+ * fails at 1000 ms, the serving rank's second timeout (its drain) at
+ * 3000 ms. */
+#define DL_TOLERANCE_MS 2000
 #define DL_MAX_RANKS 4
 
 static int dl_slack_ms(int timeout_ms) {
