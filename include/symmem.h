@@ -15,13 +15,21 @@
  *  - "Collective" means every rank of the communicator must make the call, in
  *    the same order relative to other collective calls, with the same
  *    arguments where stated.  Mismatched arguments are detected and reported
- *    as SYMM_ERR_MISMATCH on every rank.  Every blocking wait is bounded by
- *    the communicator's timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms).
- *    All collective calls of a communicator, whatever their kind, are in
- *    one order: ranks that make calls of different kinds at the same place
- *    (an all-reduce against a barrier) get SYMM_ERR_MISMATCH too (on GPU
- *    backends, whose collectives only enqueue, collectives and host calls
- *    are ordered apart: see "Collectives").
+ *    as SYMM_ERR_MISMATCH on every rank.  All collective calls of a
+ *    communicator, whatever their kind, are in one order: ranks that make
+ *    calls of different kinds at the same place (an all-reduce against a
+ *    barrier) get SYMM_ERR_MISMATCH too (on GPU backends, whose collectives
+ *    only enqueue, collectives and host calls are ordered apart: see
+ *    "Collectives").
+ *  - Timeouts.  Every call that waits returns within the communicator's
+ *    timeout (SYMM_TIMEOUT_MS / symm_config_t.timeout_ms; a store call's own
+ *    where it takes one) plus a slack of max(250 ms, timeout / 10), counted
+ *    from the call's entry: the timeout is one deadline for the whole call,
+ *    shared by every wait inside it (connecting to the store, each exchange,
+ *    the cleanup after a failure), never a fresh timeout per step, and the
+ *    slack is for answers in flight when it comes and that cleanup.  The
+ *    message of SYMM_ERR_TIMEOUT names the ranks the call waited for, or the
+ *    store and the rank that serves it when the store stopped answering.
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -320,7 +328,8 @@ SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
  * the pool, closes the connections.  Local: not collective, and it does not
  * wait on peers, except on the rank that serves the store (rank 0 unless
  * symmem-run or SYMM_STORE_EXTERNAL / symm_config_t.store_server says
- * otherwise): there it waits up to min(timeout, 10 s) for the other ranks to
+ * otherwise): there it waits up to min(timeout, 10 s), plus the slack of
+ * that (see Timeouts above), for the other ranks to
  * close this communicator's store connections before stopping the store, so
  * that a peer still finishing a call is not cut off (it would see
  * SYMM_ERR_PEER_LOST).  The store is not stopped while another communicator
@@ -391,7 +400,9 @@ SYMM_API symm_result_t symm_comm_pool_trim(symm_comm_t *comm, size_t *released);
  * keys: name yours per communicator if they must not meet.  Keys are
  * 1..255 bytes, values at most 16 MiB.  All calls are local requests to the store (not collective),
  * thread-unsafe per communicator, and bounded by the communicator timeout
- * unless a timeout is given.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
+ * unless a timeout is given: a call returns within that timeout plus the
+ * slack of the communicator's (see Timeouts above), also when the store
+ * has stopped answering.  Errors common to all: SYMM_ERR_INVALID_ARG (NULL
  * or oversized arguments), SYMM_ERR_PEER_LOST (store connection gone; for
  * waiting calls also a rank the store saw go), SYMM_ERR_TIMEOUT (the store
  * made no progress with the request within the timeout), SYMM_ERR_SYSTEM
@@ -459,8 +470,14 @@ typedef struct symm_store_server symm_store_server_t;
 /* Starts a server thread listening on bind_host:port (port 0: any free
  * port; bind_host NULL or "": 127.0.0.1; "[v6]" accepted).  Every
  * connection must present `token` (NULL or "": no check, logged at WARN).
- * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS is
- * closed.  Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
+ * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS of
+ * connecting (counted from when the kernel set it up, which may be long
+ * before the server accepts it) is closed.  At most 64 connections without
+ * a valid HELLO are held: past that, the one that connected first is
+ * closed once it has had 200 ms, so that connections which never present
+ * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
+ * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
  * token over 1024 bytes), SYMM_ERR_SYSTEM (the address cannot be resolved
  * or bound, no thread), SYMM_ERR_NO_MEMORY. */
 SYMM_API symm_result_t symm_store_server_start(const char *bind_host, int port,

@@ -22,10 +22,42 @@ typedef struct {
   char **keys;   /* [size] scratch */
   void **values; /* [size] scratch for allgather / broadcast */
   size_t *lens;
+  uint8_t *absent; /* [size]: keys the store lacked at a timeout */
 } store_bs_t;
 
 static void key_name(const store_bs_t *s, uint64_t seq, int rank, char *out, size_t cap) {
   snprintf(out, cap, "%sag/%llu/%d", s->prefix, (unsigned long long)seq, rank);
+}
+
+/* The error for a collective that timed out: the ranks whose keys the
+ * store still lacked at the deadline (its TIMEOUT answer says which; a
+ * store that did not say is asked), which is what the user needs.  When
+ * the store itself did not answer, its message (naming it) stands. */
+static symm_result_t missing_error(symm_bootstrap_t *bs, uint64_t seq) {
+  store_bs_t *s = bs->state;
+  char missing[256] = "", saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  bool told = false;
+  for (int r = 0; r < bs->size; r++) told |= s->absent[r] != 0;
+  size_t n = 0;
+  for (int r = 0; r < bs->size && n + 16 < sizeof missing; r++) {
+    int present = !s->absent[r];
+    const char *k = s->keys[r];
+    if (!told && symm_store_check(s->store, &k, 1, &present) != SYMM_SUCCESS) {
+      symm_error_restore(saved);
+      return SYMM_ERR_TIMEOUT;
+    }
+    if (!present)
+      n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
+  }
+  if (!n)
+    return symm_error(SYMM_ERR_TIMEOUT,
+                      "bootstrap: collective #%llu gave up after %d ms, by when every rank "
+                      "had arrived (one came late: slow, or stopped for a while)",
+                      (unsigned long long)seq, bs->timeout_ms);
+  return symm_error(SYMM_ERR_TIMEOUT,
+                    "bootstrap: ranks [%s] did not arrive within %d ms (collective #%llu)",
+                    missing, bs->timeout_ms, (unsigned long long)seq);
 }
 
 /* Gathers variable-length contributions; values[i] are malloc'd. */
@@ -43,26 +75,8 @@ static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t
   for (int r = 0; r < bs->size; r++) key_name(s, seq, r, s->keys[r], 192);
   symm_result_t res = symm_store_exchange(s->store, seq > 2 ? old : NULL, key, send, len,
                                           (const char *const *)s->keys, (size_t)bs->size, values,
-                                          lens, bs->timeout_ms);
-  if (res == SYMM_ERR_TIMEOUT) {
-    /* Name the ranks that never arrived, which is what the user needs. */
-    char missing[256] = "";
-    size_t n = 0;
-    for (int r = 0; r < bs->size && n + 16 < sizeof missing; r++) {
-      int present = 0;
-      const char *k = s->keys[r];
-      if (symm_store_check(s->store, &k, 1, &present) == SYMM_SUCCESS && !present)
-        n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
-    }
-    if (!n)
-      return symm_error(SYMM_ERR_TIMEOUT,
-                        "bootstrap: collective #%llu gave up after %d ms, by when every rank "
-                        "had arrived (one came late: slow, or stopped for a while)",
-                        (unsigned long long)seq, bs->timeout_ms);
-    return symm_error(SYMM_ERR_TIMEOUT,
-                      "bootstrap: ranks [%s] did not arrive within %d ms (collective #%llu)",
-                      missing, bs->timeout_ms, (unsigned long long)seq);
-  }
+                                          lens, bs->timeout_ms, s->absent);
+  if (res == SYMM_ERR_TIMEOUT) return missing_error(bs, seq);
   return res;
 }
 
@@ -123,6 +137,7 @@ static void store_fini(symm_bootstrap_t *bs) {
     free(s->keys);
     free(s->values);
     free(s->lens);
+    free(s->absent);
     free(s);
   }
   free(bs);
@@ -156,7 +171,8 @@ symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
   s->keys = calloc((size_t)size, sizeof *s->keys);
   s->values = calloc((size_t)size, sizeof *s->values);
   s->lens = calloc((size_t)size, sizeof *s->lens);
-  if (!s->keys || !s->values || !s->lens) goto oom;
+  s->absent = calloc((size_t)size, 1);
+  if (!s->keys || !s->values || !s->lens || !s->absent) goto oom;
   for (int r = 0; r < size; r++)
     if (!(s->keys[r] = malloc(192))) goto oom;
   *out = bs;

@@ -94,8 +94,13 @@ void symm_store_close(symm_store_t *store);
 /* Closes without BYE (the server then treats the rank as lost); for tests
  * and for fork()ed children. */
 void symm_store_abandon(symm_store_t *store);
-/* Default timeout used when a call passes a negative timeout. */
+/* Default timeout used when a call passes a negative timeout, and the one
+ * requests that do not wait are bounded by; calls return within their
+ * timeout plus the slack of this one (symm_timeout_slack_ms). */
 void symm_store_set_timeout(symm_store_t *store, int timeout_ms);
+/* The rank that serves the store (-1: none, the default), named in the
+ * messages of a store that stops answering. */
+void symm_store_set_server_rank(symm_store_t *store, int rank);
 
 /* Waits (timeout as in symm_store_get) until all n keys exist, then returns
  * their values in one reply: values[i] is malloc'd (caller frees) with
@@ -106,10 +111,13 @@ symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
 
 /* One round trip for the bootstrap's all-gather: deletes del_key (if not
  * NULL; absent is fine), sets key to value, then waits for all n keys and
- * returns their values as symm_store_multi_get does. */
+ * returns their values as symm_store_multi_get does.  absent (NULL, or n
+ * bytes): on SYMM_ERR_TIMEOUT from the server, 1 for each key it still
+ * lacked then (all 0 when it did not say). */
 symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, const char *key,
                                   const void *value, size_t len, const char *const *keys,
-                                  size_t n, void **values, size_t *lens, int timeout_ms);
+                                  size_t n, void **values, size_t *lens, int timeout_ms,
+                                  uint8_t *absent);
 
 /* Parses "host:port" into host (cap bytes) and port. */
 symm_result_t symm_store_parse_addr(const char *addr, char *host, size_t cap,

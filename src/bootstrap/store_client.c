@@ -2,12 +2,17 @@
  * The store client: one TCP connection per handle, one request at a time
  * (a mutex serialises callers), every wait bounded by poll() deadlines.
  *
- * Deadlines.  Blocking requests carry their timeout to the server, which
- * answers SYMM_ERR_TIMEOUT when it passes; the client waits for the start
- * of the reply CLI_GRACE_MS longer, which only runs out if the server is
- * stuck.  Other requests wait for their reply up to the handle's timeout.
- * Sending a request and receiving a reply body also get the handle's
- * timeout each, since a 16 MiB value can take a while on a slow link.
+ * Deadlines.  Every call has one deadline, from its entry: its timeout
+ * (blocking requests) or the handle's (the others, and connecting), never
+ * later than the calling operation's (symm_deadline_after: a store call
+ * inside symm_comm_init takes what is left of init's timeout).  Blocking
+ * requests carry what is left of it to the server, which answers
+ * SYMM_ERR_TIMEOUT when it passes.  The start of the reply must come by the
+ * deadline plus a grace (the slack of the handle's timeout, at most
+ * CLI_REPLY_GRACE_MAX_MS: cli_grace_end), which only runs out when the
+ * server is stuck or gone; sending the request and reading a reply that
+ * has begun get the whole slack (cli_transfer_end); so a call returns within its timeout plus the slack that
+ * symmem.h states, whatever the server does.
  *
  * Broken handles.  After a socket-level timeout, a malformed reply or a
  * dropped connection, the handle is marked broken: a reply may still be in
@@ -37,14 +42,14 @@
 #include "store_proto.h"
 
 #define CLI_DEFAULT_TIMEOUT_MS 60000
-/* Extra time the client gives a blocking request past its server-side
- * timeout before it decides the server is stuck. */
-#define CLI_GRACE_MS 1000
-/* Minimum time for the HELLO exchange, whatever is left of the connect
- * timeout (a server under a burst of connections may answer late). */
-#define CLI_HELLO_MIN_MS 5000
-/* How long close waits for the server to acknowledge BYE by closing. */
+/* How long close waits for the server to acknowledge BYE by closing (less
+ * when the calling operation's deadline comes first: symm_op_limit). */
 #define CLI_BYE_MS 1000
+/* How long past its deadline a request's reply may still come before the
+ * server counts as stuck: the slack of the handle's timeout, at most this
+ * (a live server's answer takes far less; a call then returns within its
+ * timeout plus at most its slack). */
+#define CLI_REPLY_GRACE_MAX_MS 1000
 #define CLI_BACKOFF_MAX_MS 250
 /* Connections a client tries when the server closes them before it answers
  * HELLO (symm_store_connect_comm). */
@@ -59,6 +64,7 @@ struct symm_store {
   uint32_t comm; /* said in HELLO unless SYMM_STORE_NO_COMM */
   bool job_ranks;  /* said in HELLO: rank is the process's launcher rank */
   int timeout_ms;      /* used for negative timeouts and non-blocking ops */
+  int server_rank;     /* the rank serving the store, for messages; -1: not a rank */
   uint32_t next_id;
   uint32_t reply_id;   /* id the next reply must carry */
   bool broken;         /* see the file comment */
@@ -132,14 +138,24 @@ static cli_io_t cli_recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline) 
 }
 
 /* ------------------------------------------------------------- requests */
-/* Marks the handle unusable and turns an I/O outcome into an error. */
+/* " (served by rank 3)" or "", for messages. */
+static const char *cli_served_by(const symm_store_t *s, char *buf, size_t cap) {
+  buf[0] = 0;
+  if (s->server_rank >= 0) snprintf(buf, cap, " (served by rank %d)", s->server_rank);
+  return buf;
+}
+
+/* Marks the handle unusable and turns an I/O outcome into an error;
+ * timeout_ms is the call's, for the message. */
 static symm_result_t cli_io_error(symm_store_t *s, cli_io_t io, const char *what,
-                                  uint64_t ms) {
+                                  int timeout_ms) {
   s->broken = true;
+  char by[40];
   switch (io) {
     case CLI_IO_TIMEOUT:
-      return symm_error(SYMM_ERR_TIMEOUT, "store %s: no progress with %s within %llu ms",
-                        what, s->addr, (unsigned long long)ms);
+      return symm_error(SYMM_ERR_TIMEOUT, "store %s: no progress with the store at %s%s within "
+                        "%d ms (stopped, or too busy)", what, s->addr,
+                        cli_served_by(s, by, sizeof by), timeout_ms);
     case CLI_IO_CLOSED:
       return symm_error(SYMM_ERR_PEER_LOST, "store %s: store connection lost (%s)",
                         what, s->addr);
@@ -163,15 +179,36 @@ static size_t cli_begin(symm_store_t *s, uint8_t op) {
   return symm_proto_begin(&s->req, op, s->next_id);
 }
 
-/* Reads the reply to the request just sent: its header must start
- * arriving within guard_ms; the body, which may be large, then gets the
- * handle's whole timeout. */
+/* deadline plus the grace for a server's answer to a call whose timeout
+ * is timeout_ms (its slack, at most CLI_REPLY_GRACE_MAX_MS), within the
+ * calling operation's time. */
+static uint64_t cli_grace_end(uint64_t deadline, int timeout_ms) {
+  int grace = symm_timeout_slack_ms(timeout_ms);
+  if (grace > CLI_REPLY_GRACE_MAX_MS) grace = CLI_REPLY_GRACE_MAX_MS;
+  return symm_op_limit(deadline + (uint64_t)grace * 1000000ull);
+}
+
+/* deadline plus the whole slack of the handle's timeout: for moving the
+ * bytes of a request or of a reply that has begun (16 MiB take a while on
+ * a slow link or a loaded machine), within the calling operation's time. */
+static uint64_t cli_transfer_end(const symm_store_t *s, uint64_t deadline) {
+  return symm_op_limit(deadline + (uint64_t)symm_timeout_slack_ms(s->timeout_ms) * 1000000ull);
+}
+
+/* The deadline of a request that does not wait: the handle's timeout. */
+static uint64_t cli_plain_deadline(const symm_store_t *s) {
+  return symm_deadline_after(s->timeout_ms);
+}
+
+/* Reads the reply to the request just sent, whose deadline is `deadline`:
+ * its header by the server's grace (cli_grace_end), then its body by
+ * cli_transfer_end; timeout_ms is the call's, for messages. */
 static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
-                                    const char *what, uint64_t guard_ms,
+                                    const char *what, uint64_t deadline, int timeout_ms,
                                     cli_reply_t *rep) {
   uint8_t hdr[SYMM_PROTO_HEADER_BYTES];
-  cli_io_t io = cli_recv_all(s->fd, hdr, sizeof hdr, cli_deadline(guard_ms));
-  if (io != CLI_IO_OK) return cli_io_error(s, io, what, guard_ms);
+  cli_io_t io = cli_recv_all(s->fd, hdr, sizeof hdr, cli_grace_end(deadline, s->timeout_ms));
+  if (io != CLI_IO_OK) return cli_io_error(s, io, what, timeout_ms);
   symm_proto_header_t h;
   symm_proto_decode_header(hdr, &h);
   if (h.magic != SYMM_PROTO_MAGIC || h.version != SYMM_PROTO_VERSION || h.reserved)
@@ -190,9 +227,8 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
     s->reply = p;
     s->reply_cap = h.body_len;
   }
-  uint64_t body_ms = guard_ms > (uint64_t)s->timeout_ms ? guard_ms : (uint64_t)s->timeout_ms;
-  io = cli_recv_all(s->fd, s->reply, h.body_len, cli_deadline(body_ms));
-  if (io != CLI_IO_OK) return cli_io_error(s, io, what, body_ms);
+  io = cli_recv_all(s->fd, s->reply, h.body_len, cli_transfer_end(s, deadline));
+  if (io != CLI_IO_OK) return cli_io_error(s, io, what, timeout_ms);
   symm_proto_reader_init(&rep->r, s->reply, h.body_len);
   uint32_t status = symm_proto_get_u32(&rep->r);
   rep->lost_rank = symm_proto_get_i32(&rep->r);
@@ -201,13 +237,11 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
   return SYMM_SUCCESS;
 }
 
-/* Sends the request begun at `at` (within the handle's timeout: a large
- * value takes time on a slow link) and reads its reply (header within
- * guard_ms).  Returns a transport error (handle then broken) or
- * SYMM_SUCCESS with the server's status in rep. */
-static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at,
-                              uint64_t guard_ms, const char *what,
-                              cli_reply_t *rep) {
+/* Sends the request begun at `at`, whose deadline is `deadline`, and reads
+ * its reply (cli_read_reply).  Returns a transport error (handle then
+ * broken) or SYMM_SUCCESS with the server's status in rep. */
+static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at, uint64_t deadline,
+                              int timeout_ms, const char *what, cli_reply_t *rep) {
   if (s->broken)
     return symm_error(SYMM_ERR_PEER_LOST,
                       "store %s: connection to %s unusable after an earlier failure",
@@ -215,13 +249,18 @@ static symm_result_t cli_call(symm_store_t *s, uint8_t op, size_t at,
   if (s->req.failed)
     return symm_error(SYMM_ERR_NO_MEMORY, "store %s: no memory for the request", what);
   symm_proto_finish(&s->req, at);
-  uint64_t send_ms = (uint64_t)s->timeout_ms;
-  cli_io_t io = cli_send_all(s->fd, s->req.data, s->req.len, cli_deadline(send_ms));
+  cli_io_t io = cli_send_all(s->fd, s->req.data, s->req.len, cli_transfer_end(s, deadline));
   if (io != CLI_IO_OK) {
     s->torn_request = true;
-    return cli_io_error(s, io, what, send_ms);
+    return cli_io_error(s, io, what, timeout_ms);
   }
-  return cli_read_reply(s, op, what, guard_ms, rep);
+  return cli_read_reply(s, op, what, deadline, timeout_ms, rep);
+}
+
+/* cli_call for a request that does not wait. */
+static symm_result_t cli_call_plain(symm_store_t *s, uint8_t op, size_t at, const char *what,
+                                    cli_reply_t *rep) {
+  return cli_call(s, op, at, cli_plain_deadline(s), s->timeout_ms, what, rep);
 }
 
 /* "\"key\"" or "\"key\" and 3 more keys", for messages. */
@@ -327,10 +366,6 @@ static int cli_resolve_timeout(const symm_store_t *s, int timeout_ms) {
   return timeout_ms < 0 ? s->timeout_ms : timeout_ms;
 }
 
-static uint64_t cli_blocking_guard(int timeout_ms) {
-  return (uint64_t)timeout_ms + CLI_GRACE_MS;
-}
-
 static void cli_put_keys(symm_store_t *s, const char *const *keys, size_t n) {
   symm_proto_put_u32(&s->req, (uint32_t)n);
   for (size_t i = 0; i < n; i++) symm_proto_put_key(&s->req, keys[i], strlen(keys[i]));
@@ -366,7 +401,7 @@ symm_result_t symm_store_set_own(symm_store_t *store, const char *key, const voi
   symm_proto_put_key(&store->req, key, strlen(key));
   symm_proto_put_value(&store->req, value, len);
   cli_reply_t rep;
-  symm_result_t res = cli_call(store, SYMM_OP_SET, at, (uint64_t)store->timeout_ms, "set", &rep);
+  symm_result_t res = cli_call_plain(store, SYMM_OP_SET, at, "set", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS)
     res = cli_status_error(&rep, "set", key, 1, 0, NULL);
   else if (res == SYMM_SUCCESS && !symm_proto_end(&rep.r))
@@ -383,11 +418,13 @@ symm_result_t symm_store_get(symm_store_t *store, const char *key, void *buf,
   *len = 0;
   cli_lock(store);
   int t = cli_resolve_timeout(store, timeout_ms);
+  const uint64_t deadline = symm_deadline_after(t);
   size_t at = cli_begin(store, SYMM_OP_GET);
   symm_proto_put_key(&store->req, key, strlen(key));
-  symm_proto_put_i32(&store->req, t);
+  symm_proto_put_i32(&store->req, symm_ms_until(deadline));
   cli_reply_t rep;
-  symm_result_t res = cli_call(store, SYMM_OP_GET, at, cli_blocking_guard(t), "get", &rep);
+  symm_result_t res =
+      cli_call(store, SYMM_OP_GET, at, deadline, t, "get", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS) {
     res = cli_status_error(&rep, "get", key, 1, t, NULL);
   } else if (res == SYMM_SUCCESS) {
@@ -411,7 +448,7 @@ symm_result_t symm_store_add(symm_store_t *store, const char *key,
   symm_proto_put_key(&store->req, key, strlen(key));
   symm_proto_put_i64(&store->req, delta);
   cli_reply_t rep;
-  symm_result_t res = cli_call(store, SYMM_OP_ADD, at, (uint64_t)store->timeout_ms, "add", &rep);
+  symm_result_t res = cli_call_plain(store, SYMM_OP_ADD, at, "add", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS) {
     res = cli_status_error(&rep, "add", key, 1, 0,
                            "value is not an integer counter, or the sum overflows");
@@ -458,8 +495,7 @@ symm_result_t symm_store_compare_set_own(symm_store_t *store, const char *key,
   symm_proto_put_value(&store->req, expected, expected_len);
   symm_proto_put_value(&store->req, desired, desired_len);
   cli_reply_t rep;
-  symm_result_t res =
-      cli_call(store, SYMM_OP_CAS, at, (uint64_t)store->timeout_ms, "compare_set", &rep);
+  symm_result_t res = cli_call_plain(store, SYMM_OP_CAS, at, "compare_set", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS) {
     res = cli_status_error(&rep, "compare_set", key, 1, 0, NULL);
   } else if (res == SYMM_SUCCESS) {
@@ -481,11 +517,12 @@ symm_result_t symm_store_compare_set_own(symm_store_t *store, const char *key,
 static symm_result_t cli_keys_call(symm_store_t *store, uint8_t op,
                                    const char *what, const char *const *keys,
                                    size_t n, int t, cli_reply_t *rep) {
+  const uint64_t deadline = symm_deadline_after(op == SYMM_OP_CHECK ? store->timeout_ms : t);
   size_t at = cli_begin(store, op);
-  if (op != SYMM_OP_CHECK) symm_proto_put_i32(&store->req, t);
+  if (op != SYMM_OP_CHECK) symm_proto_put_i32(&store->req, symm_ms_until(deadline));
   cli_put_keys(store, keys, n);
-  uint64_t guard = op == SYMM_OP_CHECK ? (uint64_t)store->timeout_ms : cli_blocking_guard(t);
-  symm_result_t res = cli_call(store, op, at, guard, what, rep);
+  symm_result_t res =
+      cli_call(store, op, at, deadline, op == SYMM_OP_CHECK ? store->timeout_ms : t, what, rep);
   if (res == SYMM_SUCCESS && rep->status != SYMM_SUCCESS)
     res = cli_status_error(rep, what, keys[0], n, t,
                            op == SYMM_OP_MGET ? "the values together exceed the reply limit"
@@ -519,8 +556,7 @@ int symm_store_lost_rank(symm_store_t *store) {
   cli_put_keys(store, never, 1);
   cli_reply_t rep;
   int rank = -1;
-  if (cli_call(store, SYMM_OP_WAIT, at, (uint64_t)store->timeout_ms, "lost probe", &rep) !=
-      SYMM_SUCCESS)
+  if (cli_call_plain(store, SYMM_OP_WAIT, at, "lost probe", &rep) != SYMM_SUCCESS)
     symm_error_clear(); /* the caller goes on as if the store said nothing */
   else if (rep.status == SYMM_ERR_PEER_LOST || rep.status == SYMM_ERR_PERMISSION)
     rank = rep.lost_rank;
@@ -600,13 +636,27 @@ symm_result_t symm_store_multi_get(symm_store_t *store, const char *const *keys,
   return res;
 }
 
+/* Marks absent[i] for each key index a TIMEOUT reply lists (store_proto.h);
+ * a reply without the list leaves absent all 0. */
+static void cli_take_absent(cli_reply_t *rep, size_t n, uint8_t *absent) {
+  if (!absent) return;
+  memset(absent, 0, n);
+  uint32_t count = symm_proto_get_u32(&rep->r);
+  for (uint32_t i = 0; i < count && !rep->r.err; i++) {
+    uint32_t at = symm_proto_get_u32(&rep->r);
+    if (!rep->r.err && at < n) absent[at] = 1;
+  }
+}
+
 /* The three requests go out in one write and the server answers them in
  * order, so the whole exchange costs one round trip instead of three. */
 symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, const char *key,
                                   const void *value, size_t len, const char *const *keys,
-                                  size_t n, void **values, size_t *lens, int timeout_ms) {
+                                  size_t n, void **values, size_t *lens, int timeout_ms,
+                                  uint8_t *absent) {
   if (!store || !values || !lens || n == 0)
     return symm_error(SYMM_ERR_INVALID_ARG, "store exchange: NULL argument or no keys");
+  if (absent) memset(absent, 0, n);
   if (del_key) SYMM_CHECK(cli_check_key("exchange", del_key));
   SYMM_CHECK(cli_check_key("exchange", key));
   SYMM_CHECK(cli_check_value("exchange", value, len));
@@ -617,6 +667,7 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
   }
   cli_lock(store);
   int t = cli_resolve_timeout(store, timeout_ms);
+  const uint64_t deadline = symm_deadline_after(t);
   uint32_t del_id = 0, set_id;
   store->req.len = 0;
   store->req.failed = false;
@@ -630,7 +681,7 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
   symm_proto_put_value(&store->req, value, len);
   symm_proto_finish(&store->req, at);
   at = symm_proto_begin(&store->req, SYMM_OP_MGET, ++store->next_id);
-  symm_proto_put_i32(&store->req, t);
+  symm_proto_put_i32(&store->req, symm_ms_until(deadline));
   cli_put_keys(store, keys, n);
   /* cli_call finishes the last message, sends the lot, reads one reply. */
   cli_reply_t rep;
@@ -647,16 +698,15 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
   }
   symm_proto_finish(&store->req, at);
   cli_io_t io = cli_send_all(store->fd, store->req.data, store->req.len,
-                             cli_deadline((uint64_t)store->timeout_ms));
+                             cli_transfer_end(store, deadline));
   if (io != CLI_IO_OK) {
     store->torn_request = true;
-    res = cli_io_error(store, io, "exchange", (uint64_t)store->timeout_ms);
+    res = cli_io_error(store, io, "exchange", t);
     goto out;
   }
   if (del_key) {
     store->reply_id = del_id;
-    SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_DEL, "exchange", (uint64_t)store->timeout_ms,
-                                   &rep), res, out);
+    SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_DEL, "exchange", deadline, t, &rep), res, out);
     /* A missing key is fine: the caller deletes what may already be gone. */
     if (rep.status != SYMM_SUCCESS && rep.status != SYMM_ERR_NOT_FOUND) {
       res = cli_status_error(&rep, "exchange delete", del_key, 1, 0, NULL);
@@ -664,22 +714,21 @@ symm_result_t symm_store_exchange(symm_store_t *store, const char *del_key, cons
     }
   }
   store->reply_id = set_id;
-  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_SET, "exchange", (uint64_t)store->timeout_ms, &rep),
-                  res, out);
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_SET, "exchange", deadline, t, &rep), res, out);
   if (rep.status != SYMM_SUCCESS) {
     /* The MGET reply is still coming: read it so the stream stays in step. */
     symm_result_t set_status = cli_status_error(&rep, "exchange set", key, 1, 0, NULL);
     char saved[512];
     snprintf(saved, sizeof saved, "%s", symm_last_error());
     store->reply_id = store->next_id;
-    if (cli_read_reply(store, SYMM_OP_MGET, "exchange", cli_blocking_guard(t), &rep) == SYMM_SUCCESS)
+    if (cli_read_reply(store, SYMM_OP_MGET, "exchange", deadline, t, &rep) == SYMM_SUCCESS)
       symm_error_restore(saved);
     res = set_status;
     goto out;
   }
   store->reply_id = store->next_id;
-  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_MGET, "exchange", cli_blocking_guard(t), &rep),
-                  res, out);
+  SYMM_CHECK_GOTO(cli_read_reply(store, SYMM_OP_MGET, "exchange", deadline, t, &rep), res, out);
+  if (rep.status == SYMM_ERR_TIMEOUT) cli_take_absent(&rep, n, absent);
   if (rep.status != SYMM_SUCCESS)
     res = cli_status_error(&rep, "exchange", keys[0], n, t, NULL);
   else
@@ -701,7 +750,7 @@ symm_result_t symm_store_delete_own(symm_store_t *store, const char *key) {
   size_t at = cli_begin(store, SYMM_OP_DEL);
   symm_proto_put_key(&store->req, key, strlen(key));
   cli_reply_t rep;
-  symm_result_t res = cli_call(store, SYMM_OP_DEL, at, (uint64_t)store->timeout_ms, "delete", &rep);
+  symm_result_t res = cli_call_plain(store, SYMM_OP_DEL, at, "delete", &rep);
   if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS)
     res = cli_status_error(&rep, "delete", key, 1, 0, "no such key");
   else if (res == SYMM_SUCCESS && !symm_proto_end(&rep.r))
@@ -826,8 +875,9 @@ static symm_result_t cli_connect_retry(const char *host, int port,
   symm_result_t out = SYMM_SUCCESS;
   uint64_t backoff = 5;
   int last = 0;
-  /* With timeout 0 the single attempt still gets time to complete. */
-  uint64_t attempt_deadline = timeout_ms == 0 ? cli_deadline(CLI_GRACE_MS) : deadline;
+  /* A connection under way gets the grace past the deadline (with timeout
+   * 0, the single attempt still gets time to complete). */
+  uint64_t attempt_deadline = cli_grace_end(deadline, timeout_ms);
   for (;;) {
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
       *fd = cli_connect_one(ai, attempt_deadline);
@@ -862,17 +912,16 @@ static void cli_put_process(symm_store_t *s) {
   symm_proto_put_u8(&s->req, s->job_ranks ? SYMM_HELLO_JOB_RANKS : 0);
 }
 
-static symm_result_t cli_hello(symm_store_t *s, const char *token,
-                               uint64_t deadline) {
-  uint64_t now = symm_now_ns();
-  uint64_t left = deadline > now ? (deadline - now) / 1000000ull : 0;
-  uint64_t guard = left > CLI_HELLO_MIN_MS ? left : CLI_HELLO_MIN_MS;
+/* HELLO, answered by the connect's deadline plus its grace: a server that
+ * cannot answer by then (stopped, or swamped) fails the connect. */
+static symm_result_t cli_hello(symm_store_t *s, const char *token, uint64_t deadline,
+                               int timeout_ms) {
   size_t at = cli_begin(s, SYMM_OP_HELLO);
   symm_proto_put_key(&s->req, token, strlen(token));
   symm_proto_put_i32(&s->req, s->rank);
   if (s->rank >= 0) cli_put_process(s);
   cli_reply_t rep;
-  symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, guard, "hello", &rep);
+  symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, deadline, timeout_ms, "hello", &rep);
   if (res != SYMM_SUCCESS) return res;
   if (rep.status == SYMM_ERR_PERMISSION) {
     s->broken = true; /* the server closes it */
@@ -918,11 +967,12 @@ static symm_result_t cli_open(const char *addr, const char *host, int port, cons
   s->comm = comm;
   s->job_ranks = job_ranks;
   s->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+  s->server_rank = -1;
   snprintf(s->addr, sizeof s->addr, "%s", addr);
   SYMM_CHECK_GOTO(cli_connect_retry(host, port, deadline, timeout_ms, &s->fd), res, fail);
   int one = 1;
   setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  SYMM_CHECK_GOTO(cli_hello(s, token, deadline), res, fail);
+  SYMM_CHECK_GOTO(cli_hello(s, token, deadline, timeout_ms), res, fail);
   cli_trim(s);
   *out = s;
   return SYMM_SUCCESS;
@@ -950,7 +1000,7 @@ symm_result_t symm_store_connect_rank(const char *addr, const char *token, int r
   int port;
   SYMM_CHECK(symm_store_parse_addr(addr, host, sizeof host, &port));
   int t = timeout_ms < 0 ? CLI_DEFAULT_TIMEOUT_MS : timeout_ms;
-  uint64_t deadline = cli_deadline((uint64_t)t);
+  uint64_t deadline = symm_deadline_after(t);
   uint64_t backoff = 1;
   for (int attempt = 1;; attempt++) {
     symm_result_t res = cli_open(addr, host, port, token, rank, comm, job_ranks, deadline, t,
@@ -971,6 +1021,13 @@ symm_result_t symm_store_connect_rank(const char *addr, const char *token, int r
   }
 }
 
+void symm_store_set_server_rank(symm_store_t *store, int rank) {
+  if (!store) return;
+  cli_lock(store);
+  store->server_rank = rank;
+  cli_unlock(store);
+}
+
 void symm_store_set_timeout(symm_store_t *store, int timeout_ms) {
   if (!store) return;
   cli_lock(store);
@@ -985,7 +1042,7 @@ static void cli_say_bye(symm_store_t *s) {
   size_t at = cli_begin(s, SYMM_OP_BYE);
   if (s->req.failed) return;
   symm_proto_finish(&s->req, at);
-  uint64_t deadline = cli_deadline(CLI_BYE_MS);
+  uint64_t deadline = symm_op_limit(cli_deadline(CLI_BYE_MS));
   if (cli_send_all(s->fd, s->req.data, s->req.len, deadline) != CLI_IO_OK) return;
   shutdown(s->fd, SHUT_WR);
   uint8_t sink[4096];

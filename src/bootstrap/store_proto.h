@@ -46,7 +46,10 @@
  * communicator that says so.
  *
  * Every reply body starts with u32 status (a symm_result_t) and i32
- * lost_rank (the lost rank for SYMM_ERR_PEER_LOST, else -1).  Timeouts are
+ * lost_rank (the lost rank for SYMM_ERR_PEER_LOST, else -1).  GET, WAIT and
+ * MGET answered SYMM_ERR_TIMEOUT carry u32 n and the n u32 indices (in the
+ * request's key list) of the keys still absent then; a client takes a
+ * TIMEOUT without them as "not said".  Timeouts are
  * >= 0 on the wire (0: answer at once); the client resolves negative ones.
  *
  * ADD counters are stored as decimal ASCII text without a terminator ("42",

@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,7 +107,7 @@ static bool srv_build_pollfds(symm_store_server_t *s, uint64_t now, bool *busy) 
   }
   *busy = false;
   s->pfds[0] = (struct pollfd){.fd = s->wake_rd, .events = POLLIN};
-  const bool accepting = s->accept_paused_until <= now && srv_accept_room(s, now, false);
+  const bool accepting = s->accept_paused_until <= now && srv_accept_room(s, now);
   s->pfds[1] = (struct pollfd){.fd = accepting ? s->listen_fd : -1, .events = POLLIN};
   for (size_t i = 0; i < s->nconns; i++) {
     srv_conn_t *c = s->conns[i];
@@ -242,6 +243,20 @@ static void srv_free(symm_store_server_t *s) {
   free(s);
 }
 
+/* Raises this process's soft limit on open files to its hard limit: a
+ * store holds a connection per rank and communicator, and connections
+ * that never present the token take fds too until they are closed (the
+ * default soft limit, 1024, is often the smaller of the two). */
+static void srv_raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  const unsigned long long was = (unsigned long long)rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+    SYMM_INFO(STORE, "store: open-file limit raised from %llu to %llu", was,
+              (unsigned long long)rl.rlim_cur);
+}
+
 symm_result_t symm_store_server_start(const char *bind_host, int port,
                                       const char *token,
                                       symm_store_server_t **server) {
@@ -255,6 +270,7 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
                       SYMM_PROTO_MAX_TOKEN);
   symm_store_server_t *s = calloc(1, sizeof *s);
   if (!s) return symm_error(SYMM_ERR_NO_MEMORY, "store: out of memory");
+  srv_raise_fd_limit();
   s->listen_fd = s->wake_rd = s->wake_wr = -1;
   pthread_mutex_init(&s->lock, NULL);
   pthread_condattr_t ca;

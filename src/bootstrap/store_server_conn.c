@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,45 +364,66 @@ static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
-/* The connections without a valid HELLO: how many, and the oldest (the
- * array is in the order of accept). */
+/* The connections without a valid HELLO: how many, and the one that
+ * connected first. */
 static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
   size_t n = 0;
   *oldest = NULL;
   for (size_t i = 0; i < s->nconns; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || c->authed) continue;
-    if (!n++) *oldest = c;
+    n++;
+    if (!*oldest || c->connected_ns < (*oldest)->connected_ns) *oldest = c;
   }
   return n;
 }
 
 /* Whether a connection may be accepted now (SRV_MAX_UNAUTHED): below the
- * limit, or after closing the oldest connection without HELLO once its
- * grace is over.  Otherwise s->unauthed_wait_until says when to look
- * again, and the listening socket is not polled until then. */
-bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close) {
+ * limit, or when the oldest connection without HELLO has had its grace
+ * (it goes if the new one does not say HELLO at once: srv_admit).
+ * Otherwise s->unauthed_wait_until says when to look again, and the
+ * listening socket is not polled until then. */
+bool srv_accept_room(symm_store_server_t *s, uint64_t now) {
   srv_conn_t *oldest;
   s->unauthed_wait_until = 0;
   if (srv_unauthed(s, &oldest) < SRV_MAX_UNAUTHED) return true;
-  if (now < oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS) {
-    s->unauthed_wait_until = oldest->accepted_ns + SRV_UNAUTHED_GRACE_NS;
-    return false;
-  }
-  if (!may_close) return true;
+  if (now >= oldest->connected_ns + SRV_UNAUTHED_GRACE_NS) return true;
+  s->unauthed_wait_until = oldest->connected_ns + SRV_UNAUTHED_GRACE_NS;
+  return false;
+}
+
+/* Closes the connection without HELLO that connected first, to make room;
+ * false if there is none. */
+static bool srv_evict_oldest(symm_store_server_t *s, const char *why) {
+  srv_conn_t *oldest;
+  srv_unauthed(s, &oldest);
+  if (!oldest) return false;
   if (!s->unauthed_warned)
-    SYMM_WARN(STORE, "store: %d connections without a valid HELLO for %llu ms (the oldest "
-              "from %s); closing the oldest of them to accept more (logged once)",
-              SRV_MAX_UNAUTHED, (unsigned long long)(SRV_UNAUTHED_GRACE_NS / 1000000ull),
-              oldest->peer);
+    SYMM_WARN(STORE, "store: %s; closing the oldest connection without a valid HELLO "
+              "(from %s) to make room (logged once)", why, oldest->peer);
   s->unauthed_warned = true;
-  SYMM_TRACE(STORE, "store: closing %s: too many connections without HELLO", oldest->peer);
+  SYMM_TRACE(STORE, "store: closing %s to make room: %s", oldest->peer, why);
   srv_conn_close(s, oldest, false);
   return true;
 }
 
-static void srv_add_conn(symm_store_server_t *s, int fd,
-                         const struct sockaddr_storage *ss, socklen_t len) {
+/* When the peer connected: a connection may wait in the listen backlog
+ * long before accept() returns it, and its grace runs from then, so that
+ * a backlog of connections that never speak drains at once instead of one
+ * grace per SRV_MAX_UNAUTHED of them.  TCP_INFO's tcpi_last_data_recv is
+ * the time since data last came, or since the connection was set up. */
+static uint64_t srv_connected_ns(int fd, uint64_t now) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+    return now;
+  const uint64_t age = (uint64_t)ti.tcpi_last_data_recv * 1000000ull;
+  return age < now ? now - age : 0;
+}
+
+static srv_conn_t *srv_add_conn(symm_store_server_t *s, int fd,
+                                const struct sockaddr_storage *ss, socklen_t len) {
   srv_conn_t *c = NULL;
   if (s->nconns == s->conns_cap) {
     size_t cap = s->conns_cap ? s->conns_cap * 2 : 64;
@@ -415,34 +437,54 @@ static void srv_add_conn(symm_store_server_t *s, int fd,
   c->fd = fd;
   c->rank = -1;
   c->comm = SYMM_STORE_NO_COMM;
-  c->accepted_ns = symm_now_ns();
-  c->deadline_ns = c->accepted_ns + s->handshake_ns;
+  c->connected_ns = srv_connected_ns(fd, symm_now_ns());
+  c->deadline_ns = c->connected_ns + s->handshake_ns;
   srv_format_peer(ss, len, c->peer, sizeof c->peer);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   s->conns[s->nconns++] = c;
   SYMM_TRACE(STORE, "store: accepted %s", c->peer);
-  return;
+  return c;
 fail:
+  free(c);
   SYMM_WARN(STORE, "store: out of memory accepting a connection");
   symm_fork_guard_close(fd);
+  return NULL;
+}
+
+/* A new connection's HELLO is served at once when it is in already (a
+ * rank sends it as soon as it is connected, usually before accept), so
+ * that ranks never queue behind connections that say nothing.  One that
+ * has not said it counts against SRV_MAX_UNAUTHED: past the limit, the
+ * connection without HELLO that connected first goes (this one, maybe). */
+static void srv_admit(symm_store_server_t *s, srv_conn_t *c) {
+  srv_read(s, c);
+  srv_process(s, c);
+  srv_conn_t *oldest;
+  if (!c->dead && !c->authed && srv_unauthed(s, &oldest) > SRV_MAX_UNAUTHED)
+    srv_evict_oldest(s, "too many connections without a valid HELLO");
 }
 
 void srv_accept(symm_store_server_t *s) {
-  /* Called after the poll results are used: connections closed here for
-   * room leave the array at once, so a flood of thousands does not pile
-   * up closed entries. */
-  while (srv_accept_room(s, symm_now_ns(), true)) {
+  /* At most SRV_ACCEPT_BATCH per pass, so that a stream of connections
+   * does not keep the thread from those it has; the listening socket is
+   * still readable on the next pass.  Connections closed here leave the
+   * array at the end of the batch. */
+  for (int i = 0; i < SRV_ACCEPT_BATCH && srv_accept_room(s, symm_now_ns()); i++) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       symm_fork_guard_add(fd);
-      srv_add_conn(s, fd, &ss, len);
+      srv_conn_t *c = srv_add_conn(s, fd, &ss, len);
+      if (c) srv_admit(s, c);
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
+    /* Out of fds: those of connections without HELLO are the ones to
+     * give up; with none, pause accept() rather than spin on it. */
+    if ((errno == EMFILE || errno == ENFILE) && srv_evict_oldest(s, strerror(errno))) continue;
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
       SYMM_WARN(STORE, "store: accept: %s; pausing new connections", strerror(errno));
       s->accept_paused_until = symm_now_ns() + SRV_ACCEPT_PAUSE_NS;

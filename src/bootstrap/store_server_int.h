@@ -43,11 +43,13 @@
 /* Connections that have not presented the token yet, at most, so that
  * anybody who can reach the port but lacks the token cannot use up this
  * process's fds (each would otherwise hold one until its handshake
- * deadline).  At the limit the server accepts no more; once the oldest of
- * them has waited SRV_UNAUTHED_GRACE_NS (a rank sends its HELLO at once)
- * it is closed to make room.  Ranks that connect together thus wait in
- * the kernel's backlog instead of being closed unread, and a held flood
- * delays a rank behind it by a grace period per SRV_MAX_UNAUTHED of it. */
+ * deadline).  At the limit the server accepts more only once the oldest of
+ * them has had SRV_UNAUTHED_GRACE_NS since it connected (a rank sends its
+ * HELLO at once), and closes that one when the new one has no HELLO in.
+ * Ranks that connect together thus wait in the kernel's backlog instead of
+ * being closed unread; connections that sat in the backlog past their
+ * grace without a word are closed as fast as they are accepted, so a rank
+ * behind a flood waits about one grace, not one per SRV_MAX_UNAUTHED. */
 #define SRV_MAX_UNAUTHED 64
 #define SRV_UNAUTHED_GRACE_NS (200ull * 1000000ull)
 /* How often, while a request is parked, the pids of the clients' processes
@@ -66,6 +68,8 @@ typedef struct srv_hello_process {
   uint64_t host_hash, ns_ino, ns_dev;
   uint8_t flags;
 } srv_hello_process_t;
+/* Connections accepted per pass of the loop, at most (srv_accept). */
+#define SRV_ACCEPT_BATCH 256
 
 typedef struct srv_entry {
   struct srv_entry *next;
@@ -113,7 +117,7 @@ typedef struct srv_conn {
   bool closing;        /* flush output, then close; read nothing more */
   bool dead;           /* closed; removed from the array after the poll pass */
   uint64_t deadline_ns;/* handshake or closing linger; 0 = none */
-  uint64_t accepted_ns;
+  uint64_t connected_ns; /* when the peer connected (before accept: srv_connected_ns) */
   uint8_t *in;
   size_t in_start, in_len, in_cap;
   symm_proto_buf_t out;
@@ -147,7 +151,7 @@ struct symm_store_server {
   size_t npending;
   uint64_t accept_paused_until;
   uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
-  bool unauthed_warned; /* the SRV_MAX_UNAUTHED warning is given once */
+  bool unauthed_warned; /* the warning for closing one to make room is given once */
   srv_proc_t **procs;   /* the clients' processes (store_server_proc.c) */
   size_t nprocs, procs_cap;
   uint64_t host_hash, ns_ino, ns_dev; /* this process's, to tell whose pid it can watch */
@@ -198,7 +202,7 @@ bool srv_wants_input(symm_store_server_t *s, srv_conn_t *c);
 bool srv_ready(symm_store_server_t *s, srv_conn_t *c, symm_proto_header_t *h, long *size);
 void srv_process(symm_store_server_t *s, srv_conn_t *c);
 void srv_read(symm_store_server_t *s, srv_conn_t *c);
-bool srv_accept_room(symm_store_server_t *s, uint64_t now, bool may_close);
+bool srv_accept_room(symm_store_server_t *s, uint64_t now);
 void srv_accept(symm_store_server_t *s);
 
 /* -------------------------------------------------- store_server_park.c */

@@ -173,11 +173,26 @@ void srv_rescan_pending(symm_store_server_t *s) {
   }
 }
 
+/* SYMM_ERR_TIMEOUT for a blocking request, with the indices of the keys
+ * still absent (store_proto.h), so that the client can name what it
+ * waited for without asking again (the store may be gone by then). */
+static void srv_reply_timeout(symm_store_server_t *s, srv_conn_t *c, uint8_t op, uint32_t id,
+                              const srv_keyref_t *keys, uint32_t nkeys) {
+  uint32_t absent = 0;
+  for (uint32_t i = 0; i < nkeys; i++) absent += !srv_key_present(s, &keys[i]);
+  size_t at = srv_reply_begin(c, op, id, SYMM_ERR_TIMEOUT, -1);
+  symm_proto_put_u32(&c->out, absent);
+  for (uint32_t i = 0; i < nkeys; i++)
+    if (!srv_key_present(s, &keys[i])) symm_proto_put_u32(&c->out, i);
+  srv_reply_end(c, at);
+}
+
 void srv_expire_pending(symm_store_server_t *s, uint64_t now) {
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->pending || c->pending->deadline_ns > now) continue;
-    srv_reply_status(c, c->pending->op, c->pending->id, SYMM_ERR_TIMEOUT, -1);
+    const srv_pending_t *p = c->pending;
+    srv_reply_timeout(s, c, p->op, p->id, p->keys, p->nkeys);
     srv_pending_free(s, c);
     srv_flush(s, c);
   }
@@ -232,7 +247,7 @@ static void srv_blocking(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   else if (lost)
     srv_reply_status(c, op, id, lost->cause, lost->rank);
   else if (timeout_ms == 0)
-    srv_reply_status(c, op, id, SYMM_ERR_TIMEOUT, -1);
+    srv_reply_timeout(s, c, op, id, keys, nkeys);
   else
     srv_park(s, c, op, id, body, body_len, keys, nkeys, next, timeout_ms);
 }

@@ -213,11 +213,17 @@ out:
   return res;
 }
 
+/* Milliseconds left for a wait that finishes the calling operation: up to
+ * its deadline plus its slack (symm_op_limit), which is destroy's own or,
+ * when init fails, what is left of init's. */
+static int finishing_ms(void) { return symm_ms_until(symm_op_limit(UINT64_MAX)); }
+
 /* Peers may still be finishing a collective whose answer they have not
  * read; stopping the store under them would turn success into PEER_LOST.
- * So the serving rank waits (bounded) until they have all closed. */
+ * So the serving rank waits (within the calling operation's time) until
+ * they have all closed. */
 static void stop_serving(symm_comm_t *comm) {
-  int wait_ms = comm->timeout_ms < 10000 ? comm->timeout_ms : 10000;
+  int wait_ms = finishing_ms();
   if (!comm->server_shared) {
     if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
       SYMM_INFO(INIT, "store stopped with ranks still connected");
@@ -245,6 +251,14 @@ static void stop_serving(symm_comm_t *comm) {
   pthread_mutex_unlock(&served.lock);
 }
 
+/* The rank that serves the store as every rank can tell from its own
+ * settings (this one when it serves, else rank 0 unless a launcher does),
+ * for messages about a store that does not answer; -1: no rank. */
+static int store_server_rank(const symm_comm_t *comm, const resolved_config_t *rc) {
+  if (rc->serve) return comm->rank;
+  return rc->cfg.store_server < 0 && !symm_settings()->SYMM_STORE_EXTERNAL ? 0 : -1;
+}
+
 static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   char host[256];
   int port = 0;
@@ -267,11 +281,16 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   symm_result_t res = symm_store_connect_rank(rc->store_addr, rc->token, comm->rank,
                                               (uint32_t)comm->index, rc->job_ranks,
                                               comm->timeout_ms, &comm->store);
+  const int server_rank = store_server_rank(comm, rc);
   if (res != SYMM_SUCCESS) {
-    symm_error_context("rank %d connecting to the store at %s", comm->rank, rc->store_addr);
+    char by[40] = "";
+    if (server_rank >= 0) snprintf(by, sizeof by, " (served by rank %d)", server_rank);
+    symm_error_context("rank %d connecting to the store at %s%s", comm->rank, rc->store_addr,
+                       by);
     return res;
   }
   symm_store_set_timeout(comm->store, comm->timeout_ms);
+  symm_store_set_server_rank(comm->store, server_rank);
   return SYMM_SUCCESS;
 }
 
@@ -577,22 +596,16 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 
 /* ------------------------------------------------------------------ init */
 
-symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
-  if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
-  *out = NULL;
-  SYMM_CHECK(symm_settings_load());
-  resolved_config_t rc;
-  memset(&rc, 0, sizeof rc);
-  SYMM_CHECK(resolve_config(config, &rc));
-
+/* symm_comm_init once the config is resolved. */
+static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   symm_comm_t *comm = calloc(1, sizeof *comm);
   if (!comm) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
   pthread_mutex_init(&comm->lock, NULL);
-  comm->rank = rc.cfg.rank;
-  comm->size = rc.cfg.world_size;
-  comm->local_rank = rc.cfg.local_rank;
-  comm->local_size = rc.cfg.local_size;
-  comm->timeout_ms = rc.cfg.timeout_ms;
+  comm->rank = rc->cfg.rank;
+  comm->size = rc->cfg.world_size;
+  comm->local_rank = rc->cfg.local_rank;
+  comm->local_size = rc->cfg.local_size;
+  comm->timeout_ms = rc->cfg.timeout_ms;
   comm->index = atomic_fetch_add(&comm_counter, 1);
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
@@ -604,9 +617,9 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   symm_algo_t algo = SYMM_ALGO_AUTO;
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
-  SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
+  SYMM_CHECK_GOTO(connect_store(comm, rc), res, fail);
   SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
-  SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
+  SYMM_CHECK_GOTO(agree_identity(comm, rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);
   comm->ops = symm_backend_find(comm->backend);
   if (comm->ops->version < 1 || !comm->ops->init || !comm->ops->fini || !comm->ops->alloc ||
@@ -616,7 +629,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
     goto fail;
   }
   comm->engine = engine_for(comm->ops);
-  comm->requested_device = rc.cfg.device;
+  comm->requested_device = rc->cfg.device;
   SYMM_CHECK_GOTO(start_engine_and_backend(comm), res, fail);
   SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
@@ -630,10 +643,27 @@ fail:
   return res;
 }
 
+/* One deadline for the whole of init, failure's cleanup included: every
+ * wait inside takes what is left of it (symm_deadline_after). */
+symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
+  if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
+  *out = NULL;
+  SYMM_CHECK(symm_settings_load());
+  resolved_config_t rc;
+  memset(&rc, 0, sizeof rc);
+  SYMM_CHECK(resolve_config(config, &rc));
+  uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
+  symm_result_t res = comm_create(&rc, out);
+  symm_op_deadline_end(outer);
+  return res;
+}
+
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
+  /* Its waits (BYE, the drain of a serving rank) share one deadline. */
+  uint64_t outer = symm_op_deadline_begin(comm->timeout_ms < 10000 ? comm->timeout_ms : 10000);
   if (comm->engine) { /* set once engine and backend are both up */
     symm_comm_release_tensors(comm);
     comm->ops->fini(comm);
@@ -645,6 +675,7 @@ void symm_comm_destroy(symm_comm_t *comm) {
   free(comm->host_ids);
   symm_store_close(comm->store);
   if (comm->server) stop_serving(comm);
+  symm_op_deadline_end(outer);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
   /* Destroy must not clobber the error of the call that failed. */

@@ -60,15 +60,29 @@ int symm_poll_until(int fd, short events, uint64_t deadline_ns) {
   }
 }
 
-static _Thread_local uint64_t op_deadline_ns;
+static _Thread_local uint64_t op_deadline_ns, op_grace_ns;
 
 uint64_t symm_op_deadline_begin(int timeout_ms) {
   uint64_t previous = op_deadline_ns;
   op_deadline_ns = symm_deadline_after(timeout_ms); /* an enclosing op's, if earlier */
+  if (!previous) op_grace_ns = (uint64_t)symm_timeout_slack_ms(timeout_ms) * 1000000ull;
   return previous;
 }
 
-void symm_op_deadline_end(uint64_t previous) { op_deadline_ns = previous; }
+void symm_op_deadline_end(uint64_t previous) {
+  op_deadline_ns = previous;
+  if (!previous) op_grace_ns = 0;
+}
+
+int symm_timeout_slack_ms(int timeout_ms) {
+  return timeout_ms / 10 > 250 ? timeout_ms / 10 : 250;
+}
+
+uint64_t symm_op_limit(uint64_t end_ns) {
+  if (!op_deadline_ns) return end_ns;
+  const uint64_t limit = op_deadline_ns + op_grace_ns;
+  return end_ns < limit ? end_ns : limit;
+}
 
 uint64_t symm_deadline_after(int timeout_ms) {
   uint64_t d = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;

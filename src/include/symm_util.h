@@ -35,6 +35,15 @@ void symm_random_hex(char *out, size_t nbytes);
 uint64_t symm_op_deadline_begin(int timeout_ms);
 void symm_op_deadline_end(uint64_t previous);
 uint64_t symm_deadline_after(int timeout_ms);
+/* The slack symmem.h promises past a timeout: max(250 ms, timeout / 10).
+ * A call returns within its timeout plus this. */
+int symm_timeout_slack_ms(int timeout_ms);
+/* The slack is for waits that only finish a call whose deadline has come
+ * (a reply in flight, a BYE, a drain); what a call does after them is
+ * local work.  symm_op_limit clamps a wait's end to the calling thread's
+ * operation deadline plus the slack of the timeout its outermost begin was
+ * given (end_ns itself when no operation is on). */
+uint64_t symm_op_limit(uint64_t end_ns);
 /* Process pid (on this host, in this PID namespace) is gone, or a zombie
  * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);

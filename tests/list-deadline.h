@@ -1,0 +1,10 @@
+/* Deadline and flood tests (tests/test-deadline.c): TEST_ENTRY(name, timeout_seconds). */
+TEST_ENTRY(deadline_frozen_before_init, 120)
+TEST_ENTRY(deadline_frozen_before_init_ext, 120)
+TEST_ENTRY(deadline_frozen_in_init, 120)
+TEST_ENTRY(deadline_frozen_in_init_ext, 120)
+TEST_ENTRY(deadline_frozen_in_barrier, 120)
+TEST_ENTRY(deadline_frozen_in_barrier_ext, 120)
+TEST_ENTRY(deadline_flood_rank0_store, 90)
+TEST_ENTRY(deadline_flood_own_store, 90)
+TEST_ENTRY(deadline_store_out_of_fds, 30)
