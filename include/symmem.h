@@ -177,6 +177,17 @@ SYMM_API symm_result_t symm_dtype_from_name(const char *name,
  * settings and judge the environment's values with the very parser
  * symm_comm_init uses, so a tool (symmem-info --env) and the library never
  * disagree.
+ *
+ * A testing aid: SYMM_FAULT="<phase>:<kill|stop>[:rank]" makes that rank
+ * (every rank when none is named) send itself SIGKILL or SIGSTOP the first
+ * time it reaches the phase, read at each symm_comm_init: init.hello (the
+ * store accepted this rank, the others not met yet), init.shm (inside the
+ * shared-memory bootstrap: rank 0 made the segment, another rank opened
+ * it), alloc, rendezvous (after the exchange, before the peers are
+ * mapped), barrier, collective, signal_wait (each before it waits on its
+ * peers), free, destroy.  It lets a test kill or freeze a rank at an exact
+ * point to check what its peers get (tests/test-faults.c); unset, it costs
+ * nothing.  Never set it in production.
  */
 typedef struct symm_setting_info {
   const char *name;          /* "SYMM_TIMEOUT_MS" */

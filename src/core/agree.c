@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "symm_fault.h"
 
 static const char *op_name(uint32_t op) {
   switch (op) {
@@ -108,6 +109,7 @@ symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char 
  * rank in a barrier and a rank in another collective see a mismatch. */
 symm_result_t symm_comm_barrier(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_barrier: comm is NULL");
+  symm_fault_point(SYMM_FAULT_BARRIER, comm->rank);
   return symm_comm_allgather_op(comm, SYMM_TAG_BARRIER, NULL, 0, NULL);
 }
 

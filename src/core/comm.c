@@ -12,6 +12,7 @@
 
 #include "bootstrap/store.h"
 #include "internal.h"
+#include "symm_fault.h"
 
 /* Communicators made by this process, in order; ranks number theirs the same
  * way because symm_comm_init is collective, which keeps store keys apart. */
@@ -576,6 +577,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
   *out = NULL;
   SYMM_CHECK(symm_settings_load());
+  symm_fault_arm(symm_settings()->SYMM_FAULT);
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   SYMM_CHECK(resolve_config(config, &rc));
@@ -600,6 +602,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, &rc), res, fail);
+  symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
   SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, &rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);
@@ -627,6 +630,7 @@ fail:
 
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
+  symm_fault_point(SYMM_FAULT_DESTROY, comm->rank);
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
   if (comm->engine) { /* set once engine and backend are both up */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "symm_fault.h"
 
 /* A pooled allocation is a whole tensor struct kept with its mappings. */
 struct symm_pool_entry {
@@ -358,6 +359,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
       alloc_bytes + gran < alloc_bytes)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
   alloc_bytes = symm_round_up(alloc_bytes, gran);
+  symm_fault_point(SYMM_FAULT_ALLOC, comm->rank);
 
   symm_tensor_t *t = NULL;
   /* A registration is collective, so an allocation that needs one is too. */
@@ -473,6 +475,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, &mine, sizeof mine, all), res,
                   out);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanged", (unsigned long long)t->mem.id);
+  symm_fault_point(SYMM_FAULT_RENDEZVOUS, comm->rank);
   /* Every rank sees the same table, so every rank reaches the same verdict. */
   SYMM_CHECK_GOTO(check_same_shape(t, all), res, out);
 
@@ -797,6 +800,7 @@ symm_result_t symm_tensor_free(symm_tensor_t *t) {
   }
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_free"));
   symm_comm_t *comm = t->comm;
+  symm_fault_point(SYMM_FAULT_FREE, comm->rank);
   if (comm->caps.collective_free) return free_collective(comm, t);
   detach_tensor(t);
   retire_tensor(comm, t, pool_has_room(comm, t->mem.alloc_bytes));
