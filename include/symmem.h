@@ -525,8 +525,8 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * mapped.  Idempotent: a second call on a rendezvoused tensor returns
  * SYMM_SUCCESS at once and is *not* collective.  Also SYMM_ERR_TIMEOUT /
  * SYMM_ERR_PEER_LOST when a peer does not arrive (or its process or fd
- * server is gone while this rank maps its memory; the whole mapping keeps
- * to one timeout), SYMM_ERR_INVALID_ARG for NULL, SYMM_ERR_NO_MEMORY, and,
+ * server is gone while this rank maps its memory; the whole call, exchange,
+ * mapping and the agreement on it, keeps to one timeout), SYMM_ERR_INVALID_ARG for NULL, SYMM_ERR_NO_MEMORY, and,
  * from mapping peers' memory (host and native): SYMM_ERR_SYSTEM (sockets,
  * mmap), SYMM_ERR_PERMISSION (a peer's fd server runs as another user, or
  * refused this one), SYMM_ERR_NOT_FOUND (a peer no longer offers the memory

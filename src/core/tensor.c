@@ -430,11 +430,10 @@ static uint64_t ids_signature(const rendezvous_info_t *all, int n) {
   return h ? h : 1;
 }
 
-/* Maps the peers whose current allocation this one does not map yet. */
+/* Maps the peers whose current allocation this one does not map yet, within
+ * the rendezvous's deadline. */
 static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t *all) {
   symm_comm_t *comm = t->comm;
-  /* One timeout for all the peers' fetches, not one each. */
-  uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
   symm_result_t res = SYMM_SUCCESS;
   for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
     if (r == comm->rank) continue;
@@ -448,7 +447,6 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
     }
     t->peers[r].peer_id = all[r].info.id;
   }
-  symm_op_deadline_end(outer);
   return res;
 }
 
@@ -471,6 +469,10 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
   symm_result_t res;
+  /* One timeout for the whole call: the exchange, every peer's fetch and
+   * the agreement on them wait within it, so that a peer stopped half-way
+   * costs one timeout, not one for the mapping and one for the agreement. */
+  const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanging", (unsigned long long)t->mem.id);
   SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, &mine, sizeof mine, all), res,
                   out);
@@ -505,6 +507,7 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu done (%s)", (unsigned long long)t->mem.id,
              all_cached ? "pooled mappings" : "mapped");
 out:
+  symm_op_deadline_end(outer);
   free(all);
   return res;
 }
