@@ -297,7 +297,9 @@ typedef struct symm_comm symm_comm_t;
  * SYMM_ERR_NO_MEMORY, SYMM_ERR_PROTOCOL (malformed store reply),
  * SYMM_ERR_SYSTEM (sockets, the store's port, the fd server's name in use),
  * SYMM_ERR_BACKEND (GPU driver failures).  A failure of the backend's
- * setup on one rank is returned on every rank.  On failure *comm is NULL.
+ * setup on one rank is returned on every rank.  On failure *comm is NULL;
+ * a rank serving the store stops it then, after giving the ranks failing
+ * with it max(250 ms, timeout / 10) to read their answers.
  * The nvshmem backend runs one NVSHMEM instance per process: a second
  * communicator over the same ranks in the same order shares it (they must
  * then allocate and free in the same order on every rank), any other is

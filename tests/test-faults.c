@@ -72,8 +72,6 @@ static const struct {
      * the timeout (src/bootstrap/store_client.c). */
     {"before_init:kill:*/*/hand/second",
      "issue 17 item 8: a rank dead before the second communicator is waited for"},
-    {"init.*:stop:[1-9]/*/hand", "the serving rank's failed init waits a timeout for the "
-                                  "others to close"},
     {NULL, NULL},
 };
 

@@ -211,9 +211,8 @@ out:
 
 /* Peers may still be finishing a collective whose answer they have not
  * read; stopping the store under them would turn success into PEER_LOST.
- * So the serving rank waits (bounded) until they have all closed. */
-static void stop_serving(symm_comm_t *comm) {
-  int wait_ms = comm->timeout_ms < 10000 ? comm->timeout_ms : 10000;
+ * So the serving rank waits, up to wait_ms, until they have all closed. */
+static void stop_serving(symm_comm_t *comm, int wait_ms) {
   if (!comm->server_shared) {
     if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
       SYMM_INFO(INIT, "store stopped with ranks still connected");
@@ -573,6 +572,8 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 
 /* ------------------------------------------------------------------ init */
 
+static void teardown(symm_comm_t *comm, int drain_ms);
+
 symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   if (!out) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: comm is NULL");
   *out = NULL;
@@ -624,13 +625,21 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   return SYMM_SUCCESS;
 fail:
   comm->engine = NULL;
-  symm_comm_destroy(comm);
+  /* The init has waited its timeout already: the peers that are failing it
+   * too get the slack to read their answers, not another timeout. */
+  teardown(comm, comm->timeout_ms / 10 > 250 ? comm->timeout_ms / 10 : 250);
   return res;
 }
 
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
   symm_fault_point(SYMM_FAULT_DESTROY, comm->rank);
+  teardown(comm, comm->timeout_ms < 10000 ? comm->timeout_ms : 10000);
+}
+
+/* Releases everything; a serving rank waits up to drain_ms for the other
+ * ranks to close their store connections first. */
+static void teardown(symm_comm_t *comm, int drain_ms) {
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
   if (comm->engine) { /* set once engine and backend are both up */
@@ -643,7 +652,7 @@ void symm_comm_destroy(symm_comm_t *comm) {
   free(comm->pids);
   free(comm->host_ids);
   symm_store_close(comm->store);
-  if (comm->server) stop_serving(comm);
+  if (comm->server) stop_serving(comm, drain_ms);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
   /* Destroy must not clobber the error of the call that failed. */
