@@ -24,7 +24,7 @@
  *    or gave up and stopped serving) or before the target ever came, and
  *    nothing tells it a rank that never arrived from one that is late;
  *    symmem-run's store hears of the death from the launcher;
- *  - every call, destroy included, returned within the timeout + slack
+ *  - that call, and destroy, returned within the timeout + slack
  *    (max(250 ms, timeout / 10)), plus 750 ms for a loaded 2-core machine.
  * After the job: no process of it, nothing in /dev/shm naming its job id,
  * no abstract socket of it in /proc/net/unix, no listener on its store port.
@@ -237,6 +237,7 @@ static void child_setup(const cell_t *c, const char *dir) {
   snprintf(v, sizeof v, "%d", FAULT_TIMEOUT_MS);
   setenv("SYMM_TIMEOUT_MS", v, 1);
   setenv("SYMM_BACKEND", "host", 1);
+  setenv("SYMM_SCRATCH_BYTES", "64K", 1); /* the all-reduce is zero copy */
   if (strcmp(c->phase, "before_init") != 0) {
     snprintf(v, sizeof v, "%s:%s:%d", c->phase, c->stop ? "stop" : "kill", c->target);
     setenv("SYMM_FAULT", v, 1);
@@ -323,8 +324,10 @@ static pid_t launch_under_run(const cell_t *c, const char *dir) {
 
 /* ------------------------------------------------------------ judging */
 
-/* Checks survivor r's record against what the header promises. */
-static void judge_survivor(const cell_t *c, const char *dir, int r, verdict_t *v) {
+/* Checks survivor r's record against what the header promises; appends
+ * its first failure ("r1 init 5 1003ms") to the cell's summary. */
+static void judge_survivor(const cell_t *c, const char *dir, int r, verdict_t *v, char *summary,
+                           size_t summary_len) {
   char path[512], text[8192];
   dir_file(dir, "res", r, path, sizeof path);
   read_text(path, text, sizeof text);
@@ -340,9 +343,20 @@ static void judge_survivor(const cell_t *c, const char *dir, int r, verdict_t *v
     if (strcmp(line, "exit") == 0) exited = true;
     if (sscanf(line, "%31s %d %llu", call, &code, &ms) != 3) continue;
     const int stage = stage_of_call(call);
-    if (ms > (unsigned long long)bound)
+    /* The deadline is the promise of a call that gives up (and of destroy,
+     * which waits on nobody but the store's drain); a call that succeeds
+     * on an oversubscribed machine may take what its peers take. */
+    if ((code != SYMM_SUCCESS || stage >= 10) && ms > (unsigned long long)bound)
       complain(v, "rank %d: %s took %llu ms (bound %d ms)", r, call, ms, bound);
+    if (strcmp(call, "destroy") == 0 && ms >= 100) {
+      size_t used = strlen(summary);
+      snprintf(summary + used, summary_len - used, " r%d:destroy/%llums", r, ms);
+    }
     if (code == SYMM_SUCCESS) continue;
+    if (!failures) {
+      size_t used = strlen(summary);
+      snprintf(summary + used, summary_len - used, " r%d:%s=%d/%llums", r, call, code, ms);
+    }
     failures++;
     if (stage < first)
       complain(v, "rank %d: %s failed with %s before the fault's phase", r, call,
@@ -360,7 +374,7 @@ static void judge_survivor(const cell_t *c, const char *dir, int r, verdict_t *v
 static bool port_listening(int port) {
   static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
   char want[16];
-  snprintf(want, sizeof want, ":%04X ", (unsigned)port);
+  snprintf(want, sizeof want, ":%04X", (unsigned)port);
   for (int i = 0; i < 2; i++) {
     FILE *f = fopen(files[i], "r");
     if (!f) continue;
@@ -406,18 +420,41 @@ static int job_shm_files(const char *job, char *first, size_t cap) {
   return n;
 }
 
-/* After the job: nothing of it remains (waiting up to 2 s for the kernel
- * to let go of what dying processes held). */
-static void judge_leftovers(const cell_t *c, const char *dir, int port, verdict_t *v) {
-  char path[512], text[512], job[128] = "", addr[128] = "";
+/* The job id and store port rank 0 saw; false if it wrote none. */
+static bool read_job(const char *dir, char *job, size_t job_len, int *port) {
+  char path[512], text[512], id[128], addr[128];
   dir_file(dir, "job", -1, path, sizeof path);
   read_text(path, text, sizeof text);
-  if (sscanf(text, "%127s %127s", job, addr) != 2) {
+  if (sscanf(text, "%127s %127s", id, addr) != 2) return false;
+  snprintf(job, job_len, "%s", id);
+  const char *colon = strrchr(addr, ':');
+  *port = colon ? atoi(colon + 1) : 0;
+  return true;
+}
+
+/* While a stopped target lives, the checks of judge_leftovers must see
+ * what it holds: from init on its fd server's socket, and by hand, when it
+ * is rank 0, the store's port (else they would prove nothing). */
+static void judge_checks_see(const cell_t *c, const char *dir, verdict_t *v) {
+  char job[128];
+  int port = 0;
+  if (!c->stop || first_stage(c->phase) < 4 || !read_job(dir, job, sizeof job, &port)) return;
+  if (job_sockets(job) == 0)
+    complain(v, "no socket @symmem-%s in /proc/net/unix while stopped rank %d lives", job,
+             c->target);
+  if (!c->run && c->target == 0 && !port_listening(port))
+    complain(v, "store port %d not seen listening while stopped rank 0 lives", port);
+}
+
+/* After the job: nothing of it remains (waiting up to 2 s for the kernel
+ * to let go of what dying processes held). */
+static void judge_leftovers(const cell_t *c, const char *dir, verdict_t *v) {
+  char job[128];
+  int port = 0;
+  if (!read_job(dir, job, sizeof job, &port)) {
     complain(v, "rank 0 wrote no job id and store address");
     return;
   }
-  const char *colon = strrchr(addr, ':');
-  if (port <= 0 && colon) port = atoi(colon + 1);
   const uint64_t deadline = test_now_ms() + 2000;
   for (;;) {
     int alive = -1;
@@ -520,6 +557,7 @@ static bool run_cell(cell_t *c) {
     complain(&v, "survivors did not finish their phases within %d ms", FAULT_CELL_MS);
   release_survivors(dir);
   judge_target(c, dir, &v);
+  judge_checks_see(c, dir, &v);
   /* The survivors end by themselves; the target is killed once they did. */
   if (!c->run) {
     for (int r = 0; r < c->n; r++) {
@@ -547,15 +585,16 @@ static bool run_cell(cell_t *c) {
     int st = reap(launcher, 10000);
     if (st == -1) complain(&v, "symmem-run did not exit; killed");
   }
+  char summary[256] = "";
   for (int r = 0; r < c->n; r++)
-    if (r != c->target) judge_survivor(c, dir, r, &v);
-  judge_leftovers(c, dir, port, &v);
+    if (r != c->target) judge_survivor(c, dir, r, &v, summary, sizeof summary);
+  judge_leftovers(c, dir, &v);
 
   const char *why = expected_failure(c->name);
   const bool passed = v.len == 0;
   const unsigned long long ms = (unsigned long long)(test_now_ms() - start);
   if (passed && !why) {
-    printf("ok    %s (%llu ms)\n", c->name, ms);
+    printf("ok    %s (%llu ms)%s\n", c->name, ms, summary);
   } else if (passed) {
     printf("XPASS %s (%llu ms): expected to fail (%s); take it off expected_failures\n",
            c->name, ms, why);
