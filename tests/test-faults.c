@@ -29,6 +29,7 @@
  * After the job: no process of it, nothing in /dev/shm naming its job id,
  * no abstract socket of it in /proc/net/unix, no listener on its store port.
  *
+ * A cell that fails runs once more before it counts (run_phase says why).
  * Cells that fail for reasons being fixed elsewhere are listed, with the
  * reason, in expected_failures: they run, and report XFAIL (or XPASS).
  */
@@ -44,7 +45,9 @@
 
 #include "harness.h"
 
-#define FAULT_TIMEOUT_MS 1000
+/* SYMM_TIMEOUT_MS of the ranks: long enough that the bound (3000 ms) lies
+ * well below two timeouts, the mark of a call that waits twice. */
+#define FAULT_TIMEOUT_MS 2000
 /* Budget for the whole cell before the test gives up and kills it. */
 #define FAULT_CELL_MS 30000
 #define FAULT_MAX_RANKS 4
@@ -64,14 +67,14 @@ static const struct {
     /* A stopped rank 0 freezes the store it serves; the store client waits
      * at least 5 s for HELLO, gives a blocking request 1 s of grace and
      * waits 1 s for BYE on close (src/bootstrap/store_client.c). */
-    {"init.*:stop:0/*/hand", "issue 17 item 3: a frozen store outlasts the timeout"},
-    {"before_init:stop:0/*/hand/second", "issue 17 item 3: a frozen store outlasts the timeout"},
+    {"init.*:stop:0/*/hand", "a frozen store makes init outlast the timeout"},
+    {"before_init:stop:0/*/hand/second", "a frozen store makes init outlast the timeout"},
     /* Rank 0's store serves both communicators; a rank that died before the
      * second one's HELLO is not reported to it (the store server), and a
      * refused connection to a store whose process is gone is retried until
      * the timeout (src/bootstrap/store_client.c). */
     {"before_init:kill:*/*/hand/second",
-     "issue 17 item 8: a rank dead before the second communicator is waited for"},
+     "a rank dead before the second communicator's init is waited for, not lost"},
     {NULL, NULL},
 };
 
@@ -628,7 +631,16 @@ static int run_phase(const char *phase, bool second) {
           snprintf(c.name, sizeof c.name, "%s:%s:%d/%d/%s%s", phase, stop ? "stop" : "kill",
                    c.target, c.n, run ? "run" : "hand", second ? "/second" : "");
           if (only && fnmatch(only, c.name, 0) != 0) continue;
-          failed += !run_cell(&c);
+          /* A cell that fails is run once more: a deadline overshoot of a
+           * second (a rank not scheduled for that long while the rest of
+           * the suite runs beside it) does not come twice in a row, where
+           * a call that really waits twice its timeout does. */
+          bool ok = run_cell(&c);
+          if (!ok) {
+            printf("retry %s once\n", c.name);
+            ok = run_cell(&c);
+          }
+          failed += !ok;
           cells++;
         }
   printf("%s%s: %d of %d cells failed\n", phase, second ? " (second communicator)" : "",
