@@ -190,6 +190,17 @@ SYMM_API symm_result_t symm_dtype_from_name(const char *name,
  * settings and judge the environment's values with the very parser
  * symm_comm_init uses, so a tool (symmem-info --env) and the library never
  * disagree.
+ *
+ * A testing aid: SYMM_FAULT="<phase>:<kill|stop>[:rank]" makes that rank
+ * (every rank when none is named) send itself SIGKILL or SIGSTOP the first
+ * time it reaches the phase, read at each symm_comm_init: init.hello (the
+ * store accepted this rank, the others not met yet), init.shm (inside the
+ * shared-memory bootstrap: rank 0 made the segment, another rank opened
+ * it), alloc, rendezvous (after the exchange, before the peers are
+ * mapped), barrier, collective, signal_wait (each before it waits on its
+ * peers), free, destroy.  It lets a test kill or freeze a rank at an exact
+ * point to check what its peers get (tests/test-faults.c); unset, it costs
+ * nothing.  Never set it in production.
  */
 typedef struct symm_setting_info {
   const char *name;          /* "SYMM_TIMEOUT_MS" */
@@ -299,7 +310,9 @@ typedef struct symm_comm symm_comm_t;
  * SYMM_ERR_NO_MEMORY, SYMM_ERR_PROTOCOL (malformed store reply),
  * SYMM_ERR_SYSTEM (sockets, the store's port, the fd server's name in use),
  * SYMM_ERR_BACKEND (GPU driver failures).  A failure of the backend's
- * setup on one rank is returned on every rank.  On failure *comm is NULL.
+ * setup on one rank is returned on every rank.  On failure *comm is NULL;
+ * a rank serving the store stops it then, after giving the ranks failing
+ * with it max(250 ms, timeout / 10) to read their answers.
  * A rank that dies before it joins a communicator is reported too (within
  * about a second, SYMM_ERR_PEER_LOST naming it), by the store that served
  * it in an earlier communicator (rank 0's store kept serving by another of
@@ -554,8 +567,8 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * mapped.  Idempotent: a second call on a rendezvoused tensor returns
  * SYMM_SUCCESS at once and is *not* collective.  Also SYMM_ERR_TIMEOUT /
  * SYMM_ERR_PEER_LOST when a peer does not arrive (or its process or fd
- * server is gone while this rank maps its memory; the whole mapping keeps
- * to one timeout), SYMM_ERR_INVALID_ARG for NULL, SYMM_ERR_NO_MEMORY, and,
+ * server is gone while this rank maps its memory; the whole call, exchange,
+ * mapping and the agreement on it, keeps to one timeout), SYMM_ERR_INVALID_ARG for NULL, SYMM_ERR_NO_MEMORY, and,
  * from mapping peers' memory (host and native): SYMM_ERR_SYSTEM (sockets,
  * mmap), SYMM_ERR_PERMISSION (a peer's fd server runs as another user, or
  * refused this one), SYMM_ERR_NOT_FOUND (a peer no longer offers the memory

@@ -13,3 +13,4 @@
 #include "list-seam.h"
 #include "list-settings.h"
 #include "list-deadline.h"
+#include "list-faults.h"

@@ -28,6 +28,7 @@
 
 #include "backends/util/backoff.h"
 #include "store.h"
+#include "symm_fault.h"
 
 #define SHM_MAGIC 0x53594d42534d4831ull /* "SYMBSMH1" */
 #define SHM_BUF_BYTES (16u << 10)
@@ -305,6 +306,7 @@ symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *
       SYMM_INFO(BOOTSTRAP, "bootstrap: %s", symm_last_error());
     ok = o == SYMM_SUCCESS;
   }
+  symm_fault_point(SYMM_FAULT_INIT_SHM, rank);
   int32_t *oks = calloc((size_t)size, sizeof *oks);
   if (!oks) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");

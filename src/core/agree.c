@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "symm_fault.h"
 
 /* What each internal step is, for the rare message where ranks are in
  * the same user call but at different steps of it. */
@@ -200,6 +201,7 @@ symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char 
 symm_result_t symm_comm_barrier(symm_comm_t *comm) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_barrier: comm is NULL");
   symm_call_begin(comm, true, "symm_comm_barrier", "symm_comm_barrier");
+  symm_fault_point(SYMM_FAULT_BARRIER, comm->rank);
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_BARRIER, NULL, 0, NULL);
   symm_call_end(comm);
   return res;

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "symm_fault.h"
 
 static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max"};
 static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll",
@@ -225,6 +226,7 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
+  symm_fault_point(SYMM_FAULT_COLLECTIVE, comm->rank);
   a->seq = comm->call.seq;
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",

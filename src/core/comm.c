@@ -12,6 +12,7 @@
 
 #include "bootstrap/store.h"
 #include "internal.h"
+#include "symm_fault.h"
 
 /* Communicators made by this process, in order; ranks number theirs the same
  * way because symm_comm_init is collective, which keeps store keys apart. */
@@ -596,6 +597,8 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 
 /* ------------------------------------------------------------------ init */
 
+static void teardown(symm_comm_t *comm);
+
 /* symm_comm_init once the config is resolved. */
 static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   symm_comm_t *comm = calloc(1, sizeof *comm);
@@ -618,6 +621,7 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, rc), res, fail);
+  symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
   SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);
@@ -639,7 +643,9 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   return SYMM_SUCCESS;
 fail:
   comm->engine = NULL;
-  symm_comm_destroy(comm);
+  /* Within init's deadline and slack (symm_op_limit): the peers failing
+   * it too get the slack to read their answers, not another timeout. */
+  teardown(comm);
   return res;
 }
 
@@ -652,6 +658,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   SYMM_CHECK(resolve_config(config, &rc));
+  symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
   symm_result_t res = comm_create(&rc, out);
   symm_op_deadline_end(outer);
@@ -660,6 +667,14 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
 
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
+  symm_fault_point(SYMM_FAULT_DESTROY, comm->rank);
+  teardown(comm);
+}
+
+/* Releases everything; a serving rank waits, within the calling
+ * operation's time (destroy's own, or what is left of a failed init's),
+ * for the other ranks to close their store connections first. */
+static void teardown(symm_comm_t *comm) {
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
   /* Its waits (BYE, the drain of a serving rank) share one deadline. */

@@ -2,6 +2,7 @@
  * checks, then the engine of the communicator's memory. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include "internal.h"
+#include "symm_fault.h"
 
 int symm_signal_channels(const symm_tensor_t *tensor) {
   if (!tensor || !tensor->comm) return -1;
@@ -40,6 +41,7 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
   SYMM_TRACE(COLL, "%s: peer %d channel %d", fn, peer, channel);
+  if (op == SYMM_SIGNAL_WAIT) symm_fault_point(SYMM_FAULT_SIGNAL_WAIT, comm->rank);
   return comm->engine->signal(comm, op, t, peer, channel, stream);
 }
 

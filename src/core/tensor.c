@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "symm_fault.h"
 
 /* A pooled allocation is a whole tensor struct kept with its mappings. */
 struct symm_pool_entry {
@@ -358,6 +359,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
       alloc_bytes + gran < alloc_bytes)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
   alloc_bytes = symm_round_up(alloc_bytes, gran);
+  symm_fault_point(SYMM_FAULT_ALLOC, comm->rank);
 
   symm_tensor_t *t = NULL;
   /* A registration is collective, so an allocation that needs one is too. */
@@ -433,11 +435,10 @@ static uint64_t ids_signature(const rendezvous_info_t *all, int n) {
   return h ? h : 1;
 }
 
-/* Maps the peers whose current allocation this one does not map yet. */
+/* Maps the peers whose current allocation this one does not map yet, within
+ * the rendezvous's deadline. */
 static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t *all) {
   symm_comm_t *comm = t->comm;
-  /* One timeout for all the peers' fetches, not one each. */
-  uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
   symm_result_t res = SYMM_SUCCESS;
   for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
     if (r == comm->rank) continue;
@@ -451,7 +452,6 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
     }
     t->peers[r].peer_id = all[r].info.id;
   }
-  symm_op_deadline_end(outer);
   return res;
 }
 
@@ -487,10 +487,15 @@ static symm_result_t rendezvous(symm_tensor_t *t) {
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
   symm_result_t res;
+  /* One timeout for the whole call: the exchange, every peer's fetch and
+   * the agreement on them wait within it, so that a peer stopped half-way
+   * costs one timeout, not one for the mapping and one for the agreement. */
+  const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanging", (unsigned long long)t->mem.id);
   SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, &mine, sizeof mine, all), res,
                   out);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanged", (unsigned long long)t->mem.id);
+  symm_fault_point(SYMM_FAULT_RENDEZVOUS, comm->rank);
   /* Every rank sees the same table, so every rank reaches the same verdict. */
   SYMM_CHECK_GOTO(check_same_shape(t, all), res, out);
 
@@ -520,6 +525,7 @@ static symm_result_t rendezvous(symm_tensor_t *t) {
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu done (%s)", (unsigned long long)t->mem.id,
              all_cached ? "pooled mappings" : "mapped");
 out:
+  symm_op_deadline_end(outer);
   free(all);
   return res;
 }
@@ -815,6 +821,7 @@ symm_result_t symm_tensor_free(symm_tensor_t *t) {
   }
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_free"));
   symm_comm_t *comm = t->comm;
+  symm_fault_point(SYMM_FAULT_FREE, comm->rank);
   if (comm->caps.collective_free) {
     symm_call_begin(comm, true, "symm_tensor_free", "symm_tensor_free(its allocation %llu)",
                     (unsigned long long)t->alloc_seq);

@@ -48,6 +48,8 @@ typedef bool (*symm_setting_check_fn)(const char *text, char *why, size_t why_le
 bool symm_log_subsys_check(const char *text, char *why, size_t why_len); /* log.c */
 /* A backend's name: the table's and those registered (backends.c). */
 bool symm_backend_name_check(const char *text, char *why, size_t why_len);
+/* "<phase>:<kill|stop>[:rank]" (fault.c). */
+bool symm_fault_check(const char *text, char *why, size_t why_len);
 
 /* An ENUM's value: the index of the choice in its list, and its name as
  * declared (whatever case the user wrote). */
