@@ -12,3 +12,4 @@
 #include "list-signal.h"
 #include "list-seam.h"
 #include "list-settings.h"
+#include "list-wire.h"

@@ -10,11 +10,16 @@
  *     problem; when none did it is not called, since every new set of
  *     values it accepts is kept for the life of the process;
  *   - symm_parse_size and the tools' tool_parse_size, documented alike,
- *     must agree on every value; tool_parse_int stays in its bounds. */
+ *     must agree on every value; tool_parse_int stays in its bounds;
+ *   - a subsystem list (SYMM_DEBUG_SUBSYS) that is accepted is refused
+ *     once an unknown name is appended: no part of it goes unread;
+ *   - symm_store_parse_addr (SYMM_STORE_ADDR) yields a host that fits
+ *     and a port in 1..65535, or refuses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/store.h"
 #include "core/internal.h"
 #include "symm_settings.h"
 #include "tool_common.h"
@@ -46,6 +51,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   }
   symm_log_level();
   return 0;
+}
+
+static void check_subsys_list(const char *v) {
+  char why[512];
+  if (!symm_log_subsys_check(v, why, sizeof why)) return;
+  size_t n = strlen(v);
+  char *longer = malloc(n + sizeof ",NOSUCH");
+  if (!longer) abort();
+  memcpy(longer, v, n);
+  memcpy(longer + n, ",NOSUCH", sizeof ",NOSUCH");
+  bool taken = symm_log_subsys_check(longer, why, sizeof why);
+  free(longer);
+  if (taken) fail("a subsystem list with an unknown name appended is accepted", v);
+}
+
+static void check_store_addr(const char *v) {
+  char host[64];
+  memset(host, 'x', sizeof host);
+  int port = -1;
+  if (symm_store_parse_addr(v, host, sizeof host, &port) != SYMM_SUCCESS) return;
+  if (port < 1 || port > 65535) fail("store address with a port out of range", v);
+  if (!memchr(host, 0, sizeof host) || !host[0]) fail("store address with a bad host", v);
 }
 
 static void check_sizes(const char *v) {
@@ -92,7 +119,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i < n; i++) {
     unsetenv(as[i].d->name); /* a later line for the same variable wins */
     putenv(as[i].text);
-    check_sizes(strchr(as[i].text, '=') + 1);
+    const char *v = strchr(as[i].text, '=') + 1;
+    check_sizes(v);
+    check_subsys_list(v);
+    check_store_addr(v);
   }
   const char *first_bad = NULL;
   for (size_t i = 0; i < symm_setting_count(); i++) {
