@@ -41,12 +41,20 @@ for t in $targets; do
     echo "fuzz-$t: passed (${runs:-?} runs in ${seconds} s, coverage ${cov:-?} edges, corpus $(ls "$corpus" | wc -l) inputs)"
   else
     failed=$((failed + 1))
-    cp "$work/$t-artifacts"/* "$findings"/ 2>/dev/null
-    echo "fuzz-$t: FAILED (exit $rc after ${runs:-?} runs); its report:"
-    sed -n '/ERROR\|runtime error\|^fuzz-[a-z-]*: /,/^SUMMARY/p' "$log" | head -n 40 | sed 's/^/  /'
+    echo "fuzz-$t: FAILED (exit $rc after ${runs:-?} runs)"
+    report=$log
     for a in "$work/$t-artifacts"/*; do
-      [ -f "$a" ] && echo "  reproducer: $findings/$(basename "$a") (run: $exe $findings/$(basename "$a"))"
+      [ -f "$a" ] || continue
+      kept="$findings/$(basename "$a")"
+      cp "$a" "$kept"
+      echo "  reproducer: $kept (run: $exe $kept)"
+      # Again with the target's own output, which the run discarded.
+      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "$exe" "$kept" >"$work/$t.rerun" 2>&1
+      grep -q 'ERROR\|runtime error' "$work/$t.rerun" && report="$work/$t.rerun"
     done
+    sed -n '/ERROR\|runtime error\|^fuzz-[a-z-]*: /,/^SUMMARY/p' "$report" | grep -v 'Running 1 inputs' |
+      head -n 40 | sed 's/^/  /'
   fi
 done
 echo "fuzz: $passed passed, $failed failed"
