@@ -6,26 +6,43 @@
  *   bytes   (the message, as far as its buffer holds)
  * and each goes through the check its receiver makes: the server's
  * symm_fdx_check_request or the client's symm_fdx_check_reply (asking
- * for id 7).  Checked besides the sanitizers: a request is accepted
- * exactly when it is a well-formed FETCH; a reply is accepted exactly
- * when it is framed, answers id 7 with status OK and carries one fd,
- * which it hands over, and no fd is lost or closed twice. */
+ * for id 7).  The requests then go, as they are, to a real fd server
+ * (symm_fdx_start, rank 0 of 1, with a memfd published as id 7) over one
+ * SOCK_SEQPACKET connection, bit 5 attaching an fd; its replies are read
+ * as the client reads them.
+ *
+ * Checked besides the sanitizers: a request is accepted exactly when it
+ * is a well-formed FETCH; a reply is accepted exactly when it is framed,
+ * answers id 7 with status OK and carries one fd, which it hands over,
+ * leaving the others to the caller.  The server answers each well-formed
+ * request (the memfd for id 7, NOT_FOUND otherwise) and closes the
+ * connection at the first malformed one, answering nothing more. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "backends/util/fd_exchange.h"
+#include "core/internal.h"
 
 #define FUZZ_ID 7
+/* How long the server may take to answer (its thread shares the CPU). */
+#define FUZZ_REPLY_MS 5000
+
+static symm_fdx_t *server;
+static struct sockaddr_un server_addr;
+static socklen_t server_len;
 
 static void fail(const char *what) {
   fprintf(stderr, "fuzz-fdx: %s\n", what);
   __builtin_trap();
 }
-
-static bool fd_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 
 static void one_request(const uint8_t *p, size_t avail, size_t len, int flags) {
   symm_fdx_request_t req;
@@ -57,13 +74,105 @@ static void one_reply(const uint8_t *p, size_t avail, size_t len, int flags, int
   if (good != (res == SYMM_SUCCESS)) fail("reply verdict disagrees with the wire format");
   if (res == SYMM_SUCCESS && (fd != opened[0] || r.nfds != 0)) fail("fd not handed over");
   if (res != SYMM_SUCCESS && (fd != -1 || r.nfds != nfds)) fail("fd taken from a refused reply");
-  if (res == SYMM_SUCCESS) close(fd);
+  /* Every fd is ours to close exactly once (the server thread opens fds
+   * too, so a closed number may already be reused: not tested here). */
+  if (res == SYMM_SUCCESS && close(fd) != 0) fail("the handed-over fd was closed");
+  for (int i = 0; i < r.nfds; i++)
+    if (close(r.fds[i]) != 0) fail("an attached fd was closed by the check");
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  struct symm_comm c;
+  memset(&c, 0, sizeof c);
+  unsigned char rnd[6];
+  symm_random_bytes(rnd, sizeof rnd);
+  snprintf(c.job_id, sizeof c.job_id, "fuzz%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0],
+           rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+  c.size = 1;
+  c.timeout_ms = FUZZ_REPLY_MS;
+  int mem = memfd_create("fuzz-fdx", MFD_CLOEXEC);
+  if (mem < 0 || symm_fdx_start(&c, &server) != SYMM_SUCCESS ||
+      symm_fdx_publish(server, FUZZ_ID, mem) != SYMM_SUCCESS) {
+    fprintf(stderr, "fuzz-fdx: cannot start the fd server: %s\n", symm_last_error());
+    abort();
+  }
+  close(mem);
+  server_len = symm_fdx_address(c.job_id, 0, 0, &server_addr);
+  return 0;
+}
+
+/* Waits for what the server sends after a request: true with r filled for
+ * a reply, false when the connection ended. */
+static bool server_reply(int sock, symm_fdx_received_t *r) {
+  struct pollfd pfd = {sock, POLLIN, 0};
+  if (poll(&pfd, 1, FUZZ_REPLY_MS) != 1) fail("the fd server neither answered nor closed");
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * 4)];
+  } ctl;
+  struct iovec iov = {&r->rep, sizeof r->rep};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl.buf;
+  msg.msg_controllen = sizeof ctl.buf;
+  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return false;
+  r->len = n;
+  r->flags = msg.msg_flags;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+    for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int) && r->nfds < 4; i++)
+      memcpy(&r->fds[r->nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+  return true;
+}
+
+/* Sends one request as the bytes say; false once the server has closed. */
+static bool server_request(int sock, const uint8_t *p, size_t len, bool with_fd) {
+  symm_fdx_request_t req;
+  memset(&req, 0, sizeof req);
+  memcpy(&req, p, len < sizeof req ? len : sizeof req);
+  int extra = with_fd ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+  ssize_t n = symm_fdx_sendmsg(sock, p, len, extra, 0);
+  if (extra >= 0) close(extra);
+  if (n < 0) return false; /* closed after an earlier malformed request */
+  bool good = len == sizeof req && !with_fd && req.magic == SYMM_FDX_MAGIC &&
+              req.op == SYMM_FDX_OP_FETCH;
+  symm_fdx_received_t r;
+  memset(&r, 0, sizeof r);
+  bool replied = server_reply(sock, &r);
+  if (!good) {
+    if (replied) fail("the fd server answered a malformed request");
+    return false;
+  }
+  if (!replied) fail("the fd server closed on a well-formed request");
+  int fd = -1;
+  symm_result_t res = symm_fdx_check_reply(0, req.id, &r, &fd);
+  if (res != (req.id == FUZZ_ID ? SYMM_SUCCESS : SYMM_ERR_NOT_FOUND))
+    fail("the fd server's reply is not the one for its request");
+  if (fd >= 0) close(fd);
   for (int i = 0; i < r.nfds; i++) close(r.fds[i]);
-  for (int i = 0; i < nfds; i++)
-    if (fd_open(opened[i])) fail("an attached fd was left open");
+  return true;
+}
+
+static void to_server(const uint8_t *data, size_t size) {
+  int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (sock < 0 || connect(sock, (struct sockaddr *)&server_addr, server_len) != 0)
+    fail("cannot connect to the fd server");
+  for (size_t at = 0; at + 2 <= size;) {
+    uint8_t kind = data[at], len = data[at + 1];
+    at += 2;
+    size_t avail = size - at < len ? size - at : len;
+    if (!(kind & 1) && !server_request(sock, data + at, avail, (kind & 0x20) != 0)) break;
+    at += avail;
+  }
+  close(sock);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  to_server(data, size);
   size_t at = 0;
   while (at + 2 <= size) {
     uint8_t kind = data[at], len = data[at + 1];
