@@ -14,7 +14,9 @@
  *   - a subsystem list (SYMM_DEBUG_SUBSYS) that is accepted is refused
  *     once an unknown name is appended: no part of it goes unread;
  *   - symm_store_parse_addr (SYMM_STORE_ADDR) yields a host that fits
- *     and a port in 1..65535, or refuses. */
+ *     and a port in 1..65535, or refuses;
+ *   - neither the listing nor a refusal's message depends on a secret's
+ *     value (SYMM_TOKEN): they read the same with another value. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,35 @@ static size_t parse_input(const uint8_t *data, size_t size, assignment_t *as) {
   return n;
 }
 
+/* The message of symm_settings_load with secret setting d set to other
+ * instead of its value in as (restored after). */
+static void load_message_with(const assignment_t *as, const char *other, char *msg,
+                              size_t cap) {
+  char *text = malloc(strlen(as->d->name) + 1 + strlen(other) + 1);
+  if (!text) abort();
+  sprintf(text, "%s=%s", as->d->name, other);
+  unsetenv(as->d->name);
+  putenv(text);
+  symm_settings_load();
+  snprintf(msg, cap, "%s", symm_last_error());
+  unsetenv(as->d->name);
+  putenv(as->text);
+  free(text);
+}
+
+/* A refusal's message does not depend on a secret's value: it is the
+ * same with the secret set to something else. */
+static void check_secrets_unshown(const assignment_t *as, size_t n) {
+  char with[2048], without[2048];
+  snprintf(with, sizeof with, "%s", symm_last_error());
+  for (size_t i = 0; i < n; i++) {
+    if (!as[i].d->secret || getenv(as[i].d->name) != strchr(as[i].text, '=') + 1) continue;
+    load_message_with(&as[i], strcmp(getenv(as[i].d->name), "other") ? "other" : "else",
+                      without, sizeof without);
+    if (strcmp(with, without) != 0) fail("a refusal's message shows a secret", as[i].d->name);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   assignment_t as[FUZZ_MAX_VARS];
   size_t n = parse_input(data, size, as);
@@ -130,6 +161,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (symm_setting_get(i, &info) != SYMM_SUCCESS) fail("symm_setting_get failed", "");
     if (info.problem && !first_bad) first_bad = info.name;
     if (info.problem && !info.value) fail("a problem with an unset variable", info.name);
+    if (info.secret && info.value && strcmp(info.value, symm_setting_shown(
+            &symm_settings_table(NULL)[i], "other")) != 0)
+      fail("a secret's listing depends on its value", info.name);
   }
   symm_settings_t parsed;
   symm_settings_read(&parsed);
@@ -138,6 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fail("symm_settings_load took a value symm_setting_get refused", first_bad);
     if (!strstr(symm_last_error(), first_bad))
       fail("symm_settings_load's message does not name the variable", first_bad);
+    check_secrets_unshown(as, n);
   }
   for (size_t i = 0; i < n; i++) unsetenv(as[i].d->name);
   for (size_t i = 0; i < n; i++) free(as[i].text);
