@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -103,30 +102,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* Waits for what the server sends after a request: true with r filled for
- * a reply, false when the connection ended. */
+/* Waits for what the server sends after a request, as the client does:
+ * true with r filled for a reply, false when the connection ended. */
 static bool server_reply(int sock, symm_fdx_received_t *r) {
-  struct pollfd pfd = {sock, POLLIN, 0};
-  if (poll(&pfd, 1, FUZZ_REPLY_MS) != 1) fail("the fd server neither answered nor closed");
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int) * 4)];
-  } ctl;
-  struct iovec iov = {&r->rep, sizeof r->rep};
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl.buf;
-  msg.msg_controllen = sizeof ctl.buf;
-  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  if (n <= 0) return false;
-  r->len = n;
-  r->flags = msg.msg_flags;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-    for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int) && r->nfds < 4; i++)
-      memcpy(&r->fds[r->nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-  return true;
+  bool broken = false;
+  symm_result_t res = symm_fdx_recv_reply(sock, 0, symm_deadline_after(FUZZ_REPLY_MS), r, &broken);
+  if (res == SYMM_SUCCESS) return true;
+  if (!broken) fail("the fd server neither answered nor closed");
+  return false;
 }
 
 /* Sends one request as the bytes say; false once the server has closed. */

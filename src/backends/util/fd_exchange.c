@@ -497,10 +497,8 @@ static void fdx_collect_fds(struct msghdr *msg, symm_fdx_received_t *r) {
   }
 }
 
-/* Waits for and reads one reply.  *broken is set when the connection ended
- * before a reply came. */
-static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
-                                    symm_fdx_received_t *r, bool *broken) {
+symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
+                                  symm_fdx_received_t *r, bool *broken) {
   union {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int) * 4)];
@@ -562,7 +560,7 @@ static symm_result_t fdx_roundtrip(symm_fdx_t *fdx, int peer, struct fdx_peer *p
   SYMM_CHECK(fdx_send_request(p->conn, peer, id, deadline_ns));
   symm_fdx_received_t r;
   memset(&r, 0, sizeof r);
-  SYMM_CHECK_GOTO(fdx_recv_reply(p->conn, peer, deadline_ns, &r, broken), res, out);
+  SYMM_CHECK_GOTO(symm_fdx_recv_reply(p->conn, peer, deadline_ns, &r, broken), res, out);
   res = symm_fdx_check_reply(peer, id, &r, fd);
 out:
   for (int i = 0; i < r.nfds; i++) close(r.fds[i]);

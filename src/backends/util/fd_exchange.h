@@ -57,6 +57,12 @@ typedef struct symm_fdx_received {
   int fds[4];
   int nfds;
 } symm_fdx_received_t;
+/* Waits until deadline_ns for one reply on sock and reads it, with the
+ * fds attached, into *r (zeroed by the caller): SYMM_SUCCESS, or
+ * SYMM_ERR_PEER_LOST with *broken set when the connection ended first,
+ * SYMM_ERR_TIMEOUT, SYMM_ERR_SYSTEM. */
+symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
+                                  symm_fdx_received_t *r, bool *broken);
 /* The client's reading of a reply to the request for id from rank peer:
  * SYMM_SUCCESS with *fd the one fd attached (taken out of r: r->nfds is 0
  * then), SYMM_ERR_NOT_FOUND, SYMM_ERR_PERMISSION (refused) or
