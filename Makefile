@@ -10,7 +10,7 @@ PYTHON ?= python3
 RANKS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); \
 	if [ "$${n:-0}" -ge 2 ]; then echo $$n; else echo 4; fi)
 
-.PHONY: all build run test test-python test-sanitize test-tsan test-valgrind install test-gpu bench-gpu clean deps
+.PHONY: all build run test test-python test-sanitize test-tsan test-valgrind fuzz install test-gpu bench-gpu clean deps
 
 all: build
 
@@ -62,6 +62,22 @@ test-tsan:
 # A representative subset of the CPU tests under valgrind memcheck.
 test-valgrind: build
 	sh tests/run-valgrind.sh $(BUILD)
+
+# The libFuzzer targets of tests/fuzz (clang, ASan + UBSan, coverage), in
+# their own build folder, each run FUZZ_SECONDS on a copy of its corpus;
+# fails on any finding.  FUZZ_TARGETS: a subset (store fdx settings
+# bench-options).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_CC ?= clang
+fuzz:
+	@test -f "$$($(FUZZ_CC) -print-file-name=libclang_rt.fuzzer-$$(uname -m).a 2>/dev/null)" || \
+	  sh .ci/install-deps
+	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) \
+	  -DCMAKE_BUILD_TYPE=Debug -DSYMM_WITH_CUDA=OFF -DSYMM_FUZZ=ON -DBUILD_TESTING=OFF
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target symm-fuzzers
+	sh tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

@@ -14,3 +14,4 @@
 #include "list-settings.h"
 #include "list-deadline.h"
 #include "list-faults.h"
+#include "list-wire.h"

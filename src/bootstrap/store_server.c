@@ -226,7 +226,7 @@ static symm_result_t srv_listen(symm_store_server_t *s, const char *bind_host,
   return SYMM_SUCCESS;
 }
 
-static void srv_free(symm_store_server_t *s) {
+void srv_free(symm_store_server_t *s) {
   if (s->listen_fd >= 0) symm_fork_guard_close(s->listen_fd);
   if (s->wake_rd >= 0) close(s->wake_rd);
   if (s->wake_wr >= 0) close(s->wake_wr);
@@ -257,6 +257,28 @@ static void srv_raise_fd_limit(void) {
               (unsigned long long)rl.rlim_cur);
 }
 
+symm_store_server_t *srv_new(const char *token) {
+  symm_store_server_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->listen_fd = s->wake_rd = s->wake_wr = -1;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  s->token = strdup(token ? token : "");
+  if (!s->token || srv_table_init(&s->table) != 0) {
+    srv_free(s);
+    return NULL;
+  }
+  s->token_len = strlen(s->token);
+  srv_proc_self(s);
+  int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
+  s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
+  return s;
+}
+
 symm_result_t symm_store_server_start(const char *bind_host, int port,
                                       const char *token,
                                       symm_store_server_t **server) {
@@ -268,25 +290,9 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
   if (token && strlen(token) > SYMM_PROTO_MAX_TOKEN)
     return symm_error(SYMM_ERR_INVALID_ARG, "store: token longer than %d bytes",
                       SYMM_PROTO_MAX_TOKEN);
-  symm_store_server_t *s = calloc(1, sizeof *s);
+  symm_store_server_t *s = srv_new(token);
   if (!s) return symm_error(SYMM_ERR_NO_MEMORY, "store: out of memory");
   srv_raise_fd_limit();
-  s->listen_fd = s->wake_rd = s->wake_wr = -1;
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cond, &ca);
-  pthread_condattr_destroy(&ca);
-  s->token = strdup(token ? token : "");
-  if (!s->token || srv_table_init(&s->table) != 0) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "store: out of memory");
-    goto fail;
-  }
-  s->token_len = strlen(s->token);
-  srv_proc_self(s);
-  int64_t hs = symm_settings()->SYMM_STORE_HANDSHAKE_MS;
-  s->handshake_ns = (uint64_t)(hs > 0 ? hs : 5000) * 1000000ull;
   int fds[2];
   SYMM_SYSCHECK_GOTO(pipe2(fds, O_NONBLOCK | O_CLOEXEC), res, fail, "store: pipe");
   s->wake_rd = fds[0];

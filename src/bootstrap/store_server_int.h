@@ -247,5 +247,11 @@ void srv_procs_free(symm_store_server_t *s);
 
 /* ------------------------------------------------------- store_server.c */
 void srv_remove_dead(symm_store_server_t *s);
+/* A server with its key table and token but no socket and no thread (what
+ * symm_store_server_start builds on; the fuzzer feeds its connections
+ * directly); NULL without memory.  srv_free frees one, started or not,
+ * once its thread (if any) has ended. */
+symm_store_server_t *srv_new(const char *token);
+void srv_free(symm_store_server_t *s);
 
 #endif /* SYMM_STORE_SERVER_INT_H */

@@ -28,23 +28,31 @@ static const struct {
     {"ALL", SYMM_SUBSYS_ALL},
 };
 
+/* The bit of the subsystem named by the len bytes at name, 0 for none. */
+static unsigned subsys_bit(const char *name, size_t len) {
+  for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
+    if (strlen(subsys_names[i].name) == len && strncasecmp(name, subsys_names[i].name, len) == 0)
+      return subsys_names[i].bit;
+  return 0;
+}
+
 /* The mask that text names ("INIT,COLL", "^STORE"): false if a name is
- * none of the subsystems, with that name copied into bad. */
+ * none of the subsystems, with that name copied into bad.  Read in place,
+ * to its end: a copy into a fixed buffer would leave a long list's tail
+ * unread.  Empty names (",,") are skipped. */
 static bool parse_mask(const char *text, unsigned *mask, char *bad, size_t bad_len) {
   bool invert = text[0] == '^';
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", text + invert);
   unsigned m = 0;
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    unsigned bit = 0;
-    for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
-      if (strcasecmp(tok, subsys_names[i].name) == 0) bit = subsys_names[i].bit;
-    if (!bit) {
-      snprintf(bad, bad_len, "%s", tok);
+  for (const char *tok = text + invert;; tok++) {
+    size_t len = strcspn(tok, ",");
+    unsigned bit = len ? subsys_bit(tok, len) : 0;
+    if (len && !bit) {
+      snprintf(bad, bad_len, "%.*s", len > 63 ? 63 : (int)len, tok);
       return false;
     }
     m |= bit;
+    tok += len;
+    if (!*tok) break;
   }
   *mask = invert ? ~m : m;
   return true;

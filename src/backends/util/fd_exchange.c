@@ -254,6 +254,14 @@ static bool fdx_answer(symm_fdx_t *fdx, int sock, uint64_t id) {
 
 /* ---------------------------------------------------------- server side */
 
+const char *symm_fdx_check_request(const symm_fdx_request_t *req, ssize_t len, int flags) {
+  if (len != (ssize_t)sizeof *req || (flags & MSG_TRUNC)) return "wrong length";
+  if (flags & MSG_CTRUNC) return "ancillary data attached";
+  if (req->magic != SYMM_FDX_MAGIC) return "bad magic";
+  if (req->op != SYMM_FDX_OP_FETCH) return "unknown op";
+  return NULL;
+}
+
 /* Reads and answers one request.  Returns false when the connection must be
  * closed: the client left, sent something malformed, or stopped reading. */
 static bool fdx_serve(symm_fdx_t *fdx, const struct fdx_conn *c, short revents) {
@@ -281,11 +289,7 @@ static bool fdx_serve(symm_fdx_t *fdx, const struct fdx_conn *c, short revents) 
     SYMM_INFO(BACKEND, "fd server %s: pid %d closed its connection", fdx->name, (int)c->pid);
     return false; /* closed (or an empty message, equally wrong) */
   }
-  const char *bad = NULL;
-  if (n != (ssize_t)sizeof req || (msg.msg_flags & MSG_TRUNC)) bad = "wrong length";
-  else if (msg.msg_flags & MSG_CTRUNC) bad = "ancillary data attached";
-  else if (req.magic != SYMM_FDX_MAGIC) bad = "bad magic";
-  else if (req.op != SYMM_FDX_OP_FETCH) bad = "unknown op";
+  const char *bad = symm_fdx_check_request(&req, n, msg.msg_flags);
   if (bad) {
     SYMM_WARN(BACKEND, "fd server %s: malformed request from pid %d (%s, %zd bytes); closing it",
               fdx->name, (int)c->pid, bad, n);
@@ -497,16 +501,7 @@ static symm_result_t fdx_send_request(int sock, int peer, uint64_t id, uint64_t 
   }
 }
 
-/* What one recvmsg of a reply brought: the message and any fds attached. */
-struct fdx_received {
-  symm_fdx_reply_t rep;
-  ssize_t len;
-  int flags;
-  int fds[4];
-  int nfds;
-};
-
-static void fdx_collect_fds(struct msghdr *msg, struct fdx_received *r) {
+static void fdx_collect_fds(struct msghdr *msg, symm_fdx_received_t *r) {
   for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
     size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -519,10 +514,8 @@ static void fdx_collect_fds(struct msghdr *msg, struct fdx_received *r) {
   }
 }
 
-/* Waits for and reads one reply.  *broken is set when the connection ended
- * before a reply came. */
-static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
-                                    struct fdx_received *r, bool *broken) {
+symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
+                                  symm_fdx_received_t *r, bool *broken) {
   union {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int) * 4)];
@@ -554,9 +547,7 @@ static symm_result_t fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
   }
 }
 
-/* Turns a received reply into a result; *fd gets the fd on success. */
-static symm_result_t fdx_check_reply(int peer, uint64_t id, struct fdx_received *r,
-                                     int *fd) {
+symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r, int *fd) {
   const symm_fdx_reply_t *rep = &r->rep;
   bool framed = r->len == (ssize_t)sizeof *rep && !(r->flags & (MSG_TRUNC | MSG_CTRUNC)) &&
                 rep->magic == SYMM_FDX_MAGIC;
@@ -584,10 +575,10 @@ static symm_result_t fdx_roundtrip(symm_fdx_t *fdx, int peer, struct fdx_peer *p
   symm_result_t res = SYMM_SUCCESS;
   if (p->conn < 0) SYMM_CHECK(fdx_connect(fdx, peer, p, deadline_ns));
   SYMM_CHECK(fdx_send_request(p->conn, peer, id, deadline_ns));
-  struct fdx_received r;
+  symm_fdx_received_t r;
   memset(&r, 0, sizeof r);
-  SYMM_CHECK_GOTO(fdx_recv_reply(p->conn, peer, deadline_ns, &r, broken), res, out);
-  res = fdx_check_reply(peer, id, &r, fd);
+  SYMM_CHECK_GOTO(symm_fdx_recv_reply(p->conn, peer, deadline_ns, &r, broken), res, out);
+  res = symm_fdx_check_reply(peer, id, &r, fd);
 out:
   for (int i = 0; i < r.nfds; i++) close(r.fds[i]);
   return res;

@@ -44,6 +44,32 @@ typedef struct symm_fdx_reply {
   uint64_t id; /* echoes the request's id */
 } symm_fdx_reply_t;
 
+/* The server's check of one received request (len bytes, recvmsg's flags):
+ * NULL if it is a well-formed FETCH, else why not (the server then closes
+ * the connection). */
+const char *symm_fdx_check_request(const symm_fdx_request_t *req, ssize_t len, int flags);
+
+/* What one recvmsg of a reply brought: the message and any fds attached. */
+typedef struct symm_fdx_received {
+  symm_fdx_reply_t rep;
+  ssize_t len;
+  int flags;
+  int fds[4];
+  int nfds;
+} symm_fdx_received_t;
+/* Waits until deadline_ns for one reply on sock and reads it, with the
+ * fds attached, into *r (zeroed by the caller): SYMM_SUCCESS, or
+ * SYMM_ERR_PEER_LOST with *broken set when the connection ended first,
+ * SYMM_ERR_TIMEOUT, SYMM_ERR_SYSTEM. */
+symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
+                                  symm_fdx_received_t *r, bool *broken);
+/* The client's reading of a reply to the request for id from rank peer:
+ * SYMM_SUCCESS with *fd the one fd attached (taken out of r: r->nfds is 0
+ * then), SYMM_ERR_NOT_FOUND, SYMM_ERR_PERMISSION (refused) or
+ * SYMM_ERR_PROTOCOL (anything else).  The fds left in r stay the caller's
+ * to close. */
+symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r, int *fd);
+
 /* Fills *addr with the abstract address of (space, index, rank)'s server and
  * returns its length, or 0 if the name does not fit. */
 socklen_t symm_fdx_address(const char *space, int index, int rank,
