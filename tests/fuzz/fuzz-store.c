@@ -160,6 +160,13 @@ static void model_reply(model_t *m, uint8_t op, symm_proto_reader_t *q, uint32_t
   const char *key = op == SYMM_OP_HELLO || op == SYMM_OP_WAIT || op == SYMM_OP_MGET ||
                     op == SYMM_OP_CHECK ? NULL : symm_proto_get_key(q, &klen);
   model_key_t *k = key ? model_find(m, key, klen) : NULL;
+  if (status == SYMM_ERR_TIMEOUT && len) { /* the missing keys (check_reply) */
+    uint32_t n = symm_proto_get_u32(&r);
+    if (n == 0) bad_reply("a timeout that names no missing key", h);
+    for (uint32_t i = 0; i < n; i++)
+      if (symm_proto_get_u32(&r) != 0 && op == SYMM_OP_GET)
+        bad_reply("a GET's missing key is not its only key", h);
+  }
   switch (op) {
   case SYMM_OP_SET: {
     uint32_t vlen;
@@ -256,8 +263,17 @@ static void check_reply(const uint8_t *p, const uint8_t *body, request_list_t *r
   if (status > SYMM_ERR_BACKEND_UNAVAILABLE) bad_reply("unknown status", &h);
   if (lost != -1 && status != SYMM_ERR_PEER_LOST && status != SYMM_ERR_PERMISSION)
     bad_reply("a lost rank without a loss", &h);
-  if (status != SYMM_SUCCESS && h.body_len != SYMM_PROTO_REPLY_PREFIX)
+  /* A failure carries no payload, except the missing keys of a blocking
+   * request that timed out (store_proto.h): u32 n, n u32 indices. */
+  const bool blocking = op == SYMM_OP_GET || op == SYMM_OP_WAIT || op == SYMM_OP_MGET;
+  if (status == SYMM_ERR_TIMEOUT && blocking && h.body_len != SYMM_PROTO_REPLY_PREFIX) {
+    if (h.body_len < SYMM_PROTO_REPLY_PREFIX + 4 ||
+        h.body_len != SYMM_PROTO_REPLY_PREFIX + 4 +
+                          4 * (size_t)symm_proto_get32(body + SYMM_PROTO_REPLY_PREFIX))
+      bad_reply("a timeout's missing keys do not parse", &h);
+  } else if (status != SYMM_SUCCESS && h.body_len != SYMM_PROTO_REPLY_PREFIX) {
     bad_reply("a payload with a failure", &h);
+  }
   if (rq->next + SYMM_PROTO_HEADER_BYTES > rq->size) bad_reply("a reply to no request", &h);
   symm_proto_header_t req;
   symm_proto_decode_header(rq->data + rq->next, &req);
