@@ -80,11 +80,30 @@ static size_t fdx_rank_bytes(int rank) { return 4096u * (size_t)(rank + 1) + 17u
 #define SYS_pidfd_open 434
 #endif
 
-/* An fd that polls readable once child pid has exited. */
+/* For each child of fdx_fork, the read end of a pipe whose only write end
+ * that child holds: it polls readable (end of file) once the child has
+ * exited.  Where pidfd_open is missing (older kernels, valgrind) it stands
+ * in for the pidfd. */
+#define FDX_MAX_CHILDREN 64
+static struct {
+  pid_t pid;
+  int rd;
+} fdx_children[FDX_MAX_CHILDREN];
+static int fdx_nchildren;
+
+/* An fd that polls readable once child pid (of fdx_fork) has exited. */
 static int fdx_pidfd(pid_t pid) {
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (fd < 0) TEST_FAIL_("pidfd_open(%d): %s", (int)pid, strerror(errno));
-  return fd;
+  if (fd >= 0) return fd;
+  if (errno != ENOSYS) TEST_FAIL_("pidfd_open(%d): %s", (int)pid, strerror(errno));
+  for (int i = 0; i < fdx_nchildren; i++)
+    if (fdx_children[i].pid == pid) {
+      fd = fcntl(fdx_children[i].rd, F_DUPFD_CLOEXEC, 0);
+      ASSERT_GE(fd, 0);
+      return fd;
+    }
+  TEST_FAIL_("pidfd_open: %s, and %d is no child of fdx_fork", strerror(ENOSYS), (int)pid);
+  return -1;
 }
 
 /* Waits up to timeout_ms for pid; kills it at the deadline.  Returns its
@@ -112,8 +131,21 @@ static int fdx_wait_child(pid_t pid, int timeout_ms) {
 static pid_t fdx_fork(void) {
   fflush(stdout);
   fflush(stderr);
+  ASSERT(fdx_nchildren < FDX_MAX_CHILDREN);
+  int death[2];
+  ASSERT_EQ(pipe2(death, O_CLOEXEC), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
+  if (pid == 0) { /* the other children's ends would keep their pipes open */
+    for (int i = 0; i < fdx_nchildren; i++) close(fdx_children[i].rd);
+    fdx_nchildren = 0;
+    close(death[0]);
+    return 0;
+  }
+  close(death[1]);
+  fdx_children[fdx_nchildren].pid = pid;
+  fdx_children[fdx_nchildren].rd = death[0];
+  fdx_nchildren++;
   return pid;
 }
 
