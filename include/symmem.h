@@ -490,6 +490,13 @@ typedef struct symm_store_server symm_store_server_t;
  * closed once it has had 200 ms, so that connections which never present
  * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
  * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
+ * A HELLO with a wrong token is refused with SYMM_ERR_PERMISSION; the rank
+ * it names, if not connected yet, then counts as refused for the requests
+ * waiting on it (they fail with SYMM_ERR_PEER_LOST saying it was refused,
+ * until that rank connects with the token), unless the connection is a loopback one
+ * whose socket belongs to another user than the server's: another user's
+ * process cannot end a job's waits by claiming its ranks.  From other
+ * hosts the claim counts (their users cannot be told).
  * Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
  * token over 1024 bytes), SYMM_ERR_SYSTEM (the address cannot be resolved
  * or bound, no thread), SYMM_ERR_NO_MEMORY. */

@@ -941,6 +941,53 @@ TEST_IMPL(store_wrong_token_told) {
   return 0;
 }
 
+/* A process of another user that presents a wrong token for a rank not
+ * connected yet is refused, and the job's ranks are not told that rank
+ * was refused: anybody on the host can reach the port, and must not end
+ * a job's init by claiming its ranks.  Needs root, to become another user. */
+TEST_IMPL(store_wrong_token_other_user) {
+  if (geteuid() != 0) {
+    printf("SKIP: needs root to run a process as another user\n");
+    return TEST_SKIP;
+  }
+  fixture_t f;
+  fx_start(&f);
+  fflush(stdout);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(77);
+    int fd = raw_connect(f.port);
+    uint8_t msg[128];
+    raw_send(fd, msg, raw_hello_msg(msg, "not-the-token", 2));
+    _exit(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL) == SYMM_ERR_PERMISSION ? 0 : 1);
+  }
+  int st;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+    fx_stop(&f);
+    printf("SKIP: cannot become uid 65534\n");
+    return TEST_SKIP;
+  }
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* refused, with PERMISSION */
+  symm_store_t *s = fx_client(&f, 0);
+  char buf[8];
+  size_t len;
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_TIMEOUT);
+  ASSERT(strstr(symm_last_error(), "refused") == NULL);
+  /* The same claim from this job's user counts (a rank with a stale token). */
+  int fd = raw_connect(f.port);
+  uint8_t msg[128];
+  raw_send(fd, msg, raw_hello_msg(msg, "not-the-token", 2));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_ERR_PERMISSION);
+  close(fd);
+  ASSERT_RES(symm_store_get(s, "x", buf, sizeof buf, &len, 100), SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2 was refused");
+  symm_store_close(s);
+  fx_stop(&f);
+  return 0;
+}
+
 TEST_IMPL(store_wrong_token) {
   fixture_t f;
   fx_start(&f);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/internal.h" /* symm_fork_guard_add / _close */
 #include "store_server_int.h"
@@ -196,14 +197,23 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
     return;
   }
   if (!srv_token_ok(s, tok, tlen)) {
-    SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
-              c->peer, (int)rank);
     srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
     /* Its peers would wait for it until the timeout: tell them now.  A
      * rank that is in already (authenticated) is not taken for refused by
      * a later impostor's HELLO, and one that connects with the token later
-     * is no longer refused (srv_clear_lost). */
-    if (rank >= 0 && !srv_rank_connected(s, comm, rank)) srv_mark_refused(s, comm, rank);
+     * is no longer refused (srv_clear_lost).  Nor is a rank claimed by
+     * another user's process (a job is one user's): anybody on the host
+     * can reach the port, and must not be able to end the job's init. */
+    uid_t uid;
+    const bool other_user = srv_peer_uid(c->fd, &uid) && uid != geteuid();
+    if (other_user)
+      SYMM_WARN(STORE, "store: wrong token from %s (rank %d), a process of uid %u, not this "
+                "job's user; refusing the connection", c->peer, (int)rank, (unsigned)uid);
+    else
+      SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
+                c->peer, (int)rank);
+    if (rank >= 0 && !other_user && !srv_rank_connected(s, comm, rank))
+      srv_mark_refused(s, comm, rank);
     return;
   }
   c->authed = true;

@@ -24,6 +24,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "store_proto.h"
 
@@ -211,6 +212,10 @@ void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *
 /* Records rank as refused (its HELLO had a wrong token): the requests it
  * concerns fail as for a lost rank, with the refusal as the cause. */
 void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank);
+
+/* store_server_peer.c: the uid owning the client end of connection fd,
+ * where this host can tell (a loopback connection); false otherwise. */
+bool srv_peer_uid(int fd, uid_t *uid);
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
 void srv_rescan_pending(symm_store_server_t *s);
