@@ -31,8 +31,6 @@
  * no abstract socket of it in /proc/net/unix, no listener on its store port.
  *
  * A cell that fails runs once more before it counts (run_phase says why).
- * Cells that fail for reasons being fixed elsewhere are listed, with the
- * reason, in expected_failures: they run, and report XFAIL (or XPASS).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,27 +50,6 @@
 /* Budget for the whole cell before the test gives up and kills it. */
 #define FAULT_CELL_MS 30000
 #define FAULT_MAX_RANKS 4
-
-/* ------------------------------------------------- the known failures */
-
-/*
- * Cells expected to fail today, matched with fnmatch against the cell's
- * name "<phase>:<kill|stop>:<target>/<ranks>/<hand|run>[/second]".  Switch
- * a line off (delete it) once the fix it waits for is in: the cell then
- * counts.
- */
-static const struct {
-  const char *cells;
-  const char *why;
-} expected_failures[] = {
-    {NULL, NULL},
-};
-
-static const char *expected_failure(const char *cell) {
-  for (size_t i = 0; expected_failures[i].cells; i++)
-    if (fnmatch(expected_failures[i].cells, cell, 0) == 0) return expected_failures[i].why;
-  return NULL;
-}
 
 /* ------------------------------------------------------------ a cell */
 
@@ -587,29 +564,24 @@ static bool run_cell(cell_t *c) {
     if (r != c->target) judge_survivor(c, dir, r, &v, summary, sizeof summary);
   judge_leftovers(c, dir, &v);
 
-  const char *why = expected_failure(c->name);
   const bool passed = v.len == 0;
   const unsigned long long ms = (unsigned long long)(test_now_ms() - start);
-  if (passed && !why) {
+  if (passed) {
     printf("ok    %s (%llu ms)%s\n", c->name, ms, summary);
-  } else if (passed) {
-    printf("XPASS %s (%llu ms): expected to fail (%s); take it off expected_failures\n",
-           c->name, ms, why);
   } else {
     char log[16384], path[512];
     dir_file(dir, "log", -1, path, sizeof path);
     read_text(path, log, sizeof log);
-    printf("%s %s (%llu ms)%s%s\n%s--- log of the job:\n%s---\n", why ? "XFAIL" : "FAIL ",
-           c->name, ms, why ? ": expected, " : "", why ? why : "", v.text, log);
+    printf("FAIL  %s (%llu ms)\n%s--- log of the job:\n%s---\n", c->name, ms, v.text, log);
   }
   fflush(stdout);
   remove_dir(dir);
-  return passed || why;
+  return passed;
 }
 
 /* Every cell of one phase: kill and stop, of rank 0 and of the last rank,
  * with 2 and 4 ranks, by hand and under symmem-run.  Returns the number of
- * failed cells (expected failures excluded). */
+ * failed cells. */
 static int run_phase(const char *phase, bool second) {
   if (access(fault_rank_path(), X_OK) != 0) TEST_FAIL_("%s is missing", fault_rank_path());
   static const int sizes[] = {2, 4};
