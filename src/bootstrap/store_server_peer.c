@@ -19,9 +19,9 @@ typedef struct {
   uint32_t word[4];
   int nwords; /* 1: IPv4, 4: IPv6 */
   unsigned port;
-} srv_proc_addr_t;
+} srv_sock_addr_t;
 
-static bool srv_addr_of(const struct sockaddr_storage *ss, srv_proc_addr_t *a) {
+static bool srv_addr_of(const struct sockaddr_storage *ss, srv_sock_addr_t *a) {
   if (ss->ss_family == AF_INET) {
     const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
     memcpy(&a->word[0], &in->sin_addr, 4);
@@ -49,7 +49,7 @@ static bool srv_addr_loopback(const struct sockaddr_storage *ss) {
 }
 
 /* Parses "HEX:PORT" of nwords words at *p, moving *p past it. */
-static bool srv_parse_addr(const char **p, int nwords, srv_proc_addr_t *a) {
+static bool srv_parse_addr(const char **p, int nwords, srv_sock_addr_t *a) {
   for (int i = 0; i < nwords; i++) {
     unsigned w;
     int used = 0;
@@ -64,15 +64,15 @@ static bool srv_parse_addr(const char **p, int nwords, srv_proc_addr_t *a) {
   return true;
 }
 
-static bool srv_addr_equal(const srv_proc_addr_t *x, const srv_proc_addr_t *y) {
+static bool srv_addr_equal(const srv_sock_addr_t *x, const srv_sock_addr_t *y) {
   return x->nwords == y->nwords && x->port == y->port &&
          memcmp(x->word, y->word, sizeof x->word[0] * (size_t)x->nwords) == 0;
 }
 
 /* The uid of the socket listed with local address `local` and remote
  * address `remote` in one of /proc/net/tcp{,6}. */
-static bool srv_find_socket_uid(const char *path, const srv_proc_addr_t *local,
-                                const srv_proc_addr_t *remote, uid_t *uid) {
+static bool srv_find_socket_uid(const char *path, const srv_sock_addr_t *local,
+                                const srv_sock_addr_t *remote, uid_t *uid) {
   FILE *f = fopen(path, "re");
   if (!f) return false;
   char line[512];
@@ -80,17 +80,16 @@ static bool srv_find_socket_uid(const char *path, const srv_proc_addr_t *local,
   if (!fgets(line, sizeof line, f)) line[0] = 0; /* the heading */
   while (!found && fgets(line, sizeof line, f)) {
     const char *p = strchr(line, ':');
-    srv_proc_addr_t l, r;
-    unsigned st, u;
-    int used = 0;
+    srv_sock_addr_t l, r;
+    unsigned u;
     if (!p) continue;
     p++;
     while (*p == ' ') p++;
     if (!srv_parse_addr(&p, local->nwords, &l) || *p++ != ' ' ||
         !srv_parse_addr(&p, local->nwords, &r))
       continue;
-    /* st tx:rx tr:when retrnsmt uid */
-    if (sscanf(p, " %x %*x:%*x %*x:%*x %*x %u%n", &st, &u, &used) < 2) continue;
+    /* then: state, tx:rx queues, timer:when, retransmits, uid */
+    if (sscanf(p, " %*x %*x:%*x %*x:%*x %*x %u", &u) != 1) continue;
     if (srv_addr_equal(&l, local) && srv_addr_equal(&r, remote)) {
       *uid = (uid_t)u;
       found = true;
@@ -106,7 +105,7 @@ bool srv_peer_uid(int fd, uid_t *uid) {
   if (getsockname(fd, (struct sockaddr *)&self, &sl) != 0 ||
       getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || !srv_addr_loopback(&peer))
     return false;
-  srv_proc_addr_t mine, theirs;
+  srv_sock_addr_t mine, theirs;
   if (!srv_addr_of(&self, &mine) || !srv_addr_of(&peer, &theirs)) return false;
   /* The client's socket: its local address is our peer, its remote ours. */
   return srv_find_socket_uid(peer.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
