@@ -490,13 +490,14 @@ typedef struct symm_store_server symm_store_server_t;
  * closed once it has had 200 ms, so that connections which never present
  * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
  * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
- * A HELLO with a wrong token is refused with SYMM_ERR_PERMISSION; the rank
- * it names, if not connected yet, then counts as refused for the requests
- * waiting on it (they fail with SYMM_ERR_PEER_LOST saying it was refused,
- * until that rank connects with the token), unless the connection is a loopback one
- * whose socket belongs to another user than the server's: another user's
- * process cannot end a job's waits by claiming its ranks.  From other
- * hosts the claim counts (their users cannot be told).
+ * A HELLO with a wrong token is refused with SYMM_ERR_PERMISSION (that
+ * client, a rank with a stale token, fails at once) and says nothing about
+ * the job's ranks: only a connection that presented the token can end
+ * other ranks' waits (by closing without BYE, or its process going), so no
+ * process without the token, of any user on any host, can end a job's
+ * init by claiming its ranks.  Refusals are logged one by one up to 5 in
+ * 10 s, then counted in one line; each costs the server the same small
+ * work however many sockets the host has.
  * Errors: SYMM_ERR_INVALID_ARG (NULL server, port out of range,
  * token over 1024 bytes), SYMM_ERR_SYSTEM (the address cannot be resolved
  * or bound, no thread), SYMM_ERR_NO_MEMORY. */

@@ -60,13 +60,14 @@ static void srv_check_deadlines(symm_store_server_t *s, uint64_t now) {
   for (size_t i = 0; i < s->nconns; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->deadline_ns || c->deadline_ns > now) continue;
-    if (!c->authed && !c->closing)
+    if (!c->authed && !c->closing && srv_refusal_logged(s, now))
       SYMM_WARN(STORE, "store: %s sent no valid HELLO within %llu ms; closing",
                 c->peer, (unsigned long long)(s->handshake_ns / 1000000ull));
     srv_conn_close(s, c, false);
   }
   if (s->npending) srv_expire_pending(s, now);
   srv_proc_look(s, now);
+  srv_refusals_summary(s, now, false);
 }
 
 static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
@@ -81,6 +82,8 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   if (s->unauthed_wait_until && s->unauthed_wait_until < next) next = s->unauthed_wait_until;
   uint64_t look = srv_proc_next_look(s);
   if (look < next) next = look;
+  const uint64_t summary = srv_refusals_next(s);
+  if (summary < next) next = summary;
   if (next == UINT64_MAX) return -1;
   int ms = symm_ms_until(next);
   return ms > 60000 ? 60000 : ms;
@@ -164,6 +167,7 @@ static void *srv_thread(void *arg) {
   }
   for (size_t i = 0; i < s->nconns; i++) srv_conn_close(s, s->conns[i], true);
   srv_remove_dead(s);
+  srv_refusals_summary(s, symm_now_ns(), true);
   return NULL;
 }
 

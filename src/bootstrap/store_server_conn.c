@@ -41,6 +41,36 @@ void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t stat
   srv_reply_end(c, srv_reply_begin(c, op, id, status, lost_rank));
 }
 
+/* The connections without a valid HELLO are kept in a list in the order
+ * accepted, so that counting them and finding the oldest cost the same
+ * however many connections the server holds. */
+static void srv_unauthed_link(symm_store_server_t *s, srv_conn_t *c) {
+  c->unauthed_prev = s->unauthed_tail;
+  c->unauthed_next = NULL;
+  if (s->unauthed_tail)
+    s->unauthed_tail->unauthed_next = c;
+  else
+    s->unauthed_head = c;
+  s->unauthed_tail = c;
+  c->unauthed_listed = true;
+  s->nunauthed++;
+}
+
+static void srv_unauthed_unlink(symm_store_server_t *s, srv_conn_t *c) {
+  if (!c->unauthed_listed) return;
+  if (c->unauthed_prev)
+    c->unauthed_prev->unauthed_next = c->unauthed_next;
+  else
+    s->unauthed_head = c->unauthed_next;
+  if (c->unauthed_next)
+    c->unauthed_next->unauthed_prev = c->unauthed_prev;
+  else
+    s->unauthed_tail = c->unauthed_prev;
+  c->unauthed_prev = c->unauthed_next = NULL;
+  c->unauthed_listed = false;
+  s->nunauthed--;
+}
+
 /* Under s->lock: how many rank connections of communicator comm are open
  * (SYMM_STORE_NO_COMM: of every communicator, and of none). */
 int srv_open_of(const symm_store_server_t *s, uint32_t comm) {
@@ -88,6 +118,7 @@ static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta
 void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
   if (c->dead) return;
   c->dead = true;
+  srv_unauthed_unlink(s, c);
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
     srv_ranked_open_add(s, c, -1);
@@ -109,10 +140,12 @@ void srv_conn_free(srv_conn_t *c) {
   free(c);
 }
 
-/* Drops c for a protocol violation: one WARN naming the peer and why. */
+/* Drops c for a protocol violation: one WARN naming the peer and why (for
+ * a connection without the token, within the limit of srv_refusal_logged). */
 void srv_conn_reject(symm_store_server_t *s, srv_conn_t *c, const char *why) {
-  SYMM_WARN(STORE, "store: malformed message from %s (rank %d): %s; closing",
-            c->peer, c->rank, why);
+  if (c->authed || srv_refusal_logged(s, symm_now_ns()))
+    SYMM_WARN(STORE, "store: malformed message from %s (rank %d): %s; closing",
+              c->peer, c->rank, why);
   srv_conn_close(s, c, false);
 }
 
@@ -142,6 +175,32 @@ void srv_flush(symm_store_server_t *s, srv_conn_t *c) {
   if (c->closing) srv_conn_close(s, c, false);
 }
 
+bool srv_refusal_logged(symm_store_server_t *s, uint64_t now) {
+  struct srv_refusals *r = &s->refusals;
+  srv_refusals_summary(s, now, false);
+  if (r->logged == 0) r->window_start = now;
+  if (r->logged < SRV_REFUSALS_LOGGED) {
+    r->logged++;
+    return true;
+  }
+  r->quiet++;
+  return false;
+}
+
+void srv_refusals_summary(symm_store_server_t *s, uint64_t now, bool stopping) {
+  struct srv_refusals *r = &s->refusals;
+  if (r->logged == 0 || (!stopping && now < r->window_start + SRV_REFUSALS_WINDOW_NS)) return;
+  if (r->quiet)
+    SYMM_WARN(STORE, "store: %lu more connections refused in %.1f s, not logged one by one",
+              r->quiet, (double)(now - r->window_start) / 1e9);
+  r->logged = 0;
+  r->quiet = 0;
+}
+
+uint64_t srv_refusals_next(const symm_store_server_t *s) {
+  return s->refusals.quiet ? s->refusals.window_start + SRV_REFUSALS_WINDOW_NS : UINT64_MAX;
+}
+
 /* Equal-time comparison: the time taken depends only on the expected
  * token's length, never on how many leading bytes a guess got right. */
 static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
@@ -153,15 +212,6 @@ static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
     diff |= (unsigned)(got ^ (unsigned char)s->token[i]);
   }
   return diff == 0;
-}
-
-/* Whether rank `rank` of communicator comm has an authenticated connection. */
-static bool srv_rank_connected(const symm_store_server_t *s, uint32_t comm, int rank) {
-  for (size_t i = 0; i < s->nconns; i++) {
-    const srv_conn_t *o = s->conns[i];
-    if (!o->dead && o->authed && o->rank == rank && o->comm == comm) return true;
-  }
-  return false;
 }
 
 /* Answers HELLO with `code` and closes c once the answer is out, so that
@@ -192,31 +242,24 @@ static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   srv_read_process(r, &proc);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
   if (r->err) { /* another symmem version, say */
-    SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
+    if (srv_refusal_logged(s, symm_now_ns()))
+      SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
     srv_refuse_hello(c, id, SYMM_ERR_PROTOCOL);
     return;
   }
   if (!srv_token_ok(s, tok, tlen)) {
-    srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
-    /* Its peers would wait for it until the timeout: tell them now.  A
-     * rank that is in already (authenticated) is not taken for refused by
-     * a later impostor's HELLO, and one that connects with the token later
-     * is no longer refused (srv_clear_lost).  Nor is a rank claimed by
-     * another user's process (a job is one user's): anybody on the host
-     * can reach the port, and must not be able to end the job's init. */
-    uid_t uid;
-    const bool other_user = srv_peer_uid(c->fd, &uid) && uid != geteuid();
-    if (other_user)
-      SYMM_WARN(STORE, "store: wrong token from %s (rank %d), a process of uid %u, not this "
-                "job's user; refusing the connection", c->peer, (int)rank, (unsigned)uid);
-    else
+    /* Nothing about the job's ranks is taken from a connection without the
+     * token: anybody who can reach the port can claim any rank, and must
+     * not end the job's waits.  A rank of the job with a stale token fails
+     * by itself, from this answer. */
+    if (srv_refusal_logged(s, symm_now_ns()))
       SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
                 c->peer, (int)rank);
-    if (rank >= 0 && !other_user && !srv_rank_connected(s, comm, rank))
-      srv_mark_refused(s, comm, rank);
+    srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
     return;
   }
   c->authed = true;
+  srv_unauthed_unlink(s, c);
   c->rank = rank;
   c->comm = rank >= 0 ? comm : SYMM_STORE_NO_COMM;
   c->deadline_ns = 0;
@@ -374,18 +417,11 @@ static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
-/* The connections without a valid HELLO: how many, and the one that
- * connected first. */
+/* The connections without a valid HELLO: how many, and the one accepted
+ * first (the backlog is in order: the one that connected first, nearly). */
 static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
-  size_t n = 0;
-  *oldest = NULL;
-  for (size_t i = 0; i < s->nconns; i++) {
-    srv_conn_t *c = s->conns[i];
-    if (c->dead || c->authed) continue;
-    n++;
-    if (!*oldest || c->connected_ns < (*oldest)->connected_ns) *oldest = c;
-  }
-  return n;
+  *oldest = s->unauthed_head;
+  return s->nunauthed;
 }
 
 /* Whether a connection may be accepted now (SRV_MAX_UNAUTHED): below the
@@ -453,6 +489,7 @@ static srv_conn_t *srv_add_conn(symm_store_server_t *s, int fd,
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   s->conns[s->nconns++] = c;
+  srv_unauthed_link(s, c);
   SYMM_TRACE(STORE, "store: accepted %s", c->peer);
   return c;
 fail:

@@ -53,6 +53,11 @@
  * behind a flood waits about one grace, not one per SRV_MAX_UNAUTHED. */
 #define SRV_MAX_UNAUTHED 64
 #define SRV_UNAUTHED_GRACE_NS (200ull * 1000000ull)
+/* Refused connections (wrong token, malformed or silent before HELLO) are
+ * logged one by one up to this many in a window, then counted: anybody who
+ * can reach the port can make any number of them. */
+#define SRV_REFUSALS_LOGGED 5
+#define SRV_REFUSALS_WINDOW_NS (10000ull * 1000000ull)
 /* How often, while a request is parked, the pids of the clients' processes
  * on this host are looked at (store_server_proc.c). */
 #define SRV_PROC_LOOK_NS (50ull * 1000000ull)
@@ -119,6 +124,9 @@ typedef struct srv_conn {
   bool dead;           /* closed; removed from the array after the poll pass */
   uint64_t deadline_ns;/* handshake or closing linger; 0 = none */
   uint64_t connected_ns; /* when the peer connected (before accept: srv_connected_ns) */
+  /* Connections without a valid HELLO, in the order accepted (srv_unauthed). */
+  struct srv_conn *unauthed_prev, *unauthed_next;
+  bool unauthed_listed;
   uint8_t *in;
   size_t in_start, in_len, in_cap;
   symm_proto_buf_t out;
@@ -145,7 +153,6 @@ struct symm_store_server {
   struct srv_lost { /* lost ranks, oldest first, each of its communicator */
     uint32_t comm;   /* SYMM_STORE_NO_COMM: of every communicator */
     int rank;
-    symm_result_t cause; /* PEER_LOST, or PERMISSION: refused (a wrong token) */
     const srv_proc_t *proc; /* comm SRV_JOB_COMM: the process that is gone */
   } *lost;
   size_t nlost, lost_cap;
@@ -153,6 +160,13 @@ struct symm_store_server {
   uint64_t accept_paused_until;
   uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
   bool unauthed_warned; /* the warning for closing one to make room is given once */
+  srv_conn_t *unauthed_head, *unauthed_tail; /* connections without a valid HELLO */
+  size_t nunauthed;
+  struct srv_refusals { /* srv_refusal_logged */
+    uint64_t window_start;
+    unsigned logged;     /* logged one by one in this window */
+    unsigned long quiet; /* counted only */
+  } refusals;
   srv_proc_t **procs;   /* the clients' processes (store_server_proc.c) */
   size_t nprocs, procs_cap;
   uint64_t host_hash, ns_ino, ns_dev; /* this process's, to tell whose pid it can watch */
@@ -205,17 +219,18 @@ void srv_process(symm_store_server_t *s, srv_conn_t *c);
 void srv_read(symm_store_server_t *s, srv_conn_t *c);
 bool srv_accept_room(symm_store_server_t *s, uint64_t now);
 void srv_accept(symm_store_server_t *s);
+/* Whether a refused connection may be logged on its own now (the first
+ * SRV_REFUSALS_LOGGED of a window of SRV_REFUSALS_WINDOW_NS); the others
+ * are counted, and srv_refusals_summary says how many once the window is
+ * over (or the server stops).  srv_refusals_next: when it will be. */
+bool srv_refusal_logged(symm_store_server_t *s, uint64_t now);
+void srv_refusals_summary(symm_store_server_t *s, uint64_t now, bool stopping);
+uint64_t srv_refusals_next(const symm_store_server_t *s);
 
 /* -------------------------------------------------- store_server_park.c */
 void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c);
 void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
-/* Records rank as refused (its HELLO had a wrong token): the requests it
- * concerns fail as for a lost rank, with the refusal as the cause. */
-void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank);
 
-/* store_server_peer.c: the uid owning the client end of connection fd,
- * where this host can tell (a loopback connection); false otherwise. */
-bool srv_peer_uid(int fd, uid_t *uid);
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
 void srv_rescan_pending(symm_store_server_t *s);

@@ -52,7 +52,7 @@ void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c) {
  * that it concerns: they cannot count on that rank any more.  Other
  * communicators served by this store go on. */
 static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
-                            const srv_proc_t *proc, symm_result_t cause, const char *why) {
+                            const srv_proc_t *proc, const char *why) {
   for (size_t i = 0; i < s->nlost; i++)
     if (s->lost[i].rank == rank && s->lost[i].comm == comm && s->lost[i].proc == proc) return;
   if (s->nlost == s->lost_cap) {
@@ -66,7 +66,7 @@ static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
       s->lost_cap = cap;
     }
   }
-  const struct srv_lost e = {comm, rank, cause, proc};
+  const struct srv_lost e = {comm, rank, proc};
   if (s->nlost < s->lost_cap) s->lost[s->nlost++] = e;
   SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank,
             comm == SYMM_STORE_NO_COMM ? ""
@@ -76,22 +76,18 @@ static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->pending || !srv_lost_concerns(&e, c)) continue;
-    srv_reply_status(c, c->pending->op, c->pending->id, cause, rank);
+    srv_reply_status(c, c->pending->op, c->pending->id, SYMM_ERR_PEER_LOST, rank);
     srv_pending_free(s, c);
   }
 }
 
 void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
-  srv_record_lost(s, comm, rank, NULL, SYMM_ERR_PEER_LOST, why);
+  srv_record_lost(s, comm, rank, NULL, why);
 }
 
 void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int rank,
                            const char *why) {
-  srv_record_lost(s, SRV_JOB_COMM, rank, p, SYMM_ERR_PEER_LOST, why);
-}
-
-void srv_mark_refused(symm_store_server_t *s, uint32_t comm, int rank) {
-  srv_record_lost(s, comm, rank, NULL, SYMM_ERR_PERMISSION, "refused: it presented a wrong token");
+  srv_record_lost(s, SRV_JOB_COMM, rank, p, why);
 }
 
 /* npending is the thread's own; `parked` is its copy for other threads
@@ -245,7 +241,7 @@ static void srv_blocking(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   if (next == nkeys)
     srv_answer_ready(s, c, op, id, keys, nkeys);
   else if (lost)
-    srv_reply_status(c, op, id, lost->cause, lost->rank);
+    srv_reply_status(c, op, id, SYMM_ERR_PEER_LOST, lost->rank);
   else if (timeout_ms == 0)
     srv_reply_timeout(s, c, op, id, keys, nkeys);
   else

@@ -11,7 +11,7 @@
  * Checked besides the sanitizers: every reply the server sends is framed
  * (magic, version, the reply flag on a known opcode, a body of at least
  * the status prefix and at most SYMM_PROTO_MAX_REPLY) and carries a
- * known status, with a lost rank only for PEER_LOST or PERMISSION; the
+ * known status, with a lost rank only for PEER_LOST; the
  * replies answer the input's requests in order, one each (the server
  * serves a connection's requests one at a time); each agrees with a
  * model of the key table (the values of GET and MGET, ADD's sums, CAS,
@@ -261,8 +261,7 @@ static void check_reply(const uint8_t *p, const uint8_t *body, request_list_t *r
   uint32_t status = symm_proto_get32(body);
   int32_t lost = (int32_t)symm_proto_get32(body + 4);
   if (status > SYMM_ERR_BACKEND_UNAVAILABLE) bad_reply("unknown status", &h);
-  if (lost != -1 && status != SYMM_ERR_PEER_LOST && status != SYMM_ERR_PERMISSION)
-    bad_reply("a lost rank without a loss", &h);
+  if (lost != -1 && status != SYMM_ERR_PEER_LOST) bad_reply("a lost rank without a loss", &h);
   /* A failure carries no payload, except the missing keys of a blocking
    * request that timed out (store_proto.h): u32 n, n u32 indices. */
   const bool blocking = op == SYMM_OP_GET || op == SYMM_OP_WAIT || op == SYMM_OP_MGET;
