@@ -224,6 +224,9 @@ static bool enter(symm_comm_t *comm, bool host, const char *fn) {
   symm_call_t *c = &comm->call;
   c->counter = host && !comm->engine->host_call ? &comm->host_seq : &comm->coll_seq;
   c->seq = ++*c->counter;
+  /* One deadline for everything the call waits for (the engine's gate and
+   * rounds, the bootstrap rounds of a host call). */
+  c->outer_deadline = symm_op_deadline_begin(comm->timeout_ms);
   c->fn = fn;
   c->coll = NULL;
   c->desc[0] = '\0';
@@ -264,6 +267,10 @@ const char *symm_call_desc(symm_comm_t *comm) {
 }
 
 void symm_call_end(symm_comm_t *comm) {
-  if (comm->call.depth > 0) comm->call.depth--;
+  if (comm->call.depth <= 0) return;
+  if (--comm->call.depth) return;
+  if (comm->call.counter == &comm->coll_seq && SYMM_OPS_HAS(comm->engine, 2, call_end))
+    comm->engine->call_end(comm, comm->coll_seq);
+  symm_op_deadline_end(comm->call.outer_deadline);
 }
 

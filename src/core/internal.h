@@ -42,6 +42,7 @@ typedef struct {
   uint64_t *counter;/* what it took the number from (coll_seq or host_seq) */
   const char *fn;   /* "symm_all_reduce" (static) */
   const struct symm_coll_args *coll; /* a collective's arguments, else NULL */
+  uint64_t outer_deadline; /* symm_op_deadline_begin's result, for the end */
   char desc[96];    /* "symm_all_reduce(count 100, f32, sum)"; a collective's
                        is made on first use (symm_call_desc): calls that
                        match never pay for it */

@@ -12,6 +12,9 @@
 /* The engine's state of one communicator (symm_engine_state). */
 typedef struct {
   size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, the same on every rank */
+  uint64_t left;      /* the last call this rank left (its pad's copy: cpu_coll.c) */
+  uint64_t all_left;  /* every rank has left every call up to this one */
+  uint64_t arrived[2];/* per parity: the last call whose round this rank arrived at */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -30,6 +33,7 @@ static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm,
 symm_result_t cpu_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_result_t cpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 void cpu_host_call(symm_comm_t *comm, uint64_t seq);
+void cpu_call_end(symm_comm_t *comm, uint64_t last);
 symm_algo_t cpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes);
 symm_result_t cpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes);
 /* Signals, run at once (cpu_signal.c). */

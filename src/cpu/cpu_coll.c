@@ -1,32 +1,51 @@
 /* CPU engine: collectives over memory every rank loads and stores.
  *
  * Synchronisation.  Every call runs on the communicator's scratch tensor.
- * Each rank writes only its own signal pad of it and polls the others' (one
- * writer per cache line), holding:
+ * Each rank writes its own signal pad of it, holding:
  *   slot[seq & 1]    one cache line per parity:
- *   .flag            4 * seq + phase, monotonic per parity (seq = 1, 2, ...
- *                    per communicator); phase 1: arrived (descriptor published,
- *                    send data readable), 2: staged (only after a late
- *                    staging round), 3: done (two-shot: my chunk is reduced;
- *                    zero copy: I no longer read peers' buffers).  Stored
- *                    with release, polled with acquire.
+ *   .flag            4 * seq + phase of this rank's last arrival (phase 1:
+ *                    arrived, descriptor published, send data readable;
+ *                    2: staged, only after a late staging round; 3: done,
+ *                    two-shot: my chunk is reduced, zero copy: I no longer
+ *                    read peers' buffers).  Read for messages and to watch
+ *                    the process of a rank that does not come.
  *   .brief           signature of the call and, for zero copy, the group
  *                    (peer_sig of the rendezvous) and offset of sendbuf.
  *   .data            send data of calls of at most INLINE_BYTES (not
- *                    two-shot): one cache line carries flag, signature and
- *                    data to a peer.
+ *                    two-shot): one cache line carries signature and data.
  *   detail[seq & 1]  the arguments, for the mismatch message.
- * Every rank publishes before waiting and compares all signatures after the
- * arrival, so ranks that disagree all return SYMM_ERR_MISMATCH before any
- * data moves.  Calls that agree over the bootstrap (barrier, rendezvous,
- * collective alloc and free) share the numbers: a rank in one arrives with
- * SYMM_COLL_SIG_HOST_CALL (cpu_host_call), and every rank in a collective
- * of that number then meets it in its bootstrap round
- * (symm_comm_meet_host_call), where all of them fail with the mismatch.  Waits poll with backoff (spin ~20 us, then sched_yield up to
- * 1 ms, then nanosleep growing to 64 us; no spinning at all when this host
- * has more ranks than CPUs) so that oversubscribed ranks still progress, and
- * end after the communicator's timeout with SYMM_ERR_TIMEOUT naming
- * the ranks that did not get there.
+ *   left             the last call this rank has left (returned from,
+ *                    whatever the result, or given up before arriving).
+ *   round[seq & 1]   rank 0's pad only: the round of the calls of that
+ *                    parity (backends/util/shm_round.h).
+ * A call synchronises by arriving at its round (after publishing what it
+ * publishes) and waiting until every rank has, once per phase.  The round
+ * is all or nothing: a rank that stops waiting gives the round up, which
+ * succeeds only while an arrival is missing, and a rank that comes later
+ * finds it given up and fails too.  So no call succeeds on some ranks and
+ * fails on others, and a rank resumed after its peers gave up never pairs
+ * with their later calls.  Every rank publishes before it arrives and
+ * compares all signatures after the first round, so ranks that disagree all
+ * return SYMM_ERR_MISMATCH before any data moves.  Calls that agree over
+ * the bootstrap (barrier, rendezvous, collective alloc and free) share the
+ * numbers: a rank in one arrives with SYMM_COLL_SIG_HOST_CALL
+ * (cpu_host_call), and every rank in a collective of that number then
+ * meets it in its bootstrap round (symm_comm_meet_host_call), where all of
+ * them fail with the mismatch.  Waits poll with backoff (spin ~20 us, then
+ * sched_yield up to 1 ms, then nanosleep growing to 64 us; no spinning at
+ * all when this host has more ranks than CPUs) so that oversubscribed
+ * ranks still progress, and end at the call's deadline (one for the whole
+ * call) with SYMM_ERR_TIMEOUT naming the ranks that did not get there.
+ *
+ * Reuse.  Call seq reuses the slot, the round word and the scratch half of
+ * call seq - 2.  A rank may write them only once every rank has left
+ * seq - 2 (gate): known at once when the first round of seq - 1
+ * completed (every rank arrived at seq - 1, so every rank left seq - 2),
+ * else read from the peers' `left` and waited for.  A rank that cannot
+ * pass the gate in time gives the call up without arriving; its call_end
+ * gives up the round if a peer already took it, and a rank that took the
+ * round after a slow gate looks at the peers' `left` once more, so one of
+ * the two always sees the other.
  *
  * Buffers.  The scratch data is cut in two halves used by seq parity, each
  * holding IN (staged send data) then OUT (two-shot's reduced chunk); the
@@ -53,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/util/shm_round.h"
 #include "cpu/cpu.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
@@ -87,8 +107,14 @@ typedef struct {
 } coll_slot_t;
 
 typedef struct {
+  _Alignas(64) symm_round_word_t word;
+} coll_round_t;
+
+typedef struct {
   coll_slot_t slot[2];
   _Alignas(64) coll_detail_t detail[2];
+  coll_round_t round[2];        /* used in rank 0's pad */
+  _Alignas(64) _Atomic uint64_t left; /* the last call this rank has left */
 } coll_pad_t;
 
 _Static_assert(sizeof(coll_slot_t) == 64, "a slot is one cache line");
@@ -109,6 +135,10 @@ typedef struct {
   coll_pad_t **pads;    /* [w] */
   const char **src;     /* [w] where rank r's send data is read */
   symm_tensor_t *scratch;
+  symm_round_word_t *round; /* this call's round, in rank 0's pad */
+  uint32_t syncs;       /* arrivals of this rank at the round so far */
+  bool slow_gate;       /* the gate read the peers' left */
+  uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;
 
 static const char *kind_name(int kind) {
@@ -146,54 +176,184 @@ static uint64_t flag_of(const coll_t *c, int r) {
   return atomic_load_explicit(&c->pads[r]->slot[c->h].flag, memory_order_acquire);
 }
 
-static void signal_phase(coll_t *c, int phase) {
-  atomic_store_explicit(&c->pads[c->me]->slot[c->h].flag, c->seq * PHASES + (uint64_t)phase,
-                        memory_order_release);
+static uint64_t left_of(const coll_t *c, int r) {
+  return atomic_load(&c->pads[r]->left);
 }
 
-static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char *what) {
-  char list[200] = "";
+/* Writes "rank, rank..." of the peers whose flag is below target into list. */
+static int list_behind(const coll_t *c, uint64_t target, char *list, size_t cap) {
   size_t n = 0;
   int missing = 0;
+  list[0] = '\0';
   for (int r = 0; r < c->w; r++) {
     if (r == c->me || flag_of(c, r) >= target) continue;
-    if (n + 16 < sizeof list) {
-      int k = snprintf(list + n, sizeof list - n, "%s%d", missing ? ", " : "", r);
+    if (n + 16 < cap) {
+      int k = snprintf(list + n, cap - n, "%s%d", missing ? ", " : "", r);
       n += k > 0 ? (size_t)k : 0;
-    } else if (n + 4 < sizeof list) {
-      n += (size_t)snprintf(list + n, sizeof list - n, "...");
+    } else if (n + 4 < cap) {
+      n += (size_t)snprintf(list + n, cap - n, "...");
     }
     missing++;
   }
-  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
-                    "%s to %s", kind_name(c->a->kind), (unsigned long long)c->seq,
-                    symm_comm_timeout_ms(c->comm), missing > 1 ? "s" : "", list, what);
+  return missing;
 }
 
-/* Waits until every other rank's flag reached `phase` of this call.  Peers
- * are visited from rank + 1 on, which spreads the polling across pads. */
-static symm_result_t wait_phase(coll_t *c, int phase, const char *what) {
-  uint64_t target = c->seq * PHASES + (uint64_t)phase;
-  symm_backoff_t b;
-  bool started = false;
+static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char *what) {
+  char list[200];
+  int missing = list_behind(c, target, list, sizeof list);
+  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
+                    "%s to %s; the call is given up on every rank", kind_name(c->a->kind),
+                    (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm),
+                    missing > 1 ? "s" : "", missing ? list : "(none left)", what);
+}
+
+/* This call's round was given up by a peer before every rank arrived:
+ * `late`, this rank arrived after that (it was slow, or stopped); else a
+ * peer stopped waiting while this rank waited too, for the ranks still
+ * behind, and a rank behind whose process is gone makes it PEER_LOST. */
+static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_target) {
+  char who[200] = "", behind[200];
+  size_t n = 0;
+  for (int r = 0; r < c->w; r++)
+    if (r != c->me && left_of(c, r) >= c->seq && n + 16 < sizeof who)
+      n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
+  const char *name = kind_name(c->a->kind);
+  const unsigned long long seq = (unsigned long long)c->seq;
+  if (late)
+    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: %s%s gave this call up before every rank "
+                      "arrived (this rank came late: slow, or stopped); it fails on every rank",
+                      name, seq, n ? "rank " : "a peer", who);
+  int missing = list_behind(c, flag_target, behind, sizeof behind);
+  for (int r = 0; r < c->w; r++) {
+    int32_t pid = symm_comm_peer_pid(c->comm, r);
+    if (r != c->me && flag_of(c, r) < flag_target && pid > 0 && symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did not "
+                        "arrive, and the call is given up on every rank", name, seq, r, (int)pid);
+  }
+  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out waiting for rank%s %s (%s%s gave "
+                    "the call up after %d ms); it fails on every rank", name, seq,
+                    missing > 1 ? "s" : "", missing ? behind : "(none left)",
+                    n ? "rank " : "a peer", who, symm_comm_timeout_ms(c->comm));
+}
+
+/* The first peer below `target`, whose process a wait watches. */
+static int first_behind(const coll_t *c, uint64_t target) {
   for (int k = 1; k < c->w; k++) {
     int r = (c->me + k) % c->w;
-    if (flag_of(c, r) >= target) continue;
-    if (started)
-      symm_backoff_watch(&b, symm_comm_peer_pid(c->comm, r));
-    else
-      cpu_backoff_start(&b, c->comm, r);
-    started = true;
-    while (flag_of(c, r) < target) {
-      if (symm_backoff_pause(&b)) continue;
+    if (flag_of(c, r) < target) return r;
+  }
+  return -1;
+}
+
+static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
+  symm_backoff_start_until(b, c->deadline, symm_comm_local_size(c->comm));
+  symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
+}
+
+/* This rank arrives at `phase` of the call: its flag, then the round. */
+static symm_result_t arrive(coll_t *c, int phase) {
+  atomic_store_explicit(&c->pads[c->me]->slot[c->h].flag, c->seq * PHASES + (uint64_t)phase,
+                        memory_order_release);
+  c->syncs++;
+  cpu_state(c->comm)->arrived[c->h] = c->seq;
+  if (symm_round_arrive(c->round, c->seq, c->syncs * (uint32_t)c->w) == SYMM_ROUND_GIVEN_UP)
+    return given_up_error(c, true, 0);
+  return SYMM_SUCCESS;
+}
+
+/* Waits until every rank arrived at `phase` as often as this rank has.
+ * At the deadline, or with a peer's process gone, it gives the round up,
+ * unless the round completed meanwhile. */
+static symm_result_t wait_all(coll_t *c, int phase, const char *what) {
+  const uint32_t target = c->syncs * (uint32_t)c->w;
+  const uint64_t flag_target = c->seq * PHASES + (uint64_t)phase;
+  symm_round_state_t st = symm_round_state(c->round, c->seq, target);
+  if (st == SYMM_ROUND_WAIT) {
+    int watched = first_behind(c, flag_target);
+    symm_backoff_t b;
+    start_backoff(c, &b, watched);
+    unsigned polls = 0;
+    while ((st = symm_round_state(c->round, c->seq, target)) == SYMM_ROUND_WAIT) {
+      if (symm_backoff_pause(&b)) {
+        if ((++polls & 255) == 0 && watched >= 0 && flag_of(c, watched) >= flag_target)
+          symm_backoff_watch(&b, (watched = first_behind(c, flag_target)) >= 0
+                                     ? symm_comm_peer_pid(c->comm, watched) : 0);
+        continue;
+      }
+      if (!symm_round_give_up(c->round, c->seq, target)) break; /* completed after all */
       if (b.lost)
         return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
-                          "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq, r,
-                          (int)symm_comm_peer_pid(c->comm, r), what);
-      return timeout_error(c, target, what);
+                          "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq,
+                          watched, (int)symm_comm_peer_pid(c->comm, watched), what);
+      return timeout_error(c, flag_target, what);
     }
-    symm_backoff_reset(&b);
+    if (st == SYMM_ROUND_GIVEN_UP) return given_up_error(c, false, flag_target);
+  } else if (st == SYMM_ROUND_GIVEN_UP) {
+    return given_up_error(c, false, flag_target);
   }
+  /* Every rank arrived at this call, so every rank has left the one before. */
+  cpu_state_t *cs = cpu_state(c->comm);
+  if (c->syncs == 1 && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t sync_phase(coll_t *c, int phase, const char *what) {
+  SYMM_CHECK(arrive(c, phase));
+  return wait_all(c, phase, what);
+}
+
+/* Waits until every peer has left call seq - 2, whose slot, round word and
+ * scratch half this call reuses.  A peer that already left this call gave
+ * it up without arriving: it fails here at once. */
+static symm_result_t gate(coll_t *c) {
+  cpu_state_t *cs = cpu_state(c->comm);
+  c->slow_gate = false;
+  if (c->seq <= cs->all_left + 2) return SYMM_SUCCESS;
+  c->slow_gate = true;
+  const uint64_t need = c->seq - 2;
+  symm_backoff_t b;
+  bool started = false;
+  for (;;) {
+    uint64_t least = c->seq - 1; /* this rank's own */
+    int slow = -1;
+    for (int r = 0; r < c->w; r++) {
+      if (r == c->me) continue;
+      uint64_t l = left_of(c, r);
+      if (l >= c->seq) return given_up_error(c, true, 0);
+      if (l < least) least = l, slow = r;
+    }
+    if (least >= need) {
+      if (least > cs->all_left) cs->all_left = least;
+      return SYMM_SUCCESS;
+    }
+    if (!started) start_backoff(c, &b, slow);
+    started = true;
+    symm_backoff_watch(&b, symm_comm_peer_pid(c->comm, slow));
+    if (symm_backoff_pause(&b)) continue;
+    if (b.lost)
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did "
+                        "not finish call #%llu", kind_name(c->a->kind), (unsigned long long)c->seq,
+                        slow, (int)symm_comm_peer_pid(c->comm, slow),
+                        (unsigned long long)least + 1);
+    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank "
+                      "%d to leave call #%llu, which it came to late (slow, or stopped); this "
+                      "call is given up on every rank", kind_name(c->a->kind),
+                      (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm), slow,
+                      (unsigned long long)least + 1);
+  }
+}
+
+/* Takes this call's round word over from call seq - 2.  After a slow gate
+ * a peer may have given this call up without arriving and looked at the
+ * word before this rank took it: its left says so. */
+static symm_result_t take_round(coll_t *c) {
+  if (!symm_round_take(c->round, c->seq)) return given_up_error(c, true, 0);
+  if (!c->slow_gate) return SYMM_SUCCESS;
+  for (int r = 0; r < c->w; r++)
+    if (r != c->me && left_of(c, r) >= c->seq) {
+      symm_round_give_up(c->round, c->seq, UINT32_MAX);
+      return given_up_error(c, true, 0);
+    }
   return SYMM_SUCCESS;
 }
 
@@ -205,7 +365,6 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
                                     (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo};
-  signal_phase(c, PHASE_ARRIVED);
 }
 
 /* The call of detail d; with `algo`, the all-reduce algorithm too. */
@@ -302,7 +461,10 @@ static char *scratch_half(const coll_t *c, int r) {
   return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
 }
 
-static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
+/* Works on scratch s from now on: its pads, its round of this call (after
+ * the gate).  `grown`: the ranks just made s together inside this call, so
+ * every rank has left the calls before it. */
+static symm_result_t attach(coll_t *c, symm_tensor_t *s, bool grown) {
   c->scratch = s;
   c->half_stride = half_capacity(s);
   for (int r = 0; r < c->w; r++) {
@@ -310,7 +472,13 @@ static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
     SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
     c->pads[r] = p;
   }
-  return SYMM_SUCCESS;
+  cpu_state_t *cs = cpu_state(c->comm);
+  if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
+  if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
+  c->round = &c->pads[0]->round[c->h].word;
+  c->syncs = 0;
+  SYMM_CHECK(gate(c));
+  return take_round(c);
 }
 
 /* The scratch must hold both halves.  Its size depends only on the
@@ -321,15 +489,15 @@ static symm_result_t attach(coll_t *c, symm_tensor_t *s) {
 static symm_result_t prepare_scratch(coll_t *c) {
   size_t need = 2 * c->half;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
-  if (s && half_capacity(s) >= c->half) return attach(c, s);
+  if (s && half_capacity(s) >= c->half) return attach(c, s, false);
   if (s) {
-    SYMM_CHECK(attach(c, s));
+    SYMM_CHECK(attach(c, s, false));
     publish(c, 0, 0);
-    SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+    SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
     SYMM_CHECK(check_match(c));
   }
   SYMM_CHECK(symm_comm_scratch(c->comm, need ? need : 1, &s));
-  return attach(c, s);
+  return attach(c, s, true);
 }
 
 /* Both halves for the largest call on max_bytes: a send buffer that size
@@ -391,6 +559,22 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
   return z;
 }
 
+/* Every sending rank's published offset leaves room for the call in the
+ * tensor (the same size on every rank): a peer's pad is read, never
+ * trusted.  Every rank sees the same table, so all fail alike. */
+static symm_result_t check_offsets(const coll_t *c, const symm_tensor_t *t) {
+  const size_t nbytes = symm_tensor_nbytes(t);
+  for (int r = 0; r < c->w; r++) {
+    uint64_t off = c->pads[r]->slot[c->h].brief.offset;
+    if (!rank_sends(c, r) || (off <= nbytes && c->a->send_bytes <= nbytes - off)) continue;
+    return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d published its send data at "
+                      "offset %llu of a %zu-byte tensor, past its end; no rank ran the call",
+                      kind_name(c->a->kind), (unsigned long long)c->seq, r,
+                      (unsigned long long)off, nbytes);
+  }
+  return SYMM_SUCCESS;
+}
+
 /* ----------------------------------------------------------- operations */
 
 static void all_reduce_one_shot(coll_t *c) {
@@ -424,13 +608,13 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (ip == c->src)
       for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
   }
-  signal_phase(c, PHASE_DONE);
-  /* The last piece after the signal: peers need not wait for it. */
+  SYMM_CHECK(arrive(c, PHASE_DONE));
+  /* The last piece after the arrival: peers need not wait for it. */
   if (direct && n) {
     size_t last = (n - 1) / step * step;
     memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
   }
-  SYMM_CHECK(wait_phase(c, PHASE_DONE, "reduce its chunk"));
+  SYMM_CHECK(wait_all(c, PHASE_DONE, "reduce its chunk"));
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
     if (direct && r == c->me) continue;
@@ -503,7 +687,7 @@ static symm_result_t run(coll_t *c) {
   zero_copy_t z = zero_copy_candidate(c);
   if (sends && !z.group && a->send_bytes) stage(c);
   publish(c, z.group, z.offset);
-  SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
   SYMM_CHECK(check_match(c));
   if (!a->count) return SYMM_SUCCESS;
 
@@ -515,10 +699,10 @@ static symm_result_t run(coll_t *c) {
     zero_copy &= g == group0;
     late |= g != 0 && rank_sends(c, r);
   }
+  if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
   if (!zero_copy && late) {
     if (sends && z.group) stage(c);
-    signal_phase(c, PHASE_STAGED);
-    SYMM_CHECK(wait_phase(c, PHASE_STAGED, "stage its data"));
+    SYMM_CHECK(sync_phase(c, PHASE_STAGED, "stage its data"));
   }
   for (int r = 0; r < c->w; r++)
     c->src[r] = zero_copy ? (const char *)symm_tensor_peer_data(z.t)[r] + c->pads[r]->slot[c->h].brief.offset
@@ -538,10 +722,7 @@ static symm_result_t run(coll_t *c) {
     case SYMM_COLL_ALL_TO_ALL: all_to_all(c); break;
     case SYMM_COLL_BROADCAST: broadcast(c); break;
   }
-  if (zero_copy) {
-    signal_phase(c, PHASE_DONE);
-    SYMM_CHECK(wait_phase(c, PHASE_DONE, "finish reading"));
-  }
+  if (zero_copy) SYMM_CHECK(sync_phase(c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 
@@ -561,20 +742,26 @@ static symm_result_t run_sliced(coll_t *c) {
   c->sig = symm_coll_signature(a);
   if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
+  symm_result_t res = SYMM_SUCCESS;
   for (size_t off = 0; off < a->count; off += slice) {
+    /* A failed slice fails the rest unrun.  They keep their numbers, which
+     * the peers count alike, and call_end gives them up; but ranks whose
+     * counts differ slice differently: their mismatch, found at the first
+     * slice by every rank, ends the call at that slice's number. */
+    if (res == SYMM_ERR_MISMATCH) break;
+    if (off) s.seq = symm_comm_next_coll_seq(c->comm);
+    if (res != SYMM_SUCCESS) continue;
     s.count = a->count - off < slice ? a->count - off : slice;
     s.sendbuf = (const char *)a->sendbuf + off * c->esize;
     s.recvbuf = (char *)a->recvbuf + off * c->esize;
     s.send_bytes = s.recv_bytes = s.count * c->esize;
-    if (off) s.seq = symm_comm_next_coll_seq(c->comm);
     c->a = &s;
     c->seq = s.seq;
     c->h = (int)(s.seq & 1);
-    symm_result_t res = run(c);
+    res = run(c);
     c->a = a;
-    if (res != SYMM_SUCCESS) return res;
   }
-  return SYMM_SUCCESS;
+  return res;
 }
 
 /* This rank's side of a call that failed its argument checks (in the core,
@@ -588,25 +775,69 @@ static symm_result_t refuse(coll_t *c) {
   c->sig = SYMM_COLL_SIG_REFUSED;
   SYMM_CHECK(prepare_scratch(c)); /* c->half is 0: any scratch, or the smallest */
   publish(c, 0, 0);
-  SYMM_CHECK(wait_phase(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
   return peer_in_host_call(c) ? symm_comm_meet_host_call(c->comm) : SYMM_SUCCESS;
 }
 
+static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
+                                symm_result_t (*body)(coll_t *));
+
+/* The body of a host call's arrival on the pads. */
+static symm_result_t host_arrival(coll_t *c) {
+  c->sig = SYMM_COLL_SIG_HOST_CALL;
+  symm_tensor_t *s = symm_comm_scratch_current(c->comm);
+  if (!s) return SYMM_SUCCESS;
+  SYMM_CHECK(attach(c, s, false));
+  coll_pad_t *pad = c->pads[c->me];
+  pad->slot[c->h].brief = (coll_brief_t){SYMM_COLL_SIG_HOST_CALL, 0, 0};
+  memset(&pad->detail[c->h], 0, sizeof pad->detail[c->h]);
+  return arrive(c, PHASE_ARRIVED);
+}
+
 /* Host call `seq` (engine->host_call): an arrival no collective makes,
- * in the slot of its parity.  The slot is free: every rank arrived at
- * seq - 1, so none still reads what this rank published for seq - 2. */
+ * in the slot of its parity and the round of the call, once the gate
+ * allows (within the call's deadline: the host call's own round has what
+ * is left).  A rank that cannot pass the gate publishes nothing; its
+ * call_end gives the round up. */
 void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
-  void *p;
-  if (symm_tensor_signal_pad(symm_comm_scratch_current(comm), symm_comm_rank(comm), &p) !=
-      SYMM_SUCCESS) {
-    symm_error_clear(); /* the peers' collective then waits: no worse than no scratch */
+  symm_coll_args_t none = {.kind = SYMM_COLL_ALL_REDUCE, .seq = seq};
+  symm_result_t res = with_frame(comm, &none, host_arrival);
+  if (res != SYMM_SUCCESS) {
+    SYMM_INFO(COLL, "host call #%llu: not announced on the pads: %s", (unsigned long long)seq,
+              symm_last_error());
+    symm_error_clear();
+  }
+}
+
+/* engine->call_end: this rank has left every call up to `last`.  Its
+ * pad's left says so (peers' gates read it); then any round of those
+ * calls that a peer took over but this rank never arrived at is given up,
+ * so that no such round can complete and its peers fail at once.  The
+ * store of left comes first (sequentially consistent, as the word's
+ * operations): a peer that takes a round over after this look reads the
+ * new left (take_round). */
+void cpu_call_end(symm_comm_t *comm, uint64_t last) {
+  cpu_state_t *cs = cpu_state(comm);
+  if (!cs) return;
+  symm_tensor_t *scratch = symm_comm_scratch_current(comm);
+  const uint64_t before = cs->left;
+  if (last > cs->left) cs->left = last;
+  if (!scratch) return;
+  void *mine, *first;
+  char saved[1024]; /* the call's own message stays the last error */
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  if (symm_tensor_signal_pad(scratch, symm_comm_rank(comm), &mine) != SYMM_SUCCESS ||
+      symm_tensor_signal_pad(scratch, 0, &first) != SYMM_SUCCESS) {
+    symm_error_restore(saved);
     return;
   }
-  coll_pad_t *pad = p;
-  const int h = (int)(seq & 1);
-  pad->slot[h].brief = (coll_brief_t){SYMM_COLL_SIG_HOST_CALL, 0, 0};
-  memset(&pad->detail[h], 0, sizeof pad->detail[h]);
-  atomic_store_explicit(&pad->slot[h].flag, seq * PHASES + PHASE_ARRIVED, memory_order_release);
+  atomic_store(&((coll_pad_t *)mine)->left, cs->left);
+  coll_pad_t *p0 = first;
+  for (int h = 0; h < 2; h++) {
+    uint64_t at = symm_round_seq(atomic_load(&p0->round[h].word));
+    if (at > before && at <= last && cs->arrived[h] != at)
+      symm_round_give_up(&p0->round[h].word, at, UINT32_MAX);
+  }
 }
 
 /* Runs body on a frame for one call of comm. */
@@ -615,8 +846,10 @@ static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
   coll_pad_t *pads_stack[STACK_RANKS];
   const char *src_stack[STACK_RANKS];
   const int world = symm_comm_size(comm);
-  coll_t c = {comm, args, args, 0, world, symm_comm_rank(comm), (int)(args->seq & 1), args->seq,
-              symm_dtype_size(args->dtype), 0, 0, 0, pads_stack, src_stack, NULL};
+  coll_t c = {.comm = comm, .a = args, .whole = args, .w = world, .me = symm_comm_rank(comm),
+              .h = (int)(args->seq & 1), .seq = args->seq, .esize = symm_dtype_size(args->dtype),
+              .pads = pads_stack, .src = src_stack,
+              .deadline = symm_deadline_after(symm_comm_timeout_ms(comm))};
   if (world > STACK_RANKS) {
     c.pads = malloc(sizeof *c.pads * (size_t)world);
     c.src = malloc(sizeof *c.src * (size_t)world);

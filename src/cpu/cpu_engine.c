@@ -55,7 +55,7 @@ static size_t cpu_scratch_fixed(symm_comm_t *comm) {
 }
 
 const symm_engine_ops_t symm_cpu_engine = {
-    .version = 1,
+    .version = 2,
     .name = "cpu",
     .mem_kind = SYMM_MEM_HOST,
     .init = cpu_init,
@@ -69,4 +69,5 @@ const symm_engine_ops_t symm_cpu_engine = {
     .host_call = cpu_host_call,
     .signal = cpu_signal,
     .zero = cpu_zero,
+    .call_end = cpu_call_end,
 };

@@ -78,6 +78,15 @@ typedef struct symm_engine_ops {
    * where collectives run where the host cannot look at once (GPU). */
   void (*host_call)(symm_comm_t *comm, uint64_t seq);
   /* members above: version 1 */
+  /* Optional: this rank leaves every communicator-wide call up to `last`
+   * (the outermost call ended, whatever its result; a call that took
+   * several numbers, such as a sliced all-reduce, leaves them all).  Says
+   * so where the peers look before they reuse what those calls used, and
+   * gives up the rounds of those calls this rank never arrived at, so
+   * that peers waiting in them fail at once and none of them can
+   * complete later.  Called for host calls and collectives alike. */
+  void (*call_end)(symm_comm_t *comm, uint64_t last);
+  /* members above: version 2 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;
