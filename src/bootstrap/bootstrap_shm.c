@@ -3,11 +3,21 @@
  * TCP round trip to the store.
  *
  * Segment: a memfd of rank 0 that the others open through /proc (no name
- * in /dev/shm at any time); a header, then one slot per rank.  A slot holds `published` (the
- * number of the last collective whose contribution is in place) and two
- * data buffers; collective k uses buffer k & 1.  A rank enters collective
- * k + 1 only after every rank published k, hence after every rank finished
- * k - 1: nobody can still be reading the buffer that k + 1 overwrites.
+ * in /dev/shm at any time); a header with one round word per parity
+ * (backends/util/shm_round.h), then one slot per rank.  A slot holds
+ * `published` (the number of the last collective whose contribution is in
+ * place, for messages and to watch who is missing), `left` (the last
+ * collective this rank has left, whatever its result) and two data
+ * buffers; collective k uses buffer and word k & 1.  A rank arrives at
+ * word k & 1 once its contribution is in place and reads the others' once
+ * every rank has arrived.  The round completes for every rank or for none:
+ * a rank that stops waiting gives it up, which fails only if every rank
+ * already arrived, and a rank that arrives later finds it given up and
+ * fails too, so a late rank never reads what its peers wrote for a later
+ * round.  A rank writes buffer k & 1 only once every rank has left k - 2
+ * (known at once when k - 1 completed; else read from `left` and waited
+ * for), and one that gives k up before arriving says so in `left` and
+ * gives up the word if a peer already took it over.
  *
  * Contributions larger than a buffer go through the store under a per-round
  * key, and the slot carries a marker instead.  Waits back off as the host
@@ -27,22 +37,29 @@
 #include <unistd.h>
 
 #include "backends/util/backoff.h"
+#include "backends/util/shm_round.h"
 #include "store.h"
 #include "symm_fault.h"
 
-#define SHM_MAGIC 0x53594d42534d4831ull /* "SYMBSMH1" */
+#define SHM_MAGIC 0x53594d42534d4832ull /* "SYMBSMH2" */
 #define SHM_BUF_BYTES (16u << 10)
 #define SHM_IN_STORE UINT32_MAX          /* len marker: the data is in the store */
 
 typedef struct {
   _Alignas(64) _Atomic uint64_t published;
   uint32_t len[2];
+  _Alignas(64) _Atomic uint64_t left;
   _Alignas(64) uint8_t data[2][SHM_BUF_BYTES];
 } shm_slot_t;
 
 typedef struct {
+  _Alignas(64) symm_round_word_t word;
+} shm_round_t;
+
+typedef struct {
   uint64_t magic;
   uint32_t size, buf_bytes;
+  shm_round_t round[2];
   _Alignas(64) shm_slot_t slots[];
 } shm_segment_t;
 
@@ -54,6 +71,8 @@ typedef struct {
   char prefix[128];
   int32_t *pids;
   bool in_store[2]; /* round parity -> that round's contribution went to the store */
+  uint64_t all_left; /* every rank has left every round up to this one */
+  bool arrived[2];   /* round parity -> this rank arrived at the current round */
 } shm_bs_t;
 
 static size_t segment_bytes(int size) {
@@ -64,23 +83,157 @@ static void store_key(const shm_bs_t *s, uint64_t seq, int rank, char *out, size
   snprintf(out, cap, "%sshm/%llu/%d", s->prefix, (unsigned long long)seq, rank);
 }
 
-/* Waits for rank r's contribution to collective seq until deadline_ns,
- * which all the waits of one collective share. */
-static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq,
-                                    uint64_t deadline_ns) {
+static uint64_t left_of(const shm_bs_t *s, int r) { return atomic_load(&s->seg->slots[r].left); }
+
+/* The first rank other than this one whose contribution to seq is not in
+ * place, or -1. */
+static int first_missing(const symm_bootstrap_t *bs, uint64_t seq) {
+  const shm_bs_t *s = bs->state;
+  for (int i = 1; i < bs->size; i++) {
+    int r = (bs->rank + i) % bs->size;
+    if (atomic_load_explicit(&s->seg->slots[r].published, memory_order_acquire) < seq) return r;
+  }
+  return -1;
+}
+
+static symm_result_t late_error(const symm_bootstrap_t *bs, uint64_t seq) {
+  return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: collective #%llu was given up by a rank that "
+                    "stopped waiting before every rank arrived (this rank came late: slow, or "
+                    "stopped); it fails on every rank", (unsigned long long)seq);
+}
+
+/* The error of a wait that ended at the deadline or with rank r's process
+ * gone (lost), once the round is given up. */
+static symm_result_t wait_error(const symm_bootstrap_t *bs, int r, bool lost, uint64_t seq,
+                                const char *what) {
+  const shm_bs_t *s = bs->state;
+  if (r >= 0 && (lost || (s->pids[r] > 0 && symm_process_gone(s->pids[r]))))
+    return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone (collective "
+                      "#%llu)", r, (int)s->pids[r], (unsigned long long)seq);
+  if (r < 0)
+    return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: collective #%llu was given up after %d ms "
+                      "(every rank had arrived: one came late)", (unsigned long long)seq,
+                      bs->timeout_ms);
+  return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: rank %d did not %s within %d ms (collective "
+                    "#%llu)", r, what, bs->timeout_ms, (unsigned long long)seq);
+}
+
+/* Waits until every rank has left round seq - 2, whose buffer and word
+ * round seq reuses.  *slow: the peers' left had to be read. */
+static symm_result_t gate(symm_bootstrap_t *bs, uint64_t seq, uint64_t deadline_ns, bool *slow) {
   shm_bs_t *s = bs->state;
-  _Atomic uint64_t *flag = &s->seg->slots[r].published;
-  if (atomic_load_explicit(flag, memory_order_acquire) >= seq) return SYMM_SUCCESS;
+  *slow = false;
+  if (seq <= s->all_left + 2) return SYMM_SUCCESS;
+  *slow = true;
   symm_backoff_t b;
-  symm_backoff_start_until(&b, deadline_ns, bs->size); /* every rank is on this host */
-  symm_backoff_watch(&b, s->pids[r]);
-  while (atomic_load_explicit(flag, memory_order_acquire) < seq) {
+  bool started = false;
+  for (;;) {
+    uint64_t least = seq - 1;
+    int late = -1;
+    for (int r = 0; r < bs->size; r++) {
+      if (r == bs->rank) continue;
+      uint64_t l = left_of(s, r);
+      if (l >= seq) return late_error(bs, seq);
+      if (l < least) least = l, late = r;
+    }
+    if (least + 2 >= seq) {
+      s->all_left = least > s->all_left ? least : s->all_left;
+      return SYMM_SUCCESS;
+    }
+    if (!started) symm_backoff_start_until(&b, deadline_ns, bs->size);
+    started = true;
+    symm_backoff_watch(&b, s->pids[late]);
     if (symm_backoff_pause(&b)) continue;
-    if (b.lost)
-      return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone (collective "
-                        "#%llu)", r, (int)s->pids[r], (unsigned long long)seq);
-    return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: rank %d did not arrive within %d ms "
-                      "(collective #%llu)", r, bs->timeout_ms, (unsigned long long)seq);
+    char what[64];
+    snprintf(what, sizeof what, "leave collective #%llu", (unsigned long long)least + 1);
+    return wait_error(bs, late, b.lost, seq, what);
+  }
+}
+
+/* Waits until every rank arrived at round seq; at the deadline, or with a
+ * peer's process gone, gives the round up unless it completed meanwhile. */
+static symm_result_t wait_round(symm_bootstrap_t *bs, symm_round_word_t *word, uint64_t seq,
+                                uint64_t deadline_ns) {
+  const uint32_t all = (uint32_t)bs->size;
+  symm_round_state_t st = symm_round_state(word, seq, all);
+  if (st == SYMM_ROUND_WAIT) {
+    int r = first_missing(bs, seq);
+    symm_backoff_t b;
+    symm_backoff_start_until(&b, deadline_ns, bs->size); /* every rank is on this host */
+    symm_backoff_watch(&b, r >= 0 ? ((shm_bs_t *)bs->state)->pids[r] : 0);
+    unsigned polls = 0;
+    while ((st = symm_round_state(word, seq, all)) == SYMM_ROUND_WAIT) {
+      if (symm_backoff_pause(&b)) {
+        if ((++polls & 255) == 0 && (r = first_missing(bs, seq)) >= 0)
+          symm_backoff_watch(&b, ((shm_bs_t *)bs->state)->pids[r]);
+        continue;
+      }
+      if (!symm_round_give_up(word, seq, all)) return SYMM_SUCCESS; /* completed after all */
+      return wait_error(bs, first_missing(bs, seq), b.lost, seq, "arrive");
+    }
+  }
+  if (st == SYMM_ROUND_DONE) return SYMM_SUCCESS;
+  /* Given up by a peer while this rank waited: for the ranks still missing. */
+  int r = first_missing(bs, seq);
+  return r >= 0 ? wait_error(bs, r, false, seq, "arrive") : late_error(bs, seq);
+}
+
+/* This rank leaves round seq: says so, and gives the round's word up if a
+ * peer took it over for seq and this rank never arrived (the store of
+ * left first: a peer taking the word over afterwards reads it). */
+static void leave(symm_bootstrap_t *bs, uint64_t seq) {
+  shm_bs_t *s = bs->state;
+  const int b = (int)(seq & 1);
+  atomic_store(&s->seg->slots[bs->rank].left, seq);
+  if (!s->arrived[b]) symm_round_give_up(&s->seg->round[b].word, seq, UINT32_MAX);
+}
+
+/* Puts this rank's contribution to round seq in place, then arrives. */
+static symm_result_t contribute(symm_bootstrap_t *bs, uint64_t seq, const void *send,
+                                size_t len) {
+  shm_bs_t *s = bs->state;
+  const int b = (int)(seq & 1);
+  shm_slot_t *mine = &s->seg->slots[bs->rank];
+  s->in_store[b] = len > SHM_BUF_BYTES;
+  if (len <= SHM_BUF_BYTES) {
+    if (len) memcpy(mine->data[b], send, len);
+    mine->len[b] = (uint32_t)len;
+  } else {
+    char key[192];
+    store_key(s, seq, bs->rank, key, sizeof key);
+    SYMM_CHECK(symm_store_set_own(s->store, key, send, len));
+    mine->len[b] = SHM_IN_STORE;
+  }
+  atomic_store_explicit(&mine->published, seq, memory_order_release);
+  s->arrived[b] = true;
+  if (symm_round_arrive(&s->seg->round[b].word, seq, (uint32_t)bs->size) == SYMM_ROUND_GIVEN_UP)
+    return late_error(bs, seq);
+  return SYMM_SUCCESS;
+}
+
+/* Copies every rank's contribution to the complete round seq. */
+static symm_result_t collect(symm_bootstrap_t *bs, uint64_t seq, void **values, size_t *lens,
+                             uint64_t deadline_ns) {
+  shm_bs_t *s = bs->state;
+  const int b = (int)(seq & 1);
+  char key[192];
+  for (int i = 0; i < bs->size; i++) {
+    int r = (bs->rank + i) % bs->size;
+    const shm_slot_t *slot = &s->seg->slots[r];
+    uint32_t n = slot->len[b];
+    if (n == SHM_IN_STORE) {
+      store_key(s, seq, r, key, sizeof key);
+      const char *k = key;
+      SYMM_CHECK(symm_store_multi_get(s->store, &k, 1, &values[r], &lens[r],
+                                      symm_ms_until(deadline_ns)));
+      continue;
+    }
+    if (n > SHM_BUF_BYTES)
+      return symm_error(SYMM_ERR_PROTOCOL, "bootstrap: rank %d published %u bytes", r, n);
+    if (!(values[r] = malloc(n ? n : 1)))
+      return symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
+    memcpy(values[r], slot->data[b], n);
+    lens[r] = n;
   }
   return SYMM_SUCCESS;
 }
@@ -88,57 +241,42 @@ static symm_result_t wait_published(symm_bootstrap_t *bs, int r, uint64_t seq,
 static symm_result_t shm_gather(symm_bootstrap_t *bs, const void *send, size_t len,
                                 void **values, size_t *lens) {
   shm_bs_t *s = bs->state;
-  uint64_t seq = ++s->seq;
-  int b = (int)(seq & 1);
-  shm_slot_t *mine = &s->seg->slots[bs->rank];
-  char key[192];
-  symm_result_t res = SYMM_SUCCESS;
-  for (int r = 0; r < bs->size; r++) values[r] = NULL;
-  bool old_in_store = s->in_store[b];
-  s->in_store[b] = len > SHM_BUF_BYTES;
-  if (len <= SHM_BUF_BYTES) {
-    if (len) memcpy(mine->data[b], send, len);
-    mine->len[b] = (uint32_t)len;
-  } else {
-    store_key(s, seq, bs->rank, key, sizeof key);
-    SYMM_CHECK(symm_store_set_own(s->store, key, send, len));
-    mine->len[b] = SHM_IN_STORE;
-  }
-  atomic_store_explicit(&mine->published, seq, memory_order_release);
+  const uint64_t seq = ++s->seq;
+  const int b = (int)(seq & 1);
+  symm_round_word_t *word = &s->seg->round[b].word;
   /* One timeout for the whole collective, not one per rank waited for. */
   const uint64_t deadline_ns = symm_deadline_after(bs->timeout_ms);
-  for (int i = 0; i < bs->size && res == SYMM_SUCCESS; i++) {
-    int r = (bs->rank + i) % bs->size;
-    SYMM_CHECK_GOTO(wait_published(bs, r, seq, deadline_ns), res, fail);
-    const shm_slot_t *slot = &s->seg->slots[r];
-    uint32_t n = slot->len[b];
-    if (n == SHM_IN_STORE) {
-      store_key(s, seq, r, key, sizeof key);
-      const char *k = key;
-      SYMM_CHECK_GOTO(symm_store_multi_get(s->store, &k, 1, &values[r], &lens[r],
-                                           symm_ms_until(deadline_ns)), res, fail);
-      continue;
-    }
-    if (n > SHM_BUF_BYTES) {
-      res = symm_error(SYMM_ERR_PROTOCOL, "bootstrap: rank %d published %u bytes", r, n);
-      goto fail;
-    }
-    values[r] = malloc(n ? n : 1);
-    if (!values[r]) {
-      res = symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
-      goto fail;
-    }
-    memcpy(values[r], slot->data[b], n);
-    lens[r] = n;
+  const bool old_in_store = s->in_store[b];
+  symm_result_t res = SYMM_SUCCESS;
+  bool slow;
+  for (int r = 0; r < bs->size; r++) values[r] = NULL;
+  s->arrived[b] = false;
+  SYMM_CHECK_GOTO(gate(bs, seq, deadline_ns, &slow), res, fail);
+  if (!symm_round_take(word, seq)) {
+    res = late_error(bs, seq);
+    goto fail;
   }
-  /* Every rank has published this round, so all have finished reading the
-   * one two rounds ago: its store key, if any, can go. */
+  for (int r = 0; slow && r < bs->size; r++)
+    if (r != bs->rank && left_of(s, r) >= seq) {
+      symm_round_give_up(word, seq, UINT32_MAX);
+      res = late_error(bs, seq);
+      goto fail;
+    }
+  SYMM_CHECK_GOTO(contribute(bs, seq, send, len), res, fail);
+  SYMM_CHECK_GOTO(wait_round(bs, word, seq, deadline_ns), res, fail);
+  /* Every rank arrived here, so every rank has left the round before. */
+  if (s->all_left < seq - 1) s->all_left = seq - 1;
+  SYMM_CHECK_GOTO(collect(bs, seq, values, lens, deadline_ns), res, fail);
+  leave(bs, seq);
+  /* Every rank has left round seq - 2: its store key, if any, can go. */
   if (seq > 2 && old_in_store) {
+    char key[192];
     store_key(s, seq - 2, bs->rank, key, sizeof key);
     if (symm_store_delete_own(s->store, key) != SYMM_SUCCESS) symm_error_clear();
   }
   return SYMM_SUCCESS;
 fail:
+  leave(bs, seq);
   for (int r = 0; r < bs->size; r++) {
     free(values[r]);
     values[r] = NULL;

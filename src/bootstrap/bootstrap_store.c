@@ -1,13 +1,23 @@
 /* Bootstrap collectives over the key-value store.
  *
  * All-gather: rank r sets "<prefix>ag/<seq>/<r>" and fetches all N keys with
- * one blocking MGET, so a collective costs each rank two requests (O(N) store
- * messages in all, no polling).  Broadcast is an all-gather with tiny
- * contributions from the non-roots, so that every collective synchronises
- * all ranks, which
- * is what makes cleanup safe (see store_gather): rank r deletes its own key
- * of collective k-2 when it enters k.  A rank that died makes the store
- * answer PEER_LOST instead of letting the others wait out the timeout. */
+ * one blocking MGET.  Broadcast is an all-gather with tiny contributions
+ * from the non-roots, so that every collective synchronises all ranks.
+ *
+ * A round completes for every rank or for none: once a rank has every
+ * key, it sets the round's verdict "<prefix>ag/<seq>/v" to "1" if it is
+ * absent; a rank that stops waiting sets it to "0" if it is absent.  The
+ * store's compare-and-set makes the first one the verdict, which every
+ * rank then follows: a rank that came late (slow, or stopped) fails where
+ * its peers gave up, and one that gave up at the moment the last key came
+ * finds "1" and completes.  A round costs each rank two round trips.
+ *
+ * Cleanup: rank r deletes its own key of round k - 2 when it enters k, and
+ * rank 0 that round's verdict, but only after round k - 1 completed (every
+ * rank has then finished k - 2).  After a round that did not, the keys
+ * stay, so that a late rank still finds them and learns the verdict at
+ * once.  A rank that died makes the store answer PEER_LOST instead of
+ * letting the others wait out the timeout. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +33,49 @@ typedef struct {
   void **values; /* [size] scratch for allgather / broadcast */
   size_t *lens;
   uint8_t *absent; /* [size]: keys the store lacked at a timeout */
+  uint64_t kept_from; /* the first round whose keys this rank still keeps */
+  bool last_ok;       /* the last round completed */
 } store_bs_t;
 
 static void key_name(const store_bs_t *s, uint64_t seq, int rank, char *out, size_t cap) {
   snprintf(out, cap, "%sag/%llu/%d", s->prefix, (unsigned long long)seq, rank);
+}
+
+static void verdict_name(const store_bs_t *s, uint64_t seq, char *out, size_t cap) {
+  snprintf(out, cap, "%sag/%llu/v", s->prefix, (unsigned long long)seq);
+}
+
+/* Sets round seq's verdict to `mine` unless it has one; *done: the verdict
+ * that holds is "1" (the round completed). */
+static symm_result_t settle(symm_bootstrap_t *bs, uint64_t seq, char mine, bool *done) {
+  store_bs_t *s = bs->state;
+  char key[192], got[4] = "";
+  size_t n = 0;
+  verdict_name(s, seq, key, sizeof key);
+  SYMM_CHECK(symm_store_compare_set_own(s->store, key, NULL, 0, &mine, 1, got, sizeof got, &n));
+  *done = n == 1 && got[0] == '1';
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t late_error(const symm_bootstrap_t *bs, uint64_t seq) {
+  return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: collective #%llu was given up by a rank that "
+                    "stopped waiting before every rank arrived (this rank came late: slow, or "
+                    "stopped); it fails on every rank", (unsigned long long)seq);
+}
+
+/* Deletes what this rank keeps of rounds before `upto` (its own keys; rank
+ * 0 also the verdicts), once every rank has finished them. */
+static void drop_kept(symm_bootstrap_t *bs, uint64_t upto, const char *skip) {
+  store_bs_t *s = bs->state;
+  char key[192];
+  for (; s->kept_from < upto; s->kept_from++) {
+    key_name(s, s->kept_from, bs->rank, key, sizeof key);
+    if ((!skip || strcmp(key, skip) != 0) && symm_store_delete_own(s->store, key) != SYMM_SUCCESS)
+      symm_error_clear();
+    verdict_name(s, s->kept_from, key, sizeof key);
+    if (bs->rank == 0 && symm_store_delete_own(s->store, key) != SYMM_SUCCESS)
+      symm_error_clear();
+  }
 }
 
 /* The error for a collective that timed out: the ranks whose keys the
@@ -64,18 +113,47 @@ static symm_result_t missing_error(symm_bootstrap_t *bs, uint64_t seq) {
 static symm_result_t store_gather(symm_bootstrap_t *bs, const void *send, size_t len,
                                   void **values, size_t *lens) {
   store_bs_t *s = bs->state;
-  uint64_t seq = ++s->seq;
-  char key[192];
-  /* Every rank that reaches collective `seq` has fetched all keys of seq-1,
-   * which all ranks set only after their fetch of seq-2 returned: nobody can
-   * still need our key of seq-2. */
-  char old[192];
-  if (seq > 2) key_name(s, seq - 2, bs->rank, old, sizeof old);
+  const uint64_t seq = ++s->seq;
+  char key[192], old[192];
+  const bool clean = s->last_ok && seq > 2;
+  /* Every rank finished round seq - 2 before it set its key of seq - 1,
+   * and seq - 1 completed: nobody can still need our keys before seq - 1.
+   * The exchange deletes the one of seq - 2, drop_kept the rest. */
+  if (clean) {
+    key_name(s, seq - 2, bs->rank, old, sizeof old);
+    drop_kept(bs, seq - 1, old);
+  }
   key_name(s, seq, bs->rank, key, sizeof key);
   for (int r = 0; r < bs->size; r++) key_name(s, seq, r, s->keys[r], 192);
-  symm_result_t res = symm_store_exchange(s->store, seq > 2 ? old : NULL, key, send, len,
+  s->last_ok = false;
+  symm_result_t res = symm_store_exchange(s->store, clean ? old : NULL, key, send, len,
                                           (const char *const *)s->keys, (size_t)bs->size, values,
                                           lens, bs->timeout_ms, s->absent);
+  if (!s->kept_from) s->kept_from = seq;
+  bool done = false;
+  if (res == SYMM_SUCCESS) {
+    symm_result_t v = settle(bs, seq, '1', &done);
+    if (v == SYMM_SUCCESS && done) {
+      s->last_ok = true;
+      return SYMM_SUCCESS;
+    }
+    for (int r = 0; r < bs->size; r++) {
+      free(values[r]);
+      values[r] = NULL;
+    }
+    return v != SYMM_SUCCESS ? v : late_error(bs, seq);
+  }
+  if (res != SYMM_ERR_TIMEOUT && res != SYMM_ERR_PEER_LOST) return res;
+  /* Give the round up, unless every rank arrived meanwhile. */
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  if (settle(bs, seq, '0', &done) == SYMM_SUCCESS && done) {
+    res = symm_store_multi_get(s->store, (const char *const *)s->keys, (size_t)bs->size, values,
+                               lens, bs->timeout_ms);
+    s->last_ok = res == SYMM_SUCCESS;
+    return res;
+  }
+  symm_error_restore(saved);
   if (res == SYMM_ERR_TIMEOUT) return missing_error(bs, seq);
   return res;
 }
