@@ -552,7 +552,9 @@ typedef struct symm_view {
  * the host backend returns zeroed memory for fresh (non-pooled) allocations.
  * The memory is backed when this returns (host: the memfd is allocated in
  * full, about 0.3 ms per MiB; a size the machine cannot back is
- * SYMM_ERR_NO_MEMORY here, not a SIGBUS at first touch).
+ * SYMM_ERR_NO_MEMORY here, not a SIGBUS at first touch; the memfd is then
+ * sealed, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, so that nobody, the
+ * owner included, can cut short the memory that peers map).
  * Returns SYMM_ERR_INVALID_ARG (NULL, ndim < 1 or > SYMM_MAX_DIMS, a size
  * <= 0, bad dtype, total size overflowing), SYMM_ERR_NO_MEMORY,
  * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below; where it is
@@ -580,8 +582,12 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * from mapping peers' memory (host and native): SYMM_ERR_SYSTEM (sockets,
  * mmap), SYMM_ERR_PERMISSION (a peer's fd server runs as another user, or
  * refused this one), SYMM_ERR_NOT_FOUND (a peer no longer offers the memory
- * it announced), SYMM_ERR_PROTOCOL (malformed fd-exchange reply, or a
- * peer's memory smaller than announced); SYMM_ERR_BACKEND for GPU driver
+ * it announced), SYMM_ERR_PROTOCOL (malformed fd-exchange reply; host: a
+ * peer's memory that is not a memfd sealed against shrinking, or smaller
+ * than announced, or an announced layout whose data and signal-pad offsets
+ * do not fit it or leave less data than this rank's: the ranks that refuse
+ * it name the peer, the peer itself names a rank that refused it);
+ * SYMM_ERR_BACKEND for GPU driver
  * failures (cuda: a peer's CUDA IPC handle that does not open, named with
  * the rank and the driver's error); SYMM_ERR_UNSUPPORTED where a peer's GPU
  * cannot be reached (native, cuda: no peer path; cuda: a peer in this same

@@ -997,3 +997,290 @@ TEST_IMPL(fdx_names_unpredictable) {
   ASSERT_EQ(test_run_ranks(2, squatted_rank, NULL), 0);
   return 0;
 }
+
+/* ---- what a peer sends is checked where it is read -------------------- */
+
+/* The host backend's state of comm, to stand in for a faulty peer. */
+#include "backends/host/host.h"
+
+static symm_fdx_t *fdx_of(symm_comm_t *comm) { return host_state(comm)->fdx; }
+
+/* Every memfd of the library mapped in this process (the own tensors' and
+ * scratch, the peers', the bootstrap segment) refuses to be cut short:
+ * opened through /proc/self/map_files, a shrinking ftruncate is EPERM and
+ * the size stays.  Returns how many were tried. */
+static int fdx_try_shrinking_mappings(void) {
+  FILE *maps = fopen("/proc/self/maps", "re");
+  ASSERT(maps != NULL);
+  char line[512];
+  int tried = 0;
+  while (fgets(line, sizeof line, maps)) {
+    unsigned long lo, hi;
+    if (!strstr(line, "/memfd:symmem") || sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    char path[96];
+    snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", lo, hi);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) TEST_FAIL_("open %s (%s): %s", path, strtok(line, "\n"), strerror(errno));
+    struct stat before, after;
+    ASSERT_EQ(fstat(fd, &before), 0);
+    int rc = ftruncate(fd, before.st_size / 2);
+    int err = errno;
+    ASSERT_EQ(fstat(fd, &after), 0);
+    printf("shrink %s -> %s\n", strtok(line, "\n"), rc == 0 ? "DONE" : strerror(err));
+    if (rc == 0 || err != EPERM) TEST_FAIL_("a mapped memfd could be cut short: %s", line);
+    ASSERT_EQ(after.st_size, before.st_size);
+    close(fd);
+    tried++;
+  }
+  fclose(maps);
+  return tried;
+}
+
+static int sealed_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t n = 4096;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  float *x = symm_tensor_data(t);
+  for (int i = 0; i < n; i++) x[i] = (float)(rank + 1);
+  ASSERT_OK(symm_all_reduce(comm, x, x, (size_t)n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  /* The tensor's own memfd, as its owner holds it. */
+  int own = ((host_mem_t *)t->mem.priv)->fd;
+  ASSERT_EQ(ftruncate(own, 0), -1);
+  ASSERT_EQ(errno, EPERM);
+  /* Own and peer's tensor, the scratch, and the bootstrap segment. */
+  int tried = fdx_try_shrinking_mappings();
+  printf("rank %d: %d mapped memfds refused to shrink\n", rank, tried);
+  ASSERT_GE(tried, 3);
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_all_reduce(comm, x, x, (size_t)n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  float want = (float)(size * (size + 1) / 2 * size);
+  for (int i = 0; i < n; i++)
+    if (x[i] != want) TEST_FAIL_("x[%d] = %g, want %g", i, x[i], want);
+  ASSERT_OK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* A rank cannot cut short the memory its peers map (its tensors' memfds,
+ * the collectives' scratch, rank 0's bootstrap segment): it is sealed. */
+TEST_IMPL(fdx_memory_sealed) {
+  if (geteuid() != 0) {
+    printf("SKIP: opening /proc/self/map_files needs CAP_SYS_ADMIN\n");
+    return TEST_SKIP;
+  }
+  ASSERT_EQ(test_run_ranks(2, sealed_rank, NULL), 0);
+  return 0;
+}
+
+/* What rank 1 publishes in place of its tensor's memfd. */
+typedef enum { BAD_UNSEALED, BAD_DISK_FILE, BAD_SHORT, BAD_KINDS } fdx_bad_fd_t;
+static const char *const fdx_bad_fd_name[] = {"an unsealed memfd", "a file on disk",
+                                              "a sealed memfd too short"};
+static const char *const fdx_bad_fd_says[] = {"rank 1's memfd is not sealed",
+                                              "rank 1's memory is not a memfd",
+                                              "rank 1's memfd is"};
+
+static int fdx_bad_fd(fdx_bad_fd_t kind, size_t bytes) {
+  int fd = -1;
+  if (kind == BAD_DISK_FILE) {
+    char path[] = "/tmp/symm-test-fdx-XXXXXX";
+    fd = mkostemp(path, O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(unlink(path), 0);
+  } else {
+    fd = memfd_create("symm-test-fdx", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ASSERT_GE(fd, 0);
+  }
+  ASSERT_EQ(ftruncate(fd, (off_t)(kind == BAD_SHORT ? bytes - 4096 : bytes)), 0);
+  if (kind == BAD_SHORT) ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  return fd;
+}
+
+/* Rank 1 swaps its tensor's published fd for a bad one; every rank's
+ * rendezvous must fail, rank 1's peers naming it; then, the real one back,
+ * the same tensor rendezvouses and carries data. */
+static int bad_fd_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  for (int kind = 0; kind < BAD_KINDS; kind++) {
+    int64_t n = 8192 * (kind + 1); /* no pooled allocation, whose peers map it already */
+    symm_tensor_t *t;
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+    if (rank == 1) {
+      int bad = fdx_bad_fd((fdx_bad_fd_t)kind, t->mem.alloc_bytes);
+      symm_fdx_unpublish(fdx_of(comm), t->mem.id);
+      ASSERT_OK(symm_fdx_publish(fdx_of(comm), t->mem.id, bad));
+      close(bad);
+    }
+    symm_result_t res = symm_tensor_rendezvous(t);
+    printf("rank %d, %s: %s: %s\n", rank, fdx_bad_fd_name[kind], symm_strerror(res),
+           symm_last_error());
+    ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
+    if (rank != 1) ASSERT_STR_CONTAINS(symm_last_error(), fdx_bad_fd_says[kind]);
+    if (rank == 1) {
+      symm_fdx_unpublish(fdx_of(comm), t->mem.id);
+      ASSERT_OK(symm_fdx_publish(fdx_of(comm), t->mem.id, ((host_mem_t *)t->mem.priv)->fd));
+    }
+    ASSERT_OK(symm_tensor_rendezvous(t));
+    symm_view_t v;
+    ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+    ((unsigned char *)v.data)[rank] = (unsigned char)(kind * 16 + rank + 1);
+    ASSERT_OK(symm_comm_barrier(comm));
+    int from = (rank + size - 1) % size;
+    ASSERT_EQ(((unsigned char *)symm_tensor_data(t))[from], kind * 16 + from + 1);
+    ASSERT_OK(symm_comm_barrier(comm));
+    ASSERT_OK(symm_tensor_free(t));
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(fdx_bad_memory_refused) {
+  ASSERT_EQ(test_run_ranks(3, bad_fd_rank, NULL), 0);
+  return 0;
+}
+
+/* Rank 1 advertises a bad layout of its tensor (what the rendezvous
+ * sends, through an export_mem of its own); each must be PROTOCOL on
+ * every rank, named by its peers, with no crash; then the tensor works.
+ * The second pass makes the bad layout on a pooled allocation, whose peers
+ * have mapped it already under the same id. */
+typedef struct {
+  const char *what;
+  int64_t d_alloc, d_data, d_pad; /* added to alloc_bytes, data_offset, pad_offset */
+  bool data_at_end;               /* data_offset = alloc_bytes */
+} fdx_bad_layout_t;
+
+static const fdx_bad_layout_t fdx_bad_layouts[] = {
+    {"data offset 64 MiB past", 0, 64 << 20, 0, false},
+    {"pad offset 64 MiB past", 0, 0, 64 << 20, false},
+    {"size 64 MiB past the memfd", 64 << 20, 0, 0, false},
+    {"no data", 0, 0, 0, true},
+    {"data offset unaligned", 8, 8, 0, false},
+    {"pad overlapping the data", 0, 0, 64, false},
+    {"data offset before the pad's end", 0, -2048, 0, false},
+};
+#define FDX_BAD_LAYOUTS (int)(sizeof fdx_bad_layouts / sizeof fdx_bad_layouts[0])
+
+static const fdx_bad_layout_t *fdx_lie; /* what rank 1's next export says; NULL: the truth */
+static symm_backend_ops_t fdx_lying_ops;
+
+static symm_result_t fdx_lying_export(symm_comm_t *comm, symm_mem_t *mem,
+                                      symm_exchange_info_t *info) {
+  (void)comm, (void)mem;
+  const fdx_bad_layout_t *b = fdx_lie;
+  if (!b) return SYMM_SUCCESS;
+  info->alloc_bytes += (uint64_t)b->d_alloc;
+  info->data_offset += (uint64_t)b->d_data;
+  info->pad_offset += (uint64_t)b->d_pad;
+  if (b->data_at_end) info->data_offset = info->alloc_bytes;
+  return SYMM_SUCCESS;
+}
+
+static int bad_layout_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  if (rank == 1) {
+    ASSERT(comm->ops->export_mem == NULL); /* the host backend's is the truth */
+    fdx_lying_ops = *comm->ops;
+    fdx_lying_ops.export_mem = fdx_lying_export;
+    comm->ops = &fdx_lying_ops;
+  }
+  int64_t n = 3 * 4096;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < FDX_BAD_LAYOUTS; i++) {
+      const fdx_bad_layout_t *b = &fdx_bad_layouts[i];
+      symm_tensor_t *t;
+      ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+      if (pass == 1) { /* mapped by its peers already: a pooled one */
+        ASSERT_OK(symm_tensor_rendezvous(t));
+        uint64_t id = t->mem.id;
+        ASSERT_OK(symm_tensor_free(t));
+        ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+        ASSERT_EQ(t->mem.id, id);
+      }
+      fdx_lie = b;
+      symm_result_t res = symm_tensor_rendezvous(t);
+      fdx_lie = NULL;
+      printf("pass %d rank %d, %s: %s: %s\n", pass, rank, b->what, symm_strerror(res),
+             symm_last_error());
+      ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
+      if (rank != 1) ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+      ASSERT_OK(symm_tensor_rendezvous(t));
+      symm_view_t v;
+      ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+      memset(v.data, rank + 1 + 16 * i, (size_t)n);
+      ASSERT_OK(symm_comm_barrier(comm));
+      const unsigned char *mine = symm_tensor_data(t);
+      int from = (rank + size - 1) % size;
+      ASSERT_EQ(mine[0], from + 1 + 16 * i);
+      ASSERT_EQ(mine[n - 1], from + 1 + 16 * i);
+      ASSERT_OK(symm_comm_barrier(comm));
+      ASSERT_OK(symm_tensor_free(t));
+    }
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(fdx_bad_layout_refused) {
+  ASSERT_EQ(test_run_ranks(2, bad_layout_rank, NULL), 0);
+  return 0;
+}
+
+/* ---- the store's word on lost ranks ------------------------------------ */
+
+/* A store reply that names a lost rank outside the communicator (rank
+ * 123456 of 2) is refused where the client reads it: not passed on as a
+ * loss, nor blamed on anyone by the fd exchange. */
+TEST_IMPL(fdx_store_lost_rank_bounded) {
+  fdx_store_t st;
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, "fdx-token", &st.server));
+  snprintf(st.addr, sizeof st.addr, "127.0.0.1:%d", symm_store_server_port(st.server));
+  symm_store_t *mine = fdx_store_rank(&st, 0);
+  symm_store_set_size(mine, 2);
+  symm_store_t *unbounded = fdx_store_rank(&st, 1); /* says no size */
+  symm_store_abandon(fdx_store_rank(&st, 123456));
+  /* Wait until the store has the loss recorded (its reply to the client
+   * that gave no size says so). */
+  uint64_t deadline = test_now_ms() + 10000;
+  int lost = -1;
+  while ((lost = symm_store_lost_rank(unbounded)) != 123456 && test_now_ms() < deadline)
+    poll(NULL, 0, 5);
+  ASSERT_EQ(lost, 123456);
+  ASSERT_EQ(symm_store_lost_rank(mine), -1);
+  char buf[8];
+  size_t len;
+  symm_result_t res = symm_store_get(mine, "never-set", buf, sizeof buf, &len, 2000);
+  printf("get: %s: %s\n", symm_strerror(res), symm_last_error());
+  ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "123456");
+  /* The fd exchange of rank 0 of 2 waits for rank 1's server: a timeout,
+   * not a loss of rank 123456. */
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  struct symm_comm c;
+  fdx_test_comm(&c, job, 0, 2, 400);
+  c.store = mine;
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(symm_fdx_start(&c, &a));
+  int fd = 123;
+  res = symm_fdx_fetch(a, 1, 5, &fd);
+  printf("fetch: %s: %s\n", symm_strerror(res), symm_last_error());
+  ASSERT_EQ(res, SYMM_ERR_TIMEOUT);
+  ASSERT(!strstr(symm_last_error(), "123456"));
+  /* The connection stays usable. */
+  ASSERT_OK(symm_store_set(mine, "after", "x", 1));
+  ASSERT_OK(symm_store_get(mine, "after", buf, sizeof buf, &len, 2000));
+  symm_fdx_stop(a);
+  symm_store_close(unbounded);
+  symm_store_close(mine);
+  symm_store_server_stop(st.server);
+  return 0;
+}

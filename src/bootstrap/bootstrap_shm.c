@@ -359,8 +359,12 @@ static const symm_bootstrap_ops_t shm_bootstrap_ops = {
 static symm_result_t create_segment(size_t bytes, int size, int *fd_out, shm_segment_t **out) {
   symm_result_t res = SYMM_SUCCESS;
   int fd;
-  SYMM_SYSCHECK(fd = memfd_create("symmem-bootstrap", MFD_CLOEXEC), "bootstrap: memfd_create");
+  SYMM_SYSCHECK(fd = memfd_create("symmem-bootstrap", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+                "bootstrap: memfd_create");
   SYMM_SYSCHECK_GOTO(ftruncate(fd, (off_t)bytes), res, fail, "bootstrap: sizing the segment");
+  /* Every rank maps it: cut short, it would kill them with SIGBUS. */
+  SYMM_SYSCHECK_GOTO(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), res, fail,
+                     "bootstrap: sealing the segment");
   shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (seg == MAP_FAILED) {
     res = symm_error_errno("bootstrap: mapping the segment");
@@ -390,6 +394,12 @@ static symm_result_t open_segment(int32_t pid, int32_t fd0, size_t bytes, shm_se
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes || st.st_uid != geteuid()) {
     res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not this job's segment", path);
+    goto out;
+  }
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    res = symm_error(SYMM_ERR_PERMISSION, "bootstrap: %s is not sealed against shrinking "
+                     "(seals %d); refusing to map what rank 0 could cut short", path, seals);
     goto out;
   }
   shm_segment_t *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

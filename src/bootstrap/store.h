@@ -101,6 +101,10 @@ void symm_store_set_timeout(symm_store_t *store, int timeout_ms);
 /* The rank that serves the store (-1: none, the default), named in the
  * messages of a store that stops answering. */
 void symm_store_set_server_rank(symm_store_t *store, int rank);
+/* The communicator's number of ranks (0: not said, the default): a reply
+ * that names a lost rank outside [0, size) is refused as SYMM_ERR_PROTOCOL
+ * (symm_store_lost_rank: -1), never passed on. */
+void symm_store_set_size(symm_store_t *store, int size);
 
 /* Waits (timeout as in symm_store_get) until all n keys exist, then returns
  * their values in one reply: values[i] is malloc'd (caller frees) with

@@ -65,6 +65,7 @@ struct symm_store {
   bool job_ranks;  /* said in HELLO: rank is the process's launcher rank */
   int timeout_ms;      /* used for negative timeouts and non-blocking ops */
   int server_rank;     /* the rank serving the store, for messages; -1: not a rank */
+  int size;            /* ranks of the communicator (lost ranks are below it); 0: not said */
   uint32_t next_id;
   uint32_t reply_id;   /* id the next reply must carry */
   bool broken;         /* see the file comment */
@@ -233,6 +234,11 @@ static symm_result_t cli_read_reply(symm_store_t *s, uint8_t op,
   uint32_t status = symm_proto_get_u32(&rep->r);
   rep->lost_rank = symm_proto_get_i32(&rep->r);
   if (status > SYMM_ERR_INTERNAL) return cli_bad_reply(s, what, "unknown status");
+  /* The body was read whole, so the stream is still in step: the reply is
+   * refused, the connection kept. */
+  if (rep->lost_rank < -1 || (s->size > 0 && rep->lost_rank >= s->size))
+    return symm_error(SYMM_ERR_PROTOCOL, "store %s: reply from %s names rank %d lost, not a "
+                      "rank of %d", what, s->addr, rep->lost_rank, s->size);
   rep->status = (symm_result_t)status;
   return SYMM_SUCCESS;
 }
@@ -1025,6 +1031,13 @@ void symm_store_set_server_rank(symm_store_t *store, int rank) {
   if (!store) return;
   cli_lock(store);
   store->server_rank = rank;
+  cli_unlock(store);
+}
+
+void symm_store_set_size(symm_store_t *store, int size) {
+  if (!store) return;
+  cli_lock(store);
+  store->size = size;
   cli_unlock(store);
 }
 

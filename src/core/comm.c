@@ -292,6 +292,7 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   }
   symm_store_set_timeout(comm->store, comm->timeout_ms);
   symm_store_set_server_rank(comm->store, server_rank);
+  symm_store_set_size(comm->store, comm->size);
   return SYMM_SUCCESS;
 }
 

@@ -429,9 +429,12 @@ static symm_result_t check_same_shape(const symm_tensor_t *t, const rendezvous_i
   return SYMM_SUCCESS;
 }
 
+/* Of every rank's allocation as advertised (id and layout): a peer that
+ * advertises another layout under the same id is mapped, and checked, anew. */
 static uint64_t ids_signature(const rendezvous_info_t *all, int n) {
   uint64_t h = 0;
-  for (int r = 0; r < n; r++) h = symm_hash64(&all[r].info.id, sizeof all[r].info.id, h);
+  for (int r = 0; r < n; r++)
+    h = symm_hash64(&all[r].info, offsetof(symm_exchange_info_t, blob), h);
   return h ? h : 1;
 }
 
@@ -442,7 +445,9 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
   symm_result_t res = SYMM_SUCCESS;
   for (int r = 0; r < comm->size && res == SYMM_SUCCESS; r++) {
     if (r == comm->rank) continue;
-    if (t->peers[r].base && t->peers[r].peer_id == all[r].info.id) continue;
+    if (t->peers[r].base && t->peers[r].peer_id == all[r].info.id &&
+        memcmp(&t->infos[r], &all[r].info, offsetof(symm_exchange_info_t, blob)) == 0)
+      continue;
     unmap_peer_slot(t, r);
     res = comm->ops->map_peer(comm, &t->mem, r, &all[r].info, &t->peers[r]);
     if (res != SYMM_SUCCESS) {
@@ -504,7 +509,9 @@ static symm_result_t rendezvous(symm_tensor_t *t) {
   for (int r = 0; r < comm->size; r++) all_cached &= all[r].peer_sig == sig;
   if (!all_cached) {
     /* Rank-local mapping can fail on one rank only; agree so that nobody
-     * returns success while a peer could not map. */
+     * returns success while a peer could not map.  Until it succeeds, the
+     * slots it unmapped are not what peer_sig says. */
+    t->peer_sig = 0;
     symm_result_t mapped = map_missing_peers(t, all);
     SYMM_TRACE(ALLOC, "rendezvous of mem %llu: peers mapped", (unsigned long long)t->mem.id);
     res = symm_comm_agree(comm, mapped, "rendezvous mapping");

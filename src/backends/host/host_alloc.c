@@ -53,11 +53,15 @@ symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   if (!hm) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
   symm_result_t res;
   /* memfd: private to this user, zero-filled, gone with the last reference. */
-  SYMM_SYSCHECK_GOTO(hm->fd = memfd_create(name, MFD_CLOEXEC), res, fail,
+  SYMM_SYSCHECK_GOTO(hm->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), res, fail,
                      "host backend: memfd_create");
   SYMM_SYSCHECK_GOTO(ftruncate(hm->fd, (off_t)mem->alloc_bytes), res, fail,
                      "host backend: ftruncate(%zu bytes)", mem->alloc_bytes);
   SYMM_CHECK_GOTO(host_reserve(hm->fd, mem->alloc_bytes), res, fail);
+  /* Peers map it: cut short, it would kill them with SIGBUS, so its size is
+   * fixed for good (peers refuse a memfd without F_SEAL_SHRINK). */
+  SYMM_SYSCHECK_GOTO(fcntl(hm->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), res,
+                     fail, "host backend: sealing the memfd");
   void *p = mmap(NULL, mem->alloc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, hm->fd, 0);
   if (p == MAP_FAILED) {
     res = symm_error_errno("host backend: mmap(%zu bytes)", mem->alloc_bytes);

@@ -1,27 +1,49 @@
 /* host backend: mapping a peer's memfd.  The fd is only needed for mmap; the
- * mapping keeps the memory alive after both the fd and the owner are gone. */
+ * mapping keeps the memory alive after both the fd and the owner are gone.
+ * What the peer advertised is checked here, where it is read, against the
+ * fd itself and this rank's own allocation of the same tensor: a bad value
+ * fails the mapping, and the rendezvous agrees on that on every rank. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdint.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "host.h"
 
+/* The peer's layout: the pad (SYMM_SIGNAL_PAD_BYTES) inside the part before
+ * the data, both at page multiples (the pad's atomics, and the contiguous
+ * view's mmap offsets, need them aligned), and at least this rank's data
+ * span after data_offset, so that every byte this rank may touch in its own
+ * allocation exists in the peer's. */
+static symm_result_t host_check_layout(symm_comm_t *comm, const symm_mem_t *local, int peer,
+                                       const symm_exchange_info_t *info) {
+  const uint64_t page = host_state(comm)->page;
+  const uint64_t span = local->alloc_bytes - local->data_offset;
+  const char *bad = NULL;
+  if (info->data_offset > info->alloc_bytes)
+    bad = "data offset past the allocation";
+  else if (info->alloc_bytes - info->data_offset < span)
+    bad = "data shorter than this rank's";
+  else if (info->pad_offset > info->data_offset ||
+           info->data_offset - info->pad_offset < SYMM_SIGNAL_PAD_BYTES)
+    bad = "signal pad not before the data";
+  else if (info->data_offset % page || info->pad_offset % page)
+    bad = "offsets not page-aligned";
+  if (!bad) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_PROTOCOL, "host backend: rank %d advertised a bad layout (%s): "
+                    "%llu bytes, data at %llu, pad at %llu; this rank's data is %llu bytes",
+                    peer, bad, (unsigned long long)info->alloc_bytes,
+                    (unsigned long long)info->data_offset, (unsigned long long)info->pad_offset,
+                    (unsigned long long)span);
+}
+
 symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map) {
+  SYMM_CHECK(host_check_layout(comm, local, peer, info));
   int fd = -1;
   SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
   symm_result_t res = SYMM_SUCCESS;
-  struct stat st;
-  /* Never trust the advertised size beyond what the fd really holds. */
-  SYMM_SYSCHECK_GOTO(fstat(fd, &st), res, out, "host backend: fstat of rank %d's memory", peer);
-  if ((uint64_t)st.st_size < info->alloc_bytes) {
-    res = symm_error(SYMM_ERR_PROTOCOL, "host backend: rank %d's memory is %lld bytes, it "
-                     "advertised %llu", peer, (long long)st.st_size,
-                     (unsigned long long)info->alloc_bytes);
-    goto out;
-  }
+  SYMM_CHECK_GOTO(symm_fdx_check_memfd(fd, peer, info->alloc_bytes), res, out);
   void *p = mmap(NULL, info->alloc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     res = symm_error_errno("host backend: mmap of rank %d's memory (%llu bytes)", peer,

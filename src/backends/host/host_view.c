@@ -14,11 +14,20 @@
 /* Rank r's data at dst from its memfd (the fallback). */
 static symm_result_t host_map_from_fd(symm_comm_t *comm, const symm_mem_t *local, int r,
                                       const symm_exchange_info_t *info, void *dst, size_t span) {
-  int fd = r == symm_comm_rank(comm) ? ((const host_mem_t *)local->priv)->fd : -1;
-  if (fd < 0) SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, r, info->id, &fd));
+  const bool own = r == symm_comm_rank(comm);
+  int fd = own ? ((const host_mem_t *)local->priv)->fd : -1;
+  if (!own) {
+    SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, r, info->id, &fd));
+    /* Fetched anew: the fd may not be the one mapped at rendezvous. */
+    symm_result_t res = symm_fdx_check_memfd(fd, r, info->data_offset + span);
+    if (res != SYMM_SUCCESS) {
+      close(fd);
+      return res;
+    }
+  }
   void *p = mmap(dst, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                  (off_t)info->data_offset);
-  if (r != symm_comm_rank(comm)) close(fd);
+  if (!own) close(fd);
   if (p == MAP_FAILED) return symm_error_errno("contiguous view: mapping rank %d", r);
   return SYMM_SUCCESS;
 }

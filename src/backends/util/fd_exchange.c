@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Accepted connections beyond this are closed at once: each peer keeps one
@@ -460,7 +461,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
       if (lost == peer)
         return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so): its fd "
                           "server %s never answered", peer, name);
-      if (lost >= 0)
+      if (lost >= 0 && lost < fdx->size)
         return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so); rank %d's "
                           "fd server %s had not answered yet", lost, peer, name);
     }
@@ -567,6 +568,24 @@ symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r
   return symm_error(SYMM_ERR_PROTOCOL,
                     "fd exchange: malformed reply from rank %d (%zd bytes, flags %#x, status %u, %d fds)",
                     peer, r->len, (unsigned)r->flags, framed ? rep->status : 0u, r->nfds);
+}
+
+symm_result_t symm_fdx_check_memfd(int fd, int peer, uint64_t bytes) {
+  /* Seals exist on shmem files only: EINVAL says "not a memfd". */
+  int seals = fcntl(fd, F_GET_SEALS);
+  struct stat st;
+  if (seals < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return symm_error(SYMM_ERR_PROTOCOL, "fd exchange: rank %d's memory is not a memfd (%s); "
+                      "refusing to map it", peer,
+                      seals < 0 ? "it takes no seals" : "not a regular file");
+  if (!(seals & F_SEAL_SHRINK))
+    return symm_error(SYMM_ERR_PROTOCOL, "fd exchange: rank %d's memfd is not sealed against "
+                      "shrinking (seals %#x); refusing to map what it could cut short", peer,
+                      (unsigned)seals);
+  if ((uint64_t)st.st_size < bytes)
+    return symm_error(SYMM_ERR_PROTOCOL, "fd exchange: rank %d's memfd is %lld bytes, it "
+                      "advertised %llu", peer, (long long)st.st_size, (unsigned long long)bytes);
+  return SYMM_SUCCESS;
 }
 
 /* One request/reply on the peer's connection (opened here if needed). */

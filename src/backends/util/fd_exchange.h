@@ -70,6 +70,13 @@ symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
  * to close. */
 symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r, int *fd);
 
+/* Checks an fd fetched from rank `peer` before it is mapped as that peer's
+ * memory: a memfd (a regular file on disk is refused), sealed against
+ * shrinking (F_SEAL_SHRINK: an owner that could cut it short would kill
+ * this process with SIGBUS on its next access), and at least `bytes` long.
+ * SYMM_SUCCESS, or SYMM_ERR_PROTOCOL naming the peer and what is wrong. */
+symm_result_t symm_fdx_check_memfd(int fd, int peer, uint64_t bytes);
+
 /* Fills *addr with the abstract address of (space, index, rank)'s server and
  * returns its length, or 0 if the name does not fit. */
 socklen_t symm_fdx_address(const char *space, int index, int rank,
