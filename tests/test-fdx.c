@@ -1234,6 +1234,163 @@ TEST_IMPL(fdx_bad_layout_refused) {
   return 0;
 }
 
+/* ---- names another user cannot work out ------------------------------- */
+
+/* SipHash-2-4's published vectors (key 00..0f, message 00..len-1). */
+TEST_IMPL(fdx_name_hash_vectors) {
+  uint8_t key[16], msg[64];
+  for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+  for (int i = 0; i < 64; i++) msg[i] = (uint8_t)i;
+  ASSERT_EQ(symm_fdx_keyed_hash(key, msg, 0), 0x726fdb47dd0e0e31ull);
+  ASSERT_EQ(symm_fdx_keyed_hash(key, msg, 8), 0x93f5f5799a932462ull);
+  ASSERT_EQ(symm_fdx_keyed_hash(key, msg, 15), 0xa129ca6149be45e5ull);
+  ASSERT_EQ(symm_fdx_keyed_hash(key, msg, 63), 0x958a324ceb064572ull);
+  return 0;
+}
+
+/* The uid and gid of a user made for the test (useradd), or false with the
+ * reason.  The user is deleted at once: the ids work for setuid all the
+ * same, and a test that fails leaves nothing behind. */
+static bool fdx_make_user(char *name, size_t cap, uid_t *uid, gid_t *gid, char *why,
+                          size_t why_cap) {
+  snprintf(name, cap, "symmsq%d", (int)getpid());
+  char cmd[160], out[512];
+  snprintf(cmd, sizeof cmd, "useradd -r -M -N -s /usr/sbin/nologin %s 2>&1", name);
+  if (test_run_command(cmd, out, sizeof out) != 0) {
+    snprintf(why, why_cap, "useradd failed: %s", out);
+    return false;
+  }
+  snprintf(cmd, sizeof cmd, "id -u %s; id -g %s", name, name);
+  unsigned u, g;
+  if (test_run_command(cmd, out, sizeof out) != 0 || sscanf(out, "%u %u", &u, &g) != 2) {
+    snprintf(why, why_cap, "no uid for %s: %s", name, out);
+    return false;
+  }
+  *uid = u;
+  *gid = g;
+  snprintf(cmd, sizeof cmd, "userdel %s 2>&1", name);
+  if (test_run_command(cmd, out, sizeof out) != 0) printf("userdel %s: %s\n", name, out);
+  return true;
+}
+
+/* The squatter: as uid/gid, watches /proc/net/unix until a name of job
+ * shows, binds every name it can derive from the names it sees (each
+ * one's part before "-<index>-<rank>", with every index and rank), says
+ * how many it took on `said`, and holds them until `quit` ends. */
+static int fdx_squatter(uid_t uid, gid_t gid, const char *job, int size, int said, int quit) {
+  if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) return 90;
+  char prefix[96];
+  snprintf(prefix, sizeof prefix, "@symmem-%s", job);
+  int held[256], nheld = 0, seen = 0;
+  uint64_t deadline = test_now_ms() + 20000;
+  while (!seen && test_now_ms() < deadline) {
+    FILE *f = fopen("/proc/net/unix", "re");
+    if (!f) return 91;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *at = strstr(line, prefix);
+      if (!at) continue;
+      at[strcspn(at, "\n ")] = '\0';
+      /* "@symmem-<space>-<index>-<rank>": the space is what is shared. */
+      char *dash = strrchr(at, '-');
+      if (!dash) continue;
+      *dash = '\0';
+      dash = strrchr(at, '-');
+      if (!dash) continue;
+      *dash = '\0';
+      seen++;
+      for (int index = 0; index < 8; index++)
+        for (int r = 0; r < size && nheld < 256; r++) {
+          struct sockaddr_un addr;
+          socklen_t len = symm_fdx_address(at + 8, index, r, &addr);
+          int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+          if (len > 0 && s >= 0 && bind(s, (const struct sockaddr *)&addr, len) == 0)
+            held[nheld++] = s;
+          else if (s >= 0)
+            close(s);
+        }
+    }
+    fclose(f);
+  }
+  if (!seen) return 92;
+  if (write(said, &nheld, sizeof nheld) != sizeof nheld) return 93;
+  fdx_read_byte(quit, 30000);
+  for (int i = 0; i < nheld; i++) close(held[i]);
+  return 0;
+}
+
+/* Another user reads /proc/net/unix as soon as a communicator's first rank
+ * has bound its fd server, and binds every name it can derive before the
+ * other ranks bind theirs: the others start all the same (their names come
+ * from a secret of the ranks), and fetch from each other. */
+TEST_IMPL(fdx_names_squat_race) {
+  if (geteuid() != 0) {
+    printf("SKIP: needs root to make a user to squat as (useradd)\n");
+    return TEST_SKIP;
+  }
+  char user[32], why[600];
+  uid_t uid;
+  gid_t gid;
+  if (!fdx_make_user(user, sizeof user, &uid, &gid, why, sizeof why)) {
+    printf("SKIP: %s\n", why);
+    return TEST_SKIP;
+  }
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  enum { N = 4 };
+  int said[2], quit[2];
+  ASSERT_EQ(pipe2(said, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(quit, O_CLOEXEC), 0);
+  pid_t squatter = fdx_fork();
+  if (squatter == 0) {
+    close(said[0]);
+    close(quit[1]);
+    _exit(fdx_squatter(uid, gid, job, N, said[1], quit[0]));
+  }
+  close(said[1]);
+  close(quit[0]);
+
+  struct symm_comm c[N];
+  symm_fdx_t *fdx[N] = {NULL};
+  unsigned char rnd[8];
+  symm_random_bytes(rnd, sizeof rnd);
+  for (int r = 0; r < N; r++) {
+    fdx_test_comm(&c[r], job, r, N, 5000);
+    c[r].index = 3;
+    symm_hex(c[r].name_nonce, rnd, sizeof rnd);
+  }
+  ASSERT_OK(symm_fdx_start(&c[0], &fdx[0]));
+  int taken = -1;
+  struct pollfd p = {said[0], POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 20000), 1);
+  ASSERT_EQ(read(said[0], &taken, sizeof taken), sizeof taken);
+  printf("the squatter (uid %u) bound %d names derived from rank 0's\n", (unsigned)uid, taken);
+  ASSERT_GT(taken, 0);
+  for (int r = 1; r < N; r++) {
+    symm_result_t res = symm_fdx_start(&c[r], &fdx[r]);
+    printf("rank %d: %s %s\n", r, symm_strerror(res), res ? symm_last_error() : "");
+    ASSERT_OK(res);
+  }
+  int mem = fdx_make_memfd(4096, 7);
+  for (int r = 0; r < N; r++) ASSERT_OK(symm_fdx_publish(fdx[r], 40 + (uint64_t)r, mem));
+  for (int r = 0; r < N; r++)
+    for (int q = 0; q < N; q++) {
+      int fd = -1;
+      ASSERT_OK(symm_fdx_fetch(fdx[r], q, 40 + (uint64_t)q, &fd));
+      fdx_check_memfd(fd, 4096, 7);
+      close(fd);
+    }
+  close(mem);
+  for (int r = 0; r < N; r++) symm_fdx_stop(fdx[r]);
+  close(quit[1]);
+  int st = fdx_wait_child(squatter, 20000);
+  close(said[0]);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    TEST_FAIL_("squatter: %s %d", WIFEXITED(st) ? "exit" : "signal",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+  return 0;
+}
+
 /* ---- the store's word on lost ranks ------------------------------------ */
 
 /* A store reply that names a lost rank outside the communicator (rank

@@ -59,7 +59,11 @@ struct fdx_peer {
 };
 
 struct symm_fdx {
-  char job_id[96];         /* the name space: job id and name nonce */
+  char job_id[64];         /* the name space's public part */
+  /* The communicator's name nonce, a secret of its ranks, keys each rank's
+   * tag in its name (fdx_space); unkeyed: no tags (the tests' own). */
+  uint8_t name_key[16];
+  bool keyed;
   int index, rank, size, timeout_ms;
   char name[FDX_NAME_MAX]; /* own address, printable ("@symmem-...") */
   int listen_fd, wake_fd;
@@ -81,6 +85,69 @@ struct symm_fdx {
 };
 
 /* ------------------------------------------------------------- helpers */
+
+static uint64_t fdx_rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+static void fdx_sipround(uint64_t v[4]) {
+  v[0] += v[1], v[1] = fdx_rotl(v[1], 13), v[1] ^= v[0], v[0] = fdx_rotl(v[0], 32);
+  v[2] += v[3], v[3] = fdx_rotl(v[3], 16), v[3] ^= v[2];
+  v[0] += v[3], v[3] = fdx_rotl(v[3], 21), v[3] ^= v[0];
+  v[2] += v[1], v[1] = fdx_rotl(v[1], 17), v[1] ^= v[2], v[2] = fdx_rotl(v[2], 32);
+}
+
+static uint64_t fdx_load_le(const uint8_t *p, size_t n) {
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+  return x;
+}
+
+/* SipHash-2-4: a keyed function whose outputs tell nothing of the key or
+ * of its outputs for other messages, which is what makes one rank's name
+ * useless for guessing another's. */
+uint64_t symm_fdx_keyed_hash(const uint8_t key[16], const void *msg, size_t len) {
+  const uint64_t k0 = fdx_load_le(key, 8), k1 = fdx_load_le(key + 8, 8);
+  uint64_t v[4] = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
+                   k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
+  const uint8_t *p = msg;
+  size_t whole = len - len % 8;
+  for (size_t i = 0; i <= whole; i += 8) {
+    uint64_t m = i < whole ? fdx_load_le(p + i, 8)
+                           : fdx_load_le(p + i, len % 8) | (uint64_t)len << 56;
+    v[3] ^= m;
+    fdx_sipround(v);
+    fdx_sipround(v);
+    v[0] ^= m;
+  }
+  v[2] ^= 0xff;
+  for (int i = 0; i < 4; i++) fdx_sipround(v);
+  return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+/* The name space of rank's server: the job id, then, in a keyed server,
+ * the rank's tag.  The tags come from a secret of the communicator's ranks
+ * (shared through the bootstrap, never in a name), so that another user
+ * who reads the names bound so far in /proc/net/unix cannot work out, and
+ * bind first, the name of a rank still to start. */
+static void fdx_space(const symm_fdx_t *fdx, int rank, char *out, size_t cap) {
+  if (!fdx->keyed) {
+    snprintf(out, cap, "%s", fdx->job_id);
+    return;
+  }
+  uint8_t msg[sizeof fdx->job_id + 8];
+  size_t n = strlen(fdx->job_id);
+  memcpy(msg, fdx->job_id, n);
+  uint32_t where[2] = {(uint32_t)fdx->index, (uint32_t)rank};
+  memcpy(msg + n, where, sizeof where);
+  uint64_t tag = symm_fdx_keyed_hash(fdx->name_key, msg, n + sizeof where);
+  snprintf(out, cap, "%s.%016llx", fdx->job_id, (unsigned long long)tag);
+}
+
+/* The address of rank's server; its length, 0 if the name does not fit. */
+static socklen_t fdx_rank_address(const symm_fdx_t *fdx, int rank, struct sockaddr_un *addr) {
+  char space[sizeof fdx->job_id + 24];
+  fdx_space(fdx, rank, space, sizeof space);
+  return symm_fdx_address(space, fdx->index, rank, addr);
+}
 
 socklen_t symm_fdx_address(const char *space, int index, int rank,
                            struct sockaddr_un *addr) {
@@ -415,7 +482,7 @@ static void *fdx_server_main(void *arg) {
 static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
                                  uint64_t deadline_ns) {
   struct sockaddr_un addr;
-  socklen_t len = symm_fdx_address(fdx->job_id, fdx->index, peer, &addr);
+  socklen_t len = fdx_rank_address(fdx, peer, &addr);
   char name[FDX_NAME_MAX];
   fdx_printable_name(&addr, len, name, sizeof name);
   int delay_ms = 1;
@@ -633,15 +700,15 @@ symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd) {
 
 static symm_result_t fdx_listen(symm_fdx_t *fdx) {
   struct sockaddr_un addr;
-  socklen_t len = symm_fdx_address(fdx->job_id, fdx->index, fdx->rank, &addr);
+  socklen_t len = fdx_rank_address(fdx, fdx->rank, &addr);
   SYMM_SYSCHECK(fdx->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
                 "fd server: socket");
   symm_fork_guard_add(fdx->listen_fd);
   int rc = bind(fdx->listen_fd, (const struct sockaddr *)&addr, len);
   if (rc != 0 && errno == EADDRINUSE)
     return symm_error(SYMM_ERR_SYSTEM,
-                      "fd server name %s is taken (a communicator's names are drawn at "
-                      "random: another process bound this one)",
+                      "fd server name %s is taken (a communicator's names come from a "
+                      "secret of its ranks: another process of this user bound this one)",
                       fdx->name);
   SYMM_SYSCHECK(rc, "fd server: bind %s", fdx->name);
   SYMM_SYSCHECK(listen(fdx->listen_fd, SOMAXCONN), "fd server: listen %s", fdx->name);
@@ -694,23 +761,27 @@ symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **out) {
   if (symm_comm_size(comm) <= 0 || symm_comm_rank(comm) < 0 || symm_comm_rank(comm) >= symm_comm_size(comm))
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: rank %d out of range [0, %d)",
                       symm_comm_rank(comm), symm_comm_size(comm));
-  /* The job id, then the communicator's nonce where it has one: a name
-   * from the job id alone could be bound first by another local user. */
-  char space[96];
-  snprintf(space, sizeof space, "%s%s%s", symm_comm_job_id(comm),
-           *symm_comm_name_nonce(comm) ? "." : "", symm_comm_name_nonce(comm));
-  struct sockaddr_un addr;
-  socklen_t len = symm_fdx_address(space, symm_comm_index(comm), symm_comm_rank(comm), &addr);
-  if (len == 0)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: job id \"%.64s\" too long for a socket name",
-                      space);
-
-  symm_result_t res = SYMM_SUCCESS;
+  const char *job = symm_comm_job_id(comm), *nonce = symm_comm_name_nonce(comm);
   symm_fdx_t *fdx = fdx_alloc(comm);
   if (!fdx) return symm_error(SYMM_ERR_NO_MEMORY, "symm_fdx_start: out of memory");
-  snprintf(fdx->job_id, sizeof fdx->job_id, "%s", space);
-  fdx->index = symm_comm_index(comm);
-  fdx->rank = symm_comm_rank(comm);
+  symm_result_t res = SYMM_SUCCESS;
+  struct sockaddr_un addr;
+  socklen_t len = 0;
+  if (strlen(job) < sizeof fdx->job_id) {
+    snprintf(fdx->job_id, sizeof fdx->job_id, "%s", job);
+    /* The nonce's characters are the key: all of its randomness, in the
+     * form every rank holds it. */
+    memcpy(fdx->name_key, nonce, strnlen(nonce, sizeof fdx->name_key));
+    fdx->keyed = *nonce != '\0';
+    fdx->index = symm_comm_index(comm);
+    fdx->rank = symm_comm_rank(comm);
+    len = fdx_rank_address(fdx, fdx->rank, &addr);
+  }
+  if (len == 0) {
+    res = symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_start: job id \"%.64s\" too long for a "
+                     "socket name", job);
+    goto fail;
+  }
   fdx->timeout_ms = symm_comm_timeout_ms(comm) > 0 ? symm_comm_timeout_ms(comm) : FDX_DEFAULT_TIMEOUT_MS;
   fdx_printable_name(&addr, len, fdx->name, sizeof fdx->name);
 

@@ -4,10 +4,14 @@
  * native backend (CUDA VMM POSIX-fd handles).
  *
  * Each rank runs a small server thread listening on the abstract socket
- * "\0symmem-<job_id>.<nonce>-<comm index>-<rank>", where nonce is the
- * communicator's random name nonce (symm_comm_name_nonce; absent, with its
- * dot, for the tests' own communicators), so that no other user can bind
- * the names of a communicator before it exists.  A rank publishes the fds of its
+ * "\0symmem-<job_id>.<tag>-<comm index>-<rank>", where tag is a keyed hash
+ * (SipHash-2-4) of (job id, index, rank) under the communicator's random
+ * name nonce (symm_comm_name_nonce; tag and dot absent for the tests' own
+ * communicators, which have none).  The nonce reaches the ranks through
+ * the bootstrap and appears in no name, so another user can neither bind
+ * a communicator's names before it exists nor, reading the names bound so
+ * far (/proc/net/unix), work out those of the ranks still to bind theirs.
+ * A rank publishes the fds of its
  * allocations under their symm_mem_t id; peers fetch them by (rank, id) at
  * any time, without the owner taking part, so rendezvous needs no pairwise
  * ordering.  Connections from a process with another uid (SO_PEERCRED) are
@@ -70,6 +74,10 @@ symm_result_t symm_fdx_recv_reply(int sock, int peer, uint64_t deadline_ns,
  * to close. */
 symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r, int *fd);
 
+/* SipHash-2-4 of msg under key (the tags in the names), exposed for its
+ * test vectors. */
+uint64_t symm_fdx_keyed_hash(const uint8_t key[16], const void *msg, size_t len);
+
 /* Checks an fd fetched from rank `peer` before it is mapped as that peer's
  * memory: a memfd (a regular file on disk is refused), sealed against
  * shrinking (F_SEAL_SHRINK: an owner that could cut it short would kill
@@ -77,13 +85,14 @@ symm_result_t symm_fdx_check_reply(int peer, uint64_t id, symm_fdx_received_t *r
  * SYMM_SUCCESS, or SYMM_ERR_PROTOCOL naming the peer and what is wrong. */
 symm_result_t symm_fdx_check_memfd(int fd, int peer, uint64_t bytes);
 
-/* Fills *addr with the abstract address of (space, index, rank)'s server and
- * returns its length, or 0 if the name does not fit. */
+/* Fills *addr with the abstract address "symmem-<space>-<index>-<rank>"
+ * and returns its length, or 0 if the name does not fit.  A keyed server's
+ * space is the job id, a dot and the rank's tag. */
 socklen_t symm_fdx_address(const char *space, int index, int rank,
                            struct sockaddr_un *addr);
 
-/* Starts the server for comm's (name nonce, index, rank).  SYMM_ERR_SYSTEM if the
- * socket name is taken or cannot be bound. */
+/* Starts the server for comm's (job id, name nonce, index, rank).
+ * SYMM_ERR_SYSTEM if the socket name is taken or cannot be bound. */
 symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **fdx);
 /* Stops the server thread, closes every published fd and connection. */
 void symm_fdx_stop(symm_fdx_t *fdx);
