@@ -302,7 +302,10 @@ typedef struct symm_comm symm_comm_t;
  * backend's library or device is missing here or on another rank; the
  * message says what was looked for), SYMM_ERR_UNSUPPORTED (the device or
  * the library cannot do what the backend needs), SYMM_ERR_PERMISSION (store refused the
- * token; a peer's fd server runs as another user), SYMM_ERR_TIMEOUT (the
+ * token, or the process answering at the store's address could not prove
+ * it holds the token: another user's on that port, or another SYMM_TOKEN;
+ * the token is never sent, so it learnt nothing; a peer's fd server runs
+ * as another user), SYMM_ERR_TIMEOUT (the
  * other ranks, or the store, did not answer in time), SYMM_ERR_PEER_LOST (a
  * rank died or the store connection closed during init), SYMM_ERR_MISMATCH
  * (ranks disagree on world size, backend, ABI or SYMM_HOST_SLICE_BYTES;
@@ -332,6 +335,20 @@ typedef struct symm_comm symm_comm_t;
  * communicator over the same ranks in the same order shares it (they must
  * then allocate and free in the same order on every rank), any other is
  * refused with SYMM_ERR_UNSUPPORTED.
+ * Identity: a communicator is told apart from others on its store by the
+ * number of communicators that each process made before on that store
+ * address, so the ranks of a communicator must make theirs on one store in
+ * the same order; communicators on other stores, made before, beside or
+ * from other threads at the same time, do not count.  Communicators made
+ * at once from several threads of a process therefore need a store (an
+ * address) each.
+ * Settings that must be the same on every rank (SYMM_WORLD_SIZE and
+ * SYMM_JOB_ID, or the config fields that replace them, the backend asked
+ * for, SYMM_BOOTSTRAP_SHM, SYMM_ALLREDUCE_ALGO, SYMM_HOST_SLICE_BYTES,
+ * SYMM_COLL_MAX_BLOCKS, SYMM_COLL_LL_THREADS) are compared in init's first
+ * exchange: where any differs, every rank returns SYMM_ERR_MISMATCH as
+ * soon as it and rank 0 have published theirs, the message naming the
+ * setting, both values and both ranks, never a timeout.
  */
 SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
                                       symm_comm_t **comm);
@@ -482,17 +499,21 @@ typedef struct symm_store_server symm_store_server_t;
 
 /* Starts a server thread listening on bind_host:port (port 0: any free
  * port; bind_host NULL or "": 127.0.0.1; "[v6]" accepted).  Every
- * connection must present `token` (NULL or "": no check, logged at WARN).
- * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS of
- * connecting (counted from when the kernel set it up, which may be long
- * before the server accepts it) is closed.  At most 64 connections without
- * a valid HELLO are held: past that, the one that connected first is
- * closed once it has had 200 ms, so that connections which never present
+ * connection must prove that it holds `token`, and the server proves it
+ * holds it to each client, by a challenge-response keyed by the token
+ * that never sends it (a client refuses a server that cannot prove it);
+ * NULL or "" is the empty token, which any process can prove (logged at
+ * WARN), and clients with another token refuse such a server.
+ * A connection that has not proved the token within SYMM_STORE_HANDSHAKE_MS
+ * of connecting (counted from when the kernel set it up, which may be long
+ * before the server accepts it) is closed.  At most 64 connections that
+ * have not proved it are held: past that, the one accepted first is
+ * closed once it has had 200 ms, so that connections which never prove
  * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
  * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
- * A HELLO with a wrong token is refused with SYMM_ERR_PERMISSION (that
- * client, a rank with a stale token, fails at once) and says nothing about
- * the job's ranks: only a connection that presented the token can end
+ * A connection that does not prove the token is refused (a rank with a
+ * stale token fails at once with SYMM_ERR_PERMISSION) and says nothing
+ * about the job's ranks: only a connection that proved the token can end
  * other ranks' waits (by closing without BYE, or its process going), so no
  * process without the token, of any user on any host, can end a job's
  * init by claiming its ranks.  Refusals are logged one by one up to 5 in

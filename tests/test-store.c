@@ -127,13 +127,24 @@ static size_t raw_msg(uint8_t *out, uint8_t op, const void *body, uint32_t len) 
   return SYMM_PROTO_HEADER_BYTES + len;
 }
 
-static size_t raw_hello_msg(uint8_t *out, const char *token, int rank) {
-  uint8_t body[64];
-  size_t tl = strlen(token);
-  symm_proto_put16(body, (uint16_t)tl);
-  memcpy(body + 2, token, tl);
-  symm_proto_put32(body + 2 + tl, (uint32_t)rank);
-  return raw_msg(out, SYMM_OP_HELLO, body, (uint32_t)(2 + tl + 4));
+/* The client nonce of every raw handshake. */
+static const uint8_t k_raw_nonce[SYMM_PROTO_NONCE] = {0x11, 0x22, 0x33};
+
+/* HELLO as rank `rank` (no communicator), with k_raw_nonce. */
+static size_t raw_hello_msg(uint8_t *out, int rank) {
+  uint8_t body[SYMM_PROTO_NONCE + 4];
+  memcpy(body, k_raw_nonce, SYMM_PROTO_NONCE);
+  symm_proto_put32(body + SYMM_PROTO_NONCE, (uint32_t)rank);
+  return raw_msg(out, SYMM_OP_HELLO, body, (uint32_t)sizeof body);
+}
+
+/* AUTH answering the challenge server_nonce with the proof made from token. */
+static size_t raw_auth_msg(uint8_t *out, const char *token,
+                           const uint8_t server_nonce[SYMM_PROTO_NONCE]) {
+  uint8_t proof[SYMM_PROTO_PROOF];
+  symm_proto_proof(token, strlen(token), SYMM_PROTO_CLIENT_LABEL, server_nonce, k_raw_nonce,
+                   proof);
+  return raw_msg(out, SYMM_OP_AUTH, proof, sizeof proof);
 }
 
 static void raw_recv_all(int fd, void *buf, size_t n) {
@@ -177,13 +188,96 @@ static uint32_t raw_reply(int fd, uint8_t op, void *payload, size_t cap, size_t 
   return symm_proto_get32(prefix);
 }
 
-/* A raw connection that has said a good HELLO as a tool. */
+/* Reads the answer to a HELLO sent on fd: its challenge into
+ * server_nonce, after checking that the server proved token. */
+static void raw_challenge(int fd, const char *token, uint8_t server_nonce[SYMM_PROTO_NONCE]) {
+  uint8_t payload[SYMM_PROTO_NONCE + SYMM_PROTO_PROOF], proof[SYMM_PROTO_PROOF];
+  size_t len = 0;
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, payload, sizeof payload, &len), SYMM_SUCCESS);
+  ASSERT_EQ(len, sizeof payload);
+  memcpy(server_nonce, payload, SYMM_PROTO_NONCE);
+  symm_proto_proof(k_token, strlen(k_token), SYMM_PROTO_SERVER_LABEL, server_nonce, k_raw_nonce,
+                   proof);
+  ASSERT(memcmp(proof, payload + SYMM_PROTO_NONCE, sizeof proof) == 0);
+  (void)token;
+}
+
+/* The whole handshake on fd as rank `rank`, proving `token`; returns the
+ * answer to AUTH. */
+static uint32_t raw_handshake(int fd, const char *token, int rank) {
+  uint8_t msg[128], nonce[SYMM_PROTO_NONCE];
+  raw_send(fd, msg, raw_hello_msg(msg, rank));
+  raw_challenge(fd, token, nonce);
+  raw_send(fd, msg, raw_auth_msg(msg, token, nonce));
+  return raw_reply(fd, SYMM_OP_AUTH, NULL, 0, NULL);
+}
+
+/* A raw connection that has proved the token as a tool. */
 static int raw_authed(const fixture_t *f) {
   int fd = raw_connect(f->port);
-  uint8_t msg[128];
-  raw_send(fd, msg, raw_hello_msg(msg, k_token, -1));
-  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  ASSERT_EQ(raw_handshake(fd, k_token, -1), SYMM_SUCCESS);
   return fd;
+}
+
+/* Reads one message from fd into hdr/body (cap bytes); false at EOF. */
+static bool fake_read_msg(int fd, symm_proto_header_t *h, uint8_t *body, size_t cap) {
+  uint8_t hdr[SYMM_PROTO_HEADER_BYTES];
+  size_t got = 0;
+  while (got < sizeof hdr) {
+    ssize_t k = recv(fd, hdr + got, sizeof hdr - got, 0);
+    if (k <= 0) return false;
+    got += (size_t)k;
+  }
+  symm_proto_decode_header(hdr, h);
+  ASSERT_LE(h->body_len, cap);
+  raw_recv_all(fd, body, h->body_len);
+  return true;
+}
+
+/* Sends a reply to (op, id) with status and payload. */
+static void fake_reply(int fd, uint8_t op, uint32_t id, uint32_t status, const void *payload,
+                       size_t len) {
+  uint8_t msg[SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX + 128];
+  symm_proto_encode_header(msg, op | SYMM_PROTO_REPLY_FLAG, id,
+                           (uint32_t)(SYMM_PROTO_REPLY_PREFIX + len));
+  symm_proto_put32(msg + SYMM_PROTO_HEADER_BYTES, status);
+  symm_proto_put32(msg + SYMM_PROTO_HEADER_BYTES + 4, (uint32_t)-1);
+  memcpy(msg + SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX, payload, len);
+  raw_send(fd, msg, SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX + len);
+}
+
+/* A store's side of the handshake on fd, by a test's listener: answers
+ * HELLO with a nonce and a proof made from `token` (NULL: random bytes, as
+ * one who does not know it must), then takes the AUTH that follows, if
+ * any, as good.  Every byte the client sent is appended to seen (cap
+ * bytes; NULL: not kept).  false if the client hung up instead of AUTH. */
+static bool fake_store_handshake(int fd, const char *token, uint8_t *seen, size_t cap) {
+  symm_proto_header_t h;
+  uint8_t body[512];
+  ASSERT(fake_read_msg(fd, &h, body, sizeof body));
+  ASSERT_EQ(h.opcode, SYMM_OP_HELLO);
+  ASSERT_GE(h.body_len, SYMM_PROTO_NONCE);
+  size_t kept = 0;
+  if (seen) {
+    ASSERT_LE(SYMM_PROTO_HEADER_BYTES + h.body_len, cap);
+    symm_proto_encode_header(seen, h.opcode, h.id, h.body_len);
+    memcpy(seen + SYMM_PROTO_HEADER_BYTES, body, h.body_len);
+    kept = SYMM_PROTO_HEADER_BYTES + h.body_len;
+  }
+  uint8_t answer[SYMM_PROTO_NONCE + SYMM_PROTO_PROOF];
+  symm_random_bytes(answer, sizeof answer);
+  if (token)
+    symm_proto_proof(token, strlen(token), SYMM_PROTO_SERVER_LABEL, answer, body,
+                     answer + SYMM_PROTO_NONCE);
+  fake_reply(fd, SYMM_OP_HELLO, h.id, SYMM_SUCCESS, answer, sizeof answer);
+  if (!fake_read_msg(fd, &h, body, sizeof body)) return false;
+  if (seen && kept + SYMM_PROTO_HEADER_BYTES + h.body_len <= cap) {
+    symm_proto_encode_header(seen + kept, h.opcode, h.id, h.body_len);
+    memcpy(seen + kept + SYMM_PROTO_HEADER_BYTES, body, h.body_len);
+  }
+  ASSERT_EQ(h.opcode, SYMM_OP_AUTH);
+  fake_reply(fd, SYMM_OP_AUTH, h.id, SYMM_SUCCESS, NULL, 0);
+  return true;
 }
 
 /* Body of a GET: key, timeout. */
@@ -919,15 +1013,15 @@ TEST_IMPL(store_many_keys) {
 
 /* Claims rank `rank` on fd without the token; returns the server's answer. */
 static uint32_t raw_wrong_claim(int fd, int rank) {
-  uint8_t msg[128];
-  raw_send(fd, msg, raw_hello_msg(msg, "not-the-token", rank));
-  return raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL);
+  return raw_handshake(fd, "not-the-token", rank);
 }
 
 /* The same claim, the connection reset as soon as it is sent. */
 static void raw_wrong_claim_reset(int fd, int rank) {
-  uint8_t msg[128];
-  raw_send(fd, msg, raw_hello_msg(msg, "not-the-token", rank));
+  uint8_t msg[128], nonce[SYMM_PROTO_NONCE];
+  raw_send(fd, msg, raw_hello_msg(msg, rank));
+  raw_challenge(fd, k_token, nonce);
+  raw_send(fd, msg, raw_auth_msg(msg, "not-the-token", nonce));
   struct linger lg = {1, 0};
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
   close(fd);
@@ -1192,11 +1286,10 @@ TEST_IMPL(store_wrong_token) {
   snprintf(other, sizeof other, "%sX", k_token);
   ASSERT_RES(symm_store_connect(f.addr, other, 0, 5000, &bad), SYMM_ERR_PERMISSION);
 
-  /* On the wire: a PERMISSION reply, then the server hangs up. */
+  /* On the wire: a wrong proof in AUTH gets a PERMISSION reply, then the
+   * server hangs up. */
   int fd = raw_connect(f.port);
-  uint8_t msg[128];
-  raw_send(fd, msg, raw_hello_msg(msg, "wrong", 2));
-  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_ERR_PERMISSION);
+  ASSERT_EQ(raw_handshake(fd, "wrong", 2), SYMM_ERR_PERMISSION);
   raw_expect_hangup(fd);
 
   fx_check_alive(&f);
@@ -1213,15 +1306,179 @@ TEST_IMPL(store_wrong_token) {
   symm_store_close(s);
   fx_stop(&f);
 
-  /* A server without a token accepts any. */
+  /* A server without a token serves clients without one; a client with a
+   * token refuses it, since it cannot prove that token. */
   symm_store_server_t *open_srv = NULL;
   ASSERT_OK(symm_store_server_start(NULL, 0, "", &open_srv));
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(open_srv));
-  ASSERT_OK(symm_store_connect(addr, "anything", 0, 5000, &s));
+  ASSERT_OK(symm_store_connect(addr, NULL, 0, 5000, &s));
   ASSERT_OK(symm_store_set(s, "k", "v", 1));
   symm_store_close(s);
+  ASSERT_RES(symm_store_connect(addr, "anything", 0, 5000, &s), SYMM_ERR_PERMISSION);
+  ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
   symm_store_server_stop(open_srv);
+  return 0;
+}
+
+/* Another user's listener on the store's port (one who bound it first)
+ * answers HELLO as a store would, with a proof made without the token or
+ * with another one.  The client refuses it with PERMISSION naming the
+ * address, after one message that holds nothing of the token: it never
+ * sends its own proof to a store that has not proved itself. */
+typedef struct squatter {
+  int lfd;
+  const char *token; /* its proof's key: NULL, random bytes */
+  bool said_auth;
+  uint8_t seen[1024]; /* what the client sent */
+} squatter_t;
+
+static void *squatter_thread(void *p) {
+  squatter_t *q = p;
+  int fd = accept(q->lfd, NULL, NULL);
+  ASSERT_GE(fd, 0);
+  q->said_auth = fake_store_handshake(fd, q->token, q->seen, sizeof q->seen);
+  close(fd);
+  return NULL;
+}
+
+TEST_IMPL(store_squatter_refused) {
+  const char *const keys[] = {NULL, "the-squatters-own-token"};
+  for (int v = 0; v < 2; v++) {
+    squatter_t q = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .token = keys[v]};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    ASSERT_EQ(bind(q.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ASSERT_EQ(listen(q.lfd, 4), 0);
+    ASSERT_EQ(getsockname(q.lfd, (struct sockaddr *)&sa, &sl), 0);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, squatter_thread, &q), 0);
+    symm_store_t *s = (symm_store_t *)&q;
+    ASSERT_RES(symm_store_connect_rank(addr, k_token, 3, 1, true, 5000, &s), SYMM_ERR_PERMISSION);
+    ASSERT(s == NULL);
+    printf("squatter proving %s: %s\n", keys[v] ? "another token" : "nothing", symm_last_error());
+    ASSERT_STR_CONTAINS(symm_last_error(), addr);
+    ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    ASSERT(!q.said_auth); /* the client hung up after the squatter's answer */
+    ASSERT(memmem(q.seen, sizeof q.seen, k_token, strlen(k_token)) == NULL);
+    ASSERT(memmem(q.seen, sizeof q.seen, k_token, 8) == NULL);
+    close(q.lfd);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------- SHA-256 and HMAC
+ * The handshake's primitives against the standards' own examples: FIPS
+ * 180-4's (as NIST's example pages give them) and RFC 4231's. */
+static void hex_of(const uint8_t *d, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+static void expect_digest(const uint8_t digest[SYMM_SHA256_BYTES], const char *hex, size_t n) {
+  char got[2 * SYMM_SHA256_BYTES + 1];
+  hex_of(digest, n, got);
+  if (strcmp(got, hex) != 0) TEST_FAIL_("digest %s, expected %s", got, hex);
+}
+
+TEST_IMPL(store_sha256_vectors) {
+  static const struct {
+    const char *msg;
+    const char *digest;
+  } v[] = {
+      {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+      {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+       "lmnopqrsmnopqrstnopqrstu",
+       "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+  };
+  uint8_t d[SYMM_SHA256_BYTES];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    symm_sha256(v[i].msg, strlen(v[i].msg), d);
+    expect_digest(d, v[i].digest, sizeof d);
+    /* The same, fed a byte at a time: the partial-block path. */
+    symm_sha256_t ctx;
+    symm_sha256_init(&ctx);
+    for (size_t k = 0; k < strlen(v[i].msg); k++) symm_sha256_update(&ctx, v[i].msg + k, 1);
+    symm_sha256_final(&ctx, d);
+    expect_digest(d, v[i].digest, sizeof d);
+  }
+  /* One million 'a', in pieces of 1000 (crosses every block boundary). */
+  char a[1000];
+  memset(a, 'a', sizeof a);
+  symm_sha256_t ctx;
+  symm_sha256_init(&ctx);
+  for (int i = 0; i < 1000; i++) symm_sha256_update(&ctx, a, sizeof a);
+  symm_sha256_final(&ctx, d);
+  expect_digest(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0", sizeof d);
+  /* Lengths around the padding's edge (55, 56, 63, 64 bytes): each digest
+   * differs from its neighbours' and from a byte-wise feed's, never. */
+  uint8_t prev[SYMM_SHA256_BYTES] = {0};
+  for (size_t n = 54; n <= 65; n++) {
+    symm_sha256(a, n, d);
+    symm_sha256_init(&ctx);
+    for (size_t k = 0; k < n; k++) symm_sha256_update(&ctx, a + k, 1);
+    uint8_t d2[SYMM_SHA256_BYTES];
+    symm_sha256_final(&ctx, d2);
+    ASSERT(memcmp(d, d2, sizeof d) == 0);
+    ASSERT(memcmp(d, prev, sizeof d) != 0);
+    memcpy(prev, d, sizeof d);
+  }
+  return 0;
+}
+
+TEST_IMPL(store_hmac_vectors) {
+  uint8_t key131[131], data50dd[50], data50cd[50], key25[25];
+  memset(key131, 0xaa, sizeof key131);
+  memset(data50dd, 0xdd, sizeof data50dd);
+  memset(data50cd, 0xcd, sizeof data50cd);
+  for (int i = 0; i < 25; i++) key25[i] = (uint8_t)(i + 1);
+  const struct {
+    const void *key;
+    size_t key_len;
+    const void *data;
+    size_t data_len;
+    const char *mac;
+    size_t check; /* bytes of the MAC the RFC gives */
+  } v[] = {
+      {"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b", 20,
+       "Hi There", 8, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7", 32},
+      {"Jefe", 4, "what do ya want for nothing?", 28,
+       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", 32},
+      {key131, 20, data50dd, 50,
+       "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe", 32},
+      {key25, 25, data50cd, 50,
+       "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b", 32},
+      {"\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c", 20,
+       "Test With Truncation", 20, "a3b6167473100ee06e0c796c2955552b", 16},
+      {key131, 131, "Test Using Larger Than Block-Size Key - Hash Key First", 54,
+       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54", 32},
+      {key131, 131,
+       "This is a test using a larger than block-size key and a larger than block-size data. "
+       "The key needs to be hashed before being used by the HMAC algorithm.", 152,
+       "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2", 32},
+  };
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    symm_hmac_t mac;
+    uint8_t out[SYMM_SHA256_BYTES];
+    symm_hmac_init(&mac, v[i].key, v[i].key_len);
+    symm_hmac_update(&mac, v[i].data, v[i].data_len);
+    symm_hmac_final(&mac, out);
+    expect_digest(out, v[i].mac, v[i].check);
+  }
+  /* The handshake's two proofs of one exchange differ, and each depends
+   * on the token and on both nonces. */
+  uint8_t ns[SYMM_PROTO_NONCE] = {1}, nc[SYMM_PROTO_NONCE] = {2}, p[4][SYMM_PROTO_PROOF];
+  symm_proto_proof("t", 1, SYMM_PROTO_SERVER_LABEL, ns, nc, p[0]);
+  symm_proto_proof("t", 1, SYMM_PROTO_CLIENT_LABEL, ns, nc, p[1]);
+  symm_proto_proof("u", 1, SYMM_PROTO_SERVER_LABEL, ns, nc, p[2]);
+  symm_proto_proof("t", 1, SYMM_PROTO_SERVER_LABEL, nc, ns, p[3]);
+  for (int i = 0; i < 4; i++)
+    for (int j = i + 1; j < 4; j++) ASSERT(!symm_secret_equal(p[i], p[j], SYMM_PROTO_PROOF));
   return 0;
 }
 
@@ -1232,7 +1489,7 @@ TEST_IMPL(store_raw_truncated) {
 
   /* Before HELLO: a header announcing more body than is sent, then close. */
   int fd = raw_connect(f.port);
-  size_t n = raw_hello_msg(msg, k_token, 0);
+  size_t n = raw_hello_msg(msg, 0);
   raw_send(fd, msg, n - 5);
   close(fd);
   fx_check_alive(&f);
@@ -1326,9 +1583,9 @@ TEST_IMPL(store_raw_oversized) {
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_CHECK, body, 7));
   raw_expect_hangup(fd);
 
-  /* A token over the limit in HELLO. */
+  /* A HELLO over its limit (a token in it, as the last version had). */
   fd = raw_connect(f.port);
-  symm_proto_put16(body, 2000);
+  symm_proto_put16(body, 100);
   memset(body + 2, 't', 100);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, 102));
   raw_expect_hangup(fd);
@@ -1336,7 +1593,7 @@ TEST_IMPL(store_raw_oversized) {
   /* HELLO's optional communicator cut short, or followed by more bytes. */
   for (uint32_t extra = 3; extra <= 8; extra += 5) {
     fd = raw_connect(f.port);
-    size_t hn = raw_hello_msg(msg, k_token, 0);
+    size_t hn = raw_hello_msg(msg, 0);
     uint32_t blen = (uint32_t)(hn - SYMM_PROTO_HEADER_BYTES) + extra;
     memset(msg + hn, 0x5a, extra);
     symm_proto_encode_header(msg, SYMM_OP_HELLO, 7, blen);
@@ -1347,7 +1604,7 @@ TEST_IMPL(store_raw_oversized) {
   }
   /* With exactly four bytes it is a communicator: accepted. */
   fd = raw_connect(f.port);
-  size_t n = raw_hello_msg(msg, k_token, 0);
+  size_t n = raw_hello_msg(msg, 0);
   symm_proto_put32(msg + n, 12);
   symm_proto_encode_header(msg, SYMM_OP_HELLO, 7, (uint32_t)(n - SYMM_PROTO_HEADER_BYTES) + 4);
   raw_send(fd, msg, n + 4);
@@ -1372,7 +1629,7 @@ TEST_IMPL(store_raw_garbage) {
 
   /* Wrong version. */
   fd = raw_connect(f.port);
-  size_t n = raw_hello_msg(msg, k_token, -1);
+  size_t n = raw_hello_msg(msg, -1);
   msg[4] = SYMM_PROTO_VERSION + 1;
   raw_send(fd, msg, n);
   raw_expect_hangup(fd);
@@ -1394,7 +1651,29 @@ TEST_IMPL(store_raw_garbage) {
 
   /* A second HELLO. */
   fd = raw_authed(&f);
-  raw_send(fd, msg, raw_hello_msg(msg, k_token, -1));
+  raw_send(fd, msg, raw_hello_msg(msg, -1));
+  raw_expect_hangup(fd);
+
+  /* AUTH before HELLO, a second HELLO before AUTH, a request before AUTH,
+   * a second AUTH. */
+  uint8_t nonce[SYMM_PROTO_NONCE] = {0};
+  fd = raw_connect(f.port);
+  raw_send(fd, msg, raw_auth_msg(msg, k_token, nonce));
+  raw_expect_hangup(fd);
+  for (int second = 0; second < 2; second++) {
+    fd = raw_connect(f.port);
+    raw_send(fd, msg, raw_hello_msg(msg, -1));
+    raw_challenge(fd, k_token, nonce);
+    raw_send(fd, msg, second ? raw_hello_msg(msg, -1)
+                             : raw_msg(msg, SYMM_OP_GET, body, raw_get_body(body, "k", 0)));
+    raw_expect_hangup(fd);
+  }
+  fd = raw_connect(f.port);
+  raw_send(fd, msg, raw_hello_msg(msg, -1));
+  raw_challenge(fd, k_token, nonce);
+  raw_send(fd, msg, raw_auth_msg(msg, k_token, nonce));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_AUTH, NULL, 0, NULL), SYMM_SUCCESS);
+  raw_send(fd, msg, raw_auth_msg(msg, k_token, nonce));
   raw_expect_hangup(fd);
 
   /* Those were tools (rank -1): closing them lost no rank, and the
@@ -1416,7 +1695,7 @@ TEST_IMPL(store_raw_handshake_timeout) {
   int idle = raw_connect(f.port);
   int partial = raw_connect(f.port);
   uint8_t msg[128];
-  raw_send(partial, msg, raw_hello_msg(msg, k_token, 0) - 3);
+  raw_send(partial, msg, raw_hello_msg(msg, 0) - 3);
   /* A good client is served while those two hang around. */
   fx_check_alive(&f);
   int ms = raw_wait_closed(idle, 5000);
@@ -1482,9 +1761,14 @@ TEST_IMPL(store_connect_burst) {
   static int fds[BURST];
   for (int i = 0; i < BURST; i++) fds[i] = raw_connect(f.port);
   uint8_t msg[128];
-  const size_t n = raw_hello_msg(msg, k_token, -1);
+  const size_t n = raw_hello_msg(msg, -1);
   for (int i = 0; i < BURST; i++) raw_send(fds[i], msg, n);
-  for (int i = 0; i < BURST; i++) ASSERT_EQ(raw_reply(fds[i], SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  for (int i = 0; i < BURST; i++) {
+    uint8_t nonce[SYMM_PROTO_NONCE], auth[128];
+    raw_challenge(fds[i], k_token, nonce);
+    raw_send(fds[i], auth, raw_auth_msg(auth, k_token, nonce));
+  }
+  for (int i = 0; i < BURST; i++) ASSERT_EQ(raw_reply(fds[i], SYMM_OP_AUTH, NULL, 0, NULL), SYMM_SUCCESS);
   for (int i = 0; i < BURST; i++) close(fds[i]);
   fx_check_alive(&f);
   fx_stop(&f);
@@ -1808,11 +2092,9 @@ TEST_IMPL(store_lost_per_comm) {
  * at here), with HELLO's flags. */
 static int raw_rank_of(const fixture_t *f, int rank, uint32_t comm, int32_t pid, uint64_t host,
                        uint8_t flags) {
-  uint8_t body[128], msg[256];
-  size_t tl = strlen(k_token), n = 0;
-  symm_proto_put16(body, (uint16_t)tl);
-  memcpy(body + 2, k_token, tl);
-  n = 2 + tl;
+  uint8_t body[128], msg[256], nonce[SYMM_PROTO_NONCE];
+  size_t n = SYMM_PROTO_NONCE;
+  memcpy(body, k_raw_nonce, SYMM_PROTO_NONCE);
   symm_proto_put32(body + n, (uint32_t)rank);
   symm_proto_put32(body + n + 4, comm);
   symm_proto_put32(body + n + 8, (uint32_t)pid);
@@ -1823,7 +2105,9 @@ static int raw_rank_of(const fixture_t *f, int rank, uint32_t comm, int32_t pid,
   n += 37;
   int fd = raw_connect(f->port);
   raw_send(fd, msg, raw_msg(msg, SYMM_OP_HELLO, body, (uint32_t)n));
-  ASSERT_EQ(raw_reply(fd, SYMM_OP_HELLO, NULL, 0, NULL), SYMM_SUCCESS);
+  raw_challenge(fd, k_token, nonce);
+  raw_send(fd, msg, raw_auth_msg(msg, k_token, nonce));
+  ASSERT_EQ(raw_reply(fd, SYMM_OP_AUTH, NULL, 0, NULL), SYMM_SUCCESS);
   return fd;
 }
 
@@ -2105,19 +2389,7 @@ static void *stuck_server_thread(void *p) {
   stuck_arg_t *a = p;
   int fd = accept(a->listen_fd, NULL, NULL);
   ASSERT_GE(fd, 0);
-  uint8_t hdr[SYMM_PROTO_HEADER_BYTES], body[2048];
-  raw_recv_all(fd, hdr, sizeof hdr);
-  symm_proto_header_t h;
-  symm_proto_decode_header(hdr, &h);
-  ASSERT_EQ(h.opcode, SYMM_OP_HELLO);
-  ASSERT_LE(h.body_len, sizeof body);
-  raw_recv_all(fd, body, h.body_len);
-  uint8_t reply[SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX];
-  symm_proto_encode_header(reply, SYMM_OP_HELLO | SYMM_PROTO_REPLY_FLAG, h.id,
-                           SYMM_PROTO_REPLY_PREFIX);
-  symm_proto_put32(reply + 16, SYMM_SUCCESS);
-  symm_proto_put32(reply + 20, (uint32_t)-1);
-  raw_send(fd, reply, sizeof reply);
+  ASSERT(fake_store_handshake(fd, k_token, NULL, 0));
   char b; /* read nothing, answer nothing, until the test is done */
   ASSERT_EQ(read(a->quit[0], &b, 1), 0);
   close(fd);

@@ -5,9 +5,13 @@
  * what the core, the tools and the tests need.
  *
  * Protocol: length-checked binary messages over TCP (store_proto.h).  Every
- * connection starts with HELLO carrying the job token, the client's rank
- * (-1 for tools) and, optionally, the index of its communicator; a wrong token is answered with SYMM_ERR_PERMISSION, logged,
- * and the connection closed.  A malformed message (bad magic, unknown opcode,
+ * connection starts with a handshake in which each side proves it holds
+ * the job's token without sending it: HELLO carries a nonce, the client's
+ * rank (-1 for tools) and, optionally, the index of its communicator; the
+ * server answers with its nonce and proof, the client with AUTH and its
+ * proof.  A client whose proof is wrong is answered SYMM_ERR_PERMISSION,
+ * logged, and the connection closed; a server whose proof is wrong is
+ * refused by the client (SYMM_ERR_PERMISSION).  A malformed message (bad magic, unknown opcode,
  * length over the limit, truncated body) closes that connection only.  A
  * connection that sends nothing is dropped after the handshake timeout.
  *
@@ -70,7 +74,8 @@ bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t upto_c
  * before it answers HELLO (a store stopping while the next one on the same
  * address starts) is tried again within timeout_ms too.  Errors: SYMM_ERR_INVALID_ARG (bad addr),
  * SYMM_ERR_TIMEOUT (nobody listening in time), SYMM_ERR_PERMISSION (token
- * refused), SYMM_ERR_PROTOCOL, SYMM_ERR_SYSTEM. */
+ * refused, or the server did not prove the token: not this job's store),
+ * SYMM_ERR_PROTOCOL, SYMM_ERR_SYSTEM. */
 symm_result_t symm_store_connect(const char *addr, const char *token, int rank,
                                  int timeout_ms, symm_store_t **store);
 /* The same, saying in HELLO which communicator of the client's process

@@ -291,14 +291,6 @@ static symm_result_t cli_status_error(const cli_reply_t *rep, const char *what,
         return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: rank %d lost", what, subject,
                           rep->lost_rank);
       return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: a rank was lost", what, subject);
-    case SYMM_ERR_PERMISSION:
-      /* A waiting call's peer was refused by the store: it is lost to us. */
-      if (rep->lost_rank >= 0)
-        return symm_error(SYMM_ERR_PEER_LOST, "store %s %s: rank %d was refused by the store "
-                          "(it presented a wrong token: check SYMM_TOKEN on every rank)", what,
-                          subject, rep->lost_rank);
-      return symm_error(rep->status, "store %s %s: server says %s", what, subject,
-                        symm_strerror(rep->status));
     case SYMM_ERR_TIMEOUT:
       return symm_error(SYMM_ERR_TIMEOUT, "store %s %s: not set within %d ms", what,
                         subject, timeout_ms);
@@ -564,7 +556,7 @@ int symm_store_lost_rank(symm_store_t *store) {
   int rank = -1;
   if (cli_call_plain(store, SYMM_OP_WAIT, at, "lost probe", &rep) != SYMM_SUCCESS)
     symm_error_clear(); /* the caller goes on as if the store said nothing */
-  else if (rep.status == SYMM_ERR_PEER_LOST || rep.status == SYMM_ERR_PERMISSION)
+  else if (rep.status == SYMM_ERR_PEER_LOST)
     rank = rep.lost_rank;
   cli_unlock(store);
   return rank;
@@ -918,28 +910,52 @@ static void cli_put_process(symm_store_t *s) {
   symm_proto_put_u8(&s->req, s->job_ranks ? SYMM_HELLO_JOB_RANKS : 0);
 }
 
-/* HELLO, answered by the connect's deadline plus its grace: a server that
- * cannot answer by then (stopped, or swamped) fails the connect. */
+/* The handshake (store_proto.h): HELLO with this client's nonce, the
+ * server's proof checked before anything that depends on the token is
+ * sent, then AUTH with ours.  Both answered by the connect's deadline plus
+ * its grace: a server that cannot answer by then (stopped, or swamped)
+ * fails the connect. */
 static symm_result_t cli_hello(symm_store_t *s, const char *token, uint64_t deadline,
                                int timeout_ms) {
+  uint8_t client_nonce[SYMM_PROTO_NONCE], proof[SYMM_PROTO_PROOF];
+  symm_random_bytes(client_nonce, sizeof client_nonce);
   size_t at = cli_begin(s, SYMM_OP_HELLO);
-  symm_proto_put_key(&s->req, token, strlen(token));
+  symm_proto_put_bytes(&s->req, client_nonce, sizeof client_nonce);
   symm_proto_put_i32(&s->req, s->rank);
   if (s->rank >= 0) cli_put_process(s);
   cli_reply_t rep;
   symm_result_t res = cli_call(s, SYMM_OP_HELLO, at, deadline, timeout_ms, "hello", &rep);
   if (res != SYMM_SUCCESS) return res;
-  if (rep.status == SYMM_ERR_PERMISSION) {
-    s->broken = true; /* the server closes it */
-    return symm_error(SYMM_ERR_PERMISSION,
-                      "store at %s refused rank %d: wrong token (check SYMM_TOKEN)",
-                      s->addr, s->rank);
-  }
   if (rep.status == SYMM_ERR_PROTOCOL) {
     s->broken = true;
     return symm_error(SYMM_ERR_PROTOCOL,
                       "store at %s refused rank %d's HELLO as malformed: a store of another "
                       "symmem version? (symmem-run and the library must be the same version)",
+                      s->addr, s->rank);
+  }
+  const uint8_t *server_nonce = symm_proto_take(&rep.r, SYMM_PROTO_NONCE, "truncated nonce");
+  const uint8_t *server_proof = symm_proto_take(&rep.r, SYMM_PROTO_PROOF, "truncated proof");
+  if (rep.status != SYMM_SUCCESS || !symm_proto_end(&rep.r))
+    return cli_bad_reply(s, "hello", rep.r.err ? rep.r.err : "unexpected status");
+  symm_proto_proof(token, strlen(token), SYMM_PROTO_SERVER_LABEL, server_nonce, client_nonce,
+                   proof);
+  if (!symm_secret_equal(proof, server_proof, sizeof proof)) {
+    s->broken = true; /* closed without a word more: it learns nothing */
+    return symm_error(SYMM_ERR_PERMISSION,
+                      "the store at %s did not prove that it holds this job's token: another "
+                      "process holds that port, or its SYMM_TOKEN is not this rank's (rank %d "
+                      "sent it nothing secret)", s->addr, s->rank);
+  }
+  symm_proto_proof(token, strlen(token), SYMM_PROTO_CLIENT_LABEL, server_nonce, client_nonce,
+                   proof);
+  at = cli_begin(s, SYMM_OP_AUTH);
+  symm_proto_put_bytes(&s->req, proof, sizeof proof);
+  res = cli_call(s, SYMM_OP_AUTH, at, deadline, timeout_ms, "hello", &rep);
+  if (res != SYMM_SUCCESS) return res;
+  if (rep.status == SYMM_ERR_PERMISSION) {
+    s->broken = true; /* the server closes it */
+    return symm_error(SYMM_ERR_PERMISSION,
+                      "store at %s refused rank %d: wrong token (check SYMM_TOKEN)",
                       s->addr, s->rank);
   }
   if (rep.status != SYMM_SUCCESS || !symm_proto_end(&rep.r))

@@ -16,16 +16,18 @@
  *   key    u16 len (1..SYMM_STORE_MAX_KEY) + bytes
  *   value  u32 len (0..SYMM_STORE_MAX_VALUE) + bytes
  *   keys   u32 n (1..SYMM_STORE_MAX_KEYS) + n keys
- *   token  u16 len (0..SYMM_PROTO_MAX_TOKEN) + bytes
+ *   u8[n]  n bytes as they are
  *   i32 / i64 integers, u8 flags
  *
  * Requests                          Reply payload (only when status == 0)
- *   HELLO  token, i32 rank          -
+ *   HELLO  u8[32] client nonce,     u8[32] server nonce,
+ *          i32 rank                 u8[32] server proof
  *          [, u32 communicator
  *          [, i32 pid, u64 host hash,
  *             u64 pid namespace inode,
  *             u64 pid namespace device,
  *             u8 flags]]
+ *   AUTH   u8[32] client proof      -
  *   SET    key, value               -
  *   GET    key, i32 timeout_ms      value
  *   ADD    key, i64 delta           i64 new value
@@ -37,6 +39,21 @@
  *   DEL    key                      -
  *   CHECK  keys                     u8 all_present
  *   BYE    -                        (no reply: the server closes)
+ *
+ * The handshake: both sides prove they hold the job's token without
+ * sending it, so that whoever answers on the store's port (another user
+ * who bound it first) learns nothing from a client, and a client talks to
+ * no store that cannot prove the token.  The client sends HELLO with a
+ * fresh random nonce; the server answers with its own nonce and its proof,
+ * HMAC-SHA256(token, SYMM_PROTO_SERVER_LABEL | server nonce | client
+ * nonce); the client checks it (a wrong one: SYMM_ERR_PERMISSION, and the
+ * client closes without another word), then sends AUTH with its proof,
+ * HMAC-SHA256(token, SYMM_PROTO_CLIENT_LABEL | server nonce | client
+ * nonce), which the server checks (a wrong one: PERMISSION and close).
+ * The labels keep one side's proof from passing for the other's; the
+ * nonces keep a proof from being replayed.  Only AUTH may follow HELLO,
+ * and nothing HELLO says (its rank, communicator, process) counts until
+ * AUTH is accepted.  An empty token is a key like any other.
  *
  * HELLO's process fields say which process the connection is of (pid,
  * hash of the host name, PID namespace; 0: unknown), so that the server
@@ -57,8 +74,8 @@
  *
  * Anything that does not parse exactly (bad magic or version, unknown
  * opcode, a length field over its limit or past the body, bytes left over
- * at the end, an opcode other than HELLO before HELLO) makes the server
- * close that connection.
+ * at the end, an opcode other than HELLO before HELLO or other than AUTH
+ * after it, a second HELLO) makes the server close that connection.
  */
 #ifndef SYMM_STORE_PROTO_H
 #define SYMM_STORE_PROTO_H
@@ -70,12 +87,18 @@
 #include <string.h>
 
 #include "store.h"
+#include "symm_sha256.h"
 
 #define SYMM_PROTO_MAGIC 0x534D5953u /* "SYMS" in memory order */
-#define SYMM_PROTO_VERSION 1
+#define SYMM_PROTO_VERSION 2
 #define SYMM_PROTO_HEADER_BYTES 16
 #define SYMM_PROTO_REPLY_FLAG 0x80
 #define SYMM_PROTO_MAX_TOKEN 1024
+/* The handshake's nonces and proofs (HMAC-SHA256). */
+#define SYMM_PROTO_NONCE 32
+#define SYMM_PROTO_PROOF SYMM_SHA256_BYTES
+#define SYMM_PROTO_SERVER_LABEL "symmem store v2: server proof"
+#define SYMM_PROTO_CLIENT_LABEL "symmem store v2: client proof"
 /* HELLO's optional process fields: pid, host hash, namespace, flags. */
 #define SYMM_PROTO_HELLO_PROCESS (4u + 8u + 8u + 8u + 1u)
 #define SYMM_HELLO_JOB_RANKS 0x01u
@@ -96,12 +119,13 @@ enum symm_proto_op {
   SYMM_OP_DEL = 8,
   SYMM_OP_CHECK = 9,
   SYMM_OP_BYE = 10,
-  SYMM_OP_COUNT_ = 11
+  SYMM_OP_AUTH = 11,
+  SYMM_OP_COUNT_ = 12
 };
 
 static inline const char *symm_proto_op_name(unsigned op) {
   static const char *const names[SYMM_OP_COUNT_] = {
-      "?", "HELLO", "SET", "GET", "ADD", "CAS", "WAIT", "MGET", "DEL", "CHECK", "BYE"};
+      "?", "HELLO", "SET", "GET", "ADD", "CAS", "WAIT", "MGET", "DEL", "CHECK", "BYE", "AUTH"};
   return op < SYMM_OP_COUNT_ ? names[op] : "?";
 }
 
@@ -114,7 +138,8 @@ static inline const char *symm_proto_op_name(unsigned op) {
  * length never makes it allocate. */
 static inline size_t symm_proto_max_body(unsigned op) {
   switch (op) {
-    case SYMM_OP_HELLO: return 2 + SYMM_PROTO_MAX_TOKEN + 4 + 4 + SYMM_PROTO_HELLO_PROCESS;
+    case SYMM_OP_HELLO: return SYMM_PROTO_NONCE + 4 + 4 + SYMM_PROTO_HELLO_PROCESS;
+    case SYMM_OP_AUTH: return SYMM_PROTO_PROOF;
     case SYMM_OP_SET: return SYMM_PROTO_KEY_FIELD + SYMM_PROTO_VALUE_FIELD;
     case SYMM_OP_GET: return SYMM_PROTO_KEY_FIELD + 4;
     case SYMM_OP_ADD: return SYMM_PROTO_KEY_FIELD + 8;
@@ -151,6 +176,21 @@ static inline uint64_t symm_proto_get64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
+}
+
+/* ------------------------------------------------------------- handshake */
+/* The proof of the side that `label` names (SYMM_PROTO_SERVER_LABEL or
+ * SYMM_PROTO_CLIENT_LABEL) for the handshake of these two nonces. */
+static inline void symm_proto_proof(const char *token, size_t token_len, const char *label,
+                                    const uint8_t server_nonce[SYMM_PROTO_NONCE],
+                                    const uint8_t client_nonce[SYMM_PROTO_NONCE],
+                                    uint8_t proof[SYMM_PROTO_PROOF]) {
+  symm_hmac_t mac;
+  symm_hmac_init(&mac, token, token_len);
+  symm_hmac_update(&mac, label, strlen(label));
+  symm_hmac_update(&mac, server_nonce, SYMM_PROTO_NONCE);
+  symm_hmac_update(&mac, client_nonce, SYMM_PROTO_NONCE);
+  symm_hmac_final(&mac, proof);
 }
 
 /* ---------------------------------------------------------------- header */
@@ -328,7 +368,7 @@ static inline void symm_proto_put_bytes(symm_proto_buf_t *b, const void *v,
   uint8_t *p = symm_proto_reserve(b, n);
   if (p && n) memcpy(p, v, n);
 }
-/* Key or token: u16 length prefix (callers check the limits). */
+/* Key: u16 length prefix (callers check the limits). */
 static inline void symm_proto_put_key(symm_proto_buf_t *b, const char *k,
                                       size_t n) {
   uint8_t *p = symm_proto_reserve(b, 2);

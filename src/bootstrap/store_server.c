@@ -136,8 +136,10 @@ static void srv_handle_events(symm_store_server_t *s, size_t npolled) {
     if (c->dead) continue;
     if (re & POLLIN)
       srv_read(s, c);
-    else if (re & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
-      srv_conn_close(s, c, false); /* gone while we were not reading */
+    else if (re & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) {
+      c->peer_closed = true; /* gone while we were not reading */
+      srv_conn_close(s, c, false);
+    }
   }
 }
 
@@ -307,7 +309,7 @@ symm_result_t symm_store_server_start(const char *bind_host, int port,
   s->thread_started = true;
   if (s->token_len == 0)
     SYMM_WARN(STORE, "store: serving port %d without a token: any process that "
-              "can reach it may connect", s->port);
+              "can reach it may connect (with an empty token)", s->port);
   SYMM_INFO(STORE, "store: serving on %s port %d",
             bind_host && *bind_host ? bind_host : "127.0.0.1", s->port);
   *server = s;

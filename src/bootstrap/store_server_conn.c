@@ -118,6 +118,12 @@ static void srv_ranked_open_add(symm_store_server_t *s, srv_conn_t *c, int delta
 void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
   if (c->dead) return;
   c->dead = true;
+  /* A client that found this server's proof wrong (its token is not this
+   * store's) closes after HELLO without a word: that is its refusal. */
+  if (c->peer_closed && c->challenged && !c->authed && !c->auth_refused &&
+      srv_refusal_logged(s, symm_now_ns()))
+    SYMM_WARN(STORE, "store: %s (rank %d) closed before proving the token: another "
+              "SYMM_TOKEN than this store's?", c->peer, (int)c->hello_rank);
   srv_unauthed_unlink(s, c);
   srv_pending_free(s, c);
   if (c->authed && c->rank >= 0) {
@@ -201,76 +207,90 @@ uint64_t srv_refusals_next(const symm_store_server_t *s) {
   return s->refusals.quiet ? s->refusals.window_start + SRV_REFUSALS_WINDOW_NS : UINT64_MAX;
 }
 
-/* Equal-time comparison: the time taken depends only on the expected
- * token's length, never on how many leading bytes a guess got right. */
-static bool srv_token_ok(const symm_store_server_t *s, const char *tok,
-                         size_t len) {
-  if (s->token_len == 0) return true;
-  volatile unsigned diff = (unsigned)(len != s->token_len);
-  for (size_t i = 0; i < s->token_len; i++) {
-    unsigned char got = i < len ? (unsigned char)tok[i] : 0;
-    diff |= (unsigned)(got ^ (unsigned char)s->token[i]);
-  }
-  return diff == 0;
-}
-
-/* Answers HELLO with `code` and closes c once the answer is out, so that
- * the client says why instead of taking the close for a store stopping. */
-static void srv_refuse_hello(srv_conn_t *c, uint32_t id, symm_result_t code) {
-  srv_reply_status(c, SYMM_OP_HELLO, id, code, -1);
+/* Answers HELLO or AUTH with `code` and closes c once the answer is out, so
+ * that the client says why instead of taking the close for a store
+ * stopping. */
+static void srv_refuse(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t code) {
+  srv_reply_status(c, op, id, code, -1);
   c->closing = true;
   c->deadline_ns = symm_now_ns() + SRV_CLOSE_LINGER_NS;
 }
 
+/* The server's nonce of a handshake: random, or the fuzzer's fixed one. */
+static void srv_new_nonce(const symm_store_server_t *s, uint8_t nonce[SYMM_PROTO_NONCE]) {
+  if (s->fixed_nonce)
+    memset(nonce, 0, SYMM_PROTO_NONCE);
+  else
+    symm_random_bytes(nonce, SYMM_PROTO_NONCE);
+}
+
+/* HELLO: the client's nonce and who it says it is, kept until its AUTH
+ * proves the token; the answer is this server's nonce and proof. */
 static void srv_do_hello(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
                          symm_proto_reader_t *r) {
-  uint16_t tlen = 0;
-  const uint8_t *lp = symm_proto_take(r, 2, "truncated token length");
-  const char *tok = NULL;
-  if (lp) {
-    tlen = symm_proto_get16(lp);
-    if (tlen > SYMM_PROTO_MAX_TOKEN)
-      r->err = "token over SYMM_PROTO_MAX_TOKEN";
-    else
-      tok = (const char *)symm_proto_take(r, tlen, "truncated token");
-  }
-  int32_t rank = symm_proto_get_i32(r);
+  const uint8_t *client_nonce = symm_proto_take(r, SYMM_PROTO_NONCE, "truncated nonce");
+  const int32_t rank = symm_proto_get_i32(r);
   /* Optional: the client's communicator (so that draining one does not
    * wait for the connections of the next, served by the same store). */
-  uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
-  srv_hello_process_t proc;
-  srv_read_process(r, &proc);
+  const uint32_t comm = r->err || r->left == 0 ? SYMM_STORE_NO_COMM : symm_proto_get_u32(r);
+  srv_read_process(r, &c->hello_proc);
   if (symm_proto_end(r) && rank < -1) r->err = "rank below -1";
   if (r->err) { /* another symmem version, say */
     if (srv_refusal_logged(s, symm_now_ns()))
       SYMM_WARN(STORE, "store: malformed HELLO from %s: %s; closing", c->peer, r->err);
-    srv_refuse_hello(c, id, SYMM_ERR_PROTOCOL);
+    srv_refuse(c, SYMM_OP_HELLO, id, SYMM_ERR_PROTOCOL);
     return;
   }
-  if (!srv_token_ok(s, tok, tlen)) {
+  uint8_t server_nonce[SYMM_PROTO_NONCE], proof[SYMM_PROTO_PROOF];
+  srv_new_nonce(s, server_nonce);
+  symm_proto_proof(s->token, s->token_len, SYMM_PROTO_SERVER_LABEL, server_nonce, client_nonce,
+                   proof);
+  symm_proto_proof(s->token, s->token_len, SYMM_PROTO_CLIENT_LABEL, server_nonce, client_nonce,
+                   c->expect_proof);
+  c->challenged = true;
+  c->hello_rank = rank;
+  c->hello_comm = comm;
+  size_t at = srv_reply_begin(c, SYMM_OP_HELLO, id, SYMM_SUCCESS, -1);
+  symm_proto_put_bytes(&c->out, server_nonce, sizeof server_nonce);
+  symm_proto_put_bytes(&c->out, proof, sizeof proof);
+  srv_reply_end(c, at);
+}
+
+/* AUTH: the client's proof of the token.  Only then does what its HELLO
+ * said count. */
+static void srv_do_auth(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
+                        symm_proto_reader_t *r) {
+  const uint8_t *proof = symm_proto_take(r, SYMM_PROTO_PROOF, "truncated proof");
+  if (!symm_proto_end(r)) {
+    srv_conn_reject(s, c, r->err);
+    return;
+  }
+  const int rank = c->hello_rank;
+  if (!symm_secret_equal(proof, c->expect_proof, SYMM_PROTO_PROOF)) {
     /* Nothing about the job's ranks is taken from a connection without the
      * token: anybody who can reach the port can claim any rank, and must
      * not end the job's waits.  A rank of the job with a stale token fails
      * by itself, from this answer. */
+    c->auth_refused = true;
     if (srv_refusal_logged(s, symm_now_ns()))
       SYMM_WARN(STORE, "store: wrong token from %s (rank %d); refusing the connection",
-                c->peer, (int)rank);
-    srv_refuse_hello(c, id, SYMM_ERR_PERMISSION);
+                c->peer, rank);
+    srv_refuse(c, SYMM_OP_AUTH, id, SYMM_ERR_PERMISSION);
     return;
   }
   c->authed = true;
   srv_unauthed_unlink(s, c);
   c->rank = rank;
-  c->comm = rank >= 0 ? comm : SYMM_STORE_NO_COMM;
+  c->comm = rank >= 0 ? c->hello_comm : SYMM_STORE_NO_COMM;
   c->deadline_ns = 0;
   if (rank >= 0) {
     srv_ranked_open_add(s, c, 1);
-    srv_proc_join(s, c, &proc);
+    srv_proc_join(s, c, &c->hello_proc);
     srv_clear_lost(s, c);
   }
-  SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %d", c->peer, (int)rank,
+  SYMM_INFO(STORE, "store: %s connected as rank %d of communicator %d", c->peer, rank,
             c->comm == SYMM_STORE_NO_COMM ? -1 : (int)c->comm);
-  srv_reply_status(c, SYMM_OP_HELLO, id, SYMM_SUCCESS, -1);
+  srv_reply_status(c, SYMM_OP_AUTH, id, SYMM_SUCCESS, -1);
 }
 
 static void srv_dispatch(symm_store_server_t *s, srv_conn_t *c,
@@ -280,12 +300,8 @@ static void srv_dispatch(symm_store_server_t *s, srv_conn_t *c,
   SYMM_TRACE(STORE, "store: %s from %s (rank %d), %u bytes",
              symm_proto_op_name(h->opcode), c->peer, c->rank, h->body_len);
   switch (h->opcode) {
-    case SYMM_OP_HELLO:
-      if (c->authed)
-        srv_conn_reject(s, c, "second HELLO");
-      else
-        srv_do_hello(s, c, h->id, &r);
-      break;
+    case SYMM_OP_HELLO: srv_do_hello(s, c, h->id, &r); break;
+    case SYMM_OP_AUTH: srv_do_auth(s, c, h->id, &r); break;
     case SYMM_OP_SET: srv_do_set(s, c, h->id, &r); break;
     case SYMM_OP_GET: srv_do_get(s, c, h->id, body, h->body_len, &r); break;
     case SYMM_OP_ADD: srv_do_add(s, c, h->id, &r); break;
@@ -320,8 +336,12 @@ static long srv_head_size(symm_store_server_t *s, srv_conn_t *c,
     why = "reserved header bits set";
   else if (h->opcode == 0 || h->opcode >= SYMM_OP_COUNT_)
     why = "unknown opcode";
-  else if (!c->authed && h->opcode != SYMM_OP_HELLO)
-    why = "request before HELLO";
+  else if (h->opcode == SYMM_OP_HELLO && (c->challenged || c->authed))
+    why = "second HELLO";
+  else if (h->opcode == SYMM_OP_AUTH && (!c->challenged || c->authed))
+    why = c->authed ? "second AUTH" : "AUTH before HELLO";
+  else if (!c->authed && h->opcode != SYMM_OP_HELLO && h->opcode != SYMM_OP_AUTH)
+    why = c->challenged ? "request before AUTH" : "request before HELLO";
   else if (h->body_len > symm_proto_max_body(h->opcode))
     why = "body length over the limit of its opcode";
   if (why) {
@@ -403,6 +423,7 @@ void srv_read(symm_store_server_t *s, srv_conn_t *c) {
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
   if (n < 0) SYMM_INFO(STORE, "store: recv from %s: %s", c->peer, strerror(errno));
+  c->peer_closed = true;
   srv_conn_close(s, c, false);
 }
 

@@ -118,7 +118,14 @@ typedef struct srv_conn {
   bool comm_counted;   /* counted in its communicator's open connections */
   bool job_ranks;      /* from HELLO: its communicator numbers ranks as the job does */
   srv_proc_t *proc;    /* its process, NULL when not followed */
-  bool authed;         /* valid HELLO received */
+  bool challenged;     /* HELLO answered: its AUTH is due */
+  bool authed;         /* AUTH proved the token */
+  bool auth_refused;   /* AUTH came with a wrong proof */
+  bool peer_closed;    /* the client closed it (not the server) */
+  uint8_t expect_proof[SYMM_PROTO_PROOF]; /* the client's, once challenged */
+  int32_t hello_rank;  /* what HELLO said, taken once AUTH proves the token */
+  uint32_t hello_comm;
+  srv_hello_process_t hello_proc;
   bool said_bye;
   bool closing;        /* flush output, then close; read nothing more */
   bool dead;           /* closed; removed from the array after the poll pass */
@@ -140,6 +147,7 @@ struct symm_store_server {
   int port;
   char *token;
   size_t token_len;
+  bool fixed_nonce; /* every challenge's nonce all zeros: for the fuzzer only */
   uint64_t handshake_ns;
   pthread_t thread;
   bool thread_started;

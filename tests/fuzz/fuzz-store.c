@@ -8,6 +8,10 @@
  * releases it: its deadline passing, another rank (a second connection
  * that the harness drives) writing the key, or a rank being lost.
  *
+ * The server's challenges are all-zero nonces (fixed_nonce), so that an
+ * input can carry a valid AUTH: the seeds (make-seeds.py) compute theirs
+ * with FUZZ_TOKEN, and every HELLO answer's proof is checked here.
+ *
  * Checked besides the sanitizers: every reply the server sends is framed
  * (magic, version, the reply flag on a known opcode, a body of at least
  * the status prefix and at most SYMM_PROTO_MAX_REPLY) and carries a
@@ -254,6 +258,24 @@ typedef struct reply_reader {
   request_list_t *requests;
 } reply_reader_t;
 
+/* A HELLO answered with success carries the server's nonce (all zeros
+ * here) and its proof of FUZZ_TOKEN for that nonce and the client's. */
+static void check_challenge(const uint8_t *req_body, uint32_t req_len, uint32_t status,
+                            const uint8_t *body, const symm_proto_header_t *h) {
+  if (status != SYMM_SUCCESS) return;
+  static const uint8_t zero[SYMM_PROTO_NONCE];
+  if (h->body_len != SYMM_PROTO_REPLY_PREFIX + SYMM_PROTO_NONCE + SYMM_PROTO_PROOF ||
+      req_len < SYMM_PROTO_NONCE)
+    bad_reply("HELLO's answer is not a nonce and a proof", h);
+  const uint8_t *nonce = body + SYMM_PROTO_REPLY_PREFIX;
+  uint8_t proof[SYMM_PROTO_PROOF];
+  symm_proto_proof(FUZZ_TOKEN, strlen(FUZZ_TOKEN), SYMM_PROTO_SERVER_LABEL, nonce, req_body,
+                   proof);
+  if (memcmp(nonce, zero, sizeof zero) != 0 ||
+      memcmp(proof, nonce + SYMM_PROTO_NONCE, sizeof proof) != 0)
+    bad_reply("HELLO's answer does not prove the token", h);
+}
+
 static void check_reply(const uint8_t *p, const uint8_t *body, request_list_t *rq) {
   symm_proto_header_t h;
   symm_proto_decode_header(p, &h);
@@ -282,7 +304,11 @@ static void check_reply(const uint8_t *p, const uint8_t *body, request_list_t *r
     bad_reply("a reply to a request not sent whole", &h);
   symm_proto_reader_t q;
   symm_proto_reader_init(&q, req_body, req.body_len);
-  if (op != SYMM_OP_HELLO)
+  if (op == SYMM_OP_HELLO)
+    check_challenge(req_body, req.body_len, status, body, &h);
+  else if (op == SYMM_OP_AUTH && h.body_len != SYMM_PROTO_REPLY_PREFIX)
+    bad_reply("a payload with AUTH's answer", &h);
+  else if (op != SYMM_OP_AUTH)
     model_reply(&rq->model, (uint8_t)op, &q, status, body + SYMM_PROTO_REPLY_PREFIX,
                 h.body_len - SYMM_PROTO_REPLY_PREFIX, &h);
   rq->next += SYMM_PROTO_HEADER_BYTES + (size_t)req.body_len;
@@ -352,11 +378,18 @@ static void helper_send(helper_t *h, symm_proto_buf_t *b) {
   symm_proto_buf_free(b);
 }
 
+/* HELLO and AUTH at once: the server's nonce is known (all zeros). */
 static void helper_hello(helper_t *h) {
+  static const uint8_t zero[SYMM_PROTO_NONCE];
+  uint8_t proof[SYMM_PROTO_PROOF];
+  symm_proto_proof(FUZZ_TOKEN, strlen(FUZZ_TOKEN), SYMM_PROTO_CLIENT_LABEL, zero, zero, proof);
   symm_proto_buf_t b = {0};
   size_t at = symm_proto_begin(&b, SYMM_OP_HELLO, h->next_id++);
-  symm_proto_put_key(&b, FUZZ_TOKEN, strlen(FUZZ_TOKEN));
+  symm_proto_put_bytes(&b, zero, sizeof zero);
   symm_proto_put_i32(&b, 1);
+  symm_proto_finish(&b, at);
+  at = symm_proto_begin(&b, SYMM_OP_AUTH, h->next_id++);
+  symm_proto_put_bytes(&b, proof, sizeof proof);
   symm_proto_finish(&b, at);
   helper_send(h, &b);
 }
@@ -481,6 +514,7 @@ static srv_conn_t *connect_client(symm_store_server_t *s, int *client) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   symm_store_server_t *s = srv_new(FUZZ_TOKEN);
   if (!s) return 0;
+  s->fixed_nonce = true;
   int client;
   srv_conn_t *c = connect_client(s, &client);
   helper_t h = {-1, NULL, 1};

@@ -3,6 +3,8 @@
 messages and edge cases of each input format.  The committed seeds are its
 output; run it again after a change of a format (it rewrites the seeds it
 makes and leaves other files, such as crash reproducers, alone)."""
+import hashlib
+import hmac
 import os
 import struct
 
@@ -10,8 +12,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = b"fuzz-token"  # fuzz-store.c's FUZZ_TOKEN
 
 # ---------------------------------------------------------------- store
-MAGIC, VERSION = 0x534D5953, 1
-OPS = dict(HELLO=1, SET=2, GET=3, ADD=4, CAS=5, WAIT=6, MGET=7, DEL=8, CHECK=9, BYE=10)
+MAGIC, VERSION = 0x534D5953, 2
+OPS = dict(HELLO=1, SET=2, GET=3, ADD=4, CAS=5, WAIT=6, MGET=7, DEL=8, CHECK=9, BYE=10, AUTH=11)
+# store_proto.h's handshake: fuzz-store.c's server answers every HELLO
+# with an all-zero nonce, so a seed can carry the AUTH that proves TOKEN.
+SERVER_NONCE = bytes(32)
+CLIENT_LABEL = b"symmem store v2: client proof"
 
 
 def msg(op, body=b"", rid=1, magic=MAGIC, version=VERSION, length=None):
@@ -32,9 +38,19 @@ def keys(*ks):
     return struct.pack("<I", len(ks)) + b"".join(key(k) for k in ks)
 
 
-def hello(rank=0, comm=0, token=TOKEN):
-    body = struct.pack("<H", len(token)) + token + struct.pack("<i", rank)
-    return msg("HELLO", body + (b"" if comm is None else struct.pack("<I", comm)))
+def hello(rank=0, comm=0, nonce=b"\x5a" * 32, process=b""):
+    body = nonce + struct.pack("<i", rank)
+    return msg("HELLO", body + (b"" if comm is None else struct.pack("<I", comm)) + process)
+
+
+def auth(token=TOKEN, nonce=b"\x5a" * 32, rid=1):
+    proof = hmac.new(token, CLIENT_LABEL + SERVER_NONCE + nonce, hashlib.sha256).digest()
+    return msg("AUTH", proof, rid)
+
+
+def login(rank=0, comm=0):
+    """HELLO and the AUTH that proves TOKEN."""
+    return hello(rank, comm) + auth()
 
 
 def i32(v):
@@ -42,43 +58,50 @@ def i32(v):
 
 
 STORE = {
-    "set-get-bye": hello() + msg("SET", key(b"k") + val(b"v"), 2) +
+    "set-get-bye": login() + msg("SET", key(b"k") + val(b"v"), 2) +
                    msg("GET", key(b"k") + i32(0), 3) + msg("BYE", rid=4),
-    "hello-tool-no-comm": hello(-1, None) + msg("CHECK", keys(b"a"), 2),
-    "hello-empty-token": hello(0, 0, b"") + msg("SET", key(b"k") + val(b""), 2),
-    "wrong-token": hello(1, 0, b"not-the-token") + msg("SET", key(b"k") + val(b"v"), 2),
-    "add-counter": hello() + msg("ADD", key(b"n") + struct.pack("<q", 5), 2) +
+    "hello-tool-no-comm": login(-1, None) + msg("CHECK", keys(b"a"), 2),
+    "auth-empty-token": hello(0, 0) + auth(b"") + msg("SET", key(b"k") + val(b""), 2),
+    "wrong-token": hello(1, 0) + auth(b"not-the-token") + msg("SET", key(b"k") + val(b"v"), 2),
+    "hello-process": hello(2, 7, process=struct.pack("<iQQQB", 1234, 99, 1, 1, 1)) + auth() +
+                     msg("WAIT", i32(10) + keys(b"w"), 2),
+    "auth-before-hello": auth() + login(),
+    "request-before-auth": hello() + msg("SET", key(b"k") + val(b"v"), 2),
+    "second-auth": login() + auth(rid=2),
+    "auth-short": hello() + msg("AUTH", b"\0" * 31),
+    "add-counter": login() + msg("ADD", key(b"n") + struct.pack("<q", 5), 2) +
                    msg("ADD", key(b"n") + struct.pack("<q", -7), 3) +
                    msg("GET", key(b"n") + i32(0), 4),
-    "add-overflow": hello() + msg("ADD", key(b"n") + struct.pack("<q", 2**63 - 1), 2) +
+    "add-overflow": login() + msg("ADD", key(b"n") + struct.pack("<q", 2**63 - 1), 2) +
                     msg("ADD", key(b"n") + struct.pack("<q", 1), 3),
-    "add-not-counter": hello() + msg("SET", key(b"n") + val(b"12x"), 2) +
+    "add-not-counter": login() + msg("SET", key(b"n") + val(b"12x"), 2) +
                        msg("ADD", key(b"n") + struct.pack("<q", 1), 3),
-    "cas": hello() + msg("CAS", key(b"c") + b"\0" + val(b"") + val(b"one"), 2) +
+    "cas": login() + msg("CAS", key(b"c") + b"\0" + val(b"") + val(b"one"), 2) +
            msg("CAS", key(b"c") + b"\1" + val(b"one") + val(b"two"), 3) +
            msg("CAS", key(b"c") + b"\1" + val(b"one") + val(b"three"), 4),
-    "cas-bad-expect": hello() + msg("CAS", key(b"c") + b"\0" + val(b"x") + val(b"y"), 2),
-    "wait-parks": hello() + msg("WAIT", i32(1000) + keys(b"a", b"b"), 2) +
+    "cas-bad-expect": login() + msg("CAS", key(b"c") + b"\0" + val(b"x") + val(b"y"), 2),
+    "wait-parks": login() + msg("WAIT", i32(1000) + keys(b"a", b"b"), 2) +
                   msg("SET", key(b"a") + val(b"1"), 3),
-    "mget": hello() + msg("SET", key(b"a") + val(b"1"), 2) + msg("SET", key(b"b") + val(b"22"), 3) +
+    "mget": login() + msg("SET", key(b"a") + val(b"1"), 2) + msg("SET", key(b"b") + val(b"22"), 3) +
             msg("MGET", i32(0) + keys(b"a", b"b"), 4) + msg("MGET", i32(50) + keys(b"a", b"c"), 5),
-    "get-missing-timeout-0": hello() + msg("GET", key(b"none") + i32(0), 2),
-    "get-parks": hello(2, 7) + msg("GET", key(b"later") + i32(60000), 2) + msg("BYE", rid=3),
-    "del": hello() + msg("SET", key(b"d") + val(b"x"), 2) + msg("DEL", key(b"d"), 3) +
+    "get-missing-timeout-0": login() + msg("GET", key(b"none") + i32(0), 2),
+    "get-parks": login(2, 7) + msg("GET", key(b"later") + i32(60000), 2) + msg("BYE", rid=3),
+    "del": login() + msg("SET", key(b"d") + val(b"x"), 2) + msg("DEL", key(b"d"), 3) +
            msg("DEL", key(b"d"), 4) + msg("CHECK", keys(b"d"), 5),
-    "pipelined": hello() + b"".join(msg("SET", key(b"k%d" % i) + val(b"v" * i), 10 + i)
+    "pipelined": login() + b"".join(msg("SET", key(b"k%d" % i) + val(b"v" * i), 10 + i)
                                     for i in range(20)),
     "bad-magic": msg("HELLO", b"", magic=0x12345678),
-    "bad-version": hello()[:4] + b"\x02" + hello()[5:],
+    "bad-version": hello()[:4] + bytes([VERSION - 1]) + hello()[5:],
     "truncated-header": hello()[:10],
     "before-hello": msg("SET", key(b"k") + val(b"v")),
-    "second-hello": hello() + hello(),
-    "body-over-limit": hello() + msg("DEL", b"", length=1000),
-    "trailing-bytes": hello() + msg("DEL", key(b"k") + b"\0", 2),
-    "negative-timeout": hello() + msg("GET", key(b"k") + i32(-1), 2),
-    "key-count-zero": hello() + msg("CHECK", struct.pack("<I", 0), 2),
-    "unknown-opcode": hello() + msg(42, b"", 2),
-    "rank-below-minus-one": hello(-5, 0),
+    "second-hello": login() + hello(),
+    "hello-twice-before-auth": hello() + hello() + auth(),
+    "body-over-limit": login() + msg("DEL", b"", length=1000),
+    "trailing-bytes": login() + msg("DEL", key(b"k") + b"\0", 2),
+    "negative-timeout": login() + msg("GET", key(b"k") + i32(-1), 2),
+    "key-count-zero": login() + msg("CHECK", struct.pack("<I", 0), 2),
+    "unknown-opcode": login() + msg(42, b"", 2),
+    "rank-below-minus-one": hello(-5, 0) + auth(),
 }
 
 # ---------------------------------------------------------------- fdx
