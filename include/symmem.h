@@ -30,6 +30,25 @@
  *    slack is for answers in flight when it comes and that cleanup.  The
  *    message of SYMM_ERR_TIMEOUT names the ranks the call waited for, or the
  *    store and the rank that serves it when the store stopped answering.
+ *  - A call that times out fails on every rank or succeeds on every rank,
+ *    never some of each (host-side rounds: every bootstrap round of a
+ *    barrier, rendezvous, collective allocation or free, and the host
+ *    backend's collectives).  A rank that stops waiting gives the call up;
+ *    a rank that gets there afterwards (slow, or stopped for longer than
+ *    the timeout) gets SYMM_ERR_TIMEOUT at once, its message saying that
+ *    it "came late", and its buffers are undefined, as its peers' are.  A
+ *    rank that gives up just as the last rank arrives finds the call
+ *    complete and succeeds with the others.  What comes next: every
+ *    call, failed or not, keeps its place in each rank's order, so the
+ *    ranks' next calls pair up as made.  A rank that is ahead of a late
+ *    peer waits (within its own timeout) until the peer has left the
+ *    calls before, and fails the call it is in if the peer does not;
+ *    the late rank's calls that its peers already gave up fail at once.
+ *    To get back in step after a timeout, repeat a symm_comm_barrier on
+ *    every rank until it succeeds (each failed attempt fails on every
+ *    rank alike); a call whose number differs between ranks (a rank that
+ *    skipped a call) is SYMM_ERR_MISMATCH "out of step" at the next host
+ *    call, which puts every rank on the same number.
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -864,7 +883,11 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    (the scratch tensor could not grow to the data's size),
  *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
  *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
- *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout).  After a
+ *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout; on
+ *    every rank alike, see Timeouts above: a rank that comes late gets
+ *    SYMM_ERR_TIMEOUT "came late" and never its peers' later data; a
+ *    rank whose buffer a late peer may still read waits for it before it
+ *    reuses the scratch).  After a
  *    GPU timeout, a peer that was late but alive may still write the
  *    output of the collective that timed out (zero copy) or its share of
  *    the scratch: treat that output as undefined, and the communicator's
@@ -883,8 +906,8 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    naming both calls as made ("rank 1 called symm_comm_barrier while
  *    rank 0 called symm_all_reduce(count 100, f32, sum)"); no buffer is
  *    touched and the communicator stays usable (the next calls that match
- *    succeed).  Ranks left out of step by a call that failed on some of
- *    them only (a timeout) get SYMM_ERR_MISMATCH at their next barrier or
+ *    succeed).  Ranks whose numbers differ (a rank that made a call its
+ *    peers did not) get SYMM_ERR_MISMATCH at their next barrier or
  *    other host call ("the ranks are out of step") and are in step again
  *    after it.  GPU backends: a collective only enqueues work, so its
  *    order against host calls is free (a rank may rendezvous a tensor
