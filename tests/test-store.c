@@ -1050,9 +1050,10 @@ static bool become_user(uid_t uid) {
          setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0;
 }
 
-enum { CLAIM_CLOSED, CLAIM_RESET, CLAIM_HOST_ADDR, CLAIM_FORMS };
+enum { CLAIM_CLOSED, CLAIM_RESET, CLAIM_HOST_ADDR, CLAIM_HELLO_ONLY, CLAIM_FORMS };
 static const char *const claim_form[CLAIM_FORMS] = {
-    "refused and closed", "reset at once", "sent to the host's own address"};
+    "refused and closed", "reset at once", "sent to the host's own address",
+    "HELLO only, then closed"};
 
 /* The job's side: a store bound to 0.0.0.0 and rank 0 waiting for rank 1,
  * while processes of this uid and of `other` (-1: none) claim rank 1
@@ -1086,6 +1087,13 @@ static int claims_as_job(int other) {
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) _exit(4);
         if (form == CLAIM_RESET) {
           raw_wrong_claim_reset(fd, 1);
+          _exit(0);
+        }
+        if (form == CLAIM_HELLO_ONLY) {
+          uint8_t msg[128], nonce[SYMM_PROTO_NONCE];
+          raw_send(fd, msg, raw_hello_msg(msg, 1));
+          raw_challenge(fd, k_token, nonce);
+          close(fd);
           _exit(0);
         }
         _exit(raw_wrong_claim(fd, 1) == SYMM_ERR_PERMISSION ? 0 : 5);
@@ -1171,9 +1179,10 @@ static uint64_t self_read_bytes(void) {
 /* What a refused claim costs the server does not grow with the sockets
  * of the host: 400 connections held open around it, a claimer (another
  * user, where the test can be one) makes 200 wrong-token claims, and the
- * bytes the store process reads meanwhile stay within 1 KiB a claim (the
- * claim itself is under 100 bytes; a look through the host's socket table
- * reads all of it for each). */
+ * bytes the store process reads through read() meanwhile (files such as
+ * /proc/net/tcp, pipes; its sockets are read with recv(), not counted)
+ * stay within 1 KiB a claim, where a look through the host's socket table
+ * for each claim reads all of it. */
 TEST_IMPL(store_refused_cost) {
   enum { HELD = 400, CLAIMS = 200 };
   fixture_t f;
