@@ -307,13 +307,13 @@ static void dl_frozen_case(int n, int frozen, dl_freeze_t when, int timeout_ms,
   for (int r = 0; r < n; r++)
     if (!j.pids[r]) dl_spawn(&j, r, r == frozen ? ROLE_STOP_IN_BARRIER : ROLE_SURVIVOR);
   if (when == FREEZE_AFTER_HELLO) {
-    /* Once the frozen rank's first bootstrap key is in the store, it has
-     * said HELLO and waits in init for the others: stop it there, then let
-     * the others (waiting at the gate) start at once. */
+    /* Once the frozen rank's first key of init (its settings) is in the
+     * store, it has said HELLO and waits in init for the others: stop it
+     * there, then let the others (waiting at the gate) start at once. */
     symm_store_t *tool = dl_tool_client(&j);
     char key[64], buf[256];
     size_t len = 0;
-    snprintf(key, sizeof key, "symm/c0/ag/1/%d", frozen);
+    snprintf(key, sizeof key, "symm/c0/settings/%d", frozen);
     ASSERT_OK(symm_store_get(tool, key, buf, sizeof buf, &len, 20000));
     symm_store_close(tool);
     ASSERT_EQ(kill(j.pids[frozen], SIGSTOP), 0);

@@ -587,10 +587,10 @@ static int recreated_rank(int rank, int size, void *arg) {
   symm_comm_t *first = init_comm();
   ASSERT_OK(symm_comm_barrier(first));
   if (rank == 0 && !symm_comm_caps(first)->collective_free) {
-    /* The others get to the next one first: their first all-gather there
-     * (its keys, under the second's prefix) has begun.  Where freeing is
-     * collective (nvshmem) their destroy waits for rank 0's: no order. */
-    const char *next[] = {"symm/c1/ag/1/1", "symm/c1/ag/1/2"};
+    /* The others get to the next one first: their first exchange there
+     * (their settings, under the second's prefix) has begun.  Where freeing
+     * is collective (nvshmem) their destroy waits for rank 0's: no order. */
+    const char *next[] = {"symm/c1/settings/1", "symm/c1/settings/2"};
     ASSERT_OK(symm_store_wait(symm_comm_store(first), next, 2, 20000));
   }
   symm_comm_destroy(first);

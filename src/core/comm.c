@@ -4,7 +4,6 @@
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
 #include <pthread.h>
 #include <stddef.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +13,48 @@
 #include "internal.h"
 #include "symm_fault.h"
 
-/* Communicators made by this process, in order; ranks number theirs the same
- * way because symm_comm_init is collective, which keeps store keys apart. */
-static atomic_int comm_counter;
+/*
+ * A communicator's number on its store: how many this process made before
+ * on the same store address.  Every rank of a communicator makes its
+ * communicators on that store in the same order (symm_comm_init is
+ * collective), so they count alike, whatever else each process makes on
+ * other stores or from other threads meanwhile: the number keys the
+ * communicator's store keys, its HELLO and its fd server's names.  A lone
+ * process's store is its own, and its one communicator is number 0.
+ */
+static struct {
+  pthread_mutex_t lock;
+  struct store_count {
+    char addr[256];
+    int made;
+  } *v;
+  size_t n, cap;
+} store_counts = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The next number on store address addr; -1 if out of memory. */
+static int next_comm_number(const char *addr) {
+  if (!addr[0]) return 0;
+  int number = -1;
+  pthread_mutex_lock(&store_counts.lock);
+  size_t i = 0;
+  while (i < store_counts.n && strcmp(store_counts.v[i].addr, addr) != 0) i++;
+  if (i == store_counts.n && store_counts.n == store_counts.cap) {
+    size_t cap = store_counts.cap ? 2 * store_counts.cap : 4;
+    struct store_count *v = realloc(store_counts.v, cap * sizeof *v);
+    if (!v) goto out;
+    store_counts.v = v;
+    store_counts.cap = cap;
+  }
+  if (i == store_counts.n) {
+    snprintf(store_counts.v[i].addr, sizeof store_counts.v[i].addr, "%s", addr);
+    store_counts.v[i].made = 0;
+    store_counts.n++;
+  }
+  number = store_counts.v[i].made++;
+out:
+  pthread_mutex_unlock(&store_counts.lock);
+  return number;
+}
 
 /* ---------------------------------------------------- identity resolution */
 
@@ -294,6 +332,175 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   symm_store_set_server_rank(comm->store, server_rank);
   symm_store_set_size(comm->store, comm->size);
   return SYMM_SUCCESS;
+}
+
+/* ------------------------------------------------ settings ranks share */
+
+/* What each rank publishes first: the settings that must agree
+ * (SYMM_SETTING_AGREE) as text, after this header. */
+typedef struct {
+  uint32_t magic, abi;
+  int32_t rank, size;
+  uint64_t digest; /* of the text */
+  uint32_t text_len;
+} agree_hdr_t;
+
+#define AGREE_MAGIC 0x53594d41u /* "SYMA" */
+
+/* The values in force for this communicator: the settings, with what the
+ * config chose in place of the variables it overrides. */
+static size_t agreed_text(const symm_comm_t *comm, const resolved_config_t *rc, char *out,
+                          size_t cap) {
+  symm_settings_t eff = *symm_settings();
+  eff.SYMM_WORLD_SIZE = comm->size;
+  if (rc->cfg.job_id) eff.SYMM_JOB_ID = rc->cfg.job_id;
+  eff.SYMM_BACKEND = symm_backend_name(rc->cfg.backend);
+  return symm_settings_agreed_text(&eff, out, cap);
+}
+
+/* A peer's message, checked where it is read; NULL text if malformed. */
+static const char *agree_text_of(const void *value, size_t len, agree_hdr_t *h) {
+  if (len < sizeof *h) return NULL;
+  memcpy(h, value, sizeof *h);
+  if (h->magic != AGREE_MAGIC || h->text_len != len - sizeof *h || h->text_len == 0) return NULL;
+  const char *text = (const char *)value + sizeof *h;
+  if (text[h->text_len - 1] != 0) return NULL;
+  return text;
+}
+
+/* Compares this rank's settings with rank `peer`'s message; SYMM_SUCCESS
+ * if they agree, else SYMM_ERR_MISMATCH with the message in why. */
+static symm_result_t agree_compare(const symm_comm_t *comm, const agree_hdr_t *mine,
+                                   const char *my_text, int peer, const void *value, size_t len,
+                                   char *why, size_t cap) {
+  agree_hdr_t h;
+  const char *text = agree_text_of(value, len, &h);
+  if (!text) {
+    snprintf(why, cap, "init: rank %d sent a malformed settings message (%zu bytes): not "
+             "symmem, or another version", peer, len);
+    return SYMM_ERR_PROTOCOL;
+  }
+  if (h.abi != mine->abi) {
+    snprintf(why, cap, "init: rank %d runs symmem ABI %u, rank %d ABI %u", peer, h.abi,
+             comm->rank, mine->abi);
+    return SYMM_ERR_MISMATCH;
+  }
+  if (h.digest == mine->digest && strcmp(text, my_text) == 0) return SYMM_SUCCESS;
+  char name[128], a[256], b[256];
+  if (!symm_settings_first_difference(my_text, text, name, a, b, sizeof a))
+    snprintf(name, sizeof name, "(none)"); /* same text, other digest: a peer's bug */
+  const int lo = comm->rank < peer ? comm->rank : peer, hi = comm->rank < peer ? peer : comm->rank;
+  snprintf(why, cap, "init: ranks disagree on %s, which must be the same on every rank: "
+           "rank %d has %s, rank %d has %s", name, lo, lo == comm->rank ? a : b, hi,
+           hi == comm->rank ? a : b);
+  return SYMM_ERR_MISMATCH;
+}
+
+/* The error for ranks whose settings did not come within the timeout:
+ * those of keys[from..n) the store lacks (absent, from its TIMEOUT answer,
+ * else asked now).  A store that did not answer keeps its own message. */
+static symm_result_t agree_missing(symm_comm_t *comm, const char *const *keys, int from,
+                                   const uint8_t *absent) {
+  char missing[256] = "", saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  bool told = false;
+  for (int r = from; absent && r < comm->size; r++) told |= absent[r - from] != 0;
+  size_t n = 0;
+  for (int r = from; r < comm->size && n + 16 < sizeof missing; r++) {
+    int present = told && !absent[r - from];
+    if (!told && symm_store_check(comm->store, &keys[r], 1, &present) != SYMM_SUCCESS) {
+      symm_error_restore(saved);
+      return SYMM_ERR_TIMEOUT;
+    }
+    if (!present) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? "," : "", r);
+  }
+  if (!n) {
+    symm_error_restore(saved);
+    return SYMM_ERR_TIMEOUT;
+  }
+  return symm_error(SYMM_ERR_TIMEOUT, "init: ranks [%s] did not arrive within %d ms", missing,
+                    comm->timeout_ms);
+}
+
+/* Publishes this rank's message (again: the same value) and waits for
+ * those of ranks [from, from + n); values[i] malloc'd. */
+static symm_result_t agree_exchange(symm_comm_t *comm, const char *const *keys, const void *msg,
+                                    size_t msg_len, int from, int n, void **values, size_t *lens,
+                                    uint8_t *absent) {
+  symm_result_t res = symm_store_exchange(comm->store, NULL, keys[comm->rank], msg, msg_len,
+                                          keys + from, (size_t)n, values, lens, comm->timeout_ms,
+                                          absent);
+  if (res == SYMM_ERR_TIMEOUT) return agree_missing(comm, keys, from, absent);
+  return res;
+}
+
+/*
+ * The first exchange of init: every rank publishes the settings that must
+ * agree and compares them with rank 0's as soon as rank 0's are there;
+ * then the ranks that agree with rank 0 compare with every rank's, rank 0
+ * reading them in rank order and the others all at once.  So a rank that
+ * differs fails as soon as it and rank 0 have published, and every other
+ * rank as soon as its own comparison reaches it: whatever differs (a world
+ * size too, where the ranks would otherwise wait for a rank that does not
+ * exist, or never hear of one that does), every rank returns
+ * SYMM_ERR_MISMATCH naming the setting, both values and both ranks.
+ */
+static symm_result_t agree_settings(symm_comm_t *comm, const resolved_config_t *rc) {
+  if (comm->size < 2 || !comm->store) return SYMM_SUCCESS;
+  const int n = comm->size;
+  char why[1024] = "";
+  const size_t need = agreed_text(comm, rc, NULL, 0) + 1;
+  agree_hdr_t me = {AGREE_MAGIC, SYMM_VERSION_CODE, comm->rank, n, 0, (uint32_t)need};
+  char *msg = malloc(sizeof me + need);
+  char **keys = calloc((size_t)n, sizeof *keys);
+  char *key_text = malloc((size_t)n * 112);
+  void **values = calloc((size_t)n, sizeof *values);
+  size_t *lens = calloc((size_t)n, sizeof *lens);
+  uint8_t *absent = calloc((size_t)n, 1);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!msg || !keys || !key_text || !values || !lens || !absent) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+    goto out;
+  }
+  char *my_text = msg + sizeof me;
+  agreed_text(comm, rc, my_text, need);
+  me.digest = symm_hash64(my_text, need, 0);
+  memcpy(msg, &me, sizeof me);
+  for (int r = 0; r < n; r++) {
+    keys[r] = key_text + (size_t)r * 112;
+    snprintf(keys[r], 112, "%ssettings/%d", comm->prefix, r);
+  }
+  const size_t msg_len = sizeof me + need;
+  const char *const *k = (const char *const *)keys;
+  if (comm->rank == 0) {
+    for (int r = 1; r < n && res == SYMM_SUCCESS; r++) {
+      SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, r, 1, values, lens, absent), res, out);
+      res = agree_compare(comm, &me, my_text, r, values[0], lens[0], why, sizeof why);
+      free(values[0]);
+      values[0] = NULL;
+    }
+  } else {
+    SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, 0, 1, values, lens, absent), res, out);
+    res = agree_compare(comm, &me, my_text, 0, values[0], lens[0], why, sizeof why);
+    free(values[0]);
+    values[0] = NULL;
+    if (res != SYMM_SUCCESS) goto fail;
+    SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, 0, n, values, lens, absent), res, out);
+    for (int r = 1; r < n && res == SYMM_SUCCESS; r++)
+      res = agree_compare(comm, &me, my_text, r, values[r], lens[r], why, sizeof why);
+  }
+  if (res == SYMM_SUCCESS) goto out;
+fail:
+  res = symm_error(res, "%s", why);
+out:
+  for (int r = 0; values && r < n; r++) free(values[r]);
+  free(values);
+  free(lens);
+  free(absent);
+  free(keys);
+  free(key_text);
+  free(msg);
+  return res;
 }
 
 /* What each rank tells the others at init. */
@@ -610,7 +817,7 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   comm->local_rank = rc->cfg.local_rank;
   comm->local_size = rc->cfg.local_size;
   comm->timeout_ms = rc->cfg.timeout_ms;
-  comm->index = atomic_fetch_add(&comm_counter, 1);
+  comm->index = next_comm_number(rc->store_addr);
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
@@ -618,11 +825,16 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
 
   symm_result_t res;
+  if (comm->index < 0) {
+    res = symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
+    goto fail;
+  }
   symm_algo_t algo = SYMM_ALGO_AUTO;
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(connect_store(comm, rc), res, fail);
   symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
+  SYMM_CHECK_GOTO(agree_settings(comm, rc), res, fail);
   SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);

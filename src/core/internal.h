@@ -53,7 +53,7 @@ struct symm_comm {
   int device;                /* the engine's device, -1: none (CPU memory) */
   int requested_device;      /* config or SYMM_DEVICE, -1: from the local rank */
   int timeout_ms;
-  int index;                 /* n-th communicator made by this process */
+  int index;                 /* its number on its store (comm.c: next_comm_number) */
   char job_id[64];           /* same on every rank */
   char name_nonce[17];       /* rank 0's random hex, same on every rank: names of sockets */
   char prefix[96];           /* store key prefix of this communicator */

@@ -29,8 +29,8 @@ extern char **environ;
 
 #define SETTING_DESC(name, kind, def, flags, help, lo, hi, noun, choices, check)              \
   {#name, kind, def, help, ((flags) & SYMM_SETTING_SECRET) != 0,                                \
-   ((flags) & SYMM_SETTING_PER_JOB) != 0, offsetof(symm_settings_t, name), lo, hi, noun,        \
-   choices, check},
+   ((flags) & SYMM_SETTING_PER_JOB) != 0, ((flags) & SYMM_SETTING_AGREE) != 0,                  \
+   offsetof(symm_settings_t, name), lo, hi, noun, choices, check},
 static const symm_setting_desc_t settings[] = {
 #define SYMM_SETTING_INT(name, def, lo, hi, flags, help) \
   SETTING_DESC(name, SYMM_SETTING_KIND_INT, def, flags, help, lo, hi, NULL, NULL, NULL)
@@ -432,6 +432,85 @@ symm_result_t symm_settings_load(void) {
   pthread_mutex_unlock(&snapshot_lock);
   if (!made) return symm_error(SYMM_ERR_NO_MEMORY, "settings: out of memory");
   return SYMM_SUCCESS;
+}
+
+/* ------------------------------------------------ settings ranks share */
+
+/* Setting d's value in s as text, the same for the same value on every
+ * rank (sizes in bytes, booleans 0/1, choices by their declared name). */
+static void value_text(const symm_settings_t *s, const symm_setting_desc_t *d, char *out,
+                       size_t cap) {
+  const void *f = field_in(s, d);
+  switch (d->type) {
+  case SYMM_SETTING_KIND_INT: {
+    int64_t v = *(const int64_t *)f;
+    if (v < 0 && d->min >= 0) snprintf(out, cap, "(unset)");
+    else snprintf(out, cap, "%" PRId64, v);
+    break;
+  }
+  case SYMM_SETTING_KIND_SIZE: snprintf(out, cap, "%zu", *(const size_t *)f); break;
+  case SYMM_SETTING_KIND_BOOL: snprintf(out, cap, "%d", *(const bool *)f ? 1 : 0); break;
+  case SYMM_SETTING_KIND_ENUM:
+    snprintf(out, cap, "%s", d->choices[((const symm_setting_choice_t *)f)->index]);
+    break;
+  case SYMM_SETTING_KIND_STRING: {
+    const char *v = *(const char *const *)f;
+    snprintf(out, cap, "%s", v ? v : "(unset)");
+    break;
+  }
+  }
+  /* One line per setting: a value cannot end it early. */
+  for (char *p = out; *p; p++)
+    if (*p == '\n') *p = ' ';
+}
+
+size_t symm_settings_agreed_text(const symm_settings_t *s, char *out, size_t cap) {
+  size_t n = 0;
+  if (cap) out[0] = 0;
+  for (size_t i = 0; i < SETTING_COUNT; i++) {
+    const symm_setting_desc_t *d = &settings[i];
+    if (!d->agree) continue;
+    char v[512];
+    value_text(s, d, v, sizeof v);
+    int k = snprintf(n < cap ? out + n : NULL, n < cap ? cap - n : 0, "%s=%s\n", d->name,
+                     d->secret ? "(secret)" : v);
+    if (k > 0) n += (size_t)k;
+  }
+  return n;
+}
+
+/* Copies the line at *p (without its newline) into out and moves *p past
+ * it; false at the end. */
+static bool next_line(const char **p, char *out, size_t cap) {
+  if (!**p) return false;
+  const char *nl = strchr(*p, '\n');
+  size_t len = nl ? (size_t)(nl - *p) : strlen(*p);
+  snprintf(out, cap, "%.*s", (int)len, *p);
+  *p += len + (nl != NULL);
+  return true;
+}
+
+/* Splits "NAME=value" into name and value. */
+static void split_line(const char *line, char *name, char *value, size_t cap) {
+  const char *eq = strchr(line, '=');
+  size_t len = eq ? (size_t)(eq - line) : strlen(line);
+  snprintf(name, cap, "%.*s", (int)len, line);
+  snprintf(value, cap, "%s", eq ? eq + 1 : "(none)");
+}
+
+bool symm_settings_first_difference(const char *mine, const char *theirs, char *name, char *a,
+                                    char *b, size_t cap) {
+  char la[600], lb[600], other[600];
+  for (;;) {
+    bool ha = next_line(&mine, la, sizeof la), hb = next_line(&theirs, lb, sizeof lb);
+    if (!ha && !hb) return false;
+    if (ha && hb && strcmp(la, lb) == 0) continue;
+    /* A line only one side has: a library with other settings. */
+    split_line(ha ? la : lb, name, ha ? a : b, cap);
+    if (ha && hb) split_line(lb, other, b, cap);
+    else snprintf(ha ? b : a, cap, "(no such setting)");
+    return true;
+  }
 }
 
 /* ------------------------------------------------------ public listing */

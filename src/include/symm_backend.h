@@ -234,7 +234,7 @@ void symm_backend_names_with(size_t cap_offset, char *out, size_t len);
 /* The communicator as a backend or an engine sees it.  rank, size,
  * local_rank, local_size, device and timeout: symmem.h's symm_comm_*. */
 const char *symm_comm_job_id(const symm_comm_t *comm);   /* same on every rank */
-int symm_comm_index(const symm_comm_t *comm);            /* n-th of this process */
+int symm_comm_index(const symm_comm_t *comm);            /* its number on its store */
 /* 16 random hex digits, the same on every rank of this communicator and
  * drawn when it is made: for the names of its sockets and objects, which
  * nobody can then predict (and take first) from the job id.  Empty for a

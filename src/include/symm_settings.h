@@ -21,8 +21,8 @@
  * an INT or SIZE (inclusive); CHECK is NULL or a symm_setting_check_fn that
  * vets a STRING; NOUN names what an ENUM's choices are ("backend") in
  * messages, and its choices keep the order of the C enum they map to (the
- * field's index is that enum's value).  FLAGS: 0 or SYMM_SETTING_SECRET |
- * SYMM_SETTING_PER_JOB.
+ * field's index is that enum's value).  FLAGS: 0 or any of SYMM_SETTING_SECRET,
+ * SYMM_SETTING_PER_JOB and SYMM_SETTING_AGREE.
  *
  * Accepted text: integers in decimal; sizes as bytes or with a K, M, G or T
  * suffix (powers of 1024; "KiB"/"KB" too); booleans 1/0, true/false,
@@ -40,6 +40,10 @@
 
 #define SYMM_SETTING_SECRET 1u  /* a tool shows that it is set, never its value */
 #define SYMM_SETTING_PER_JOB 2u /* a job's identity that the launcher sets, not a choice */
+/* Every rank of a communicator must have the same value: symm_comm_init
+ * compares them in its first exchange (symm_settings_agreed_text) and
+ * fails with SYMM_ERR_MISMATCH on every rank where they differ. */
+#define SYMM_SETTING_AGREE 4u
 
 /* Vets a STRING setting's text: true if acceptable; else false, with why
  * (saying what is accepted) written into why.  Pure: no logging, no error
@@ -108,6 +112,7 @@ typedef struct symm_setting_desc {
   const char *help;
   bool secret;
   bool per_job;
+  bool agree;                /* SYMM_SETTING_AGREE */
   size_t offset;             /* of its field in symm_settings_t */
   int64_t min, max;          /* INT, SIZE */
   const char *noun;          /* ENUM */
@@ -118,6 +123,16 @@ const symm_setting_desc_t *symm_settings_table(size_t *count);
 /* What a tool may print for setting d's value v: v, or a placeholder for a
  * secret (the job's token must not end up in logs). */
 const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v);
+/* Writes "NAME=value\n" for every SYMM_SETTING_AGREE setting of s, in the
+ * table's order (unset: "NAME=(unset)"), into out (cap bytes, always
+ * terminated); returns the length it needs, as snprintf does.  Ranks
+ * compare these texts to agree on their settings. */
+size_t symm_settings_agreed_text(const symm_settings_t *s, char *out, size_t cap);
+/* The first line in which two such texts differ: its setting's name and
+ * each side's value, written into name, a and b (each cap bytes).  false
+ * if the texts are the same. */
+bool symm_settings_first_difference(const char *mine, const char *theirs, char *name, char *a,
+                                    char *b, size_t cap);
 /* Parses "64M", "1G", "4096" ... ; returns -1 on error. */
 int64_t symm_parse_size(const char *text);
 

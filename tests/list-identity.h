@@ -1,0 +1,6 @@
+/* Identity tests (tests/test-identity.c): TEST_ENTRY(name, timeout_seconds). */
+TEST_ENTRY(identity_threads_own_stores, 120)
+TEST_ENTRY(identity_two_groups_two_stores, 60)
+TEST_ENTRY(identity_settings_differ_bootstrap_shm, 60)
+TEST_ENTRY(identity_settings_differ_job_id, 60)
+TEST_ENTRY(identity_settings_differ_world_size, 60)
