@@ -30,6 +30,25 @@
  *    slack is for answers in flight when it comes and that cleanup.  The
  *    message of SYMM_ERR_TIMEOUT names the ranks the call waited for, or the
  *    store and the rank that serves it when the store stopped answering.
+ *  - A call that times out fails on every rank or succeeds on every rank,
+ *    never some of each (host-side rounds: every bootstrap round of a
+ *    barrier, rendezvous, collective allocation or free, and the host
+ *    backend's collectives).  A rank that stops waiting gives the call up;
+ *    a rank that gets there afterwards (slow, or stopped for longer than
+ *    the timeout) gets SYMM_ERR_TIMEOUT at once, its message saying that
+ *    it "came late", and its buffers are undefined, as its peers' are.  A
+ *    rank that gives up just as the last rank arrives finds the call
+ *    complete and succeeds with the others.  What comes next: every
+ *    call, failed or not, keeps its place in each rank's order, so the
+ *    ranks' next calls pair up as made.  A rank that is ahead of a late
+ *    peer waits (within its own timeout) until the peer has left the
+ *    calls before, and fails the call it is in if the peer does not;
+ *    the late rank's calls that its peers already gave up fail at once.
+ *    To get back in step after a timeout, repeat a symm_comm_barrier on
+ *    every rank until it succeeds (each failed attempt fails on every
+ *    rank alike); a call whose number differs between ranks (a rank that
+ *    skipped a call) is SYMM_ERR_MISMATCH "out of step" at the next host
+ *    call, which puts every rank on the same number.
  *  - "Local" means the call involves only the calling process.
  *  - Objects are not thread-safe unless stated; the registry lookups
  *    (symm_tensor_lookup, symm_validate) may be called from any thread.
@@ -302,7 +321,10 @@ typedef struct symm_comm symm_comm_t;
  * backend's library or device is missing here or on another rank; the
  * message says what was looked for), SYMM_ERR_UNSUPPORTED (the device or
  * the library cannot do what the backend needs), SYMM_ERR_PERMISSION (store refused the
- * token; a peer's fd server runs as another user), SYMM_ERR_TIMEOUT (the
+ * token, or the process answering at the store's address could not prove
+ * it holds the token: another user's on that port, or another SYMM_TOKEN;
+ * the token is never sent, so it learnt nothing; a peer's fd server runs
+ * as another user), SYMM_ERR_TIMEOUT (the
  * other ranks, or the store, did not answer in time), SYMM_ERR_PEER_LOST (a
  * rank died or the store connection closed during init), SYMM_ERR_MISMATCH
  * (ranks disagree on world size, backend, ABI or SYMM_HOST_SLICE_BYTES;
@@ -496,17 +518,21 @@ typedef struct symm_store_server symm_store_server_t;
 
 /* Starts a server thread listening on bind_host:port (port 0: any free
  * port; bind_host NULL or "": 127.0.0.1; "[v6]" accepted).  Every
- * connection must present `token` (NULL or "": no check, logged at WARN).
- * A connection sending no valid HELLO within SYMM_STORE_HANDSHAKE_MS of
- * connecting (counted from when the kernel set it up, which may be long
- * before the server accepts it) is closed.  At most 64 connections without
- * a valid HELLO are held: past that, the one that connected first is
- * closed once it has had 200 ms, so that connections which never present
+ * connection must prove that it holds `token`, and the server proves it
+ * holds it to each client, by a challenge-response keyed by the token
+ * that never sends it (a client refuses a server that cannot prove it);
+ * NULL or "" is the empty token, which any process can prove (logged at
+ * WARN), and clients with another token refuse such a server.
+ * A connection that has not proved the token within SYMM_STORE_HANDSHAKE_MS
+ * of connecting (counted from when the kernel set it up, which may be long
+ * before the server accepts it) is closed.  At most 64 connections that
+ * have not proved it are held: past that, the one accepted first is
+ * closed once it has had 200 ms, so that connections which never prove
  * the token (a flood of thousands) cannot keep a job's ranks out.  Starting
  * a server raises the process's soft RLIMIT_NOFILE to its hard limit.
- * A HELLO with a wrong token is refused with SYMM_ERR_PERMISSION (that
- * client, a rank with a stale token, fails at once) and says nothing about
- * the job's ranks: only a connection that presented the token can end
+ * A connection that does not prove the token is refused (a rank with a
+ * stale token fails at once with SYMM_ERR_PERMISSION) and says nothing
+ * about the job's ranks: only a connection that proved the token can end
  * other ranks' waits (by closing without BYE, or its process going), so no
  * process without the token, of any user on any host, can end a job's
  * init by claiming its ranks.  Refusals are logged one by one up to 5 in
@@ -857,7 +883,11 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    (the scratch tensor could not grow to the data's size),
  *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
  *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
- *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout).  After a
+ *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout; on
+ *    every rank alike, see Timeouts above: a rank that comes late gets
+ *    SYMM_ERR_TIMEOUT "came late" and never its peers' later data; a
+ *    rank whose buffer a late peer may still read waits for it before it
+ *    reuses the scratch).  After a
  *    GPU timeout, a peer that was late but alive may still write the
  *    output of the collective that timed out (zero copy) or its share of
  *    the scratch: treat that output as undefined, and the communicator's
@@ -876,8 +906,8 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    naming both calls as made ("rank 1 called symm_comm_barrier while
  *    rank 0 called symm_all_reduce(count 100, f32, sum)"); no buffer is
  *    touched and the communicator stays usable (the next calls that match
- *    succeed).  Ranks left out of step by a call that failed on some of
- *    them only (a timeout) get SYMM_ERR_MISMATCH at their next barrier or
+ *    succeed).  Ranks whose numbers differ (a rank that made a call its
+ *    peers did not) get SYMM_ERR_MISMATCH at their next barrier or
  *    other host call ("the ranks are out of step") and are in step again
  *    after it.  GPU backends: a collective only enqueues work, so its
  *    order against host calls is free (a rank may rendezvous a tensor

@@ -15,4 +15,5 @@
 #include "list-deadline.h"
 #include "list-faults.h"
 #include "list-wire.h"
+#include "list-soak.h"
 #include "list-identity.h"
