@@ -118,8 +118,12 @@ static void arena_free(symm_comm_t *comm, symm_mem_t *mem) {
   madvise(mem->base, mem->alloc_bytes, MADV_REMOVE);
 }
 
+/* ARENA_EXPORT_FAIL=<rank>: that rank's export fails, as a provider's
+ * could (tests/test-limits.c). */
 static symm_result_t arena_export(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
-  (void)comm;
+  const char *fail = getenv("ARENA_EXPORT_FAIL");
+  if (fail && *fail && atoi(fail) == symm_comm_rank(comm))
+    return symm_error(SYMM_ERR_NO_MEMORY, "arena: export refused (ARENA_EXPORT_FAIL)");
   uint64_t off = (uint64_t)(uintptr_t)mem->priv;
   memcpy(info->blob, &off, sizeof off);
   return SYMM_SUCCESS;

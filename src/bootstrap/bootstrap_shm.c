@@ -359,6 +359,7 @@ static const symm_bootstrap_ops_t shm_bootstrap_ops = {
 static symm_result_t create_segment(size_t bytes, int size, int *fd_out, shm_segment_t **out) {
   symm_result_t res = SYMM_SUCCESS;
   int fd;
+  SYMM_CHECK(symm_file_size_check(bytes, "bootstrap: the shared-memory segment"));
   SYMM_SYSCHECK(fd = memfd_create("symmem-bootstrap", MFD_CLOEXEC | MFD_ALLOW_SEALING),
                 "bootstrap: memfd_create");
   SYMM_SYSCHECK_GOTO(ftruncate(fd, (off_t)bytes), res, fail, "bootstrap: sizing the segment");

@@ -345,10 +345,12 @@ static symm_result_t alloc_local(symm_comm_t *comm, size_t data_offset, size_t n
   return SYMM_SUCCESS;
 }
 
-symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
-                                symm_dtype_t dtype, symm_tensor_t **out) {
-  if (!comm || !out)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: %s is NULL", comm ? "tensor" : "comm");
+/* symm_tensor_alloc.  On failure, *alone says whether this rank failed on
+ * its own while its peers may have succeeded: an allocation of its own, or
+ * its registration; a collective allocation fails on every rank alike. */
+static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                  symm_dtype_t dtype, symm_tensor_t **out, bool *alone) {
+  *alone = false;
   *out = NULL;
   size_t numel = 0, nbytes = 0;
   SYMM_CHECK(check_shape(sizes, ndim, dtype, &numel, &nbytes));
@@ -377,6 +379,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
     symm_call_end(comm);
     SYMM_CHECK(res);
   } else {
+    *alone = true;
     SYMM_CHECK(alloc_local(comm, data_offset, nbytes, alloc_bytes, &t));
   }
   set_shape(t, sizes, ndim, dtype, numel, nbytes);
@@ -384,6 +387,7 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
   t->peer_data[comm->rank] = data_of(t);
   symm_result_t res = symm_registry_add(data_of(t), data_span(t), t, comm->rank);
   if (res != SYMM_SUCCESS) {
+    *alone = true;
     destroy_tensor(t);
     return res;
   }
@@ -394,6 +398,14 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
   return SYMM_SUCCESS;
 }
 
+symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                symm_dtype_t dtype, symm_tensor_t **out) {
+  if (!comm || !out)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: %s is NULL", comm ? "tensor" : "comm");
+  bool alone;
+  return tensor_alloc(comm, sizes, ndim, dtype, out, &alone);
+}
+
 /* ------------------------------------------------------------ rendezvous */
 
 /* What the ranks compare and exchange; the same layout on every rank. */
@@ -401,6 +413,8 @@ typedef struct {
   int32_t ndim, dtype;
   int64_t sizes[SYMM_MAX_DIMS];
   uint64_t peer_sig; /* signature of the peer ids this allocation maps now */
+  int32_t status;    /* SYMM_SUCCESS, or why this rank has nothing to exchange */
+  char why[256];     /* with a status: this rank's message, for its peers' */
   symm_exchange_info_t info;
 } rendezvous_info_t;
 
@@ -462,42 +476,96 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
 
 static symm_result_t rendezvous(symm_tensor_t *t);
 
+static void shape_info(rendezvous_info_t *info, const int64_t *sizes, int ndim,
+                       symm_dtype_t dtype) {
+  memset(info, 0, sizeof *info);
+  info->ndim = ndim;
+  info->dtype = (int32_t)dtype;
+  memcpy(info->sizes, sizes, sizeof *sizes * (size_t)ndim);
+}
+
+/* symm_tensor_rendezvous's call, on every rank under the same name. */
+static void rendezvous_call_begin(symm_comm_t *comm, const rendezvous_info_t *shape) {
+  char desc[80];
+  describe_shape(shape, desc, sizeof desc);
+  symm_call_begin(comm, true, "symm_tensor_rendezvous", "symm_tensor_rendezvous(%s)", desc);
+}
+
 symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_rendezvous"));
   if (t->rendezvoused) return SYMM_SUCCESS; /* alike on every rank: no round */
-  rendezvous_info_t shape = {t->ndim, (int32_t)t->dtype, {0}, 0, {0}};
-  memcpy(shape.sizes, t->sizes, sizeof shape.sizes);
-  char desc[80];
-  describe_shape(&shape, desc, sizeof desc);
-  symm_call_begin(t->comm, true, "symm_tensor_rendezvous", "symm_tensor_rendezvous(%s)", desc);
+  rendezvous_info_t shape;
+  shape_info(&shape, t->sizes, t->ndim, t->dtype);
+  rendezvous_call_begin(t->comm, &shape);
   symm_result_t res = rendezvous(t);
   symm_call_end(t->comm);
+  return res;
+}
+
+/* The exchange of a rendezvous, into all[] (NULL: nothing is kept, which
+ * only a rank that cannot take part passes).  A rank that cannot take part
+ * (mine->status: its export or its allocation failed) still comes, so that
+ * its peers learn it in this round instead of waiting out the timeout for
+ * it; every rank then fails: that one with its own error, the others with
+ * its code and a message that names it. */
+static symm_result_t rendezvous_round(symm_comm_t *comm, rendezvous_info_t *mine,
+                                      rendezvous_info_t *all) {
+  char saved[1024] = "";
+  if (mine->status != SYMM_SUCCESS) {
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
+    snprintf(mine->why, sizeof mine->why, "%s", saved);
+  }
+  symm_result_t res =
+      symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, mine, sizeof *mine, all);
+  if (mine->status != SYMM_SUCCESS) return symm_error((symm_result_t)mine->status, "%s", saved);
+  if (res != SYMM_SUCCESS) return res;
+  for (int r = 0; r < comm->size; r++) {
+    rendezvous_info_t *o = &all[r];
+    if (o->status == SYMM_SUCCESS) continue;
+    o->why[sizeof o->why - 1] = '\0';
+    return symm_error((symm_result_t)o->status, "%s: rank %d could not take part (%s): %s",
+                      symm_call_desc(comm), r, symm_strerror((symm_result_t)o->status), o->why);
+  }
+  return SYMM_SUCCESS;
+}
+
+/* Takes the place of a rendezvous of sizes[ndim] of dtype that this rank
+ * cannot make (`failure`, whose message is the last error): its peers'
+ * rendezvous fail at once, naming this rank.  Returns `failure`. */
+static symm_result_t rendezvous_refused(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                        symm_dtype_t dtype, symm_result_t failure) {
+  rendezvous_info_t mine;
+  shape_info(&mine, sizes, ndim, dtype);
+  mine.status = (int32_t)failure;
+  rendezvous_call_begin(comm, &mine);
+  const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
+  symm_result_t res = rendezvous_round(comm, &mine, NULL);
+  symm_op_deadline_end(outer);
+  symm_call_end(comm);
   return res;
 }
 
 static symm_result_t rendezvous(symm_tensor_t *t) {
   symm_comm_t *comm = t->comm;
   rendezvous_info_t mine;
-  memset(&mine, 0, sizeof mine);
-  mine.ndim = t->ndim;
-  mine.dtype = (int32_t)t->dtype;
-  memcpy(mine.sizes, t->sizes, sizeof mine.sizes);
+  shape_info(&mine, t->sizes, t->ndim, t->dtype);
   mine.peer_sig = t->peer_sig;
   mine.info.id = t->mem.id;
   mine.info.alloc_bytes = t->mem.alloc_bytes;
   mine.info.data_offset = t->mem.data_offset;
   mine.info.pad_offset = t->mem.pad_offset;
-  if (comm->ops->export_mem) SYMM_CHECK(comm->ops->export_mem(comm, &t->mem, &mine.info));
-
+  if (comm->ops->export_mem)
+    mine.status = (int32_t)comm->ops->export_mem(comm, &t->mem, &mine.info);
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
-  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
+  if (!all && mine.status == SYMM_SUCCESS)
+    mine.status = (int32_t)symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
   symm_result_t res;
   /* One timeout for the whole call: the exchange, every peer's fetch and
    * the agreement on them wait within it, so that a peer stopped half-way
    * costs one timeout, not one for the mapping and one for the agreement. */
   const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanging", (unsigned long long)t->mem.id);
-  SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_RENDEZVOUS, &mine, sizeof mine, all), res,
+  SYMM_CHECK_GOTO(rendezvous_round(comm, &mine, mine.status == SYMM_SUCCESS ? all : NULL), res,
                   out);
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu: exchanged", (unsigned long long)t->mem.id);
   symm_fault_point(SYMM_FAULT_RENDEZVOUS, comm->rank);
@@ -930,11 +998,17 @@ symm_result_t symm_comm_scratch(symm_comm_t *comm, size_t bytes, symm_tensor_t *
   if (want < 4096) want = 4096;
   int64_t n = (int64_t)want;
   symm_tensor_t *t;
-  SYMM_CHECK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
-  t->internal = true;
-  symm_result_t res = symm_tensor_rendezvous(t);
+  bool alone;
+  symm_result_t res = tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t, &alone);
+  /* Growing is one step of a collective: peers whose allocation succeeded
+   * go on to the rendezvous, where this rank's failure must meet them. */
+  if (res != SYMM_SUCCESS && alone) res = rendezvous_refused(comm, &n, 1, SYMM_DTYPE_U8, res);
+  if (res == SYMM_SUCCESS) {
+    t->internal = true;
+    res = symm_tensor_rendezvous(t);
+    if (res != SYMM_SUCCESS) symm_tensor_free(t);
+  }
   if (res != SYMM_SUCCESS) {
-    symm_tensor_free(t);
     symm_error_context("reserving %zu bytes of collective scratch", want);
     return res;
   }

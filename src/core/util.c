@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +73,16 @@ uint64_t symm_op_deadline_begin(int timeout_ms) {
 void symm_op_deadline_end(uint64_t previous) {
   op_deadline_ns = previous;
   if (!previous) op_grace_ns = 0;
+}
+
+symm_result_t symm_file_size_check(size_t bytes, const char *what) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      (uint64_t)bytes <= (uint64_t)rl.rlim_cur)
+    return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_NO_MEMORY, "%s: %zu bytes exceed this process's file size limit "
+                    "of %llu bytes (RLIMIT_FSIZE, ulimit -f), which memfds count against", what,
+                    bytes, (unsigned long long)rl.rlim_cur);
 }
 
 int symm_timeout_slack_ms(int timeout_ms) {

@@ -44,6 +44,11 @@ int symm_timeout_slack_ms(int timeout_ms);
  * operation deadline plus the slack of the timeout its outermost begin was
  * given (end_ns itself when no operation is on). */
 uint64_t symm_op_limit(uint64_t end_ns);
+/* Whether a file (a memfd) may grow to `bytes` under this process's
+ * RLIMIT_FSIZE (ulimit -f): past it, ftruncate and fallocate raise SIGXFSZ,
+ * which kills the process, so every growth checks first.  SYMM_SUCCESS, or
+ * SYMM_ERR_NO_MEMORY naming `what`, the size and the limit. */
+symm_result_t symm_file_size_check(size_t bytes, const char *what);
 /* Process pid (on this host, in this PID namespace) is gone, or a zombie
  * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);

@@ -21,6 +21,16 @@ static inline host_state_t *host_state(const symm_comm_t *comm) {
   return (host_state_t *)symm_backend_state(comm);
 }
 
+/* Bytes the memory cgroups of this process still let it charge: the least,
+ * over its cgroup and every ancestor (v2: memory.max − memory.current; v1,
+ * the hierarchy with the memory controller: memory.limit_in_bytes −
+ * memory.usage_in_bytes; each plus the inactive file cache of memory.stat),
+ * with `where` (optional) set to the cgroup's directory that sets it.
+ * mountinfo and proc_cgroup are the files read (/proc/self/mountinfo,
+ * /proc/self/cgroup), prefix goes before every mount point ("" but in
+ * tests of a tree made elsewhere).  UINT64_MAX: no limit, or none readable. */
+uint64_t host_cgroup_room(const char *mountinfo, const char *proc_cgroup, const char *prefix,
+                          char *where, size_t where_len);
 symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem);
 void host_free(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
