@@ -17,3 +17,4 @@
 #include "list-wire.h"
 #include "list-soak.h"
 #include "list-identity.h"
+#include "list-limits.h"
