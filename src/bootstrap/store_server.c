@@ -61,7 +61,7 @@ static void srv_check_deadlines(symm_store_server_t *s, uint64_t now) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->deadline_ns || c->deadline_ns > now) continue;
     if (!c->authed && !c->closing && srv_refusal_logged(s, now))
-      SYMM_WARN(STORE, "store: %s sent no valid HELLO within %llu ms; closing",
+      SYMM_WARN(STORE, "store: %s did not prove the token within %llu ms; closing",
                 c->peer, (unsigned long long)(s->handshake_ns / 1000000ull));
     srv_conn_close(s, c, false);
   }

@@ -1,6 +1,7 @@
 /* The store server's connections: accepting them (with the limit on those
- * that have not presented the token), HELLO and the token check, reading
- * and framing requests, dispatching them, and buffered replies. */
+ * that have not proved the token), the handshake that proves it (HELLO,
+ * AUTH), reading and framing requests, dispatching them, and buffered
+ * replies. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -41,9 +42,9 @@ void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t stat
   srv_reply_end(c, srv_reply_begin(c, op, id, status, lost_rank));
 }
 
-/* The connections without a valid HELLO are kept in a list in the order
- * accepted, so that counting them and finding the oldest cost the same
- * however many connections the server holds. */
+/* The connections that have not proved the token are kept in a list in
+ * the order accepted, so that counting them and finding the oldest cost
+ * the same however many connections the server holds. */
 static void srv_unauthed_link(symm_store_server_t *s, srv_conn_t *c) {
   c->unauthed_prev = s->unauthed_tail;
   c->unauthed_next = NULL;
@@ -438,7 +439,7 @@ static void srv_format_peer(const struct sockaddr_storage *ss, socklen_t len,
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
-/* The connections without a valid HELLO: how many, and the one accepted
+/* The connections that have not proved the token: how many, and the one accepted
  * first (the backlog is in order: the one that connected first, nearly). */
 static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
   *oldest = s->unauthed_head;
@@ -446,8 +447,9 @@ static size_t srv_unauthed(const symm_store_server_t *s, srv_conn_t **oldest) {
 }
 
 /* Whether a connection may be accepted now (SRV_MAX_UNAUTHED): below the
- * limit, or when the oldest connection without HELLO has had its grace
- * (it goes if the new one does not say HELLO at once: srv_admit).
+ * limit, or when the oldest connection that has not proved the token has
+ * had its grace (it goes if the new one has not proved it at once either:
+ * srv_admit).
  * Otherwise s->unauthed_wait_until says when to look again, and the
  * listening socket is not polled until then. */
 bool srv_accept_room(symm_store_server_t *s, uint64_t now) {
@@ -459,14 +461,15 @@ bool srv_accept_room(symm_store_server_t *s, uint64_t now) {
   return false;
 }
 
-/* Closes the connection without HELLO that connected first, to make room;
+/* Closes the connection not authenticated yet that was accepted first, to
+ * make room;
  * false if there is none. */
 static bool srv_evict_oldest(symm_store_server_t *s, const char *why) {
   srv_conn_t *oldest;
   srv_unauthed(s, &oldest);
   if (!oldest) return false;
   if (!s->unauthed_warned)
-    SYMM_WARN(STORE, "store: %s; closing the oldest connection without a valid HELLO "
+    SYMM_WARN(STORE, "store: %s; closing the oldest connection that has not proved the token "
               "(from %s) to make room (logged once)", why, oldest->peer);
   s->unauthed_warned = true;
   SYMM_TRACE(STORE, "store: closing %s to make room: %s", oldest->peer, why);
@@ -520,17 +523,18 @@ fail:
   return NULL;
 }
 
-/* A new connection's HELLO is served at once when it is in already (a
+/* A new connection's HELLO is answered at once when it is in already (a
  * rank sends it as soon as it is connected, usually before accept), so
- * that ranks never queue behind connections that say nothing.  One that
- * has not said it counts against SRV_MAX_UNAUTHED: past the limit, the
- * connection without HELLO that connected first goes (this one, maybe). */
+ * that ranks never queue behind connections that say nothing; its AUTH
+ * follows a round trip later.  Until then it counts against
+ * SRV_MAX_UNAUTHED: past the limit, the connection not authenticated yet
+ * that was accepted first goes (one that has had its grace: srv_accept_room). */
 static void srv_admit(symm_store_server_t *s, srv_conn_t *c) {
   srv_read(s, c);
   srv_process(s, c);
   srv_conn_t *oldest;
   if (!c->dead && !c->authed && srv_unauthed(s, &oldest) > SRV_MAX_UNAUTHED)
-    srv_evict_oldest(s, "too many connections without a valid HELLO");
+    srv_evict_oldest(s, "too many connections that have not proved the token");
 }
 
 void srv_accept(symm_store_server_t *s) {
@@ -550,7 +554,7 @@ void srv_accept(symm_store_server_t *s) {
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    /* Out of fds: those of connections without HELLO are the ones to
+    /* Out of fds: those of connections not authenticated are the ones to
      * give up; with none, pause accept() rather than spin on it. */
     if ((errno == EMFILE || errno == ENFILE) && srv_evict_oldest(s, strerror(errno))) continue;
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {

@@ -2,7 +2,7 @@
  * The store server's private header, shared by its files:
  *   store_server.c        the thread's poll() loop, start, stop, drain
  *   store_server_conn.c   connections: input, replies, dispatch, accept,
- *                         HELLO and the job token
+ *                         the handshake (HELLO, AUTH) that proves the token
  *   store_server_table.c  the key table and the requests that write it
  *   store_server_park.c   parked (blocking) requests and lost ranks
  *   store_server_proc.c   the clients' processes, and the losses of those
@@ -113,8 +113,8 @@ typedef struct srv_pending {
 typedef struct srv_conn {
   int fd;
   char peer[80];       /* "addr:port" for log lines */
-  int rank;            /* from HELLO; -1 for tools and before HELLO */
-  uint32_t comm;       /* from HELLO: the client's communicator, or SYMM_STORE_NO_COMM */
+  int rank;            /* from HELLO once AUTH proved the token; -1 for tools and before */
+  uint32_t comm;       /* the same: the client's communicator, or SYMM_STORE_NO_COMM */
   bool comm_counted;   /* counted in its communicator's open connections */
   bool job_ranks;      /* from HELLO: its communicator numbers ranks as the job does */
   srv_proc_t *proc;    /* its process, NULL when not followed */
@@ -131,7 +131,8 @@ typedef struct srv_conn {
   bool dead;           /* closed; removed from the array after the poll pass */
   uint64_t deadline_ns;/* handshake or closing linger; 0 = none */
   uint64_t connected_ns; /* when the peer connected (before accept: srv_connected_ns) */
-  /* Connections without a valid HELLO, in the order accepted (srv_unauthed). */
+  /* Connections that have not proved the token, in the order accepted
+   * (srv_unauthed). */
   struct srv_conn *unauthed_prev, *unauthed_next;
   bool unauthed_listed;
   uint8_t *in;
@@ -168,7 +169,7 @@ struct symm_store_server {
   uint64_t accept_paused_until;
   uint64_t unauthed_wait_until; /* at SRV_MAX_UNAUTHED: when the oldest may go */
   bool unauthed_warned; /* the warning for closing one to make room is given once */
-  srv_conn_t *unauthed_head, *unauthed_tail; /* connections without a valid HELLO */
+  srv_conn_t *unauthed_head, *unauthed_tail; /* connections not authed yet */
   size_t nunauthed;
   struct srv_refusals { /* srv_refusal_logged */
     uint64_t window_start;
