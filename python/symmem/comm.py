@@ -5,14 +5,14 @@ import atexit
 import weakref
 from ctypes import (byref, c_char_p, c_int, c_int64, c_size_t, c_void_p, create_string_buffer,
                     sizeof)
-from typing import (Any, Iterable, Iterator, MutableMapping, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Iterable, Iterator, MutableMapping, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 from ._dlpack import Borrowed, Buffer
 from ._dtypes import dtype_of
 from ._lib import LIB, SymmConfig, SYMM_CONFIG_VERSION, text
-from .errors import (NotFoundError, Result, StateError, TimeoutError, check, invalid,
-                     make_error)
+from .errors import (NotFoundError, Result, StateError, SymmemError, TimeoutError, check,
+                     invalid, make_error)
 from .tensor import _REGISTRY, SymmetricTensor, StreamLike, _TensorHandle, stream_handle
 
 Shape = Union[int, Sequence[int]]
@@ -320,20 +320,48 @@ class Communicator:
             invalid("%s is %s; the %s backend's collectives take %s" %
                     (what, have, self.backend, want))
 
+    # What the C entry point of each collective takes after comm, buffers
+    # and count: a refusal passes NULL buffers, which C refuses as it
+    # refuses any bad argument.
+    _REFUSAL_TAIL = {"all_reduce": (0, 0), "reduce_scatter": (0, 0), "broadcast": (0, 0),
+                     "all_gather": (0,), "all_to_all": (0,)}
+
+    def _refuse(self, name: str, s: Optional[int]) -> None:
+        # An argument this binding refuses still counts as this rank's call,
+        # as C's own refusals do: C takes its place in the communicator's
+        # order and the peers get MismatchError naming this rank, instead
+        # of pairing their call with this rank's next one.
+        try:
+            ptr = self._ptr()
+        except SymmemError:
+            return  # a destroyed communicator: no call at all, as in C
+        getattr(LIB, "symm_" + name)(ptr, None, None, 1, *self._REFUSAL_TAIL[name], s)
+
     def _run(self, name: str, x: Any, out: Any, stream: StreamLike,
-             counts: Any, call: Any) -> Any:
-        s = stream_handle(stream)
-        target = x if out is None else out
-        with Borrowed(x, "x", s) as bx, Borrowed(target, "out", s) as bo:
-            self._where(bx, "x")
-            self._where(bo, "out")
-            if bo.readonly:
-                invalid("%s: out is read-only" % name)
-            if bo.dtype != bx.dtype:
-                invalid("%s: x is %s but out is %s" % (name, bx.dtype.name, bo.dtype.name))
-            count = counts(bx.numel, bo.numel)
-            check(call(self._ptr(), bx.ptr, bo.ptr, count, bx.dtype.code, s))
-        return target
+             prepare: Callable[[], Tuple[Callable[[int, int], int], Any]]) -> Any:
+        """Runs collective `name`; prepare() gives the count from the
+        element counts of x and out, and the C call.  Whatever is refused
+        before the C call is refused through it too (_refuse)."""
+        s, called = None, False
+        try:
+            s = stream_handle(stream)
+            counts, call = prepare()
+            target = x if out is None else out
+            with Borrowed(x, "x", s) as bx, Borrowed(target, "out", s) as bo:
+                self._where(bx, "x")
+                self._where(bo, "out")
+                if bo.readonly:
+                    invalid("%s: out is read-only" % name)
+                if bo.dtype != bx.dtype:
+                    invalid("%s: x is %s but out is %s" % (name, bx.dtype.name, bo.dtype.name))
+                count = counts(bx.numel, bo.numel)
+                called = True
+                check(call(self._ptr(), bx.ptr, bo.ptr, count, bx.dtype.code, s))
+            return target
+        except BaseException:
+            if not called:
+                self._refuse(name, s)
+            raise
 
     def _sized(self, name: str, n_in: int, n_out: int, ratio_in: int, ratio_out: int) -> int:
         # The count of a collective whose input holds ratio_in x count and
@@ -353,43 +381,47 @@ class Communicator:
         `stream`: None, a cudaStream_t int, or an object with ``cuda_stream``
         (GPU backends; None on the host backend).  Collective.  Returns out
         (or x)."""
-        rop = _redop(op)
-        return self._run("all_reduce", x, out, stream,
-                         lambda a, b: self._sized("all_reduce", a, b, 1, 1),
-                         lambda c, sp, rp, n, dt, s: LIB.symm_all_reduce(c, sp, rp, n, dt, rop, s))
+        def prepare() -> Tuple[Callable[[int, int], int], Any]:
+            rop = _redop(op)
+            return (lambda a, b: self._sized("all_reduce", a, b, 1, 1),
+                    lambda c, sp, rp, n, dt, s: LIB.symm_all_reduce(c, sp, rp, n, dt, rop, s))
+        return self._run("all_reduce", x, out, stream, prepare)
 
     def all_gather(self, x: Any, out: Any, *, stream: StreamLike = None) -> Any:
         """out[r * n + i] = rank r's x[i] (n = x's elements).  Collective."""
         w = self.size
         return self._run("all_gather", x, out, stream,
-                         lambda a, b: self._sized("all_gather", a, b, 1, w),
-                         LIB.symm_all_gather)
+                         lambda: (lambda a, b: self._sized("all_gather", a, b, 1, w),
+                                  LIB.symm_all_gather))
 
     def reduce_scatter(self, x: Any, out: Any, op: Union[str, int] = "sum", *,
                        stream: StreamLike = None) -> Any:
         """out[i] = op over ranks of x[rank * n + i] (n = out's elements).
         Collective."""
-        rop, w = _redop(op), self.size
-        return self._run("reduce_scatter", x, out, stream,
-                         lambda a, b: self._sized("reduce_scatter", a, b, w, 1),
-                         lambda c, sp, rp, n, dt, s: LIB.symm_reduce_scatter(c, sp, rp, n, dt,
-                                                                             rop, s))
+        w = self.size
+
+        def prepare() -> Tuple[Callable[[int, int], int], Any]:
+            rop = _redop(op)
+            return (lambda a, b: self._sized("reduce_scatter", a, b, w, 1),
+                    lambda c, sp, rp, n, dt, s: LIB.symm_reduce_scatter(c, sp, rp, n, dt, rop, s))
+        return self._run("reduce_scatter", x, out, stream, prepare)
 
     def broadcast(self, x: Any, root: int = 0, *, out: Any = None,
                   stream: StreamLike = None) -> Any:
         """out[i] = root's x[i]; in place without `out`.  Collective."""
-        r = int(root)
-        return self._run("broadcast", x, out, stream,
-                         lambda a, b: self._sized("broadcast", a, b, 1, 1),
-                         lambda c, sp, rp, n, dt, s: LIB.symm_broadcast(c, sp, rp, n, dt, r, s))
+        def prepare() -> Tuple[Callable[[int, int], int], Any]:
+            r = int(root)
+            return (lambda a, b: self._sized("broadcast", a, b, 1, 1),
+                    lambda c, sp, rp, n, dt, s: LIB.symm_broadcast(c, sp, rp, n, dt, r, s))
+        return self._run("broadcast", x, out, stream, prepare)
 
     def all_to_all(self, x: Any, out: Any, *, stream: StreamLike = None) -> Any:
         """out[r * n + i] = rank r's x[rank * n + i] (x and out: size * n
         elements).  Collective."""
         w = self.size
         return self._run("all_to_all", x, out, stream,
-                         lambda a, b: self._sized("all_to_all", a, b, w, w),
-                         LIB.symm_all_to_all)
+                         lambda: (lambda a, b: self._sized("all_to_all", a, b, w, w),
+                                  LIB.symm_all_to_all))
 
 
 def _backend_code(name: Optional[str]) -> int:

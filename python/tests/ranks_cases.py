@@ -142,6 +142,50 @@ def case_errors(comm):
     comm.barrier()
 
 
+def case_refused(comm):
+    """An argument refused in Python on rank 0 still takes the call's place:
+    its peers get MismatchError naming it, and the next call pairs up."""
+    r, w = comm.rank, comm.size
+    x = np.full(100, r + 1, dtype=np.float32)
+    ro = np.empty(100, dtype=np.float32)
+    ro.flags.writeable = False
+    bad = [
+        ("all_reduce", lambda: comm.all_reduce(x, out=np.empty(100, dtype=np.int32))),
+        ("all_reduce", lambda: comm.all_reduce(x, out=np.empty(101, dtype=np.float32))),
+        ("all_reduce", lambda: comm.all_reduce(x, out=ro)),
+        ("all_reduce", lambda: comm.all_reduce([1.0] * 100)),
+        ("all_reduce", lambda: comm.all_reduce(x, op="mean-ish")),
+        ("all_reduce", lambda: comm.all_reduce(np.ones((100, 2), dtype=np.float32)[:, 0])),
+        ("all_reduce", lambda: comm.all_reduce(x, stream=object())),
+        ("reduce_scatter", lambda: comm.reduce_scatter(np.ones(4 * w, np.float32),
+                                                       np.empty(4, np.float32), op="nope")),
+        ("broadcast", lambda: comm.broadcast(x, root="zero")),
+        ("all_gather", lambda: comm.all_gather(x, np.empty(3, np.float32))),
+    ]
+    good = {
+        "all_reduce": lambda: comm.all_reduce(x.copy()),
+        "reduce_scatter": lambda: comm.reduce_scatter(np.ones(4 * w, np.float32),
+                                                      np.empty(4, np.float32)),
+        "broadcast": lambda: comm.broadcast(x.copy(), root=0),
+        "all_gather": lambda: comm.all_gather(x, np.empty(100 * w, np.float32)),
+    }
+    for name, call in bad:
+        try:
+            if r == 0:
+                call()
+            else:
+                good[name]()
+            raise AssertionError("rank %d: %s passed where rank 0 refused its argument" % (r, name))
+        except symmem.MismatchError as e:
+            assert r != 0 and "rank 0" in e.detail and "argument checks" in e.detail, e
+        except (symmem.InvalidArgumentError, TypeError, ValueError) as e:
+            assert r == 0 and not isinstance(e, symmem.MismatchError), e
+        y = np.full(100, r + 1, dtype=np.float32)
+        comm.all_reduce(y)
+        assert np.all(y == w * (w + 1) / 2), (name, y[:4])
+    comm.barrier()
+
+
 def case_peer_lost(comm):
     """Rank 1 dies; rank 0's barrier raises PeerLostError."""
     if comm.rank == 1:

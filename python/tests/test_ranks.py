@@ -27,3 +27,12 @@ def test_peer_lost(run_ranks):
 def test_permission(run_ranks):
     res = run_ranks(1, "permission")
     assert res.rc == 0 and "permission ok" in res.out, res
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_refused_in_python_takes_its_place(run_ranks, n):
+    # Rank 0's arguments are refused by the binding; its peers must get
+    # MismatchError (never pair with rank 0's next call: 101 for 200), and
+    # the next all-reduce must be right on every rank.
+    res = run_ranks(n, "refused", env={"CASE_TIMEOUT_MS": "5000"})
+    assert res.rc == 0 and res.out.count("refused ok") == n, res
