@@ -24,8 +24,7 @@
 
 #include "harness.h"
 
-#define SOAK_TIMEOUT_MS 300
-#define SOAK_MAX_RANKS 8
+#define SOAK_MAX_RANKS 16
 #define SOAK_BIG 20000
 
 /* ------------------------------------------------------------- late calls */
@@ -131,6 +130,7 @@ typedef struct {
 typedef struct {
   soak_shared_t *sh;
   int seconds;
+  int timeout_ms; /* SYMM_TIMEOUT_MS of the ranks */
 } soak_case_t;
 
 static uint64_t mix64(uint64_t x) {
@@ -226,7 +226,7 @@ static void sleep_ms(int ms) {
 
 /* Stops one rank at a time for 20 ms to 3 timeouts (the subject of this
  * test is lateness itself: these sleeps are the faults, not an order). */
-static void soak_controller(soak_shared_t *sh, int n, int seconds) {
+static void soak_controller(soak_shared_t *sh, int n, int seconds, int timeout_ms) {
   for (int r = 0; r < n; r++)
     while (!atomic_load(&sh->pid[r])) {
       if (atomic_load(&sh->stop)) _exit(0);
@@ -236,11 +236,11 @@ static void soak_controller(soak_shared_t *sh, int n, int seconds) {
   while (test_now_ms() < end) {
     seed = mix64(seed);
     int r = (int)(seed % (uint64_t)n);
-    int frozen = 20 + (int)((seed >> 16) % (3 * SOAK_TIMEOUT_MS));
+    int frozen = 20 + (int)((seed >> 16) % (uint64_t)(3 * timeout_ms));
     pid_t pid = atomic_load(&sh->pid[r]);
     if (kill(pid, SIGSTOP) == 0) {
       atomic_fetch_add(&sh->freezes, 1);
-      if (frozen > SOAK_TIMEOUT_MS) atomic_fetch_add(&sh->long_freezes, 1);
+      if (frozen > timeout_ms) atomic_fetch_add(&sh->long_freezes, 1);
       sleep_ms(frozen);
       kill(pid, SIGCONT);
     }
@@ -251,17 +251,17 @@ static void soak_controller(soak_shared_t *sh, int n, int seconds) {
   _exit(0);
 }
 
-static int soak(int n, int seconds) {
+static int soak(int n, int seconds, int timeout_ms) {
   soak_shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                            -1, 0);
   ASSERT(sh != MAP_FAILED);
   memset(sh, 0, sizeof *sh);
   pid_t ctl = fork();
   ASSERT(ctl >= 0);
-  if (ctl == 0) soak_controller(sh, n, seconds);
-  soak_case_t sc = {sh, seconds};
-  test_job_opts_t o = {.timeout_ms = (seconds + 40) * 1000, .store_timeout_ms = SOAK_TIMEOUT_MS,
-                       .kill_rank = -1};
+  if (ctl == 0) soak_controller(sh, n, seconds, timeout_ms);
+  soak_case_t sc = {sh, seconds, timeout_ms};
+  test_job_opts_t o = {.timeout_ms = (seconds + 40) * 1000 + 10 * timeout_ms,
+                       .store_timeout_ms = timeout_ms, .kill_rank = -1};
   int failed_ranks = test_run_ranks_opts(n, soak_rank, &sc, &o);
   atomic_store(&sh->stop, 1);
   int st;
@@ -274,7 +274,7 @@ static int soak(int n, int seconds) {
   }
   printf("soak, %d ranks, %d s, SYMM_TIMEOUT_MS=%d: %llu freezes (%llu longer than the timeout); "
          "%llu calls: %llu right, %llu failed (%llu came late), %llu wrong; %llu recoveries\n",
-         n, seconds, SOAK_TIMEOUT_MS, (unsigned long long)sh->freezes,
+         n, seconds, timeout_ms, (unsigned long long)sh->freezes,
          (unsigned long long)sh->long_freezes, (unsigned long long)calls, (unsigned long long)ok,
          (unsigned long long)failed, (unsigned long long)late, (unsigned long long)wrong,
          (unsigned long long)recovered);
@@ -289,5 +289,18 @@ static int soak(int n, int seconds) {
   return 0;
 }
 
-TEST_IMPL(soak_freeze_2) { return soak(2, 25); }
-TEST_IMPL(soak_freeze_4) { return soak(4, 25); }
+TEST_IMPL(soak_freeze_2) { return soak(2, 25, 300); }
+TEST_IMPL(soak_freeze_4) { return soak(4, 25, 300); }
+
+/* By hand, longer or wider: SYMM_TEST_SOAK="ranks seconds timeout_ms"
+ * (at most 16 ranks). */
+TEST_IMPL(soak_freeze_long) {
+  const char *spec = getenv("SYMM_TEST_SOAK");
+  int n = 0, seconds = 0, timeout_ms = 0;
+  if (!spec || sscanf(spec, "%d %d %d", &n, &seconds, &timeout_ms) != 3) {
+    printf("SKIP: a run by hand; set SYMM_TEST_SOAK=\"ranks seconds timeout_ms\"\n");
+    return TEST_SKIP;
+  }
+  ASSERT(n >= 2 && n <= SOAK_MAX_RANKS && seconds > 0 && timeout_ms > 0);
+  return soak(n, seconds, timeout_ms);
+}
