@@ -11,7 +11,8 @@
  * soak_*: ranks run f32 all-reduces with counts varying per iteration
  * (1..4096, now and then 20000 in a symmetric tensor: zero copy), while
  * a controller process stops one rank at a time (SIGSTOP) for 20 ms to 3
- * timeouts and resumes it.  After a failed call a rank gets back in step
+ * timeouts and resumes it (4 ranks: all-reduces sliced by 4 KiB, so that
+ * a call is several rounds).  After a failed call a rank gets back in step
  * with a barrier and an all-reduce of the iteration numbers, as symmem.h
  * says.  Every SYMM_SUCCESS is checked element by element: one wrong
  * element fails the test. */
@@ -131,6 +132,7 @@ typedef struct {
   soak_shared_t *sh;
   int seconds;
   int timeout_ms; /* SYMM_TIMEOUT_MS of the ranks */
+  const char *slice; /* SYMM_HOST_SLICE_BYTES of the ranks, NULL: default */
 } soak_case_t;
 
 static uint64_t mix64(uint64_t x) {
@@ -163,7 +165,9 @@ static bool soak_resync(symm_comm_t *comm, int size, uint64_t *iter) {
 }
 
 static int soak_rank(int rank, int size, void *arg) {
-  soak_shared_t *sh = ((soak_case_t *)arg)->sh;
+  const soak_case_t *sc = arg;
+  soak_shared_t *sh = sc->sh;
+  if (sc->slice) setenv("SYMM_HOST_SLICE_BYTES", sc->slice, 1);
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   int64_t len = SOAK_BIG;
@@ -251,7 +255,7 @@ static void soak_controller(soak_shared_t *sh, int n, int seconds, int timeout_m
   _exit(0);
 }
 
-static int soak(int n, int seconds, int timeout_ms) {
+static int soak(int n, int seconds, int timeout_ms, const char *slice) {
   soak_shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                            -1, 0);
   ASSERT(sh != MAP_FAILED);
@@ -259,7 +263,7 @@ static int soak(int n, int seconds, int timeout_ms) {
   pid_t ctl = fork();
   ASSERT(ctl >= 0);
   if (ctl == 0) soak_controller(sh, n, seconds, timeout_ms);
-  soak_case_t sc = {sh, seconds, timeout_ms};
+  soak_case_t sc = {sh, seconds, timeout_ms, slice};
   test_job_opts_t o = {.timeout_ms = (seconds + 40) * 1000 + 10 * timeout_ms,
                        .store_timeout_ms = timeout_ms, .kill_rank = -1};
   int failed_ranks = test_run_ranks_opts(n, soak_rank, &sc, &o);
@@ -289,8 +293,10 @@ static int soak(int n, int seconds, int timeout_ms) {
   return 0;
 }
 
-TEST_IMPL(soak_freeze_2) { return soak(2, 25, 300); }
-TEST_IMPL(soak_freeze_4) { return soak(4, 25, 300); }
+TEST_IMPL(soak_freeze_2) { return soak(2, 25, 300, NULL); }
+/* Slices of 4 KiB: a large all-reduce is several rounds, and a rank that
+ * fails one gives up the rest. */
+TEST_IMPL(soak_freeze_4) { return soak(4, 25, 300, "4K"); }
 
 /* By hand, longer or wider: SYMM_TEST_SOAK="ranks seconds timeout_ms"
  * (at most 16 ranks). */
@@ -302,5 +308,5 @@ TEST_IMPL(soak_freeze_long) {
     return TEST_SKIP;
   }
   ASSERT(n >= 2 && n <= SOAK_MAX_RANKS && seconds > 0 && timeout_ms > 0);
-  return soak(n, seconds, timeout_ms);
+  return soak(n, seconds, timeout_ms, getenv("SYMM_HOST_SLICE_BYTES"));
 }
