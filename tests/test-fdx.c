@@ -1101,7 +1101,8 @@ static int fdx_bad_fd(fdx_bad_fd_t kind, size_t bytes) {
 }
 
 /* Rank 1 swaps its tensor's published fd for a bad one; every rank's
- * rendezvous must fail, rank 1's peers naming it; then, the real one back,
+ * rendezvous must fail saying why, rank 1's included (from the agreement);
+ * then, the real one back,
  * the same tensor rendezvouses and carries data. */
 static int bad_fd_rank(int rank, int size, void *arg) {
   (void)arg;
@@ -1121,7 +1122,7 @@ static int bad_fd_rank(int rank, int size, void *arg) {
     printf("rank %d, %s: %s: %s\n", rank, fdx_bad_fd_name[kind], symm_strerror(res),
            symm_last_error());
     ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
-    if (rank != 1) ASSERT_STR_CONTAINS(symm_last_error(), fdx_bad_fd_says[kind]);
+    ASSERT_STR_CONTAINS(symm_last_error(), fdx_bad_fd_says[kind]); /* rank 1 too */
     if (rank == 1) {
       symm_fdx_unpublish(fdx_of(comm), t->mem.id);
       ASSERT_OK(symm_fdx_publish(fdx_of(comm), t->mem.id, ((host_mem_t *)t->mem.priv)->fd));
@@ -1147,19 +1148,21 @@ TEST_IMPL(fdx_bad_memory_refused) {
 
 /* Rank 1 advertises a bad layout of its tensor (what the rendezvous
  * sends, through an export_mem of its own); each must be PROTOCOL on
- * every rank, named by its peers, with no crash; then the tensor works.
+ * every rank, saying what rank 1 got wrong, with no crash; then the tensor
+ * works.
  * The second pass makes the bad layout on a pooled allocation, whose peers
  * have mapped it already under the same id. */
 typedef struct {
   const char *what;
   int64_t d_alloc, d_data, d_pad; /* added to alloc_bytes, data_offset, pad_offset */
   bool data_at_end;               /* data_offset = alloc_bytes */
+  bool past_memfd;                /* refused by the fd's size, not by the layout */
 } fdx_bad_layout_t;
 
 static const fdx_bad_layout_t fdx_bad_layouts[] = {
     {"data offset 64 MiB past", 0, 64 << 20, 0, false},
     {"pad offset 64 MiB past", 0, 0, 64 << 20, false},
-    {"size 64 MiB past the memfd", 64 << 20, 0, 0, false},
+    {"size 64 MiB past the memfd", 64 << 20, 0, 0, false, true},
     {"no data", 0, 0, 0, true},
     {"data offset unaligned", 8, 8, 0, false},
     {"pad overlapping the data", 0, 0, 64, false},
@@ -1211,7 +1214,8 @@ static int bad_layout_rank(int rank, int size, void *arg) {
       printf("pass %d rank %d, %s: %s: %s\n", pass, rank, b->what, symm_strerror(res),
              symm_last_error());
       ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
-      if (rank != 1) ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+      ASSERT_STR_CONTAINS(symm_last_error(), b->past_memfd ? "rank 1's memfd is"
+                                                           : "rank 1 advertised a bad layout");
       ASSERT_OK(symm_tensor_rendezvous(t));
       symm_view_t v;
       ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));

@@ -173,26 +173,37 @@ out:
   return res;
 }
 
+/* One rank's part in an agreement: its result and, on failure, the start
+ * of its message, so that the other ranks can say why, not only where. */
+typedef struct {
+  int32_t code;
+  char why[252];
+} agree_vote_t;
+
 symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what) {
-  int32_t *codes = calloc((size_t)comm->size, sizeof *codes);
-  if (!codes) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", what);
+  agree_vote_t *votes = calloc((size_t)comm->size, sizeof *votes);
+  if (!votes) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", what);
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", symm_last_error());
-  int32_t code = (int32_t)mine;
-  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &code, sizeof code, codes);
+  agree_vote_t me;
+  memset(&me, 0, sizeof me);
+  me.code = (int32_t)mine;
+  if (mine != SYMM_SUCCESS) snprintf(me.why, sizeof me.why, "%s", saved);
+  symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_STATUS, &me, sizeof me, votes);
   if (res == SYMM_SUCCESS) {
     if (mine != SYMM_SUCCESS) {
       res = symm_error(mine, "%s", saved);
     } else {
       for (int r = 0; r < comm->size; r++)
-        if (codes[r] != SYMM_SUCCESS) {
-          res = symm_error((symm_result_t)codes[r], "%s failed on rank %d (%s)", what, r,
-                           symm_strerror((symm_result_t)codes[r]));
+        if (votes[r].code != SYMM_SUCCESS) {
+          votes[r].why[sizeof votes[r].why - 1] = '\0';
+          res = symm_error((symm_result_t)votes[r].code, "%s failed on rank %d (%s): %s", what,
+                           r, symm_strerror((symm_result_t)votes[r].code), votes[r].why);
           break;
         }
     }
   }
-  free(codes);
+  free(votes);
   return res;
 }
 

@@ -133,8 +133,9 @@ symm_result_t symm_comm_allgather_op(symm_comm_t *comm, uint32_t op, const void 
 symm_result_t symm_comm_allgatherv_op(symm_comm_t *comm, uint32_t op, const void *send,
                                       size_t len, void **values, size_t *lens);
 /* Every rank contributes its result of a local step; returns `mine` if it
- * failed, else the first failure of another rank ("<what> failed on rank r"),
- * so all ranks leave a collective with an error together. */
+ * failed, else the first failure of another rank ("<what> failed on rank r
+ * (code): " and the start of that rank's message), so all ranks leave a
+ * collective with an error together, and each can tell why. */
 symm_result_t symm_comm_agree(symm_comm_t *comm, symm_result_t mine, const char *what);
 /* Writes "ranks 1, 3" (the peers ops->peer_reachable says this process does
  * not reach) into out. */
