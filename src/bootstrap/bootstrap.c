@@ -52,7 +52,12 @@ symm_result_t symm_bootstrap_upgrade(const symm_bootstrap_env_t *env, symm_boots
     return SYMM_SUCCESS;
   }
   *out = NULL;
-  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST) return res;
+  /* Staying with the first bootstrap is for a layer that cannot work here,
+   * which every rank learns alike.  A rank that ran out of memory setting
+   * it up may have left a round its peers are in: falling back alone, it
+   * would pair its next round with their last one. */
+  if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST || res == SYMM_ERR_NO_MEMORY)
+    return res;
   SYMM_INFO(BOOTSTRAP, "comm %d: bootstrap stays with the %s bootstrap: %s", env->index,
             env->over->ops->name, symm_last_error());
   symm_error_clear();

@@ -857,6 +857,10 @@ static symm_result_t cli_resolve(const char *host, int port, uint64_t deadline,
   for (;;) {
     int gai = getaddrinfo(host, serv, &hints, res);
     if (gai == 0) return SYMM_SUCCESS;
+    /* This process out of memory is no fault of the address. */
+    if (gai == EAI_MEMORY)
+      return symm_error(SYMM_ERR_NO_MEMORY, "store: resolving \"%s\": %s", host,
+                        gai_strerror(gai));
     if (gai != EAI_AGAIN || symm_now_ns() >= deadline)
       return symm_error(SYMM_ERR_INVALID_ARG, "store: cannot resolve \"%s\": %s", host,
                         gai_strerror(gai));

@@ -1,0 +1,179 @@
+/*
+ * Out of memory at every allocation of a rank's life, one at a time: this
+ * program replaces malloc, calloc and realloc (for itself and the library
+ * linked into it, no LD_PRELOAD), and for each n makes the n-th allocation
+ * of one rank fail, from symm_comm_init to symm_comm_destroy, while its
+ * peer runs normally.  Whatever a call then returns, it must not be an
+ * error that blames something else: SYMM_ERR_PROTOCOL (a peer's malformed
+ * message) or SYMM_ERR_INVALID_ARG (the caller's arguments) on the rank
+ * that ran out, since every argument is valid and every peer is well.
+ * Neither rank may crash.
+ *
+ *   symm-oom-sweep [FIRST [LAST]]   (default: every n until one is not
+ *                                   reached, for rank 0 and then rank 1)
+ *
+ * Prints one line per n that went wrong and a summary; exit status 0 when
+ * none did.  Built without sanitizers only (they bring their own malloc).
+ */
+#include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+
+/* Allocations left before the one that fails; 0: disarmed. */
+static _Atomic long oom_countdown;
+static _Atomic int oom_reached;
+
+static bool oom_now(void) {
+  if (atomic_load_explicit(&oom_countdown, memory_order_relaxed) <= 0) return false;
+  if (atomic_fetch_sub(&oom_countdown, 1) != 1) return false;
+  atomic_store(&oom_reached, 1);
+  if (getenv("SYMM_OOM_TRACE")) { /* where it failed, for a person */
+    void *frames[32];
+    backtrace_symbols_fd(frames, backtrace(frames, 32), 2);
+  }
+  return true;
+}
+
+void *malloc(size_t n) {
+  if (oom_now()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size) {
+  if (oom_now()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n) {
+  if (oom_now()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_realloc(p, n);
+}
+
+#define RANKS 2
+#define STEPS 10
+#define MSG 240
+
+/* What each rank saw, shared with the driver (mapped before the fork). */
+typedef struct {
+  int reached;               /* the failing allocation happened */
+  int steps;                 /* calls made */
+  int codes[STEPS];
+  char names[STEPS][24];
+  char msgs[STEPS][MSG];
+} rank_report_t;
+
+typedef struct {
+  int oom_rank;
+  long oom_at;
+  rank_report_t *reports; /* [RANKS], shared */
+} sweep_arg_t;
+
+static bool note(rank_report_t *rep, const char *name, symm_result_t res) {
+  if (rep->steps < STEPS) {
+    int i = rep->steps++;
+    rep->codes[i] = (int)res;
+    snprintf(rep->names[i], sizeof rep->names[i], "%s", name);
+    snprintf(rep->msgs[i], sizeof rep->msgs[i], "%s", res ? symm_last_error() : "");
+  }
+  return res == SYMM_SUCCESS;
+}
+
+/* init, alloc, rendezvous, barrier, an all-reduce through the scratch, one
+ * in place, free, barrier, destroy; after a failed call only destroy. */
+static int sweep_rank(int rank, int size, void *argp) {
+  (void)size;
+  sweep_arg_t *arg = argp;
+  rank_report_t *rep = &arg->reports[rank];
+  if (rank == arg->oom_rank) atomic_store(&oom_countdown, arg->oom_at);
+  symm_comm_t *comm = NULL;
+  symm_tensor_t *t = NULL;
+  enum { COUNT = 256 };
+  static float send[COUNT], recv[COUNT];
+  int64_t n = COUNT;
+  bool ok = note(rep, "init", symm_comm_init(NULL, &comm)) &&
+            note(rep, "alloc", symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t)) &&
+            note(rep, "rendezvous", symm_tensor_rendezvous(t)) &&
+            note(rep, "barrier", symm_comm_barrier(comm)) &&
+            note(rep, "all_reduce", symm_all_reduce(comm, send, recv, COUNT, SYMM_DTYPE_F32,
+                                                    SYMM_REDUCE_SUM, NULL)) &&
+            note(rep, "all_reduce_tensor",
+                 symm_all_reduce(comm, symm_tensor_data(t), symm_tensor_data(t), COUNT,
+                                 SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL)) &&
+            note(rep, "free", symm_tensor_free(t)) && note(rep, "barrier2", symm_comm_barrier(comm));
+  (void)ok;
+  if (comm) symm_comm_destroy(comm);
+  rep->reached = atomic_load(&oom_reached);
+  atomic_store(&oom_countdown, 0);
+  return 0;
+}
+
+/* One job with allocation oom_at of rank oom_rank failing.  Returns 1 when
+ * it was reached, 0 when not (past the last allocation), and counts what
+ * went wrong in *bad. */
+static int sweep_one(int oom_rank, long oom_at, rank_report_t *reports, int *bad) {
+  memset(reports, 0, sizeof *reports * RANKS);
+  sweep_arg_t arg = {oom_rank, oom_at, reports};
+  int status[RANKS] = {0};
+  test_job_opts_t o = {.kill_rank = -1, .exit_status = status, .store_timeout_ms = 600,
+                       .timeout_ms = 30000};
+  test_run_ranks_opts(RANKS, sweep_rank, &arg, &o);
+  for (int r = 0; r < RANKS; r++) {
+    if (!(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)) {
+      printf("oom at %ld of rank %d: rank %d %s %d\n", oom_at, oom_rank, r,
+             WIFSIGNALED(status[r]) ? "died of signal" : "exited", WIFSIGNALED(status[r]) ?
+             WTERMSIG(status[r]) : WEXITSTATUS(status[r]));
+      ++*bad;
+      continue;
+    }
+    const rank_report_t *rep = &reports[r];
+    for (int i = 0; i < rep->steps; i++) {
+      const symm_result_t c = (symm_result_t)rep->codes[i];
+      if (r == oom_rank && (c == SYMM_ERR_PROTOCOL || c == SYMM_ERR_INVALID_ARG)) {
+        printf("oom at %ld of rank %d: %s -> %s: %s\n", oom_at, oom_rank, rep->names[i],
+               symm_strerror(c), rep->msgs[i]);
+        ++*bad;
+      }
+    }
+  }
+  fflush(stdout);
+  return reports[oom_rank].reached || !(WIFEXITED(status[oom_rank]));
+}
+
+int main(int argc, char **argv) {
+  long first = argc > 1 ? atol(argv[1]) : 1, last = argc > 2 ? atol(argv[2]) : 0;
+  rank_report_t *reports = mmap(NULL, sizeof *reports * RANKS, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (reports == MAP_FAILED) return 2;
+  setenv("SYMM_DEBUG", "NONE", 1);
+  int bad = 0;
+  long points = 0;
+  for (int rank = 0; rank < RANKS; rank++)
+    for (long at = first; !last || at <= last; at++) {
+      if (!sweep_one(rank, at, reports, &bad)) break;
+      points++;
+    }
+  printf("oom sweep: %ld injection points, %d wrong\n", points, bad);
+  return bad ? 1 : 0;
+}
