@@ -1238,6 +1238,80 @@ TEST_IMPL(fdx_bad_layout_refused) {
   return 0;
 }
 
+/* ---- rank 0's bootstrap segment --------------------------------------- */
+
+/* A fake store bootstrap for symm_bootstrap_shm_init: rank 0's broadcast
+ * keeps a copy of its segment's fd; a rank 1's is handed fdx_seg_fd; the
+ * one peer agrees with whatever this rank says. */
+static int fdx_seg_fd = -1;
+
+static symm_result_t fdx_seg_broadcast(symm_bootstrap_t *bs, void *buf, size_t len, int root) {
+  (void)root;
+  int32_t made[2];
+  ASSERT_EQ(len, sizeof made);
+  memcpy(made, buf, sizeof made);
+  if (bs->rank == 0) {
+    ASSERT_EQ(made[0], 1);
+    fdx_seg_fd = fcntl(made[1], F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(fdx_seg_fd, 0);
+  } else {
+    made[0] = 1;
+    made[1] = fdx_seg_fd;
+    memcpy(buf, made, sizeof made);
+  }
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t fdx_seg_allgather(symm_bootstrap_t *bs, const void *send, size_t len,
+                                       void *recv) {
+  for (int r = 0; r < bs->size; r++) memcpy((char *)recv + (size_t)r * len, send, len);
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t fdx_seg_open(int rank) {
+  static const symm_bootstrap_ops_t ops = {.version = 1, .name = "fake",
+                                           .broadcast = fdx_seg_broadcast,
+                                           .allgather = fdx_seg_allgather};
+  symm_bootstrap_t store_bs = {&ops, rank, 2, 1000, NULL};
+  const int32_t pids[2] = {(int32_t)getpid(), (int32_t)getpid()};
+  symm_bootstrap_t *out = NULL;
+  symm_result_t res = symm_bootstrap_shm_init(&store_bs, NULL, "symm/c5/", "segtest", 5, pids,
+                                              &out);
+  printf("rank %d opening the segment: %s %s\n", rank, symm_strerror(res),
+         res ? symm_last_error() : "");
+  if (out) out->ops->fini(out);
+  return res;
+}
+
+/* Rank 0's segment is sealed against shrinking (the others map it), and a
+ * rank refuses a segment that is not: it stays on the store instead. */
+TEST_IMPL(fdx_bootstrap_segment_sealed) {
+  ASSERT_OK(fdx_seg_open(0));
+  int sealed = fdx_seg_fd;
+  int seals = fcntl(sealed, F_GET_SEALS);
+  ASSERT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  struct stat st;
+  ASSERT_EQ(fstat(sealed, &st), 0);
+  ASSERT_EQ(ftruncate(sealed, 0), -1);
+  ASSERT_EQ(errno, EPERM);
+  ASSERT_OK(fdx_seg_open(1)); /* the segment as made */
+
+  /* The same bytes in a memfd without seals. */
+  int copy = memfd_create("symmem-bootstrap", MFD_CLOEXEC);
+  ASSERT_GE(copy, 0);
+  ASSERT_EQ(ftruncate(copy, st.st_size), 0);
+  void *src = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, sealed, 0);
+  ASSERT(src != MAP_FAILED);
+  ASSERT_EQ(pwrite(copy, src, (size_t)st.st_size, 0), st.st_size);
+  ASSERT_EQ(munmap(src, (size_t)st.st_size), 0);
+  fdx_seg_fd = copy;
+  ASSERT_EQ(fdx_seg_open(1), SYMM_ERR_UNSUPPORTED);
+  close(copy);
+  close(sealed);
+  return 0;
+}
+
 /* ---- names another user cannot work out ------------------------------- */
 
 /* SipHash-2-4's published vectors (key 00..0f, message 00..len-1). */
