@@ -594,7 +594,13 @@ typedef struct symm_view {
  * full, about 0.3 ms per MiB; a size the machine cannot back is
  * SYMM_ERR_NO_MEMORY here, not a SIGBUS at first touch; the memfd is then
  * sealed, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, so that nobody, the
- * owner included, can cut short the memory that peers map).
+ * owner included, can cut short the memory that peers map).  The host
+ * backend also refuses, with SYMM_ERR_NO_MEMORY naming the limit, a size
+ * beyond the room the process's memory cgroups leave (the least over its
+ * cgroup and their ancestors of v2 memory.max - memory.current, or v1
+ * memory.limit_in_bytes - memory.usage_in_bytes, inactive file cache
+ * counted as free) and a size beyond RLIMIT_FSIZE (ulimit -f), which
+ * memfds count against: an error here, never the OOM killer or SIGXFSZ.
  * Returns SYMM_ERR_INVALID_ARG (NULL, ndim < 1 or > SYMM_MAX_DIMS, a size
  * <= 0, bad dtype, total size overflowing), SYMM_ERR_NO_MEMORY,
  * SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND for failures below; where it is
@@ -632,6 +638,10 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  * the rank and the driver's error); SYMM_ERR_UNSUPPORTED where a peer's GPU
  * cannot be reached (native, cuda: no peer path; cuda: a peer in this same
  * process).  A mapping failure on one rank is returned on every rank.
+ * A rank that cannot take part (its backend cannot export the memory, or
+ * it is out of memory) still meets its peers' exchange: every rank returns
+ * at once, that rank with its own error, its peers with the same code and
+ * a message naming it ("rank 1 could not take part (out of memory): ...").
  */
 SYMM_API symm_result_t symm_tensor_rendezvous(symm_tensor_t *tensor);
 
@@ -880,7 +890,9 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    SYMM_ERR_MISMATCH.  A NULL comm counts as no call at all.
  *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad
  *    dtype/op/root, dtype not supported for reductions), SYMM_ERR_NO_MEMORY
- *    (the scratch tensor could not grow to the data's size),
+ *    (the scratch tensor could not grow to the data's size: on the rank
+ *    that could not, naming why, e.g. RLIMIT_FSIZE or its memory cgroup,
+ *    and at once on its peers, naming that rank),
  *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
  *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
  *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout; on
@@ -953,7 +965,9 @@ SYMM_API symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo);
  * SYMM_SCRATCH_BYTES of staging, plus about 28 MiB for LL and LL128 on the
  * native backend, or what the call needs if that is more).  Collective (it
  * allocates and rendezvouses), never inside a CUDA graph capture.  Errors as
- * symm_tensor_alloc / symm_tensor_rendezvous.
+ * symm_tensor_alloc / symm_tensor_rendezvous; a rank that cannot grow it
+ * fails every rank's call at once (its own error there, its code naming it
+ * on the others).
  */
 SYMM_API symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes);
 

@@ -14,6 +14,9 @@
  *
  * Prints one line per n that went wrong and a summary; exit status 0 when
  * none did.  Built without sanitizers only (they bring their own malloc).
+ * Diagnostics, not judged: SYMM_OOM_TRACE=1 prints the failing allocation's
+ * backtrace; SYMM_OOM_ALONE=1 lists the collective calls that failed on the
+ * rank that ran out while its peer's succeeded.
  */
 #include <errno.h>
 #include <execinfo.h>
@@ -157,6 +160,16 @@ static int sweep_one(int oom_rank, long oom_at, rank_report_t *reports, int *bad
       }
     }
   }
+  /* A collective call that failed on the rank that ran out must not have
+   * succeeded on its peer (alloc and free are local on the host backend). */
+  const rank_report_t *me = &reports[oom_rank], *peer = &reports[1 - oom_rank];
+  for (int i = 0; i < me->steps && i < peer->steps; i++)
+    if (me->codes[i] != SYMM_SUCCESS && peer->codes[i] == SYMM_SUCCESS &&
+        strcmp(me->names[i], "alloc") != 0 && strcmp(me->names[i], "free") != 0 &&
+        getenv("SYMM_OOM_ALONE")) {
+      printf("oom at %ld of rank %d: %s -> %s alone: %s\n", oom_at, oom_rank, me->names[i],
+             symm_strerror((symm_result_t)me->codes[i]), me->msgs[i]);
+    }
   fflush(stdout);
   return reports[oom_rank].reached || !(WIFEXITED(status[oom_rank]));
 }
