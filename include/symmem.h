@@ -350,6 +350,14 @@ typedef struct symm_comm symm_comm_t;
  * and a store started afresh (rank 0's stops once none of its
  * communicators uses it).  Under symmem-run the launcher reports any of
  * its ranks' deaths (symm_store_server_mark_lost).
+ * Waits on shared memory (the shared-memory bootstrap's rounds, the host
+ * backend's signals and collectives, the fd exchange) watch each peer of
+ * this host and PID namespace through a pidfd opened at init and checked
+ * against the start time the peer published, so that a dead rank whose
+ * pid the kernel gave to another process is still SYMM_ERR_PEER_LOST
+ * (within about 20 ms), not a timeout.  Where pidfd_open is missing
+ * (valgrind) the start time is compared at each look instead, which cannot
+ * tell a successor started within the same clock tick (10 ms).
  * The nvshmem backend runs one NVSHMEM instance per process: a second
  * communicator over the same ranks in the same order shares it (they must
  * then allocate and free in the same order on every rank), any other is

@@ -5,12 +5,18 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "symm_peer_watch.h"
 
 /* ---- communicators made at once from threads: each thread of each rank
  * ---- makes its own on its own store, under its own job id, all at the
@@ -203,5 +209,245 @@ TEST_IMPL(identity_settings_differ_world_size) {
   d.expect[1] = "has 3";
   d.expect[2] = "has 2";
   run_differ(&d, 3);
+  return 0;
+}
+
+/* ---- a dead rank whose pid is reused: in a PID namespace of its own the
+ * ---- test kills rank 1, reaps it and makes a process with rank 1's pid
+ * ---- (clone3's set_tid), then lets rank 0 into a barrier.  Rank 0 must
+ * ---- see rank 1 lost (it watches a pidfd opened at init), not wait out
+ * ---- its timeout for a process that only has rank 1's pid. */
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+
+enum { REUSE_TIMEOUT_MS = 10000 };
+
+typedef struct {
+  char addr[64];
+  const char *token;
+  int ready[2], go[2], hold[2];
+  bool pidfd; /* false: watch as where pidfd_open is missing */
+} reuse_job_t;
+
+static symm_comm_t *reuse_comm(const reuse_job_t *j, int rank) {
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.world_size = 2;
+  cfg.store_addr = j->addr;
+  cfg.token = j->token;
+  cfg.store_server = 0;
+  cfg.timeout_ms = REUSE_TIMEOUT_MS;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(&cfg, &comm));
+  return comm;
+}
+
+/* A rank's process; rank 0 exits 0 when its barrier saw rank 1 lost. */
+static void reuse_rank(reuse_job_t *j, int rank) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  symm_peer_watch_use_pidfd(j->pidfd);
+  symm_comm_t *comm = reuse_comm(j, rank);
+  ASSERT_OK(symm_comm_barrier(comm));
+  char c = (char)rank;
+  ASSERT_EQ(write(j->ready[1], &c, 1), 1);
+  if (rank == 1) {
+    for (;;) pause(); /* until killed */
+  }
+  ASSERT_EQ(read(j->go[0], &c, 1), 1);
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_comm_barrier(comm);
+  printf("rank 0: barrier %s after %llu ms: %s\n", symm_strerror(res),
+         (unsigned long long)(test_now_ms() - t0), symm_last_error());
+  fflush(stdout);
+  ASSERT_RES(res, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  symm_comm_destroy(comm);
+  _exit(0);
+}
+
+static pid_t reuse_fork(reuse_job_t *j, int rank) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) reuse_rank(j, rank);
+  return pid;
+}
+
+/* A process with exactly pid `want` that waits until killed; -1 (errno
+ * set) where the kernel does not let this process choose. */
+static pid_t spawn_with_pid(pid_t want, int hold_fd) {
+  struct {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size;
+  } ca = {0};
+  ca.exit_signal = SIGCHLD;
+  ca.set_tid = (uint64_t)(uintptr_t)&want;
+  ca.set_tid_size = 1;
+  fflush(stdout);
+  fflush(stderr);
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) {
+    char c;
+    while (read(hold_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  return (pid_t)pid;
+}
+
+/* Waits until a process started now gets a start time past `start`
+ * (clock ticks of CLOCK_BOOTTIME, as /proc/<pid>/stat counts them). */
+static void wait_past_tick(uint64_t start) {
+  const long hz = sysconf(_SC_CLK_TCK);
+  for (;;) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    const uint64_t ticks = (uint64_t)ts.tv_sec * (uint64_t)hz +
+                           (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
+    if (ticks > start) return;
+    poll(NULL, 0, 1);
+  }
+}
+
+/* pid 1 of the namespace: runs the store, the ranks and the reuse.
+ * 0: passed, 77: cannot be done here (said why), else failed. */
+static int reuse_init(bool pidfd) {
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+    printf("SKIP: cannot mount /proc for the new PID namespace: %s\n", strerror(errno));
+    return 77;
+  }
+  reuse_job_t j = {.token = "pid-reuse-token", .pidfd = pidfd};
+  symm_store_server_t *srv = NULL;
+  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, j.token, &srv));
+  snprintf(j.addr, sizeof j.addr, "127.0.0.1:%d", symm_store_server_port(srv));
+  ASSERT_EQ(pipe(j.ready), 0);
+  ASSERT_EQ(pipe(j.go), 0);
+  ASSERT_EQ(pipe(j.hold), 0);
+  pid_t r0 = reuse_fork(&j, 0), r1 = reuse_fork(&j, 1);
+  char c;
+  for (int i = 0; i < 2; i++) ASSERT_EQ(read(j.ready[0], &c, 1), 1);
+  /* Rank 1 dies and is reaped: its pid is free, and taken at once, by a
+   * process started a clock tick later at least (start times count in
+   * ticks: within one, only a pidfd tells them apart). */
+  const uint64_t r1_start = symm_process_start_time(r1);
+  ASSERT_NE(r1_start, 0);
+  ASSERT_EQ(kill(r1, SIGKILL), 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(r1, &st, 0), r1);
+  wait_past_tick(r1_start);
+  pid_t again = spawn_with_pid(r1, j.hold[0]);
+  if (again < 0) {
+    printf("SKIP: cannot create a process with pid %d (clone3 set_tid: %s)\n", (int)r1,
+           strerror(errno));
+    kill(r0, SIGKILL);
+    return 77;
+  }
+  ASSERT_EQ(again, r1);
+  printf("rank 1 (pid %d) killed and reaped; pid %d is another process now\n", (int)r1,
+         (int)again);
+  fflush(stdout);
+  ASSERT_EQ(write(j.go[1], "g", 1), 1);
+  ASSERT_EQ(waitpid(r0, &st, 0), r0);
+  kill(again, SIGKILL);
+  waitpid(again, NULL, 0);
+  symm_store_server_stop(srv);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run_pid_reused(bool pidfd) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t child = fork();
+  ASSERT(child >= 0);
+  if (child == 0) {
+    /* As root, or as anyone where user namespaces are allowed. */
+    if (!test_enter_user_namespace(CLONE_NEWPID | CLONE_NEWNS) &&
+        unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+      printf("SKIP: cannot make a PID and mount namespace here: %s\n", strerror(errno));
+      _exit(77);
+    }
+    fflush(stdout);
+    pid_t init = fork();
+    if (init < 0) _exit(99);
+    if (init == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      _exit(reuse_init(pidfd));
+    }
+    int st = 0;
+    while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) return TEST_SKIP;
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  return 0;
+}
+
+TEST_IMPL(identity_dead_rank_pid_reused) { return run_pid_reused(true); }
+
+/* The same where pidfd_open is missing (valgrind 3.19): the start time
+ * that rank 1 published tells its successor apart. */
+TEST_IMPL(identity_dead_rank_pid_reused_no_pidfd) { return run_pid_reused(false); }
+
+/* ---- the watch itself: a pid whose start time is not the one published
+ * ---- (a live process unrelated to the rank that published it) is gone
+ * ---- from the start; the right one is alive until it exits. */
+/* A child that exits when hold[1] is closed everywhere. */
+static pid_t blocked_child(const int hold[2]) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    close(hold[1]);
+    char c;
+    while (read(hold[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  return pid;
+}
+
+static void check_watch(bool pidfd) {
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  symm_peer_watch_use_pidfd(pidfd);
+  pid_t other = blocked_child(hold), peer = blocked_child(hold);
+  const uint64_t other_start = symm_process_start_time(other);
+  const uint64_t peer_start = symm_process_start_time(peer);
+  ASSERT_NE(other_start, 0);
+  ASSERT_NE(peer_start, 0);
+  /* As if a rank published other's pid with another start time. */
+  ASSERT(symm_peer_watch_add(other, other_start + 1));
+  ASSERT_EQ(kill(other, 0), 0);
+  ASSERT_EQ(symm_peer_watch_gone(other), 1);
+  ASSERT(symm_peer_watch_add(peer, peer_start));
+  ASSERT_EQ(symm_peer_watch_gone(peer), 0);
+  ASSERT_EQ(kill(peer, SIGKILL), 0);
+  int st;
+  ASSERT_EQ(waitpid(peer, &st, 0), peer);
+  ASSERT_EQ(symm_peer_watch_gone(peer), 1);
+  symm_peer_watch_remove(peer, peer_start);
+  symm_peer_watch_remove(other, other_start + 1);
+  ASSERT_EQ(symm_peer_watch_gone(other), -1); /* no longer watched */
+  close(hold[1]);
+  ASSERT_EQ(waitpid(other, &st, 0), other);
+  close(hold[0]);
+  symm_peer_watch_use_pidfd(true);
+}
+
+TEST_IMPL(identity_peer_watch_start_time) {
+  if (symm_process_start_time(0) == 0) {
+    printf("SKIP: /proc is not this PID namespace's: no start times to compare\n");
+    return TEST_SKIP;
+  }
+  check_watch(true);
+  check_watch(false);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "bootstrap/store.h"
 #include "internal.h"
 #include "symm_fault.h"
+#include "symm_peer_watch.h"
 
 /*
  * A communicator's number on its store: how many this process made before
@@ -514,6 +515,7 @@ typedef struct {
   uint8_t nonce[16];
   int32_t local_rank, local_size;
   uint64_t pidns_ino, pidns_dev; /* PID namespace (/proc/self/ns/pid); 0: unknown */
+  uint64_t start_time;  /* of this process (symm_process_start_time); 0: unknown */
 } init_info_t;
 
 #define INIT_MAGIC 0x53594d49u /* "SYMI" */
@@ -553,6 +555,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   me.host_hash = symm_hash64(host, strlen(host), 0);
   symm_random_bytes(me.nonce, sizeof me.nonce);
   symm_pid_namespace(&me.pidns_ino, &me.pidns_dev);
+  me.start_time = symm_process_start_time(0);
   char why[512] = "";
   me.usable_mask = probe_usable(rc->cfg.backend, why, sizeof why);
 
@@ -615,7 +618,8 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     goto out;
   }
   comm->host_ids = calloc((size_t)comm->size, sizeof *comm->host_ids);
-  if (!comm->host_ids) {
+  comm->pid_starts = calloc((size_t)comm->size, sizeof *comm->pid_starts);
+  if (!comm->host_ids || !comm->pid_starts) {
     res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
     goto out;
   }
@@ -625,6 +629,15 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
     comm->host_ids[r] = all[r].host_hash;
     comm->pids[r] = watchable(&me, &all[r]) ? all[r].pid : 0;
     unwatched += comm->pids[r] == 0;
+    /* Watched from now by what a reused pid cannot fake: the waits that
+     * look at pids[r] (symm_process_gone) see this rank gone even when its
+     * pid names another process by then. */
+    if (comm->pids[r] && r != comm->rank) {
+      if (symm_peer_watch_add(comm->pids[r], all[r].start_time))
+        comm->pid_starts[r] = all[r].start_time;
+      else
+        comm->pids[r] = 0; /* out of memory: no watch to remove; the store still tells */
+    }
     comm->single_host &= all[r].host_hash == me.host_hash;
   }
   if (unwatched)
@@ -899,7 +912,11 @@ static void teardown(symm_comm_t *comm) {
   }
   if (comm->bootstrap) comm->bootstrap->ops->fini(comm->bootstrap);
   if (comm->store_bootstrap) comm->store_bootstrap->ops->fini(comm->store_bootstrap);
+  for (int r = 0; comm->pids && comm->pid_starts && r < comm->size; r++)
+    if (comm->pids[r] && r != comm->rank)
+      symm_peer_watch_remove(comm->pids[r], comm->pid_starts[r]);
   free(comm->pids);
+  free(comm->pid_starts);
   free(comm->host_ids);
   symm_store_close(comm->store);
   if (comm->server) stop_serving(comm);

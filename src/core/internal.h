@@ -72,6 +72,8 @@ struct symm_comm {
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
   int32_t *pids;             /* [size], from init; 0 where this process cannot watch
                                 that rank's pid (another host or PID namespace) */
+  uint64_t *pid_starts;      /* [size], each rank's start time as it published it:
+                                pids[r] is watched with it (symm_peer_watch_add) */
   uint64_t *host_ids;        /* [size], hash of each rank's host name */
   bool single_host;
   uint64_t next_mem_id;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "symm_peer_watch.h"
 
 /* Seeded 64-bit hash, eight bytes per step (collectives hash their
  * arguments on every call), good enough for signatures and hash tables:
@@ -138,6 +139,8 @@ void symm_random_bytes(void *buf, size_t len) {
 
 /* A rank's process is gone, or a zombie nobody reaped yet. */
 bool symm_process_gone(int32_t pid) {
+  const int watched = symm_peer_watch_gone(pid); /* a pidfd, where init opened one */
+  if (watched >= 0) return watched;
   if (kill(pid, 0) != 0) return errno == ESRCH;
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
