@@ -27,7 +27,9 @@
  *    from the call's entry: the timeout is one deadline for the whole call,
  *    shared by every wait inside it (connecting to the store, each exchange,
  *    the cleanup after a failure), never a fresh timeout per step, and the
- *    slack is for answers in flight when it comes and that cleanup.  The
+ *    slack is for answers in flight when it comes and that cleanup (the
+ *    waits for them end a tenth of the slack early, which is left for
+ *    the call's own work after them on a loaded machine).  The
  *    message of SYMM_ERR_TIMEOUT names the ranks the call waited for, or the
  *    store and the rank that serves it when the store stopped answering.
  *  - A call that times out fails on every rank or succeeds on every rank,
@@ -729,7 +731,9 @@ SYMM_API size_t symm_signal_pad_bytes(void);
  *  - symm_signal_barrier: put to every peer, then wait for every peer, on
  *    `channel`.  Collective over the tensor's communicator.
  * Put and wait are not collective: they pair up between two ranks.  Every
- * wait is bounded by the communicator's timeout (SYMM_TIMEOUT_MS).
+ * call is bounded by the communicator's timeout (SYMM_TIMEOUT_MS), one
+ * deadline for all its waits: a barrier's puts and waits, one per peer,
+ * share it.
  * GPU backends (native): one small kernel on `stream` (a cudaStream_t; NULL
  * is the legacy default stream), no host synchronisation, capturable in
  * CUDA graphs; a wait that times out is reported later by

@@ -554,3 +554,102 @@ TEST_IMPL(deadline_store_out_of_fds) {
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   return 0;
 }
+
+/* ---- inside the bound, not on it: a call whose store stops answering
+ * ---- waits for a reply until its timeout plus the grace, the slack less
+ * ---- a tenth, and so returns before timeout + slack however the
+ * ---- machine schedules it afterwards (up to that tenth: 25 ms here).
+ * ---- Measured in ns: a wait that used the whole slack ends past it. */
+TEST_IMPL(deadline_store_silent_inside_bound) {
+  const char *token = "silent-store-token";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t server = fork();
+  ASSERT(server >= 0);
+  if (server == 0) {
+    symm_store_server_t *srv = NULL;
+    ASSERT_OK(symm_store_server_start("127.0.0.1", 0, token, &srv));
+    int port = symm_store_server_port(srv);
+    ASSERT_EQ(write(ready[1], &port, sizeof port), (ssize_t)sizeof port);
+    for (;;) pause();
+  }
+  int port = 0;
+  ASSERT_EQ(read(ready[0], &port, sizeof port), (ssize_t)sizeof port);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  const int timeout_ms = 1000, slack_ms = 250;
+  symm_store_t *s = NULL;
+  ASSERT_OK(symm_store_connect(addr, token, -1, 10000, &s));
+  symm_store_set_timeout(s, timeout_ms);
+  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  char buf[16];
+  size_t len = 0;
+  const uint64_t t0 = symm_now_ns();
+  symm_result_t res = symm_store_get(s, "never-set", buf, sizeof buf, &len, timeout_ms);
+  const uint64_t took_us = (symm_now_ns() - t0) / 1000;
+  printf("get from a stopped store: %s after %llu us (bound %d ms): %s\n", symm_strerror(res),
+         (unsigned long long)took_us, timeout_ms + slack_ms, symm_last_error());
+  ASSERT(res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST);
+  ASSERT_GE(took_us, (uint64_t)timeout_ms * 1000);
+  ASSERT_LT(took_us, (uint64_t)(timeout_ms + slack_ms) * 1000);
+  symm_store_close(s);
+  kill(server, SIGKILL);
+  waitpid(server, NULL, 0);
+  return 0;
+}
+
+/* ---- one timeout per signal call: rank 0's signal barrier waits for
+ * ---- rank 1, which comes 600 ms late, then for rank 2, which never
+ * ---- comes (it makes no signal call).  Rank 0 times out at 1000 ms (plus
+ * ---- slack), not 600 ms + a fresh 1000 ms for its second wait. */
+enum { SIG_TIMEOUT_MS = 1000, SIG_LATE_MS = 600 };
+
+static int signal_late_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_store_t *st = symm_comm_store(comm);
+  int64_t shape[1] = {256};
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, shape, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  char v[32];
+  size_t len = 0;
+  if (rank == 0) {
+    const uint64_t t0 = test_now_ms();
+    int n = snprintf(v, sizeof v, "%llu", (unsigned long long)t0);
+    ASSERT_OK(symm_store_set(st, "test/signal/rank0", v, (size_t)n));
+    symm_result_t res = symm_signal_barrier(t, 0, NULL);
+    const uint64_t took = test_now_ms() - t0;
+    printf("rank 0: signal barrier %s after %llu ms: %s\n", symm_strerror(res),
+           (unsigned long long)took, symm_last_error());
+    fflush(stdout);
+    ASSERT_OK(symm_store_set(st, "test/signal/done", "1", 1));
+    ASSERT_RES(res, SYMM_ERR_TIMEOUT);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+    /* A fresh timeout for the second wait ends at SIG_LATE_MS +
+     * SIG_TIMEOUT_MS at the earliest; one timeout leaves SIG_LATE_MS for
+     * scheduling. */
+    ASSERT_LT(took, SIG_TIMEOUT_MS + SIG_LATE_MS);
+  } else if (rank == 1) {
+    /* Late by SIG_LATE_MS, counted from rank 0's mark, not by a sleep of
+     * its own. */
+    ASSERT_OK(symm_store_get(st, "test/signal/rank0", v, sizeof v - 1, &len, 30000));
+    v[len] = 0;
+    const uint64_t at = strtoull(v, NULL, 10) + SIG_LATE_MS;
+    for (uint64_t now; (now = test_now_ms()) < at;) poll(NULL, 0, (int)(at - now));
+    (void)symm_signal_barrier(t, 0, NULL); /* rank 2 never signals it either */
+  }
+  ASSERT_OK(symm_store_get(st, "test/signal/done", v, sizeof v, &len, 30000));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(deadline_signal_barrier_one_timeout) {
+  test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = SIG_TIMEOUT_MS, .kill_rank = -1};
+  ASSERT_EQ(test_run_ranks_opts(3, signal_late_rank, NULL, &o), 0);
+  return 0;
+}

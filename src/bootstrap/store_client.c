@@ -8,10 +8,10 @@
  * inside symm_comm_init takes what is left of init's timeout).  Blocking
  * requests carry what is left of it to the server, which answers
  * SYMM_ERR_TIMEOUT when it passes.  The start of the reply must come by the
- * deadline plus a grace (the slack of the handle's timeout, at most
- * CLI_REPLY_GRACE_MAX_MS: cli_grace_end), which only runs out when the
+ * deadline plus a grace (the handle's timeout's symm_timeout_grace_ms, at
+ * most CLI_REPLY_GRACE_MAX_MS: cli_grace_end), which only runs out when the
  * server is stuck or gone; sending the request and reading a reply that
- * has begun get the whole slack (cli_transfer_end); so a call returns within its timeout plus the slack that
+ * has begun get the whole grace (cli_transfer_end); so a call returns within its timeout plus the slack that
  * symmem.h states, whatever the server does.
  *
  * Broken handles.  After a socket-level timeout, a malformed reply or a
@@ -46,7 +46,7 @@
  * when the calling operation's deadline comes first: symm_op_limit). */
 #define CLI_BYE_MS 1000
 /* How long past its deadline a request's reply may still come before the
- * server counts as stuck: the slack of the handle's timeout, at most this
+ * server counts as stuck: the grace of the handle's timeout, at most this
  * (a live server's answer takes far less; a call then returns within its
  * timeout plus at most its slack). */
 #define CLI_REPLY_GRACE_MAX_MS 1000
@@ -181,19 +181,19 @@ static size_t cli_begin(symm_store_t *s, uint8_t op) {
 }
 
 /* deadline plus the grace for a server's answer to a call whose timeout
- * is timeout_ms (its slack, at most CLI_REPLY_GRACE_MAX_MS), within the
+ * is timeout_ms (at most CLI_REPLY_GRACE_MAX_MS), within the
  * calling operation's time. */
 static uint64_t cli_grace_end(uint64_t deadline, int timeout_ms) {
-  int grace = symm_timeout_slack_ms(timeout_ms);
+  int grace = symm_timeout_grace_ms(timeout_ms);
   if (grace > CLI_REPLY_GRACE_MAX_MS) grace = CLI_REPLY_GRACE_MAX_MS;
   return symm_op_limit(deadline + (uint64_t)grace * 1000000ull);
 }
 
-/* deadline plus the whole slack of the handle's timeout: for moving the
+/* deadline plus the grace of the handle's timeout: for moving the
  * bytes of a request or of a reply that has begun (16 MiB take a while on
  * a slow link or a loaded machine), within the calling operation's time. */
 static uint64_t cli_transfer_end(const symm_store_t *s, uint64_t deadline) {
-  return symm_op_limit(deadline + (uint64_t)symm_timeout_slack_ms(s->timeout_ms) * 1000000ull);
+  return symm_op_limit(deadline + (uint64_t)symm_timeout_grace_ms(s->timeout_ms) * 1000000ull);
 }
 
 /* The deadline of a request that does not wait: the handle's timeout. */

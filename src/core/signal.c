@@ -42,7 +42,12 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
                       comm->ops->name);
   SYMM_TRACE(COLL, "%s: peer %d channel %d", fn, peer, channel);
   if (op == SYMM_SIGNAL_WAIT) symm_fault_point(SYMM_FAULT_SIGNAL_WAIT, comm->rank);
-  return comm->engine->signal(comm, op, t, peer, channel, stream);
+  /* One timeout for the call: a barrier's puts and waits, one per peer,
+   * share it (the host engine's waits keep to it). */
+  const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
+  symm_result_t res = comm->engine->signal(comm, op, t, peer, channel, stream);
+  symm_op_deadline_end(outer);
+  return res;
 }
 
 symm_result_t symm_signal_put(symm_tensor_t *tensor, int peer, int channel,

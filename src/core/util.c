@@ -67,7 +67,7 @@ static _Thread_local uint64_t op_deadline_ns, op_grace_ns;
 uint64_t symm_op_deadline_begin(int timeout_ms) {
   uint64_t previous = op_deadline_ns;
   op_deadline_ns = symm_deadline_after(timeout_ms); /* an enclosing op's, if earlier */
-  if (!previous) op_grace_ns = (uint64_t)symm_timeout_slack_ms(timeout_ms) * 1000000ull;
+  if (!previous) op_grace_ns = (uint64_t)symm_timeout_grace_ms(timeout_ms) * 1000000ull;
   return previous;
 }
 
@@ -88,6 +88,11 @@ symm_result_t symm_file_size_check(size_t bytes, const char *what) {
 
 int symm_timeout_slack_ms(int timeout_ms) {
   return timeout_ms / 10 > 250 ? timeout_ms / 10 : 250;
+}
+
+int symm_timeout_grace_ms(int timeout_ms) {
+  const int slack = symm_timeout_slack_ms(timeout_ms);
+  return slack - slack / 10;
 }
 
 uint64_t symm_op_limit(uint64_t end_ns) {

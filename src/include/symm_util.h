@@ -38,11 +38,16 @@ uint64_t symm_deadline_after(int timeout_ms);
 /* The slack symmem.h promises past a timeout: max(250 ms, timeout / 10).
  * A call returns within its timeout plus this. */
 int symm_timeout_slack_ms(int timeout_ms);
+/* What of that slack the waits that finish a call may use: the slack less
+ * a tenth, left for what the call does after its last wait (its message,
+ * closing, being scheduled again on a loaded machine), so that it returns
+ * inside the promised bound rather than on it. */
+int symm_timeout_grace_ms(int timeout_ms);
 /* The slack is for waits that only finish a call whose deadline has come
  * (a reply in flight, a BYE, a drain); what a call does after them is
  * local work.  symm_op_limit clamps a wait's end to the calling thread's
- * operation deadline plus the slack of the timeout its outermost begin was
- * given (end_ns itself when no operation is on). */
+ * operation deadline plus the grace (symm_timeout_grace_ms) of the timeout
+ * its outermost begin was given (end_ns itself when no operation is on). */
 uint64_t symm_op_limit(uint64_t end_ns);
 /* Whether a file (a memfd) may grow to `bytes` under this process's
  * RLIMIT_FSIZE (ulimit -f): past it, ftruncate and fallocate raise SIGXFSZ,

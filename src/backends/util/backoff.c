@@ -52,7 +52,7 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
   symm_backoff_reset(b);
   b->deadline = 0;
   b->next_check = 0;
-  b->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
+  b->timeout_ms = timeout_ms;
   b->pid = 0;
   b->lost = false;
 }
@@ -71,7 +71,9 @@ bool symm_backoff_pause(symm_backoff_t *b) {
     return true;
   }
   uint64_t now = symm_now_ns();
-  if (!b->deadline) b->deadline = now + b->timeout_ns;
+  /* Within the calling operation's deadline, where one is on: the waits
+   * of one call (a signal barrier's, one per peer) share its timeout. */
+  if (!b->deadline) b->deadline = symm_deadline_after(b->timeout_ms);
   if (!b->next_check) b->next_check = now + LIVENESS_NS; /* a wait that short needs no /proc read */
   if (!b->since) b->since = now;
   if (now >= b->deadline) return false;

@@ -11,12 +11,15 @@
 /* Waiting with backoff for another process's store to shared memory
  * (backoff.c): start, then pause until the store is seen.  pause returns
  * false once timeout_ms has passed since its first clock reading (at most
- * 64 spins after start), or, with lost set, once the process named by
- * watch is gone (looked at every 20 ms).  ranks_here: processes of the job
+ * 64 spins after start) or the calling thread's operation deadline has
+ * (symm_op_deadline_begin), whichever comes first, or, with lost set, once
+ * the process named by watch is gone (looked at every 20 ms: by the pidfd
+ * opened at init where there is one, symm_peer_watch.h).  ranks_here: processes of the job
  * on this host (more than CPUs: no spinning).  reset restarts the backoff,
  * not the deadline, after progress. */
 typedef struct {
-  uint64_t deadline, since, sleep_ns, spin_ns, timeout_ns, next_check;
+  uint64_t deadline, since, sleep_ns, spin_ns, next_check;
+  int timeout_ms;
   unsigned iter;
   bool spinning;
   int32_t pid;  /* the process waited for (symm_backoff_watch), 0: none */
