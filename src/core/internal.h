@@ -186,6 +186,15 @@ symm_result_t symm_tensor_usable(const symm_tensor_t *t, const char *fn);
 /* ---------------------------------------------------------------- registry */
 /* Process-wide map from address ranges to tensors; thread-safe. */
 symm_result_t symm_registry_add(const void *base, size_t len, symm_tensor_t *tensor, int rank);
+/* Promises n later adds that need no memory (SYMM_ERR_NO_MEMORY now if
+ * the room cannot be made), so that a step whose outcome the ranks agree
+ * on can take its only local failure into the agreement: each
+ * symm_registry_add_reserved uses one promise (failing only on an
+ * overlap, a bug); what is left is given back by symm_registry_unreserve. */
+symm_result_t symm_registry_reserve(size_t n);
+symm_result_t symm_registry_add_reserved(const void *base, size_t len, symm_tensor_t *tensor,
+                                         int rank);
+void symm_registry_unreserve(size_t n);
 void symm_registry_remove(const void *base);
 /* Returns the entry containing ptr: its range start/len, tensor, rank. */
 bool symm_registry_find(const void *ptr, const void **base, size_t *len,

@@ -19,6 +19,23 @@ typedef struct {
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
 static registry_entry_t *entries;
 static size_t n_entries, cap_entries;
+/* Slots promised to symm_registry_reserve's callers: room that other adds
+ * leave alone, so that a promised add needs no memory. */
+static size_t n_reserved;
+
+/* Room for `more` entries beyond the live and the promised ones; under the
+ * write lock. */
+static symm_result_t make_room(size_t more) {
+  const size_t need = n_entries + n_reserved + more;
+  if (need <= cap_entries) return SYMM_SUCCESS;
+  size_t cap = cap_entries ? cap_entries * 2 : 64;
+  if (cap < need) cap = need;
+  registry_entry_t *grown = realloc(entries, cap * sizeof *grown);
+  if (!grown) return symm_error(SYMM_ERR_NO_MEMORY, "registry: out of memory");
+  entries = grown;
+  cap_entries = cap;
+  return SYMM_SUCCESS;
+}
 
 /* Index of the first entry whose base is > addr. */
 static size_t upper_bound(uintptr_t addr) {
@@ -31,8 +48,22 @@ static size_t upper_bound(uintptr_t addr) {
   return lo;
 }
 
-symm_result_t symm_registry_add(const void *base, size_t len,
-                                symm_tensor_t *tensor, int rank) {
+symm_result_t symm_registry_reserve(size_t n) {
+  pthread_rwlock_wrlock(&registry_lock);
+  symm_result_t res = make_room(n);
+  if (res == SYMM_SUCCESS) n_reserved += n;
+  pthread_rwlock_unlock(&registry_lock);
+  return res;
+}
+
+void symm_registry_unreserve(size_t n) {
+  pthread_rwlock_wrlock(&registry_lock);
+  n_reserved -= n < n_reserved ? n : n_reserved;
+  pthread_rwlock_unlock(&registry_lock);
+}
+
+static symm_result_t registry_insert(const void *base, size_t len, symm_tensor_t *tensor,
+                                     int rank, bool reserved) {
   uintptr_t b = (uintptr_t)base;
   if (!base || len == 0) return symm_error(SYMM_ERR_INTERNAL, "registry: empty range");
   symm_result_t res = SYMM_SUCCESS;
@@ -43,22 +74,23 @@ symm_result_t symm_registry_add(const void *base, size_t len,
     res = symm_error(SYMM_ERR_INTERNAL, "registry: range %p+%zu overlaps a live entry", base, len);
     goto out;
   }
-  if (n_entries == cap_entries) {
-    size_t cap = cap_entries ? cap_entries * 2 : 64;
-    registry_entry_t *grown = realloc(entries, cap * sizeof *grown);
-    if (!grown) {
-      res = symm_error(SYMM_ERR_NO_MEMORY, "registry: out of memory");
-      goto out;
-    }
-    entries = grown;
-    cap_entries = cap;
-  }
+  if (reserved && n_reserved > 0) n_reserved--; /* its slot is there: no memory needed */
+  else SYMM_CHECK_GOTO(make_room(1), res, out);
   memmove(&entries[pos + 1], &entries[pos], (n_entries - pos) * sizeof *entries);
   entries[pos] = (registry_entry_t){b, len, tensor, rank};
   n_entries++;
 out:
   pthread_rwlock_unlock(&registry_lock);
   return res;
+}
+
+symm_result_t symm_registry_add(const void *base, size_t len, symm_tensor_t *tensor, int rank) {
+  return registry_insert(base, len, tensor, rank, false);
+}
+
+symm_result_t symm_registry_add_reserved(const void *base, size_t len, symm_tensor_t *tensor,
+                                         int rank) {
+  return registry_insert(base, len, tensor, rank, true);
 }
 
 void symm_registry_remove(const void *base) {
@@ -69,7 +101,7 @@ void symm_registry_remove(const void *base) {
     memmove(&entries[pos - 1], &entries[pos], (n_entries - pos) * sizeof *entries);
     n_entries--;
   }
-  if (n_entries == 0) {
+  if (n_entries == 0 && n_reserved == 0) {
     free(entries);
     entries = NULL;
     cap_entries = 0;

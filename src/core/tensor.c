@@ -93,12 +93,15 @@ static void unregister_peers(symm_tensor_t *t) {
       symm_registry_remove((char *)t->peers[r].base + t->infos[r].data_offset);
 }
 
-static symm_result_t register_peers(symm_tensor_t *t) {
+/* Registers the mapped peers, each with one of the registry's promised
+ * slots (symm_registry_reserve); *used counts those taken. */
+static symm_result_t register_peers(symm_tensor_t *t, size_t *used) {
   for (int r = 0; r < t->comm->size; r++) {
     if (r == t->comm->rank || !t->peers[r].base) continue;
     size_t span = t->infos[r].alloc_bytes - t->infos[r].data_offset;
-    symm_result_t res = symm_registry_add((char *)t->peers[r].base + t->infos[r].data_offset,
-                                          span, t, r);
+    symm_result_t res = symm_registry_add_reserved(
+        (char *)t->peers[r].base + t->infos[r].data_offset, span, t, r);
+    if (res == SYMM_SUCCESS) ++*used;
     if (res != SYMM_SUCCESS) {
       for (int q = 0; q < r; q++)
         if (q != t->comm->rank && t->peers[q].base)
@@ -282,8 +285,19 @@ static symm_result_t alloc_collective(symm_comm_t *comm, const alloc_args_t *min
   symm_tensor_t *pooled = pool_find(comm, mine.alloc_bytes, 0, false);
   mine.pooled_seq = pooled ? pooled->alloc_seq : 0;
   alloc_args_t *all = calloc((size_t)comm->size, sizeof *all);
-  if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_alloc: out of memory");
   symm_result_t res;
+  bool room = false; /* a registry slot is promised to the allocation */
+  if (!all) {
+    /* Still meets the peers, in the round and in the agreement that
+     * follows it, so that they fail with this rank now. */
+    res = symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_alloc: out of memory");
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
+    if (symm_comm_allgather_op(comm, SYMM_TAG_ALLOC, &mine, sizeof mine, NULL) != SYMM_SUCCESS)
+      return symm_error(res, "%s", saved);
+    symm_error_restore(saved);
+    return symm_comm_agree(comm, res, "collective allocation");
+  }
   SYMM_CHECK_GOTO(symm_comm_allgather_op(comm, SYMM_TAG_ALLOC, &mine, sizeof mine, all), res,
                   out);
   bool reuse = mine.pooled_seq != 0;
@@ -304,15 +318,20 @@ static symm_result_t alloc_collective(symm_comm_t *comm, const alloc_args_t *min
     }
     reuse &= o->pooled_seq == mine.pooled_seq;
   }
+  /* The registration that follows the agreement must not fail on one rank
+   * alone: its room is part of what the ranks agree on. */
+  symm_result_t local = symm_registry_reserve(1);
+  room = local == SYMM_SUCCESS;
   if (reuse) {
-    symm_tensor_t *t = pool_find(comm, mine.alloc_bytes, mine.pooled_seq, true);
-    res = symm_comm_agree(comm, t ? reuse_pooled(comm, t) : SYMM_ERR_INTERNAL, "pool reuse");
+    symm_tensor_t *t = room ? pool_find(comm, mine.alloc_bytes, mine.pooled_seq, true) : NULL;
+    if (room) local = t ? reuse_pooled(comm, t) : SYMM_ERR_INTERNAL;
+    res = symm_comm_agree(comm, local, "pool reuse");
     if (res == SYMM_SUCCESS) *out = t;
     goto out;
   }
   symm_tensor_t *t = NULL;
-  res = symm_comm_agree(comm, fresh_tensor(comm, data_offset, nbytes, mine.alloc_bytes, &t),
-                        "collective allocation");
+  if (room) local = fresh_tensor(comm, data_offset, nbytes, mine.alloc_bytes, &t);
+  res = symm_comm_agree(comm, local, "collective allocation");
   if (res == SYMM_SUCCESS && comm->caps.registers) {
     res = symm_comm_agree(comm, comm->ops->register_mem(comm, &t->mem), "registration");
     t->registered = res == SYMM_SUCCESS;
@@ -324,6 +343,7 @@ static symm_result_t alloc_collective(symm_comm_t *comm, const alloc_args_t *min
   t->alloc_seq = ++comm->alloc_seq;
   *out = t;
 out:
+  if (room && res != SYMM_SUCCESS) symm_registry_unreserve(1);
   free(all);
   return res;
 }
@@ -385,7 +405,11 @@ static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int n
   set_shape(t, sizes, ndim, dtype, numel, nbytes);
   t->rendezvoused = false;
   t->peer_data[comm->rank] = data_of(t);
-  symm_result_t res = symm_registry_add(data_of(t), data_span(t), t, comm->rank);
+  /* A collective allocation's slot was promised in its agreement. */
+  const bool collective = comm->caps.collective_alloc || comm->caps.registers;
+  symm_result_t res = collective
+                          ? symm_registry_add_reserved(data_of(t), data_span(t), t, comm->rank)
+                          : symm_registry_add(data_of(t), data_span(t), t, comm->rank);
   if (res != SYMM_SUCCESS) {
     *alone = true;
     destroy_tensor(t);
@@ -559,6 +583,15 @@ static symm_result_t rendezvous(symm_tensor_t *t) {
   rendezvous_info_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all && mine.status == SYMM_SUCCESS)
     mine.status = (int32_t)symm_error(SYMM_ERR_NO_MEMORY, "rendezvous: out of memory");
+  /* Registering the peers' memory comes after the last agreement: its room
+   * is made now, so that a rank short of it says so in the exchange. */
+  const size_t promised = (size_t)comm->size - 1;
+  size_t used = 0;
+  bool reserved = false;
+  if (mine.status == SYMM_SUCCESS) {
+    mine.status = (int32_t)symm_registry_reserve(promised);
+    reserved = mine.status == SYMM_SUCCESS;
+  }
   symm_result_t res;
   /* One timeout for the whole call: the exchange, every peer's fetch and
    * the agreement on them wait within it, so that a peer stopped half-way
@@ -593,13 +626,14 @@ static symm_result_t rendezvous(symm_tensor_t *t) {
                                                                 all[r].info.data_offset
                                                           : NULL);
   }
-  SYMM_CHECK_GOTO(register_peers(t), res, out);
+  SYMM_CHECK_GOTO(register_peers(t, &used), res, out);
   t->peer_sig = sig;
   t->rendezvoused = true;
   comm->rendezvous_seq++;
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu done (%s)", (unsigned long long)t->mem.id,
              all_cached ? "pooled mappings" : "mapped");
 out:
+  if (reserved) symm_registry_unreserve(promised - used);
   symm_op_deadline_end(outer);
   free(all);
   return res;
