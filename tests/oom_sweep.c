@@ -21,7 +21,8 @@
  * none did.  Built without sanitizers only (they bring their own malloc).
  * Diagnostics, not judged: SYMM_OOM_TRACE=1 prints the failing allocation's
  * backtrace; SYMM_OOM_ALONE=1 lists the collective calls that failed on the
- * rank that ran out while its peer's succeeded.
+ * rank that ran out while its peer's succeeded; SYMM_OOM_PEER=1 lists what
+ * the peer got for each call that failed on both.
  */
 #include <errno.h>
 #include <execinfo.h>
@@ -175,6 +176,10 @@ static int sweep_one(int oom_rank, long oom_at, rank_report_t *reports, int *bad
   const char *backend = getenv("SYMM_OOM_BACKEND");
   const bool coll_alloc = backend && strcmp(backend, "arena_coll") == 0;
   for (int i = 0; i < me->steps && i < peer->steps; i++) {
+    if (getenv("SYMM_OOM_PEER") && me->codes[i] != SYMM_SUCCESS && peer->codes[i] != SYMM_SUCCESS)
+      printf("oom at %ld of rank %d: %s -> %s; peer %s: %s\n", oom_at, oom_rank, me->names[i],
+             symm_strerror((symm_result_t)me->codes[i]),
+             symm_strerror((symm_result_t)peer->codes[i]), peer->msgs[i]);
     if (me->codes[i] == SYMM_SUCCESS || peer->codes[i] != SYMM_SUCCESS) continue;
     const bool alloc_or_free = !strcmp(me->names[i], "alloc") || !strcmp(me->names[i], "free");
     if (alloc_or_free && !coll_alloc) continue; /* local calls */
