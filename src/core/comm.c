@@ -344,6 +344,7 @@ typedef struct {
   int32_t rank, size;
   uint64_t digest; /* of the text */
   uint32_t text_len;
+  uint32_t reserved; /* 0: no padding goes out unwritten */
 } agree_hdr_t;
 
 #define AGREE_MAGIC 0x53594d41u /* "SYMA" */
@@ -451,7 +452,7 @@ static symm_result_t agree_settings(symm_comm_t *comm, const resolved_config_t *
   const int n = comm->size;
   char why[1024] = "";
   const size_t need = agreed_text(comm, rc, NULL, 0) + 1;
-  agree_hdr_t me = {AGREE_MAGIC, SYMM_VERSION_CODE, comm->rank, n, 0, (uint32_t)need};
+  agree_hdr_t me = {AGREE_MAGIC, SYMM_VERSION_CODE, comm->rank, n, 0, (uint32_t)need, 0};
   char *msg = malloc(sizeof me + need);
   char **keys = calloc((size_t)n, sizeof *keys);
   char *key_text = malloc((size_t)n * 112);
