@@ -18,6 +18,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -651,5 +653,96 @@ static int signal_late_rank(int rank, int size, void *arg) {
 TEST_IMPL(deadline_signal_barrier_one_timeout) {
   test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = SIG_TIMEOUT_MS, .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(3, signal_late_rank, NULL, &o), 0);
+  return 0;
+}
+
+/* ---- a silent fd server is named, not a live rank: rank 2's fd server
+ * ---- thread is stopped (ptrace, that thread only) before a rendezvous,
+ * ---- so ranks 0 and 1 wait in vain for its reply while rank 2 maps
+ * ---- theirs and waits for them in the rendezvous's agreement.  Their
+ * ---- wait must end early enough to tell rank 2 why: every rank then
+ * ---- returns SYMM_ERR_TIMEOUT naming rank 2's server, where rank 2 used
+ * ---- to blame rank 0 ("did not arrive") and ranks 0 and 1 "came late". */
+typedef struct {
+  int pid_pipe[2], go_pipe[2], done_pipe[2];
+} silent_job_t;
+
+static int silent_fdx_rank(int rank, int size, void *arg) {
+  (void)size;
+  silent_job_t *j = arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int64_t shape[1] = {1024};
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, shape, 1, SYMM_DTYPE_F32, &t));
+  char c = 0;
+  if (rank == 2) {
+    pid_t me = getpid();
+    ASSERT_EQ(write(j->pid_pipe[1], &me, sizeof me), (ssize_t)sizeof me);
+    ASSERT_EQ(read(j->go_pipe[0], &c, 1), 1);
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  const uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_tensor_rendezvous(t);
+  printf("rank %d: rendezvous %s after %llu ms: %s\n", rank, symm_strerror(res),
+         (unsigned long long)(test_now_ms() - t0), symm_last_error());
+  fflush(stdout);
+  c = (char)(res == SYMM_ERR_TIMEOUT && strstr(symm_last_error(), "rank 2's server"));
+  ASSERT_EQ(write(j->done_pipe[1], &c, 1), 1);
+  ASSERT_RES(res, SYMM_ERR_TIMEOUT);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2's server");
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(deadline_silent_fd_server_named) {
+  silent_job_t j;
+  ASSERT_EQ(pipe(j.pid_pipe), 0);
+  ASSERT_EQ(pipe(j.go_pipe), 0);
+  ASSERT_EQ(pipe(j.done_pipe), 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t job = fork();
+  ASSERT(job >= 0);
+  if (job == 0) {
+    test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 2000, .kill_rank = -1};
+    _exit(test_run_ranks_opts(3, silent_fdx_rank, &j, &o) ? 1 : 0);
+  }
+  pid_t victim = 0;
+  ASSERT_EQ(read(j.pid_pipe[0], &victim, sizeof victim), (ssize_t)sizeof victim);
+  /* The host backend's rank has two threads: its own and its fd server's. */
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)victim);
+  DIR *d = opendir(path);
+  ASSERT(d != NULL);
+  pid_t server = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    int tid = atoi(e->d_name);
+    if (tid > 0 && tid != victim) server = tid;
+  }
+  closedir(d);
+  ASSERT_GT(server, 0);
+  if (ptrace(PTRACE_SEIZE, server, 0, 0) != 0) {
+    printf("SKIP: cannot ptrace rank 2's fd server thread: %s\n", strerror(errno));
+    kill(job, SIGKILL);
+    waitpid(job, NULL, 0);
+    return TEST_SKIP;
+  }
+  ASSERT_EQ(ptrace(PTRACE_INTERRUPT, server, 0, 0), 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(server, &st, __WALL), server);
+  ASSERT_EQ(write(j.go_pipe[1], "g", 1), 1);
+  int named = 0;
+  for (int r = 0; r < 3; r++) {
+    char c;
+    ASSERT_EQ(read(j.done_pipe[0], &c, 1), 1);
+    named += c;
+  }
+  /* Rank 2 can finish (and destroy its fd server) once its thread runs. */
+  (void)ptrace(PTRACE_DETACH, server, 0, 0); /* gone if rank 2 failed */
+  ASSERT_EQ(waitpid(job, &st, 0), job);
+  ASSERT_EQ(named, 3);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   return 0;
 }

@@ -63,11 +63,15 @@ int symm_poll_until(int fd, short events, uint64_t deadline_ns) {
 }
 
 static _Thread_local uint64_t op_deadline_ns, op_grace_ns;
+static _Thread_local uint64_t op_start_ns; /* when the outermost operation began */
 
 uint64_t symm_op_deadline_begin(int timeout_ms) {
   uint64_t previous = op_deadline_ns;
   op_deadline_ns = symm_deadline_after(timeout_ms); /* an enclosing op's, if earlier */
-  if (!previous) op_grace_ns = (uint64_t)symm_timeout_grace_ms(timeout_ms) * 1000000ull;
+  if (!previous) {
+    op_grace_ns = (uint64_t)symm_timeout_grace_ms(timeout_ms) * 1000000ull;
+    op_start_ns = op_deadline_ns - (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+  }
   return previous;
 }
 
@@ -104,6 +108,16 @@ uint64_t symm_op_limit(uint64_t end_ns) {
 uint64_t symm_deadline_after(int timeout_ms) {
   uint64_t d = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
   return op_deadline_ns && op_deadline_ns < d ? op_deadline_ns : d;
+}
+
+uint64_t symm_deadline_before_agreeing(int timeout_ms) {
+  const uint64_t d = symm_deadline_after(timeout_ms);
+  if (!op_deadline_ns || d < op_deadline_ns) return d;
+  /* A tenth of the operation's timeout (at most 1 s) for the agreement. */
+  uint64_t reserve = op_deadline_ns > op_start_ns ? (op_deadline_ns - op_start_ns) / 10 : 0;
+  if (reserve > 1000000000ull) reserve = 1000000000ull;
+  const uint64_t now = symm_now_ns();
+  return op_deadline_ns - reserve > now ? op_deadline_ns - reserve : now;
 }
 
 void symm_hex(char *out, const void *bytes, size_t n) {

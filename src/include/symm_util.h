@@ -35,6 +35,13 @@ void symm_random_hex(char *out, size_t nbytes);
 uint64_t symm_op_deadline_begin(int timeout_ms);
 void symm_op_deadline_end(uint64_t previous);
 uint64_t symm_deadline_after(int timeout_ms);
+/* The same for a local step whose outcome the ranks then agree on (a
+ * rendezvous mapping its peers): it ends a tenth of the operation's
+ * timeout (at most 1 s) before the operation's deadline, so that a rank
+ * whose step waited in vain (a peer's silent fd server) still reaches the
+ * agreement in time to tell the others why, instead of arriving after
+ * they gave up and leaving them to blame a rank that was only waiting. */
+uint64_t symm_deadline_before_agreeing(int timeout_ms);
 /* The slack symmem.h promises past a timeout: max(250 ms, timeout / 10).
  * A call returns within its timeout plus this. */
 int symm_timeout_slack_ms(int timeout_ms);

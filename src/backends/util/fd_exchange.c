@@ -677,8 +677,9 @@ symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd) {
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_fetch: rank %d out of range [0, %d)", peer,
                       fdx->size);
   struct fdx_peer *p = &fdx->peers[peer];
-  /* Inside a rendezvous, the whole mapping of every peer keeps to one deadline. */
-  uint64_t deadline_ns = symm_deadline_after(fdx->timeout_ms);
+  /* Inside a rendezvous, the whole mapping of every peer keeps to one
+   * deadline, ending early enough to agree on a failure in time. */
+  uint64_t deadline_ns = symm_deadline_before_agreeing(fdx->timeout_ms);
   symm_result_t res;
   pthread_mutex_lock(&p->lock);
   for (int attempt = 0;; attempt++) {
