@@ -373,11 +373,12 @@ typedef struct symm_comm symm_comm_t;
  * address) each.
  * Settings that must be the same on every rank (SYMM_WORLD_SIZE and
  * SYMM_JOB_ID, or the config fields that replace them, the backend asked
- * for, SYMM_BOOTSTRAP_SHM, SYMM_ALLREDUCE_ALGO, SYMM_HOST_SLICE_BYTES,
- * SYMM_COLL_MAX_BLOCKS, SYMM_COLL_LL_THREADS) are compared in init's first
- * exchange: where any differs, every rank returns SYMM_ERR_MISMATCH as
- * soon as it and rank 0 have published theirs, the message naming the
- * setting, both values and both ranks, never a timeout.
+ * for, SYMM_BOOTSTRAP_SHM, SYMM_ALLREDUCE_ALGO, SYMM_HOST_SLICE_BYTES)
+ * are compared in init's first exchange: where any differs, every rank
+ * returns SYMM_ERR_MISMATCH as soon as it and rank 0 have published
+ * theirs, the message naming the setting, both values and both ranks,
+ * never a timeout.  (The GPU kernels' tuning, SYMM_COLL_MAX_BLOCKS and
+ * SYMM_COLL_LL_THREADS, is compared by the kernels' signatures instead.)
  */
 SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
                                       symm_comm_t **comm);
