@@ -92,7 +92,11 @@ static bool peer_failure(symm_comm_t *comm, symm_result_t *code, char *msg, size
 /* Polls an operation in progress to its end. */
 static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *what) {
   symm_backoff_t b;
-  symm_backoff_start(&b, symm_comm_timeout_ms(comm), symm_comm_local_size(comm));
+  /* The ranks agree on the outcome afterwards (an allocation's
+   * registration, init): a wait in vain ends early enough for this rank
+   * to reach that agreement and say why, within the call's deadline. */
+  symm_backoff_start_until(&b, symm_deadline_before_agreeing(symm_comm_timeout_ms(comm)),
+                           symm_comm_local_size(comm));
   uint64_t next_look = symm_now_ns() + NCCL_LOOK_NS;
   for (;;) {
     int state = SYMM_NCCL_IN_PROGRESS;
