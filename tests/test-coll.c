@@ -5,6 +5,9 @@
  * copy) and mixed; rounding of f16/bf16; mismatched calls, a rank that
  * never arrives, count 0 and bad arguments. */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <unistd.h>
 
@@ -1072,5 +1075,93 @@ static int out_of_step_rank(int rank, int size, void *arg) {
 TEST_IMPL(coll_kinds_out_of_step) {
   test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
   ASSERT_EQ(test_run_ranks_opts(2, out_of_step_rank, NULL, &o), 0);
+  return 0;
+}
+
+/* ------------------------------------------------- a forged pad offset
+ * A peer's pad is read, never trusted (issue 23, item 4).  Rank 1's call
+ * publishes its zero-copy offset, then a thread of rank 1 (an attacker
+ * writing the shared memory it owns) rewrites it to 1 TiB past the tensor
+ * before rank 0 comes; rank 0 comes only once it has (a store key).  On
+ * c5cb091 both ranks read 1 TiB past their mapping of rank 1's tensor and
+ * died of SIGSEGV; now the all-reduce is SYMM_ERR_PROTOCOL on both, naming
+ * rank 1 and the offset, nobody reads through it, and the communicator
+ * works afterwards. */
+
+/* The CPU engine's pad as it lays out one parity's slot (cpu_coll.c:
+ * coll_slot_t): what an attacker who reads the source knows. */
+typedef struct {
+  _Alignas(64) _Atomic uint64_t flag; /* 4 * seq + phase */
+  uint64_t sig, group, offset;
+} forged_slot_t;
+
+typedef struct {
+  forged_slot_t *slot; /* rank 1's own pad: two slots, one per parity */
+  uint64_t before[2];  /* each slot's flag before the call */
+  symm_store_t *store;
+} forger_t;
+
+#define FORGED_OFFSET ((uint64_t)1 << 40)
+
+static void *forger(void *arg) {
+  forger_t *f = arg;
+  for (uint64_t spins = 0;; spins++) {
+    for (int h = 0; h < 2; h++) {
+      uint64_t flag = atomic_load_explicit(&f->slot[h].flag, memory_order_acquire);
+      /* The call has published (phase 1, arrived) in this slot. */
+      if (flag == f->before[h] || (flag & 3) != 1 || !f->slot[h].group) continue;
+      f->slot[h].offset = FORGED_OFFSET;
+      atomic_thread_fence(memory_order_seq_cst);
+      symm_store_set(f->store, "test/forged/done", "1", 1);
+      return NULL;
+    }
+    if (spins % 1024 == 1023) sched_yield();
+  }
+}
+
+static int forged_offset_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  const size_t n = 20000; /* 80 KB: zero copy from 64 KiB */
+  int64_t len = (int64_t)n;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &len, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  float *x = symm_tensor_data(t);
+  check_recovers(comm, rank, size); /* the scratch exists */
+  for (size_t i = 0; i < n; i++) x[i] = (float)rank;
+  symm_store_t *store = symm_comm_store(comm);
+  pthread_t thread;
+  forger_t f = {NULL, {0, 0}, store};
+  if (rank == 1) {
+    void *pad = NULL;
+    ASSERT_OK(symm_tensor_signal_pad(symm_comm_scratch_current(comm), 1, &pad));
+    f.slot = pad;
+    for (int h = 0; h < 2; h++) f.before[h] = atomic_load(&f.slot[h].flag);
+    ASSERT_EQ(pthread_create(&thread, NULL, forger, &f), 0);
+  } else {
+    char v[8];
+    size_t got = 0;
+    ASSERT_OK(symm_store_get(store, "test/forged/done", v, sizeof v, &got, 30000));
+  }
+  ASSERT_RES(symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_PROTOCOL);
+  printf("rank %d: %s\n", rank, symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 published its send data at offset "
+                      "1099511627776");
+  if (rank == 1) ASSERT_EQ(pthread_join(thread, NULL), 0);
+  ASSERT_OK(symm_comm_barrier(comm));
+  check_recovers(comm, rank, size);
+  for (size_t i = 0; i < n; i++) x[i] = (float)rank;
+  ASSERT_OK(symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  for (size_t i = 0; i < n; i += 997) ASSERT_EQ((int)x[i], size * (size - 1) / 2);
+  ASSERT_OK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_forged_zero_copy_offset) {
+  test_job_opts_t o = {30000, NULL, NULL, 20000, -1, 0};
+  ASSERT_EQ(test_run_ranks_opts(2, forged_offset_rank, NULL, &o), 0);
   return 0;
 }
