@@ -103,6 +103,22 @@ static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2],
   return pid;
 }
 
+void test_store_proc_start(const char *token, test_store_proc_t *s) {
+  int ctl[2], portpipe[2];
+  s->pid = (int)start_store_process(token, ctl, portpipe, &s->port);
+  s->ctl = ctl[1];
+}
+
+/* Killed, not asked: processes forked later (ranks, other stores) hold
+ * copies of its control pipe. */
+void test_store_proc_stop(test_store_proc_t *s) {
+  if (s->pid <= 0) return;
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  close(s->ctl);
+  s->pid = 0;
+}
+
 /* Write end of the pipe through which a rank says test_rank_ready. */
 static int rank_ready_fd = -1;
 

@@ -97,6 +97,17 @@ void test_rank_ready(void);
 int test_run_ranks(int n, test_rank_fn fn, void *arg);
 int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t *opts);
 
+/* A store server of a test's own (serving token on 127.0.0.1, its port in
+ * port), in a process of its own: a test that forks ranks must not run a
+ * server thread itself, since a child forked while that thread holds a
+ * lock (malloc's, the sanitizers' allocator's) deadlocks on it.  Start
+ * before any thread of the test runs; stop kills it. */
+typedef struct {
+  int pid, ctl, port;
+} test_store_proc_t;
+void test_store_proc_start(const char *token, test_store_proc_t *s);
+void test_store_proc_stop(test_store_proc_t *s);
+
 /* Counts open fds of this process (/proc/self/fd) and mapped bytes
  * (/proc/self/maps). */
 int test_count_fds(void);

@@ -83,14 +83,14 @@ TEST_IMPL(identity_threads_own_stores) {
    * threads' order at init varies from one to the next. */
   for (int round = 0; round < 3; round++) {
     thread_stores_t st;
-    symm_store_server_t *srv[THREADS];
+    test_store_proc_t srv[THREADS];
     for (int t = 0; t < THREADS; t++) {
       snprintf(st.token[t], sizeof st.token[t], "thread-token-%d", t);
-      ASSERT_OK(symm_store_server_start("127.0.0.1", 0, st.token[t], &srv[t]));
-      snprintf(st.addr[t], sizeof st.addr[t], "127.0.0.1:%d", symm_store_server_port(srv[t]));
+      test_store_proc_start(st.token[t], &srv[t]);
+      snprintf(st.addr[t], sizeof st.addr[t], "127.0.0.1:%d", srv[t].port);
     }
     ASSERT_EQ(test_run_ranks(2, threads_rank, &st), 0);
-    for (int t = 0; t < THREADS; t++) symm_store_server_stop(srv[t]);
+    for (int t = 0; t < THREADS; t++) test_store_proc_stop(&srv[t]);
   }
   return 0;
 }
@@ -138,14 +138,14 @@ static int two_groups_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(identity_two_groups_two_stores) {
   two_stores_t st;
-  symm_store_server_t *srv[2];
+  test_store_proc_t srv[2];
   for (int g = 0; g < 2; g++) {
     snprintf(st.token[g], sizeof st.token[g], "group-token-%d", g);
-    ASSERT_OK(symm_store_server_start("127.0.0.1", 0, st.token[g], &srv[g]));
-    snprintf(st.addr[g], sizeof st.addr[g], "127.0.0.1:%d", symm_store_server_port(srv[g]));
+    test_store_proc_start(st.token[g], &srv[g]);
+    snprintf(st.addr[g], sizeof st.addr[g], "127.0.0.1:%d", srv[g].port);
   }
   ASSERT_EQ(test_run_ranks(3, two_groups_rank, &st), 0);
-  for (int g = 0; g < 2; g++) symm_store_server_stop(srv[g]);
+  for (int g = 0; g < 2; g++) test_store_proc_stop(&srv[g]);
   return 0;
 }
 
@@ -320,9 +320,9 @@ static int reuse_init(bool pidfd) {
     return 77;
   }
   reuse_job_t j = {.token = "pid-reuse-token", .pidfd = pidfd};
-  symm_store_server_t *srv = NULL;
-  ASSERT_OK(symm_store_server_start("127.0.0.1", 0, j.token, &srv));
-  snprintf(j.addr, sizeof j.addr, "127.0.0.1:%d", symm_store_server_port(srv));
+  test_store_proc_t srv;
+  test_store_proc_start(j.token, &srv);
+  snprintf(j.addr, sizeof j.addr, "127.0.0.1:%d", srv.port);
   ASSERT_EQ(pipe(j.ready), 0);
   ASSERT_EQ(pipe(j.go), 0);
   ASSERT_EQ(pipe(j.hold), 0);
@@ -343,6 +343,7 @@ static int reuse_init(bool pidfd) {
     printf("SKIP: cannot create a process with pid %d (clone3 set_tid: %s)\n", (int)r1,
            strerror(errno));
     kill(r0, SIGKILL);
+    test_store_proc_stop(&srv);
     return 77;
   }
   ASSERT_EQ(again, r1);
@@ -353,7 +354,7 @@ static int reuse_init(bool pidfd) {
   ASSERT_EQ(waitpid(r0, &st, 0), r0);
   kill(again, SIGKILL);
   waitpid(again, NULL, 0);
-  symm_store_server_stop(srv);
+  test_store_proc_stop(&srv);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

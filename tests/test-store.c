@@ -242,7 +242,7 @@ static void fake_reply(int fd, uint8_t op, uint32_t id, uint32_t status, const v
                            (uint32_t)(SYMM_PROTO_REPLY_PREFIX + len));
   symm_proto_put32(msg + SYMM_PROTO_HEADER_BYTES, status);
   symm_proto_put32(msg + SYMM_PROTO_HEADER_BYTES + 4, (uint32_t)-1);
-  memcpy(msg + SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX, payload, len);
+  if (len) memcpy(msg + SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX, payload, len);
   raw_send(fd, msg, SYMM_PROTO_HEADER_BYTES + SYMM_PROTO_REPLY_PREFIX + len);
 }
 
