@@ -1379,6 +1379,65 @@ TEST_IMPL(store_squatter_refused) {
   return 0;
 }
 
+/* The same squatter as another user (uid 65534: the attack of item 7 as
+ * it comes, from a process the job's user does not own), bound first to a
+ * port the rank then dials: PERMISSION, and nothing of the token reaches
+ * that user's process.  SKIP without root. */
+TEST_IMPL(store_squatter_other_user) {
+  if (geteuid() != 0) {
+    printf("SKIP: becoming uid 65534 needs root\n");
+    return 0;
+  }
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    close(report[0]);
+    if (!become_user(65534)) _exit(3);
+    squatter_t q = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .token = NULL};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    if (q.lfd < 0 || bind(q.lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(q.lfd, 4) != 0 || getsockname(q.lfd, (struct sockaddr *)&sa, &sl) != 0)
+      _exit(4);
+    int port = ntohs(sa.sin_port);
+    if (write(report[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(5);
+    squatter_thread(&q);
+    if (write(report[1], &q.said_auth, sizeof q.said_auth) != (ssize_t)sizeof q.said_auth ||
+        write(report[1], q.seen, sizeof q.seen) != (ssize_t)sizeof q.seen)
+      _exit(6);
+    _exit(0);
+  }
+  close(report[1]);
+  int port = 0;
+  ASSERT_EQ(read(report[0], &port, sizeof port), (ssize_t)sizeof port);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  symm_store_t *s = NULL;
+  ASSERT_RES(symm_store_connect_rank(addr, k_token, 3, 1, true, 5000, &s), SYMM_ERR_PERMISSION);
+  printf("uid 65534 squatting %s: %s\n", addr, symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
+  squatter_t got;
+  memset(&got, 0, sizeof got);
+  ASSERT_EQ(read(report[0], &got.said_auth, sizeof got.said_auth), (ssize_t)sizeof got.said_auth);
+  size_t have = 0;
+  for (ssize_t n; have < sizeof got.seen &&
+                  (n = read(report[0], got.seen + have, sizeof got.seen - have)) > 0;)
+    have += (size_t)n;
+  ASSERT_EQ(have, sizeof got.seen);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(report[0]);
+  ASSERT(!got.said_auth);
+  ASSERT(memmem(got.seen, sizeof got.seen, k_token, strlen(k_token)) == NULL);
+  ASSERT(memmem(got.seen, sizeof got.seen, k_token, 8) == NULL);
+  return 0;
+}
+
 /* ------------------------------------------------- SHA-256 and HMAC
  * The handshake's primitives against the standards' own examples: FIPS
  * 180-4's (as NIST's example pages give them) and RFC 4231's. */
