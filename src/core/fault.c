@@ -17,8 +17,10 @@ const char *const symm_fault_phase_names[SYMM_FAULT_COUNT_] = {
     "collective", "signal_wait", "free",     "destroy"};
 
 _Atomic int symm_fault_armed;
-static int fault_signal; /* SIGKILL or SIGSTOP */
-static int fault_rank;   /* -1: every rank */
+/* Atomic: communicators made at once from several threads each arm the
+ * points (with the same setting). */
+static _Atomic int fault_signal; /* SIGKILL or SIGSTOP */
+static _Atomic int fault_rank;   /* -1: every rank */
 
 typedef struct {
   int phase, signal, rank;
@@ -67,15 +69,18 @@ void symm_fault_arm(const char *spec_text) {
   fault_spec_t spec = {SYMM_FAULT_NONE, 0, -1};
   if (spec_text && *spec_text && !parse_spec(spec_text, &spec, NULL, 0))
     spec.phase = SYMM_FAULT_NONE;
-  fault_signal = spec.signal;
-  fault_rank = spec.rank;
-  atomic_store_explicit(&symm_fault_armed, spec.phase, memory_order_relaxed);
+  atomic_store_explicit(&fault_signal, spec.signal, memory_order_relaxed);
+  atomic_store_explicit(&fault_rank, spec.rank, memory_order_relaxed);
+  atomic_store_explicit(&symm_fault_armed, spec.phase, memory_order_release);
 }
 
 void symm_fault_fire(symm_fault_phase_t phase, int rank) {
-  if (fault_rank >= 0 && rank != fault_rank) return;
+  (void)atomic_load_explicit(&symm_fault_armed, memory_order_acquire);
+  const int only = atomic_load_explicit(&fault_rank, memory_order_relaxed);
+  const int sig = atomic_load_explicit(&fault_signal, memory_order_relaxed);
+  if (only >= 0 && rank != only) return;
   atomic_store_explicit(&symm_fault_armed, SYMM_FAULT_NONE, memory_order_relaxed);
   SYMM_WARN(INIT, "SYMM_FAULT: rank %d raises %s at %s", rank,
-            fault_signal == SIGKILL ? "SIGKILL" : "SIGSTOP", symm_fault_phase_names[phase]);
-  raise(fault_signal);
+            sig == SIGKILL ? "SIGKILL" : "SIGSTOP", symm_fault_phase_names[phase]);
+  raise(sig);
 }
