@@ -277,13 +277,19 @@ void test_assert_json_shape(const char *s) {
 }
 
 int test_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  /* The socket stays bound (SO_REUSEADDR, never listening) for the rest of
+   * this process: the kernel hands a bound port to no connect() and to no
+   * other bind to port 0, so tests running beside this one (ctest -j8)
+   * cannot take it before the store that is to listen there; that store
+   * binds it beside this socket, as SO_REUSEADDR allows while this one
+   * does not listen.  Closed at exec and at exit. */
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)) != 0 ||
+      bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
       getsockname(fd, (struct sockaddr *)&a, &len) != 0)
     TEST_FAIL_("test_free_port: %s", strerror(errno));
-  close(fd);
   return ntohs(a.sin_port);
 }
 

@@ -113,7 +113,9 @@ void test_store_proc_stop(test_store_proc_t *s);
 int test_count_fds(void);
 size_t test_mapped_bytes(void);
 uint64_t test_now_ms(void);
-/* A loopback TCP port free a moment ago (bound to 0 and read back). */
+/* A loopback TCP port for a store of the test's to listen on: bound to 0,
+ * read back, and kept bound (SO_REUSEADDR, not listening) so that no test
+ * running beside it takes it first; symmem's stores bind beside it. */
 int test_free_port(void);
 /* Moves this process (with CLONE_NEWUTS) or its later children (with
  * CLONE_NEWPID) into a new user namespace, plus extra_clone_flags' other
