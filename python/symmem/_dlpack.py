@@ -144,7 +144,8 @@ class Buffer(NamedTuple):
 
 
 def _contiguous(shape: Sequence[int], strides: Optional[Sequence[int]], unit: int) -> bool:
-    if strides is None:
+    # No elements: nothing to lay out (NumPy gives an empty array strides (0,)).
+    if strides is None or any(int(size) == 0 for size in shape):
         return True
     expect = unit
     for size, stride in zip(reversed(shape), reversed(strides)):

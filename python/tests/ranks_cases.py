@@ -117,6 +117,26 @@ def case_collectives(comm):
     assert np.array_equal(np.from_dlpack(b), np.repeat(np.arange(w, dtype=np.float32), 256))
 
 
+def case_empty(comm):
+    """Count 0 is a call like any other (symmem.h): NumPy's empty arrays,
+    whose strides are (0,), are taken, in place and into an output, and
+    the calls keep their places (a checked all-reduce follows)."""
+    r, w = comm.rank, comm.size
+    for dtype in ("float32", "int32"):
+        x = np.empty(0, dtype=dtype)
+        comm.all_reduce(x)
+        comm.all_reduce(x, out=np.empty(0, dtype=dtype))
+    for dtype in ("int64", "uint8"):
+        x = np.empty(0, dtype=dtype)
+        comm.all_gather(x, np.empty(0, dtype=dtype))
+        comm.broadcast(x, root=w - 1)
+    x = np.empty((3, 0), dtype=np.float32)
+    comm.all_reduce(x)
+    y = np.full(5, r + 1, dtype=np.float32)
+    comm.all_reduce(y)
+    assert np.all(y == w * (w + 1) / 2), y
+
+
 def case_errors(comm):
     """MismatchError and TimeoutError on every rank."""
     r, w = comm.rank, comm.size

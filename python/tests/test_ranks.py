@@ -14,6 +14,13 @@ def test_collectives(run_ranks, n):
     assert res.rc == 0 and res.out.count("collectives ok") == n, res
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_empty_numpy_arrays(run_ranks, n):
+    # Count 0 works (symmem.h); NumPy exports empty arrays with strides (0,).
+    res = run_ranks(n, "empty", env={"CASE_TIMEOUT_MS": "5000"})
+    assert res.rc == 0 and res.out.count("empty ok") == n, res
+
+
 def test_mismatch_and_timeout(run_ranks):
     res = run_ranks(2, "errors", env={"CASE_TIMEOUT_MS": "1000"})
     assert res.rc == 0 and res.out.count("errors ok") == 2, res
