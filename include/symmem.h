@@ -1059,6 +1059,25 @@ SYMM_API symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, v
  */
 SYMM_API symm_result_t symm_comm_check_async_error(symm_comm_t *comm);
 
+/* ------------------------------------------------------------------------ */
+/* For language bindings                                                    */
+/* ------------------------------------------------------------------------ */
+/*
+ * A PyCapsule destructor (PyCapsule_Destructor) for DLPack capsules named
+ * "dltensor" or "dltensor_versioned" whose pointer is a DLManagedTensor or
+ * DLManagedTensorVersioned: if the capsule still has that name (nobody
+ * consumed it), it calls the managed tensor's deleter; a consumed one
+ * ("used_...") is the consumer's.  Any exception pending when it runs (a
+ * consumer that raised, then dropped the capsule) is set aside around the
+ * deleter and left pending, as CPython requires of a destructor.  Written
+ * in C so that bindings through ctypes or cffi need no destructor of their
+ * own: one in the binding's language would run interpreter code under the
+ * pending exception.  Only for capsules in a Python process, with the GIL
+ * held; the Python C API is found in the process at run time (libsymmem
+ * links no Python), and without it the call does nothing.
+ */
+SYMM_API void symm_dlpack_capsule_destructor(void *capsule);
+
 #ifdef __cplusplus
 }
 #endif

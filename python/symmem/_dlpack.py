@@ -15,6 +15,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, addressof, c_char_p, c_int, c
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 from ._dtypes import DType, dtype_from_dlpack, dtype_from_typestr
+from ._lib import LIB
 from .errors import invalid
 
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -90,7 +91,15 @@ def _capsule_destructor(capsule: int) -> None:
 
 
 _DELETER_ADDR = ctypes.cast(_deleter, c_void_p).value
-_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, c_void_p).value
+# libsymmem's destructor, in C: it keeps an exception pending when the
+# capsule goes (a consumer that refused the tensor raised, then dropped
+# it), which no Python destructor can (every ctypes call in one trips over
+# that exception, and it is lost).  _capsule_destructor serves a library
+# older than the binding.
+try:
+    _DESTRUCTOR_ADDR = ctypes.cast(LIB.symm_dlpack_capsule_destructor, c_void_p).value
+except AttributeError:
+    _DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, c_void_p).value
 
 
 def live_exports() -> int:

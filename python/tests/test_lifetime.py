@@ -1,8 +1,10 @@
 """Lifetime: consumers keep the memory alive; nothing leaks."""
 import gc
 import os
+import sys
 
 import numpy as np
+import pytest
 
 import symmem
 from symmem import _dlpack
@@ -42,6 +44,29 @@ def test_unconsumed_capsule_releases(comm):
     cap2 = t.__dlpack__()
     assert _dlpack.live_exports() == before + 2
     del cap, cap2
+    assert _dlpack.live_exports() == before
+
+
+def test_refused_capsule_keeps_the_consumers_error(comm):
+    # NumPy refuses a bfloat16 tensor, then drops our capsule: its own error
+    # reaches the caller (before: SystemError, "returned NULL without
+    # setting an exception", and the destructor's failure reported as
+    # unraisable), and the export is released (before: it leaked).
+    t = comm.empty(8, "bfloat16").rendezvous()
+    before = _dlpack.live_exports()
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        np.from_dlpack(t.local())
+    except Exception as e:  # NumPy's own, whichever it raises
+        err = e
+    else:
+        pytest.skip("this NumPy takes bfloat16 from DLPack")
+    finally:
+        sys.unraisablehook = hook
+    assert not isinstance(err, SystemError), repr(err)
+    assert unraisable == [], [u.exc_value for u in unraisable]
+    gc.collect()
     assert _dlpack.live_exports() == before
 
 
