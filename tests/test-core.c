@@ -623,3 +623,14 @@ TEST_IMPL(core_alloc_beyond_memory) {
   symm_comm_destroy(comm);
   return 0;
 }
+
+/* symm_dlpack_capsule_destructor outside a Python process: no interpreter
+ * to find, so it touches nothing (a NULL capsule neither). */
+TEST_IMPL(core_dlpack_destructor_without_python) {
+  unsigned char capsule[64];
+  memset(capsule, 0xa5, sizeof capsule);
+  symm_dlpack_capsule_destructor(NULL);
+  symm_dlpack_capsule_destructor(capsule);
+  for (size_t i = 0; i < sizeof capsule; i++) ASSERT_EQ(capsule[i], 0xa5);
+  return 0;
+}

@@ -63,10 +63,6 @@ def _api(name: str, restype: Any, *argtypes: Any) -> Any:
 
 
 _capsule_new = _api("PyCapsule_New", py_object, c_void_p, c_char_p, c_void_p)
-# Raw-pointer variants for the capsule destructor, which runs while the
-# capsule's reference count is zero (a py_object argument would revive it).
-_capsule_is_valid_raw = _api("PyCapsule_IsValid", c_int, c_void_p, c_char_p)
-_capsule_pointer_raw = _api("PyCapsule_GetPointer", c_void_p, c_void_p, c_char_p)
 _capsule_is_valid = _api("PyCapsule_IsValid", c_int, py_object, c_char_p)
 _capsule_pointer = _api("PyCapsule_GetPointer", c_void_p, py_object, c_char_p)
 _capsule_set_name = _api("PyCapsule_SetName", c_int, py_object, c_char_p)
@@ -80,26 +76,13 @@ def _deleter(managed: int) -> None:
     _LIVE.pop(managed, None)
 
 
-@_DELETER_T
-def _capsule_destructor(capsule: int) -> None:
-    # A capsule still named "dltensor[_versioned]" was never consumed: its
-    # contents are ours to release.  A consumer renames it "used_...".
-    for name in (_NAME_LEGACY, _NAME_VERSIONED):
-        if _capsule_is_valid_raw(capsule, name):
-            _LIVE.pop(_capsule_pointer_raw(capsule, name), None)
-            return
-
-
 _DELETER_ADDR = ctypes.cast(_deleter, c_void_p).value
-# libsymmem's destructor, in C: it keeps an exception pending when the
-# capsule goes (a consumer that refused the tensor raised, then dropped
-# it), which no Python destructor can (every ctypes call in one trips over
-# that exception, and it is lost).  _capsule_destructor serves a library
-# older than the binding.
-try:
-    _DESTRUCTOR_ADDR = ctypes.cast(LIB.symm_dlpack_capsule_destructor, c_void_p).value
-except AttributeError:
-    _DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, c_void_p).value
+# The capsules' destructor is libsymmem's, in C: it may run with an
+# exception pending (a consumer that refused the tensor raised, then
+# dropped the capsule), which it keeps; one written in Python could not
+# (every ctypes call in it trips over that exception, and it is lost).
+# Unconsumed, it calls the deleter above.
+_DESTRUCTOR_ADDR = ctypes.cast(LIB.symm_dlpack_capsule_destructor, c_void_p).value
 
 
 def live_exports() -> int:

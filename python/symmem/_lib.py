@@ -161,6 +161,7 @@ _PROTOTYPES = [
     ("symm_broadcast", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p]),
     ("symm_all_to_all", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),
     ("symm_comm_check_async_error", _R, [c_void_p]),
+    ("symm_dlpack_capsule_destructor", None, [c_void_p]),
 ]
 
 
