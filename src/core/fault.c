@@ -75,11 +75,14 @@ void symm_fault_arm(const char *spec_text) {
 }
 
 void symm_fault_fire(symm_fault_phase_t phase, int rank) {
-  (void)atomic_load_explicit(&symm_fault_armed, memory_order_acquire);
+  /* Acquire: the rank and signal armed with this phase. */
+  int armed = atomic_load_explicit(&symm_fault_armed, memory_order_acquire);
+  if (armed != (int)phase) return;
   const int only = atomic_load_explicit(&fault_rank, memory_order_relaxed);
   const int sig = atomic_load_explicit(&fault_signal, memory_order_relaxed);
   if (only >= 0 && rank != only) return;
-  atomic_store_explicit(&symm_fault_armed, SYMM_FAULT_NONE, memory_order_relaxed);
+  /* Disarmed once: of threads at the point together, one raises. */
+  if (!atomic_compare_exchange_strong(&symm_fault_armed, &armed, SYMM_FAULT_NONE)) return;
   SYMM_WARN(INIT, "SYMM_FAULT: rank %d raises %s at %s", rank,
             sig == SIGKILL ? "SIGKILL" : "SIGSTOP", symm_fault_phase_names[phase]);
   raise(sig);
