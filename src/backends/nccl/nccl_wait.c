@@ -97,6 +97,7 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
    * to reach that agreement and say why, within the call's deadline. */
   symm_backoff_start_until(&b, symm_deadline_before_agreeing(symm_comm_timeout_ms(comm)),
                            symm_comm_local_size(comm));
+  const uint64_t start = symm_now_ns();
   uint64_t next_look = symm_now_ns() + NCCL_LOOK_NS;
   for (;;) {
     int state = SYMM_NCCL_IN_PROGRESS;
@@ -129,8 +130,10 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
     }
     if (!symm_backoff_pause(&b)) {
       nccl_abort(st);
-      return symm_error(SYMM_ERR_TIMEOUT, "nccl: %s did not finish on rank %d within %d ms "
-                        "(SYMM_TIMEOUT_MS); the NCCL communicator is aborted", what, st->rank,
+      return symm_error(SYMM_ERR_TIMEOUT, "nccl: %s did not finish on rank %d in %llu ms "
+                        "(of the call's SYMM_TIMEOUT_MS, %d ms, the rest is kept for the ranks "
+                        "to agree); the NCCL communicator is aborted", what, st->rank,
+                        (unsigned long long)((symm_now_ns() - start) / 1000000u),
                         symm_comm_timeout_ms(comm));
     }
   }
