@@ -1103,9 +1103,13 @@ typedef struct {
 
 #define FORGED_OFFSET ((uint64_t)1 << 40)
 
+/* Returns non-NULL once it forged; NULL if the call never published a
+ * zero-copy offset within 20 s (the test then fails, not hangs: rank 0
+ * is let go all the same). */
 static void *forger(void *arg) {
   forger_t *f = arg;
-  for (uint64_t spins = 0;; spins++) {
+  const uint64_t deadline = test_now_ms() + 20000;
+  for (uint64_t spins = 0; test_now_ms() < deadline; spins++) {
     for (int h = 0; h < 2; h++) {
       uint64_t flag = atomic_load_explicit(&f->slot[h].flag, memory_order_acquire);
       /* The call has published (phase 1, arrived) in this slot. */
@@ -1113,10 +1117,12 @@ static void *forger(void *arg) {
       f->slot[h].offset = FORGED_OFFSET;
       atomic_thread_fence(memory_order_seq_cst);
       symm_store_set(f->store, "test/forged/done", "1", 1);
-      return NULL;
+      return f;
     }
     if (spins % 1024 == 1023) sched_yield();
   }
+  symm_store_set(f->store, "test/forged/done", "0", 1);
+  return NULL;
 }
 
 static int forged_offset_rank(int rank, int size, void *arg) {
@@ -1149,7 +1155,11 @@ static int forged_offset_rank(int rank, int size, void *arg) {
   printf("rank %d: %s\n", rank, symm_last_error());
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 published its send data at offset "
                       "1099511627776");
-  if (rank == 1) ASSERT_EQ(pthread_join(thread, NULL), 0);
+  if (rank == 1) {
+    void *forged = NULL;
+    ASSERT_EQ(pthread_join(thread, &forged), 0);
+    ASSERT(forged); /* the call published a zero-copy offset to forge */
+  }
   ASSERT_OK(symm_comm_barrier(comm));
   check_recovers(comm, rank, size);
   for (size_t i = 0; i < n; i++) x[i] = (float)rank;

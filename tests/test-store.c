@@ -1351,29 +1351,48 @@ static void *squatter_thread(void *p) {
   return NULL;
 }
 
+/* The squatter's listener on a loopback port of its own: its port. */
+static int squatter_listen(squatter_t *q) {
+  q->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  ASSERT_GE(q->lfd, 0);
+  ASSERT_EQ(bind(q->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  ASSERT_EQ(listen(q->lfd, 4), 0);
+  ASSERT_EQ(getsockname(q->lfd, (struct sockaddr *)&sa, &sl), 0);
+  return ntohs(sa.sin_port);
+}
+
+/* A rank dialling the squatter at port: PERMISSION naming the address. */
+static void squatter_refused(int port, const char *who) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  symm_store_t *s = (symm_store_t *)&addr; /* must come back NULL */
+  ASSERT_RES(symm_store_connect_rank(addr, k_token, 3, 1, true, 5000, &s), SYMM_ERR_PERMISSION);
+  ASSERT(s == NULL);
+  printf("%s: %s\n", who, symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), addr);
+  ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
+}
+
+/* What the squatter got: no AUTH (the client hung up after its answer),
+ * nothing of the token. */
+static void squatter_learnt_nothing(const squatter_t *q) {
+  ASSERT(!q->said_auth);
+  ASSERT(memmem(q->seen, sizeof q->seen, k_token, strlen(k_token)) == NULL);
+  ASSERT(memmem(q->seen, sizeof q->seen, k_token, 8) == NULL);
+}
+
 TEST_IMPL(store_squatter_refused) {
   const char *const keys[] = {NULL, "the-squatters-own-token"};
   for (int v = 0; v < 2; v++) {
-    squatter_t q = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .token = keys[v]};
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    ASSERT_EQ(bind(q.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    ASSERT_EQ(listen(q.lfd, 4), 0);
-    ASSERT_EQ(getsockname(q.lfd, (struct sockaddr *)&sa, &sl), 0);
-    char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    squatter_t q = {.token = keys[v]};
+    const int port = squatter_listen(&q);
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, squatter_thread, &q), 0);
-    symm_store_t *s = (symm_store_t *)&q;
-    ASSERT_RES(symm_store_connect_rank(addr, k_token, 3, 1, true, 5000, &s), SYMM_ERR_PERMISSION);
-    ASSERT(s == NULL);
-    printf("squatter proving %s: %s\n", keys[v] ? "another token" : "nothing", symm_last_error());
-    ASSERT_STR_CONTAINS(symm_last_error(), addr);
-    ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
+    squatter_refused(port, keys[v] ? "squatter proving another token" : "squatter proving nothing");
     ASSERT_EQ(pthread_join(t, NULL), 0);
-    ASSERT(!q.said_auth); /* the client hung up after the squatter's answer */
-    ASSERT(memmem(q.seen, sizeof q.seen, k_token, strlen(k_token)) == NULL);
-    ASSERT(memmem(q.seen, sizeof q.seen, k_token, 8) == NULL);
+    squatter_learnt_nothing(&q);
     close(q.lfd);
   }
   return 0;
@@ -1397,13 +1416,8 @@ TEST_IMPL(store_squatter_other_user) {
   if (pid == 0) {
     close(report[0]);
     if (!become_user(65534)) _exit(3);
-    squatter_t q = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .token = NULL};
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    if (q.lfd < 0 || bind(q.lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        listen(q.lfd, 4) != 0 || getsockname(q.lfd, (struct sockaddr *)&sa, &sl) != 0)
-      _exit(4);
-    int port = ntohs(sa.sin_port);
+    squatter_t q = {.token = NULL};
+    int port = squatter_listen(&q);
     if (write(report[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(5);
     squatter_thread(&q);
     if (write(report[1], &q.said_auth, sizeof q.said_auth) != (ssize_t)sizeof q.said_auth ||
@@ -1414,12 +1428,7 @@ TEST_IMPL(store_squatter_other_user) {
   close(report[1]);
   int port = 0;
   ASSERT_EQ(read(report[0], &port, sizeof port), (ssize_t)sizeof port);
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-  symm_store_t *s = NULL;
-  ASSERT_RES(symm_store_connect_rank(addr, k_token, 3, 1, true, 5000, &s), SYMM_ERR_PERMISSION);
-  printf("uid 65534 squatting %s: %s\n", addr, symm_last_error());
-  ASSERT_STR_CONTAINS(symm_last_error(), "did not prove");
+  squatter_refused(port, "squatter of uid 65534");
   squatter_t got;
   memset(&got, 0, sizeof got);
   ASSERT_EQ(read(report[0], &got.said_auth, sizeof got.said_auth), (ssize_t)sizeof got.said_auth);
@@ -1432,9 +1441,7 @@ TEST_IMPL(store_squatter_other_user) {
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   close(report[0]);
-  ASSERT(!got.said_auth);
-  ASSERT(memmem(got.seen, sizeof got.seen, k_token, strlen(k_token)) == NULL);
-  ASSERT(memmem(got.seen, sizeof got.seen, k_token, 8) == NULL);
+  squatter_learnt_nothing(&got);
   return 0;
 }
 
