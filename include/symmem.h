@@ -38,7 +38,10 @@
  *    backend's collectives).  A rank that stops waiting gives the call up;
  *    a rank that gets there afterwards (slow, or stopped for longer than
  *    the timeout) gets SYMM_ERR_TIMEOUT at once, its message saying that
- *    it "came late", and its buffers are undefined, as its peers' are.  A
+ *    it "came late" (SYMM_ERR_PEER_LOST naming the rank instead when a
+ *    peer's process is gone: the likely reason its peers gave up, and
+ *    the end of the job either way), and its buffers are undefined, as
+ *    its peers' are.  A
  *    rank that gives up just as the last rank arrives finds the call
  *    complete and succeeds with the others.  What comes next: every
  *    call, failed or not, keeps its place in each rank's order, so the

@@ -856,3 +856,81 @@ TEST_IMPL(shm_bootstrap_one_deadline) {
   ASSERT_EQ(test_run_ranks_opts(3, one_deadline_rank, NULL, &o), 0);
   return 0;
 }
+
+/* ---- a rank that comes late to a call its peers gave up because a rank
+ * ---- died learns of the death (PEER_LOST naming it), not "came late":
+ * ---- rank 1 is killed while it waits in the call, rank 0 gives the call
+ * ---- up, and only then (told through a pipe) does rank 2 arrive.  The
+ * ---- bootstrap's all-gather over shared memory (rank 2 finds the round's
+ * ---- word given up) and over the store (rank 2 may find every key there,
+ * ---- rank 1's included, and the verdict "given up"), and the CPU
+ * ---- engine's all-reduce. */
+typedef enum { LATE_SHM, LATE_STORE, LATE_ALL_REDUCE } late_where_t;
+
+typedef struct {
+  int pipe[2];
+  late_where_t where;
+} late_loss_arg_t;
+
+static symm_result_t late_call(symm_comm_t *comm, late_where_t where, int rank) {
+  symm_bootstrap_t *bs = comm->bootstrap;
+  int mine = rank, all[3];
+  if (where != LATE_ALL_REDUCE) return bs->ops->allgather(bs, &mine, sizeof mine, all);
+  float x[64] = {(float)rank};
+  return symm_all_reduce(comm, x, x, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+}
+
+static int late_after_loss_rank(int rank, int size, void *arg) {
+  (void)size;
+  late_loss_arg_t *a = arg;
+  if (a->where == LATE_STORE) setenv("SYMM_BOOTSTRAP_SHM", "0", 1);
+  symm_comm_t *comm = init_comm();
+  if (a->where != LATE_ALL_REDUCE)
+    ASSERT(strcmp(comm->bootstrap->ops->name, a->where == LATE_STORE ? "store" : "shm") == 0);
+  ASSERT_OK(late_call(comm, a->where, rank));
+  if (rank == 1) {
+    test_rank_ready();
+    (void)late_call(comm, a->where, rank); /* killed in it */
+    for (;;) pause();
+  }
+  char byte = 0;
+  if (rank == 2) ASSERT_EQ(read(a->pipe[0], &byte, 1), 1); /* rank 0 gave up */
+  symm_result_t res = late_call(comm, a->where, rank);
+  printf("rank %d: %s: %s\n", rank, symm_strerror(res), symm_last_error());
+  if (rank == 0) {
+    ASSERT(res == SYMM_ERR_PEER_LOST || res == SYMM_ERR_TIMEOUT); /* waited for rank 1, or 2 */
+    ASSERT_EQ(write(a->pipe[1], "x", 1), 1);
+  } else {
+    ASSERT_EQ(res, SYMM_ERR_PEER_LOST);
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+static void run_late_after_loss(late_where_t where) {
+  late_loss_arg_t a = {.where = where};
+  ASSERT_EQ(pipe(a.pipe), 0);
+  int status[3];
+  test_job_opts_t o = {.timeout_ms = 30000, .exit_status = status, .store_timeout_ms = 2000,
+                       .kill_rank = 1, .kill_after_ms = 300};
+  ASSERT_EQ(test_run_ranks_opts(3, late_after_loss_rank, &a, &o), 1);
+  ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
+  close(a.pipe[0]);
+  close(a.pipe[1]);
+}
+
+TEST_IMPL(shm_bootstrap_late_after_loss) {
+  run_late_after_loss(LATE_SHM);
+  return 0;
+}
+
+TEST_IMPL(store_bootstrap_late_after_loss) {
+  run_late_after_loss(LATE_STORE);
+  return 0;
+}
+
+TEST_IMPL(host_all_reduce_late_after_loss) {
+  run_late_after_loss(LATE_ALL_REDUCE);
+  return 0;
+}

@@ -96,7 +96,18 @@ static int first_missing(const symm_bootstrap_t *bs, uint64_t seq) {
   return -1;
 }
 
+/* The error of a rank that finds round seq given up by its peers: a
+ * rank whose process is gone without leaving the round (it died in it or
+ * before: why the peers gave up, or the end of the job anyway) if there
+ * is one, else this rank came late.  A peer that gave the round up, left
+ * it and then exited is not lost. */
 static symm_result_t late_error(const symm_bootstrap_t *bs, uint64_t seq) {
+  const shm_bs_t *s = bs->state;
+  for (int r = 0; r < bs->size; r++)
+    if (r != bs->rank && left_of(s, r) < seq && s->pids[r] > 0 && symm_process_gone(s->pids[r]))
+      return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d (pid %d) is gone; collective "
+                        "#%llu was given up, and fails on every rank", r, (int)s->pids[r],
+                        (unsigned long long)seq);
   return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: collective #%llu was given up by a rank that "
                     "stopped waiting before every rank arrived (this rank came late: slow, or "
                     "stopped); it fails on every rank", (unsigned long long)seq);

@@ -57,7 +57,15 @@ static symm_result_t settle(symm_bootstrap_t *bs, uint64_t seq, char mine, bool 
   return SYMM_SUCCESS;
 }
 
+/* The error of a rank that finds round seq given up: a lost rank if the
+ * store knows one (its loss is why the peers gave up, or will end the job
+ * anyway), else this rank came late. */
 static symm_result_t late_error(const symm_bootstrap_t *bs, uint64_t seq) {
+  const store_bs_t *s = bs->state;
+  const int lost = symm_store_lost_rank(s->store);
+  if (lost >= 0)
+    return symm_error(SYMM_ERR_PEER_LOST, "bootstrap: rank %d was lost; collective #%llu was "
+                      "given up, and fails on every rank", lost, (unsigned long long)seq);
   return symm_error(SYMM_ERR_TIMEOUT, "bootstrap: collective #%llu was given up by a rank that "
                     "stopped waiting before every rank arrived (this rank came late: slow, or "
                     "stopped); it fails on every rank", (unsigned long long)seq);

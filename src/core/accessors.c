@@ -12,6 +12,10 @@ int32_t symm_comm_peer_pid(const symm_comm_t *c, int peer) {
   return c->pids && peer >= 0 && peer < c->size ? c->pids[peer] : 0;
 }
 
+int symm_comm_first_gone(const symm_comm_t *c) {
+  return symm_first_gone(c->pids, c->size, c->rank);
+}
+
 bool symm_comm_peer_same_host(const symm_comm_t *c, int peer) {
   if (peer < 0 || peer >= c->size) return false;
   return c->host_ids ? c->host_ids[peer] == c->host_ids[c->rank] : peer == c->rank;

@@ -172,6 +172,12 @@ bool symm_process_gone(int32_t pid) {
   return paren && paren[1] == ' ' && paren[2] == 'Z';
 }
 
+int symm_first_gone(const int32_t *pids, int n, int self) {
+  for (int r = 0; pids && r < n; r++)
+    if (r != self && pids[r] > 0 && symm_process_gone(pids[r])) return r;
+  return -1;
+}
+
 bool symm_pid_namespace(uint64_t *ino, uint64_t *dev) {
   struct stat st;
   *ino = *dev = 0;

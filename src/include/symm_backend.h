@@ -245,6 +245,8 @@ const char *symm_comm_key_prefix(const symm_comm_t *comm);
 /* The process of rank `peer` as this process can watch it, 0 when it
  * cannot (another host or PID namespace). */
 int32_t symm_comm_peer_pid(const symm_comm_t *comm, int peer);
+/* The first peer whose process this process sees gone, or -1. */
+int symm_comm_first_gone(const symm_comm_t *comm);
 /* Whether rank `peer` runs on this host. */
 bool symm_comm_peer_same_host(const symm_comm_t *comm, int peer);
 /* The device the configuration asks for (config, SYMM_DEVICE, else -1) and

@@ -64,6 +64,9 @@ symm_result_t symm_file_size_check(size_t bytes, const char *what);
 /* Process pid (on this host, in this PID namespace) is gone, or a zombie
  * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);
+/* The first rank of pids[0..n) other than `self` whose process is gone
+ * (symm_process_gone; a pid of 0 is not watched), or -1. */
+int symm_first_gone(const int32_t *pids, int n, int self);
 /* This process's PID namespace: inode and device of /proc/self/ns/pid.
  * false (both 0) when that cannot be read. */
 bool symm_pid_namespace(uint64_t *ino, uint64_t *dev);

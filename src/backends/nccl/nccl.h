@@ -74,8 +74,6 @@ void nccl_publish_failure(symm_comm_t *comm, symm_result_t code);
 void nccl_abort(nccl_state_t *st);
 /* "ncclInvalidUsage (...)": NCCL's name for a result. */
 const char *nccl_result_text(const nccl_state_t *st, int res);
-/* Whether a peer's process is known to be gone. */
-bool nccl_peer_gone(symm_comm_t *comm, int *peer);
 
 /* Ops implemented in the files of this folder (nccl_ops.c tables them). */
 symm_result_t nccl_probe(char *why, size_t why_len);

@@ -184,9 +184,8 @@ void nccl_fini(symm_comm_t *comm) {
   if (st->comm) {
     ncu_context saved = NULL;
     bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
-    int peer;
     /* A communicator whose peer is gone cannot be finalised. */
-    if (nccl_peer_gone(comm, &peer)) nccl_abort(st);
+    if (symm_comm_first_gone(comm) >= 0) nccl_abort(st);
     else st->lib->comm_destroy(st->comm);
     st->comm = NULL;
     if (entered) symm_gpu_leave(st->gpu, saved);

@@ -40,17 +40,6 @@ void nccl_abort(nccl_state_t *st) {
   st->failed = true;
 }
 
-bool nccl_peer_gone(symm_comm_t *comm, int *peer) {
-  for (int r = 0; r < symm_comm_size(comm); r++) {
-    int32_t pid = symm_comm_peer_pid(comm, r);
-    if (r != symm_comm_rank(comm) && pid > 0 && symm_process_gone(pid)) {
-      *peer = r;
-      return true;
-    }
-  }
-  return false;
-}
-
 static void fail_key(symm_comm_t *comm, char *key, size_t cap) {
   snprintf(key, cap, "%s" NCCL_FAIL_KEY, symm_comm_key_prefix(comm));
 }
@@ -116,7 +105,7 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
     char msg[768];
     if (symm_now_ns() >= next_look) {
       next_look = symm_now_ns() + NCCL_LOOK_NS;
-      if (nccl_peer_gone(comm, &peer)) {
+      if ((peer = symm_comm_first_gone(comm)) >= 0) {
         nccl_abort(st);
         return symm_error(SYMM_ERR_PEER_LOST, "nccl: rank %d exited while rank %d waited in "
                           "%s; the NCCL communicator is aborted", peer, st->rank, what);

@@ -53,9 +53,6 @@ symm_result_t nvsh_instance_join(symm_comm_t *comm, nvsh_state_t *st,
 void nvsh_instance_leave(symm_comm_t *comm, nvsh_state_t *st);
 /* The count of nvshmem_malloc calls this instance made, after one more. */
 uint64_t nvsh_instance_count_malloc(void);
-/* The first peer whose process is known to be gone (-1: none): NVSHMEM's
- * collective calls (free, finalize) would wait for it for ever. */
-int nvsh_peer_gone(const symm_comm_t *comm);
 
 /* Ops implemented in the files of this folder (nvshmem_ops.c tables them). */
 symm_result_t nvsh_probe(char *why, size_t why_len);

@@ -48,7 +48,7 @@ out:
 void nvsh_free(symm_comm_t *comm, symm_mem_t *mem) {
   nvsh_state_t *st = symm_backend_state(comm);
   if (!st || !mem->base) return;
-  int gone = nvsh_peer_gone(comm);
+  int gone = symm_comm_first_gone(comm);
   if (gone >= 0) {
     SYMM_WARN(BACKEND, "nvshmem: rank %d's process is gone; allocation %llu is not given back "
               "(nvshmem_free is collective and would wait for it)", gone,

@@ -42,19 +42,11 @@ uint64_t nvsh_instance_count_malloc(void) {
   return n;
 }
 
-int nvsh_peer_gone(const symm_comm_t *comm) {
-  for (int r = 0; r < symm_comm_size(comm); r++) {
-    int32_t pid = r == symm_comm_rank(comm) ? 0 : symm_comm_peer_pid(comm, r);
-    if (pid > 0 && symm_process_gone(pid)) return r;
-  }
-  return -1;
-}
-
 /* Frees the probe block and finalises NVSHMEM; both are collective, and
  * wait for every PE: skipped when a peer's process is gone (the process
  * keeps the heap until it exits). */
 static void nvsh_instance_stop(symm_comm_t *comm, nvsh_instance_t *in) {
-  int gone = nvsh_peer_gone(comm);
+  int gone = symm_comm_first_gone(comm);
   if (gone >= 0) {
     SYMM_WARN(BACKEND, "nvshmem: rank %d's process is gone; NVSHMEM is not finalised (its "
               "collective finalize would wait for it), its heap stays until this process exits",
