@@ -257,11 +257,18 @@ class Communicator:
         Local on the host and native backends; call :meth:`SymmetricTensor.rendezvous`
         (collective) before reaching peers.
         """
-        dims = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
-        dt = dtype_of(dtype)
-        sizes = (c_int64 * max(len(dims), 1))(*dims)
-        out = c_void_p()
-        check(LIB.symm_tensor_alloc(self._ptr(), sizes, len(dims), dt.code, byref(out)))
+        ptr, out = self._ptr(), c_void_p()
+        try:
+            dims = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+            dt = dtype_of(dtype)
+            sizes = (c_int64 * max(len(dims), 1))(*dims)
+        except BaseException:
+            # Refused here, it is refused by C too: on backends that
+            # allocate collectively the call then keeps its place on every
+            # rank (its peers get MismatchError naming this rank).
+            LIB.symm_tensor_alloc(ptr, None, 0, 0, byref(out))
+            raise
+        check(LIB.symm_tensor_alloc(ptr, sizes, len(dims), dt.code, byref(out)))
         return SymmetricTensor(self, _TensorHandle(out.value, self._handle))
 
     def lookup(self, ptr: int) -> Lookup:

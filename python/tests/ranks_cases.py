@@ -181,6 +181,10 @@ def case_refused(comm):
                                                        np.empty(4, np.float32), op="nope")),
         ("broadcast", lambda: comm.broadcast(x, root="zero")),
         ("all_gather", lambda: comm.all_gather(x, np.empty(3, np.float32))),
+        ("all_to_all", lambda: comm.all_to_all(np.ones(4 * w, np.float32),
+                                               np.empty(4 * w, np.float64))),
+        ("all_to_all", lambda: comm.all_to_all(np.ones(4 * w, np.float32),
+                                               np.empty(4 * w + 1, np.float32))),
     ]
     good = {
         "all_reduce": lambda: comm.all_reduce(x.copy()),
@@ -188,6 +192,8 @@ def case_refused(comm):
                                                       np.empty(4, np.float32)),
         "broadcast": lambda: comm.broadcast(x.copy(), root=0),
         "all_gather": lambda: comm.all_gather(x, np.empty(100 * w, np.float32)),
+        "all_to_all": lambda: comm.all_to_all(np.ones(4 * w, np.float32),
+                                              np.empty(4 * w, np.float32)),
     }
     for name, call in bad:
         try:

@@ -265,7 +265,16 @@ typedef struct {
   uint64_t pooled_seq;  /* the pooled allocation this rank could reuse, 0: none */
 } alloc_args_t;
 
+/* alloc_args_t.ndim of a rank whose call failed its argument checks:
+ * it still takes its place in the round, so that its peers fail with it
+ * (SYMM_ERR_MISMATCH naming it) instead of pairing with its next call. */
+#define ALLOC_REFUSED (-1)
+
 static void describe_alloc(const alloc_args_t *a, char *out, size_t cap) {
+  if (a->ndim == ALLOC_REFUSED) {
+    snprintf(out, cap, "arguments it refused");
+    return;
+  }
   size_t n = (size_t)snprintf(out, cap, "[");
   for (int d = 0; d < a->ndim && d < SYMM_MAX_DIMS && n < cap; d++)
     n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? ", " : "", (long long)a->sizes[d]);
@@ -303,6 +312,13 @@ static symm_result_t alloc_collective(symm_comm_t *comm, const alloc_args_t *min
   bool reuse = mine.pooled_seq != 0;
   for (int r = 0; r < comm->size; r++) {
     const alloc_args_t *o = &all[r];
+    if (o->ndim == ALLOC_REFUSED) {
+      res = symm_error(SYMM_ERR_MISMATCH,
+                       "symm_tensor_alloc: rank %d's call failed its argument checks there "
+                       "(SYMM_ERR_INVALID_ARG); the %s backend allocates collectively, so it "
+                       "fails on every rank", r, comm->ops->name);
+      goto out;
+    }
     if (o->ndim != mine.ndim || o->dtype != mine.dtype || o->alloc_bytes != mine.alloc_bytes ||
         memcmp(o->sizes, mine.sizes, sizeof o->sizes) != 0 || o->alloc_seq != mine.alloc_seq) {
       char a[160], b[160];
@@ -365,6 +381,38 @@ static symm_result_t alloc_local(symm_comm_t *comm, size_t data_offset, size_t n
   return SYMM_SUCCESS;
 }
 
+/* The checks of symm_tensor_alloc's arguments: element and byte counts,
+ * and the bytes to allocate with the pad, rounded to the granularity. */
+static symm_result_t check_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                 symm_dtype_t dtype, size_t *numel, size_t *nbytes,
+                                 size_t *data_offset, size_t *alloc_bytes) {
+  SYMM_CHECK(check_shape(sizes, ndim, dtype, numel, nbytes));
+  size_t gran = comm->ops->granularity(comm);
+  *data_offset = symm_round_up(SYMM_SIGNAL_PAD_BYTES, gran);
+  if (__builtin_add_overflow(*data_offset, *nbytes, alloc_bytes) ||
+      *alloc_bytes + gran < *alloc_bytes)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
+  *alloc_bytes = symm_round_up(*alloc_bytes, gran);
+  return SYMM_SUCCESS;
+}
+
+/* This rank's side of a collective allocation whose arguments it refused
+ * (`refused`, its error): it takes part in the allocation's round marked
+ * ALLOC_REFUSED, so the call keeps its place in every rank's order, and
+ * returns its own error. */
+static symm_result_t refuse_collective_alloc(symm_comm_t *comm, symm_result_t refused) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  alloc_args_t args;
+  memset(&args, 0, sizeof args);
+  args.ndim = ALLOC_REFUSED;
+  args.alloc_seq = comm->alloc_seq;
+  symm_call_begin(comm, true, "symm_tensor_alloc", "symm_tensor_alloc(arguments it refused)");
+  (void)symm_comm_allgather_op(comm, SYMM_TAG_ALLOC, &args, sizeof args, NULL);
+  symm_call_end(comm);
+  return symm_error(refused, "%s", saved);
+}
+
 /* symm_tensor_alloc.  On failure, *alone says whether this rank failed on
  * its own while its peers may have succeeded: an allocation of its own, or
  * its registration; a collective allocation fails on every rank alike. */
@@ -372,20 +420,17 @@ static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int n
                                   symm_dtype_t dtype, symm_tensor_t **out, bool *alone) {
   *alone = false;
   *out = NULL;
-  size_t numel = 0, nbytes = 0;
-  SYMM_CHECK(check_shape(sizes, ndim, dtype, &numel, &nbytes));
-  size_t gran = comm->ops->granularity(comm);
-  size_t data_offset = symm_round_up(SYMM_SIGNAL_PAD_BYTES, gran);
-  size_t alloc_bytes;
-  if (__builtin_add_overflow(data_offset, nbytes, &alloc_bytes) ||
-      alloc_bytes + gran < alloc_bytes)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
-  alloc_bytes = symm_round_up(alloc_bytes, gran);
+  size_t numel = 0, nbytes = 0, data_offset = 0, alloc_bytes = 0;
+  /* A registration is collective, so an allocation that needs one is too. */
+  const bool collective = comm->caps.collective_alloc || comm->caps.registers;
+  symm_result_t checked =
+      check_alloc(comm, sizes, ndim, dtype, &numel, &nbytes, &data_offset, &alloc_bytes);
+  if (checked != SYMM_SUCCESS)
+    return collective ? refuse_collective_alloc(comm, checked) : checked;
   symm_fault_point(SYMM_FAULT_ALLOC, comm->rank);
 
   symm_tensor_t *t = NULL;
-  /* A registration is collective, so an allocation that needs one is too. */
-  if (comm->caps.collective_alloc || comm->caps.registers) {
+  if (collective) {
     alloc_args_t args;
     memset(&args, 0, sizeof args);
     args.ndim = ndim;
@@ -406,7 +451,6 @@ static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int n
   t->rendezvoused = false;
   t->peer_data[comm->rank] = data_of(t);
   /* A collective allocation's slot was promised in its agreement. */
-  const bool collective = comm->caps.collective_alloc || comm->caps.registers;
   symm_result_t res = collective
                           ? symm_registry_add_reserved(data_of(t), data_span(t), t, comm->rank)
                           : symm_registry_add(data_of(t), data_span(t), t, comm->rank);

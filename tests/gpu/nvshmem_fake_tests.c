@@ -307,6 +307,38 @@ TEST_IMPL(nvshmem_fake_alloc_mismatch) {
   return 0;
 }
 
+/* Rank 0's allocation fails its argument checks (a negative size): on a
+ * backend that allocates collectively the call still takes its place on
+ * every rank, so its peers get SYMM_ERR_MISMATCH naming it, not a pairing
+ * of their allocation with rank 0's next one. */
+static int alloc_refused_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  RCHECK(comm, "%s", symm_last_error());
+  int64_t n = rank == 0 ? -5 : 4096;
+  symm_tensor_t *t = NULL;
+  if (rank == 0) {
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_INVALID_ARG);
+    RHAS("must be positive");
+  } else {
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+    RHAS("rank 0's call failed its argument checks");
+  }
+  n = 4096;
+  ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ROK(symm_tensor_rendezvous(t));
+  ROK(symm_tensor_free(t));
+  ROK(symm_comm_barrier(comm));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_alloc_refused_one_rank) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, alloc_refused_rank, NULL), 0);
+  return 0;
+}
+
 /* Rank 0 allocates while the others enter a barrier: a mismatch on every
  * rank, never a hang in nvshmem_malloc. */
 static int one_rank_rank(int rank, int size, void *arg) {
