@@ -61,7 +61,12 @@ static const bad_case_t bad_cases[] = {
     {"SYMM_DEBUG", "LOUD", {"unknown log level", "NONE, WARN, INFO, TRACE"}},
     {"SYMM_NATIVE_HANDLE", "ipc", {"unknown handle type", "auto, fd, fabric"}},
     {"SYMM_DEBUG_SUBSYS", "INIT,DISK", {"unknown subsystem \"DISK\"", "BOOTSTRAP"}},
-    {"SYMM_COLL_MAX_BLOCKS", "many", {"not an integer", "any integer"}},
+    {"SYMM_COLL_MAX_BLOCKS", "many", {"not an integer", "an integer in 0..1024"}},
+    {"SYMM_COLL_MAX_BLOCKS", "5000", {"out of range", "an integer in 0..1024"}},
+    {"SYMM_COLL_MAX_BLOCKS", "-5", {"out of range", "an integer in 0..1024"}},
+    {"SYMM_COLL_LL_THREADS", "33", {"out of range", "a multiple of 32 in 0..512"}},
+    {"SYMM_COLL_LL_THREADS", "1024", {"out of range", "a multiple of 32 in 0..512"}},
+    {"SYMM_COLL_LL_THREADS", "-32", {"out of range", "a multiple of 32 in 0..512"}},
     {"SYMM_RANK", "first", {"not an integer", "0..16777216"}},
     {"SYMM_DEVICE", "-2", {"out of range", "0..2147483647"}},
 };
@@ -150,14 +155,15 @@ TEST_IMPL(settings_good_values) {
   ASSERT_STR_CONTAINS(symm_settings()->SYMM_NATIVE_HANDLE.name, "fabric");
   unsetenv("SYMM_ALLREDUCE_ALGO");
   unsetenv("SYMM_NATIVE_HANDLE");
-  /* Integers at their bounds; the documented "any value" of the launch caps. */
+  /* Integers at their bounds. */
   ASSERT_OK(init_with("SYMM_TIMEOUT_MS", "2147483647"));
   /* 1 ms is taken; an init that short may run out of it on a busy machine
    * (its store round trip), which is no refusal of the value. */
   const symm_result_t one_ms = init_with("SYMM_TIMEOUT_MS", "1");
   if (one_ms != SYMM_SUCCESS) ASSERT_RES(one_ms, SYMM_ERR_TIMEOUT);
-  ASSERT_OK(init_with("SYMM_COLL_MAX_BLOCKS", "-5"));
-  ASSERT_OK(init_with("SYMM_COLL_LL_THREADS", "100000"));
+  ASSERT_OK(init_with("SYMM_COLL_MAX_BLOCKS", "1024"));
+  ASSERT_OK(init_with("SYMM_COLL_LL_THREADS", "512"));
+  ASSERT_OK(init_with("SYMM_COLL_LL_THREADS", "0"));
   ASSERT_OK(init_with("SYMM_DEBUG_SUBSYS", "^store,COLL"));
   /* Empty: unset, the default applies. */
   setenv("SYMM_TIMEOUT_MS", "", 1);

@@ -30,7 +30,8 @@ extern char **environ;
 #define SETTING_DESC(name, kind, def, flags, help, lo, hi, noun, choices, check)              \
   {#name, kind, def, help, ((flags) & SYMM_SETTING_SECRET) != 0,                                \
    ((flags) & SYMM_SETTING_PER_JOB) != 0, ((flags) & SYMM_SETTING_AGREE) != 0,                  \
-   offsetof(symm_settings_t, name), lo, hi, noun, choices, check},
+   offsetof(symm_settings_t, name), lo, hi, noun, choices, check,                              \
+   ((flags) >> 8) ? (int64_t)((flags) >> 8) : 1},
 static const symm_setting_desc_t settings[] = {
 #define SYMM_SETTING_INT(name, def, lo, hi, flags, help) \
   SETTING_DESC(name, SYMM_SETTING_KIND_INT, def, flags, help, lo, hi, NULL, NULL, NULL)
@@ -140,6 +141,9 @@ static void accepted_text(const symm_setting_desc_t *d, char *out, size_t len) {
   switch (d->type) {
   case SYMM_SETTING_KIND_INT:
     if (d->min == INT64_MIN && d->max == INT64_MAX) snprintf(out, len, "any integer");
+    else if (d->step > 1)
+      snprintf(out, len, "a multiple of %" PRId64 " in %" PRId64 "..%" PRId64, d->step, d->min,
+               d->max);
     else snprintf(out, len, "an integer in %" PRId64 "..%" PRId64, d->min, d->max);
     break;
   case SYMM_SETTING_KIND_SIZE:
@@ -171,7 +175,7 @@ static bool parse_setting(const symm_setting_desc_t *d, const char *text, void *
       v->bare = true;
       return false;
     }
-    if (bad || x < d->min || x > d->max) break;
+    if (bad || x < d->min || x > d->max || x % d->step) break;
     *(int64_t *)field = x;
     return true;
   }

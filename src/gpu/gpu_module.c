@@ -128,15 +128,17 @@ static symm_result_t gpu_module_unavailable(const symm_gpu_t *g, const char *fil
                     "cannot run here: %s", file, g->why);
 }
 
+_Static_assert(GPU_COLL_LL_MAX_BLOCKS == 1024 && SYMM_COLL_THREADS == 512,
+               "the ranges of SYMM_COLL_MAX_BLOCKS and SYMM_COLL_LL_THREADS (gpu_settings.def)");
+
 /* The launch settings of loaded kernels. */
 static void gpu_module_settings(symm_gpu_t *g) {
   g->pdl = g->cd->cuLaunchKernelEx && symm_settings()->SYMM_NATIVE_PDL &&
            gpu_module_kernels_wait(g);
   SYMM_INFO(COLL, "%s: programmatic dependent launch %s", g->name, g->pdl ? "on" : "off");
-  int64_t mb = symm_settings()->SYMM_COLL_MAX_BLOCKS;
-  g->max_blocks = mb > 0 && mb <= GPU_COLL_LL_MAX_BLOCKS ? (unsigned)mb : 0;
-  int64_t lt = symm_settings()->SYMM_COLL_LL_THREADS;
-  g->ll_threads = lt >= 32 && lt <= SYMM_COLL_THREADS && lt % 32 == 0 ? (unsigned)lt : 0;
+  /* Their ranges (0..1024, multiples of 32 in 0..512) are the settings'. */
+  g->max_blocks = (unsigned)symm_settings()->SYMM_COLL_MAX_BLOCKS;
+  g->ll_threads = (unsigned)symm_settings()->SYMM_COLL_LL_THREADS;
 }
 
 symm_result_t gpu_module_load(symm_comm_t *comm, symm_gpu_t *g) {

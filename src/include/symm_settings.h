@@ -22,7 +22,7 @@
  * vets a STRING; NOUN names what an ENUM's choices are ("backend") in
  * messages, and its choices keep the order of the C enum they map to (the
  * field's index is that enum's value).  FLAGS: 0 or any of SYMM_SETTING_SECRET,
- * SYMM_SETTING_PER_JOB and SYMM_SETTING_AGREE.
+ * SYMM_SETTING_PER_JOB, SYMM_SETTING_AGREE and (INT) SYMM_SETTING_STEP(n).
  *
  * Accepted text: integers in decimal; sizes as bytes or with a K, M, G or T
  * suffix (powers of 1024; "KiB"/"KB" too); booleans 1/0, true/false,
@@ -44,6 +44,8 @@
  * compares them in its first exchange (symm_settings_agreed_text) and
  * fails with SYMM_ERR_MISMATCH on every rank where they differ. */
 #define SYMM_SETTING_AGREE 4u
+/* An INT whose value must be a multiple of n (within MIN..MAX). */
+#define SYMM_SETTING_STEP(n) ((unsigned)(n) << 8)
 
 /* Vets a STRING setting's text: true if acceptable; else false, with why
  * (saying what is accepted) written into why.  Pure: no logging, no error
@@ -118,6 +120,7 @@ typedef struct symm_setting_desc {
   const char *noun;          /* ENUM */
   const char *const *choices; /* ENUM, NULL-terminated */
   symm_setting_check_fn check; /* STRING, may be NULL */
+  int64_t step;              /* INT: values are multiples of it (1: any) */
 } symm_setting_desc_t;
 const symm_setting_desc_t *symm_settings_table(size_t *count);
 /* What a tool may print for setting d's value v: v, or a placeholder for a

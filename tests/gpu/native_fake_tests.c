@@ -1456,16 +1456,11 @@ TEST_IMPL(native_fake_launch_settings) {
   unsetenv("SYMM_COLL_MAX_BLOCKS");
   launch_expect_t wide = {1, 0, 512};
   ASSERT_JOB(2, launch_settings_rank, &wide);
-  /* Blocks that are no multiple of a warp, or too large: the default. */
-  static const char *const bad_threads[] = {"100", "1024", "16", "-32"};
-  for (int k = 0; k < 4; k++) {
-    setenv("SYMM_COLL_LL_THREADS", bad_threads[k], 1);
-    ASSERT_JOB(2, launch_settings_rank, &def);
-  }
   unsetenv("SYMM_COLL_LL_THREADS");
-  /* A cap at or over the largest grid, or out of range, changes nothing. */
-  static const char *const no_cap[] = {"1024", "100000", "-4", "0"};
-  for (int k = 0; k < 4; k++) {
+  /* A cap at the largest grid changes nothing (values out of range fail
+   * init: test-settings). */
+  static const char *const no_cap[] = {"1024", "0"};
+  for (int k = 0; k < 2; k++) {
     setenv("SYMM_COLL_MAX_BLOCKS", no_cap[k], 1);
     ASSERT_JOB(2, launch_settings_rank, &def);
   }
