@@ -680,8 +680,9 @@ SYMM_API symm_result_t symm_tensor_local_view(const symm_tensor_t *tensor,
 /*
  * View of rank `rank`'s buffer, with the local shape and strides, directly
  * loadable/storable from this process (or from kernels on this rank's GPU).
- * Local; requires a rendezvoused tensor.  Returns SYMM_ERR_INVALID_ARG (NULL,
- * rank out of [0, world_size)), SYMM_ERR_STATE (not rendezvoused),
+ * Local; a peer's view requires a rendezvoused tensor, this rank's own is
+ * its local view at any time.  Returns SYMM_ERR_INVALID_ARG (NULL, rank
+ * out of [0, world_size)), SYMM_ERR_STATE (a peer's, not rendezvoused),
  * SYMM_ERR_UNSUPPORTED (peer not load/store reachable with this backend;
  * with nccl: NCCL maps no pointer to it, or the NCCL found predates 2.29.2,
  * the first with ncclGetPeerDevicePointer, which the message names).
@@ -783,9 +784,11 @@ SYMM_API symm_result_t symm_tensor_contiguous_view(symm_tensor_t *tensor,
  * in the local data, in a peer mapping, or in a contiguous view; the
  * rounding to the backend's granularity behind them is not the tensor's).  Thread-safe, O(log n).
  * *tensor receives the tensor; *rank (may be NULL) the rank whose memory ptr
- * is in (-1 for a contiguous view); *offset (may be NULL) the byte offset
- * from the start of that rank's data.  SYMM_ERR_NOT_FOUND if no live tensor
- * contains ptr, SYMM_ERR_INVALID_ARG for NULL arguments.
+ * is in, and *offset (may be NULL) the byte offset from the start of that
+ * rank's data; for a pointer into a contiguous view, *rank is -1 and
+ * *offset counts from the start of the view (rank r's data starts at
+ * r * strides[0] elements of the view).  SYMM_ERR_NOT_FOUND if no live
+ * tensor contains ptr, SYMM_ERR_INVALID_ARG for NULL arguments.
  */
 SYMM_API symm_result_t symm_tensor_lookup(const void *ptr,
                                           symm_tensor_t **tensor, int *rank,

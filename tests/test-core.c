@@ -234,9 +234,12 @@ TEST_IMPL(core_single_rank) {
   ASSERT_EQ(symm_tensor_strides(t)[0], 5);
   ASSERT_EQ(symm_tensor_strides(t)[1], 1);
   ASSERT(!symm_tensor_is_rendezvoused(t));
+  symm_view_t v;
+  /* This rank's own view is its local view, before a rendezvous too. */
+  ASSERT_OK(symm_tensor_remote_view(t, 0, &v));
+  ASSERT_PTR_EQ(v.data, symm_tensor_data(t));
   ASSERT_OK(symm_tensor_rendezvous(t));
   ASSERT_OK(symm_tensor_rendezvous(t)); /* idempotent */
-  symm_view_t v;
   ASSERT_OK(symm_tensor_remote_view(t, 0, &v));
   ASSERT_PTR_EQ(v.data, symm_tensor_data(t));
   ASSERT_EQ(v.strides[0], 5);

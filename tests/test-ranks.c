@@ -141,6 +141,12 @@ static int full_path_rank(int rank, int size, void *arg) {
     ASSERT_OK(symm_tensor_lookup((char *)cv.data + 5, &found, &frank, &off));
     ASSERT_PTR_EQ(found, t);
     ASSERT_EQ(frank, -1);
+    ASSERT_EQ(off, 5);
+    /* From the start of the view, as the header says, in any rank's part. */
+    const size_t at = (size_t)(size - 1) * (size_t)cv.strides[0] * 8 + 8 * 1001 + 3;
+    ASSERT_OK(symm_tensor_lookup((char *)cv.data + at, &found, &frank, &off));
+    ASSERT_EQ(frank, -1);
+    ASSERT_EQ(off, at);
   }
 
   /* Validate: whole tensor, a slice of a peer, past the end. */

@@ -187,7 +187,7 @@ class Lookup(NamedTuple):
 
     tensor: Optional[SymmetricTensor]  #: None: the library's own (the scratch)
     rank: int                          #: whose memory; -1: a contiguous view
-    offset: int                        #: bytes from the start of that rank's data
+    offset: int                        #: bytes from the start of that rank's data (rank -1: of the view)
 
 
 def _redop(op: Union[str, int]) -> int:
