@@ -546,6 +546,48 @@ static bool watchable(const init_info_t *me, const init_info_t *o) {
          o->pidns_dev == me->pidns_dev && o->pid > 0;
 }
 
+/* The error of a requested backend that some ranks cannot use, the same
+ * on every rank: the ranks and the first one's reason.  Every rank
+ * reaches it alike (the ranks' masks are the same table everywhere), so
+ * the reasons travel in one more round, paid only on this failure. */
+static symm_result_t unusable_error(symm_comm_t *comm, const init_info_t *all,
+                                    symm_backend_t backend, const char *why) {
+  const uint32_t bit = 1u << backend;
+  const bool mine = !(all[comm->rank].usable_mask & bit);
+  char ranks[128] = "";
+  size_t n = 0;
+  int first = -1, count = 0;
+  for (int r = 0; r < comm->size; r++) {
+    if (all[r].usable_mask & bit) continue;
+    if (first < 0) first = r;
+    if (count++ < 8 && n + 16 < sizeof ranks)
+      n += (size_t)snprintf(ranks + n, sizeof ranks - n, "%s%d", n ? ", " : "", r);
+  }
+  if (count > 8 && n < sizeof ranks) snprintf(ranks + n, sizeof ranks - n, " and %d more", count - 8);
+  char reason[512] = "";
+  void **values = calloc((size_t)comm->size, sizeof *values);
+  size_t *lens = calloc((size_t)comm->size, sizeof *lens);
+  if (values && lens &&
+      comm->bootstrap->ops->allgatherv(comm->bootstrap, why, mine ? strlen(why) : 0, values,
+                                       lens) == SYMM_SUCCESS) {
+    size_t len = lens[first] < sizeof reason ? lens[first] : sizeof reason - 1;
+    if (values[first]) memcpy(reason, values[first], len);
+    reason[len] = 0;
+  } else {
+    symm_error_clear(); /* the reason stays unknown; the verdict does not change */
+  }
+  for (int r = 0; values && r < comm->size; r++) free(values[r]);
+  free(values);
+  free(lens);
+  if (!reason[0]) snprintf(reason, sizeof reason, "%s", "its reason did not reach this rank");
+  if (count == 1)
+    return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable on rank %d%s: %s",
+                      symm_backend_name(backend), first, mine ? " (this rank)" : "", reason);
+  return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable on ranks %s%s; on "
+                    "rank %d: %s", symm_backend_name(backend), ranks,
+                    mine ? " (this rank among them)" : "", first, reason);
+}
+
 /* Picks the backend every rank can use, and local rank/size if unknown. */
 static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *rc) {
   init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
@@ -589,15 +631,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   }
   if (rc->cfg.backend != SYMM_BACKEND_AUTO) {
     if (!(common & (1u << rc->cfg.backend))) {
-      int bad = -1;
-      for (int r = 0; r < comm->size && bad < 0; r++)
-        if (!(all[r].usable_mask & (1u << rc->cfg.backend))) bad = r;
-      if (bad == comm->rank)
-        res = symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable here: %s",
-                         symm_backend_name(rc->cfg.backend), why);
-      else
-        res = symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s is not usable on rank %d",
-                         symm_backend_name(rc->cfg.backend), bad);
+      res = unusable_error(comm, all, rc->cfg.backend, why);
       goto out;
     }
     comm->backend = rc->cfg.backend;

@@ -53,6 +53,9 @@ static inline fakecuda_stats_t fake_stats(void) {
     RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_),             \
            symm_strerror(want), symm_last_error());                             \
   } while (0)
+/* The thread's last error says `needle`. */
+#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "no \"%s\" in: %s", needle, \
+                            symm_last_error())
 
 /* What rank `writer` puts at element i. */
 static inline uint64_t pattern(int writer, size_t i) {

@@ -5,6 +5,7 @@
 TEST_ENTRY(native_fake_probe_no_library, 20)
 TEST_ENTRY(native_fake_probe_no_device, 20)
 TEST_ENTRY(native_fake_probe_no_vmm, 20)
+TEST_ENTRY(native_fake_unusable_on_one_rank, 60)
 TEST_ENTRY(native_fake_full_path_2, 60)
 TEST_ENTRY(native_fake_full_path_4_shared, 60)
 TEST_ENTRY(native_fake_access_per_mapping, 60)

@@ -120,6 +120,30 @@ TEST_IMPL(native_fake_probe_no_vmm) {
   return fake_probe_refused(SYMM_BACKEND_NATIVE, "virtual memory management");
 }
 
+/* The backend asked for is unusable on some ranks only (no driver there):
+ * every rank fails with the same message, naming those ranks and quoting
+ * the first one's reason, not only the ranks that cannot use it. */
+static int unusable_somewhere_rank(int rank, int size, void *arg) {
+  (void)size;
+  const int bad = *(const int *)arg; /* bit r: rank r has no driver */
+  if (bad & (1 << rank)) setenv("SYMM_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
+  symm_comm_t *comm = NULL;
+  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  RHAS("libcuda.so.1 not found");
+  RHAS(bad == 1 ? "backend native is not usable on rank 0" : "not usable on ranks 0, 2");
+  if (bad != 1) RHAS("; on rank 0: ");
+  if (bad & (1 << rank)) RHAS("this rank");
+  return 0;
+}
+
+TEST_IMPL(native_fake_unusable_on_one_rank) {
+  int bad = 1;
+  ASSERT_EQ(run_job(3, unusable_somewhere_rank, &bad), 0);
+  bad = 5;
+  ASSERT_EQ(run_job(3, unusable_somewhere_rank, &bad), 0);
+  return 0;
+}
+
 /* ---------------------------------------------------------- full path */
 
 /* Validation: our memory passes, other memory is named precisely. */

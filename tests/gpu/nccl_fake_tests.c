@@ -46,8 +46,6 @@ static fakenccl_stats_t fakenccl_stats_of(void) {
   return s;
 }
 
-#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "\"%s\" lacks \"%s\"", \
-                            symm_last_error(), needle)
 
 /* A job of n nccl ranks with SYMM_TIMEOUT_MS = symm_timeout_ms; the number
  * of ranks that failed; status[] (may be NULL) their wait statuses. */

@@ -28,8 +28,6 @@
 
 /* ------------------------------------------------------------- helpers */
 
-#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "no \"%s\" in: %s", needle, \
-                            symm_last_error())
 
 /* The fake's counters, from the copy the backend loaded. */
 static fakenvshmem_stats_t fakenvshmem_stats_of(void) {
