@@ -25,7 +25,8 @@
  *
  * Environment: FAKENCCL_VERSION (ncclGetVersion's code, default 22902;
  * below 22902 there is no ncclGetPeerDevicePointer, below 22800 no
- * ncclAlltoAll, below 22700 no windows), FAKENCCL_MISSING=sym[,sym...]
+ * ncclAlltoAll, below 22700 no windows), FAKENCCL_VERSION_IF=s=code[,...]
+ * (the code of a copy whose file path contains s), FAKENCCL_MISSING=sym[,sym...]
  * (dlsym finds none of them), FAKENCCL_NULL_WINDOW=1 (registration
  * succeeds without a window, as on a communicator without symmetric
  * support), FAKENCCL_INIT_FAIL_RANK=r (rank r's init fails),
@@ -143,6 +144,27 @@ static int fn_env_int(const char *name, int dflt) {
   return v && *v ? atoi(v) : dflt;
 }
 
+/* ncclGetVersion's code: FAKENCCL_VERSION_IF=substr=code[,...] gives the
+ * code of the first substr this copy's file path contains (copies of the
+ * fake in several places play several NCCLs), else FAKENCCL_VERSION. */
+static int fn_version(void) {
+  const char *m = getenv("FAKENCCL_VERSION_IF");
+  Dl_info info;
+  if (m && *m && dladdr((void *)&fn_version, &info) && info.dli_fname) {
+    for (const char *p = m; *p;) {
+      size_t n = strcspn(p, ","), k = strcspn(p, "=");
+      char sub[256];
+      if (k < n && k < sizeof sub) {
+        memcpy(sub, p, k);
+        sub[k] = 0;
+        if (strstr(info.dli_fname, sub)) return atoi(p + k + 1);
+      }
+      p += n + (p[n] == ',');
+    }
+  }
+  return fn_env_int("FAKENCCL_VERSION", 22902);
+}
+
 static int fn_fail(int code, const char *msg) {
   snprintf(fn_last, sizeof fn_last, "%s", msg);
   return code;
@@ -233,7 +255,7 @@ static void fn_unmap(uintptr_t va, size_t size) {
 
 static int fn_ncclGetVersion(int *v) {
   if (!v) return FN_EINVAL;
-  *v = fn_env_int("FAKENCCL_VERSION", 22902);
+  *v = fn_version();
   return FN_OK;
 }
 
@@ -742,7 +764,7 @@ static bool fn_hidden(const char *name, int since) {
     if (n == len && strncmp(p, name, n) == 0) return true;
     p += n + (p[n] == ',');
   }
-  return fn_env_int("FAKENCCL_VERSION", 22902) < since;
+  return fn_version() < since;
 }
 
 #define FN_EXPORT(ret, name, since, params)                                              \

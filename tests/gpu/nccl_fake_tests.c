@@ -190,6 +190,78 @@ TEST_IMPL(nccl_fake_probe_wheel) {
   return 0;
 }
 
+/* A copy of the fake (a file of its own, so that the loader loads it as
+ * another library) as env/lib/python3.99/site-packages/nvidia/nccl/lib/
+ * libnccl.so.2; its path into lib. */
+static int make_wheel_env(const char *env, char *lib, size_t cap) {
+  static const char *const parts[] = {"", "/lib", "/lib/python3.99",
+                                      "/lib/python3.99/site-packages",
+                                      "/lib/python3.99/site-packages/nvidia",
+                                      "/lib/python3.99/site-packages/nvidia/nccl",
+                                      "/lib/python3.99/site-packages/nvidia/nccl/lib"};
+  char path[512], cmd[1200];
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", env, parts[i]);
+    ASSERT_EQ(mkdir(path, 0700), 0);
+  }
+  snprintf(lib, cap, "%s%s/libnccl.so.2", env, parts[6]);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", FAKENCCL_PATH, lib);
+  ASSERT_EQ(system(cmd), 0);
+  return 0;
+}
+
+/* Two NCCLs in two Python environments, the older first: the newest is
+ * taken, and describe says which and over which; a library that
+ * SYMM_NCCL_LIB names is taken alone, whatever its version. */
+TEST_IMPL(nccl_fake_newest_found) {
+  char dir[] = "/tmp/symm-nccls-XXXXXX", old_env[256], new_env[256], old_lib[512],
+      new_lib[512], why[1024];
+  ASSERT(mkdtemp(dir));
+  snprintf(old_env, sizeof old_env, "%s/nccl-old-env", dir);
+  snprintf(new_env, sizeof new_env, "%s/nccl-new-env", dir);
+  ASSERT_EQ(make_wheel_env(old_env, old_lib, sizeof old_lib), 0);
+  ASSERT_EQ(make_wheel_env(new_env, new_lib, sizeof new_lib), 0);
+  setenv("FAKENCCL_VERSION_IF", "nccl-old-env=22809,nccl-new-env=22902", 1);
+  unsetenv("SYMM_NCCL_LIB");
+  setenv("VIRTUAL_ENV", old_env, 1);
+  setenv("CONDA_PREFIX", new_env, 1);
+  setenv("HOME", "/nonexistent-home", 1);
+  char *path_was = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  setenv("PATH", "/nonexistent-bin", 1);
+  void *sys = dlopen(SYMM_NCCL_LIB_DEFAULT, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_OK(probe_now(why, sizeof why));
+  char out[4096] = "";
+  FILE *f = fmemopen(out, sizeof out - 1, "w");
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NCCL, f));
+  fclose(f);
+  printf("%s", out);
+  ASSERT_STR_CONTAINS(out, "chosen: the newest usable of ");
+  ASSERT_STR_CONTAINS(out, "NCCL 2.28.9 at ");
+  ASSERT_STR_CONTAINS(out, old_lib);
+  if (!sys) { /* else the loader's own is a third, and may be newer */
+    ASSERT_STR_CONTAINS(out, "of 2 found");
+    char want[600];
+    snprintf(want, sizeof want, "library: %s, NCCL 2.29.2", new_lib);
+    ASSERT_STR_CONTAINS(out, want);
+  }
+  /* Named: that one only, though older. */
+  setenv("SYMM_NCCL_LIB", old_lib, 1);
+  ASSERT_OK(probe_now(why, sizeof why));
+  memset(out, 0, sizeof out);
+  f = fmemopen(out, sizeof out - 1, "w");
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NCCL, f));
+  fclose(f);
+  char want[600];
+  snprintf(want, sizeof want, "library: %s, NCCL 2.28.9", old_lib);
+  ASSERT_STR_CONTAINS(out, want);
+  ASSERT(!strstr(out, "chosen:"));
+  setenv("PATH", path_was, 1);
+  free(path_was);
+  snprintf(want, sizeof want, "rm -rf '%s'", dir);
+  ASSERT_EQ(system(want), 0);
+  return 0;
+}
+
 /* `auto` passes nccl over even where it is usable (native unusable here:
  * cuda or host runs). */
 static int auto_rank(int rank, int size, void *arg) {

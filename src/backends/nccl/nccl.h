@@ -9,6 +9,8 @@
 #ifndef SYMM_NCCL_H
 #define SYMM_NCCL_H
 
+#include <limits.h>
+
 #include "backends/nccl/nccl_lib.h"
 #include "symm_backend.h"
 
@@ -47,15 +49,22 @@ typedef struct nccl_alloc {
   uint64_t window_seq;     /* 1, 2, ...: the collective registration it was */
 } nccl_alloc_t;
 
-/* The loaded library (nccl_find.c): loads SYMM_NCCL_LIB, else the one a
- * Python environment's nvidia-nccl wheel ships; NULL with the reason. */
+/* The loaded library (nccl_find.c): SYMM_NCCL_LIB when it names one, else
+ * the newest usable of the loader's libnccl.so.2 and the nvidia-nccl
+ * wheels' of the Python environments; NULL with the reason. */
 const symm_nccl_lib_t *nccl_library(char *why, size_t why_len);
-/* The first nvidia-nccl wheel's library (VIRTUAL_ENV, CONDA_PREFIX, the
- * prefix of python3 on PATH, ~/.local), into out; false with the places
- * looked at in where. */
+/* The nvidia-nccl wheels' libraries (VIRTUAL_ENV, CONDA_PREFIX, the prefix
+ * of python3 on PATH, ~/.local; each file once), at most max, into out;
+ * their count, with the places that had none in where. */
+size_t nccl_find_wheels(char (*out)[PATH_MAX], size_t max, char *where, size_t where_len);
+/* The first of them into out; false with the places looked at in where. */
 bool nccl_find_wheel(char *out, size_t cap, char *where, size_t where_len);
 /* Where nccl_library found it ("" before). */
 const char *nccl_library_path(void);
+/* Why that one, when several were found ("" otherwise). */
+const char *nccl_library_choice(void);
+/* "2.29.2" of a version code. */
+void nccl_version_text(int code, char *out, size_t cap);
 /* What this library lacks for the backend (probe's reason), "" if nothing. */
 void nccl_missing(const symm_nccl_lib_t *lib, const char *path, char *why, size_t why_len);
 

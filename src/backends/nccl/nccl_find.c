@@ -1,11 +1,13 @@
 /*
- * Finding and loading libnccl: SYMM_NCCL_LIB (a name the dynamic loader
- * searches, or a path), else, when the setting is left at its default and
- * the loader finds no libnccl.so.2, the copy that NVIDIA's pip wheel
- * (nvidia-nccl-cu*) puts under site-packages/nvidia/nccl/lib in a Python
- * environment: the active virtual or conda environment, the prefix of the
- * python3 on PATH, the user's site.  Only directories are read; no
- * interpreter is started.
+ * Finding and loading libnccl: SYMM_NCCL_LIB when it names a library (a
+ * name the dynamic loader searches, or a path), that one only.  Left at
+ * its default, every copy found is a candidate: the loader's libnccl.so.2
+ * and those that NVIDIA's pip wheel (nvidia-nccl-cu*) puts under
+ * site-packages/nvidia/nccl/lib in Python environments (the active virtual
+ * or conda environment, the prefix of the python3 on PATH, the user's
+ * site); the newest that has what the backend needs is taken (remote views
+ * need 2.29.2), and describe says which and why.  Only directories are
+ * read; no interpreter is started.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <dirent.h>
@@ -17,12 +19,6 @@
 #include <unistd.h>
 
 #include "backends/nccl/nccl.h"
-
-static pthread_mutex_t find_lock = PTHREAD_MUTEX_INITIALIZER;
-static symm_nccl_lib_t found_lib;
-static bool found;
-static char found_path[PATH_MAX];
-static char found_setting[PATH_MAX]; /* the setting it was found for */
 
 #define NCCL_WHEEL_DIR "site-packages/nvidia/nccl/lib/"
 
@@ -62,23 +58,106 @@ static bool python_prefix(char *out, size_t cap) {
   return false;
 }
 
-/* The wheel's library in the first environment that has one. */
-bool nccl_find_wheel(char *out, size_t cap, char *where, size_t where_len) {
+size_t nccl_find_wheels(char (*out)[PATH_MAX], size_t max, char *where, size_t where_len) {
   char prefix[PATH_MAX], user[PATH_MAX] = "";
   const char *home = getenv("HOME");
   if (home) snprintf(user, sizeof user, "%s/.local", home);
   const char *candidates[] = {getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX"),
                               python_prefix(prefix, sizeof prefix) ? prefix : NULL, user};
-  size_t used = 0;
+  size_t used = 0, count = 0;
   where[0] = 0;
-  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0] && count < max; i++) {
     if (!candidates[i] || !*candidates[i]) continue;
-    if (wheel_under(candidates[i], out, cap)) return true;
+    char real[PATH_MAX];
+    bool seen = false;
+    if (wheel_under(candidates[i], out[count], PATH_MAX)) {
+      /* One environment reached twice (VIRTUAL_ENV and python3's prefix). */
+      for (size_t k = 0; k < count && realpath(out[count], real); k++) {
+        char other[PATH_MAX];
+        seen |= realpath(out[k], other) && strcmp(real, other) == 0;
+      }
+      if (!seen) count++;
+      continue;
+    }
     if (used < where_len)
       used += (size_t)snprintf(where + used, where_len - used, "%s%s/lib/python3*/" NCCL_WHEEL_DIR,
                                used ? ", " : "", candidates[i]);
   }
-  return false;
+  return count;
+}
+
+bool nccl_find_wheel(char *out, size_t cap, char *where, size_t where_len) {
+  char found[1][PATH_MAX];
+  if (!nccl_find_wheels(found, 1, where, where_len)) return false;
+  snprintf(out, cap, "%s", found[0]);
+  return true;
+}
+
+void nccl_version_text(int code, char *out, size_t cap) {
+  int maj, min, pat;
+  symm_nccl_version_parts(code, &maj, &min, &pat);
+  snprintf(out, cap, "%d.%d.%d", maj, min, pat);
+}
+
+static pthread_mutex_t find_lock = PTHREAD_MUTEX_INITIALIZER;
+static symm_nccl_lib_t found_lib;
+static bool found;
+static char found_path[PATH_MAX];
+static char found_setting[PATH_MAX]; /* the setting it was found for */
+static char found_choice[1024];      /* why this one, when there were several */
+
+#define NCCL_MAX_CANDIDATES 5 /* the loader's, and a wheel per environment */
+
+typedef struct {
+  symm_nccl_lib_t lib;
+  char path[PATH_MAX];
+  bool usable; /* has every entry point the backend needs */
+} nccl_candidate_t;
+
+/* Loads `name`; on success fills c (the file the loader chose for a bare
+ * name, and whether the backend can use it). */
+static bool load_candidate(const char *name, nccl_candidate_t *c, char *why, size_t why_len) {
+  if (!symm_nccl_lib_load(&c->lib, name, why, why_len)) {
+    if (c->lib.handle) dlclose(c->lib.handle);
+    c->lib.handle = NULL;
+    return false;
+  }
+  snprintf(c->path, sizeof c->path, "%s", name);
+  Dl_info info;
+  void *fn;
+  memcpy(&fn, &c->lib.get_version, sizeof fn);
+  if (dladdr(fn, &info) && info.dli_fname && strchr(info.dli_fname, '/'))
+    snprintf(c->path, sizeof c->path, "%s", info.dli_fname);
+  char missing[512];
+  nccl_missing(&c->lib, c->path, missing, sizeof missing);
+  c->usable = !missing[0];
+  return true;
+}
+
+/* Whether a beats b: usable first, then the newer version. */
+static bool better(const nccl_candidate_t *a, const nccl_candidate_t *b) {
+  if (a->usable != b->usable) return a->usable;
+  return a->lib.version > b->lib.version;
+}
+
+/* Says which candidate was taken over which (found_choice). */
+static void note_choice(const nccl_candidate_t *c, size_t n, size_t best) {
+  size_t used = 0;
+  char v[32];
+  found_choice[0] = 0;
+  if (n < 2) return;
+  nccl_version_text(c[best].lib.version, v, sizeof v);
+  used = (size_t)snprintf(found_choice, sizeof found_choice, "the newest usable of %zu found "
+                          "(also", n);
+  const char *sep = " ";
+  for (size_t i = 0; i < n && used < sizeof found_choice; i++) {
+    if (i == best) continue;
+    nccl_version_text(c[i].lib.version, v, sizeof v);
+    used += (size_t)snprintf(found_choice + used, sizeof found_choice - used, "%sNCCL %s%s at %s",
+                             sep, v, c[i].usable ? "" : " (unusable)", c[i].path);
+    sep = "; ";
+  }
+  if (used < sizeof found_choice) snprintf(found_choice + used, sizeof found_choice - used, ")");
 }
 
 const symm_nccl_lib_t *nccl_library(char *why, size_t why_len) {
@@ -90,38 +169,64 @@ const symm_nccl_lib_t *nccl_library(char *why, size_t why_len) {
     lib = &found_lib;
     goto out;
   }
-  char first[512] = "", where[1024] = "", path[PATH_MAX];
-  symm_nccl_lib_t l;
-  snprintf(path, sizeof path, "%s", setting);
-  bool ok = symm_nccl_lib_load(&l, setting, first, sizeof first);
-  /* A wheel is looked for only when nobody named a library. */
-  if (!ok && !l.handle && strcmp(setting, SYMM_NCCL_LIB_DEFAULT) == 0 &&
-      nccl_find_wheel(path, sizeof path, where, sizeof where))
-    ok = symm_nccl_lib_load(&l, path, first, sizeof first);
-  if (!ok) {
+  nccl_candidate_t *c = calloc(NCCL_MAX_CANDIDATES, sizeof *c);
+  char first[512] = "", where[1024] = "", err[512];
+  char (*wheels)[PATH_MAX] = calloc(NCCL_MAX_CANDIDATES - 1, PATH_MAX);
+  if (!c || !wheels) {
+    snprintf(why, why_len, "out of memory");
+    free(c);
+    free(wheels);
+    goto out;
+  }
+  size_t n = 0;
+  if (load_candidate(setting, &c[n], first, sizeof first)) n++;
+  /* Named by the user: that library only.  Else every copy found. */
+  if (strcmp(setting, SYMM_NCCL_LIB_DEFAULT) == 0) {
+    size_t w = nccl_find_wheels(wheels, NCCL_MAX_CANDIDATES - 1, where, sizeof where);
+    for (size_t i = 0; i < w && n < NCCL_MAX_CANDIDATES; i++) {
+      if (!load_candidate(wheels[i], &c[n], err, sizeof err)) {
+        if (!first[0] || !n) snprintf(first, sizeof first, "%s", err);
+        continue;
+      }
+      /* The loader's own may be one of them. */
+      bool dup = false;
+      for (size_t k = 0; k < n; k++) dup |= c[k].lib.handle == c[n].lib.handle;
+      if (dup) {
+        dlclose(c[n].lib.handle); /* the same object, counted once more */
+        continue;
+      }
+      n++;
+    }
+  }
+  if (!n) {
     if (where[0])
       snprintf(why, why_len, "%s (SYMM_NCCL_LIB); no nvidia-nccl wheel in %s", first, where);
     else
       snprintf(why, why_len, "%s (SYMM_NCCL_LIB)", first);
-    goto out;
+  } else {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+      if (better(&c[i], &c[best])) best = i;
+    for (size_t i = 0; i < n; i++)
+      if (i != best) dlclose(c[i].lib.handle);
+    note_choice(c, n, best);
+    if (found_choice[0]) SYMM_INFO(BACKEND, "nccl: %s: %s", c[best].path, found_choice);
+    found_lib = c[best].lib;
+    found = true;
+    snprintf(found_path, sizeof found_path, "%s", c[best].path);
+    snprintf(found_setting, sizeof found_setting, "%s", setting);
+    lib = &found_lib;
   }
-  found_lib = l;
-  found = true;
-  /* The file the loader chose for a bare name, for describe and messages. */
-  Dl_info info;
-  void *fn;
-  memcpy(&fn, &l.get_version, sizeof fn);
-  if (dladdr(fn, &info) && info.dli_fname && strchr(info.dli_fname, '/'))
-    snprintf(path, sizeof path, "%s", info.dli_fname);
-  snprintf(found_path, sizeof found_path, "%s", path);
-  snprintf(found_setting, sizeof found_setting, "%s", setting);
-  lib = &found_lib;
+  free(c);
+  free(wheels);
 out:
   pthread_mutex_unlock(&find_lock);
   return lib;
 }
 
 const char *nccl_library_path(void) { return found ? found_path : ""; }
+
+const char *nccl_library_choice(void) { return found ? found_choice : ""; }
 
 void nccl_missing(const symm_nccl_lib_t *lib, const char *path, char *why, size_t why_len) {
   int maj, min, pat;

@@ -11,12 +11,6 @@
 
 #include "backends/nccl/nccl.h"
 
-static void nccl_version_text(int code, char *out, size_t cap) {
-  int maj, min, pat;
-  symm_nccl_version_parts(code, &maj, &min, &pat);
-  snprintf(out, cap, "%d.%d.%d", maj, min, pat);
-}
-
 /* The library, and a device for it. */
 symm_result_t nccl_probe(char *why, size_t why_len) {
   char reason[1024] = "";
@@ -219,6 +213,7 @@ void nccl_describe(FILE *out) {
   if (!lib) return; /* symmem-info shows the probe's reason */
   nccl_version_text(lib->version, v, sizeof v);
   fprintf(out, "library: %s, NCCL %s (version code %d)\n", nccl_library_path(), v, lib->version);
+  if (nccl_library_choice()[0]) fprintf(out, "chosen: %s\n", nccl_library_choice());
   nccl_missing(lib, nccl_library_path(), why, sizeof why);
   if (why[0]) fprintf(out, "unusable: %s\n", why);
   if (lib->get_peer_device_pointer)
