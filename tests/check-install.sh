@@ -19,7 +19,8 @@ esac
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists symmem || { echo "FAIL: pkg-config"; exit 1; }
 cc -std=c11 -o "$tmp/ex" "$src/examples/neighbor_exchange.c" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs symmem)
-LD_LIBRARY_PATH="$libdir" SYMM_BACKEND=host "$tmp/prefix/bin/symmem-run" -n 2 -- "$tmp/ex" >"$tmp/out"
+# No LD_LIBRARY_PATH: the run path from --libs finds the library.
+env -u LD_LIBRARY_PATH SYMM_BACKEND=host "$tmp/prefix/bin/symmem-run" -n 2 -- "$tmp/ex" >"$tmp/out"
 grep -q " OK" "$tmp/out" || { cat "$tmp/out"; echo "FAIL: example via pkg-config"; exit 1; }
 mkdir "$tmp/cm"
 cat >"$tmp/cm/CMakeLists.txt" <<'CM'

@@ -37,7 +37,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ._dlpack import live_exports
 from ._dtypes import DTYPES
 from ._lib import LIB, LIB_PATH, SymmSettingInfo, c_string_buffer, text
-from ._tools import tool_path
+from ._tools import cmake_dir, include_dir, pkgconfig_dir, tool_path
 from .comm import Communicator, Lookup, Store, init
 from .errors import (BackendError, BackendUnavailableError, InternalError,
                      InvalidArgumentError, MismatchError, NoMemoryError, NotFoundError,
@@ -52,6 +52,7 @@ __all__ = [
     "init", "Communicator", "Store", "SymmetricTensor", "View", "Lookup",
     "version", "__version__", "backends", "backend_available", "multicast_status",
     "settings", "Setting", "dtypes", "signal_pad_bytes", "tool_path", "library_path",
+    "include_dir", "cmake_dir", "pkgconfig_dir",
     "SymmemError", "Error", "Result", "InvalidArgumentError", "NoMemoryError",
     "UnsupportedError", "MismatchError", "TimeoutError", "PeerLostError",
     "SystemCallError", "BackendError", "NotFoundError", "StateError",

@@ -29,6 +29,36 @@ def tool_path(name: str) -> str:
                             (name, _HERE))
 
 
+def _prefix_dir(sub: str, marker: str) -> str:
+    # The package's own install (its folder is the CMake install prefix),
+    # else the prefix that a SYMMEM_LIBRARY in <prefix>/lib belongs to.
+    lib_dir = os.path.dirname(os.path.abspath(LIB_PATH))
+    for prefix in (_HERE, os.path.join(lib_dir, os.pardir)):
+        cand = os.path.normpath(os.path.join(prefix, sub))
+        if os.path.exists(os.path.join(cand, marker)):
+            return cand
+    raise FileNotFoundError("symmem: no %s here: the package at %s has none, nor has the "
+                            "prefix of %s (a build tree has no install layout; use "
+                            "`cmake --install`)" % (os.path.join(sub, marker), _HERE, LIB_PATH))
+
+
+def include_dir() -> str:
+    """The folder of symmem.h (and symmem_device.cuh), for ``-I``."""
+    return _prefix_dir("include", "symmem.h")
+
+
+def cmake_dir() -> str:
+    """The folder of symmemConfig.cmake: ``-Dsymmem_DIR=...`` (or put it in
+    ``CMAKE_PREFIX_PATH``) for ``find_package(symmem)``."""
+    return _prefix_dir(os.path.join("lib", "cmake", "symmem"), "symmemConfig.cmake")
+
+
+def pkgconfig_dir() -> str:
+    """The folder of symmem.pc, for ``PKG_CONFIG_PATH``; programs built with
+    its ``--libs`` find the library through their run path."""
+    return _prefix_dir(os.path.join("lib", "pkgconfig"), "symmem.pc")
+
+
 def _exec(name: str, argv: Optional[List[str]] = None) -> NoReturn:
     path = tool_path(name)
     args = sys.argv[1:] if argv is None else argv

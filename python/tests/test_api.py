@@ -90,6 +90,19 @@ def test_tools_are_shipped():
         symmem.tool_path("rm")
 
 
+def test_build_dirs():
+    # The headers are found from a build tree (its source's include/) and
+    # from an install; the CMake and pkg-config files only from an install
+    # (test_wheel builds C programs with them), else a clear error.
+    assert os.path.exists(os.path.join(symmem.include_dir(), "symmem.h"))
+    for fn, name in ((symmem.cmake_dir, "symmemConfig.cmake"),
+                     (symmem.pkgconfig_dir, "symmem.pc")):
+        try:
+            assert os.path.exists(os.path.join(fn(), name))
+        except FileNotFoundError as e:
+            assert name in str(e) and "cmake --install" in str(e), e
+
+
 def test_init_and_properties(comm):
     assert (comm.rank, comm.size, comm.backend, comm.device) == (0, 1, "host", -1)
     assert comm.local_rank == 0 and comm.local_size == 1 and comm.timeout_ms == 5000

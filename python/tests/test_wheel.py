@@ -48,3 +48,26 @@ def test_pip_install_then_two_ranks(tmp_path):
     assert out.count(" OK") == 2 and "FAIL" not in out, out
     info = _run(["symmem-info"], env, str(elsewhere), timeout=60)
     assert "host" in info
+    # A C program against the pip-installed package, through pkg-config and
+    # through CMake, runs with no LD_LIBRARY_PATH.
+    dirs = _run([str(bindir / "python"), "-c",
+                 "import symmem; print(symmem.include_dir()); print(symmem.pkgconfig_dir()); "
+                 "print(symmem.cmake_dir())"], env, str(elsewhere)).split()
+    assert all(d.startswith(str(env_dir)) for d in dirs), dirs
+    assert os.path.exists(os.path.join(dirs[0], "symmem.h")), dirs
+    example = os.path.join(REPO, "examples", "neighbor_exchange.c")
+    pc_env = dict(env, PKG_CONFIG_PATH=dirs[1])
+    flags = _run(["pkg-config", "--cflags", "--libs", "symmem"], pc_env, str(elsewhere)).split()
+    _run(["cc", "-std=c11", "-o", str(tmp_path / "ex_pc"), example] + flags, env, str(elsewhere))
+    cm = tmp_path / "cm"
+    cm.mkdir()
+    (cm / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(consumer C)\n"
+        "find_package(symmem REQUIRED)\nadd_executable(ex ex.c)\n"
+        "target_link_libraries(ex symmem::symmem)\n")
+    (cm / "ex.c").write_text(open(example).read())
+    _run(["cmake", "-S", str(cm), "-B", str(cm / "b"), "-Dsymmem_DIR=" + dirs[2]], env, str(cm))
+    _run(["cmake", "--build", str(cm / "b")], env, str(cm))
+    for exe in (tmp_path / "ex_pc", cm / "b" / "ex"):
+        out = _run(["symmem-run", "-n", "2", str(exe)], env, str(elsewhere), timeout=120)
+        assert out.count(" OK") == 2, (exe, out)
