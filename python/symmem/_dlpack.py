@@ -244,7 +244,7 @@ class Borrowed:
         data = iface.get("data")
         if not isinstance(data, tuple):
             invalid("%s: an array interface without a (pointer, read-only) pair" % self.what)
-        dtype = dtype_from_typestr(iface["typestr"])
+        dtype = dtype_from_typestr(iface["typestr"], getattr(self.obj, "dtype", None))
         shape = tuple(iface["shape"])
         if not _contiguous(shape, iface.get("strides"), dtype.itemsize):
             _not_contiguous(self.what)

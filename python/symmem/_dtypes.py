@@ -89,9 +89,16 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> DType:
     return found
 
 
-def dtype_from_typestr(typestr: str) -> DType:
-    """The dtype of an array-interface type string ("<f4")."""
+def dtype_from_typestr(typestr: str, hint: Any = None) -> DType:
+    """The dtype of an array-interface type string ("<f4").  `hint`: the
+    array's own dtype, which names what a void type string ("<V2") holds:
+    ml_dtypes' bfloat16 arrays export as "<V2" with dtype name "bfloat16"."""
     found = _BY_TYPESTR.get(typestr)
+    name = getattr(hint, "name", None)
+    if found is None and typestr[1:2] == "V" and isinstance(name, str):
+        named = _BY_NAME.get(name.lower())
+        if named is not None and "%s%d" % (typestr[:2], named.itemsize) == typestr:
+            found = named
     if found is None:
         invalid("array-interface type %r has no symmem dtype (big-endian, bool, "
                 "complex and structured types have none)" % typestr)

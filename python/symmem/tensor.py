@@ -7,7 +7,7 @@ from ctypes import POINTER, byref, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _dlpack
-from ._dtypes import DTYPES, DType
+from ._dtypes import DTYPES, DType, dtype_of
 from ._lib import LIB, SymmView
 from .errors import check, invalid, make_error, Result
 
@@ -60,6 +60,14 @@ class _TensorHandle:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _row_major(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= s
+    return tuple(reversed(strides))
 
 
 def _view_from_c(handle: _TensorHandle, v: SymmView) -> "View":
@@ -166,9 +174,41 @@ class View:
         return iface
 
     def numpy(self) -> Any:
-        """This view as a NumPy array, without a copy (CPU views; needs NumPy)."""
+        """This view as a NumPy array, without a copy (CPU views; needs NumPy).
+
+        bfloat16, which NumPy lacks, comes as an ``ml_dtypes.bfloat16`` array
+        where ml_dtypes is installed (ImportError saying so otherwise)."""
         import numpy
-        return numpy.from_dlpack(self)
+        if self._dtype.name != "bfloat16":
+            return numpy.from_dlpack(self)
+        try:
+            import ml_dtypes
+        except ImportError as e:
+            raise ImportError("a bfloat16 view as a NumPy array needs ml_dtypes "
+                              "(pip install ml-dtypes); DLPack consumers with bfloat16 "
+                              "(torch.from_dlpack, jax) take the view as it is") from e
+        if self.device >= 0:
+            raise BufferError("a CUDA view is no NumPy array; use DLPack (cupy, torch)")
+        raw = View(self._handle, self.data_ptr, self.shape, self.strides, DTYPES[9],
+                   self.device, self.rank)  # the same bytes as uint16
+        return numpy.asarray(raw).view(ml_dtypes.bfloat16)
+
+    def view(self, dtype: Any) -> "View":
+        """The same bytes as another element type (``torch.Tensor.view(dtype)``):
+        the last dimension scales by the ratio of the element sizes.  Needs a
+        contiguous view whose last dimension's bytes divide by the new
+        element size; InvalidArgumentError otherwise.  No copy."""
+        dt = dtype_of(dtype)
+        if not self.is_contiguous():
+            _dlpack._not_contiguous("the view")
+        shape = self.shape or (1,)
+        last = shape[-1] * self.itemsize
+        if last % dt.itemsize:
+            invalid("view(%s): the last dimension holds %d bytes, no multiple of %d" %
+                    (dt.name, last, dt.itemsize))
+        shape = shape[:-1] + (last // dt.itemsize,)
+        return View(self._handle, self.data_ptr, shape, _row_major(shape), dt, self.device,
+                    self.rank)
 
     def _symmem_buffer(self) -> _dlpack.Buffer:
         self._handle.get()
@@ -260,6 +300,30 @@ class SymmetricTensor:
         """Rank `peer`'s buffer, loadable and storable from here.  Needs a
         rendezvous (StateError); InvalidArgumentError for a rank out of range."""
         return self._view(LIB.symm_tensor_remote_view, int(peer))
+
+    def get_buffer(self, rank: int, sizes: Any, dtype: Any = None,
+                   storage_offset: int = 0) -> View:
+        """Rank `rank`'s memory as a contiguous view of another shape, dtype
+        or offset (PyTorch symm_mem's ``get_buffer``): `sizes` an int or a
+        sequence, `dtype` default this tensor's, `storage_offset` in elements
+        of `dtype`.  It must lie inside the tensor's bytes
+        (InvalidArgumentError naming both); a peer's needs a rendezvous
+        (StateError).  No copy."""
+        base = self.remote(rank)
+        dt = self._dtype if dtype is None else dtype_of(dtype)
+        dims = (int(sizes),) if isinstance(sizes, int) else tuple(int(s) for s in sizes)
+        if any(d < 0 for d in dims) or int(storage_offset) < 0:
+            invalid("get_buffer: sizes %s and storage_offset %d must not be negative" %
+                    (dims, storage_offset))
+        n = 1
+        for d in dims:
+            n *= d
+        start, end = int(storage_offset) * dt.itemsize, (int(storage_offset) + n) * dt.itemsize
+        if end > self.nbytes:
+            invalid("get_buffer: %d %s elements at offset %d (bytes %d..%d) run past the "
+                    "tensor's %d bytes" % (n, dt.name, storage_offset, start, end, self.nbytes))
+        return View(self._handle, base.data_ptr + start, dims, _row_major(dims), dt,
+                    self.device, base.rank)
 
     def contiguous_view(self) -> View:
         """All ranks' buffers back to back, shape ``(size, *shape)``; rank r's

@@ -29,6 +29,16 @@ def case_exchange(comm):
         assert np.all(np.from_dlpack(t) == left + 1), dtype
         comm.barrier()
         t.free()
+    # get_buffer: a peer's bytes as another shape and dtype, from an offset.
+    t = comm.empty(16, "int32").rendezvous()
+    np.from_dlpack(t)[:] = np.arange(16, dtype=np.int32) + 1000 * r
+    comm.barrier()
+    b = t.get_buffer(right, (2, 2), "int64", storage_offset=2)
+    assert b.rank == right
+    assert np.array_equal(np.from_dlpack(b).view(np.int32).ravel(),
+                          np.arange(4, 12, dtype=np.int32) + 1000 * right)
+    comm.barrier()
+    t.free()
     t = comm.empty((4, 7), "int32").rendezvous()
     ptrs = t.peer_ptrs()
     assert len(ptrs) == w and ptrs[r] == t.data_ptr
