@@ -711,6 +711,18 @@ SYMM_API symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *tensor,
                                                     void *const **dev_ptrs);
 
 /*
+ * The same for the signal pads: a device array of world_size pointers,
+ * index r = rank r's signal pad as this rank maps it (NULL for a rank not
+ * load/store reachable), for kernels that signal through the pads
+ * (PyTorch symm_mem's signal_pad_ptrs_dev).  Owned by the tensor, made on
+ * the first call after a rendezvous, kept as symm_tensor_peer_ptrs_device's.
+ * Local; the same errors as symm_tensor_peer_ptrs_device (host backend:
+ * SYMM_ERR_UNSUPPORTED, use symm_tensor_signal_pad).
+ */
+SYMM_API symm_result_t symm_tensor_signal_pad_ptrs_device(symm_tensor_t *tensor,
+                                                          void *const **dev_ptrs);
+
+/*
  * Signal pad of rank `rank` (this process's mapping of it): at least
  * symm_signal_pad_bytes() bytes, zeroed at allocation, in front of the data
  * (at a lower address of the same symmetric allocation).
@@ -763,6 +775,30 @@ SYMM_API symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel,
 /* Channels of a tensor's pads: symm_signal_pad_bytes() / 4 / world_size;
  * -1 for a NULL tensor. */
 SYMM_API int symm_signal_channels(const symm_tensor_t *tensor);
+
+/*
+ * Stream-ordered 32-bit writes (PyTorch symm_mem's stream_write_value32_
+ * and memset32_), for flags and signal words of one's own protocols.
+ * symm_write_value32 writes `value` to the 32-bit word at ptr after the
+ * work enqueued on `stream` before it, with what that work wrote made
+ * visible first (a flag that a peer polls after the data); symm_memset32
+ * writes it to `count` consecutive words (count 0: nothing).  ptr: 4-byte
+ * aligned memory of the communicator's kind that this process can write
+ * (a tensor's data or signal pad, this rank's or a peer's mapping, or
+ * memory of one's own).
+ * GPU backends: cuStreamWriteValue32 (one word) / cuMemsetD32Async on
+ * `stream` (a cudaStream_t; NULL: the legacy default stream); capturable
+ * in a CUDA graph.  Host backend: at once on the calling thread, a release
+ * fence then the stores; `stream` must be NULL.
+ * Local.  Errors: SYMM_ERR_INVALID_ARG (NULL comm or ptr, ptr not 4-byte
+ * aligned, count * 4 overflows, a stream on the host backend),
+ * SYMM_ERR_BACKEND (the driver refused: memory of another device, not
+ * device memory ...; the message names the call).
+ */
+SYMM_API symm_result_t symm_write_value32(symm_comm_t *comm, void *ptr, uint32_t value,
+                                          symm_stream_t stream);
+SYMM_API symm_result_t symm_memset32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                                     symm_stream_t stream);
 
 /*
  * All ranks' buffers mapped back to back in one virtual range, viewed as

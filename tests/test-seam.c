@@ -59,6 +59,8 @@ static void check_views(symm_comm_t *comm, int rank, int size) {
   symm_backend_names_with(offsetof(symm_backend_caps_t, device_peer_array), who, sizeof who);
   ASSERT_STR_CONTAINS(who, "native");
   ASSERT_STR_CONTAINS(symm_last_error(), who);
+  ASSERT_RES(symm_tensor_signal_pad_ptrs_device(t, &ptrs), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "use symm_tensor_signal_pad");
   ASSERT_RES(symm_signal_put(t, right, 0, (symm_stream_t)0x1), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "takes no stream");
   ASSERT_OK(symm_comm_barrier(comm));

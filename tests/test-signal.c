@@ -46,6 +46,57 @@ static int finish(symm_comm_t *comm, symm_tensor_t *t, int rank) {
   return 0;
 }
 
+/* Stream-ordered 32-bit writes on the host backend: rank 0 fills rank
+ * 1's buffer with symm_memset32, then raises a flag word in rank 1's pad
+ * with symm_write_value32; rank 1 polls the flag (acquire) and must see
+ * every word of the fill.  Rounds alternate the value so stale data
+ * shows.  Bad arguments are refused. */
+static int write32_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = init_comm();
+  symm_tensor_t *t = make_tensor(comm, WORDS);
+  void *const *peers = NULL;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &peers));
+  void *flag_pad = NULL;
+  ASSERT_OK(symm_tensor_signal_pad(t, 1, &flag_pad));
+  /* The last word of rank 1's pad: no channel of two ranks reaches it. */
+  uint32_t *flag = (uint32_t *)flag_pad + symm_signal_pad_bytes() / 4 - 1;
+  for (uint32_t i = 1; i <= 500; i++) {
+    if (rank == 0) {
+      ASSERT_OK(symm_memset32(comm, peers[1], 0x5a000000u + i, WORDS, NULL));
+      ASSERT_OK(symm_write_value32(comm, flag, i, NULL));
+      ASSERT_OK(symm_signal_wait(t, 1, 0, NULL)); /* rank 1 checked round i */
+    } else {
+      const uint64_t end = test_now_ms() + 20000;
+      while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != i) ASSERT_LT(test_now_ms(), end);
+      const uint32_t *mine = peers[1];
+      for (int k = 0; k < WORDS; k++) ASSERT_EQ(mine[k], 0x5a000000u + i);
+      ASSERT_OK(symm_signal_put(t, 0, 0, NULL));
+    }
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  if (rank == 1) *flag = 0; /* the pad clean for finish */
+  /* Count 0 writes nothing; the refusals. */
+  uint32_t *mine = peers[rank];
+  mine[0] = 7;
+  ASSERT_OK(symm_memset32(comm, mine, 9, 0, NULL));
+  ASSERT_EQ(mine[0], 7u);
+  ASSERT_RES(symm_write_value32(comm, (char *)mine + 2, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "4-byte aligned");
+  ASSERT_RES(symm_memset32(comm, mine, 1, 4, (symm_stream_t)0x10), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "takes no stream");
+  ASSERT_RES(symm_write_value32(NULL, mine, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_memset32(comm, NULL, 1, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_memset32(comm, mine, 1, SIZE_MAX / 2, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_comm_barrier(comm));
+  return finish(comm, t, rank);
+}
+
+TEST_IMPL(signal_write_value32) {
+  ASSERT_EQ(test_run_ranks(2, write32_rank, NULL), 0);
+  return 0;
+}
+
 /* Rank 0 writes round i into rank 1's buffer and signals on channel 0;
  * rank 1 checks it, answers into rank 0's buffer on channel 1. */
 static int ping_pong_rank(int rank, int size, void *arg) {

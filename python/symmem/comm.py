@@ -319,6 +319,46 @@ class Communicator:
                                        byref(code)))
         return text(LIB.symm_algo_name(code.value)) or "?"
 
+    # -- stream-ordered writes ----------------------------------------------
+    def _write32(self, what: str, target: Any, offset: int, value: int, count: int,
+                 stream: StreamLike) -> None:
+        # `count` 32-bit words of target from word `offset`, checked, then C.
+        offset, count, v = int(offset), int(count), int(value)
+        if not -(1 << 31) <= v < (1 << 32):
+            invalid("%s: %d does not fit 32 bits" % (what, v))
+        s = stream_handle(stream)
+        with Borrowed(target, "target", s) as b:
+            self._where(b, "target")
+            if b.dtype.itemsize != 4:
+                invalid("%s: the target is %s; it takes 32-bit elements (int32, uint32, "
+                        "float32)" % (what, b.dtype.name))
+            if b.readonly:
+                invalid("%s: the target is read-only" % what)
+            if offset < 0 or count < 0 or offset + count > b.numel:
+                invalid("%s: elements %d..%d are outside the target's %d" %
+                        (what, offset, offset + count, b.numel))
+            ptr = b.ptr + 4 * offset
+            if what == "memset32":
+                check(LIB.symm_memset32(self._ptr(), ptr, v & 0xFFFFFFFF, count, s))
+            else:
+                check(LIB.symm_write_value32(self._ptr(), ptr, v & 0xFFFFFFFF, s))
+
+    def stream_write_value32(self, target: Any, offset: int, value: int, *,
+                             stream: StreamLike = None) -> None:
+        """Writes `value` to 32-bit element `offset` of `target` after the
+        work on `stream` before it, that work's writes made visible first:
+        a flag after data (PyTorch's ``stream_write_value32_``).  `target`:
+        any array of 32-bit elements on this rank's device (a signal pad
+        view, a tensor, a peer's view).  Host backend: at once, `stream`
+        None.  Local."""
+        self._write32("stream_write_value32", target, offset, value, 1, stream)
+
+    def memset32(self, target: Any, offset: int, value: int, count: int, *,
+                 stream: StreamLike = None) -> None:
+        """Writes `value` to `count` 32-bit elements of `target` from element
+        `offset`, in `stream`'s order (PyTorch's ``memset32_``).  Local."""
+        self._write32("memset32", target, offset, value, count, stream)
+
     # -- collectives -------------------------------------------------------
     def _where(self, buf: Buffer, what: str) -> None:
         if (buf.device < 0) != (self.device < 0):

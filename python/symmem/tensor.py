@@ -343,6 +343,14 @@ class SymmetricTensor:
         check(LIB.symm_tensor_peer_ptrs_device(self._h(), byref(ptrs)))
         return ctypes.cast(ptrs, c_void_p).value or 0
 
+    def signal_pad_ptrs_device(self) -> int:
+        """Address of a device array of every rank's signal pad (``void **``
+        for kernels; PyTorch's ``signal_pad_ptrs_dev``; GPU backends).
+        UnsupportedError on the host backend (use :meth:`signal_pad`)."""
+        ptrs = POINTER(c_void_p)()
+        check(LIB.symm_tensor_signal_pad_ptrs_device(self._h(), byref(ptrs)))
+        return ctypes.cast(ptrs, c_void_p).value or 0
+
     def signal_pad(self, rank: Optional[int] = None) -> View:
         """The signal pad of `rank` (default: this rank) as a uint32 view
         (slot = channel * size + sender).  Peers' pads need a rendezvous."""

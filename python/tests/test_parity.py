@@ -1,7 +1,7 @@
 """The calls a PyTorch symm_mem user reaches for: get_buffer, View.view(dtype),
-bfloat16 from NumPy (ml_dtypes), stream-ordered 32-bit writes and fills,
-the allocator.  Checked against NumPy always and against PyTorch on CPU
-where it is installed."""
+bfloat16 from NumPy (ml_dtypes), stream-ordered 32-bit writes and fills.
+Checked against NumPy always and against PyTorch on CPU where it is
+installed (SKIP with the reason otherwise)."""
 import numpy as np
 import pytest
 
@@ -85,3 +85,44 @@ def test_bfloat16_from_numpy_with_ml_dtypes(comm):
     assert np.array_equal(out.astype(np.float32), np.arange(8, dtype=np.float32))
     with pytest.raises(symmem.InvalidArgumentError, match="float32 but out is bfloat16"):
         comm.all_reduce(np.ones(8, np.float32), out=out)
+
+
+def test_stream_write_value32_and_memset32(comm):
+    t = comm.empty(16, "int32").rendezvous()
+    a = t.local().numpy()
+    a[:] = 0
+    comm.memset32(t, 4, 0x7F, 8)
+    assert list(a) == [0] * 4 + [0x7F] * 8 + [0] * 4
+    comm.stream_write_value32(t, 15, -1)  # -1 is 0xffffffff
+    assert a[15] == -1
+    # A signal pad view (uint32) and plain NumPy arrays are targets too.
+    pad = t.signal_pad()
+    comm.stream_write_value32(pad, pad.shape[0] - 1, 5)
+    assert pad.numpy()[-1] == 5
+    comm.stream_write_value32(pad, pad.shape[0] - 1, 0)
+    f = np.zeros(4, np.float32)
+    comm.memset32(f, 0, np.float32(1.5).view(np.uint32).item(), 4)
+    assert np.all(f == 1.5)
+    comm.memset32(f, 4, 9, 0)  # count 0 at the end: nothing
+    with pytest.raises(symmem.InvalidArgumentError, match="outside the target's 16"):
+        comm.memset32(t, 10, 1, 7)
+    with pytest.raises(symmem.InvalidArgumentError, match="32-bit elements"):
+        comm.stream_write_value32(np.zeros(4, np.int64), 0, 1)
+    with pytest.raises(symmem.InvalidArgumentError, match="does not fit 32 bits"):
+        comm.stream_write_value32(t, 0, 1 << 32)
+    ro = np.zeros(4, np.int32)
+    ro.flags.writeable = False
+    with pytest.raises(symmem.InvalidArgumentError, match="read-only"):
+        comm.memset32(ro, 0, 1, 1)
+    with pytest.raises(symmem.InvalidArgumentError, match="takes no stream"):
+        comm.stream_write_value32(t, 0, 1, stream=0x10)
+    with pytest.raises(symmem.UnsupportedError, match="signal_pad"):
+        t.signal_pad_ptrs_device()
+
+
+def test_stream_write_value32_against_torch(comm):
+    torch = _torch()
+    x = torch.zeros(8, dtype=torch.int32)
+    comm.memset32(x, 2, 3, 4)
+    comm.stream_write_value32(x, 7, 11)
+    assert x.tolist() == [0, 0, 3, 3, 3, 3, 0, 11]

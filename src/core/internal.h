@@ -173,6 +173,7 @@ struct symm_tensor {
   size_t contig_stride, contig_bytes;
   void *contig_priv;
   void *peer_data_dev;        /* device copy of peer_data (engine->device_copy) */
+  void *pad_ptrs_dev;         /* device array of every rank's signal pad, likewise */
   uint64_t alloc_seq;         /* collective allocations: the comm's alloc_seq at alloc */
   bool registered;            /* ops->register_mem succeeded */
   struct symm_tensor *prev, *next;

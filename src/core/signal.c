@@ -63,3 +63,31 @@ symm_result_t symm_signal_wait(symm_tensor_t *tensor, int peer, int channel,
 symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel, symm_stream_t stream) {
   return signal_run(tensor, SYMM_SIGNAL_BARRIER, -1, channel, stream);
 }
+
+static symm_result_t write32(const char *fn, symm_comm_t *comm, void *ptr, uint32_t value,
+                             size_t count, symm_stream_t stream) {
+  if (!comm || !ptr)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "ptr" : "comm");
+  if ((uintptr_t)ptr % 4)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %p is not 4-byte aligned", fn, ptr);
+  if (count > SIZE_MAX / 4)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: %zu words overflow a byte count", fn, count);
+  if (!comm->caps.takes_stream && stream)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
+                      comm->ops->name);
+  if (!count) return SYMM_SUCCESS;
+  if (!SYMM_OPS_HAS(comm->engine, 3, write32))
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s engine has no stream-ordered writes", fn,
+                      comm->engine->name);
+  return comm->engine->write32(comm, ptr, value, count, stream);
+}
+
+symm_result_t symm_write_value32(symm_comm_t *comm, void *ptr, uint32_t value,
+                                 symm_stream_t stream) {
+  return write32("symm_write_value32", comm, ptr, value, 1, stream);
+}
+
+symm_result_t symm_memset32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                            symm_stream_t stream) {
+  return write32("symm_memset32", comm, ptr, value, count, stream);
+}

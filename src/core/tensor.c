@@ -127,10 +127,12 @@ static void unmap_peer_slot(symm_tensor_t *t, int r) {
   t->peer_data[r] = NULL;
 }
 
+/* The device arrays of peer pointers (data, pads): made on demand, gone
+ * when the peers' addresses change. */
 static void drop_peer_data_dev(symm_tensor_t *t) {
-  if (!t->peer_data_dev) return;
-  t->comm->engine->device_free(t->comm, t->peer_data_dev);
-  t->peer_data_dev = NULL;
+  if (t->peer_data_dev) t->comm->engine->device_free(t->comm, t->peer_data_dev);
+  if (t->pad_ptrs_dev) t->comm->engine->device_free(t->comm, t->pad_ptrs_dev);
+  t->peer_data_dev = t->pad_ptrs_dev = NULL;
 }
 
 symm_result_t symm_tensor_usable(const symm_tensor_t *t, const char *fn) {
@@ -164,7 +166,7 @@ static void release_tensor(symm_tensor_t *t, bool orphan) {
   t->peers = NULL;
   t->infos = NULL;
   t->peer_data = NULL;
-  t->peer_data_dev = t->contig_base = NULL;
+  t->peer_data_dev = t->pad_ptrs_dev = t->contig_base = NULL;
   memset(&t->mem, 0, sizeof t->mem);
   t->rendezvoused = false;
   t->comm = NULL;
@@ -751,26 +753,53 @@ symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *t, void *const **ptrs) 
   return SYMM_SUCCESS;
 }
 
+/* Whether fn may hand out a device array of peer pointers of t. */
+static symm_result_t check_device_array(const symm_tensor_t *t, const char *fn,
+                                        const char *host_fn) {
+  SYMM_CHECK(symm_tensor_usable(t, fn));
+  if (!t->rendezvoused)
+    return symm_error(SYMM_ERR_STATE, "%s: tensor not rendezvoused yet", fn);
+  symm_comm_t *comm = t->comm;
+  if (comm->caps.device_peer_array && comm->engine->device_copy) return SYMM_SUCCESS;
+  char who[128];
+  symm_backend_names_with(offsetof(symm_backend_caps_t, device_peer_array), who, sizeof who);
+  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend gives no device array of peer "
+                    "pointers%s (the %s backend%s do); use %s", fn, comm->ops->name,
+                    comm->ops->mem_kind == SYMM_MEM_HOST ? ": its memory is CPU memory" : "",
+                    who, strchr(who, ' ') ? "s" : "", host_fn);
+}
+
 symm_result_t symm_tensor_peer_ptrs_device(symm_tensor_t *t, void *const **dev_ptrs) {
   if (!t || !dev_ptrs)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_peer_ptrs_device: NULL argument");
-  SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_peer_ptrs_device"));
-  if (!t->rendezvoused)
-    return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs_device: tensor not rendezvoused yet");
+  SYMM_CHECK(check_device_array(t, "symm_tensor_peer_ptrs_device", "symm_tensor_peer_ptrs"));
   symm_comm_t *comm = t->comm;
-  if (!comm->caps.device_peer_array || !comm->engine->device_copy) {
-    char who[128];
-    symm_backend_names_with(offsetof(symm_backend_caps_t, device_peer_array), who, sizeof who);
-    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_peer_ptrs_device: the %s backend gives "
-                      "no device array of peer pointers%s (the %s backend%s do); use "
-                      "symm_tensor_peer_ptrs", comm->ops->name,
-                      comm->ops->mem_kind == SYMM_MEM_HOST ? ": its memory is CPU memory" : "",
-                      who, strchr(who, ' ') ? "s" : "");
-  }
   if (!t->peer_data_dev)
     SYMM_CHECK(comm->engine->device_copy(comm, t->peer_data, sizeof(void *) * (size_t)comm->size,
                                       &t->peer_data_dev));
   *dev_ptrs = (void *const *)t->peer_data_dev;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_tensor_signal_pad_ptrs_device(symm_tensor_t *t, void *const **dev_ptrs) {
+  static const char fn[] = "symm_tensor_signal_pad_ptrs_device";
+  if (!t || !dev_ptrs) return symm_error(SYMM_ERR_INVALID_ARG, "%s: NULL argument", fn);
+  SYMM_CHECK(check_device_array(t, fn, "symm_tensor_signal_pad"));
+  symm_comm_t *comm = t->comm;
+  if (!t->pad_ptrs_dev) {
+    void **pads = calloc((size_t)comm->size, sizeof *pads);
+    if (!pads) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", fn);
+    for (int r = 0; r < comm->size; r++)
+      if (symm_tensor_signal_pad(t, r, &pads[r]) != SYMM_SUCCESS) {
+        pads[r] = NULL; /* not load/store reachable: as in peer_data */
+        symm_error_clear();
+      }
+    symm_result_t res = comm->engine->device_copy(comm, pads, sizeof(void *) * (size_t)comm->size,
+                                    &t->pad_ptrs_dev);
+    free(pads);
+    SYMM_CHECK(res);
+  }
+  *dev_ptrs = (void *const *)t->pad_ptrs_dev;
   return SYMM_SUCCESS;
 }
 

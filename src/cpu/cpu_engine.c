@@ -2,6 +2,7 @@
  * slice all-reduces), zeroing, and the members cpu_coll.c and cpu_signal.c
  * implement. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,13 +50,22 @@ static symm_result_t cpu_zero(symm_comm_t *comm, void *ptr, size_t bytes) {
   return SYMM_SUCCESS;
 }
 
+static symm_result_t cpu_write32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                                 void *stream) {
+  (void)comm, (void)stream;
+  _Atomic uint32_t *w = ptr;
+  atomic_thread_fence(memory_order_release);
+  for (size_t i = 0; i < count; i++) atomic_store_explicit(&w[i], value, memory_order_relaxed);
+  return SYMM_SUCCESS;
+}
+
 static size_t cpu_scratch_fixed(symm_comm_t *comm) {
   (void)comm;
   return 0;
 }
 
 const symm_engine_ops_t symm_cpu_engine = {
-    .version = 2,
+    .version = 3,
     .name = "cpu",
     .mem_kind = SYMM_MEM_HOST,
     .init = cpu_init,
@@ -70,4 +80,5 @@ const symm_engine_ops_t symm_cpu_engine = {
     .signal = cpu_signal,
     .zero = cpu_zero,
     .call_end = cpu_call_end,
+    .write32 = cpu_write32,
 };

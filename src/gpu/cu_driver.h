@@ -182,6 +182,10 @@ typedef struct ncu_uuid {
                         ncu_stream stream))                                    \
   X(cuMemsetD8Async, (ncu_deviceptr dst, unsigned char value, size_t n,        \
                       ncu_stream stream))                                      \
+  X(cuMemsetD32Async, (ncu_deviceptr dst, unsigned int value, size_t n,        \
+                       ncu_stream stream))                                     \
+  X(cuStreamWriteValue32, (ncu_stream stream, ncu_deviceptr addr,              \
+                           uint32_t value, unsigned int flags))                \
   X(cuMemGetAllocationGranularity, (size_t * gran, const ncu_alloc_prop *prop, \
                                     int option))                               \
   X(cuMemCreate, (ncu_mem_handle * h, size_t size, const ncu_alloc_prop *prop, \

@@ -130,5 +130,7 @@ symm_result_t gpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor,
 
 /* gpu_device_copy.c. */
 symm_result_t gpu_zero(symm_comm_t *comm, void *ptr, size_t bytes);
+symm_result_t gpu_write32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                          void *stream);
 
 #endif /* SYMM_GPU_ENGINE_PRIV_H */

@@ -63,6 +63,27 @@ out:
   return res;
 }
 
+/* On the caller's stream, in its order: one word with the driver's memory
+ * fence before it (a flag after the data), more as a fill. */
+symm_result_t gpu_write32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                          void *stream) {
+  symm_gpu_t *g = symm_gpu_of(comm);
+  if (!g) return symm_error(SYMM_ERR_STATE, "GPU write: the engine is not started");
+  ncu_context saved;
+  SYMM_CHECK(symm_gpu_enter(g, &saved));
+  const ncu_deviceptr d = (ncu_deviceptr)(uintptr_t)ptr;
+  symm_result_t res = SYMM_SUCCESS;
+  if (count == 1)
+    SYMM_CU_GOTO(g->drv->cuStreamWriteValue32((ncu_stream)stream, d, value, 0), res, out,
+                 "cuStreamWriteValue32(%p)", ptr);
+  else
+    SYMM_CU_GOTO(g->drv->cuMemsetD32Async(d, value, count, (ncu_stream)stream), res, out,
+                 "cuMemsetD32Async(%p, %zu words)", ptr, count);
+out:
+  symm_gpu_leave(g, saved);
+  return res;
+}
+
 symm_result_t gpu_zero(symm_comm_t *comm, void *ptr, size_t bytes) {
   symm_gpu_t *g = symm_gpu_of(comm);
   if (!g) return symm_error(SYMM_ERR_STATE, "GPU zero: the engine is not started");

@@ -293,7 +293,7 @@ static void gpu_fini(symm_comm_t *comm) {
 }
 
 const symm_engine_ops_t symm_gpu_engine = {
-    .version = 1,
+    .version = 3,
     .name = "gpu",
     .mem_kind = SYMM_MEM_DEVICE,
     .init = gpu_init,
@@ -309,4 +309,5 @@ const symm_engine_ops_t symm_gpu_engine = {
     .zero = gpu_zero,
     .device_copy = symm_gpu_device_copy,
     .device_free = symm_gpu_device_free,
+    .write32 = gpu_write32,
 };

@@ -87,6 +87,14 @@ typedef struct symm_engine_ops {
    * complete later.  Called for host calls and collectives alike. */
   void (*call_end)(symm_comm_t *comm, uint64_t last);
   /* members above: version 2 */
+  /* Writes `value` to `count` 32-bit words at ptr (4-byte aligned memory
+   * of this engine's kind, the core has checked), after the work on
+   * `stream` before it and with what that work wrote made visible first
+   * (GPU: cuStreamWriteValue32 for one word, cuMemsetD32Async for more;
+   * CPU: a release fence, then the stores, at once). */
+  symm_result_t (*write32)(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
+                           void *stream);
+  /* members above: version 3 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;

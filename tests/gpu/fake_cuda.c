@@ -67,6 +67,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -980,6 +981,35 @@ static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t 
   pthread_mutex_unlock(&fk_lock);
   if (!ok) return NCU_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dst, v, n);
+  return NCU_SUCCESS;
+}
+
+/* The caller's stream may be any, the legacy default (NULL) too: the fake
+ * runs everything at once, in call order. */
+static ncu_result fk_cuMemsetD32Async(ncu_deviceptr dst, unsigned int v, size_t n, ncu_stream s) {
+  (void)s;
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  bool ok = dst % 4 == 0 && n <= SIZE_MAX / 4 && fk_is_device_range((uintptr_t)dst, n * 4);
+  pthread_mutex_unlock(&fk_lock);
+  if (!ok) return NCU_ERROR_INVALID_VALUE;
+  uint32_t *w = (uint32_t *)(uintptr_t)dst;
+  for (size_t i = 0; i < n; i++) w[i] = v;
+  return NCU_SUCCESS;
+}
+
+static ncu_result fk_cuStreamWriteValue32(ncu_stream s, ncu_deviceptr addr, uint32_t v,
+                                          unsigned int flags) {
+  (void)s;
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  pthread_mutex_lock(&fk_lock);
+  bool ok = addr % 4 == 0 && flags == 0 && fk_is_device_range((uintptr_t)addr, 4);
+  pthread_mutex_unlock(&fk_lock);
+  if (!ok) return NCU_ERROR_INVALID_VALUE;
+  atomic_thread_fence(memory_order_release); /* the driver's fence before the write */
+  atomic_store_explicit((_Atomic uint32_t *)(uintptr_t)addr, v, memory_order_relaxed);
   return NCU_SUCCESS;
 }
 

@@ -144,6 +144,59 @@ TEST_IMPL(native_fake_unusable_on_one_rank) {
   return 0;
 }
 
+/* Stream-ordered 32-bit writes on GPU memory (the fake driver runs them at
+ * once): rank 0 fills rank 1's buffer through its mapping and raises a
+ * flag word in rank 1's pad; rank 1 sees the fill once the flag is up.
+ * The device array of pad pointers holds what symm_tensor_signal_pad
+ * gives; memory that is no device memory is refused by the driver. */
+static int write32_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ROK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_u64(comm, 512);
+  RCHECK(t, "alloc");
+  ROK(symm_tensor_rendezvous(t));
+  void *const *ptrs = NULL, *const *pads_dev = NULL;
+  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ROK(symm_tensor_signal_pad_ptrs_device(t, &pads_dev));
+  void *const *again = NULL;
+  ROK(symm_tensor_signal_pad_ptrs_device(t, &again));
+  RCHECK(again == pads_dev, "a second array");
+  for (int r = 0; r < size; r++) {
+    void *pad = NULL;
+    ROK(symm_tensor_signal_pad(t, r, &pad));
+    RCHECK(pads_dev[r] == pad, "pad %d: %p in the device array, %p", r, pads_dev[r], pad);
+  }
+  void *flag_pad = NULL;
+  ROK(symm_tensor_signal_pad(t, 1, &flag_pad));
+  uint32_t *flag = (uint32_t *)flag_pad + SYMM_SIGNAL_PAD_BYTES / 4 - 1;
+  if (rank == 0) {
+    ROK(symm_memset32(comm, ptrs[1], 0xfeedu, 1024, NULL));
+    ROK(symm_write_value32(comm, flag, 1, NULL));
+  } else {
+    const uint64_t end = test_now_ms() + 20000;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1) RCHECK(test_now_ms() < end, "no flag");
+    const uint32_t *mine = ptrs[1];
+    for (int k = 0; k < 1024; k++) RCHECK(mine[k] == 0xfeedu, "word %d: %x", k, mine[k]);
+  }
+  ROK(symm_comm_barrier(comm));
+  if (rank == 1) *flag = 0;
+  uint32_t host_word = 0;
+  RCHECK(symm_write_value32(comm, &host_word, 1, NULL) != SYMM_SUCCESS, "host memory taken");
+  RHAS("cuStreamWriteValue32");
+  RCHECK(symm_memset32(comm, &host_word, 1, 2, NULL) != SYMM_SUCCESS, "host memory taken");
+  RHAS("cuMemsetD32Async");
+  RRES(symm_write_value32(comm, (char *)ptrs[rank] + 2, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ROK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_write_value32) {
+  ASSERT_EQ(run_job(2, write32_rank, NULL), 0);
+  return 0;
+}
+
 /* ---------------------------------------------------------- full path */
 
 /* Validation: our memory passes, other memory is named precisely. */
