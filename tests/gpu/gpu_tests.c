@@ -187,6 +187,58 @@ static void test_device_peer_array(gpu_ctx_t *c) {
   symm_tensor_free(t);
 }
 
+/* Stream-ordered 32-bit writes on real memory: each rank fills its right
+ * neighbour's buffer through its mapping (cuMemsetD32Async) and then
+ * raises a flag in that neighbour's pad (cuStreamWriteValue32), both on
+ * one stream; each rank then finds its buffer filled and its flag up.
+ * The device array of pad pointers equals symm_tensor_signal_pad's. */
+static void test_write_value32(gpu_ctx_t *c) {
+  const size_t n = 1 << 16;
+  symm_tensor_t *t = alloc_f32(c, n);
+  void *const *ptrs = NULL, *const *pads_dev = NULL;
+  cudaStream_t s = NULL;
+  const int right = (c->rank + 1) % c->size;
+  const size_t flag_word = symm_signal_pad_bytes() / 4 - 1;
+  if (t && CHECK_OK(c, symm_tensor_rendezvous(t)) && CHECK_OK(c, symm_tensor_peer_ptrs(t, &ptrs)) &&
+      CHECK_OK(c, symm_tensor_signal_pad_ptrs_device(t, &pads_dev)) &&
+      CUDA_OK(c, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking))) {
+    void **pads = calloc((size_t)c->size, sizeof *pads);
+    if (pads && CUDA_OK(c, cudaMemcpy(pads, pads_dev, sizeof *pads * (size_t)c->size,
+                                      cudaMemcpyDeviceToHost)))
+      for (int r = 0; r < c->size; r++) {
+        void *pad = NULL;
+        CHECK_OK(c, symm_tensor_signal_pad(t, r, &pad));
+        CHECK(c, pads[r] == pad, "pad %d: %p in the device array, %p", r, pads[r], pad);
+      }
+    free(pads);
+    void *right_pad = NULL;
+    CHECK_OK(c, symm_tensor_signal_pad(t, right, &right_pad));
+    CHECK_OK(c, symm_memset32(c->comm, ptrs[right], 0x3f800000u + (uint32_t)c->rank, n, s));
+    CHECK_OK(c, symm_write_value32(c->comm, (uint32_t *)right_pad + flag_word, 1, s));
+    CUDA_OK(c, cudaStreamSynchronize(s));
+  }
+  barrier(c);
+  if (ptrs) {
+    const int left = (c->rank + c->size - 1) % c->size;
+    uint32_t *h = malloc(n * 4), flag = 0;
+    void *pad = NULL;
+    if (h && CUDA_OK(c, cudaMemcpy(h, ptrs[c->rank], n * 4, cudaMemcpyDeviceToHost))) {
+      size_t bad = 0;
+      for (size_t i = 0; i < n; i++) bad += h[i] != 0x3f800000u + (uint32_t)left;
+      CHECK(c, bad == 0, "%zu words of the fill from rank %d are wrong", bad, left);
+    }
+    free(h);
+    if (CHECK_OK(c, symm_tensor_signal_pad(t, c->rank, &pad)) &&
+        CUDA_OK(c, cudaMemcpy(&flag, (uint32_t *)pad + flag_word, 4, cudaMemcpyDeviceToHost)))
+      CHECK(c, flag == 1, "the flag from rank %d is %u", left, flag);
+    CHECK_OK(c, symm_write_value32(c->comm, (uint32_t *)pad + flag_word, 0, s));
+    CUDA_OK(c, cudaStreamSynchronize(s));
+  }
+  if (s) cudaStreamDestroy(s);
+  barrier(c);
+  symm_tensor_free(t);
+}
+
 /* cudaMemcpy to and from remote views, host<->peer and peer->local. */
 static void test_remote_view_memcpy(gpu_ctx_t *c) {
   const size_t n = 300000;
@@ -599,6 +651,7 @@ static const gpu_test_t gpu_tests[] = {
     {"device_choice", test_device_choice},
     {"neighbor_kernel", test_neighbor_kernel},
     {"device_peer_array", test_device_peer_array},
+    {"write_value32", test_write_value32},
     {"remote_view_memcpy", test_remote_view_memcpy},
     {"contiguous_view", test_contiguous_view},
     {"mismatch", test_mismatch},
