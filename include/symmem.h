@@ -1102,6 +1102,43 @@ SYMM_API symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, v
 SYMM_API symm_result_t symm_comm_check_async_error(symm_comm_t *comm);
 
 /* ------------------------------------------------------------------------ */
+/* An allocator for other memory managers                                   */
+/* ------------------------------------------------------------------------ */
+/*
+ * Plain C entry points with the signatures of PyTorch's
+ * CUDAPluggableAllocator (`void *alloc(ssize_t size, int device,
+ * cudaStream_t stream)`, `void free(void *ptr, ssize_t size, int device,
+ * cudaStream_t stream)`; int64_t is ssize_t on 64-bit Linux), so that
+ * `torch.cuda.MemPool(torch.cuda.memory.CUDAPluggableAllocator(
+ * "libsymmem.so", "symm_mempool_alloc", "symm_mempool_free").allocator())`
+ * hands out ordinary tensors inside symmetric allocations.  Each block is
+ * a uint8 tensor of `size` bytes of the communicator set with
+ * symm_mempool_set_comm; symm_tensor_lookup finds it from any pointer
+ * into it, and symm_tensor_rendezvous of that tensor (collective: every
+ * rank's memory manager must have made a block of the same size in the
+ * same order) maps the peers' blocks.
+ *
+ * symm_mempool_set_comm: the communicator later blocks come from (NULL:
+ * none); SYMM_ERR_UNSUPPORTED for a backend that allocates collectively
+ * (nccl, nvshmem), whose allocations must happen on every rank at once.
+ * symm_comm_destroy of that communicator unsets it.  Local, thread-safe.
+ * symm_mempool_alloc: the block's data pointer, or NULL (no communicator,
+ * size <= 0, `device` not the communicator's device (-1 on the host
+ * backend), out of memory; the reason in symm_last_error() of the calling
+ * thread and at SYMM_DEBUG=INFO).  `stream` is not used: the memory is
+ * ready when the call returns.  Local.
+ * symm_mempool_free: gives a block back (to the communicator's pool, as
+ * symm_tensor_free); a pointer that is not a block's start is left alone
+ * with a warning.  Local.
+ * The three are serialised among themselves (a memory manager may call
+ * them from any thread); like any call on a communicator, not while
+ * another thread calls into the same communicator.
+ */
+SYMM_API symm_result_t symm_mempool_set_comm(symm_comm_t *comm);
+SYMM_API void *symm_mempool_alloc(int64_t size, int device, symm_stream_t stream);
+SYMM_API void symm_mempool_free(void *ptr, int64_t size, int device, symm_stream_t stream);
+
+/* ------------------------------------------------------------------------ */
 /* For language bindings                                                    */
 /* ------------------------------------------------------------------------ */
 /*

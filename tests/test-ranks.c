@@ -863,6 +863,73 @@ TEST_IMPL(shm_bootstrap_one_deadline) {
   return 0;
 }
 
+/* ---- the allocator for memory managers (symm_mempool_*): blocks of the
+ * ---- communicator set, found by lookup from interior pointers,
+ * ---- rendezvoused and written across ranks, given back by free; what
+ * ---- it refuses returns NULL with the reason. */
+static int mempool_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  const int dev = symm_comm_device(comm); /* -1: the host's memory */
+  ASSERT(symm_mempool_alloc(4096, dev, NULL) == NULL); /* no communicator yet */
+  ASSERT_STR_CONTAINS(symm_last_error(), "symm_mempool_set_comm");
+  const symm_backend_caps_t *caps = symm_comm_caps(comm);
+  if (caps->collective_alloc || caps->registers) {
+    ASSERT_RES(symm_mempool_set_comm(comm), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "allocates collectively");
+    symm_comm_destroy(comm);
+    return 0;
+  }
+  ASSERT_OK(symm_mempool_set_comm(comm));
+  ASSERT(symm_mempool_alloc(0, dev, NULL) == NULL);
+  ASSERT(symm_mempool_alloc(4096, dev + 1, NULL) == NULL);
+  char want[32];
+  snprintf(want, sizeof want, "device %d", dev + 1);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  const int64_t sizes[] = {4096, 100000, 3};
+  for (int k = 0; k < 3; k++) {
+    char *p = symm_mempool_alloc(sizes[k], dev, NULL);
+    ASSERT(p != NULL);
+    symm_tensor_t *t = NULL;
+    int frank = -2;
+    size_t off = 1;
+    ASSERT_OK(symm_tensor_lookup(p + sizes[k] - 1, &t, &frank, &off));
+    ASSERT_EQ(frank, rank);
+    ASSERT_EQ(off, (size_t)sizes[k] - 1);
+    ASSERT_EQ(symm_tensor_nbytes(t), (size_t)sizes[k]);
+    ASSERT_OK(symm_tensor_rendezvous(t));
+    void *const *ptrs = NULL;
+    ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+    memset(ptrs[(rank + 1) % size], 'a' + rank, (size_t)sizes[k]);
+    ASSERT_OK(symm_comm_barrier(comm));
+    ASSERT_EQ(p[0], 'a' + (rank + size - 1) % size);
+    ASSERT_EQ(p[sizes[k] - 1], 'a' + (rank + size - 1) % size);
+    ASSERT_OK(symm_comm_barrier(comm));
+    symm_mempool_free(p + 1, sizes[k], dev, NULL); /* not a block's start: left alone */
+    ASSERT_OK(symm_tensor_lookup(p, &t, NULL, NULL));
+    symm_mempool_free(p, sizes[k], dev, NULL);
+    ASSERT_RES(symm_tensor_lookup(p, &t, NULL, NULL), SYMM_ERR_NOT_FOUND);
+  }
+  /* A tensor of the user's own is no block: free leaves it. */
+  int64_t n = 64;
+  symm_tensor_t *own = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &own));
+  symm_mempool_free(symm_tensor_data(own), 64, dev, NULL);
+  symm_tensor_t *found = NULL;
+  ASSERT_OK(symm_tensor_lookup(symm_tensor_data(own), &found, NULL, NULL));
+  ASSERT_PTR_EQ(found, own);
+  ASSERT_OK(symm_tensor_free(own));
+  symm_comm_destroy(comm); /* unsets the allocator's communicator */
+  ASSERT(symm_mempool_alloc(4096, dev, NULL) == NULL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "no communicator");
+  return 0;
+}
+
+TEST_IMPL(ranks_mempool) {
+  ASSERT_EQ(test_run_ranks(3, mempool_rank, NULL), 0);
+  return 0;
+}
+
 /* ---- a rank that comes late to a call its peers gave up because a rank
  * ---- died learns of the death (PEER_LOST naming it), not "came late":
  * ---- rank 1 is killed while it waits in the call, rank 0 gives the call

@@ -10,7 +10,7 @@ from typing import (Any, Callable, Iterable, Iterator, MutableMapping, NamedTupl
 
 from ._dlpack import Borrowed, Buffer
 from ._dtypes import dtype_of
-from ._lib import LIB, SymmConfig, SYMM_CONFIG_VERSION, text
+from ._lib import LIB, LIB_PATH, SymmConfig, SYMM_CONFIG_VERSION, text
 from .errors import (NotFoundError, Result, StateError, SymmemError, TimeoutError, check,
                      invalid, make_error)
 from .tensor import _REGISTRY, SymmetricTensor, StreamLike, _TensorHandle, stream_handle
@@ -190,6 +190,23 @@ class Lookup(NamedTuple):
     offset: int                        #: bytes from the start of that rank's data (rank -1: of the view)
 
 
+class _Block:
+    """A block of symm_mempool_alloc as an array-interface owner: NumPy
+    keeps it as the array's base, and it gives the block back when the
+    last view goes."""
+
+    def __init__(self, ptr: int, nbytes: int, shape: Tuple[int, ...], typestr: str,
+                 comm: _CommHandle) -> None:
+        self.ptr, self.nbytes, self._comm = ptr, nbytes, comm
+        self._free = LIB.symm_mempool_free
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": typestr,
+                                    "data": (ptr, False)}
+
+    def __del__(self) -> None:
+        if self._comm.ptr is not None:  # a destroyed communicator freed it already
+            self._free(self.ptr, self.nbytes, -1, None)
+
+
 def _redop(op: Union[str, int]) -> int:
     if isinstance(op, int):
         return op
@@ -270,6 +287,67 @@ class Communicator:
             raise
         check(LIB.symm_tensor_alloc(ptr, sizes, len(dims), dt.code, byref(out)))
         return SymmetricTensor(self, _TensorHandle(out.value, self._handle))
+
+    # -- the allocator for memory managers -----------------------------------
+    def empty_array(self, shape: Shape, dtype: Any = "float32") -> Any:
+        """A NumPy array in a symmetric block of the allocator
+        (``symm_mempool_alloc``; host backend): an ordinary array, which
+        :meth:`rendezvous` makes reachable by every rank.  The block goes
+        back when the array (and every view of it) is gone.  Local."""
+        import numpy
+        dims = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        dt = dtype_of(dtype)
+        if self.device >= 0:
+            invalid("empty_array gives NumPy arrays of CPU memory; the %s backend's memory is "
+                    "on cuda:%d (use torch_mem_pool)" % (self.backend, self.device))
+        if dt.typestr is None:
+            invalid("empty_array: NumPy has no %s (use ml_dtypes' arrays through "
+                    "empty_array(shape, 'uint16').view(ml_dtypes.bfloat16))" % dt.name)
+        n = dt.itemsize
+        for d in dims:
+            n *= d
+        check(LIB.symm_mempool_set_comm(self._ptr()))
+        ptr = LIB.symm_mempool_alloc(max(n, 1), -1, None)
+        if not ptr:
+            raise make_error(Result.NO_MEMORY, text(LIB.symm_last_error()) or
+                             "symm_mempool_alloc failed")
+        return numpy.asarray(_Block(ptr, max(n, 1), dims, dt.typestr, self._handle))
+
+    def torch_mem_pool(self) -> Any:
+        """A ``torch.cuda.MemPool`` whose allocations are symmetric blocks of
+        this communicator (PyTorch's ``get_mem_pool``): tensors made under
+        ``torch.cuda.use_mem_pool(pool)`` are ordinary torch tensors that
+        :meth:`rendezvous` makes reachable by every rank.  GPU backends that
+        allocate locally (native, cuda); one per communicator.  Needs
+        PyTorch with CUDA."""
+        pool = getattr(self, "_torch_pool", None)
+        if pool is not None:
+            return pool
+        import torch
+        check(LIB.symm_mempool_set_comm(self._ptr()))
+        alloc = torch.cuda.memory.CUDAPluggableAllocator(
+            LIB_PATH, "symm_mempool_alloc", "symm_mempool_free")
+        self._torch_pool = torch.cuda.MemPool(alloc.allocator())
+        return self._torch_pool
+
+    def rendezvous(self, x: Any) -> SymmetricTensor:
+        """The symmetric block that holds array `x` (made by
+        :meth:`empty_array` or in :meth:`torch_mem_pool`), rendezvoused:
+        collective, as :meth:`SymmetricTensor.rendezvous`.  The result's
+        views reach every rank's block; it does not own the block (the
+        array's memory manager does).  NotFoundError when `x` is no
+        symmetric memory, MismatchError when it is another communicator's."""
+        with Borrowed(x, "x") as b:
+            ptr = b.ptr
+        tensor, rank, offset = c_void_p(), c_int(), c_size_t()
+        check(LIB.symm_tensor_lookup(c_void_p(ptr), byref(tensor), byref(rank), byref(offset)))
+        if LIB.symm_tensor_comm(tensor) != self._ptr():
+            raise make_error(Result.MISMATCH, "x (%#x) is symmetric memory of another "
+                             "communicator" % ptr)
+        found = _REGISTRY.get(tensor.value)
+        if found is None:
+            found = SymmetricTensor(self, _TensorHandle(tensor.value, self._handle, owned=False))
+        return found.rendezvous()
 
     def lookup(self, ptr: int) -> Lookup:
         """The symmetric tensor containing address `ptr` (local data, a peer

@@ -42,10 +42,12 @@ class _TensorHandle:
 
     __slots__ = ("ptr", "comm", "_free", "__weakref__")
 
-    def __init__(self, ptr: int, comm: "_CommHandle") -> None:
+    def __init__(self, ptr: int, comm: "_CommHandle", owned: bool = True) -> None:
         self.ptr: Optional[int] = ptr
         self.comm = comm
-        self._free: Callable[[Any], int] = LIB.symm_tensor_free
+        # A block of the allocator (symm_mempool_alloc) is its memory
+        # manager's to free, not this handle's.
+        self._free: Callable[[Any], Any] = LIB.symm_tensor_free if owned else (lambda p: 0)
 
     def get(self) -> int:
         if self.ptr is None or self.comm.ptr is None:

@@ -222,6 +222,41 @@ def case_refused(comm):
     comm.barrier()
 
 
+def case_mempool(comm):
+    """Arrays of the allocator (symm_mempool_alloc): ordinary NumPy arrays,
+    rendezvoused by pointer, written by the neighbour; given back when the
+    array goes."""
+    import gc
+    r, w = comm.rank, comm.size
+    right, left = (r + 1) % w, (r - 1) % w
+    for n in (1000, 3, 1 << 16):
+        a = comm.empty_array((n,), "int32")
+        assert isinstance(a, np.ndarray) and a.shape == (n,) and a.dtype == np.int32
+        a[:] = -1
+        found = comm.lookup(a.ctypes.data + 8)
+        assert found.rank == r and found.offset == 8, found
+        t = comm.rendezvous(a[2:])  # any pointer into the block finds it
+        assert t is comm.rendezvous(a)
+        np.from_dlpack(t.remote(right)).view(np.int32)[:n] = np.arange(n) + 1000 * r
+        comm.barrier()
+        assert np.array_equal(a, np.arange(n, dtype=np.int32) + 1000 * left)
+        comm.barrier()
+        ptr = a.ctypes.data
+        del a, t, found
+        gc.collect()
+        try:
+            comm.lookup(ptr)
+            raise AssertionError("the block outlived its array")
+        except symmem.NotFoundError:
+            pass
+    try:
+        comm.rendezvous(np.zeros(4))
+        raise AssertionError("plain memory rendezvoused")
+    except symmem.NotFoundError:
+        pass
+    comm.barrier()
+
+
 def case_peer_lost(comm):
     """Rank 1 dies; rank 0's barrier raises PeerLostError."""
     if comm.rank == 1:

@@ -21,6 +21,14 @@ def test_empty_numpy_arrays(run_ranks, n):
     assert res.rc == 0 and res.out.count("empty ok") == n, res
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_mempool_arrays(run_ranks, n):
+    # The allocator route on the host backend: symm_mempool_alloc's blocks as
+    # NumPy arrays, rendezvoused by pointer (torch.cuda.MemPool is the GPU's).
+    res = run_ranks(n, "mempool", env={"CASE_TIMEOUT_MS": "5000"})
+    assert res.rc == 0 and res.out.count("mempool ok") == n, res
+
+
 def test_mismatch_and_timeout(run_ranks):
     res = run_ranks(2, "errors", env={"CASE_TIMEOUT_MS": "1000"})
     assert res.rc == 0 and res.out.count("errors ok") == 2, res

@@ -929,6 +929,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
   symm_fault_point(SYMM_FAULT_DESTROY, comm->rank);
+  symm_mempool_forget_comm(comm);
   teardown(comm);
 }
 

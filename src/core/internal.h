@@ -123,6 +123,8 @@ void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *f
  * description when a message needs it. */
 void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args);
 void symm_call_end(symm_comm_t *comm);
+/* symm_mempool_set_comm's communicator is being destroyed: no more. */
+void symm_mempool_forget_comm(symm_comm_t *comm);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 
@@ -176,6 +178,7 @@ struct symm_tensor {
   void *pad_ptrs_dev;         /* device array of every rank's signal pad, likewise */
   uint64_t alloc_seq;         /* collective allocations: the comm's alloc_seq at alloc */
   bool registered;            /* ops->register_mem succeeded */
+  bool mempool;               /* a block of symm_mempool_alloc */
   struct symm_tensor *prev, *next;
 };
 

@@ -451,6 +451,7 @@ static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int n
   }
   set_shape(t, sizes, ndim, dtype, numel, nbytes);
   t->rendezvoused = false;
+  t->mempool = false; /* a pooled block of symm_mempool_alloc is the user's now */
   t->peer_data[comm->rank] = data_of(t);
   /* A collective allocation's slot was promised in its agreement. */
   symm_result_t res = collective

@@ -6,7 +6,8 @@
 # shared GPUs without that setting; the collectives (symm-gpu-coll-tests:
 # 2 ranks, 2 ranks with one block per kernel, 4 and 8 shared ranks, a rank
 # that never calls, 2 ranks on each available provider backend); the GPU
-# example examples/ring_signals; the native backend's protocol and the multi-process conformance tests over the fake
+# example examples/ring_signals; the PyTorch examples (python/examples/torch_*.py)
+# where torch has CUDA; the native backend's protocol and the multi-process conformance tests over the fake
 # driver; the GPU tests and the collectives once more under
 # compute-sanitizer memcheck, and the collectives under racecheck
 # (shared-memory hazards in the kernels).
@@ -118,6 +119,20 @@ step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=30
 # it received and exits non-zero on any wrong element or device error.
 step "examples/ring_signals, 2 ranks" env $two_rank_env "$RUN" -n 2 -- \
   "$BUILD/examples/ring_signals"
+# PyTorch on the GPU (python/examples), where python3 has torch with CUDA:
+# zero-copy views and an all-reduce on torch's stream, the all-reduce in a
+# CUDA graph, torch.cuda.MemPool blocks from symmem's allocator.
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+  2>/dev/null; then
+  for ex in torch_gpu torch_graph torch_mempool; do
+    step "python/examples/$ex.py, 2 ranks" env $two_rank_env \
+      SYMMEM_LIBRARY="$BUILD/libsymmem.so" PYTHONPATH="$REPO/python" \
+      "$RUN" -n 2 -- python3 "$REPO/python/examples/$ex.py"
+  done
+else
+  echo "=== PyTorch examples: SKIP (no python3 with torch and CUDA here)"
+fi
 # The multi-process conformance tests and the backend's protocol tests run
 # with the native backend over the fake driver (tests/gpu/fake_cuda.c): its
 # "device memory" is host memory, which those CPU-side tests read and write
