@@ -387,3 +387,34 @@ def test_collective_argument_errors(comm):
     with pytest.raises(symmem.InvalidArgumentError, match="CUDA memory"):
         comm.all_reduce(OnCuda(x))
     assert _dlpack.live_exports() == 0 or True
+
+
+def test_readme_python_signatures_are_exact():
+    # Every `name(args)` the README's Python section documents for these
+    # methods is the method's real signature (quotes and spacing aside).
+    import inspect
+    import re
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "README.md")).read()
+    section = readme[readme.index("## Python"):]
+    section = section[:section.index("\n## ", 5)]
+    owners = {"all_reduce": symmem.Communicator, "all_gather": symmem.Communicator,
+              "reduce_scatter": symmem.Communicator, "broadcast": symmem.Communicator,
+              "all_to_all": symmem.Communicator, "memset32": symmem.Communicator,
+              "stream_write_value32": symmem.Communicator,
+              "get_buffer": symmem.SymmetricTensor, "put_signal": symmem.SymmetricTensor,
+              "wait_signal": symmem.SymmetricTensor}
+    flat = " ".join(section.split())
+    seen = set()
+    for name, args in re.findall(r"`(?:comm\.)?(\w+)\(([^`()]*)\)`", flat):
+        if name not in owners:
+            continue
+        seen.add(name)
+        real = inspect.signature(getattr(owners[name], name))
+        params = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in real.parameters.values() if p.name != "self"]
+        want = str(real.replace(parameters=params,
+                                return_annotation=inspect.Signature.empty))[1:-1]
+        want = want.replace("'", '"')
+        assert args.replace(" ", "") == want.replace(" ", ""), (name, args, want)
+    assert {"all_reduce", "get_buffer", "memset32", "put_signal"} <= seen, seen
