@@ -567,6 +567,12 @@ SYMM_API int symm_store_server_port(const symm_store_server_t *server);
  * finds lost ranks itself: a rank connection that closes without BYE, and
  * a rank's process that is gone (see symm_comm_init). */
 SYMM_API void symm_store_server_mark_lost(symm_store_server_t *server, int rank);
+/* A launcher stopping the process `pid` on purpose (symmem-run after a
+ * rank failed) says so first: when that process's connections close
+ * without BYE, the loss is recorded as any (its peers' waits fail at once
+ * with SYMM_ERR_PEER_LOST) but logged at INFO instead of as a warning.
+ * NULL server or pid <= 0: nothing.  Thread-safe. */
+SYMM_API void symm_store_server_expect_gone(symm_store_server_t *server, int32_t pid);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 SYMM_API void symm_store_server_stop(symm_store_server_t *server);
 

@@ -1,6 +1,8 @@
 /* symmem-run and symmem-info (tests/test-launcher.c). */
 TEST_ENTRY(launcher_env, 30)
 TEST_ENTRY(launcher_prefix, 30)
+TEST_ENTRY(launcher_whole_lines, 60)
+TEST_ENTRY(launcher_stop_flushes, 30)
 TEST_ENTRY(launcher_exit_code, 30)
 TEST_ENTRY(launcher_kill, 30)
 TEST_ENTRY(launcher_no_leftovers, 30)

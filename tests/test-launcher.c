@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bootstrap/store.h"
 #include "core/internal.h"
 #include "harness.h"
 
@@ -225,6 +226,88 @@ static int signal_and_wait(pid_t pid, int sig, const char *out_path, char *out, 
   return rc;
 }
 
+/* ------------------------------------------------ ranks of a test's own */
+
+/* A test that needs a rank program of its own runs the test executable
+ * (symm-tests) under symmem-run as "symm-tests TEST" with RANK_ROLE_ENV
+ * set: the test, started so, is the rank's body instead of the test. */
+#define RANK_ROLE_ENV "SYMM_TEST_LAUNCHER_RANK"
+
+static bool is_rank_role(const char *role) {
+  const char *r = getenv(RANK_ROLE_ENV);
+  return r && strcmp(r, role) == 0;
+}
+
+static const char *self_path(void) {
+  static char path[1024];
+  snprintf(path, sizeof path, "%s/symm-tests", SYMM_TESTS_DIR);
+  return path;
+}
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  if (!v) TEST_FAIL_("%s is not set", name);
+  return atoi(v);
+}
+
+/* In a rank: connects to symmem-run's store as SYMM_RANK, sets up/RANK
+ * and waits until every rank has; returns the connection. */
+static symm_store_t *rank_store_barrier(void) {
+  int rank = env_int("SYMM_RANK"), size = env_int("SYMM_WORLD_SIZE");
+  symm_store_t *store = NULL;
+  ASSERT_OK(symm_store_connect(getenv("SYMM_STORE_ADDR"), getenv("SYMM_TOKEN"), rank, 20000,
+                               &store));
+  char key[32];
+  snprintf(key, sizeof key, "up/%d", rank);
+  ASSERT_OK(symm_store_set(store, key, "1", 1));
+  for (int r = 0; r < size; r++) {
+    snprintf(key, sizeof key, "up/%d", r);
+    const char *keys[] = {key};
+    ASSERT_OK(symm_store_wait(store, keys, 1, 20000));
+  }
+  return store;
+}
+
+static void write_piece(int fd, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, data, len);
+    if (w < 0 && errno == EINTR) continue;
+    ASSERT_GT(w, 0);
+    data += w;
+    len -= (size_t)w;
+  }
+}
+
+/* Reads a whole file into a malloc'd string. */
+static char *slurp(const char *dir, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) TEST_FAIL_("cannot open %s", path);
+  size_t cap = 1 << 20, n = 0, r;
+  char *buf = malloc(cap);
+  ASSERT(buf != NULL);
+  while ((r = fread(buf + n, 1, cap - 1 - n, f)) > 0) {
+    n += r;
+    if (n + 1 == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      ASSERT(buf != NULL);
+    }
+  }
+  fclose(f);
+  buf[n] = 0;
+  return buf;
+}
+
+/* Whether text holds `line` as one whole line. */
+static bool has_line(const char *text, const char *line) {
+  size_t len = strlen(line);
+  for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+    if ((p == text || p[-1] == '\n') && p[len] == '\n') return true;
+  return false;
+}
+
 /* ------------------------------------------------------------ symmem-run */
 
 TEST_IMPL(launcher_env) {
@@ -314,6 +397,180 @@ TEST_IMPL(launcher_prefix) {
   return 0;
 }
 
+/* launcher_whole_lines: WL_RANKS ranks write WL_LINES lines of WL_OUT_LEN
+ * bytes to stdout and one in WL_ERR_EVERY of WL_ERR_LEN bytes to stderr,
+ * all at once, each line in pieces (several write() calls), then a last
+ * line without a newline to each. */
+#define WL_RANKS 4
+#define WL_LINES 2000
+#define WL_OUT_LEN 100
+#define WL_ERR_LEN 60
+#define WL_ERR_EVERY 10
+
+/* Line i of rank `rank`: "<kind><rank> L<i> " filled to len with one
+ * letter per rank, the newline included. */
+static void make_line(char *line, size_t len, char kind, int rank, int i) {
+  int n = snprintf(line, len, "%c%d L%05d ", kind, rank, i);
+  memset(line + n, 'a' + rank, len - 1 - (size_t)n);
+  line[len - 1] = '\n';
+}
+
+static int whole_lines_rank(void) {
+  int rank = env_int("SYMM_RANK");
+  symm_store_close(rank_store_barrier()); /* every rank writes at once */
+  char out[WL_OUT_LEN], err[WL_ERR_LEN], tail[32];
+  for (int i = 0; i < WL_LINES; i++) {
+    make_line(out, sizeof out, 'O', rank, i);
+    write_piece(1, out, 7);
+    write_piece(1, out + 7, 40);
+    write_piece(1, out + 47, 52);
+    write_piece(1, out + 99, 1);
+    if (i % WL_ERR_EVERY == 0) {
+      make_line(err, sizeof err, 'E', rank, i / WL_ERR_EVERY);
+      write_piece(2, err, 5);
+      write_piece(2, err + 5, 30);
+      write_piece(2, err + 35, 25);
+    }
+  }
+  int n = snprintf(tail, sizeof tail, "tail-out %d", rank);
+  write_piece(1, tail, (size_t)n);
+  n = snprintf(tail, sizeof tail, "tail-err %d", rank);
+  write_piece(2, tail, (size_t)n);
+  return 0;
+}
+
+/* Every line of text (symmem-run's stdout or stderr) must be one whole
+ * line of one rank: its `count` lines of `kind` in order, then its tail
+ * line, each with "[rank] " before it when prefixed, and nothing else. */
+static void check_whole_lines(char *text, char kind, size_t len, int count, const char *tail,
+                              bool prefixed) {
+  int next[WL_RANKS] = {0};
+  bool tail_seen[WL_RANKS] = {false};
+  char want[WL_OUT_LEN];
+  for (char *line = text; *line;) {
+    char *nl = strchr(line, '\n');
+    if (!nl) TEST_FAIL_("a last line without its newline: \"%.120s\"", line);
+    *nl = 0;
+    const char *body = line;
+    int pr = -1, used = 0;
+    if (prefixed) {
+      if (sscanf(line, "[%d] %n", &pr, &used) != 1 || used == 0)
+        TEST_FAIL_("a line without its rank's prefix: \"%.120s\"", line);
+      body += used;
+    }
+    int rank = body[0] ? body[1] - '0' : -1;
+    size_t tail_len = strlen(tail);
+    if (!strncmp(body, tail, tail_len) && body[tail_len] == ' ') {
+      rank = atoi(body + tail_len + 1);
+      ASSERT(rank >= 0 && rank < WL_RANKS);
+      if (tail_seen[rank] || next[rank] != count)
+        TEST_FAIL_("rank %d's last line out of place: \"%.120s\"", rank, line);
+      tail_seen[rank] = true;
+    } else {
+      if (body[0] != kind || rank < 0 || rank >= WL_RANKS || next[rank] >= count)
+        TEST_FAIL_("not one rank's whole line: \"%.120s\"", line);
+      make_line(want, len, kind, rank, next[rank]);
+      if (strlen(body) != len - 1 || memcmp(body, want, len - 1) != 0)
+        TEST_FAIL_("not rank %d's line %d, whole: \"%.120s\"", rank, next[rank], line);
+      next[rank]++;
+    }
+    if (prefixed && pr != rank) TEST_FAIL_("rank %d's line prefixed [%d]", rank, pr);
+    line = nl + 1;
+  }
+  for (int r = 0; r < WL_RANKS; r++) {
+    ASSERT_EQ(next[r], count);
+    if (!tail_seen[r]) TEST_FAIL_("rank %d's line without a newline (%s) is missing", r, tail);
+  }
+}
+
+/* Ranks that write many lines at once, in pieces, to stdout and stderr:
+ * every line that comes out is one rank's whole line, in the rank's order,
+ * on the stream it was written to; a last line without a newline comes out
+ * too.  With and without -p. */
+TEST_IMPL(launcher_whole_lines) {
+  if (is_rank_role("whole-lines")) return whole_lines_rank();
+  char *dir = make_temp_dir(), *out = malloc(OUT_CAP);
+  for (int prefixed = 0; prefixed < 2; prefixed++) {
+    int rc = run_fmt(out, NULL, "{ %s=whole-lines %s %s-n %d %s launcher_whole_lines >%s/out "
+                     "2>%s/err; }",
+                     RANK_ROLE_ENV, test_tool_path("symmem-run"), prefixed ? "-p " : "",
+                     WL_RANKS, self_path(), dir, dir);
+    char *o = slurp(dir, "out"), *e = slurp(dir, "err");
+    if (rc != 0) printf("stderr:\n%.4000s\n", e);
+    ASSERT_EQ(rc, 0);
+    check_whole_lines(o, 'O', WL_OUT_LEN, WL_LINES, "tail-out", prefixed);
+    check_whole_lines(e, 'E', WL_ERR_LEN, WL_LINES / WL_ERR_EVERY, "tail-err", prefixed);
+    free(o);
+    free(e);
+  }
+  remove_temp_dir(dir);
+  free(out);
+  return 0;
+}
+
+/* launcher_stop_flushes: 4 ranks meet at symmem-run's store; then rank 1
+ * leaves it cleanly and exits 3.  Ranks 0 and 2 hold output in stdio's
+ * buffer (stdout is a pipe) and write it, with a marker, when SIGTERM
+ * comes, exiting without BYE; rank 2 first waits on the store for a key
+ * nobody sets, which only symmem-run's report of rank 1 can end.  Rank 3
+ * dies of SIGTERM. */
+static int stop_flushes_rank(void) {
+  int rank = env_int("SYMM_RANK");
+  setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  if (rank != 3) ASSERT_EQ(sigprocmask(SIG_BLOCK, &term, NULL), 0);
+  if (rank == 0 || rank == 2) printf("buffered %d\n", rank);
+  symm_store_t *store = rank_store_barrier();
+  if (rank == 1) {
+    symm_store_close(store);
+    return 3;
+  }
+  if (rank == 2) {
+    const char *keys[] = {"never/set"};
+    symm_result_t res = symm_store_wait(store, keys, 1, 20000);
+    printf("peer-lost %d %s\n", rank, res == SYMM_ERR_PEER_LOST ? "yes" : symm_strerror(res));
+  }
+  if (rank == 3)
+    for (;;) pause();
+  int sig = 0;
+  ASSERT_EQ(sigwait(&term, &sig), 0);
+  printf("term-flushed %d\n", rank);
+  fflush(stdout);
+  _exit(0); /* the store connection closes without BYE */
+}
+
+/* A rank fails: symmem-run names it and its status, stops the others with
+ * SIGTERM, and passes on what they write as they go; the store reports the
+ * failed rank lost (rank 2 hears of it), and not the ranks symmem-run
+ * stopped itself. */
+TEST_IMPL(launcher_stop_flushes) {
+  if (is_rank_role("stop-flushes")) return stop_flushes_rank();
+  char *out = malloc(OUT_CAP);
+  int rc = run_fmt(out, NULL, "%s=stop-flushes %s -n 4 %s launcher_stop_flushes", RANK_ROLE_ENV,
+                   test_tool_path("symmem-run"), self_path());
+  ASSERT_EQ(rc, 3);
+  ASSERT_STR_CONTAINS(out, "symmem-run: rank 1 (pid ");
+  ASSERT_STR_CONTAINS(out, "exited with status 3; stopping the other ranks");
+  static const char *const lines[] = {"buffered 0",   "term-flushed 0", "buffered 2",
+                                      "peer-lost 2 yes", "term-flushed 2"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    if (!has_line(out, lines[i])) TEST_FAIL_("no line \"%s\"", lines[i]);
+    ASSERT_EQ(count_occurrences(out, lines[i]), 1);
+  }
+  /* SIGTERM was enough: no rank waited out the grace period. */
+  ASSERT(strstr(out, "still running") == NULL);
+  ASSERT_STR_CONTAINS(out, "store: rank 1 lost");
+  for (int r = 0; r < 4; r++) {
+    char quiet[32];
+    snprintf(quiet, sizeof quiet, "store: rank %d lost", r);
+    if (r != 1 && strstr(out, quiet)) TEST_FAIL_("\"%s\" for a rank symmem-run stopped", quiet);
+  }
+  free(out);
+  return 0;
+}
+
 TEST_IMPL(launcher_exit_code) {
   char *out = malloc(OUT_CAP);
   uint64_t ms;
@@ -355,7 +612,7 @@ TEST_IMPL(launcher_kill) {
   int rc = run_fmt(out, &ms, "%s -n 3 sh %s/rank.sh", test_tool_path("symmem-run"), dir);
   ASSERT_EQ(rc, 128 + 9);
   ASSERT_STR_CONTAINS(out, "rank 2 (pid ");
-  ASSERT_STR_CONTAINS(out, "signal 9");
+  ASSERT_STR_CONTAINS(out, "was killed by signal 9 (SIGKILL");
   ASSERT_LT(ms, 10000);
   const char *names[] = {"sh.0", "sh.1", "sh.2", "bg.0", "bg.1", "bg.2"};
   assert_all_gone(dir, names, 6, 3000);

@@ -11,6 +11,15 @@
  * waiting out their timeout), stops the other ranks, and leaves no process of
  * the job behind.
  *
+ * Output: each rank's stdout and stderr are pipes that the launcher reads
+ * and passes on to its own stdout and stderr whole lines at a time, each
+ * line in one write(), so that lines of different ranks never mix (with -p
+ * each starts with "[rank] ").  A rank's last line without a newline gets
+ * one when its pipe closes; a line longer than RUN_LINE_MAX is passed on in
+ * pieces.  The pipes are read all the time (while ranks start, run and are
+ * stopped), so a rank that writes a lot never waits on the launcher for
+ * long, and what ranks write while they stop is not lost.
+ *
  * Process model:
  *  - each rank is the leader of its own process group, so signalling the
  *    group reaches whatever the rank started (shell pipelines, helpers);
@@ -66,10 +75,10 @@ typedef struct run_options {
   char **argv;      /* the program and its arguments */
 } run_options_t;
 
-/* One of a rank's output pipes in --prefix mode, and its unfinished line. */
+/* One of a rank's output pipes, and its unfinished line. */
 typedef struct out_stream {
   int fd;         /* read end; -1 once closed */
-  int dest;       /* 1 or 2 */
+  int dest;       /* 1, or err_fd for stderr */
   char *buf;
   size_t len, cap;
   bool mid_line;  /* part of the current line was already written */
@@ -79,6 +88,7 @@ typedef struct rank_proc {
   pid_t pid;          /* 0: never started */
   bool running;
   bool group_gone;    /* its process group is known to be empty */
+  bool stopped;       /* still running when the launcher began to stop it */
   out_stream_t out[2];
 } rank_proc_t;
 
@@ -101,9 +111,13 @@ typedef struct job {
   uint64_t end_kill_at, end_giveup_at, drain_until;
   int signals_seen;    /* forwarded INT/TERM/HUP (not USR1/USR2/QUIT) */
   char *scratch;       /* one prefixed line, written with one write() */
+  struct pollfd *pfds; /* the main loop's, 2 + 2 * np */
+  int *owner;          /* of pfds[i]: rank * 2 + stream */
 } job_t;
 
 static int sig_pipe[2] = {-1, -1};
+/* The launcher's own stderr: its messages and the ranks' stderr go there. */
+static const int err_fd = 2;
 
 /* ------------------------------------------------------------- utilities */
 
@@ -118,6 +132,17 @@ static const char *signal_abbrev(int sig) {
   case SIGUSR1: return "SIGUSR1";
   case SIGUSR2: return "SIGUSR2";
   case SIGKILL: return "SIGKILL";
+  case SIGSEGV: return "SIGSEGV";
+  case SIGABRT: return "SIGABRT";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGILL: return "SIGILL";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGALRM: return "SIGALRM";
+  case SIGTRAP: return "SIGTRAP";
+  case SIGSYS: return "SIGSYS";
+  case SIGXCPU: return "SIGXCPU";
+  case SIGXFSZ: return "SIGXFSZ";
   default: return "signal";
   }
 }
@@ -142,6 +167,22 @@ static void write_all(int fd, const char *data, size_t len) {
   }
 }
 
+/* A message of the launcher's, in one write() like the ranks' lines. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof buf) {
+    n = (int)sizeof buf - 1;
+    buf[n - 1] = '\n';
+  }
+  write_all(err_fd, buf, (size_t)n);
+}
+
 /* ----------------------------------------------------------- options */
 
 static void print_usage(FILE *out) {
@@ -161,12 +202,23 @@ static void print_usage(FILE *out) {
           "  -h, --help          show this help\n"
           "      --version       show the version\n"
           "\n"
-          "If a rank exits non-zero or is killed, the other ranks get SIGTERM (SIGKILL\n"
-          "%d s later) and symmem-run exits with that rank's status (128+signal for a\n"
-          "signal).  SIGINT/SIGTERM/SIGHUP are forwarded to the ranks; a second one\n"
-          "kills them.  SIGUSR1/SIGUSR2/SIGQUIT are forwarded to the ranks each time\n"
-          "they come, and the job goes on (Slurm's --signal=USR1@T, checkpoints).\n",
-          RUN_MAX_RANKS, RUN_KILL_GRACE_MS / 1000);
+          "The ranks' stdout and stderr go to symmem-run's stdout and stderr whole lines\n"
+          "at a time, so that lines of different ranks never mix; a last line without a\n"
+          "newline gets one, and a line over %u KiB is passed on in pieces.  A rank's\n"
+          "stdout is a pipe: flush it (python -u) to see lines as they come.  Rank 0\n"
+          "reads symmem-run's stdin unless it is a terminal; the other ranks read none.\n"
+          "\n"
+          "If a rank exits non-zero or is killed, symmem-run says which rank and how, the\n"
+          "other ranks get SIGTERM (SIGKILL %d s later, for time to flush and exit),\n"
+          "what they write until their output closes is passed on, and symmem-run exits\n"
+          "with the failed rank's status (128+signal for a signal).  The store tells the\n"
+          "failed rank's peers that it was lost (SYMM_ERR_PEER_LOST), and does not warn\n"
+          "of the ranks symmem-run stopped.\n"
+          "\n"
+          "SIGINT/SIGTERM/SIGHUP are forwarded to the ranks; a second one kills them.\n"
+          "SIGUSR1/SIGUSR2/SIGQUIT are forwarded to the ranks each time they come, and\n"
+          "the job goes on (Slurm's --signal=USR1@T, checkpoints).\n",
+          RUN_MAX_RANKS, RUN_LINE_MAX / 1024, RUN_KILL_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -386,11 +438,10 @@ static int spawn_rank(job_t *job, int rank, rank_env_t *env) {
   int pipes[2][2] = {{-1, -1}, {-1, -1}}, report[2] = {-1, -1};
   int child_out[2] = {-1, -1};
   int result = -1;
-  if (job->opt.prefix)
-    for (int i = 0; i < 2; i++) {
-      if (pipe2(pipes[i], O_CLOEXEC) != 0) goto fail_errno;
-      child_out[i] = pipes[i][1];
-    }
+  for (int i = 0; i < 2; i++) {
+    if (pipe2(pipes[i], O_CLOEXEC) != 0) goto fail_errno;
+    child_out[i] = pipes[i][1];
+  }
   if (pipe2(report, O_CLOEXEC) != 0) goto fail_errno;
   rank_env_set_rank(env, rank);
 
@@ -417,7 +468,7 @@ static int spawn_rank(job_t *job, int rank, rank_env_t *env) {
   for (int i = 0; i < 2; i++) {
     close_fd(&pipes[i][1]);
     rp->out[i].fd = pipes[i][0];
-    rp->out[i].dest = i + 1;
+    rp->out[i].dest = i == 0 ? 1 : err_fd;
     pipes[i][0] = -1;
     if (rp->out[i].fd >= 0) fcntl(rp->out[i].fd, F_SETFL, O_NONBLOCK);
   }
@@ -429,7 +480,7 @@ static int spawn_rank(job_t *job, int rank, rank_env_t *env) {
   goto done;
 
 fail_errno:
-  fprintf(stderr, "symmem-run: cannot start rank %d: %s\n", rank, strerror(errno));
+  say("symmem-run: cannot start rank %d: %s\n", rank, strerror(errno));
   result = -1;
 done:
   for (int i = 0; i < 2; i++) {
@@ -462,16 +513,29 @@ static void signal_all(job_t *job, int sig) {
   for (int r = 0; r < job->started; r++) signal_rank(job, r, sig);
 }
 
+/* The ranks still running are stopped on purpose from now on: the
+ * launcher does not mark them lost, and the store, told first, records
+ * their losses without a warning (symm_store_server_expect_gone). */
+static void mark_stopped(job_t *job) {
+  for (int r = 0; r < job->started; r++)
+    if (job->ranks[r].running && !job->ranks[r].stopped) {
+      job->ranks[r].stopped = true;
+      symm_store_server_expect_gone(job->server, (int32_t)job->ranks[r].pid);
+    }
+}
+
 /* SIGTERM now, SIGKILL after the grace period.  Idempotent. */
 static void begin_stop(job_t *job) {
   if (job->stopping) return;
   job->stopping = true;
   job->kill_at = now_ms() + RUN_KILL_GRACE_MS;
+  mark_stopped(job);
   signal_all(job, SIGTERM);
 }
 
 static void kill_all(job_t *job) {
   job->killed = true;
+  mark_stopped(job);
   signal_all(job, SIGKILL);
 }
 
@@ -484,26 +548,28 @@ static bool is_passed_through(int sig) {
 
 static void on_forwarded_signal(job_t *job, int sig) {
   if (is_passed_through(sig)) {
-    fprintf(stderr, "symmem-run: got %s; forwarding it to the ranks\n", signal_abbrev(sig));
+    say("symmem-run: got %s; forwarding it to the ranks\n", signal_abbrev(sig));
     signal_all(job, sig);
   } else if (++job->signals_seen == 1) {
-    fprintf(stderr,
-            "symmem-run: got %s; forwarding it to the ranks (send it again to kill them)\n",
-            signal_abbrev(sig));
+    say("symmem-run: got %s; forwarding it to the ranks (send it again to kill them)\n",
+        signal_abbrev(sig));
     record_exit(job, 128 + sig);
+    mark_stopped(job); /* the job ends: the ranks are not lost, but stopped */
     signal_all(job, sig);
   } else if (!job->killed) {
-    fprintf(stderr, "symmem-run: got %s again; killing the ranks\n", signal_abbrev(sig));
+    say("symmem-run: got %s again; killing the ranks\n", signal_abbrev(sig));
     kill_all(job);
   }
 }
 
 /* ---------------------------------------------------------- rank output */
+/* The functions below take a rank's stream and its number. */
 
 static void emit(job_t *job, out_stream_t *s, int rank, const char *data, size_t len,
                  bool end_line) {
   size_t n = 0;
-  if (!s->mid_line) n = (size_t)snprintf(job->scratch, 32, "[%d] ", rank);
+  if (!s->mid_line && rank >= 0 && job->opt.prefix)
+    n = (size_t)snprintf(job->scratch, 32, "[%d] ", rank);
   memcpy(job->scratch + n, data, len);
   n += len;
   if (end_line) job->scratch[n++] = '\n';
@@ -590,8 +656,9 @@ static void describe_status(int status, char *buf, size_t len) {
   if (WIFEXITED(status))
     snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status))
-    snprintf(buf, len, "was killed by signal %d (%s)%s", WTERMSIG(status),
-             strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+    snprintf(buf, len, "was killed by signal %d (%s, %s)%s", WTERMSIG(status),
+             signal_abbrev(WTERMSIG(status)), strsignal(WTERMSIG(status)),
+             WCOREDUMP(status) ? ", core dumped" : "");
   else
     snprintf(buf, len, "ended with wait status 0x%x", (unsigned)status);
 }
@@ -605,14 +672,16 @@ static void on_rank_exit(job_t *job, int rank, int status) {
   if (kill(-rp->pid, 0) != 0 && errno == ESRCH) rp->group_gone = true;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
 
-  /* Ranks that die of our own SIGTERM need no announcement: everyone is
-   * being stopped anyway, and their closed connections tell the store. */
-  if (!job->stopping) symm_store_server_mark_lost(job->server, rank);
+  /* A rank that died on its own is reported to the store at once, so that
+   * peers waiting on it fail with SYMM_ERR_PEER_LOST.  Ranks we were
+   * stopping (our SIGTERM, a forwarded SIGINT) need no announcement: everyone
+   * is being stopped anyway, and their closed connections tell the store. */
+  if (!rp->stopped) symm_store_server_mark_lost(job->server, rank);
   if (job->exit_code < 0) {
     char what[128];
     describe_status(status, what, sizeof what);
-    fprintf(stderr, "symmem-run: rank %d (pid %d) %s%s\n", rank, (int)rp->pid, what,
-            job->running > 0 ? "; stopping the other ranks" : "");
+    say("symmem-run: rank %d (pid %d) %s%s\n", rank, (int)rp->pid, what,
+        job->running > 0 ? "; stopping the other ranks" : "");
     record_exit(job, WIFEXITED(status) ? WEXITSTATUS(status)
                                        : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
   }
@@ -701,14 +770,13 @@ static void check_deadlines(job_t *job, uint64_t now) {
   if (job->running == 0) return; /* see cleanup_step */
   if (job->deadline && now >= job->deadline) {
     job->deadline = 0;
-    fprintf(stderr, "symmem-run: timeout of %g s reached; stopping the ranks\n",
-            job->opt.timeout_s);
+    say("symmem-run: timeout of %g s reached; stopping the ranks\n", job->opt.timeout_s);
     record_exit(job, RUN_EXIT_TIMEOUT);
     begin_stop(job);
   }
   if (job->stopping && !job->killed && now >= job->kill_at) {
-    fprintf(stderr, "symmem-run: %d rank(s) still running %d s after SIGTERM; killing them\n",
-            job->running, RUN_KILL_GRACE_MS / 1000);
+    say("symmem-run: %d rank(s) still running %d s after SIGTERM; killing them\n", job->running,
+        RUN_KILL_GRACE_MS / 1000);
     kill_all(job);
   }
 }
@@ -778,14 +846,38 @@ static int poll_timeout(const job_t *job, uint64_t now) {
   return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
-static void run_loop(job_t *job) {
-  size_t max_fds = 1 + 2 * (size_t)job->started;
-  struct pollfd *pfds = calloc(max_fds, sizeof *pfds);
-  int *owner = calloc(max_fds, sizeof *owner); /* rank * 2 + stream */
-  if (!pfds || !owner) { /* no output relaying possible; still reap */
-    fprintf(stderr, "symmem-run: out of memory; killing the ranks\n");
-    kill_all(job);
+/* The descriptors to watch: the self-pipe first, then the ranks' open
+ * output pipes (*rank_fds of them). */
+static size_t fill_pollfds(job_t *job, size_t *rank_fds) {
+  size_t n = 0;
+  *rank_fds = 0;
+  job->pfds[n++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+  for (int r = 0; r < job->started; r++)
+    for (int i = 0; i < 2; i++)
+      if (job->ranks[r].out[i].fd >= 0) {
+        job->owner[n] = r * 2 + i;
+        job->pfds[n++] = (struct pollfd){job->ranks[r].out[i].fd, POLLIN, 0};
+        (*rank_fds)++;
+      }
+  return n;
+}
+
+/* Waits up to timeout_ms for output or a signal; passes on what came. */
+static void poll_once(job_t *job, size_t n, int timeout_ms) {
+  int ready = poll(job->pfds, n, timeout_ms);
+  if (ready < 0 && errno != EINTR) {
+    say("symmem-run: poll: %s\n", strerror(errno));
+    usleep(10000);
   }
+  for (size_t i = 1; ready > 0 && i < n; i++) {
+    if (!job->pfds[i].revents) continue;
+    int who = job->owner[i];
+    pump_stream(job, &job->ranks[who / 2].out[who % 2], who / 2);
+  }
+  handle_signal_bytes(job);
+}
+
+static void run_loop(job_t *job) {
   for (;;) {
     uint64_t now = now_ms();
     check_deadlines(job, now);
@@ -793,40 +885,16 @@ static void run_loop(job_t *job) {
       if (!job->ended) begin_cleanup(job, now);
       else if (!job->leftovers_done) cleanup_step(job, now);
     }
-    size_t n = 0;
-    if (pfds) {
-      pfds[n++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
-      for (int r = 0; r < job->started; r++)
-        for (int i = 0; i < 2; i++)
-          if (job->ranks[r].out[i].fd >= 0) {
-            owner[n] = r * 2 + i;
-            pfds[n++] = (struct pollfd){job->ranks[r].out[i].fd, POLLIN, 0};
-          }
-    }
-    if (job->leftovers_done && (n <= 1 || now >= job->drain_until)) break;
-    if (!pfds) {
-      reap_children(job);
-      usleep(10000);
-      continue;
-    }
-    int ready = poll(pfds, n, poll_timeout(job, now));
-    if (ready < 0 && errno != EINTR) {
-      fprintf(stderr, "symmem-run: poll: %s\n", strerror(errno));
-      usleep(10000);
-    }
-    for (size_t i = 1; ready > 0 && i < n; i++)
-      if (pfds[i].revents) {
-        int r = owner[i] / 2;
-        pump_stream(job, &job->ranks[r].out[owner[i] % 2], r);
-      }
-    handle_signal_bytes(job);
+    size_t rank_fds;
+    size_t n = fill_pollfds(job, &rank_fds);
+    /* The store's log stays open as long as the store: not waited for. */
+    if (job->leftovers_done && (rank_fds == 0 || now >= job->drain_until)) break;
+    poll_once(job, n, poll_timeout(job, now));
   }
   /* Output still held open by a process we could not stop is cut off. */
   for (int r = 0; r < job->started; r++)
     for (int i = 0; i < 2; i++) close_stream(job, &job->ranks[r].out[i], r);
   reap_children(job);
-  free(pfds);
-  free(owner);
 }
 
 /* --------------------------------------------------------------- setup */
@@ -845,8 +913,8 @@ static void make_store_addr(job_t *job) {
     snprintf(job->store_addr, sizeof job->store_addr, "%s:%d", host, port);
 }
 
-/* -p needs two descriptors per rank; the default soft limit (1024) would
- * cap a job at about 500 ranks. */
+/* Every rank's output takes two descriptors; the default soft limit (1024)
+ * would cap a job at about 500 ranks. */
 static void raise_fd_limit(void) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -856,14 +924,14 @@ static void raise_fd_limit(void) {
 }
 
 static void report_exec_failure(const job_t *job, int err) {
-  fprintf(stderr, "symmem-run: cannot execute '%s': %s\n", job->opt.argv[0], strerror(err));
+  say("symmem-run: cannot execute '%s': %s\n", job->opt.argv[0], strerror(err));
 }
 
 static int start_ranks(job_t *job) {
   rank_env_t env;
   if (rank_env_init(&env, job) != 0) {
     rank_env_free(&env);
-    fprintf(stderr, "symmem-run: out of memory\n");
+    say("symmem-run: out of memory\n");
     return -1;
   }
   /* A signal or a rank that failed already ends the spawning. */
@@ -876,7 +944,15 @@ static int start_ranks(job_t *job) {
       record_exit(job, 1);
     }
     if (err != 0) begin_stop(job); /* before its exit is seen: no "lost" */
-    handle_signal_bytes(job);
+    /* Now and then the output of the ranks started so far, so that none
+     * waits long on a full pipe while the others start (each look costs a
+     * poll of all their pipes, hence not after every rank). */
+    if (r % 64 == 63) {
+      size_t rank_fds;
+      poll_once(job, fill_pollfds(job, &rank_fds), 0);
+    } else {
+      handle_signal_bytes(job);
+    }
   }
   rank_env_free(&env);
   return 0;
@@ -889,18 +965,28 @@ int main(int argc, char **argv) {
   int rc = parse_options(argc, argv, &job.opt);
   if (rc >= 0) return rc;
 
+  /* A closed 0, 1 or 2 would be taken by the first pipe, which the ranks
+   * then see in its place (or lose on exec). */
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int null_fd = open("/dev/null", O_RDWR);
+      if (null_fd >= 0 && null_fd != fd) close(null_fd);
+    }
+
   raise_fd_limit();
   job.stdin_is_tty = isatty(0);
   job.ranks = calloc((size_t)job.opt.np, sizeof *job.ranks);
   job.scratch = malloc(RUN_LINE_MAX + 64);
-  if (!job.ranks || !job.scratch) {
-    fprintf(stderr, "symmem-run: out of memory\n");
+  job.pfds = calloc(2 + 2 * (size_t)job.opt.np, sizeof *job.pfds);
+  job.owner = calloc(2 + 2 * (size_t)job.opt.np, sizeof *job.owner);
+  if (!job.ranks || !job.scratch || !job.pfds || !job.owner) {
+    say("symmem-run: out of memory\n");
     rc = 1;
     goto out;
   }
   for (int r = 0; r < job.opt.np; r++) job.ranks[r].out[0].fd = job.ranks[r].out[1].fd = -1;
   if (install_signal_handlers() != 0) {
-    fprintf(stderr, "symmem-run: cannot set up signal handling: %s\n", strerror(errno));
+    say("symmem-run: cannot set up signal handling: %s\n", strerror(errno));
     rc = 1;
     goto out;
   }
@@ -910,15 +996,15 @@ int main(int argc, char **argv) {
 
   char tag[9];
   if (!tool_random_hex(job.token, 16) || !tool_random_hex(tag, 4)) {
-    fprintf(stderr, "symmem-run: no random bytes for the job's token: %s\n", strerror(errno));
+    say("symmem-run: no random bytes for the job's token: %s\n", strerror(errno));
     rc = 1;
     goto out;
   }
   snprintf(job.job_id, sizeof job.job_id, "r%d-%s", (int)getpid(), tag);
   symm_result_t res = symm_store_server_start(job.opt.bind, job.opt.port, job.token, &job.server);
   if (res != SYMM_SUCCESS) {
-    fprintf(stderr, "symmem-run: cannot start the store on %s port %d: %s\n", job.opt.bind,
-            job.opt.port, *symm_last_error() ? symm_last_error() : symm_strerror(res));
+    say("symmem-run: cannot start the store on %s port %d: %s\n", job.opt.bind, job.opt.port,
+        *symm_last_error() ? symm_last_error() : symm_strerror(res));
     rc = 1;
     goto out;
   }
@@ -935,5 +1021,7 @@ out:
   symm_store_server_stop(job.server);
   free(job.ranks);
   free(job.scratch);
+  free(job.pfds);
+  free(job.owner);
   return rc;
 }

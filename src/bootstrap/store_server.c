@@ -51,7 +51,7 @@ static bool srv_control(symm_store_server_t *s) {
     }
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n; i++)
-      srv_mark_lost(s, SYMM_STORE_NO_COMM, ranks[i], "reported by symm_store_server_mark_lost");
+      srv_mark_lost(s, SYMM_STORE_NO_COMM, ranks[i], 0, "reported by symm_store_server_mark_lost");
   } while (n > 0);
   return stop;
 }
@@ -242,6 +242,7 @@ void srv_free(symm_store_server_t *s) {
   free(s->lost);
   srv_procs_free(s);
   free(s->lost_queue);
+  free(s->expected_gone);
   free(s->comm_open);
   free(s->token);
   pthread_cond_destroy(&s->cond);
@@ -386,19 +387,40 @@ int symm_store_server_ranks_open(symm_store_server_t *server) {
   return open;
 }
 
+/* Appends v to a growing array; false when out of memory. */
+static bool push_int(int **arr, size_t *n, size_t *cap, int v) {
+  if (*n == *cap) {
+    size_t grown = *cap ? *cap * 2 : 16;
+    int *p = realloc(*arr, grown * sizeof *p);
+    if (!p) return false;
+    *arr = p;
+    *cap = grown;
+  }
+  (*arr)[(*n)++] = v;
+  return true;
+}
+
+void symm_store_server_expect_gone(symm_store_server_t *server, int32_t pid) {
+  if (!server || pid <= 0) return;
+  pthread_mutex_lock(&server->lock);
+  if (!push_int(&server->expected_gone, &server->nexpected, &server->expected_cap, pid))
+    SYMM_WARN(STORE, "store: out of memory noting process %d as being stopped", (int)pid);
+  pthread_mutex_unlock(&server->lock);
+}
+
+bool srv_expected_gone(symm_store_server_t *s, int32_t pid) {
+  if (pid <= 0) return false;
+  pthread_mutex_lock(&s->lock);
+  bool expected = false;
+  for (size_t i = 0; i < s->nexpected && !expected; i++) expected = s->expected_gone[i] == pid;
+  pthread_mutex_unlock(&s->lock);
+  return expected;
+}
+
 void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
   if (!server || rank < 0) return;
   pthread_mutex_lock(&server->lock);
-  if (server->nqueue == server->queue_cap) {
-    size_t cap = server->queue_cap ? server->queue_cap * 2 : 16;
-    int *p = realloc(server->lost_queue, cap * sizeof *p);
-    if (p) {
-      server->lost_queue = p;
-      server->queue_cap = cap;
-    }
-  }
-  bool queued = server->nqueue < server->queue_cap;
-  if (queued) server->lost_queue[server->nqueue++] = rank;
+  bool queued = push_int(&server->lost_queue, &server->nqueue, &server->queue_cap, rank);
   pthread_mutex_unlock(&server->lock);
   if (queued)
     srv_wake_thread(server);

@@ -130,7 +130,7 @@ void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping) {
   if (c->authed && c->rank >= 0) {
     srv_ranked_open_add(s, c, -1);
     if (!c->said_bye && !stopping)
-      srv_mark_lost(s, c->comm, c->rank, "its connection closed without BYE");
+      srv_mark_lost(s, c->comm, c->rank, c->hello_proc.pid, "its connection closed without BYE");
     srv_proc_left(s, c, c->said_bye, stopping);
   }
   /* Last: a client that sees its BYE answered by the close then finds

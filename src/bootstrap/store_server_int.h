@@ -192,6 +192,10 @@ struct symm_store_server {
   uint32_t idle_upto;
   int *lost_queue;
   size_t nqueue, queue_cap;
+  /* Processes their launcher is stopping (symm_store_server_expect_gone):
+   * their losses are recorded as any, but not warned about. */
+  int *expected_gone;
+  size_t nexpected, expected_cap;
   int ranked_open;
   size_t parked; /* requests parked now (npending), for symm_store_server_wait_parked */
   /* Open rank connections per communicator (those whose HELLO named one),
@@ -238,7 +242,8 @@ uint64_t srv_refusals_next(const symm_store_server_t *s);
 
 /* -------------------------------------------------- store_server_park.c */
 void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c);
-void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why);
+void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, int32_t pid,
+                   const char *why);
 
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
@@ -251,9 +256,11 @@ void srv_do_get(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
                 const uint8_t *body, uint32_t body_len,
                 symm_proto_reader_t *r);
 
-/* Records the process p, gone, as lost under rank (its job rank) in the
- * communicators numbered as the job's that it did not join. */
-void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int rank,
+/* Whether the launcher said that process pid is being stopped. */
+bool srv_expected_gone(symm_store_server_t *s, int32_t pid);
+/* Records the process p (pid), gone, as lost under rank (its job rank) in
+ * the communicators numbered as the job's that it did not join. */
+void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int32_t pid, int rank,
                            const char *why);
 
 /* -------------------------------------------------- store_server_proc.c */

@@ -52,7 +52,7 @@ void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c) {
  * that it concerns: they cannot count on that rank any more.  Other
  * communicators served by this store go on. */
 static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
-                            const srv_proc_t *proc, const char *why) {
+                            const srv_proc_t *proc, int32_t pid, const char *why) {
   for (size_t i = 0; i < s->nlost; i++)
     if (s->lost[i].rank == rank && s->lost[i].comm == comm && s->lost[i].proc == proc) return;
   if (s->nlost == s->lost_cap) {
@@ -68,11 +68,14 @@ static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
   }
   const struct srv_lost e = {comm, rank, proc};
   if (s->nlost < s->lost_cap) s->lost[s->nlost++] = e;
-  SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank,
-            comm == SYMM_STORE_NO_COMM ? ""
-            : comm == SRV_JOB_COMM     ? " in the communicators it did not join"
-                                       : " in its communicator",
-            why);
+  const char *where = comm == SYMM_STORE_NO_COMM ? ""
+                      : comm == SRV_JOB_COMM     ? " in the communicators it did not join"
+                                                 : " in its communicator";
+  /* A process its launcher stops is no news to the launcher's user. */
+  if (srv_expected_gone(s, pid))
+    SYMM_INFO(STORE, "store: rank %d lost%s: %s (stopped by its launcher)", rank, where, why);
+  else
+    SYMM_WARN(STORE, "store: rank %d lost%s: %s", rank, where, why);
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_conn_t *c = s->conns[i];
     if (c->dead || !c->pending || !srv_lost_concerns(&e, c)) continue;
@@ -81,13 +84,14 @@ static void srv_record_lost(symm_store_server_t *s, uint32_t comm, int rank,
   }
 }
 
-void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, const char *why) {
-  srv_record_lost(s, comm, rank, NULL, why);
+void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, int32_t pid,
+                   const char *why) {
+  srv_record_lost(s, comm, rank, NULL, pid, why);
 }
 
-void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int rank,
+void srv_mark_process_lost(symm_store_server_t *s, const srv_proc_t *p, int32_t pid, int rank,
                            const char *why) {
-  srv_record_lost(s, SRV_JOB_COMM, rank, p, why);
+  srv_record_lost(s, SRV_JOB_COMM, rank, p, pid, why);
 }
 
 /* npending is the thread's own; `parked` is its copy for other threads

@@ -130,7 +130,7 @@ void srv_proc_join(symm_store_server_t *s, srv_conn_t *c, const srv_hello_proces
 static void srv_proc_gone(symm_store_server_t *s, srv_proc_t *p, const char *why) {
   p->gone = true;
   if (p->job_rank < 0) return;
-  srv_mark_process_lost(s, p, p->job_rank, why);
+  srv_mark_process_lost(s, p, p->pid, p->job_rank, why);
 }
 
 void srv_proc_left(symm_store_server_t *s, srv_conn_t *c, bool bye, bool stopping) {
