@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "arena_backend.h"
+#include "backends/util/fd_exchange.h"
 #include "symm_backend.h"
 
 #define ARENA_BYTES ((size_t)512 << 20) /* sparse: only what is touched is memory */

@@ -4,7 +4,7 @@
  *
  * Segment: a memfd of rank 0 that the others open through /proc (no name
  * in /dev/shm at any time); a header with one round word per parity
- * (backends/util/shm_round.h), then one slot per rank.  A slot holds
+ * (base/symm_shm_round.h), then one slot per rank.  A slot holds
  * `published` (the number of the last collective whose contribution is in
  * place, for messages and to watch who is missing), `left` (the last
  * collective this rank has left, whatever its result) and two data
@@ -36,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/util/backoff.h"
-#include "backends/util/shm_round.h"
+#include "symm_backoff.h"
+#include "symm_shm_round.h"
 #include "store.h"
 #include "symm_fault.h"
 

@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h" /* symm_fork_guard_add / _close */
+#include "symm_util.h" /* symm_fork_guard_add / _close */
 #include "store_proto.h"
 
 #define CLI_DEFAULT_TIMEOUT_MS 60000

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h" /* symm_fork_guard_add / _close */
+#include "symm_util.h" /* symm_fork_guard_add / _close */
 #include "store_server_int.h"
 
 /* ------------------------------------------------------------- the loop */

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/internal.h" /* symm_fork_guard_add / _close */
+#include "symm_util.h" /* symm_fork_guard_add / _close */
 #include "store_server_int.h"
 
 /* Starts a reply to (op, id) in c's output: header + status + lost rank.

@@ -7,6 +7,7 @@
 #ifndef SYMM_CPU_H
 #define SYMM_CPU_H
 
+#include "symm_backoff.h"
 #include "symm_engine.h"
 
 /* The engine's state of one communicator (symm_engine_state). */

@@ -17,7 +17,7 @@
  *   left             the last call this rank has left (returned from,
  *                    whatever the result, or given up before arriving).
  *   round[seq & 1]   rank 0's pad only: the round of the calls of that
- *                    parity (backends/util/shm_round.h).
+ *                    parity (base/symm_shm_round.h).
  * A call synchronises by arriving at its round (after publishing what it
  * publishes) and waiting until every rank has, once per phase.  The round
  * is all or nothing: a rank that stops waiting gives the round up, which
@@ -72,7 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/util/shm_round.h"
+#include "symm_shm_round.h"
 #include "cpu/cpu.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)

@@ -19,10 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backends/util/backoff.h"
-#include "backends/util/fd_exchange.h"
 #include "symm_error.h"
-#include "symm_gpu.h"
 #include "symm_settings.h"
 #include "symm_store_own.h"
 #include "symm_util.h"

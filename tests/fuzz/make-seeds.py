@@ -142,12 +142,12 @@ FDX = {
 }
 
 # ---------------------------------------------------------------- settings
-# A line: the setting's index in the table (src/include/symm_settings.def
-# order), then its value.
+# A line: the setting's index in the table (symm_setting_get's order: the
+# build's collected list, build/generated/symm_settings.def), then its value.
 S = dict(BACKEND=0, TIMEOUT_MS=1, RANK=2, WORLD_SIZE=3, POOL_BYTES=8, SCRATCH_BYTES=9,
-         ALLREDUCE_ALGO=11, DEBUG=12, DEBUG_SUBSYS=13, STORE_ADDR=15, STORE_PORT=16,
-         STORE_EXTERNAL=18, HANDSHAKE_MS=19, BOOTSTRAP_SHM=20, TOKEN=21,
-         HOST_SLICE_BYTES=22, NATIVE_HANDLE=28)
+         ALLREDUCE_ALGO=11, DEBUG=13, DEBUG_SUBSYS=14, STORE_ADDR=16, STORE_PORT=17,
+         STORE_EXTERNAL=19, HANDSHAKE_MS=20, BOOTSTRAP_SHM=21, TOKEN=22,
+         HOST_SLICE_BYTES=27, NATIVE_HANDLE=29)
 
 
 def lines(*pairs):

@@ -22,6 +22,7 @@
 #include "backends/native/native_ext.h"
 #include "core/internal.h"
 #include "gpu_kernels.h"
+#include "symm_gpu.h"
 #include "symmem.h"
 
 typedef struct gpu_ctx {

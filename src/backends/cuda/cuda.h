@@ -11,6 +11,7 @@
 #define SYMM_CUDA_BACKEND_H
 
 #include "symm_backend.h"
+#include "symm_gpu.h"
 
 /* Layout granularity the core rounds to: the signal pad is one page at
  * offset 0 and the data starts one page in, so a small tensor costs a pad

@@ -4,6 +4,7 @@
 #ifndef SYMM_HOST_H
 #define SYMM_HOST_H
 
+#include "backends/util/fd_exchange.h"
 #include "symm_backend.h"
 
 typedef struct {

@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "backends/native/native_ext.h"
+#include "backends/util/fd_exchange.h"
 #include "symm_backend.h"
+#include "symm_gpu.h"
 
 /* How allocations travel to peers; one kind per communicator, agreed at
  * startup, so that the exchange blob needs no tag. */

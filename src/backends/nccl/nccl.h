@@ -13,6 +13,7 @@
 
 #include "backends/nccl/nccl_lib.h"
 #include "symm_backend.h"
+#include "symm_gpu.h"
 
 /* The oldest NCCL with symmetric windows, and the first whose host API
  * gives peers' pointers into a window. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/nccl/nccl.h"
+#include "symm_backoff.h"
 
 #define NCCL_FAIL_KEY "nccl-failed"
 #define NCCL_LOOK_NS 20000000ull /* peers and the store: every 20 ms */

@@ -18,6 +18,7 @@
 
 #include "backends/nvshmem/nvshmem_lib.h"
 #include "symm_backend.h"
+#include "symm_gpu.h"
 
 /* What every rank publishes at init, read by every rank's startup. */
 #define NVSH_INFO_MAGIC 0x4e565348u /* "NVSH" */

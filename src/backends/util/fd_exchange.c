@@ -13,6 +13,7 @@
  * that fetches from different peers run in parallel.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include "backends/util/fd_exchange.h"
 #include "symm_backend.h"
 
 #include <errno.h>

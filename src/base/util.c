@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "symm_util.h"
 #include "symm_peer_watch.h"
 
 /* Seeded 64-bit hash, eight bytes per step (collectives hash their

@@ -8,7 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "symm_settings.h"
+#include "symm_util.h"
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static int log_level_value = SYMM_LOG_WARN;

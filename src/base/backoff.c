@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/util/backoff.h"
+#include "symm_backoff.h"
 #include "symm_util.h"
 
 #define SPIN_NS 20000ull

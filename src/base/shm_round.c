@@ -8,7 +8,7 @@
  * arrived at stores its left, then looks at the word; a rank that takes
  * the word over looks at every left afterwards), and one of the two must
  * see the other. */
-#include "backends/util/shm_round.h"
+#include "symm_shm_round.h"
 
 #define COUNT_BITS 20
 #define MARK ((uint64_t)1 << COUNT_BITS)

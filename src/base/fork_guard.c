@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "symm_util.h"
 
 static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;

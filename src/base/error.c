@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "symm_util.h"
 
 #define SYMM_ERROR_MAX 1024
 static _Thread_local char last_error[SYMM_ERROR_MAX];

@@ -3,9 +3,10 @@
  * that reads it, typed, and parsed once per symm_comm_init.  Not installed.
  *
  * Each layer lists its own settings beside its code, in an X-macro list
- * (core/core_settings.def, core/log_settings.def, gpu/gpu_settings.def,
- * bootstrap/bootstrap_settings.def, backends/<name>/<name>_settings.def;
- * symm_settings.def includes them all).  A list is a sequence of
+ * (src/<layer>/<layer>_settings.def, src/backends/<name>/<name>_settings.def);
+ * the build collects them into one list, symm_settings.def in the build's
+ * generated folder (CMakeLists.txt), which is all this floor sees of
+ * them.  A list is a sequence of
  *
  *   SYMM_SETTING_INT(NAME, DEFAULT, MIN, MAX, FLAGS, HELP)        int64_t
  *   SYMM_SETTING_SIZE(NAME, DEFAULT, MIN, MAX, FLAGS, HELP)       size_t

@@ -1,5 +1,5 @@
 /* SYMM_FAULT: a testing aid that kills or stops this process at one named
- * point of the library (src/include/symm_fault.h), so that the fault tests
+ * point of the library (src/base/symm_fault.h), so that the fault tests
  * can hit a rank exactly inside init, a rendezvous or a collective instead
  * of racing a signal from outside against it. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
