@@ -2,7 +2,7 @@
 # Launch settings of the native collectives side by side, in one run: bf16
 # sum all-reduce in a CUDA graph (symmem-bench --graph, 20 calls), µs per
 # call for each algorithm with programmatic dependent launch on and off
-# (SYMM_NATIVE_PDL) and with the grid capped (SYMM_COLL_MAX_BLOCKS).
+# (SYMM_GPU_PDL) and with the grid capped (SYMM_COLL_MAX_BLOCKS).
 # Prints one table per algorithm: a row per size, a column per setting.
 # TUNE_COLLS adds the other bandwidth collectives (all_gather,
 # reduce_scatter), one table each.
@@ -112,7 +112,7 @@ run() {
 for algo in $ALGOS $COLLS; do
   names="pdl no_pdl"
   run pdl "$algo"
-  run no_pdl "$algo" SYMM_NATIVE_PDL=0
+  run no_pdl "$algo" SYMM_GPU_PDL=0
   for b in $BLOCKS; do
     names="$names max$b"
     run "max$b" "$algo" SYMM_COLL_MAX_BLOCKS="$b"

@@ -9,7 +9,12 @@
   - bootstrap and the engines do not reach up into the core's private
     header (core/internal.h);
   - the host backend compiles without any CUDA type in scope: no header it
-    includes, however indirectly, is the GPU engine's.
+    includes, however indirectly, is the GPU engine's;
+  - every backend folder is a built-in backend with all that docs/design.md's
+    checklist asks (its line in src/backends/builtin.h, its table
+    symm_<name>_ops, its id in include/symmem.h, its row in the README's
+    backend table, and, GPU backends, its conformance run in
+    tests/gpu/CMakeLists.txt), and the built-in list names no other.
 
 Usage: check-layers.py SOURCE_DIR.  Prints every breach and exits 1, or one
 line "ok: ..." and exits 0."""
@@ -60,6 +65,39 @@ def closure(path):
     return seen
 
 
+def read(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def backend_checklist(backends):
+    bad = []
+    m = re.search(r"#define SYMM_BUILTIN_BACKENDS\(X\)(.*)", read("src", "backends", "builtin.h"))
+    listed = re.findall(r"X\((\w+)\)", m.group(1)) if m else []
+    folders = sorted(n for n in os.listdir(backends)
+                     if os.path.isdir(os.path.join(backends, n)) and n != "util")
+    public = read("include", "symmem.h")
+    readme = read("README.md")
+    conformance = read("tests", "gpu", "CMakeLists.txt")
+    for name in sorted(set(listed) - set(folders)):
+        bad.append("src/backends/builtin.h lists %s, which has no folder src/backends/%s/" %
+                   (name, name))
+    for name in folders:
+        code = "".join(read(f) for f in sources(os.path.join(backends, name))
+                       if f.endswith(".c"))
+        if name not in listed:
+            bad.append("src/backends/%s/ is not in src/backends/builtin.h" % name)
+        if not re.search(r"const symm_backend_ops_t symm_%s_ops\s*=" % name, code):
+            bad.append("src/backends/%s/ defines no table symm_%s_ops" % (name, name))
+        if not re.search(r"SYMM_BACKEND_%s\s*=" % name.upper(), public):
+            bad.append("include/symmem.h has no id SYMM_BACKEND_%s" % name.upper())
+        if not re.search(r"^\| `%s` \|" % name, readme, re.M):
+            bad.append("README.md's backend table has no row for %s" % name)
+        if name != "host" and "symm_add_conformance(%s " % name not in conformance:
+            bad.append("tests/gpu/CMakeLists.txt runs no conformance suite on %s" % name)
+    return bad
+
+
 def main():
     bad = []
     base = os.path.join(SRC, "base")
@@ -96,12 +134,14 @@ def main():
     for f in sources(os.path.join(backends, "host")):
         for r in closure(f) & gpu_only:
             bad.append("%s has CUDA types in scope (through %s)" % (rel(f), rel(r)))
+    bad += backend_checklist(backends)
     for b in bad:
         print("FAIL: " + b)
     if bad:
         return 1
     print("ok: src/base includes nothing above it; backends, bootstrap and engines keep to "
-          "their seams; the host backend sees no CUDA type")
+          "their seams; the host backend sees no CUDA type; every backend folder is a "
+          "built-in backend with its checklist done")
     return 0
 
 

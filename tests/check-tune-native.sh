@@ -27,7 +27,7 @@ STUB
 cat >"$tmp/build/tools/symmem-bench" <<'STUB'
 #!/bin/sh
 t=1.0
-[ "${SYMM_NATIVE_PDL:-1}" = 0 ] && t=2.0
+[ "${SYMM_GPU_PDL:-1}" = 0 ] && t=2.0
 [ -n "${SYMM_COLL_MAX_BLOCKS:-}" ] && t=3.$SYMM_COLL_MAX_BLOCKS
 [ -n "${SYMM_COLL_LL_THREADS:-}" ] && t=6.$SYMM_COLL_LL_THREADS${SYMM_COLL_MAX_BLOCKS:-}
 # STUB_TERM_LOG: record the script's temporary folder (where our stdout

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "arena_backend.h"
+#include "backends/builtin.h"
 #include "symm_backend.h"
 #include "harness.h"
 
@@ -246,6 +247,51 @@ TEST_IMPL(seam_backend_names) {
   ASSERT_RES(symm_backend_from_name("arena_x", &b), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "nvshmem, arena, arena_coll");
   ASSERT_OK(symm_backend_available(b, NULL, 0));
+  return 0;
+}
+
+/* Every built-in table holds what its capabilities imply; a table that
+ * claims a capability without its members is refused naming them. */
+static symm_result_t table_probe(char *why, size_t len) { return SYMM_SUCCESS; }
+static symm_result_t table_init(symm_comm_t *c, symm_backend_caps_t *caps, symm_blob_t *b) {
+  return SYMM_SUCCESS;
+}
+static void table_fini(symm_comm_t *c) {}
+static size_t table_gran(symm_comm_t *c) { return 4096; }
+static symm_result_t table_alloc(symm_comm_t *c, symm_mem_t *m) { return SYMM_ERR_UNSUPPORTED; }
+static void table_free(symm_comm_t *c, symm_mem_t *m) {}
+static symm_result_t table_map(symm_comm_t *c, const symm_mem_t *l, int peer,
+                               const symm_exchange_info_t *info, symm_peer_map_t *map) {
+  return SYMM_ERR_UNSUPPORTED;
+}
+static void table_unmap(symm_comm_t *c, symm_peer_map_t *map) {}
+
+TEST_IMPL(seam_table_checked) {
+#define CHECK_BUILTIN(name)                                                      \
+  if (symm_backend_table_lacks(&symm_##name##_ops))                             \
+    TEST_FAIL_("built-in %s lacks %s", #name, symm_backend_table_lacks(&symm_##name##_ops));
+  SYMM_BUILTIN_BACKENDS(CHECK_BUILTIN)
+#undef CHECK_BUILTIN
+  symm_backend_ops_t t = {.version = 1, .name = "incomplete", .id = (symm_backend_t)20,
+                          .mem_kind = SYMM_MEM_HOST, .probe = table_probe, .init = table_init,
+                          .fini = table_fini, .granularity = table_gran, .alloc = table_alloc,
+                          .free = table_free, .map_peer = table_map, .unmap_peer = table_unmap};
+  ASSERT(symm_backend_table_lacks(&t) == NULL);
+  t.caps.contiguous_view = true;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "contiguous_map and contiguous_unmap");
+  t.caps.contiguous_view = false;
+  t.caps.registers = true;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "register_mem and deregister_mem");
+  t.caps.registers = false;
+  t.caps.takes_stream = true;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_MEM_DEVICE");
+  t.caps.takes_stream = false;
+  t.map_peer = NULL;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "required members");
   return 0;
 }
 

@@ -55,7 +55,7 @@ static const bad_case_t bad_cases[] = {
     {"SYMM_STORE_HANDSHAKE_MS", "5s", {"not an integer", "1..2147483647"}},
     {"SYMM_STORE_EXTERNAL", "maybe", {"not a boolean", "1/0, true/false, yes/no, on/off"}},
     {"SYMM_BOOTSTRAP_SHM", "2", {"not a boolean", "yes/no"}},
-    {"SYMM_NATIVE_PDL", "enabled", {"not a boolean", "on/off"}},
+    {"SYMM_GPU_PDL", "enabled", {"not a boolean", "on/off"}},
     {"SYMM_BACKEND", "bogus", {"unknown backend", "auto, host, native, cuda, nccl, nvshmem"}},
     {"SYMM_ALLREDUCE_ALGO", "fast", {"unknown algorithm", "auto, one_shot, two_shot, ll, ll128"}},
     {"SYMM_DEBUG", "LOUD", {"unknown log level", "NONE, WARN, INFO, TRACE"}},
@@ -258,6 +258,34 @@ TEST_IMPL(settings_unknown_variable_warns) {
   ASSERT(strstr(text, "SYMM_BENCH_RANKS") == NULL);
   ASSERT_EQ(count_of(text, "unknown setting"), 2);
   free(text);
+  return 0;
+}
+
+/* An old name (SYMM_NATIVE_PDL, now SYMM_GPU_PDL) is still read while the
+ * new one is unset, with one warning saying so; the new name wins. */
+TEST_IMPL(settings_old_name_read_with_warning) {
+  lone_host_env();
+  setenv("SYMM_NATIVE_PDL", "0", 1);
+  stderr_capture_t cap;
+  capture_stderr(&cap);
+  for (int i = 0; i < 2; i++) {
+    symm_comm_t *comm = NULL;
+    ASSERT_OK(symm_comm_init(NULL, &comm));
+    ASSERT(!symm_settings()->SYMM_GPU_PDL);
+    symm_comm_destroy(comm);
+  }
+  char *text = captured_stderr(&cap);
+  ASSERT_EQ(count_of(text, "SYMM_NATIVE_PDL is an old name of SYMM_GPU_PDL"), 1);
+  ASSERT_EQ(count_of(text, "unknown setting"), 0);
+  free(text);
+  setenv("SYMM_GPU_PDL", "1", 1);
+  ASSERT_OK(symm_settings_load());
+  ASSERT(symm_settings()->SYMM_GPU_PDL);
+  unsetenv("SYMM_GPU_PDL");
+  setenv("SYMM_NATIVE_PDL", "sometimes", 1);
+  ASSERT_RES(symm_settings_load(), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_GPU_PDL=sometimes refused: not a boolean");
+  unsetenv("SYMM_NATIVE_PDL");
   return 0;
 }
 

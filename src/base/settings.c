@@ -25,7 +25,19 @@ extern char **environ;
 #define SYMM_SETTING_STRING(...)
 #define SYMM_SETTING_ENUM(name, def, noun, choices, flags, help) \
   static const char *const name##_choices[] = {SYMM_UNPAREN choices, NULL};
+#define SYMM_SETTING_ALIAS(old, name)
 #include "symm_settings.def"
+
+/* Old names and the settings they stand for. */
+static const char *const setting_aliases[][2] = {
+#define SYMM_SETTING_INT(...)
+#define SYMM_SETTING_SIZE(...)
+#define SYMM_SETTING_BOOL(...)
+#define SYMM_SETTING_STRING(...)
+#define SYMM_SETTING_ENUM(...)
+#define SYMM_SETTING_ALIAS(old, name) {#old, #name},
+#include "symm_settings.def"
+    {NULL, NULL}};
 
 #define SETTING_DESC(name, kind, def, flags, help, lo, hi, noun, choices, check)              \
   {#name, kind, def, help, ((flags) & SYMM_SETTING_SECRET) != 0,                                \
@@ -43,6 +55,7 @@ static const symm_setting_desc_t settings[] = {
   SETTING_DESC(name, SYMM_SETTING_KIND_STRING, def, flags, help, 0, 0, NULL, NULL, check)
 #define SYMM_SETTING_ENUM(name, def, noun, choices, flags, help) \
   SETTING_DESC(name, SYMM_SETTING_KIND_ENUM, def, flags, help, 0, 0, noun, name##_choices, NULL)
+#define SYMM_SETTING_ALIAS(old, name)
 #include "symm_settings.def"
 };
 #define SETTING_COUNT (sizeof settings / sizeof settings[0])
@@ -64,9 +77,26 @@ const char *symm_setting_shown(const symm_setting_desc_t *d, const char *v) {
   return v && d && d->secret ? "(set; hidden: a secret)" : v;
 }
 
+/* The value of variable `name`, or of an old name of it when it is unset
+ * (symm_settings_load warns about old names; the logger reads settings
+ * too, so nothing here logs). */
 static const char *env_value(const char *name) {
   const char *v = getenv(name);
-  return v && *v ? v : NULL;
+  if (v && *v) return v;
+  for (size_t i = 0; setting_aliases[i][0]; i++) {
+    if (strcmp(setting_aliases[i][1], name) != 0) continue;
+    v = getenv(setting_aliases[i][0]);
+    if (v && *v) return v;
+  }
+  return NULL;
+}
+
+/* The setting that `name` is an old name of, or NULL. */
+static const char *alias_of(const char *name, size_t len) {
+  for (size_t i = 0; setting_aliases[i][0]; i++)
+    if (strlen(setting_aliases[i][0]) == len && !strncmp(setting_aliases[i][0], name, len))
+      return setting_aliases[i][1];
+  return NULL;
 }
 
 static void *field_of(symm_settings_t *s, const symm_setting_desc_t *d) {
@@ -412,6 +442,12 @@ static void warn_unknown_once(void) {
     if (strncmp(*e, "SYMM_", 5) != 0) continue;
     const char *eq = strchr(*e, '=');
     size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+    const char *renamed = alias_of(*e, len);
+    if (renamed) {
+      SYMM_WARN(INIT, "%.*s is an old name of %s, read while %s is unset; use %s", (int)len, *e,
+                renamed, renamed, renamed);
+      continue;
+    }
     if (find_setting(*e, len) || known_other(*e, len)) continue;
     SYMM_WARN(INIT, "unknown setting %.*s; did you mean %s? (symmem-info --env lists them all)",
               (int)len, *e, closest_setting(*e, len));

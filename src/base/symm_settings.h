@@ -14,6 +14,8 @@
  *   SYMM_SETTING_STRING(NAME, DEFAULT, CHECK, FLAGS, HELP)        const char *
  *   SYMM_SETTING_ENUM(NAME, DEFAULT, NOUN, (CHOICE, ...), FLAGS, HELP)
  *                                                     symm_setting_choice_t
+ *   SYMM_SETTING_ALIAS(OLD, NAME)   an old name NAME still answers to: read
+ *                                   when NAME is unset, with a warning
  *
  * NAME is the variable (SYMM_TIMEOUT_MS) and also its field in
  * symm_settings_t, so a misspelt name is a compile error.  DEFAULT is text
@@ -72,6 +74,7 @@ typedef struct symm_settings {
 #define SYMM_SETTING_BOOL(name, def, flags, help) bool name;
 #define SYMM_SETTING_STRING(name, def, check, flags, help) const char *name;
 #define SYMM_SETTING_ENUM(name, def, noun, choices, flags, help) symm_setting_choice_t name;
+#define SYMM_SETTING_ALIAS(old, name)
 #include "symm_settings.def"
 } symm_settings_t;
 

@@ -4,15 +4,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backends/builtin.h"
 #include "internal.h"
 
-/* In `auto` preference order: GPU first, host last. */
-static const symm_backend_ops_t *const backend_table[] = {
-    &symm_native_ops, &symm_cuda_ops, &symm_nccl_ops, &symm_nvshmem_ops, &symm_host_ops,
-};
-
-static const char *const backend_names[SYMM_BACKEND_COUNT_] = {
-    "auto", "host", "native", "cuda", "nccl", "nvshmem"};
+/* The built-in list (backends/builtin.h), in `auto` preference order. */
+#define SYMM_TABLE_ENTRY(name) &symm_##name##_ops,
+static const symm_backend_ops_t *const backend_table[] = {SYMM_BUILTIN_BACKENDS(SYMM_TABLE_ENTRY)};
+#undef SYMM_TABLE_ENTRY
 
 /* The table above, then backends registered at run time (tests), last in
  * `auto` order.  Registration happens before any communicator exists. */
@@ -22,9 +20,39 @@ static size_t backend_count;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* What a table must hold: the required members, a known version and
+ * kind, and for every capability it claims the members it implies.  NULL
+ * if it holds all that, else what it lacks. */
+const char *symm_backend_table_lacks(const symm_backend_ops_t *o) {
+  if (o->version < 1 || o->version > 3) return "a version in 1..3";
+  if (o->mem_kind != SYMM_MEM_HOST && o->mem_kind != SYMM_MEM_DEVICE)
+    return "a mem_kind (SYMM_MEM_HOST or SYMM_MEM_DEVICE)";
+  if (!o->probe || !o->init || !o->fini || !o->granularity || !o->alloc || !o->free ||
+      !o->map_peer || !o->unmap_peer)
+    return "one of the required members (probe, init, fini, granularity, alloc, free, "
+           "map_peer, unmap_peer)";
+  if (o->caps.contiguous_view && (!o->contiguous_map || !o->contiguous_unmap))
+    return "contiguous_map and contiguous_unmap, which caps.contiguous_view implies";
+  if (o->caps.registers && (!o->register_mem || !o->deregister_mem))
+    return "register_mem and deregister_mem, which caps.registers implies";
+  if (o->caps.backend_handle && !o->backend_handle)
+    return "backend_handle, which caps.backend_handle implies";
+  if ((o->caps.takes_stream || o->caps.device_peer_array) && o->mem_kind != SYMM_MEM_DEVICE)
+    return "mem_kind SYMM_MEM_DEVICE, which caps.takes_stream and caps.device_peer_array imply";
+  if (o->caps.collective_free && !o->caps.collective_alloc)
+    return "caps.collective_alloc, which caps.collective_free implies";
+  return NULL;
+}
+
 static void table_init(void) {
-  for (size_t i = 0; i < sizeof backend_table / sizeof backend_table[0]; i++)
+  for (size_t i = 0; i < sizeof backend_table / sizeof backend_table[0]; i++) {
+    const char *lacks = symm_backend_table_lacks(backend_table[i]);
+    if (lacks) { /* a build that lists an incomplete table: left out, said loudly */
+      SYMM_WARN(INIT, "backend %s left out: its table lacks %s", backend_table[i]->name, lacks);
+      continue;
+    }
     all_backends[backend_count++] = backend_table[i];
+  }
 }
 
 const symm_backend_ops_t *const *symm_backend_list(size_t *count) {
@@ -45,6 +73,10 @@ symm_result_t symm_backend_register(const symm_backend_ops_t *ops) {
   if (!ops || !ops->name || (unsigned)ops->id < SYMM_BACKEND_COUNT_ || ops->id >= 32)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_register: a backend needs a name and "
                       "an id in [%d, 32)", (int)SYMM_BACKEND_COUNT_);
+  const char *lacks = symm_backend_table_lacks(ops);
+  if (lacks)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_backend_register: backend %s's table lacks %s",
+                      ops->name, lacks);
   pthread_once(&table_once, table_init);
   symm_result_t res = SYMM_SUCCESS;
   pthread_mutex_lock(&table_lock);
@@ -79,28 +111,29 @@ void symm_backend_names_with(size_t cap_offset, char *out, size_t len) {
 }
 
 const char *symm_backend_name(symm_backend_t backend) {
-  if ((unsigned)backend < SYMM_BACKEND_COUNT_) return backend_names[backend];
+  if (backend == SYMM_BACKEND_AUTO) return "auto";
   const symm_backend_ops_t *ops = symm_backend_find(backend);
   return ops ? ops->name : NULL;
 }
 
-/* The backend named `name`, or NULL; the valid names in valid. */
+/* The backend named `name` (any case), else false with the valid names in
+ * valid: "auto", then every table's, by id. */
 static bool backend_by_name(const char *name, symm_backend_t *backend, char *valid, size_t cap) {
-  for (int i = 0; i < SYMM_BACKEND_COUNT_; i++)
-    if (strcasecmp(name, backend_names[i]) == 0) {
-      *backend = (symm_backend_t)i;
-      return true;
-    }
+  if (strcasecmp(name, "auto") == 0) {
+    *backend = SYMM_BACKEND_AUTO;
+    return true;
+  }
   size_t n;
   const symm_backend_ops_t *const *list = symm_backend_list(&n);
-  size_t used = (size_t)snprintf(valid, cap, "auto, host, native, cuda, nccl, nvshmem");
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++)
     if (strcasecmp(name, list[i]->name) == 0) {
       *backend = list[i]->id;
       return true;
     }
-    if ((unsigned)list[i]->id >= SYMM_BACKEND_COUNT_ && used < cap)
-      used += (size_t)snprintf(valid + used, cap - used, ", %s", list[i]->name);
+  size_t used = (size_t)snprintf(valid, cap, "auto");
+  for (int id = 1; id < 32 && used < cap; id++) {
+    const symm_backend_ops_t *ops = symm_backend_find((symm_backend_t)id);
+    if (ops) used += (size_t)snprintf(valid + used, cap - used, ", %s", ops->name);
   }
   return false;
 }

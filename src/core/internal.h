@@ -17,13 +17,6 @@
 #include "symm_engine.h"
 
 /* ---------------------------------------------------------------- backends */
-/* The backends of the library's table (each in src/backends/<name>/). */
-extern const symm_backend_ops_t symm_host_ops;
-extern const symm_backend_ops_t symm_native_ops;
-extern const symm_backend_ops_t symm_cuda_ops;
-extern const symm_backend_ops_t symm_nccl_ops;
-extern const symm_backend_ops_t symm_nvshmem_ops;
-
 /* Every backend: the static table in `auto` preference order, then those
  * registered at run time (symm_backend_register). */
 const symm_backend_ops_t *symm_backend_find(symm_backend_t id);

@@ -33,7 +33,7 @@ _Static_assert(sizeof(ncu_launch_attr) == 72 && offsetof(ncu_launch_attr, value)
 
 /*
  * Launches fn on `stream` with one parameter block.  With programmatic
- * dependent launch (SYMM_NATIVE_PDL, where the driver has cuLaunchKernelEx)
+ * dependent launch (SYMM_GPU_PDL, where the driver has cuLaunchKernelEx)
  * the kernel may start while the kernel before it on the stream is still
  * running: every kernel of ours waits (griddepcontrol.wait) for that
  * kernel's completion and memory before it touches anything, and lets the

@@ -133,7 +133,7 @@ _Static_assert(GPU_COLL_LL_MAX_BLOCKS == 1024 && SYMM_COLL_THREADS == 512,
 
 /* The launch settings of loaded kernels. */
 static void gpu_module_settings(symm_gpu_t *g) {
-  g->pdl = g->cd->cuLaunchKernelEx && symm_settings()->SYMM_NATIVE_PDL &&
+  g->pdl = g->cd->cuLaunchKernelEx && symm_settings()->SYMM_GPU_PDL &&
            gpu_module_kernels_wait(g);
   SYMM_INFO(COLL, "%s: programmatic dependent launch %s", g->name, g->pdl ? "on" : "off");
   /* Their ranges (0..1024, multiples of 32 in 0..512) are the settings'. */

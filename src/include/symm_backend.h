@@ -214,6 +214,12 @@ bool symm_comm_all_reachable(const symm_comm_t *comm);
 /* Whether the table has optional member `member`, which tables carry from
  * version `since` on (SQLite-VFS style: check both). */
 #define SYMM_OPS_HAS(ops, since, member) ((ops)->version >= (since) && (ops)->member != NULL)
+/* NULL when a table holds what every backend must (the required members, a
+ * version and kind) and what its capabilities imply (caps.contiguous_view:
+ * contiguous_map/unmap, caps.registers: register_mem/deregister_mem ...);
+ * else what it lacks.  symm_backend_register refuses such a table, and the
+ * built-in list leaves it out with a warning. */
+const char *symm_backend_table_lacks(const symm_backend_ops_t *ops);
 
 /* Adds a backend that is not in the library's table (tests: a backend of
  * their own), chosen by its name like the others (SYMM_BACKEND) and tried

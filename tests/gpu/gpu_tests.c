@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "backends/native/native_ext.h"
+#include "backends/builtin.h"
 #include "core/internal.h"
 #include "gpu_kernels.h"
 #include "symm_gpu.h"

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/builtin.h"
 #include "backends/native/native.h"
 #include "core/internal.h"
 #include "kernels/coll_abi.h"
@@ -1400,7 +1401,7 @@ TEST_IMPL(native_fake_signal_launches) {
 }
 
 /* How kernels are launched: with programmatic dependent launch by default
- * (through cuLaunchKernelEx), plainly with SYMM_NATIVE_PDL=0 or a driver
+ * (through cuLaunchKernelEx), plainly with SYMM_GPU_PDL=0 or a driver
  * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid,
  * SYMM_COLL_LL_THREADS sets the LL kernels' blocks. */
 typedef struct {
@@ -1542,10 +1543,10 @@ TEST_IMPL(native_fake_launch_settings) {
     ASSERT_JOB(2, launch_settings_rank, &def);
   }
   unsetenv("SYMM_COLL_MAX_BLOCKS");
-  setenv("SYMM_NATIVE_PDL", "0", 1);
+  setenv("SYMM_GPU_PDL", "0", 1);
   launch_expect_t off = {0, 0, 0};
   ASSERT_JOB(2, launch_settings_rank, &off);
-  unsetenv("SYMM_NATIVE_PDL");
+  unsetenv("SYMM_GPU_PDL");
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
   ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("FAKECUDA_NO_LAUNCH_EX");
