@@ -25,8 +25,10 @@ build: $(BUILD)/CMakeCache.txt
 run: build
 	$(BUILD)/tools/symmem-run -n $(RANKS) -- $(BUILD)/tools/symmem-bench -b 4 -e 4M -f 4 -c 1
 
+# ctest's summary, then the reason of every skipped test (ctest shows none).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300; rc=$$?; \
+	  sh $(CURDIR)/tests/print-skips.sh .; exit $$rc
 	@$(MAKE) --no-print-directory test-python
 
 # The Python package (python/tests, pytest) against this build's library,
@@ -45,7 +47,8 @@ test-sanitize:
 	$(CMAKE) --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) --timeout 600
+	  ctest --output-on-failure -j $(JOBS) --timeout 600; rc=$$?; \
+	  sh $(CURDIR)/tests/print-skips.sh .; exit $$rc
 
 # The tests that run threads in one process (the store server, the fd
 # exchange, the registry under concurrent lookups) under ThreadSanitizer.

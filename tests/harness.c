@@ -146,7 +146,8 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
    * runs the conformance tests on native over the fake driver). */
   const char *env_backend = getenv("SYMM_TEST_BACKEND");
   const char *dflt = env_backend && *env_backend ? env_backend : "host";
-  test_job_opts_t o = {default_job_ms(), NULL, dflt, 20000, -1, 0};
+  test_job_opts_t o = {.timeout_ms = default_job_ms(), .backend = dflt, .store_timeout_ms = 20000,
+                       .kill_rank = -1};
   if (opts) {
     o = *opts;
     if (!o.timeout_ms) o.timeout_ms = default_job_ms();

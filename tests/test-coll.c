@@ -311,7 +311,7 @@ static int ops_rank(int rank, int size, void *arg) {
 
 static void run_ops(int n, bool full, const char *scratch) {
   ops_arg_t oa = {full, scratch};
-  test_job_opts_t o = {120000, NULL, NULL, 20000, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 120000, .store_timeout_ms = 20000, .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(n, ops_rank, &oa, &o), 0);
 }
 
@@ -628,13 +628,15 @@ static int killed_before_call_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_peer_killed) {
-  test_job_opts_t o = {30000, NULL, NULL, 20000, 2, 200};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = 20000,
+                       .kill_rank = 2, .kill_after_ms = 200};
   ASSERT_EQ(test_run_ranks_opts(3, killed_before_call_rank, NULL, &o), 1); /* only the killed */
   return 0;
 }
 
 TEST_IMPL(coll_timeout) {
-  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
+                       .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(3, absent_rank, NULL, &o), 0);
   return 0;
 }
@@ -1073,7 +1075,8 @@ static int out_of_step_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_kinds_out_of_step) {
-  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
+                       .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(2, out_of_step_rank, NULL, &o), 0);
   return 0;
 }
@@ -1171,7 +1174,7 @@ static int forged_offset_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_forged_zero_copy_offset) {
-  test_job_opts_t o = {30000, NULL, NULL, 20000, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = 20000, .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(2, forged_offset_rank, NULL, &o), 0);
   return 0;
 }

@@ -286,7 +286,9 @@ static int count_job_sockets(const char *job) {
 static void run_kill_case(const char *where, int n, test_rank_fn fn) {
   kill_arg_t ka = {where, 20000};
   int status[8];
-  test_job_opts_t o = {60000, status, NULL, ka.timeout_ms, 1, 300};
+  test_job_opts_t o = {.timeout_ms = 60000, .exit_status = status,
+                       .store_timeout_ms = ka.timeout_ms,
+                       .kill_rank = 1, .kill_after_ms = 300};
   int bad = test_run_ranks_opts(n, fn, &ka, &o);
   ASSERT_EQ(bad, 1); /* only the killed rank */
   ASSERT(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
@@ -666,7 +668,9 @@ static int dies_before_next_rank(int rank, int size, void *arg) {
 static void run_dies_before_next(bool destroy_first) {
   next_comm_arg_t a = {test_free_port(), destroy_first};
   int status[3];
-  test_job_opts_t o = {60000, status, NULL, NEXT_COMM_TIMEOUT_MS, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 60000, .exit_status = status,
+                       .store_timeout_ms = NEXT_COMM_TIMEOUT_MS,
+                       .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(3, dies_before_next_rank, &a, &o), 1); /* rank 2 only */
   ASSERT(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL);
 }
@@ -858,7 +862,9 @@ static int one_deadline_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(shm_bootstrap_one_deadline) {
-  test_job_opts_t o = {30000, NULL, "host", DEADLINE_TIMEOUT_MS, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 30000, .backend = "host",
+                       .store_timeout_ms = DEADLINE_TIMEOUT_MS,
+                       .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(3, one_deadline_rank, NULL, &o), 0);
   return 0;
 }

@@ -189,7 +189,8 @@ static int timeout_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(signal_timeout) {
-  test_job_opts_t o = {30000, NULL, NULL, SHORT_TIMEOUT_MS, -1, 0};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
+                       .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(2, timeout_rank, NULL, &o), 0);
   return 0;
 }
@@ -216,7 +217,8 @@ static int killed_peer_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(signal_peer_killed) {
-  test_job_opts_t o = {30000, NULL, NULL, 20000, 1, 200};
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = 20000,
+                       .kill_rank = 1, .kill_after_ms = 200};
   ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, NULL, &o), 1);
   ASSERT_EQ(test_run_ranks_opts(2, killed_peer_rank, (void *)1, &o), 1);
   return 0;
