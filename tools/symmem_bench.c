@@ -31,92 +31,7 @@
 #include "symmem_bench.h"
 #include "tool_common.h"
 
-static int bench_rank = -1; /* for messages */
-
-void bench_die(const char *fmt, ...) {
-  /* One write, so that the lines of ranks failing together do not mix. */
-  char msg[2048];
-  int n = snprintf(msg, sizeof msg, "symmem-bench: rank %d: ", bench_rank);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
-  va_end(ap);
-  strcat(msg, "\n");
-  fflush(stdout);
-  fputs(msg, stderr);
-  exit(BENCH_EXIT_FAIL);
-}
-
 static double now_us(void) { return (double)tool_now_ns() / 1e3; }
-
-/* ---- memory: CPU for the host backend, this rank's GPU otherwise */
-
-static void *mem_alloc(const bench_t *b, size_t bytes) {
-  void *p = NULL;
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) {
-    BENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
-  }
-#endif
-  p = malloc(bytes);
-  if (!p) bench_die("out of memory allocating %zu bytes", bytes);
-  return p;
-}
-
-static void mem_free(const bench_t *b, void *p) {
-  if (!p) return;
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) {
-    cudaFree(p);
-    return;
-  }
-#endif
-  free(p);
-}
-
-/* Waits for this rank's queued work and reports device-side errors. */
-void bench_sync(bench_t *b) {
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) BENCH_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)b->stream));
-#endif
-  BENCH_CHECK(symm_comm_check_async_error(b->comm));
-}
-
-void mem_put(bench_t *b, void *dst, const void *host, size_t bytes) {
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) {
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
-                                     (cudaStream_t)b->stream));
-    bench_sync(b);
-    return;
-  }
-#endif
-  memcpy(dst, host, bytes);
-}
-
-void mem_get(bench_t *b, void *host, const void *src, size_t bytes) {
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) {
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost,
-                                     (cudaStream_t)b->stream));
-    bench_sync(b);
-    return;
-  }
-#endif
-  memcpy(host, src, bytes);
-}
-
-void mem_poison(bench_t *b, void *dst, size_t bytes) {
-#ifdef SYMM_HAVE_CUDA
-  if (on_gpu(b)) {
-    BENCH_CUDA_CHECK(cudaMemsetAsync(dst, BENCH_POISON, bytes, (cudaStream_t)b->stream));
-    bench_sync(b);
-    return;
-  }
-#endif
-  memset(dst, BENCH_POISON, bytes);
-}
 
 /* ---- sizes and buffers */
 
@@ -299,7 +214,7 @@ static double time_symm(bench_t *b, const layout_t *l) {
 /* The checked call, made the way the timed ones were: eagerly, or with
  * --graph one replay of a CUDA graph that captured it (a captured call can
  * go wrong where an eager one does not). */
-void call_checked(bench_t *b, const layout_t *l) {
+static void call_checked(bench_t *b, const layout_t *l) {
 #ifdef SYMM_HAVE_CUDA
   if (on_gpu(b) && b->opt.graph) {
     cudaGraph_t graph = NULL;
@@ -402,7 +317,7 @@ static int run_sweep(bench_t *b, const size_t *sizes, int n_sizes) {
 #ifdef SYMM_HAVE_CUDA
     if (b->nccl.used) rep.nccl_us = gpu_time_us(b, &l, true);
 #endif
-    if (o->check) rep.wrong = check_once(b, &l);
+    if (o->check) rep.wrong = check_once(b, &l, call_checked);
     post_report(b, i, &rep);
     if (b->rank != 0) continue;
     rank_report_t all;
@@ -457,7 +372,8 @@ int main(int argc, char **argv) {
             symm_last_error());
     return BENCH_EXIT_FAIL;
   }
-  b.rank = bench_rank = symm_comm_rank(b.comm);
+  b.rank = symm_comm_rank(b.comm);
+  bench_set_rank(b.rank);
   b.size = symm_comm_size(b.comm);
   b.device = symm_comm_device(b.comm);
   b.store = symm_comm_store(b.comm);

@@ -121,6 +121,8 @@ typedef struct bench {
 } bench_t;
 
 /* Ends this rank with "symmem-bench: rank R: message" (exit 1). */
+/* symmem_bench_mem.c: messages name this rank (-1 until set). */
+void bench_set_rank(int rank);
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* A symm_ call that must succeed; a failure ends this rank with the
@@ -144,15 +146,17 @@ void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 
 static inline bool on_gpu(const bench_t *b) { return b->device >= 0; }
 
-/* symmem_bench.c: this rank's memory and calls */
+/* symmem_bench_mem.c: this rank's memory */
+void *mem_alloc(const bench_t *b, size_t bytes);
+void mem_free(const bench_t *b, void *p);
 void bench_sync(bench_t *b);
 void mem_put(bench_t *b, void *dst, const void *host, size_t bytes);
 void mem_get(bench_t *b, void *host, const void *src, size_t bytes);
 void mem_poison(bench_t *b, void *dst, size_t bytes);
-void call_checked(bench_t *b, const layout_t *l);
 
 /* symmem_bench_check.c */
-int64_t check_once(bench_t *b, const layout_t *l);
+/* Fills the buffers, makes one call through `call`, counts wrong values. */
+int64_t check_once(bench_t *b, const layout_t *l, void (*call)(bench_t *, const layout_t *));
 
 /* symmem_bench_report.c (rank 0) */
 double bus_factor(const bench_t *b);

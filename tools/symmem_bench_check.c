@@ -134,10 +134,11 @@ static double expected_value(const bench_t *b, const layout_t *l, size_t k) {
   }
 }
 
-/* Fills the buffers with known data, runs one call, and counts the
- * received values that differ from the reference.  Barriers keep a rank
- * from rewriting its buffers while peers may still read them. */
-int64_t check_once(bench_t *b, const layout_t *l) {
+/* Fills the buffers with known data, runs one call (`call`, the timed
+ * calls' way), and counts the received values that differ from the
+ * reference.  Barriers keep a rank from rewriting its buffers while peers
+ * may still read them. */
+int64_t check_once(bench_t *b, const layout_t *l, void (*call)(bench_t *, const layout_t *)) {
   symm_dtype_t dt = b->opt.dtype;
   size_t es = b->esize;
   bench_sync(b);
@@ -149,7 +150,7 @@ int64_t check_once(bench_t *b, const layout_t *l) {
     mem_put(b, l->send, b->host_data, l->send_elems * es);
   }
   BENCH_CHECK(symm_comm_barrier(b->comm));
-  call_checked(b, l);
+  call(b, l);
   bench_sync(b);
   mem_get(b, b->host_result, l->recv, l->recv_elems * es);
   if (b->rank == 0)

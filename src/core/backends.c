@@ -1,4 +1,4 @@
-/* The static backend table, backend and dtype names. */
+/* The backends: the built-in list's table, those registered, their names. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -181,34 +181,4 @@ symm_result_t symm_backend_available(symm_backend_t backend, char *why, size_t w
   if (why && why_len) snprintf(why, why_len, "%s", reason);
   return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "backend %s unavailable: %s",
                     ops ? ops->name : "?", reason);
-}
-
-static const struct {
-  const char *name;
-  size_t size;
-} dtypes[SYMM_DTYPE_COUNT_] = {
-    {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f64", 8}, {"i8", 1},  {"i16", 2},
-    {"i32", 4}, {"i64", 8},  {"u8", 1},  {"u16", 2}, {"u32", 4}, {"u64", 8},
-};
-
-size_t symm_dtype_size(symm_dtype_t dtype) {
-  return (unsigned)dtype < SYMM_DTYPE_COUNT_ ? dtypes[dtype].size : 0;
-}
-
-const char *symm_dtype_name(symm_dtype_t dtype) {
-  return (unsigned)dtype < SYMM_DTYPE_COUNT_ ? dtypes[dtype].name : NULL;
-}
-
-symm_result_t symm_dtype_from_name(const char *name, symm_dtype_t *dtype) {
-  if (!name || !dtype)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_dtype_from_name: NULL argument");
-  for (int i = 0; i < SYMM_DTYPE_COUNT_; i++)
-    if (strcasecmp(name, dtypes[i].name) == 0) {
-      *dtype = (symm_dtype_t)i;
-      return SYMM_SUCCESS;
-    }
-  return symm_error(SYMM_ERR_INVALID_ARG,
-                    "unknown dtype \"%s\"; valid names: f16, bf16, f32, f64, i8, i16, i32, "
-                    "i64, u8, u16, u32, u64",
-                    name);
 }

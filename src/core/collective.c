@@ -1,5 +1,5 @@
-/* Collectives: names, argument checks, algorithm choice, scratch
- * reservation, dispatch to the engine of the communicator's memory. */
+/* Collectives: argument checks, algorithm choice, scratch reservation,
+ * dispatch to the engine of the communicator's memory. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,42 +8,6 @@
 
 #include "internal.h"
 #include "symm_fault.h"
-
-static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max"};
-static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll",
-                                                           "ll128"};
-
-const char *symm_redop_name(symm_redop_t op) {
-  return (unsigned)op < SYMM_REDUCE_COUNT_ ? redop_names[op] : NULL;
-}
-
-const char *symm_algo_name(symm_algo_t algo) {
-  return (unsigned)algo < SYMM_ALGO_COUNT_ ? algo_names[algo] : NULL;
-}
-
-symm_result_t symm_redop_from_name(const char *name, symm_redop_t *op) {
-  if (!name || !op) return symm_error(SYMM_ERR_INVALID_ARG, "symm_redop_from_name: NULL argument");
-  for (int i = 0; i < SYMM_REDUCE_COUNT_; i++)
-    if (strcasecmp(name, redop_names[i]) == 0) {
-      *op = (symm_redop_t)i;
-      return SYMM_SUCCESS;
-    }
-  return symm_error(SYMM_ERR_INVALID_ARG, "unknown reduction \"%s\"; valid names: sum, min, max",
-                    name);
-}
-
-symm_result_t symm_algo_from_name(const char *name, symm_algo_t *algo) {
-  if (!name || !algo)
-    return symm_error(SYMM_ERR_INVALID_ARG, "symm_algo_from_name: NULL argument");
-  for (int i = 0; i < SYMM_ALGO_COUNT_; i++)
-    if (strcasecmp(name, algo_names[i]) == 0) {
-      *algo = (symm_algo_t)i;
-      return SYMM_SUCCESS;
-    }
-  return symm_error(SYMM_ERR_INVALID_ARG,
-                    "unknown algorithm \"%s\"; valid names: auto, one_shot, two_shot, ll, ll128",
-                    name);
-}
 
 symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo) {
   if (!comm || (unsigned)algo >= SYMM_ALGO_COUNT_)

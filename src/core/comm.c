@@ -588,6 +588,90 @@ static symm_result_t unusable_error(symm_comm_t *comm, const init_info_t *all,
                     mine ? " (this rank among them)" : "", first, reason);
 }
 
+/* Every rank's start-up record against this rank's: the same ABI, world
+ * and requested backend; *common: the backends every rank can use. */
+static symm_result_t check_identities(symm_comm_t *comm, const init_info_t *me,
+                                      const init_info_t *all, uint32_t *common) {
+  *common = ~0u;
+  for (int r = 0; r < comm->size; r++) {
+    const init_info_t *o = &all[r];
+    if (o->magic != INIT_MAGIC || o->abi != SYMM_VERSION_CODE)
+      return symm_error(SYMM_ERR_MISMATCH, "init: rank %d runs symmem ABI %u, this rank %u", r,
+                        o->abi, (unsigned)SYMM_VERSION_CODE);
+    if (o->rank != r || o->size != comm->size)
+      return symm_error(SYMM_ERR_MISMATCH,
+                        "init: rank %d believes it is rank %d of %d, this rank sees world size %d",
+                        r, o->rank, o->size, comm->size);
+    if (o->backend_requested != me->backend_requested)
+      return symm_error(SYMM_ERR_MISMATCH, "init: rank %d asked for backend %s, rank %d for %s",
+                        r, symm_backend_name((symm_backend_t)o->backend_requested), comm->rank,
+                        symm_backend_name((symm_backend_t)me->backend_requested));
+    *common &= o->usable_mask;
+  }
+  return SYMM_SUCCESS;
+}
+
+/* The backend every rank can use: the one asked for, or auto's first. */
+static symm_result_t choose_backend(symm_comm_t *comm, symm_backend_t asked,
+                                    const init_info_t *all, uint32_t common, const char *why) {
+  if (asked != SYMM_BACKEND_AUTO) {
+    if (!(common & (1u << asked))) return unusable_error(comm, all, asked, why);
+    comm->backend = asked;
+    return SYMM_SUCCESS;
+  }
+  size_t n;
+  const symm_backend_ops_t *const *list = symm_backend_list(&n);
+  comm->backend = SYMM_BACKEND_AUTO;
+  for (size_t i = 0; i < n && comm->backend == SYMM_BACKEND_AUTO; i++)
+    if (common & (1u << list[i]->id)) comm->backend = list[i]->id;
+  if (comm->backend == SYMM_BACKEND_AUTO)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "init: no backend is usable on every rank");
+  return SYMM_SUCCESS;
+}
+
+/* The peers' processes (watched where this process can tell that one is
+ * gone), hosts and local rank and size, from every rank's record. */
+static symm_result_t learn_peers(symm_comm_t *comm, const init_info_t *me,
+                                 const init_info_t *all) {
+  comm->pids = calloc((size_t)comm->size, sizeof *comm->pids);
+  comm->host_ids = calloc((size_t)comm->size, sizeof *comm->host_ids);
+  comm->pid_starts = calloc((size_t)comm->size, sizeof *comm->pid_starts);
+  if (!comm->pids || !comm->host_ids || !comm->pid_starts)
+    return symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+  comm->single_host = true;
+  int unwatched = 0;
+  for (int r = 0; r < comm->size; r++) {
+    comm->host_ids[r] = all[r].host_hash;
+    comm->pids[r] = watchable(me, &all[r]) ? all[r].pid : 0;
+    unwatched += comm->pids[r] == 0;
+    /* Watched from now by what a reused pid cannot fake: the waits that
+     * look at pids[r] (symm_process_gone) see this rank gone even when its
+     * pid names another process by then. */
+    if (comm->pids[r] && r != comm->rank) {
+      if (symm_peer_watch_add(comm->pids[r], all[r].start_time))
+        comm->pid_starts[r] = all[r].start_time;
+      else
+        comm->pids[r] = 0; /* out of memory: no watch to remove; the store still tells */
+    }
+    comm->single_host &= all[r].host_hash == me->host_hash;
+  }
+  if (unwatched)
+    SYMM_INFO(INIT, "%d rank%s in another PID namespace or on another host: their loss shows as "
+              "a timeout or through the store", unwatched, unwatched > 1 ? "s are" : " is");
+  /* Local rank/size: from the launcher, else from the hosts' names. */
+  if (comm->local_rank < 0 || comm->local_size < 0) {
+    int lr = 0, ls = 0;
+    for (int r = 0; r < comm->size; r++)
+      if (all[r].host_hash == me->host_hash) {
+        if (r < comm->rank) lr++;
+        ls++;
+      }
+    if (comm->local_rank < 0) comm->local_rank = lr;
+    if (comm->local_size < 0) comm->local_size = ls;
+  }
+  return SYMM_SUCCESS;
+}
+
 /* Picks the backend every rank can use, and local rank/size if unknown. */
 static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *rc) {
   init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
@@ -604,91 +688,12 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
 
   init_info_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+  uint32_t common = 0;
   symm_result_t res = comm->bootstrap->ops->allgather(comm->bootstrap, &me, sizeof me, all);
-  if (res != SYMM_SUCCESS) goto out;
-
-  uint32_t common = ~0u;
-  for (int r = 0; r < comm->size; r++) {
-    const init_info_t *o = &all[r];
-    if (o->magic != INIT_MAGIC || o->abi != SYMM_VERSION_CODE) {
-      res = symm_error(SYMM_ERR_MISMATCH, "init: rank %d runs symmem ABI %u, this rank %u", r,
-                       o->abi, (unsigned)SYMM_VERSION_CODE);
-      goto out;
-    }
-    if (o->rank != r || o->size != comm->size) {
-      res = symm_error(SYMM_ERR_MISMATCH,
-                       "init: rank %d believes it is rank %d of %d, this rank sees world size %d",
-                       r, o->rank, o->size, comm->size);
-      goto out;
-    }
-    if (o->backend_requested != me.backend_requested) {
-      res = symm_error(SYMM_ERR_MISMATCH, "init: rank %d asked for backend %s, rank %d for %s", r,
-                       symm_backend_name((symm_backend_t)o->backend_requested), comm->rank,
-                       symm_backend_name(rc->cfg.backend));
-      goto out;
-    }
-    common &= o->usable_mask;
-  }
-  if (rc->cfg.backend != SYMM_BACKEND_AUTO) {
-    if (!(common & (1u << rc->cfg.backend))) {
-      res = unusable_error(comm, all, rc->cfg.backend, why);
-      goto out;
-    }
-    comm->backend = rc->cfg.backend;
-  } else {
-    size_t n;
-    const symm_backend_ops_t *const *list = symm_backend_list(&n);
-    comm->backend = SYMM_BACKEND_AUTO;
-    for (size_t i = 0; i < n && comm->backend == SYMM_BACKEND_AUTO; i++)
-      if (common & (1u << list[i]->id)) comm->backend = list[i]->id;
-    if (comm->backend == SYMM_BACKEND_AUTO) {
-      res = symm_error(SYMM_ERR_UNSUPPORTED, "init: no backend is usable on every rank");
-      goto out;
-    }
-  }
-
-  comm->pids = calloc((size_t)comm->size, sizeof *comm->pids);
-  if (!comm->pids) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
-    goto out;
-  }
-  comm->host_ids = calloc((size_t)comm->size, sizeof *comm->host_ids);
-  comm->pid_starts = calloc((size_t)comm->size, sizeof *comm->pid_starts);
-  if (!comm->host_ids || !comm->pid_starts) {
-    res = symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
-    goto out;
-  }
-  comm->single_host = true;
-  int unwatched = 0;
-  for (int r = 0; r < comm->size; r++) {
-    comm->host_ids[r] = all[r].host_hash;
-    comm->pids[r] = watchable(&me, &all[r]) ? all[r].pid : 0;
-    unwatched += comm->pids[r] == 0;
-    /* Watched from now by what a reused pid cannot fake: the waits that
-     * look at pids[r] (symm_process_gone) see this rank gone even when its
-     * pid names another process by then. */
-    if (comm->pids[r] && r != comm->rank) {
-      if (symm_peer_watch_add(comm->pids[r], all[r].start_time))
-        comm->pid_starts[r] = all[r].start_time;
-      else
-        comm->pids[r] = 0; /* out of memory: no watch to remove; the store still tells */
-    }
-    comm->single_host &= all[r].host_hash == me.host_hash;
-  }
-  if (unwatched)
-    SYMM_INFO(INIT, "%d rank%s in another PID namespace or on another host: their loss shows as "
-              "a timeout or through the store", unwatched, unwatched > 1 ? "s are" : " is");
-  /* Local rank/size: from the launcher, else from the hosts' names. */
-  if (comm->local_rank < 0 || comm->local_size < 0) {
-    int lr = 0, ls = 0;
-    for (int r = 0; r < comm->size; r++)
-      if (all[r].host_hash == me.host_hash) {
-        if (r < comm->rank) lr++;
-        ls++;
-      }
-    if (comm->local_rank < 0) comm->local_rank = lr;
-    if (comm->local_size < 0) comm->local_size = ls;
-  }
+  SYMM_CHECK_GOTO(res, res, out);
+  SYMM_CHECK_GOTO(check_identities(comm, &me, all, &common), res, out);
+  SYMM_CHECK_GOTO(choose_backend(comm, rc->cfg.backend, all, common, why), res, out);
+  SYMM_CHECK_GOTO(learn_peers(comm, &me, all), res, out);
   /* Job id: configured, else from rank 0's nonce, identical on all ranks. */
   const char *job = rc->cfg.job_id ? rc->cfg.job_id : symm_settings()->SYMM_JOB_ID;
   if (job && *job) {

@@ -70,7 +70,7 @@ void symm_mempool_free(void *ptr, int64_t size, int device, symm_stream_t stream
   int rank = -1;
   size_t offset = 0;
   if (symm_tensor_lookup(ptr, &t, &rank, &offset) != SYMM_SUCCESS || !t->mempool ||
-      rank != symm_comm_rank(t->comm) || offset != 0)
+      rank != t->comm->rank || offset != 0)
     SYMM_WARN(ALLOC, "symm_mempool_free(%p): not a block of symm_mempool_alloc; left alone",
               ptr);
   else
