@@ -11,17 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_check.h"
 #include "symmem.h"
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    symm_result_t r_ = (call);                                                 \
-    if (r_ != SYMM_SUCCESS) {                                                  \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, symm_strerror(r_),        \
-              symm_last_error());                                              \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 
 enum { M = 64, K = 96, N = 48 }; /* rows per rank, inner and outer sizes */
 

@@ -7,17 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "example_check.h"
 #include "symmem.h"
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    symm_result_t r_ = (call);                                                 \
-    if (r_ != SYMM_SUCCESS) {                                                  \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, symm_strerror(r_),        \
-              symm_last_error());                                              \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 
 int main(void) {
   symm_comm_t *comm;
