@@ -688,6 +688,16 @@ static int bad_args_rank(int rank, int size, void *arg) {
   /* Reserving scratch is collective and leaves collectives working. */
   ASSERT_OK(symm_comm_reserve_scratch(comm, (size_t)1 << 20));
   check_recovers(comm, rank, size);
+  /* A size no tensor can hold on rank 0 only (the others ask for more than
+   * the 32 MiB they have, so that they grow too): the growth fails on every
+   * rank at once, its peers naming rank 0, instead of leaving them in the
+   * round it never joined. */
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_comm_reserve_scratch(comm, rank == 0 ? SIZE_MAX : (size_t)64 << 20);
+  ASSERT_NE(res, SYMM_SUCCESS);
+  if (rank != 0) ASSERT_STR_CONTAINS(symm_last_error(), "rank 0");
+  ASSERT_LT(test_now_ms() - t0, 10000);
+  check_recovers(comm, rank, size);
   symm_comm_destroy(comm);
   return 0;
 }

@@ -382,7 +382,17 @@ class Communicator:
 
     def reserve_scratch(self, nbytes: int) -> None:
         """Grows the scratch tensor to `nbytes` per rank up front.  Collective."""
-        check(LIB.symm_comm_reserve_scratch(self._ptr(), int(nbytes)))
+        ptr = self._ptr()
+        try:
+            n = int(nbytes)
+            if n < 0:
+                invalid("reserve_scratch: %d bytes" % n)
+        except BaseException:
+            # Refused here, refused by C too (no tensor holds that many
+            # bytes): the call keeps its place on every rank.
+            LIB.symm_comm_reserve_scratch(ptr, (1 << 64) - 1)
+            raise
+        check(LIB.symm_comm_reserve_scratch(ptr, n))
 
     def set_allreduce_algo(self, algo: str) -> None:
         """All-reduce algorithm: "auto", "one_shot", "two_shot", "ll", "ll128"."""

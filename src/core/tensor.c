@@ -427,8 +427,11 @@ static symm_result_t tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int n
   const bool collective = comm->caps.collective_alloc || comm->caps.registers;
   symm_result_t checked =
       check_alloc(comm, sizes, ndim, dtype, &numel, &nbytes, &data_offset, &alloc_bytes);
-  if (checked != SYMM_SUCCESS)
-    return collective ? refuse_collective_alloc(comm, checked) : checked;
+  if (checked != SYMM_SUCCESS) {
+    if (collective) return refuse_collective_alloc(comm, checked);
+    *alone = true; /* a local allocation: its peers' may have succeeded */
+    return checked;
+  }
   symm_fault_point(SYMM_FAULT_ALLOC, comm->rank);
 
   symm_tensor_t *t = NULL;
