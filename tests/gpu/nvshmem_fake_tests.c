@@ -278,23 +278,34 @@ TEST_IMPL(nvshmem_fake_init_fails_one_rank) {
   return 0;
 }
 
-/* Rank 1 asks for another size: every rank gets SYMM_ERR_MISMATCH and
- * nvshmem_malloc is never called with different sizes (the fake would
- * abort the process); the communicator stays usable. */
+/* One rank's allocation differs from the others': rank 1 asks for another
+ * size (arg NULL), or rank 0's fails its argument checks (a negative size,
+ * arg non-NULL).  Either way every other rank gets SYMM_ERR_MISMATCH
+ * (naming the refusing rank), nvshmem_malloc is never called with
+ * different sizes (the fake would abort the process), the call keeps its
+ * place on every rank, and the next allocation pairs up. */
 static int alloc_mismatch_rank(int rank, int size, void *arg) {
-  (void)size, (void)arg;
+  (void)size;
+  const bool refused = arg != NULL;
   symm_comm_t *comm = comm_or_null();
   RCHECK(comm, "%s", symm_last_error());
   long before = fakenvshmem_stats_of().mallocs;
-  int64_t n = rank == 1 ? 8192 : 4096;
+  const int odd = refused ? 0 : 1;
+  int64_t n = rank != odd ? 4096 : refused ? -5 : 8192;
   symm_tensor_t *t = NULL;
-  RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
-  RHAS("rank");
+  if (refused && rank == odd) {
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_INVALID_ARG);
+    RHAS("must be positive");
+  } else {
+    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+    RHAS(refused ? "rank 0's call failed its argument checks" : "rank");
+  }
   RCHECK(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc ran");
   n = 4096;
   ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
   ROK(symm_tensor_rendezvous(t));
   ROK(symm_tensor_free(t));
+  ROK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -305,35 +316,9 @@ TEST_IMPL(nvshmem_fake_alloc_mismatch) {
   return 0;
 }
 
-/* Rank 0's allocation fails its argument checks (a negative size): on a
- * backend that allocates collectively the call still takes its place on
- * every rank, so its peers get SYMM_ERR_MISMATCH naming it, not a pairing
- * of their allocation with rank 0's next one. */
-static int alloc_refused_rank(int rank, int size, void *arg) {
-  (void)size, (void)arg;
-  symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
-  int64_t n = rank == 0 ? -5 : 4096;
-  symm_tensor_t *t = NULL;
-  if (rank == 0) {
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_INVALID_ARG);
-    RHAS("must be positive");
-  } else {
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
-    RHAS("rank 0's call failed its argument checks");
-  }
-  n = 4096;
-  ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
-  ROK(symm_tensor_rendezvous(t));
-  ROK(symm_tensor_free(t));
-  ROK(symm_comm_barrier(comm));
-  symm_comm_destroy(comm);
-  return 0;
-}
-
 TEST_IMPL(nvshmem_fake_alloc_refused_one_rank) {
   setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
-  ASSERT_EQ(run_job(3, alloc_refused_rank, NULL), 0);
+  ASSERT_EQ(run_job(3, alloc_mismatch_rank, "refused"), 0);
   return 0;
 }
 
