@@ -89,16 +89,6 @@ static int srv_poll_timeout(const symm_store_server_t *s, uint64_t now) {
   return ms > 60000 ? 60000 : ms;
 }
 
-void srv_remove_dead(symm_store_server_t *s) {
-  size_t j = 0;
-  for (size_t i = 0; i < s->nconns; i++) {
-    if (s->conns[i]->dead)
-      srv_conn_free(s->conns[i]);
-    else
-      s->conns[j++] = s->conns[i];
-  }
-  s->nconns = j;
-}
 
 static bool srv_build_pollfds(symm_store_server_t *s, uint64_t now, bool *busy) {
   size_t need = s->nconns + 2;
@@ -150,6 +140,11 @@ static void *srv_thread(void *arg) {
     uint64_t now = symm_now_ns();
     srv_check_deadlines(s, now);
     for (size_t i = 0; i < s->nconns; i++) srv_process(s, s->conns[i]);
+    /* Answers made for other connections than the one served (parked
+     * requests a write completed, or that expired) go out now too. */
+    for (size_t i = 0; i < s->nconns; i++)
+      if (!s->conns[i]->dead && s->conns[i]->out_start < s->conns[i]->out.len)
+        srv_flush(s, s->conns[i]);
     srv_remove_dead(s);
     bool busy;
     if (!srv_build_pollfds(s, now, &busy)) {
@@ -408,14 +403,6 @@ void symm_store_server_expect_gone(symm_store_server_t *server, int32_t pid) {
   pthread_mutex_unlock(&server->lock);
 }
 
-bool srv_expected_gone(symm_store_server_t *s, int32_t pid) {
-  if (pid <= 0) return false;
-  pthread_mutex_lock(&s->lock);
-  bool expected = false;
-  for (size_t i = 0; i < s->nexpected && !expected; i++) expected = s->expected_gone[i] == pid;
-  pthread_mutex_unlock(&s->lock);
-  return expected;
-}
 
 void symm_store_server_mark_lost(symm_store_server_t *server, int rank) {
   if (!server || rank < 0) return;

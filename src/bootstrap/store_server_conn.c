@@ -21,27 +21,6 @@
 #include "symm_util.h" /* symm_fork_guard_add / _close */
 #include "store_server_int.h"
 
-/* Starts a reply to (op, id) in c's output: header + status + lost rank.
- * Returns the header offset for srv_reply_end. */
-size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank) {
-  size_t at = symm_proto_begin(&c->out, (uint8_t)(op | SYMM_PROTO_REPLY_FLAG), id);
-  symm_proto_put_u32(&c->out, (uint32_t)status);
-  symm_proto_put_i32(&c->out, lost_rank);
-  return at;
-}
-
-void srv_reply_end(srv_conn_t *c, size_t at) {
-  symm_proto_finish(&c->out, at);
-  if (c->out.failed) {
-    SYMM_WARN(STORE, "store: out of memory replying to %s; closing", c->peer);
-    c->closing = true; /* srv_flush closes it: nothing valid to send */
-  }
-}
-
-void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank) {
-  srv_reply_end(c, srv_reply_begin(c, op, id, status, lost_rank));
-}
-
 /* The connections that have not proved the token are kept in a list in
  * the order accepted, so that counting them and finding the oldest cost
  * the same however many connections the server holds. */
@@ -319,6 +298,10 @@ static void srv_dispatch(symm_store_server_t *s, srv_conn_t *c,
       break;
     default: srv_conn_reject(s, c, "unknown opcode"); break;
   }
+  /* A request handler (SET ... DEL) that found its message malformed left
+   * the reason; HELLO and AUTH close for themselves. */
+  if (h->opcode != SYMM_OP_HELLO && h->opcode != SYMM_OP_AUTH && r.err && !c->dead)
+    srv_conn_reject(s, c, r.err);
 }
 
 /* Size of the message at the head of c's input: 0 if its header is not
@@ -564,4 +547,15 @@ void srv_accept(symm_store_server_t *s) {
     break;
   }
   srv_remove_dead(s);
+}
+
+void srv_remove_dead(symm_store_server_t *s) {
+  size_t j = 0;
+  for (size_t i = 0; i < s->nconns; i++) {
+    if (s->conns[i]->dead)
+      srv_conn_free(s->conns[i]);
+    else
+      s->conns[j++] = s->conns[i];
+  }
+  s->nconns = j;
 }

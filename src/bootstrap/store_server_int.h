@@ -1,12 +1,16 @@
 /*
  * The store server's private header, shared by its files:
  *   store_server.c        the thread's poll() loop, start, stop, drain
- *   store_server_conn.c   connections: input, replies, dispatch, accept,
- *                         the handshake (HELLO, AUTH) that proves the token
- *   store_server_table.c  the key table and the requests that write it
- *   store_server_park.c   parked (blocking) requests and lost ranks
+ *   store_server_conn.c   connections: input, dispatch, accept, the
+ *                         handshake (HELLO, AUTH) that proves the token
+ *   store_server_ops.c    the requests that write the key table
  *   store_server_proc.c   the clients' processes, and the losses of those
  *                         gone in communicators they never joined
+ *   store_server_park.c   parked (blocking) requests and lost ranks
+ *   store_server_table.c  the key table
+ *   store_server_reply.c  replies into a connection's output
+ * in that order of calls: each calls only those below it (store_server.c
+ * calls any), so that no two call each other.
  *
  * The server is one thread running a poll() loop over non-blocking
  * sockets.  Each connection has its own input and output buffer, so a slow
@@ -207,20 +211,28 @@ struct symm_store_server {
   size_t ncomm_open, comm_open_cap;
 };
 
+/* ------------------------------------------------- store_server_reply.c */
+size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
+void srv_reply_end(srv_conn_t *c, size_t at);
+void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
+
 /* ------------------------------------------------- store_server_table.c */
 uint64_t srv_hash(const srv_table_t *t, const char *key, size_t len);
 int srv_table_init(srv_table_t *t);
 void srv_table_free(srv_table_t *t);
 srv_entry_t *srv_table_find(srv_table_t *t, const char *key, uint16_t len, uint64_t hash);
+symm_result_t srv_table_set(srv_table_t *t, const char *key, uint16_t len, uint64_t hash,
+                            const uint8_t *value, uint32_t vlen);
+bool srv_table_remove(srv_table_t *t, const char *key, uint16_t len, uint64_t hash);
+
+/* --------------------------------------------------- store_server_ops.c */
+/* A malformed request leaves r->err set; the dispatcher then closes. */
 void srv_do_set(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
 void srv_do_add(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
 void srv_do_cas(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
 void srv_do_del(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_reader_t *r);
 
 /* -------------------------------------------------- store_server_conn.c */
-size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
-void srv_reply_end(srv_conn_t *c, size_t at);
-void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
 int srv_open_of(const symm_store_server_t *s, uint32_t comm);
 void srv_conn_close(symm_store_server_t *s, srv_conn_t *c, bool stopping);
 void srv_conn_free(srv_conn_t *c);
@@ -272,8 +284,23 @@ void srv_read_process(symm_proto_reader_t *r, srv_hello_process_t *p);
 void srv_proc_join(symm_store_server_t *s, srv_conn_t *c, const srv_hello_process_t *h);
 /* c closes (bye: it said BYE): its process may be gone. */
 void srv_proc_left(symm_store_server_t *s, srv_conn_t *c, bool bye, bool stopping);
+/* A client's process (store_server_proc.c follows them). */
+struct srv_proc {
+  int32_t pid;          /* 0: unknown */
+  uint64_t host_hash, ns_ino, ns_dev;
+  int job_rank;         /* its rank in communicators numbered as the job's; -1 */
+  int open;             /* its open rank connections */
+  bool abandoned;       /* one of them closed without BYE */
+  bool gone;
+  uint32_t *comms;      /* communicators it said HELLO in */
+  size_t ncomms, comms_cap;
+};
 /* Whether p said HELLO in communicator comm. */
-bool srv_proc_member(const srv_proc_t *p, uint32_t comm);
+static inline bool srv_proc_member(const srv_proc_t *p, uint32_t comm) {
+  for (size_t i = 0; i < p->ncomms; i++)
+    if (p->comms[i] == comm) return true;
+  return false;
+}
 /* While requests are parked: looks whether the processes on this host are
  * still there, every SRV_PROC_LOOK_NS. */
 void srv_proc_look(symm_store_server_t *s, uint64_t now);

@@ -48,6 +48,15 @@ void srv_clear_lost(symm_store_server_t *s, const srv_conn_t *c) {
   s->nlost = kept;
 }
 
+bool srv_expected_gone(symm_store_server_t *s, int32_t pid) {
+  if (pid <= 0) return false;
+  pthread_mutex_lock(&s->lock);
+  bool expected = false;
+  for (size_t i = 0; i < s->nexpected && !expected; i++) expected = s->expected_gone[i] == pid;
+  pthread_mutex_unlock(&s->lock);
+  return expected;
+}
+
 /* Records rank as lost in communicator comm and fails every parked request
  * that it concerns: they cannot count on that rank any more.  Other
  * communicators served by this store go on. */
@@ -158,8 +167,7 @@ void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t ha
     if (m->hash != hash || m->len != len || memcmp(m->key, key, len) != 0) continue;
     if (!srv_pending_advance(s, p)) continue;
     srv_answer_ready(s, c, p->op, p->id, p->keys, p->nkeys);
-    srv_pending_free(s, c);
-    srv_flush(s, c);
+    srv_pending_free(s, c); /* the loop sends the answer (srv_thread) */
   }
 }
 
@@ -193,8 +201,7 @@ void srv_expire_pending(symm_store_server_t *s, uint64_t now) {
     if (c->dead || !c->pending || c->pending->deadline_ns > now) continue;
     const srv_pending_t *p = c->pending;
     srv_reply_timeout(s, c, p->op, p->id, p->keys, p->nkeys);
-    srv_pending_free(s, c);
-    srv_flush(s, c);
+    srv_pending_free(s, c); /* the loop sends the answer (srv_thread) */
   }
 }
 
@@ -275,9 +282,8 @@ void srv_do_keys_op(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
   if (!r->err && timeout_ms < 0) r->err = "negative timeout";
   uint32_t n = 0;
   srv_keyref_t *keys = srv_read_keys(r, &n);
-  if (!symm_proto_end(r)) {
+  if (!symm_proto_end(r)) { /* malformed: r->err, the dispatcher closes */
     free(keys);
-    srv_conn_reject(s, c, r->err);
     return;
   }
   if (op == SYMM_OP_CHECK) {
@@ -301,9 +307,6 @@ void srv_do_get(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
   key.key = symm_proto_get_key(r, &key.len);
   int32_t timeout_ms = symm_proto_get_i32(r);
   if (symm_proto_end(r) && timeout_ms < 0) r->err = "negative timeout";
-  if (r->err) {
-    srv_conn_reject(s, c, r->err);
-    return;
-  }
+  if (r->err) return; /* malformed: the dispatcher closes */
   srv_blocking(s, c, SYMM_OP_GET, id, body, body_len, &key, 1, timeout_ms);
 }

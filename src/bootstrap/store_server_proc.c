@@ -25,16 +25,6 @@
 
 #include "store_server_int.h"
 
-struct srv_proc {
-  int32_t pid;          /* 0: unknown */
-  uint64_t host_hash, ns_ino, ns_dev;
-  int job_rank;         /* its rank in communicators numbered as the job's; -1 */
-  int open;             /* its open rank connections */
-  bool abandoned;       /* one of them closed without BYE */
-  bool gone;
-  uint32_t *comms;      /* communicators it said HELLO in */
-  size_t ncomms, comms_cap;
-};
 
 void srv_proc_self(symm_store_server_t *s) {
   char host[256] = "";
@@ -103,11 +93,6 @@ static bool srv_proc_add_comm(srv_proc_t *p, uint32_t comm) {
   return true;
 }
 
-bool srv_proc_member(const srv_proc_t *p, uint32_t comm) {
-  for (size_t i = 0; i < p->ncomms; i++)
-    if (p->comms[i] == comm) return true;
-  return false;
-}
 
 void srv_proc_join(symm_store_server_t *s, srv_conn_t *c, const srv_hello_process_t *h) {
   c->job_ranks = (h->flags & SYMM_HELLO_JOB_RANKS) != 0;
