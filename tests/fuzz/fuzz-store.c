@@ -428,7 +428,7 @@ static void release_parked(symm_store_server_t *s, srv_conn_t *c, helper_t *h, m
         break;
       }
       /* fall through: no helper to write it */
-    case 2: srv_mark_lost(s, c->comm, (int)(round / 4 % 4), "lost by the fuzzer"); break;
+    case 2: srv_mark_lost(s, c->comm, (int)(round / 4 % 4), 0, "lost by the fuzzer"); break;
     case 3:
       if (h->fd >= 0) {
         close(h->fd);
@@ -445,6 +445,8 @@ static void serve_conn(symm_store_server_t *s, srv_conn_t *c) {
   if (c->dead) return;
   if (srv_wants_input(s, c)) srv_read(s, c);
   if (!c->dead) srv_process(s, c);
+  /* Answers to its parked request made while serving another connection. */
+  if (!c->dead && c->out_start < c->out.len) srv_flush(s, c);
 }
 
 static void serve(symm_store_server_t *s, srv_conn_t *c, int client, helper_t *h,
