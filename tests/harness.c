@@ -44,6 +44,18 @@ size_t test_mapped_bytes(void) {
   return total;
 }
 
+bool test_address_mapped(const void *p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return false;
+  unsigned long lo, hi, a = (unsigned long)(uintptr_t)p;
+  char line[512];
+  bool mapped = false;
+  while (!mapped && fgets(line, sizeof line, f))
+    mapped = sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi;
+  fclose(f);
+  return mapped;
+}
+
 const char *test_tool_path(const char *tool) {
   static char buf[4][1024];
   static int i;

@@ -112,6 +112,8 @@ void test_store_proc_stop(test_store_proc_t *s);
  * (/proc/self/maps). */
 int test_count_fds(void);
 size_t test_mapped_bytes(void);
+/* Whether address p is inside any mapping of this process (/proc/self/maps). */
+bool test_address_mapped(const void *p);
 uint64_t test_now_ms(void);
 /* A loopback TCP port for a store of the test's to listen on: bound to 0,
  * read back, and kept bound (SO_REUSEADDR, not listening) so that no test
