@@ -143,7 +143,6 @@ _PROTOTYPES = [
     ("symm_signal_barrier", _R, [c_void_p, c_int, c_void_p]),
     ("symm_signal_channels", c_int, [c_void_p]),
     ("symm_tensor_signal_pad_ptrs_device", _R, [c_void_p, POINTER(POINTER(c_void_p))]),
-    ("symm_write_value32", _R, [c_void_p, c_void_p, c_uint32, c_void_p]),
     ("symm_memset32", _R, [c_void_p, c_void_p, c_uint32, c_size_t, c_void_p]),
     ("symm_tensor_contiguous_view", _R, [c_void_p, POINTER(SymmView)]),
     ("symm_tensor_lookup", _R, [c_void_p, POINTER(c_void_p), POINTER(c_int),

@@ -425,11 +425,8 @@ class Communicator:
             if offset < 0 or count < 0 or offset + count > b.numel:
                 invalid("%s: elements %d..%d are outside the target's %d" %
                         (what, offset, offset + count, b.numel))
-            ptr = b.ptr + 4 * offset
-            if what == "memset32":
-                check(LIB.symm_memset32(self._ptr(), ptr, v & 0xFFFFFFFF, count, s))
-            else:
-                check(LIB.symm_write_value32(self._ptr(), ptr, v & 0xFFFFFFFF, s))
+            # One word is symm_write_value32's write (the same engine call).
+            check(LIB.symm_memset32(self._ptr(), b.ptr + 4 * offset, v & 0xFFFFFFFF, count, s))
 
     def stream_write_value32(self, target: Any, offset: int, value: int, *,
                              stream: StreamLike = None) -> None:

@@ -215,6 +215,13 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
  * waiting while this rank waited too, for the ranks still behind, and a
  * rank behind whose process is gone makes it PEER_LOST. */
 static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_target) {
+  for (int r = 0; late && r < c->w; r++) {
+    int32_t pid = symm_comm_peer_pid(c->comm, r);
+    if (r != c->me && left_of(c, r) < c->seq && pid > 0 && symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; the call "
+                        "was given up, and fails on every rank", kind_name(c->a->kind),
+                        (unsigned long long)c->seq, r, (int)pid);
+  }
   char who[200] = "", behind[200];
   size_t n = 0;
   for (int r = 0; r < c->w; r++)
@@ -222,12 +229,6 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
       n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
   const char *name = kind_name(c->a->kind);
   const unsigned long long seq = (unsigned long long)c->seq;
-  for (int r = 0; late && r < c->w; r++) {
-    int32_t pid = symm_comm_peer_pid(c->comm, r);
-    if (r != c->me && left_of(c, r) < c->seq && pid > 0 && symm_process_gone(pid))
-      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; the call "
-                        "was given up, and fails on every rank", name, seq, r, (int)pid);
-  }
   if (late)
     return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: %s%s gave this call up before every rank "
                       "arrived (this rank came late: slow, or stopped); it fails on every rank",

@@ -185,7 +185,7 @@ const symm_nccl_lib_t *nccl_library(char *why, size_t why_len) {
     size_t w = nccl_find_wheels(wheels, NCCL_MAX_CANDIDATES - 1, where, sizeof where);
     for (size_t i = 0; i < w && n < NCCL_MAX_CANDIDATES; i++) {
       if (!load_candidate(wheels[i], &c[n], err, sizeof err)) {
-        if (!first[0] || !n) snprintf(first, sizeof first, "%s", err);
+        if (!n) snprintf(first, sizeof first, "%s", err); /* the reason, while none loads */
         continue;
       }
       /* The loader's own may be one of them. */
