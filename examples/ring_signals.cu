@@ -94,7 +94,7 @@ int main(void) {
 
   /* Two signal channels per block (ready, done), at most 64 blocks. */
   unsigned blocks =
-      symm_dev_signal_channels((unsigned)symm_signal_pad_bytes(), (unsigned)world) / 2;
+      symm_dev_signal_channels((unsigned)symm_comm_signal_pad_bytes(comm), (unsigned)world) / 2;
   if (blocks > 64) blocks = 64;
   const size_t chunk = 16384;
   const int64_t n = (int64_t)(blocks * chunk);

@@ -254,7 +254,7 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
-#define SYMM_CONFIG_VERSION 1
+#define SYMM_CONFIG_VERSION 2
 #define SYMM_MAX_DIMS 8
 
 /*
@@ -280,6 +280,7 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
  *   backend            SYMM_BACKEND (auto|host|native|cuda|nccl|nvshmem).
  *   timeout_ms         SYMM_TIMEOUT_MS (default 60000).
  *   device             SYMM_DEVICE, else the local rank (GPU backends).
+ *   signal_pad_bytes   SYMM_SIGNAL_PAD_BYTES (default 4096).
  */
 typedef struct symm_config {
   size_t size;          /* sizeof(symm_config_t) as compiled by the caller */
@@ -297,12 +298,19 @@ typedef struct symm_config {
   int store_server;     /* -1: rank 0 serves the store unless SYMM_STORE_EXTERNAL=1
                            (symmem-run sets it); 0: never; 1: this rank serves */
   /* members above: version 1 */
+  /* Bytes of every tensor's signal pad (PyTorch's set_signal_pad_size):
+   * 0: SYMM_SIGNAL_PAD_BYTES; else a multiple of 4096 in [4096, 1 MiB]
+   * (else SYMM_ERR_INVALID_ARG), the same on every rank (else
+   * SYMM_ERR_MISMATCH).  Larger pads give users' kernels more channels
+   * per peer (symm_signal_channels). */
+  size_t signal_pad_bytes;
+  /* members above: version 2 */
 } symm_config_t;
 
 #define SYMM_CONFIG_INIT                                                    \
   {                                                                         \
     sizeof(symm_config_t), SYMM_CONFIG_VERSION, -1, -1, -1, -1, -1,         \
-        SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1                          \
+        SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1, 0                       \
   }
 
 
@@ -729,13 +737,18 @@ SYMM_API symm_result_t symm_tensor_signal_pad_ptrs_device(symm_tensor_t *tensor,
                                                           void *const **dev_ptrs);
 
 /*
- * Signal pad of rank `rank` (this process's mapping of it): at least
- * symm_signal_pad_bytes() bytes, zeroed at allocation, in front of the data
- * (at a lower address of the same symmetric allocation).
+ * Signal pad of rank `rank` (this process's mapping of it):
+ * symm_comm_signal_pad_bytes(comm) bytes, zeroed at allocation, in front of
+ * the data (at a lower address of the same symmetric allocation).
  * Local; remote ranks need a rendezvoused tensor (SYMM_ERR_STATE).
  */
 SYMM_API symm_result_t symm_tensor_signal_pad(const symm_tensor_t *tensor,
                                               int rank, void **pad);
+/* Bytes of every signal pad of comm's tensors (symm_config_t's
+ * signal_pad_bytes, else SYMM_SIGNAL_PAD_BYTES): the same on every rank;
+ * 0 for NULL.  Local. */
+SYMM_API size_t symm_comm_signal_pad_bytes(const symm_comm_t *comm);
+/* The smallest and default pad (4096 bytes), the unit of every pad's size. */
 SYMM_API size_t symm_signal_pad_bytes(void);
 
 /*
@@ -778,8 +791,8 @@ SYMM_API symm_result_t symm_signal_wait(symm_tensor_t *tensor, int peer, int cha
                                         symm_stream_t stream);
 SYMM_API symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel,
                                            symm_stream_t stream);
-/* Channels of a tensor's pads: symm_signal_pad_bytes() / 4 / world_size;
- * -1 for a NULL tensor. */
+/* Channels of a tensor's pads: symm_comm_signal_pad_bytes() / 4 /
+ * world_size; -1 for a NULL tensor. */
 SYMM_API int symm_signal_channels(const symm_tensor_t *tensor);
 
 /*
@@ -1134,8 +1147,12 @@ SYMM_API symm_result_t symm_comm_check_async_error(symm_comm_t *comm);
  * thread and at SYMM_DEBUG=INFO).  `stream` is not used: the memory is
  * ready when the call returns.  Local.
  * symm_mempool_free: gives a block back (to the communicator's pool, as
- * symm_tensor_free); a pointer that is not a block's start is left alone
- * with a warning.  Local.
+ * symm_tensor_free).  A block whose communicator was destroyed first
+ * (symm_comm_destroy released its memory; torch gives a MemPool's cached
+ * blocks back when the pool is deleted, often later) is forgotten quietly,
+ * unless a new block took its address.  A pointer that is not a block's
+ * start, or a block given back twice, is left alone with a warning.
+ * symm_tensor_free of a block's tensor takes it from the allocator.  Local.
  * The three are serialised among themselves (a memory manager may call
  * them from any thread); like any call on a communicator, not while
  * another thread calls into the same communicator.

@@ -6,7 +6,7 @@
  * symm_signal_put / symm_signal_wait / symm_signal_barrier (symmem.h).
  *
  * A signal pad (symm_tensor_signal_pad) is an array of 32-bit *slots*,
- * symm_signal_pad_bytes() / 4 of them, zeroed at allocation.  Rank r's pad is
+ * symm_comm_signal_pad_bytes(comm) / 4 of them, zeroed at allocation.  Rank r's pad is
  * written by the peers (through their mappings of it) and read by r.  A slot
  * is identified by a *channel* and the sending rank:
  *

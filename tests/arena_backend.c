@@ -109,7 +109,7 @@ static symm_result_t arena_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   mem->priv = (void *)(uintptr_t)st->next;
   mem->pad_offset = 0;
   st->next += mem->alloc_bytes;
-  memset(mem->base, 0, SYMM_SIGNAL_PAD_BYTES);
+  memset(mem->base, 0, mem->pad_bytes);
   return SYMM_SUCCESS;
 }
 

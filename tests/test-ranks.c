@@ -936,6 +936,129 @@ TEST_IMPL(ranks_mempool) {
   return 0;
 }
 
+/* ---- a communicator's own signal-pad size (symm_config_t.signal_pad_bytes,
+ * ---- PyTorch's set_signal_pad_size): every tensor's pad has it, in front
+ * ---- of the data, reachable across ranks to its last word, zeroed again
+ * ---- when the pool hands the allocation out anew; more channels; ranks
+ * ---- that disagree, or a size that is no multiple of 4096, are refused. */
+static int pad_size_rank(int rank, int size, void *arg) {
+  const size_t pad_bytes = *(const size_t *)arg;
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.signal_pad_bytes = pad_bytes;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(&cfg, &comm));
+  ASSERT_EQ(symm_comm_signal_pad_bytes(comm), pad_bytes);
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  for (int round = 0; round < 2; round++) {
+    int64_t n = 1000;
+    symm_tensor_t *t = NULL;
+    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+    ASSERT_OK(symm_tensor_rendezvous(t));
+    ASSERT_EQ(symm_signal_channels(t), (int)(pad_bytes / 4 / (size_t)size));
+    void *mine = NULL, *theirs = NULL;
+    ASSERT_OK(symm_tensor_signal_pad(t, rank, &mine));
+    ASSERT_OK(symm_tensor_signal_pad(t, right, &theirs));
+    /* The pad lies wholly before the data, and starts zeroed (also the
+     * second round's, which comes from the pool with the last word set). */
+    ASSERT((char *)symm_tensor_data(t) - (char *)mine >= (ptrdiff_t)pad_bytes);
+    volatile uint32_t *last = (volatile uint32_t *)mine + pad_bytes / 4 - 1;
+    ASSERT_EQ(*last, 0);
+    ASSERT_OK(symm_comm_barrier(comm));
+    ((volatile uint32_t *)theirs)[pad_bytes / 4 - 1] = 100u + (unsigned)rank;
+    ASSERT_OK(symm_comm_barrier(comm));
+    ASSERT_EQ(*last, 100u + (unsigned)left);
+    ASSERT_OK(symm_comm_barrier(comm));
+    ASSERT_OK(symm_tensor_free(t));
+  }
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(ranks_signal_pad_size) {
+  size_t pad_bytes = 16384;
+  ASSERT_EQ(test_run_ranks(3, pad_size_rank, &pad_bytes), 0);
+  pad_bytes = 1 << 20;
+  ASSERT_EQ(test_run_ranks(2, pad_size_rank, &pad_bytes), 0);
+  return 0;
+}
+
+static int pad_size_refused_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  symm_comm_t *comm = NULL;
+  const size_t bad[] = {5000, 2u << 20, 4096 + 1};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    cfg.signal_pad_bytes = bad[i];
+    ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(symm_last_error(), "signal_pad_bytes");
+    ASSERT(comm == NULL);
+  }
+  cfg.signal_pad_bytes = rank == 1 ? 8192 : 0; /* 0: the setting's 4096 */
+  ASSERT_RES(symm_comm_init(&cfg, &comm), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "signal pads");
+  return 0;
+}
+
+TEST_IMPL(ranks_signal_pad_size_refused) {
+  ASSERT_EQ(test_run_ranks(3, pad_size_refused_rank, NULL), 0);
+  return 0;
+}
+
+/* ---- blocks a memory manager gives back after their communicator was
+ * ---- destroyed (torch deletes a MemPool after the communicator) are
+ * ---- forgotten quietly; a block given back twice, or taken with
+ * ---- symm_tensor_free, is warned about and left alone. */
+static size_t count_in_file(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char text[8192] = "";
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  size_t count = 0;
+  for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) count++;
+  return count;
+}
+
+static int mempool_outlived_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/symm-mempool-test-%d.log", (int)getpid());
+  setenv("SYMM_DEBUG", "WARN", 1);
+  setenv("SYMM_DEBUG_FILE", path, 1);
+  symm_comm_t *comm = init_comm();
+  if (symm_comm_caps(comm)->collective_alloc || symm_comm_caps(comm)->registers) {
+    symm_comm_destroy(comm);
+    unlink(path);
+    return 0;
+  }
+  const int dev = symm_comm_device(comm);
+  ASSERT_OK(symm_mempool_set_comm(comm));
+  char *kept = symm_mempool_alloc(4096, dev, NULL);
+  char *twice = symm_mempool_alloc(8192, dev, NULL);
+  char *taken = symm_mempool_alloc(100, dev, NULL);
+  ASSERT(kept && twice && taken);
+  symm_mempool_free(twice, 8192, dev, NULL);
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_lookup(taken, &t, NULL, NULL));
+  ASSERT_OK(symm_tensor_free(t)); /* the user's free: no longer the allocator's */
+  ASSERT_EQ(count_in_file(path, "symm_mempool_free"), 0);
+  symm_comm_destroy(comm); /* releases `kept`, whose block torch still lists */
+  symm_mempool_free(kept, 4096, dev, NULL); /* quiet: its communicator released it */
+  ASSERT_EQ(count_in_file(path, "symm_mempool_free"), 0);
+  symm_mempool_free(kept, 4096, dev, NULL); /* given back twice */
+  symm_mempool_free(twice, 8192, dev, NULL);
+  symm_mempool_free(taken, 100, dev, NULL);
+  ASSERT_EQ(count_in_file(path, "given back twice; left alone"), 3);
+  unlink(path);
+  return 0;
+}
+
+TEST_IMPL(ranks_mempool_outlived) {
+  ASSERT_EQ(test_run_ranks(2, mempool_outlived_rank, NULL), 0);
+  return 0;
+}
+
 /* ---- a rank that comes late to a call its peers gave up because a rank
  * ---- died learns of the death (PEER_LOST naming it), not "came late":
  * ---- rank 1 is killed while it waits in the call, rank 0 gives the call

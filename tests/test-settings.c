@@ -67,6 +67,9 @@ static const bad_case_t bad_cases[] = {
     {"SYMM_COLL_LL_THREADS", "33", {"out of range", "a multiple of 32 in 0..512"}},
     {"SYMM_COLL_LL_THREADS", "1024", {"out of range", "a multiple of 32 in 0..512"}},
     {"SYMM_COLL_LL_THREADS", "-32", {"out of range", "a multiple of 32 in 0..512"}},
+    {"SYMM_SIGNAL_PAD_BYTES", "5000", {"out of range", "a multiple of 4096 in 4096..1048576 bytes"}},
+    {"SYMM_SIGNAL_PAD_BYTES", "2M", {"out of range", "a multiple of 4096 in 4096..1048576"}},
+    {"SYMM_SIGNAL_PAD_BYTES", "0", {"out of range", "a multiple of 4096"}},
     {"SYMM_RANK", "first", {"not an integer", "0..16777216"}},
     {"SYMM_DEVICE", "-2", {"out of range", "0..2147483647"}},
 };
@@ -164,6 +167,8 @@ TEST_IMPL(settings_good_values) {
   ASSERT_OK(init_with("SYMM_COLL_MAX_BLOCKS", "1024"));
   ASSERT_OK(init_with("SYMM_COLL_LL_THREADS", "512"));
   ASSERT_OK(init_with("SYMM_COLL_LL_THREADS", "0"));
+  ASSERT_OK(init_with("SYMM_SIGNAL_PAD_BYTES", "1M"));
+  ASSERT_OK(init_with("SYMM_SIGNAL_PAD_BYTES", "8K"));
   ASSERT_OK(init_with("SYMM_DEBUG_SUBSYS", "^store,COLL"));
   /* Empty: unset, the default applies. */
   setenv("SYMM_TIMEOUT_MS", "", 1);

@@ -30,7 +30,7 @@ static int pad_is_clear(const symm_tensor_t *t, int rank) {
   void *pad = NULL;
   ASSERT_OK(symm_tensor_signal_pad(t, rank, &pad));
   const volatile uint32_t *w = pad;
-  for (size_t i = 0; i < symm_signal_pad_bytes() / 4; i++)
+  for (size_t i = 0; i < symm_comm_signal_pad_bytes(symm_tensor_comm(t)) / 4; i++)
     if (w[i]) {
       fprintf(stderr, "rank %d: pad word %zu = %u\n", rank, i, w[i]);
       return 0;
@@ -153,6 +153,35 @@ static int barrier_rank(int rank, int size, void *arg) {
 TEST_IMPL(signal_barrier_3) {
   int rounds = 1000;
   ASSERT_EQ(test_run_ranks(3, barrier_rank, &rounds), 0);
+  return 0;
+}
+
+/* A communicator with 64 KiB pads (symm_config_t.signal_pad_bytes): 16
+ * times the channels, the highest of them working like the lowest, and
+ * the whole pad clear after balanced use. */
+static int large_pad_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.signal_pad_bytes = 64 << 10;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(&cfg, &comm));
+  symm_tensor_t *t = make_tensor(comm, 16);
+  const int channels = symm_signal_channels(t);
+  ASSERT_EQ(channels, (64 << 10) / 4 / size);
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  for (int c = channels - 1; c >= channels - 50; c--) {
+    ASSERT_OK(symm_signal_put(t, right, c, NULL));
+    ASSERT_OK(symm_signal_wait(t, left, c, NULL));
+    ASSERT_OK(symm_signal_barrier(t, c, NULL));
+  }
+  ASSERT_RES(symm_signal_put(t, right, channels, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "65536-byte pad");
+  ASSERT_OK(symm_comm_barrier(comm));
+  return finish(comm, t, rank);
+}
+
+TEST_IMPL(signal_large_pad) {
+  ASSERT_EQ(test_run_ranks(3, large_pad_rank, NULL), 0);
   return 0;
 }
 

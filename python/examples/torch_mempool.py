@@ -22,8 +22,9 @@ def main() -> int:
             return 1
         torch.cuda.set_device(comm.device)
         stream = torch.cuda.current_stream()
-        pool = comm.torch_mem_pool()
-        with torch.cuda.use_mem_pool(pool):
+        # The pool lives with the communicator (closing it deletes the pool,
+        # which gives the blocks back); keep no other reference to it.
+        with torch.cuda.use_mem_pool(comm.torch_mem_pool()):
             x = torch.empty(1 << 20, dtype=torch.float32, device="cuda")
         t = comm.rendezvous(x)  # collective: the block holding x, on every rank
         found = comm.lookup(x.data_ptr())

@@ -38,7 +38,7 @@ from ._dlpack import live_exports
 from ._dtypes import DTYPES
 from ._lib import LIB, LIB_PATH, SymmSettingInfo, c_string_buffer, text
 from ._tools import cmake_dir, include_dir, pkgconfig_dir, tool_path
-from .comm import Communicator, Lookup, Store, init
+from .comm import Communicator, Lookup, Store, init, set_signal_pad_size
 from .errors import (BackendError, BackendUnavailableError, InternalError,
                      InvalidArgumentError, MismatchError, NoMemoryError, NotFoundError,
                      PeerLostError, PermissionDeniedError, ProtocolError, Result, StateError,
@@ -51,7 +51,8 @@ Error = SymmemError
 __all__ = [
     "init", "Communicator", "Store", "SymmetricTensor", "View", "Lookup",
     "version", "__version__", "backends", "backend_available", "multicast_status",
-    "settings", "Setting", "dtypes", "signal_pad_bytes", "tool_path", "library_path",
+    "settings", "Setting", "dtypes", "signal_pad_bytes", "set_signal_pad_size",
+    "tool_path", "library_path",
     "include_dir", "cmake_dir", "pkgconfig_dir",
     "SymmemError", "Error", "Result", "InvalidArgumentError", "NoMemoryError",
     "UnsupportedError", "MismatchError", "TimeoutError", "PeerLostError",
@@ -81,7 +82,8 @@ def dtypes() -> List[str]:
 
 
 def signal_pad_bytes() -> int:
-    """Bytes of every tensor's signal pad (``symm_signal_pad_bytes``)."""
+    """The smallest and default signal pad, in bytes (``symm_signal_pad_bytes``);
+    a communicator's own is ``Communicator.signal_pad_bytes``."""
     return int(LIB.symm_signal_pad_bytes())
 
 

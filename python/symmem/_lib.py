@@ -13,7 +13,7 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size
 from typing import Optional
 
 SYMM_MAX_DIMS = 8
-SYMM_CONFIG_VERSION = 1
+SYMM_CONFIG_VERSION = 2
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,6 +35,7 @@ class SymmConfig(Structure):
         ("token", c_char_p),
         ("job_id", c_char_p),
         ("store_server", c_int),
+        ("signal_pad_bytes", c_size_t),  # version 2
     ]
 
 
@@ -138,6 +139,7 @@ _PROTOTYPES = [
     ("symm_tensor_peer_ptrs_device", _R, [c_void_p, POINTER(POINTER(c_void_p))]),
     ("symm_tensor_signal_pad", _R, [c_void_p, c_int, POINTER(c_void_p)]),
     ("symm_signal_pad_bytes", c_size_t, []),
+    ("symm_comm_signal_pad_bytes", c_size_t, [c_void_p]),
     ("symm_signal_put", _R, [c_void_p, c_int, c_int, c_void_p]),
     ("symm_signal_wait", _R, [c_void_p, c_int, c_int, c_void_p]),
     ("symm_signal_barrier", _R, [c_void_p, c_int, c_void_p]),

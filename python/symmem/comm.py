@@ -235,6 +235,9 @@ class Communicator:
         self.device: int = LIB.symm_comm_device(p)          #: GPU ordinal, -1: host backend
         self.backend: str = text(LIB.symm_backend_name(LIB.symm_comm_backend(p))) or "?"
         self.timeout_ms: int = LIB.symm_comm_timeout_ms(p)  #: bound of every blocking wait
+        #: bytes of every signal pad of its tensors (the same on every rank)
+        self.signal_pad_bytes: int = int(LIB.symm_comm_signal_pad_bytes(p))
+        self._torch_pool: Any = None
 
     def _ptr(self) -> int:
         if self._handle is None or self._handle.ptr is None:
@@ -247,6 +250,9 @@ class Communicator:
 
     def close(self) -> None:
         """Closes the communicator (see the class).  Local; idempotent."""
+        # Its torch MemPool first: deleting the pool gives its cached
+        # blocks back while the communicator still holds them.
+        self._torch_pool = None
         self._handle = None
 
     def __enter__(self) -> "Communicator":
@@ -320,9 +326,8 @@ class Communicator:
         :meth:`rendezvous` makes reachable by every rank.  GPU backends that
         allocate locally (native, cuda); one per communicator.  Needs
         PyTorch with CUDA."""
-        pool = getattr(self, "_torch_pool", None)
-        if pool is not None:
-            return pool
+        if self._torch_pool is not None:
+            return self._torch_pool
         import torch
         check(LIB.symm_mempool_set_comm(self._ptr()))
         alloc = torch.cuda.memory.CUDAPluggableAllocator(
@@ -568,12 +573,29 @@ def _opt(value: Optional[int], unset: int) -> int:
     return unset if value is None else int(value)
 
 
+_signal_pad_size: Optional[int] = None
+
+
+def set_signal_pad_size(size: Optional[int]) -> None:
+    """The signal-pad size, in bytes, of communicators that :func:`init`
+    creates from now on in this process without their own
+    `signal_pad_bytes` (PyTorch's ``set_signal_pad_size``); None: back to
+    SYMM_SIGNAL_PAD_BYTES.  A multiple of 4096 in [4096, 1 MiB], the same
+    on every rank (checked at init).  Existing communicators keep theirs."""
+    global _signal_pad_size
+    if size is not None and (int(size) <= 0 or int(size) % 4096 or int(size) > 1 << 20):
+        raise make_error(Result.INVALID_ARG, "set_signal_pad_size: %r is not a multiple of 4096 "
+                         "in [4096, 1 MiB]" % (size,))
+    _signal_pad_size = None if size is None else int(size)
+
+
 def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
          backend: Optional[str] = None, timeout_ms: Optional[int] = None,
          device: Optional[int] = None, store_addr: Optional[str] = None,
          token: Optional[str] = None, job_id: Optional[str] = None,
          local_rank: Optional[int] = None, local_size: Optional[int] = None,
-         store_server: Optional[bool] = None) -> Communicator:
+         store_server: Optional[bool] = None,
+         signal_pad_bytes: Optional[int] = None) -> Communicator:
     """Creates a communicator (``symm_comm_init``).  Collective over every rank.
 
     Every argument left None comes from the environment as in C: rank and
@@ -582,6 +604,8 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
     `backend` from SYMM_BACKEND ("auto", "host", "native", "cuda", "nccl",
     "nvshmem"); `timeout_ms` from SYMM_TIMEOUT_MS.  `store_server`: whether
     this rank serves the store (None: rank 0 unless symmem-run serves it).
+    `signal_pad_bytes`: every tensor's signal pad (None: what
+    :func:`set_signal_pad_size` set, else SYMM_SIGNAL_PAD_BYTES).
 
     Use it as a context manager::
 
@@ -598,6 +622,8 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
     cfg.timeout_ms = _opt(timeout_ms, 0)
     cfg.store_addr, cfg.token, cfg.job_id = keep
     cfg.store_server = -1 if store_server is None else int(bool(store_server))
+    cfg.signal_pad_bytes = _opt(signal_pad_bytes if signal_pad_bytes is not None
+                                else _signal_pad_size, 0)
     out = c_void_p()
     check(LIB.symm_comm_init(byref(cfg), byref(out)))
     return Communicator(_CommHandle(out.value))

@@ -359,7 +359,7 @@ class SymmetricTensor:
         rank = self._comm.rank if rank is None else int(rank)
         pad = c_void_p()
         check(LIB.symm_tensor_signal_pad(self._h(), rank, byref(pad)))
-        words = int(LIB.symm_signal_pad_bytes()) // 4
+        words = self._comm.signal_pad_bytes // 4
         return View(self._handle, pad.value or 0, (words,), (1,), DTYPES[10], self.device, rank)
 
     @property

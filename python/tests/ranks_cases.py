@@ -274,6 +274,42 @@ def case_peer_lost(comm):
         assert "rank 1" in e.detail or e.detail, e
 
 
+def case_pad_size(comm):
+    """set_signal_pad_size / init(signal_pad_bytes=...): a communicator's
+    own pad size, its channels, and ranks that disagree."""
+    r, w = comm.rank, comm.size
+    right, left = (r + 1) % w, (r - 1) % w
+    timeout = comm.timeout_ms
+    assert comm.signal_pad_bytes == symmem.signal_pad_bytes() == 4096
+    try:
+        symmem.set_signal_pad_size(5000)
+        raise AssertionError("a pad of 5000 bytes was taken")
+    except symmem.InvalidArgumentError as e:
+        assert "multiple of 4096" in str(e), e
+    symmem.set_signal_pad_size(16384)
+    try:
+        with symmem.init(timeout_ms=timeout) as c2:
+            assert c2.signal_pad_bytes == 16384
+            t = c2.empty(8, "int32").rendezvous()
+            assert t.signal_pad(right).shape == (4096,)
+            top = t.signal_channels - 1
+            assert top == 4096 // w - 1
+            t.put_signal(right, channel=top)
+            t.wait_signal(left, channel=top)
+            t.barrier(channel=top)
+            assert not np.any(np.from_dlpack(t.signal_pad()))
+            t.free()
+    finally:
+        symmem.set_signal_pad_size(None)
+    with symmem.init(timeout_ms=timeout, signal_pad_bytes=8192) as c3:
+        assert c3.signal_pad_bytes == 8192
+    try:
+        symmem.init(timeout_ms=timeout, signal_pad_bytes=8192 if r == 1 else None)
+        raise AssertionError("ranks with different pads made a communicator")
+    except symmem.MismatchError as e:
+        assert "signal pads" in str(e), e
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -29,6 +29,13 @@ def test_mempool_arrays(run_ranks, n):
     assert res.rc == 0 and res.out.count("mempool ok") == n, res
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_signal_pad_size(run_ranks, n):
+    # PyTorch's set_signal_pad_size, per communicator: more channels.
+    res = run_ranks(n, "pad_size", env={"CASE_TIMEOUT_MS": "5000"})
+    assert res.rc == 0 and res.out.count("pad_size ok") == n, res
+
+
 def test_mismatch_and_timeout(run_ranks):
     res = run_ranks(2, "errors", env={"CASE_TIMEOUT_MS": "1000"})
     assert res.rc == 0 and res.out.count("errors ok") == 2, res

@@ -178,7 +178,10 @@ static void accepted_text(const symm_setting_desc_t *d, char *out, size_t len) {
     break;
   case SYMM_SETTING_KIND_SIZE:
     n = (size_t)snprintf(out, len, "bytes, or a number with a K, M or G suffix: 4096, 64K, 1M, 4G");
-    if ((d->min > 0 || d->max < INT64_MAX) && n < len)
+    if (d->step > 1 && n < len)
+      snprintf(out + n, len - n, "; a multiple of %" PRId64 " in %" PRId64 "..%" PRId64 " bytes",
+               d->step, d->min, d->max);
+    else if ((d->min > 0 || d->max < INT64_MAX) && n < len)
       snprintf(out + n, len - n, "; %" PRId64 "..%" PRId64 " bytes", d->min, d->max);
     break;
   case SYMM_SETTING_KIND_BOOL: snprintf(out, len, "1/0, true/false, yes/no, on/off"); break;
@@ -216,7 +219,7 @@ static bool parse_setting(const symm_setting_desc_t *d, const char *text, void *
       snprintf(v->problem, sizeof v->problem, "not a size (accepted: %s)", accepted);
       return false;
     }
-    if (x < d->min || x > d->max) break;
+    if (x < d->min || x > d->max || x % d->step) break;
     *(size_t *)field = (size_t)x;
     return true;
   case SYMM_SETTING_KIND_BOOL:

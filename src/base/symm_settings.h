@@ -25,7 +25,7 @@
  * vets a STRING; NOUN names what an ENUM's choices are ("backend") in
  * messages, and its choices keep the order of the C enum they map to (the
  * field's index is that enum's value).  FLAGS: 0 or any of SYMM_SETTING_SECRET,
- * SYMM_SETTING_PER_JOB, SYMM_SETTING_AGREE and (INT) SYMM_SETTING_STEP(n).
+ * SYMM_SETTING_PER_JOB, SYMM_SETTING_AGREE and (INT, SIZE) SYMM_SETTING_STEP(n).
  *
  * Accepted text: integers in decimal; sizes as bytes or with a K, M, G or T
  * suffix (powers of 1024; "KiB"/"KB" too); booleans 1/0, true/false,
@@ -47,7 +47,7 @@
  * compares them in its first exchange (symm_settings_agreed_text) and
  * fails with SYMM_ERR_MISMATCH on every rank where they differ. */
 #define SYMM_SETTING_AGREE 4u
-/* An INT whose value must be a multiple of n (within MIN..MAX). */
+/* An INT or SIZE whose value must be a multiple of n (within MIN..MAX). */
 #define SYMM_SETTING_STEP(n) ((unsigned)(n) << 8)
 
 /* Vets a STRING setting's text: true if acceptable; else false, with why

@@ -106,6 +106,9 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
                         (unsigned)SYMM_CONFIG_VERSION);
     /* Copy only what the caller's struct has. */
     memcpy(&rc->cfg, user, user->size < sizeof rc->cfg ? user->size : sizeof rc->cfg);
+    if (user->version < 2 || user->size < offsetof(symm_config_t, signal_pad_bytes) +
+                                               sizeof user->signal_pad_bytes)
+      rc->cfg.signal_pad_bytes = 0;
   }
   symm_config_t *c = &rc->cfg;
   const int env_rank = env_first_int(rank_vars), env_size = env_first_int(size_vars);
@@ -140,6 +143,11 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
   if (c->timeout_ms == 0) c->timeout_ms = (int)symm_settings()->SYMM_TIMEOUT_MS;
   if (c->timeout_ms <= 0) c->timeout_ms = 60000;
   if (c->device < 0) c->device = (int)symm_settings()->SYMM_DEVICE;
+  if (c->signal_pad_bytes == 0) c->signal_pad_bytes = symm_settings()->SYMM_SIGNAL_PAD_BYTES;
+  if (c->signal_pad_bytes % SYMM_SIGNAL_PAD_MIN_BYTES || c->signal_pad_bytes > (1u << 20))
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: signal_pad_bytes %zu is not a "
+                      "multiple of %d in [%d, 1 MiB]", c->signal_pad_bytes,
+                      SYMM_SIGNAL_PAD_MIN_BYTES, SYMM_SIGNAL_PAD_MIN_BYTES);
 
   /* Store address: config, SYMM_STORE_ADDR, MASTER_ADDR + SYMM_STORE_PORT. */
   const char *addr = c->store_addr ? c->store_addr : symm_settings()->SYMM_STORE_ADDR;
@@ -517,6 +525,7 @@ typedef struct {
   int32_t local_rank, local_size;
   uint64_t pidns_ino, pidns_dev; /* PID namespace (/proc/self/ns/pid); 0: unknown */
   uint64_t start_time;  /* of this process (symm_process_start_time); 0: unknown */
+  uint64_t pad_bytes;   /* its communicator's signal pads */
 } init_info_t;
 
 #define INIT_MAGIC 0x53594d49u /* "SYMI" */
@@ -606,6 +615,11 @@ static symm_result_t check_identities(symm_comm_t *comm, const init_info_t *me,
       return symm_error(SYMM_ERR_MISMATCH, "init: rank %d asked for backend %s, rank %d for %s",
                         r, symm_backend_name((symm_backend_t)o->backend_requested), comm->rank,
                         symm_backend_name((symm_backend_t)me->backend_requested));
+    if (o->pad_bytes != me->pad_bytes)
+      return symm_error(SYMM_ERR_MISMATCH, "init: rank %d's signal pads are %llu bytes, rank "
+                        "%d's %llu (signal_pad_bytes / SYMM_SIGNAL_PAD_BYTES)", r,
+                        (unsigned long long)o->pad_bytes, comm->rank,
+                        (unsigned long long)me->pad_bytes);
     *common &= o->usable_mask;
   }
   return SYMM_SUCCESS;
@@ -677,6 +691,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   init_info_t me = {INIT_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size,
                     (int32_t)rc->cfg.backend, 0, 0, (int32_t)getpid(),
                     {0}, rc->cfg.local_rank, rc->cfg.local_size};
+  me.pad_bytes = rc->cfg.signal_pad_bytes;
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   me.host_hash = symm_hash64(host, strlen(host), 0);
@@ -870,6 +885,7 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   comm->local_rank = rc->cfg.local_rank;
   comm->local_size = rc->cfg.local_size;
   comm->timeout_ms = rc->cfg.timeout_ms;
+  comm->pad_bytes = rc->cfg.signal_pad_bytes;
   comm->index = next_comm_number(rc->store_addr);
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;

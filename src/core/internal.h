@@ -46,6 +46,7 @@ struct symm_comm {
   int device;                /* the engine's device, -1: none (CPU memory) */
   int requested_device;      /* config or SYMM_DEVICE, -1: from the local rank */
   int timeout_ms;
+  size_t pad_bytes;          /* every tensor's signal pad, the same on every rank */
   int index;                 /* its number on its store (comm.c: next_comm_number) */
   char job_id[64];           /* same on every rank */
   char name_nonce[17];       /* rank 0's random hex, same on every rank: names of sockets */
@@ -118,6 +119,9 @@ void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_co
 void symm_call_end(symm_comm_t *comm);
 /* symm_mempool_set_comm's communicator is being destroyed: no more. */
 void symm_mempool_forget_comm(symm_comm_t *comm);
+/* A block of symm_mempool_alloc freed by symm_tensor_free: no longer the
+ * allocator's to give back. */
+void symm_mempool_forget_block(symm_tensor_t *t);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 

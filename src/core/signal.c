@@ -6,7 +6,7 @@
 
 int symm_signal_channels(const symm_tensor_t *tensor) {
   if (!tensor || !tensor->comm) return -1;
-  return (int)(SYMM_SIGNAL_PAD_BYTES / 4 / (size_t)tensor->comm->size);
+  return (int)(tensor->comm->pad_bytes / 4 / (size_t)tensor->comm->size);
 }
 
 static const char *const signal_fn[] = {NULL, "symm_signal_put", "symm_signal_wait",
@@ -27,7 +27,7 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
   if (channel < 0 || channel >= channels)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
-                      (int)SYMM_SIGNAL_PAD_BYTES);
+                      (int)comm->pad_bytes);
   if (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0) {
     char who[256];
     if (op != SYMM_SIGNAL_BARRIER)

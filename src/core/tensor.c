@@ -225,6 +225,7 @@ static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t 
   t->comm = comm;
   t->mem.data_offset = data_offset;
   t->mem.alloc_bytes = alloc_bytes;
+  t->mem.pad_bytes = comm->pad_bytes;
   t->mem.device = comm->device;
   pthread_mutex_lock(&comm->lock);
   t->mem.id = ++comm->next_mem_id;
@@ -246,7 +247,7 @@ static symm_result_t reuse_pooled(symm_comm_t *comm, symm_tensor_t *t) {
   void *pad = (char *)t->mem.base + t->mem.pad_offset;
   symm_result_t res = SYMM_OPS_HAS(comm->ops, 1, reset_pad)
                           ? comm->ops->reset_pad(comm, &t->mem)
-                          : comm->engine->zero(comm, pad, SYMM_SIGNAL_PAD_BYTES);
+                          : comm->engine->zero(comm, pad, t->mem.pad_bytes);
   if (res != SYMM_SUCCESS) {
     SYMM_INFO(ALLOC, "pooled mem %llu: resetting its pad failed: %s",
               (unsigned long long)t->mem.id, symm_last_error());
@@ -390,7 +391,7 @@ static symm_result_t check_alloc(symm_comm_t *comm, const int64_t *sizes, int nd
                                  size_t *data_offset, size_t *alloc_bytes) {
   SYMM_CHECK(check_shape(sizes, ndim, dtype, numel, nbytes));
   size_t gran = comm->ops->granularity(comm);
-  *data_offset = symm_round_up(SYMM_SIGNAL_PAD_BYTES, gran);
+  *data_offset = symm_round_up(comm->pad_bytes, gran);
   if (__builtin_add_overflow(*data_offset, *nbytes, alloc_bytes) ||
       *alloc_bytes + gran < *alloc_bytes)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_alloc: byte size overflows");
@@ -701,7 +702,9 @@ symm_dtype_t symm_tensor_dtype(const symm_tensor_t *t) { return t ? t->dtype : (
 size_t symm_tensor_numel(const symm_tensor_t *t) { return t ? t->numel : 0; }
 size_t symm_tensor_nbytes(const symm_tensor_t *t) { return t ? t->nbytes : 0; }
 symm_comm_t *symm_tensor_comm(const symm_tensor_t *t) { return t ? t->comm : NULL; }
-size_t symm_signal_pad_bytes(void) { return SYMM_SIGNAL_PAD_BYTES; }
+size_t symm_signal_pad_bytes(void) { return SYMM_SIGNAL_PAD_MIN_BYTES; }
+
+size_t symm_comm_signal_pad_bytes(const symm_comm_t *comm) { return comm ? comm->pad_bytes : 0; }
 
 static void fill_view(const symm_tensor_t *t, void *data, int rank, symm_view_t *v) {
   memset(v, 0, sizeof *v);
@@ -999,6 +1002,7 @@ static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
 
 symm_result_t symm_tensor_free(symm_tensor_t *t) {
   if (!t) return SYMM_SUCCESS;
+  if (t->mempool) symm_mempool_forget_block(t);
   if (t->state == SYMM_TENSOR_ORPHANED) {
     t->state = 0;
     free(t);

@@ -119,7 +119,7 @@ typedef struct {
 
 _Static_assert(sizeof(coll_slot_t) == 64, "a slot is one cache line");
 
-_Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_BYTES, "collective pad outgrew the signal pad");
+_Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_MIN_BYTES, "collective pad outgrew the signal pad");
 
 /* One call in progress. */
 typedef struct {

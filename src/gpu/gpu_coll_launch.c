@@ -24,7 +24,7 @@
 
 #include "gpu/gpu.h"
 
-_Static_assert(SYMM_COLL_PAD_BYTES == SYMM_SIGNAL_PAD_BYTES,
+_Static_assert(SYMM_COLL_PAD_BYTES == SYMM_SIGNAL_PAD_MIN_BYTES,
                "the kernels' pad layout assumes the library's signal pad size");
 _Static_assert(sizeof(ncu_launch_attr) == 72 && offsetof(ncu_launch_attr, value) == 8 &&
                    sizeof(ncu_launch_config) == 56 &&

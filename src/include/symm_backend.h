@@ -24,8 +24,11 @@
 #include "symm_store_own.h"
 #include "symm_util.h"
 
-/* Bytes of the signal pad in front of the data of every allocation. */
-#define SYMM_SIGNAL_PAD_BYTES 4096
+/* The smallest signal pad, and the unit of every pad's size: an
+ * allocation's pad is symm_mem_t.pad_bytes (the communicator's
+ * symm_comm_signal_pad_bytes), a multiple of this.  The collectives' own
+ * flags use the first SYMM_SIGNAL_PAD_MIN_BYTES of the scratch tensor's. */
+#define SYMM_SIGNAL_PAD_MIN_BYTES 4096
 
 /* ------------------------------------------------------------ memory */
 
@@ -43,7 +46,7 @@ typedef enum {
  */
 typedef struct symm_mem {
   void *base;          /* local mapping of the whole allocation */
-  size_t data_offset;  /* >= SYMM_SIGNAL_PAD_BYTES */
+  size_t data_offset;  /* >= pad_offset + pad_bytes */
   size_t alloc_bytes;  /* total, rounded to the granularity */
   uint64_t id;         /* unique per process and communicator, never reused */
   int device;          /* -1 for CPU memory */
@@ -51,6 +54,9 @@ typedef struct symm_mem {
   /* Where the signal pad starts, from base: 0 unless the backend places the
    * pad elsewhere in [base, base + data_offset) (set by alloc). */
   size_t pad_offset;
+  /* Bytes of the signal pad (the communicator's, set by the core before
+   * alloc): a multiple of SYMM_SIGNAL_PAD_MIN_BYTES. */
+  size_t pad_bytes;
 } symm_mem_t;
 
 /* A peer's memory as mapped into this process. */

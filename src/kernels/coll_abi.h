@@ -43,7 +43,7 @@
  * bound of all (LL and LL128 run smaller blocks: gpu_coll_ll_launch). */
 #define SYMM_COLL_THREADS 512
 
-/* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_BYTES = 4096) ----
+/* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_MIN_BYTES = 4096) ----
  * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch
  *  with its top bit set; the reader zeroes the slot after use)]
  * [announces at symm_coll_announce_off: world x 2 parities x 32 bytes

@@ -170,7 +170,7 @@ static int write32_rank(int rank, int size, void *arg) {
   }
   void *flag_pad = NULL;
   ROK(symm_tensor_signal_pad(t, 1, &flag_pad));
-  uint32_t *flag = (uint32_t *)flag_pad + SYMM_SIGNAL_PAD_BYTES / 4 - 1;
+  uint32_t *flag = (uint32_t *)flag_pad + SYMM_SIGNAL_PAD_MIN_BYTES / 4 - 1;
   if (rank == 0) {
     ROK(symm_memset32(comm, ptrs[1], 0xfeedu, 1024, NULL));
     ROK(symm_write_value32(comm, flag, 1, NULL));
@@ -260,7 +260,7 @@ static int full_path_rank(int rank, int size, void *arg) {
   RCHECK(t, "alloc");
   void *pad = NULL;
   ROK(symm_tensor_signal_pad(t, rank, &pad));
-  for (size_t i = 0; i < SYMM_SIGNAL_PAD_BYTES; i++)
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++)
     RCHECK(((unsigned char *)pad)[i] == 0, "pad byte %zu not zero", i);
   ROK(symm_tensor_rendezvous(t));
 
@@ -506,12 +506,12 @@ static int pool_reset_pad_rank(int rank, int size, void *arg) {
   ROK(symm_tensor_rendezvous(t));
   void *pad = NULL, *data = symm_tensor_data(t);
   ROK(symm_tensor_signal_pad(t, rank, &pad));
-  memset(pad, 0xab, SYMM_SIGNAL_PAD_BYTES);
+  memset(pad, 0xab, SYMM_SIGNAL_PAD_MIN_BYTES);
   symm_tensor_free(t);
   t = alloc_u64(comm, 4096);
   RCHECK(symm_tensor_data(t) == data, "no pool hit");
   ROK(symm_tensor_signal_pad(t, rank, &pad));
-  for (size_t i = 0; i < SYMM_SIGNAL_PAD_BYTES; i++)
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++)
     RCHECK(((unsigned char *)pad)[i] == 0, "pad byte %zu not reset on reuse", i);
   ROK(symm_tensor_rendezvous(t));
   symm_tensor_free(t);
@@ -739,10 +739,10 @@ static int check_pad_slots(int rank, symm_comm_t *comm, symm_tensor_t **ts, int 
   for (int i = 0; i < n; i++) {
     native_alloc_t *a = alloc_of(ts[i]);
     RCHECK(a->nchunks == 2 && a->heap && a->slot >= 0, "tensor %d: not in the pad heap", i);
-    RCHECK(ts[i]->mem.pad_offset == (size_t)a->slot * SYMM_SIGNAL_PAD_BYTES,
+    RCHECK(ts[i]->mem.pad_offset == (size_t)a->slot * SYMM_SIGNAL_PAD_MIN_BYTES,
            "tensor %d: pad_offset %zu, slot %d", i, ts[i]->mem.pad_offset, a->slot);
     RCHECK(ts[i]->mem.data_offset == st->heap_chunk_bytes &&
-               ts[i]->mem.pad_offset + SYMM_SIGNAL_PAD_BYTES <= ts[i]->mem.data_offset,
+               ts[i]->mem.pad_offset + SYMM_SIGNAL_PAD_MIN_BYTES <= ts[i]->mem.data_offset,
            "tensor %d: pad at %zu, data at %zu", i, ts[i]->mem.pad_offset,
            ts[i]->mem.data_offset);
     for (int j = 0; j < i; j++)
@@ -751,12 +751,12 @@ static int check_pad_slots(int rank, symm_comm_t *comm, symm_tensor_t **ts, int 
   }
   /* Through tensor 0's window: every slot owned by none of ts is zero. */
   const unsigned char *win = ts[0]->mem.base;
-  for (size_t off = 0; off < st->heap_chunk_bytes; off += SYMM_SIGNAL_PAD_BYTES) {
+  for (size_t off = 0; off < st->heap_chunk_bytes; off += SYMM_SIGNAL_PAD_MIN_BYTES) {
     bool owned = false;
     for (int i = 0; i < n; i++)
       owned |= alloc_of(ts[i])->heap == alloc_of(ts[0])->heap && ts[i]->mem.pad_offset == off;
     if (owned) continue;
-    for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+    for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
       RCHECK(win[off + b] == 0, "free slot at %zu byte %zu is %u", off, b, win[off + b]);
   }
   return 0;
@@ -805,7 +805,7 @@ static int heap_rank(int rank, int size, void *arg) {
   for (int i = 0; i < N; i++) {
     void *pad = NULL;
     ROK(symm_tensor_signal_pad(ts[i], rank, &pad));
-    for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+    for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
       RCHECK(((unsigned char *)pad)[b] == 0, "tensor %d: pad byte %zu not zero", i, b);
   }
   ROK(symm_comm_barrier(comm));
@@ -814,26 +814,26 @@ static int heap_rank(int rank, int size, void *arg) {
   for (int i = 0; i < N; i++) {
     uint64_t *pad = NULL;
     ROK(symm_tensor_signal_pad(ts[i], right, (void **)&pad));
-    for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++) pad[w] = pattern(rank, w + 1000 * i);
+    for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++) pad[w] = pattern(rank, w + 1000 * i);
   }
   ROK(symm_comm_barrier(comm));
   for (int i = 0; i < N; i++) {
     const uint64_t *pad = NULL, *data = symm_tensor_data(ts[i]);
     ROK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
-    for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++)
+    for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++)
       RCHECK(pad[w] == pattern(left, w + 1000 * i), "tensor %d: pad word %zu", i, w);
     for (size_t e = 0; e < symm_tensor_numel(ts[i]); e++)
       RCHECK(data[e] == 0, "tensor %d: data element %zu written by a signal", i, e);
     /* Every window maps the same heap chunk: tensor i's pad read through
      * tensor 0's window, here and in the right neighbour's mapping. */
     const uint64_t *alias = (const uint64_t *)((char *)ts[0]->mem.base + ts[i]->mem.pad_offset);
-    RCHECK(alias == pad || memcmp(alias, pad, SYMM_SIGNAL_PAD_BYTES) == 0,
+    RCHECK(alias == pad || memcmp(alias, pad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0,
            "tensor %d's pad differs through tensor 0's window", i);
     const uint64_t *rpad = NULL;
     ROK(symm_tensor_signal_pad(ts[i], right, (void **)&rpad));
     const uint64_t *ralias =
         (const uint64_t *)((char *)ts[0]->peers[right].base + ts[i]->infos[right].pad_offset);
-    RCHECK(memcmp(ralias, rpad, SYMM_SIGNAL_PAD_BYTES) == 0 && rpad[0] == pattern(rank, 1000 * i),
+    RCHECK(memcmp(ralias, rpad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0 && rpad[0] == pattern(rank, 1000 * i),
            "tensor %d: rank %d's pad differs through tensor 0's peer window", i, right);
   }
   ROK(symm_comm_barrier(comm));
@@ -845,7 +845,7 @@ static int heap_rank(int rank, int size, void *arg) {
   RCHECK(ts[2] && ts[2]->mem.pad_offset == off2, "pool hit lost its slot");
   const uint64_t *pad2 = NULL;
   ROK(symm_tensor_signal_pad(ts[2], rank, (void **)&pad2));
-  for (size_t w = 0; w < SYMM_SIGNAL_PAD_BYTES / 8; w++)
+  for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++)
     RCHECK(pad2[w] == 0, "reused pad word %zu not reset", w);
   for (int i = 0; i < N; i++) {
     if (i == 2) continue;
@@ -896,7 +896,7 @@ static int heap_grow_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   ROK(symm_comm_init(NULL, &comm));
   native_state_t *st = state_of(comm);
-  const int slots = (int)(st->heap_chunk_bytes / SYMM_SIGNAL_PAD_BYTES);
+  const int slots = (int)(st->heap_chunk_bytes / SYMM_SIGNAL_PAD_MIN_BYTES);
   RCHECK(slots == 16, "%d slots per chunk", slots);
   enum { MAXT = 40 };
   symm_tensor_t *ts[MAXT] = {NULL};
@@ -928,7 +928,7 @@ static int heap_grow_rank(int rank, int size, void *arg) {
   int slot = alloc_of(ts[victim])->slot;
   RCHECK(slot == 0, "slot %d", slot);
   ROK(symm_tensor_signal_pad(ts[victim], rank, (void **)&pad));
-  memset(pad, 0xcd, SYMM_SIGNAL_PAD_BYTES);
+  memset(pad, 0xcd, SYMM_SIGNAL_PAD_MIN_BYTES);
   ROK(symm_comm_barrier(comm));
   symm_tensor_free(ts[victim]);
   ts[victim] = NULL;
@@ -944,7 +944,7 @@ static int heap_grow_rank(int rank, int size, void *arg) {
   RCHECK(tries == slots - 3, "freed slot reused after %d allocations, want %d (next-fit)", tries,
          slots - 3);
   ROK(symm_tensor_signal_pad(again, rank, (void **)&pad));
-  for (size_t b = 0; b < SYMM_SIGNAL_PAD_BYTES; b++)
+  for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
     RCHECK(((unsigned char *)pad)[b] == 0, "reused slot: byte %zu not zeroed", b);
   symm_tensor_free(again);
   ROK(symm_comm_barrier(comm));

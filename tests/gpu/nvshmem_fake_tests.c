@@ -199,7 +199,7 @@ static int full_path_rank(int rank, int size, void *arg) {
   RCHECK(t, "%s", symm_last_error());
   void *pad;
   ROK(symm_tensor_signal_pad(t, rank, &pad));
-  for (size_t i = 0; i < SYMM_SIGNAL_PAD_BYTES; i++) RCHECK(!((char *)pad)[i], "pad byte %zu", i);
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++) RCHECK(!((char *)pad)[i], "pad byte %zu", i);
   ROK(symm_tensor_rendezvous(t));
   int right = (rank + 1) % size;
   symm_view_t v;

@@ -16,7 +16,7 @@
 /* Layout granularity the core rounds to: the signal pad is one page at
  * offset 0 and the data starts one page in, so a small tensor costs a pad
  * of 4 KiB, not a whole granule. */
-#define CUDA_LAYOUT_GRANULARITY ((size_t)SYMM_SIGNAL_PAD_BYTES)
+#define CUDA_LAYOUT_GRANULARITY ((size_t)SYMM_SIGNAL_PAD_MIN_BYTES)
 /* What each cuMemAlloc asks of the driver: the layout rounded up to 2 MiB.
  * The driver may sub-allocate smaller blocks from one 2 MiB page, and an
  * IPC handle shares the whole page, so a peer would see this process's

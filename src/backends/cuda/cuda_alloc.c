@@ -12,10 +12,10 @@
 symm_result_t cuda_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   cuda_state_t *st = symm_backend_state(comm);
   if (mem->alloc_bytes == 0 || mem->alloc_bytes % CUDA_LAYOUT_GRANULARITY != 0 ||
-      mem->data_offset < SYMM_SIGNAL_PAD_BYTES || mem->data_offset >= mem->alloc_bytes)
+      mem->data_offset < mem->pad_bytes || mem->data_offset >= mem->alloc_bytes)
     return symm_error(SYMM_ERR_INTERNAL, "cuda alloc: %zu bytes with data at %zu (granularity "
-                      "%zu, pad %d)", mem->alloc_bytes, mem->data_offset,
-                      CUDA_LAYOUT_GRANULARITY, SYMM_SIGNAL_PAD_BYTES);
+                      "%zu, pad %zu)", mem->alloc_bytes, mem->data_offset,
+                      CUDA_LAYOUT_GRANULARITY, mem->pad_bytes);
   cuda_alloc_t *a = calloc(1, sizeof *a);
   if (!a) return symm_error(SYMM_ERR_NO_MEMORY, "cuda alloc: out of memory");
   a->driver_bytes = symm_round_up(mem->alloc_bytes, CUDA_IPC_ROUND);
@@ -28,7 +28,7 @@ symm_result_t cuda_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   }
   SYMM_CU_GOTO(st->drv->cuMemAlloc(&a->ptr, a->driver_bytes), res, fail,
                "cuda: cuMemAlloc(%zu bytes on GPU %d)", a->driver_bytes, st->ordinal);
-  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, a->ptr, SYMM_SIGNAL_PAD_BYTES), res, fail);
+  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, a->ptr, mem->pad_bytes), res, fail);
   SYMM_CU_GOTO(st->drv->cuIpcGetMemHandle(&a->ipc, a->ptr), res, fail,
                "cuda: cuIpcGetMemHandle(%zu bytes on GPU %d)", a->driver_bytes, st->ordinal);
   symm_gpu_leave(st->gpu, saved);

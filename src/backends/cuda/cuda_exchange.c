@@ -26,14 +26,14 @@ symm_result_t cuda_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_
 }
 
 /* Why `peer`'s allocation cannot be opened here, before any driver call. */
-static symm_result_t cuda_check_peer(const cuda_state_t *st, int peer,
+static symm_result_t cuda_check_peer(const cuda_state_t *st, const symm_mem_t *local, int peer,
                                      const symm_exchange_info_t *info, const cuda_blob_t *b) {
   if (memcmp(b->mark, CUDA_BLOB_MARK, sizeof CUDA_BLOB_MARK) != 0)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "cuda: rank %d sent an exchange blob without a CUDA IPC handle", peer);
   if (info->alloc_bytes == 0 || info->alloc_bytes > b->driver_bytes ||
-      info->data_offset < SYMM_SIGNAL_PAD_BYTES || info->data_offset >= info->alloc_bytes ||
-      info->pad_offset + SYMM_SIGNAL_PAD_BYTES > info->data_offset)
+      info->data_offset < local->pad_bytes || info->data_offset >= info->alloc_bytes ||
+      info->pad_offset + local->pad_bytes > info->data_offset)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "cuda: rank %d describes allocation %llu as %llu bytes (driver %llu) with "
                       "data at %llu and its signal pad at %llu", peer,
@@ -55,11 +55,10 @@ static symm_result_t cuda_check_peer(const cuda_state_t *st, int peer,
 
 symm_result_t cuda_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map) {
-  (void)local;
   cuda_state_t *st = symm_backend_state(comm);
   cuda_blob_t b;
   memcpy(&b, info->blob, sizeof b);
-  SYMM_CHECK(cuda_check_peer(st, peer, info, &b));
+  SYMM_CHECK(cuda_check_peer(st, local, peer, info, &b));
   ncu_context saved;
   SYMM_CHECK(symm_gpu_enter(st->gpu, &saved));
   ncu_deviceptr p = 0;

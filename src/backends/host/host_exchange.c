@@ -10,7 +10,7 @@
 
 #include "host.h"
 
-/* The peer's layout: the pad (SYMM_SIGNAL_PAD_BYTES) inside the part before
+/* The peer's layout: the pad (pad_bytes, the same on every rank) inside the part before
  * the data, both at page multiples (the pad's atomics, and the contiguous
  * view's mmap offsets, need them aligned), and at least this rank's data
  * span after data_offset, so that every byte this rank may touch in its own
@@ -25,7 +25,7 @@ static symm_result_t host_check_layout(symm_comm_t *comm, const symm_mem_t *loca
   else if (info->alloc_bytes - info->data_offset < span)
     bad = "data shorter than this rank's";
   else if (info->pad_offset > info->data_offset ||
-           info->data_offset - info->pad_offset < SYMM_SIGNAL_PAD_BYTES)
+           info->data_offset - info->pad_offset < local->pad_bytes)
     bad = "signal pad not before the data";
   else if (info->data_offset % page || info->pad_offset % page)
     bad = "offsets not page-aligned";

@@ -47,6 +47,7 @@ typedef struct native_state {
   pthread_mutex_t heap_lock;
   bool heap_lock_ready;
   size_t heap_chunk_bytes;  /* one heap chunk = one pad window of a tensor */
+  size_t pad_bytes;         /* every tensor's signal pad (the communicator's) */
   struct native_heap_chunk *heap;      /* our chunks, oldest first */
   uint64_t heap_seq;        /* heap ids handed out (ids start at 1) */
   long heap_chunks;         /* chunks in `heap` */
@@ -55,9 +56,9 @@ typedef struct native_state {
 } native_state_t;
 
 /*
- * The pad heap.  A tensor's signal pad (SYMM_SIGNAL_PAD_BYTES) does not get
- * a physical chunk of its own: it is a slot of a "heap chunk" of
- * heap_chunk_bytes (one granule: 512 slots of 4 KiB at 2 MiB), which is
+ * The pad heap.  A tensor's signal pad (pad_bytes) does not get a physical
+ * chunk of its own: it is a slot of a "heap chunk" of heap_chunk_bytes
+ * (the pad rounded up to a granule: 512 slots of 4 KiB at 2 MiB), which is
  * created and exported (fd published, or fabric handle kept) once per
  * communicator, and imported once per peer and heap chunk.  Each tensor
  * maps the whole heap chunk that owns its slot as the window in front of

@@ -165,10 +165,11 @@ static double native_us_since(uint64_t *t) {
 symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   native_state_t *st = symm_backend_state(comm);
   if (mem->alloc_bytes == 0 || mem->alloc_bytes % st->gran != 0 ||
-      mem->data_offset < SYMM_SIGNAL_PAD_BYTES || mem->data_offset >= mem->alloc_bytes)
+      mem->pad_bytes != st->pad_bytes || mem->data_offset < mem->pad_bytes ||
+      mem->data_offset >= mem->alloc_bytes)
     return symm_error(SYMM_ERR_INTERNAL,
-                      "native alloc: %zu bytes with data at %zu (granularity %zu, pad %d)",
-                      mem->alloc_bytes, mem->data_offset, st->gran, SYMM_SIGNAL_PAD_BYTES);
+                      "native alloc: %zu bytes with data at %zu (granularity %zu, pad %zu of %zu)",
+                      mem->alloc_bytes, mem->data_offset, st->gran, mem->pad_bytes, st->pad_bytes);
   native_alloc_t *a = calloc(1, sizeof *a);
   if (!a) return symm_error(SYMM_ERR_NO_MEMORY, "native alloc: out of memory");
   a->id = mem->id;
@@ -191,8 +192,8 @@ symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   us_map = native_us_since(&t);
   /* The slot may have served an earlier tensor: zero it before any peer
    * can see this allocation. */
-  size_t pad_offset = a->slot >= 0 ? (size_t)a->slot * SYMM_SIGNAL_PAD_BYTES : 0;
-  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, a->va + pad_offset, SYMM_SIGNAL_PAD_BYTES), res, fail);
+  size_t pad_offset = a->slot >= 0 ? (size_t)a->slot * st->pad_bytes : 0;
+  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, a->va + pad_offset, st->pad_bytes), res, fail);
   us_zero = native_us_since(&t);
   SYMM_CHECK_GOTO(native_export_data(st, a), res, fail);
   us_export = native_us_since(&t);

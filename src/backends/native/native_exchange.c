@@ -58,8 +58,8 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                                             const symm_exchange_info_t *info) {
   bool split = info->data_offset == st->heap_chunk_bytes;
   if (info->alloc_bytes == 0 || info->alloc_bytes % st->gran != 0 ||
-      info->data_offset >= info->alloc_bytes || info->pad_offset % SYMM_SIGNAL_PAD_BYTES != 0 ||
-      info->pad_offset + SYMM_SIGNAL_PAD_BYTES > info->data_offset)
+      info->data_offset >= info->alloc_bytes || info->pad_offset % st->pad_bytes != 0 ||
+      info->pad_offset + st->pad_bytes > info->data_offset)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "native: rank %d describes allocation %llu as %llu bytes with data at %llu "
                       "and its signal pad at %llu (granularity %zu)", peer,

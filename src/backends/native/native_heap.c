@@ -21,7 +21,7 @@
 void native_heap_init(native_state_t *st) {
   pthread_mutex_init(&st->heap_lock, NULL);
   st->heap_lock_ready = true;
-  st->heap_chunk_bytes = symm_round_up(SYMM_SIGNAL_PAD_BYTES, st->gran);
+  st->heap_chunk_bytes = symm_round_up(st->pad_bytes, st->gran);
 }
 
 static void native_heap_chunk_release(native_state_t *st, native_heap_chunk_t *c) {
@@ -67,7 +67,7 @@ static symm_result_t native_heap_grow(native_state_t *st, native_heap_chunk_t **
   symm_result_t res = SYMM_SUCCESS;
   uint64_t t0 = symm_now_ns();
   native_heap_chunk_t *c = calloc(1, sizeof *c);
-  int nslots = (int)(st->heap_chunk_bytes / SYMM_SIGNAL_PAD_BYTES);
+  int nslots = (int)(st->heap_chunk_bytes / st->pad_bytes);
   if (c) c->taken = calloc((size_t)nslots, 1);
   if (!c || !c->taken) {
     if (c) free(c);

@@ -244,7 +244,8 @@ symm_result_t native_startup(symm_comm_t *comm, const symm_blob_t *all) {
   }
   SYMM_CHECK_GOTO(native_agree_kind(st, ranks), res, out);
   SYMM_CHECK_GOTO(native_check_hosts(comm, st), res, out);
-  native_heap_init(st); /* needs the agreed granularity */
+  st->pad_bytes = symm_comm_signal_pad_bytes(comm);
+  native_heap_init(st); /* needs the agreed granularity and the pad's size */
   SYMM_INFO(BACKEND, "native: rank %d on GPU %d (%s), granularity %zu (min %zu), %s handles",
             st->rank, st->ordinal, symm_gpu_peer_bus_id(st->gpu, st->rank), st->gran,
             st->gran_min, st->kind == NATIVE_HANDLE_FABRIC ? "fabric" : "POSIX fd");

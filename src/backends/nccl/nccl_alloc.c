@@ -59,7 +59,7 @@ void nccl_window_deregister(symm_comm_t *comm, nccl_state_t *st, symm_nccl_windo
 symm_result_t nccl_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   nccl_state_t *st = symm_backend_state(comm);
   if (mem->alloc_bytes == 0 || mem->alloc_bytes % SYMM_NCCL_WIN_ALIGNMENT != 0 ||
-      mem->data_offset < SYMM_SIGNAL_PAD_BYTES || mem->data_offset >= mem->alloc_bytes)
+      mem->data_offset < mem->pad_bytes || mem->data_offset >= mem->alloc_bytes)
     return symm_error(SYMM_ERR_INTERNAL, "nccl alloc: %zu bytes with data at %zu", mem->alloc_bytes,
                       mem->data_offset);
   nccl_alloc_t *a = calloc(1, sizeof *a);
@@ -76,7 +76,7 @@ symm_result_t nccl_alloc(symm_comm_t *comm, symm_mem_t *mem) {
                      mem->alloc_bytes, nccl_result_text(st, rc));
     goto fail;
   }
-  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, (ncu_deviceptr)(uintptr_t)a->ptr, SYMM_SIGNAL_PAD_BYTES),
+  SYMM_CHECK_GOTO(symm_gpu_zero(st->gpu, (ncu_deviceptr)(uintptr_t)a->ptr, mem->pad_bytes),
                   res, fail);
   symm_gpu_leave(st->gpu, saved);
   mem->base = a->ptr;

@@ -32,7 +32,7 @@ symm_result_t nvsh_alloc(symm_comm_t *comm, symm_mem_t *mem) {
                      mem->alloc_bytes);
     goto out;
   }
-  res = symm_gpu_zero(st->gpu, (ncu_deviceptr)(uintptr_t)p, SYMM_SIGNAL_PAD_BYTES);
+  res = symm_gpu_zero(st->gpu, (ncu_deviceptr)(uintptr_t)p, mem->pad_bytes);
   if (res != SYMM_SUCCESS) goto out; /* p stays: nvshmem_free would wait for the other PEs */
   mem->base = p;
   mem->pad_offset = 0;
