@@ -1152,7 +1152,8 @@ SYMM_API symm_result_t symm_comm_check_async_error(symm_comm_t *comm);
  * blocks back when the pool is deleted, often later) is forgotten quietly,
  * unless a new block took its address.  A pointer that is not a block's
  * start, or a block given back twice, is left alone with a warning.
- * symm_tensor_free of a block's tensor takes it from the allocator.  Local.
+ * symm_tensor_free of a block's tensor is refused (SYMM_ERR_INVALID_ARG):
+ * the block is its memory manager's.  Local.
  * The three are serialised among themselves (a memory manager may call
  * them from any thread); like any call on a communicator, not while
  * another thread calls into the same communicator.

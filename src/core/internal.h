@@ -119,9 +119,6 @@ void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_co
 void symm_call_end(symm_comm_t *comm);
 /* symm_mempool_set_comm's communicator is being destroyed: no more. */
 void symm_mempool_forget_comm(symm_comm_t *comm);
-/* A block of symm_mempool_alloc freed by symm_tensor_free: no longer the
- * allocator's to give back. */
-void symm_mempool_forget_block(symm_tensor_t *t);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 

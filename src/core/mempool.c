@@ -121,17 +121,6 @@ void *symm_mempool_alloc(int64_t size, int device, symm_stream_t stream) {
   return t ? symm_tensor_data(t) : NULL;
 }
 
-void symm_mempool_forget_block(symm_tensor_t *t) {
-  pthread_mutex_lock(&mempool_lock);
-  for (size_t i = 0; i < nblocks; i++)
-    if (blocks[i].tensor == t) {
-      drop_block(&blocks[i]);
-      break;
-    }
-  t->mempool = false;
-  pthread_mutex_unlock(&mempool_lock);
-}
-
 void symm_mempool_free(void *ptr, int64_t size, int device, symm_stream_t stream) {
   (void)size, (void)device, (void)stream;
   if (!ptr) return;

@@ -1002,7 +1002,9 @@ static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
 
 symm_result_t symm_tensor_free(symm_tensor_t *t) {
   if (!t) return SYMM_SUCCESS;
-  if (t->mempool) symm_mempool_forget_block(t);
+  if (t->mempool)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_free: a block of symm_mempool_alloc "
+                      "belongs to its memory manager (symm_mempool_free gives it back)");
   if (t->state == SYMM_TENSOR_ORPHANED) {
     t->state = 0;
     free(t);
