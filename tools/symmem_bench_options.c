@@ -85,6 +85,114 @@ enum {
   OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT
 };
 
+/* The valid --coll names, comma-separated, into buf. */
+static const char *coll_list(char *buf, size_t len) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < BENCH_COLL_COUNT_ && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", coll_names[i]);
+  return buf;
+}
+
+/* What the output flags chose, kept until every option is read. */
+typedef struct {
+  bool csv, json;
+} output_flags_t;
+
+/* One option c with its argument; -1 to go on, else the exit status. */
+static int parse_one(int c, const char *arg, char **argv, bench_options_t *opt,
+                     output_flags_t *out) {
+  int flag;
+  char names[128];
+  switch (c) {
+  case 'b':
+  case 'e': {
+    int64_t v = tool_parse_size(arg);
+    if (v <= 0)
+      return usage_error("%s needs a size in bytes such as 8, 1K, 4M or 1G, not '%s'",
+                         c == 'b' ? "-b/--minbytes" : "-e/--maxbytes", arg);
+    *(c == 'b' ? &opt->min_bytes : &opt->max_bytes) = (size_t)v;
+    return -1;
+  }
+  case 'f':
+    if (!tool_parse_int(arg, 2, 1 << 20, &flag))
+      return usage_error("-f/--stepfactor needs a whole factor of at least 2, not '%s'", arg);
+    opt->step_factor = (size_t)flag;
+    return -1;
+  case 'n':
+    if (!tool_parse_int(arg, 1, 1 << 30, &opt->iters))
+      return usage_error("-n/--iters needs a positive number, not '%s'", arg);
+    return -1;
+  case 'w':
+    if (!tool_parse_int(arg, 0, 1 << 30, &opt->warmup))
+      return usage_error("-w/--warmup_iters needs a number >= 0, not '%s'", arg);
+    return -1;
+  case 'c':
+    if (!tool_parse_int(arg, 0, 1, &opt->check))
+      return usage_error("-c/--check takes 0 or 1, not '%s'", arg);
+    return -1;
+  case OPT_COLL:
+    if (!parse_coll(arg, &opt->coll))
+      return usage_error("unknown collective '%s'; valid: %s", arg,
+                         coll_list(names, sizeof names));
+    return -1;
+  case OPT_OP:
+    if (symm_redop_from_name(arg, &opt->op) != SYMM_SUCCESS)
+      return usage_error("%s", symm_last_error());
+    return -1;
+  case OPT_DTYPE:
+    if (symm_dtype_from_name(arg, &opt->dtype) != SYMM_SUCCESS)
+      return usage_error("%s", symm_last_error());
+    return -1;
+  case OPT_ALGO:
+    if (symm_algo_from_name(arg, &opt->algo) != SYMM_SUCCESS)
+      return usage_error("%s", symm_last_error());
+    opt->algo_given = true;
+    return -1;
+  case OPT_INPLACE:
+    if (!tool_parse_int(arg, 0, 1, &opt->inplace))
+      return usage_error("--inplace takes 0 or 1, not '%s'", arg);
+    return -1;
+  case OPT_ROOT:
+    if (!tool_parse_int(arg, 0, 1 << 20, &opt->root))
+      return usage_error("--root needs a rank, not '%s'", arg);
+    return -1;
+  case OPT_GRAPH: opt->graph = true; return -1;
+  case OPT_NCCL:
+    if (!tool_parse_int(arg, 0, 1, &opt->nccl))
+      return usage_error("--nccl takes 0 or 1, not '%s'", arg);
+    return -1;
+  case OPT_CSV: out->csv = true; return -1;
+  case OPT_JSON: out->json = true; return -1;
+  case OPT_PLOT:
+    if (!*arg) return usage_error("--plot needs a file name");
+    opt->plot = arg;
+    return -1;
+  case OPT_INJECT:
+    if (!tool_parse_int(arg, 0, 1 << 30, &opt->inject))
+      return usage_error("--inject-errors needs a number >= 0, not '%s'", arg);
+    return -1;
+  case 'h': print_usage(stdout); return 0;
+  case ':': return usage_error("option %s needs a value", argv[optind - 1]);
+  default:
+    if (optopt > 0 && optopt < 256) return usage_error("unknown option -%c", optopt);
+    return usage_error("unknown option %s", argv[optind - 1]);
+  }
+}
+
+/* The checks across options, once all are read. */
+static int check_options(bench_options_t *opt, const output_flags_t *out) {
+  if (out->csv && out->json) return usage_error("--csv and --json exclude each other");
+  opt->format = out->csv ? BENCH_CSV : out->json ? BENCH_JSON : BENCH_TABLE;
+  if (opt->min_bytes > opt->max_bytes)
+    return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
+                       opt->max_bytes);
+  if (coll_reduces(opt->coll) && !dtype_reducible(opt->dtype))
+    return usage_error("%s reduces, which needs --dtype f32, bf16, f16 or i32, not %s",
+                       coll_names[opt->coll], symm_dtype_name(opt->dtype));
+  return -1;
+}
+
 /* Returns -1 to go on, else the exit status (0 for --help). */
 int parse_options(int argc, char **argv, bench_options_t *opt) {
   static const struct option longopts[] = {
@@ -112,93 +220,13 @@ int parse_options(int argc, char **argv, bench_options_t *opt) {
                            .iters = 20, .warmup = 5, .check = 1, .coll = BENCH_ALL_REDUCE,
                            .op = SYMM_REDUCE_SUM, .dtype = SYMM_DTYPE_F32,
                            .algo = SYMM_ALGO_AUTO, .inplace = 1, .nccl = 1};
-  bool csv = false, json = false;
+  output_flags_t out = {0};
   opterr = 0; /* our own messages, followed by the usage */
-  int c, flag;
+  int c;
   while ((c = getopt_long(argc, argv, ":b:e:f:n:w:c:h", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'b':
-    case 'e': {
-      int64_t v = tool_parse_size(optarg);
-      if (v <= 0)
-        return usage_error("%s needs a size in bytes such as 8, 1K, 4M or 1G, not '%s'",
-                           c == 'b' ? "-b/--minbytes" : "-e/--maxbytes", optarg);
-      *(c == 'b' ? &opt->min_bytes : &opt->max_bytes) = (size_t)v;
-      break;
-    }
-    case 'f':
-      if (!tool_parse_int(optarg, 2, 1 << 20, &flag))
-        return usage_error("-f/--stepfactor needs a whole factor of at least 2, not '%s'", optarg);
-      opt->step_factor = (size_t)flag;
-      break;
-    case 'n':
-      if (!tool_parse_int(optarg, 1, 1 << 30, &opt->iters))
-        return usage_error("-n/--iters needs a positive number, not '%s'", optarg);
-      break;
-    case 'w':
-      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->warmup))
-        return usage_error("-w/--warmup_iters needs a number >= 0, not '%s'", optarg);
-      break;
-    case 'c':
-      if (!tool_parse_int(optarg, 0, 1, &opt->check))
-        return usage_error("-c/--check takes 0 or 1, not '%s'", optarg);
-      break;
-    case OPT_COLL:
-      if (!parse_coll(optarg, &opt->coll))
-        return usage_error("unknown collective '%s'; valid: all_reduce, all_gather, "
-                           "reduce_scatter, broadcast, all_to_all", optarg);
-      break;
-    case OPT_OP:
-      if (symm_redop_from_name(optarg, &opt->op) != SYMM_SUCCESS)
-        return usage_error("%s", symm_last_error());
-      break;
-    case OPT_DTYPE:
-      if (symm_dtype_from_name(optarg, &opt->dtype) != SYMM_SUCCESS)
-        return usage_error("%s", symm_last_error());
-      break;
-    case OPT_ALGO:
-      if (symm_algo_from_name(optarg, &opt->algo) != SYMM_SUCCESS)
-        return usage_error("%s", symm_last_error());
-      opt->algo_given = true;
-      break;
-    case OPT_INPLACE:
-      if (!tool_parse_int(optarg, 0, 1, &opt->inplace))
-        return usage_error("--inplace takes 0 or 1, not '%s'", optarg);
-      break;
-    case OPT_ROOT:
-      if (!tool_parse_int(optarg, 0, 1 << 20, &opt->root))
-        return usage_error("--root needs a rank, not '%s'", optarg);
-      break;
-    case OPT_GRAPH: opt->graph = true; break;
-    case OPT_NCCL:
-      if (!tool_parse_int(optarg, 0, 1, &opt->nccl))
-        return usage_error("--nccl takes 0 or 1, not '%s'", optarg);
-      break;
-    case OPT_CSV: csv = true; break;
-    case OPT_JSON: json = true; break;
-    case OPT_PLOT:
-      if (!*optarg) return usage_error("--plot needs a file name");
-      opt->plot = optarg;
-      break;
-    case OPT_INJECT:
-      if (!tool_parse_int(optarg, 0, 1 << 30, &opt->inject))
-        return usage_error("--inject-errors needs a number >= 0, not '%s'", optarg);
-      break;
-    case 'h': print_usage(stdout); return 0;
-    case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-    default:
-      if (optopt > 0 && optopt < 256) return usage_error("unknown option -%c", optopt);
-      return usage_error("unknown option %s", argv[optind - 1]);
-    }
+    int status = parse_one(c, optarg ? optarg : "", argv, opt, &out);
+    if (status >= 0) return status;
   }
   if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-  if (csv && json) return usage_error("--csv and --json exclude each other");
-  opt->format = csv ? BENCH_CSV : json ? BENCH_JSON : BENCH_TABLE;
-  if (opt->min_bytes > opt->max_bytes)
-    return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
-                       opt->max_bytes);
-  if (coll_reduces(opt->coll) && !dtype_reducible(opt->dtype))
-    return usage_error("%s reduces, which needs --dtype f32, bf16, f16 or i32, not %s",
-                       coll_names[opt->coll], symm_dtype_name(opt->dtype));
-  return -1;
+  return check_options(opt, &out);
 }
