@@ -152,9 +152,9 @@ static const char *kind_name(int kind) {
   return "?";
 }
 
-/* auto: two-shot from 4 KiB on (2 ranks on 2 cores, f32, symmem-bench:
- * 1.0 vs 1.85 us at 4 KiB, 172 vs 381 us at 1 MiB, in place).  There are
- * no LL protocols on the CPU: what is not two-shot is one-shot. */
+/* auto: two-shot from 4 KiB on, where it was faster than one-shot
+ * (docs/tuning.md).  There are no LL protocols on the CPU: what is not
+ * two-shot is one-shot. */
 symm_algo_t cpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t bytes) {
   (void)comm;
   if (asked == SYMM_ALGO_AUTO)
@@ -740,8 +740,7 @@ static symm_result_t run(coll_t *c) {
  * Large all-reduces run as a sequence of slices of SYMM_HOST_SLICE_BYTES,
  * each a complete collective with its own sequence number: a slice's
  * buffers (send, recv, scratch, of every rank) stay in the caches, where a
- * whole 16 MiB call spills to DRAM (measured: 2.7x faster out of place at
- * 16 MiB on 2 ranks).  All-reduce is elementwise, so slicing changes no
+ * whole 16 MiB call spills to DRAM (docs/tuning.md).  All-reduce is elementwise, so slicing changes no
  * result.  Every slice carries the whole call's signature: ranks that
  * disagree on the count fail at the first slice, before any data moves.
  */

@@ -48,17 +48,10 @@ unsigned gpu_coll_grid(uint64_t work_bytes, uint64_t per_block, unsigned channel
 
 /*
  * Most blocks of a kernel that exchanges headers: one per channel, but
- * fewer move data faster at 2 ranks (bench/tune-native.sh, 2 x H200, bf16,
- * CUDA graph, us at 16 / 64 / 256 MiB; all channels were 124 then, 122
- * since the announces grew to 32 bytes):
- *   two-shot        124 blocks 57.5 / 204.2 / 792.2, 96: 52.9 / 196.9 / 763.9
- *   reduce-scatter  124 blocks 35.1 / 133.4 / 505.6, 96: 34.5 / 131.6 / 500.2
- *   all-gather      124 blocks 31.7 / 105.4 / 397.3, 64: 30.8 / 100.8 / 378.4
- * Two-shot segments (bytes per rank) up to 32 MiB run 88 blocks: at 2
- * ranks, 32 / 64 MiB in 101.0, 101.9 / 194.2, 193.6 us against 96 blocks'
- * 104.9, 105.9 / 197.5, 197.4; 16 and 128 MiB tie, 256 MiB is 0.5% slower
- * at 88 (and 80 blocks is 4% slower at 64 MiB than either).
- * At 4 and more ranks there are fewer channels than that.
+ * fewer move data faster at 2 ranks: 96 for two-shot and reduce-scatter,
+ * 64 for all-gather, 88 for two-shot segments up to 32 MiB (measured with
+ * bench/tune-native.sh; docs/tuning.md has the figures).  At 4 and more
+ * ranks there are fewer channels than that.
  */
 #define GPU_COLL_TWO_SHOT_SMALL_SEG ((uint64_t)32 << 20)
 unsigned gpu_coll_bw_blocks(int kind, int channels, uint64_t seg_bytes) {
@@ -85,11 +78,9 @@ uint64_t gpu_coll_ll128_region(int world) {
  * Block size and grid of the LL kernels, which wait on packets, not on
  * channels: `units` packets (LL) or lines (LL128), `per_thread` threads to
  * a unit (1, or 8 for LL128's lines).  Many small blocks, so that a
- * megabyte goes in one pass: 256 threads and up to 1024 blocks rather than
- * 512 threads and up to 128 blocks took LL128 at 1 MiB from 7.1 to 6.2-6.3
- * us, 2 MiB from 11.1 to 9.6-9.8 and 4 MiB from 17.5 to 16.1-16.6, LL alike,
- * and nothing changed beyond the noise (0.1-0.2 us) from 4 to 512 KiB (2 x
- * H200, 2 ranks, bench/tune-native.sh TUNE_SETTINGS, graph).  Blocks wait
+ * megabyte goes in one pass: 256 threads and up to 1024 blocks, faster
+ * from 1 MiB than 512 threads and 128 blocks and the same below
+ * (docs/tuning.md).  Blocks wait
  * only for the peers' blocks of the same index, so a grid that the GPU
  * runs in waves is slower, not stuck; and programmatic dependent launch
  * starts the next kernel only once every block of this one has started.
@@ -105,8 +96,7 @@ unsigned gpu_coll_ll_launch(const symm_gpu_t *g, uint64_t units, unsigned per_th
 /* All-reduces above this size that ask for LL or LL128 but do not fit
  * their areas run two-shot, smaller ones one-shot. */
 #define GPU_COLL_ONE_SHOT_MAX ((uint64_t)1 << 20)
-/* LL128 that cannot run (PCIe) runs LL up to here: auto's LL limit before
- * LL128 took over from 128 KiB, which was measured on NVLink only. */
+/* LL128 that cannot run (PCIe) runs LL up to here (docs/tuning.md). */
 #define GPU_COLL_LL_FALLBACK_MAX ((uint64_t)256 << 10)
 
 /*
@@ -198,21 +188,16 @@ size_t gpu_scratch_fixed(symm_comm_t *comm) {
   return g && g->ready ? (size_t)SYMM_COLL_STAGE_OFF : 0;
 }
 
-/* What AUTO asks for.  bench/tune-native.sh at 2 ranks (H200 pair, bf16,
- * CUDA graph, us): LL is fastest to 64 KiB (3.33 vs LL128 3.46), LL128 from
- * 128 KiB (3.68 vs LL 3.75; 256 KiB 4.08 vs 4.54) to 4 MiB (18.0 vs
- * two-shot 20.2), two-shot above.  What does not fit the LL areas runs as
+/* What AUTO asks for: at 2 ranks LL is fastest to 64 KiB, LL128 to 4 MiB,
+ * two-shot above (docs/tuning.md).  What does not fit the LL areas runs as
  * its closest relative (gpu_coll_allreduce_kernel: LL128, else LL up to
  * 256 KiB, then one- or two-shot).
  * More ranks: LL and LL128 push the whole buffer to each of the W - 1
  * peers, so LL's limit keeps each rank's pushed bytes where 2 ranks put
  * it (64 KiB / (W - 1)).  Two-shot pushes 2 (W - 1) / W of the buffer
  * whatever W, so LL128's share against it shrinks faster: its limit is
- * 8 MiB / (W (W - 1)) (4 MiB at 2 ranks; 683 KiB at 4, 146 KiB at 8),
- * which is what a cost model fitted to the 2-rank figures (latency plus
- * bytes over ~360 GB/s per algorithm) gives within a factor 1.3 at 4
- * and 8 ranks.  A model, not a measurement, until runs on 4 and 8 GPUs
- * replace it. */
+ * 8 MiB / (W (W - 1)), a cost model fitted to the 2-rank figures until
+ * runs on 4 and 8 GPUs replace it. */
 static symm_algo_t gpu_coll_auto(int world, size_t bytes) {
   const size_t peers = world > 1 ? (size_t)world - 1 : 1;
   if (bytes <= ((size_t)64 << 10) / peers) return SYMM_ALGO_LL;

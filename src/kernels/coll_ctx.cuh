@@ -84,7 +84,7 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
   /* A timeout also sets the sticky flag in this rank's own pad (device
    * memory), which later kernels read at start instead of the host record:
    * a read of pinned host memory crosses PCIe and the GPU serves those one
-   * at a time, about 1 us each, so one per warp cost 1 ms at 64 blocks. */
+   * at a time (docs/tuning.md has the cost). */
   if (code == (uint32_t)SYMM_DEV_ERR_TIMEOUT)
     ((volatile uint32_t *)coll_local_words(a))[SYMM_COLL_WORD_TIMED_OUT] = 1u;
   if (err->code == 0u) {
@@ -116,10 +116,9 @@ static __device__ __forceinline__ void coll_after_prior_kernel() {
  * must see the same fail_fast (kernels that call coll_exchange, whose
  * barriers a thread that returned early would miss).  In LL and LL128 only
  * warp 0 waits here, on named barrier 1, for the other warps to arrive: a
- * full block barrier this early cost them 0.1-0.5 us from 64 KiB to 4 MiB
- * (2 x H200, bench/tune-native.sh, side by side: LL128 1 MiB 7.48 with it,
- * 7.13 without).  Those kernels use no other block barrier, and no thread
- * may leave them before this point (bar.sync 1 would wait for it). */
+ * full block barrier this early is measurably slower (docs/tuning.md).
+ * Those kernels use no other block barrier, and no thread may leave them
+ * before this point (bar.sync 1 would wait for it). */
 static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
   coll_ctx c;
   volatile uint32_t *words = coll_local_words(a);
@@ -133,11 +132,9 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
    * word while this one's warps read it: with `uniform` they agree. */
   c.fail_fast = words[SYMM_COLL_WORD_TIMED_OUT] != 0u;
   /* Count the block once all its threads have issued the epoch's load,
-   * before any remote store, and use the count only in coll_end.  Measured
-   * side by side (2 x H200, LL, graph), against a barrier and the count in
-   * coll_end: 4 KiB 2.74 vs 2.81 us, 64 KiB 3.02 vs 3.14, 1 MiB 6.02 vs
-   * 6.24; when every thread first waited for its epoch's value (a branch
-   * on it) before the barrier, 1 MiB took 7.05.
+   * before any remote store, and use the count only in coll_end: faster
+   * than a barrier and the count in coll_end, or than every thread waiting
+   * for its epoch's value first (docs/tuning.md).
    * Ordering: the PTX memory model does not order another block's epoch
    * load before the last block's store of e (barriers order within the
    * block, the ticket is relaxed); the hardware does: each block's loads
@@ -147,8 +144,7 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
    * ticket.)  An empty body (one rank, or fail-fast) leaves the least
    * margin.  A release ticket and an acquire fence in the last block
    * make the model guarantee it: built with -DSYMM_COLL_RELEASE_TICKET (a
-   * variant for bench/tune-native.sh TUNE_VARIANTS); their cost is not
-   * measured yet. */
+   * variant for bench/tune-native.sh TUNE_VARIANTS). */
   if (uniform) {
     c.fail_fast = __syncthreads_or(c.fail_fast) != 0;
   } else if (threadIdx.x < 32) {
@@ -177,8 +173,8 @@ static __device__ coll_ctx coll_begin(const params_t &a, bool uniform) {
      * (coll_after_prior_kernel, or stream order), their writes are in our
      * memory already.  The whole key is no older than the announce once its
      * halves carry this epoch (the pad is zeroed when the scratch is made),
-     * so the reader needs no order between the two stores either; a fence
-     * each side cost 1-2 us from 1 to 16 MiB (two-shot, 2 x H200). */
+     * so the reader needs no order between the two stores either, and a
+     * fence each side would cost (docs/tuning.md). */
     if (a.zc)
       coll_st_v4(coll_key_slot(a, a.peer_pad[threadIdx.x], a.rank, c.parity),
                  coll_header_value(c.e), (uint32_t)a.zc_key, c.e, (uint32_t)(a.zc_key >> 32));

@@ -81,11 +81,9 @@ static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_
  * wait.  Stores do not wait, so each round's lines are pushed into the
  * peers one round ahead: round r + 1 is loaded and pushed before round r's
  * lines are polled, combined and written out, and a round's input stays in
- * registers from its push to its reduction.  (Pushing every round first
- * and reducing after cost 2 us at 4 MiB: the local half of the work then
- * ran after the transfer instead of under it.)
- * One line per round by default: measured on 2 x H200 (bench/tune-native.sh,
- * graph), two lines per round cost 0.4 us more from 4 KiB to 512 KiB.
+ * registers from its push to its reduction, so that the local half of the
+ * work runs under the transfer rather than after it.  One line per round
+ * by default, the fastest measured (docs/tuning.md).
  */
 #ifndef SYMM_LL128_BATCH /* a tuning knob, like SYMM_COLL_UNROLL */
 #define SYMM_LL128_BATCH 1
