@@ -187,12 +187,15 @@ typedef enum symm_dtype {
   SYMM_DTYPE_U16 = 9,
   SYMM_DTYPE_U32 = 10,
   SYMM_DTYPE_U64 = 11,
-  SYMM_DTYPE_COUNT_ = 12
+  SYMM_DTYPE_F8E4M3 = 12, /* FP8 E4M3 (finite, no Inf: PyTorch's float8_e4m3fn) */
+  SYMM_DTYPE_F8E5M2 = 13, /* FP8 E5M2 (IEEE-like, with Inf) */
+  SYMM_DTYPE_COUNT_ = 14
 } symm_dtype_t;
 
 /* Size in bytes of one element, or 0 for a value out of range.  Local. */
 SYMM_API size_t symm_dtype_size(symm_dtype_t dtype);
-/* "f16", "bf16", "f32", "f64", "i8" ... "u64", or NULL out of range. */
+/* "f16", "bf16", "f32", "f64", "i8" ... "u64", "f8e4m3", "f8e5m2", or NULL
+ * out of range. */
 SYMM_API const char *symm_dtype_name(symm_dtype_t dtype);
 /* Parses a dtype name; SYMM_ERR_INVALID_ARG for NULL or an unknown name. */
 SYMM_API symm_result_t symm_dtype_from_name(const char *name,
@@ -951,8 +954,17 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    cudaGridDependencySynchronize() before it touches (reads or writes)
  *    any buffer of the collective (the usual contract of that attribute).
  *    Kernels launched without it see nothing new.
- *  - dtypes: f32, bf16, f16 (reduced in f32), i32 for reductions; any dtype
- *    for all-gather, broadcast and all-to-all.  ops: sum, min, max.
+ *  - dtypes and ops: all-gather, broadcast and all-to-all move any dtype.
+ *    Reductions: the CPU engine (host backend) reduces every dtype with
+ *    every op; f16, bf16 and FP8 are reduced in f32 and rounded to
+ *    nearest-even once (FP8 saturating: beyond the largest finite value,
+ *    Inf included, the result is that value; NaN stays NaN), integers
+ *    add and multiply with two's-complement wrap-around, avg is the sum
+ *    divided by the number of ranks (integers: the wrapped sum, truncated
+ *    toward zero, as NCCL's).  The GPU engine's kernels reduce f32, bf16,
+ *    f16 and i32 with sum, min and max; other pairs are refused on every
+ *    GPU backend with SYMM_ERR_UNSUPPORTED naming the engine (the call
+ *    still takes its place: the peers get SYMM_ERR_MISMATCH).
  *  - A call that fails its argument checks on some ranks only still counts
  *    as that rank's call (it never pairs with its peers' next one) and
  *    touches no buffer; that rank gets SYMM_ERR_INVALID_ARG.  Host backend:
@@ -963,12 +975,12 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    its own, through symm_comm_check_async_error) reports
  *    SYMM_ERR_MISMATCH.  A NULL comm counts as no call at all.
  *  - Errors: SYMM_ERR_INVALID_ARG (NULL comm or buffer with count > 0, bad
- *    dtype/op/root, dtype not supported for reductions), SYMM_ERR_NO_MEMORY
+ *    dtype/op/root), SYMM_ERR_NO_MEMORY
  *    (the scratch tensor could not grow to the data's size: on the rank
  *    that could not, naming why, e.g. RLIMIT_FSIZE or its memory cgroup,
  *    and at once on its peers, naming that rank),
  *    SYMM_ERR_UNSUPPORTED (the backend has no collectives, e.g. a GPU backend
- *    in a build without CUDA), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
+ *    in a build without CUDA; a dtype and op its engine does not reduce), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT /
  *    SYMM_ERR_PEER_LOST (a rank never arrived within the timeout; on
  *    every rank alike, see Timeouts above: a rank that comes late gets
  *    SYMM_ERR_TIMEOUT "came late" and never its peers' later data; a
@@ -1013,7 +1025,9 @@ typedef enum symm_redop {
   SYMM_REDUCE_SUM = 0,
   SYMM_REDUCE_MIN = 1,
   SYMM_REDUCE_MAX = 2,
-  SYMM_REDUCE_COUNT_ = 3
+  SYMM_REDUCE_PROD = 3,
+  SYMM_REDUCE_AVG = 4, /* the sum divided by the number of ranks */
+  SYMM_REDUCE_COUNT_ = 5
 } symm_redop_t;
 
 typedef enum symm_algo {
@@ -1026,7 +1040,8 @@ typedef enum symm_algo {
 } symm_algo_t;
 
 
-/* "sum", "min", "max" / "auto", "one_shot", "two_shot", "ll", "ll128"; NULL out of range. */
+/* "sum", "min", "max", "prod", "avg" / "auto", "one_shot", "two_shot", "ll",
+ * "ll128"; NULL out of range. */
 SYMM_API const char *symm_redop_name(symm_redop_t op);
 SYMM_API const char *symm_algo_name(symm_algo_t algo);
 /* Parses those names; SYMM_ERR_INVALID_ARG (listing valid names) otherwise. */

@@ -56,20 +56,57 @@ static float f16_to_f32(uint16_t h) {
   return sign ? -v : v;
 }
 
+/* FP8 by table: every code's value, and a value's code the nearest one
+ * (ties to the even code), saturating beyond the largest finite.  Only
+ * the small integers of input_value and their sums pass through here. */
+typedef struct {
+  int mbits, bias, max_finite;
+} fp8_t;
+static const fp8_t fp8_e4m3 = {3, 7, 0x7e}, fp8_e5m2 = {2, 15, 0x7b};
+
+static double fp8_mag(const fp8_t *f, int code) {
+  int e = code >> f->mbits, m = code & ((1 << f->mbits) - 1);
+  return e ? ldexp((1 << f->mbits) + m, e - f->bias - f->mbits) : ldexp(m, 1 - f->bias - f->mbits);
+}
+
+static uint8_t fp8_from(const fp8_t *f, float v) {
+  double a = fabs((double)v);
+  int lo = 0, hi = f->max_finite; /* the codes' magnitudes grow with the code */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (fp8_mag(f, mid) <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  int code = lo;
+  if (code < f->max_finite) {
+    double below = a - fp8_mag(f, code), above = fp8_mag(f, code + 1) - a;
+    if (above < below || (above == below && (code & 1))) code++;
+  }
+  return (uint8_t)((signbit(v) ? 0x80 : 0) | code);
+}
+
+static float fp8_to(const fp8_t *f, uint8_t b) {
+  double v = (b & 0x7f) > f->max_finite ? NAN : fp8_mag(f, b & 0x7f);
+  return (float)(b & 0x80 ? -v : v);
+}
+
 static void elem_store(void *buf, symm_dtype_t dt, size_t i, double v) {
+  int64_t x = isfinite(v) ? (int64_t)v : 0; /* integers wrap to their width below */
   switch (dt) {
   case SYMM_DTYPE_F16: ((uint16_t *)buf)[i] = f32_to_f16((float)v); break;
   case SYMM_DTYPE_BF16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
   case SYMM_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
   case SYMM_DTYPE_F64: ((double *)buf)[i] = v; break;
-  case SYMM_DTYPE_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
-  case SYMM_DTYPE_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
-  case SYMM_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case SYMM_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-  case SYMM_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case SYMM_DTYPE_U16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
-  case SYMM_DTYPE_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  case SYMM_DTYPE_U64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+  case SYMM_DTYPE_I8: ((int8_t *)buf)[i] = (int8_t)x; break;
+  case SYMM_DTYPE_I16: ((int16_t *)buf)[i] = (int16_t)x; break;
+  case SYMM_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)x; break;
+  case SYMM_DTYPE_I64: ((int64_t *)buf)[i] = x; break;
+  case SYMM_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)x; break;
+  case SYMM_DTYPE_U16: ((uint16_t *)buf)[i] = (uint16_t)x; break;
+  case SYMM_DTYPE_U32: ((uint32_t *)buf)[i] = (uint32_t)x; break;
+  case SYMM_DTYPE_U64: ((uint64_t *)buf)[i] = (uint64_t)x; break;
+  case SYMM_DTYPE_F8E4M3: ((uint8_t *)buf)[i] = fp8_from(&fp8_e4m3, (float)v); break;
+  case SYMM_DTYPE_F8E5M2: ((uint8_t *)buf)[i] = fp8_from(&fp8_e5m2, (float)v); break;
   default: break;
   }
 }
@@ -88,6 +125,8 @@ static double elem_load(const void *buf, symm_dtype_t dt, size_t i) {
   case SYMM_DTYPE_U16: return ((const uint16_t *)buf)[i];
   case SYMM_DTYPE_U32: return ((const uint32_t *)buf)[i];
   case SYMM_DTYPE_U64: return (double)((const uint64_t *)buf)[i];
+  case SYMM_DTYPE_F8E4M3: return fp8_to(&fp8_e4m3, ((const uint8_t *)buf)[i]);
+  case SYMM_DTYPE_F8E5M2: return fp8_to(&fp8_e5m2, ((const uint8_t *)buf)[i]);
   default: return NAN;
   }
 }
@@ -97,27 +136,51 @@ static bool dtype_unsigned(symm_dtype_t dt) {
          dt == SYMM_DTYPE_U64;
 }
 
-/* Input of rank r at index i.  Small integers, so that every dtype holds
- * them and every reduction order gives the same exact result: reductions
- * use [-8, 8] (sums of up to 32 ranks stay exact even in bf16); data
- * movement uses 97 values, so a value in the wrong place rarely matches. */
-static double input_value(const bench_t *b, int r, size_t i) {
-  if (coll_reduces(b->opt.coll)) return (double)(((i % 17) * 7 + (size_t)r * 13) % 17) - 8.0;
-  double v = (double)(((i % 97) * 131 + (size_t)r * 31 + 7) % 97);
-  return dtype_unsigned(b->opt.dtype) ? v : v - 48.0;
+static bool dtype_integer(symm_dtype_t dt) {
+  return dtype_unsigned(dt) || dt == SYMM_DTYPE_I8 || dt == SYMM_DTYPE_I16 ||
+         dt == SYMM_DTYPE_I32 || dt == SYMM_DTYPE_I64;
 }
 
+/* Input of rank r at index i.  Small integers, so that every dtype holds
+ * them and every reduction order gives the same exact result: reductions
+ * use [-8, 8] ([0, 8] unsigned; sums of up to 32 ranks stay exact even in
+ * bf16, and integers wrap alike), products ±1 with one rank's 2 (the
+ * product stays ±1 or ±2 at any size); data movement uses 97 values, so a
+ * value in the wrong place rarely matches. */
+static double input_value(const bench_t *b, int r, size_t i) {
+  const bool u = dtype_unsigned(b->opt.dtype);
+  if (coll_reduces(b->opt.coll) && b->opt.op == SYMM_REDUCE_PROD) {
+    if ((size_t)r == i % (size_t)b->size) return 2.0;
+    return u || ((i + (size_t)r) % 3) ? 1.0 : -1.0;
+  }
+  if (coll_reduces(b->opt.coll)) {
+    double v = (double)(((i % 17) * 7 + (size_t)r * 13) % 17);
+    return u ? v / 2 - (double)((int)v % 2) / 2 : v - 8.0;
+  }
+  double v = (double)(((i % 97) * 131 + (size_t)r * 31 + 7) % 97);
+  return u ? v : v - 48.0;
+}
+
+/* The reduction of index i over the ranks, as the library computes it:
+ * the sum is exact (small integers), integers then wrap to their width,
+ * and avg divides that sum by the ranks (integers truncating). */
 static double reduce_over_ranks(const bench_t *b, size_t i) {
+  symm_dtype_t dt = b->opt.dtype;
   double acc = input_value(b, 0, i);
   for (int r = 1; r < b->size; r++) {
     double v = input_value(b, r, i);
     switch (b->opt.op) {
     case SYMM_REDUCE_MIN: acc = v < acc ? v : acc; break;
     case SYMM_REDUCE_MAX: acc = v > acc ? v : acc; break;
+    case SYMM_REDUCE_PROD: acc *= v; break;
     default: acc += v; break;
     }
   }
-  return acc;
+  if (b->opt.op != SYMM_REDUCE_AVG) return acc;
+  if (!dtype_integer(dt)) return acc / b->size;
+  unsigned char wrapped[8];
+  elem_store(wrapped, dt, 0, acc);
+  return trunc(elem_load(wrapped, dt, 0) / b->size);
 }
 
 /* What this rank's receive buffer must hold at index k. */

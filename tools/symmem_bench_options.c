@@ -74,12 +74,6 @@ bool coll_reduces(bench_coll_t coll) {
   return coll == BENCH_ALL_REDUCE || coll == BENCH_REDUCE_SCATTER;
 }
 
-/* The dtypes symmem's reductions take (symm_all_reduce refuses others). */
-static bool dtype_reducible(symm_dtype_t dt) {
-  return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
-         dt == SYMM_DTYPE_I32;
-}
-
 enum {
   OPT_COLL = 256, OPT_OP, OPT_DTYPE, OPT_ALGO, OPT_INPLACE, OPT_ROOT, OPT_GRAPH, OPT_NCCL,
   OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT
@@ -187,9 +181,6 @@ static int check_options(bench_options_t *opt, const output_flags_t *out) {
   if (opt->min_bytes > opt->max_bytes)
     return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
                        opt->max_bytes);
-  if (coll_reduces(opt->coll) && !dtype_reducible(opt->dtype))
-    return usage_error("%s reduces, which needs --dtype f32, bf16, f16 or i32, not %s",
-                       coll_names[opt->coll], symm_dtype_name(opt->dtype));
   return -1;
 }
 

@@ -7,6 +7,7 @@ from .errors import invalid
 
 # DLPack type codes (dlpack.h: DLDataTypeCode).
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT = 0, 1, 2, 4
+DL_FLOAT8_E4M3FN, DL_FLOAT8_E5M2 = 10, 12
 
 
 class DType(NamedTuple):
@@ -14,7 +15,7 @@ class DType(NamedTuple):
     code: int        # symm_dtype_t
     itemsize: int
     dl_code: int     # DLPack type code
-    typestr: Optional[str]  # array-interface type string; None: none exists (bf16)
+    typestr: Optional[str]  # array-interface type string; None: none exists (bf16, FP8)
 
 
 # In symm_dtype_t order.
@@ -31,7 +32,14 @@ DTYPES: Tuple[DType, ...] = (
     DType("uint16", 9, 2, DL_UINT, "<u2"),
     DType("uint32", 10, 4, DL_UINT, "<u4"),
     DType("uint64", 11, 8, DL_UINT, "<u8"),
+    DType("float8_e4m3fn", 12, 1, DL_FLOAT8_E4M3FN, None),
+    DType("float8_e5m2", 13, 1, DL_FLOAT8_E5M2, None),
 )
+
+# Types NumPy lacks, which ml_dtypes provides under these names: what
+# View.numpy() returns for them, the same bytes as the unsigned integer of
+# their size.
+ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 # Names accepted besides the NumPy ones: symmem's own (symm_dtype_name) and
 # the usual short aliases of PyTorch and NumPy.
@@ -39,6 +47,7 @@ _ALIASES: Dict[str, str] = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
     "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "float8_e4m3": "float8_e4m3fn",
     "half": "float16", "float": "float32", "double": "float64",
     "short": "int16", "int": "int32", "long": "int64",
 }
@@ -91,11 +100,12 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> DType:
 
 def dtype_from_typestr(typestr: str, hint: Any = None) -> DType:
     """The dtype of an array-interface type string ("<f4").  `hint`: the
-    array's own dtype, which names what a void type string ("<V2") holds:
-    ml_dtypes' bfloat16 arrays export as "<V2" with dtype name "bfloat16"."""
+    array's own dtype, which names what a type string NumPy cannot tell
+    holds: ml_dtypes' bfloat16 arrays export as "<V2" with dtype name
+    "bfloat16", its FP8 arrays as "<f1" ("float8_e4m3fn", "float8_e5m2")."""
     found = _BY_TYPESTR.get(typestr)
     name = getattr(hint, "name", None)
-    if found is None and typestr[1:2] == "V" and isinstance(name, str):
+    if found is None and typestr[1:2] in ("V", "f") and isinstance(name, str):
         named = _BY_NAME.get(name.lower())
         if named is not None and "%s%d" % (typestr[:2], named.itemsize) == typestr:
             found = named

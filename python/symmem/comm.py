@@ -208,10 +208,15 @@ class _Block:
 
 
 def _redop(op: Union[str, int]) -> int:
+    """A reduction by symmem's name ("sum", "prod", "avg" ...), PyTorch's
+    ReduceOp (SUM, PRODUCT, MIN, MAX, AVG) or code."""
     if isinstance(op, int):
         return op
+    name = str(getattr(op, "name", op)).lower()
+    name = name.rpartition(".")[2]  # "ReduceOp.SUM" as str() writes it
+    name = {"product": "prod"}.get(name, name)
     code = c_int()
-    check(LIB.symm_redop_from_name(str(op).encode(), byref(code)))
+    check(LIB.symm_redop_from_name(name.encode(), byref(code)))
     return code.value
 
 
@@ -307,8 +312,9 @@ class Communicator:
             invalid("empty_array gives NumPy arrays of CPU memory; the %s backend's memory is "
                     "on cuda:%d (use torch_mem_pool)" % (self.backend, self.device))
         if dt.typestr is None:
+            same = "uint16" if dt.itemsize == 2 else "uint8"
             invalid("empty_array: NumPy has no %s (use ml_dtypes' arrays through "
-                    "empty_array(shape, 'uint16').view(ml_dtypes.bfloat16))" % dt.name)
+                    "empty_array(shape, '%s').view(ml_dtypes.%s))" % (dt.name, same, dt.name))
         n = dt.itemsize
         for d in dims:
             n *= d
@@ -514,7 +520,9 @@ class Communicator:
 
         `x`, `out`: any contiguous array with ``__dlpack__`` or the array
         interface (NumPy, PyTorch, CuPy, JAX, symmem tensors and views), of
-        this rank's device; nothing is copied.  `op`: "sum", "min", "max".
+        this rank's device; nothing is copied.  `op`: "sum", "min", "max",
+        "prod", "avg" (the sum over the ranks; integers truncate), any dtype
+        on the host backend.
         `stream`: None, a cudaStream_t int, or an object with ``cuda_stream``
         (GPU backends; None on the host backend).  Collective.  Returns out
         (or x)."""

@@ -7,7 +7,7 @@ from ctypes import POINTER, byref, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _dlpack
-from ._dtypes import DTYPES, DType, dtype_of
+from ._dtypes import DTYPES, ML_DTYPES, DType, dtype_of
 from ._lib import LIB, SymmView
 from .errors import check, invalid, make_error, Result
 
@@ -155,7 +155,7 @@ class View:
 
     def _interface(self) -> dict:
         if self._dtype.typestr is None:
-            raise AttributeError("the array interface has no bfloat16; use DLPack")
+            raise AttributeError("the array interface has no %s; use DLPack" % self._dtype.name)
         self._handle.get()
         return {"version": 3, "shape": self.shape, "typestr": self._dtype.typestr,
                 "data": (self.data_ptr, False),
@@ -178,22 +178,25 @@ class View:
     def numpy(self) -> Any:
         """This view as a NumPy array, without a copy (CPU views; needs NumPy).
 
-        bfloat16, which NumPy lacks, comes as an ``ml_dtypes.bfloat16`` array
+        bfloat16 and the FP8 types, which NumPy lacks, come as ``ml_dtypes``
+        arrays (``ml_dtypes.bfloat16``, ``float8_e4m3fn``, ``float8_e5m2``)
         where ml_dtypes is installed (ImportError saying so otherwise)."""
         import numpy
-        if self._dtype.name != "bfloat16":
+        name = self._dtype.name
+        if name not in ML_DTYPES:
             return numpy.from_dlpack(self)
         try:
             import ml_dtypes
         except ImportError as e:
-            raise ImportError("a bfloat16 view as a NumPy array needs ml_dtypes "
-                              "(pip install ml-dtypes); DLPack consumers with bfloat16 "
-                              "(torch.from_dlpack, jax) take the view as it is") from e
+            raise ImportError("a %s view as a NumPy array needs ml_dtypes "
+                              "(pip install ml-dtypes); DLPack consumers with %s "
+                              "(torch.from_dlpack, jax) take the view as it is" % (name, name)) from e
         if self.device >= 0:
             raise BufferError("a CUDA view is no NumPy array; use DLPack (cupy, torch)")
-        raw = View(self._handle, self.data_ptr, self.shape, self.strides, DTYPES[9],
-                   self.device, self.rank)  # the same bytes as uint16
-        return numpy.asarray(raw).view(ml_dtypes.bfloat16)
+        same_size = {1: DTYPES[8], 2: DTYPES[9]}[self._dtype.itemsize]  # uint8, uint16
+        raw = View(self._handle, self.data_ptr, self.shape, self.strides, same_size,
+                   self.device, self.rank)
+        return numpy.asarray(raw).view(getattr(ml_dtypes, name))
 
     def view(self, dtype: Any) -> "View":
         """The same bytes as another element type (``torch.Tensor.view(dtype)``):

@@ -274,6 +274,62 @@ def case_peer_lost(comm):
         assert "rank 1" in e.detail or e.detail, e
 
 
+def _np_reduce(xs, op, dt, w):
+    """NumPy's reduction of the ranks' arrays xs as symmem computes it: in
+    rank order, f16/bf16/FP8 in float32 and rounded once, integers wrapping,
+    avg the sum divided by w (integers truncating)."""
+    narrow = dt.itemsize <= 2 and dt.kind not in "iu"
+    acc = xs[0].astype(np.float32) if narrow else xs[0].copy()
+    for x in xs[1:]:
+        x = x.astype(np.float32) if narrow else x
+        with np.errstate(over="ignore"):
+            acc = {"sum": acc + x, "avg": acc + x, "prod": acc * x,
+                   "min": np.minimum(acc, x), "max": np.maximum(acc, x)}[op]
+    if op == "avg":
+        if dt.kind in "iu":
+            s = acc.astype(np.int64) if dt.kind == "i" else acc.astype(np.uint64)
+            q = np.where(s < 0, -((-s) // w), s // w) if dt.kind == "i" else s // w
+            acc = q.astype(dt)
+        else:
+            acc = acc / np.asarray(w, dtype=acc.dtype)
+    return acc.astype(dt)
+
+
+def case_all_ops(comm):
+    """Every dtype NumPy (or ml_dtypes) has with every op, against NumPy."""
+    r, w = comm.rank, comm.size
+    names = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "float16", "float32", "float64"]
+    try:
+        import ml_dtypes
+        names += ["bfloat16", "float8_e4m3fn", "float8_e5m2"]
+    except ImportError:
+        ml_dtypes = None
+    n = 37
+    for name in names:
+        dt = np.dtype(getattr(ml_dtypes, name)) if name in ("bfloat16", "float8_e4m3fn",
+                                                            "float8_e5m2") else np.dtype(name)
+        for op in ("sum", "prod", "min", "max", "avg"):
+            rng = [np.random.default_rng(1000 * p + len(op)) for p in range(w)]
+            if dt.kind in "iu":
+                xs = [g.integers(0 if dt.kind == "u" else -100, 100, n).astype(dt) for g in rng]
+            elif op == "prod":
+                xs = [g.choice([-2.0, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0], n).astype(dt) for g in rng]
+            else:
+                xs = [g.integers(-4, 5, n).astype(np.float32).astype(dt) for g in rng]
+            x = xs[r].copy()
+            comm.all_reduce(x, op)
+            want = _np_reduce(xs, op, dt, w)
+            assert np.array_equal(x.view(np.uint8), want.view(np.uint8)), (name, op, x, want)
+            out = np.zeros(n // w if n >= w else 1, dtype=dt)
+            m = out.size
+            y = np.concatenate([xx[:m * w] for xx in [xs[r]]])
+            comm.reduce_scatter(y, out, op)
+            part = _np_reduce([xx[:m * w] for xx in xs], op, dt, w)[r * m:(r + 1) * m]
+            assert np.array_equal(out.view(np.uint8), part.view(np.uint8)), (name, op, out, part)
+    comm.barrier()
+
+
 def case_pad_size(comm):
     """set_signal_pad_size / init(signal_pad_bytes=...): a communicator's
     own pad size, its channels, and ranks that disagree."""

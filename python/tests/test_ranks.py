@@ -30,6 +30,14 @@ def test_mempool_arrays(run_ranks, n):
 
 
 @pytest.mark.parametrize("n", [2, 3])
+def test_every_dtype_and_op(run_ranks, n):
+    # sum, prod, min, max, avg on every NumPy dtype (and ml_dtypes' bfloat16
+    # and FP8 where installed), all-reduce and reduce-scatter, against NumPy.
+    res = run_ranks(n, "all_ops", env={"CASE_TIMEOUT_MS": "10000"})
+    assert res.rc == 0 and res.out.count("all_ops ok") == n, res
+
+
+@pytest.mark.parametrize("n", [2, 3])
 def test_signal_pad_size(run_ranks, n):
     # PyTorch's set_signal_pad_size, per communicator: more channels.
     res = run_ranks(n, "pad_size", env={"CASE_TIMEOUT_MS": "5000"})

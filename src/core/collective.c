@@ -65,11 +65,6 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   return h != SYMM_COLL_SIG_REFUSED && h != SYMM_COLL_SIG_HOST_CALL ? h : 1;
 }
 
-bool symm_dtype_reducible(symm_dtype_t dt) {
-  return dt == SYMM_DTYPE_F32 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F16 ||
-         dt == SYMM_DTYPE_I32;
-}
-
 /* The algorithm an all-reduce of `bytes` runs: the communicator's choice
  * (AUTO unless set), then what the engine makes of it (AUTO: its choice by
  * size and ranks; what it cannot run: its closest relative).  What runs,
@@ -91,10 +86,16 @@ symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_
   return SYMM_SUCCESS;
 }
 
-static symm_result_t check_reducible(const char *fn, symm_dtype_t dtype) {
-  if (symm_dtype_reducible(dtype)) return SYMM_SUCCESS;
-  return symm_error(SYMM_ERR_INVALID_ARG, "%s: dtype %s cannot be reduced (f32, bf16, f16, i32 "
-                    "can)", fn, symm_dtype_name(dtype) ? symm_dtype_name(dtype) : "?");
+/* Whether the communicator's engine reduces dtype with op (both in range). */
+static symm_result_t check_reducible(const symm_comm_t *comm, const char *fn, symm_dtype_t dtype,
+                                     symm_redop_t op) {
+  if (SYMM_OPS_HAS(comm->engine, 4, reduces) && comm->engine->reduces((symm_comm_t *)comm, dtype,
+                                                                     op))
+    return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s engine (%s backend) does not reduce %s with "
+                    "%s; the host backend reduces every dtype with every op", fn,
+                    comm->engine->name, comm->ops->name, symm_dtype_name(dtype),
+                    symm_redop_name(op));
 }
 
 /* count x esize in *bytes, refused when that, or world times it (what
@@ -114,7 +115,9 @@ symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t
   if (!comm || !algo)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", fn, comm ? "algo" : "comm");
   size_t bytes;
-  SYMM_CHECK(check_reducible(fn, dtype));
+  if (!symm_dtype_size(dtype))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad dtype %d", fn, (int)dtype);
+  SYMM_CHECK(check_reducible(comm, fn, dtype, SYMM_REDUCE_SUM));
   SYMM_CHECK(count_bytes(comm, fn, count, symm_dtype_size(dtype), &bytes));
   *algo = resolve_allreduce(comm, bytes);
   return SYMM_SUCCESS;
@@ -128,7 +131,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
   const bool reduces = symm_coll_reduces(a->kind);
   if (reduces && (unsigned)a->op >= SYMM_REDUCE_COUNT_)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: bad reduction %d", fn, (int)a->op);
-  if (reduces) SYMM_CHECK(check_reducible(fn, a->dtype));
+  if (reduces) SYMM_CHECK(check_reducible(comm, fn, a->dtype, a->op));
   if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", fn, a->root,
                       comm->size);

@@ -8,9 +8,11 @@
 #include "internal.h"
 
 static const char *const dtype_names[SYMM_DTYPE_COUNT_] = {
-    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"};
-static const unsigned char dtype_sizes[SYMM_DTYPE_COUNT_] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
-static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max"};
+    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+    "f8e4m3", "f8e5m2"};
+static const unsigned char dtype_sizes[SYMM_DTYPE_COUNT_] = {2, 2, 4, 8, 1, 2, 4, 8,
+                                                             1, 2, 4, 8, 1, 1};
+static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max", "prod", "avg"};
 static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll",
                                                            "ll128"};
 

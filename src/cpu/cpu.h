@@ -41,8 +41,9 @@ symm_result_t cpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *byt
 symm_result_t cpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
                          int channel, void *stream);
 /* out[i] = in[0][i] op in[1][i] op ... in[nin-1][i] for i < count, in that
- * order (cpu_reduce.c).  out must not overlap any input.  f16 and bf16 are
- * reduced in f32 and rounded to nearest-even. */
+ * order (cpu_reduce.c); avg divides the sum by nin.  Every dtype and op.
+ * out must not overlap any input.  f16, bf16 and FP8 are reduced in f32
+ * and rounded to nearest-even (FP8 saturating). */
 void cpu_reduce(void *out, const void *const *in, int nin, size_t count, symm_dtype_t dtype,
                 symm_redop_t op);
 

@@ -292,8 +292,14 @@ static void gpu_fini(symm_comm_t *comm) {
   symm_engine_set_state(comm, NULL);
 }
 
+/* The embedded kernels reduce f32, bf16, f16 and i32 with sum, min, max. */
+static bool gpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) {
+  (void)comm;
+  return gpu_coll_dtype_index(dtype) >= 0 && op <= SYMM_REDUCE_MAX;
+}
+
 const symm_engine_ops_t symm_gpu_engine = {
-    .version = 3,
+    .version = 4,
     .name = "gpu",
     .mem_kind = SYMM_MEM_DEVICE,
     .init = gpu_init,
@@ -310,4 +316,5 @@ const symm_engine_ops_t symm_gpu_engine = {
     .device_copy = symm_gpu_device_copy,
     .device_free = symm_gpu_device_free,
     .write32 = gpu_write32,
+    .reduces = gpu_reduces,
 };

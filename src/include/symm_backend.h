@@ -340,8 +340,6 @@ uint64_t symm_comm_next_coll_seq(symm_comm_t *comm);
  * kind, count, dtype, op, root and, for all-reduce, the algorithm that
  * runs; never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
-/* Dtypes the collectives can reduce: f32, bf16, f16, i32. */
-bool symm_dtype_reducible(symm_dtype_t dt);
 /* Whether collective `kind` (SYMM_COLL_*) reduces: all-reduce, reduce-scatter. */
 static inline bool symm_coll_reduces(int kind) {
   return kind == SYMM_COLL_ALL_REDUCE || kind == SYMM_COLL_REDUCE_SCATTER;

@@ -95,6 +95,11 @@ typedef struct symm_engine_ops {
   symm_result_t (*write32)(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
                            void *stream);
   /* members above: version 3 */
+  /* Whether the engine's collectives reduce `dtype` with `op` (both in
+   * range); where not, the core refuses the call with SYMM_ERR_UNSUPPORTED
+   * naming the engine. */
+  bool (*reduces)(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op);
+  /* members above: version 4 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;

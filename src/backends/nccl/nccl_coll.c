@@ -25,6 +25,8 @@ static int nccl_dtype(symm_dtype_t dt) {
     case SYMM_DTYPE_U8: return SYMM_NCCL_UINT8;
     case SYMM_DTYPE_U32: return SYMM_NCCL_UINT32;
     case SYMM_DTYPE_U64: return SYMM_NCCL_UINT64;
+    case SYMM_DTYPE_F8E4M3: return SYMM_NCCL_FLOAT8E4M3;
+    case SYMM_DTYPE_F8E5M2: return SYMM_NCCL_FLOAT8E5M2;
     default: return -1; /* i16, u16: no NCCL type */
   }
 }
@@ -34,6 +36,8 @@ static int nccl_redop(symm_redop_t op) {
     case SYMM_REDUCE_SUM: return SYMM_NCCL_SUM;
     case SYMM_REDUCE_MIN: return SYMM_NCCL_MIN;
     case SYMM_REDUCE_MAX: return SYMM_NCCL_MAX;
+    case SYMM_REDUCE_PROD: return SYMM_NCCL_PROD;
+    case SYMM_REDUCE_AVG: return SYMM_NCCL_AVG;
     default: return -1;
   }
 }

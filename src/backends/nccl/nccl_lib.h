@@ -36,9 +36,12 @@ enum { /* ncclResult_t values */
 enum { /* ncclDataType_t values */
   SYMM_NCCL_INT8 = 0, SYMM_NCCL_UINT8 = 1, SYMM_NCCL_INT32 = 2, SYMM_NCCL_UINT32 = 3,
   SYMM_NCCL_INT64 = 4, SYMM_NCCL_UINT64 = 5, SYMM_NCCL_FLOAT16 = 6, SYMM_NCCL_FLOAT32 = 7,
-  SYMM_NCCL_FLOAT64 = 8, SYMM_NCCL_BFLOAT16 = 9
+  SYMM_NCCL_FLOAT64 = 8, SYMM_NCCL_BFLOAT16 = 9, SYMM_NCCL_FLOAT8E4M3 = 10,
+  SYMM_NCCL_FLOAT8E5M2 = 11 /* NCCL 2.24 and newer */
 };
-enum { SYMM_NCCL_SUM = 0, SYMM_NCCL_MAX = 2, SYMM_NCCL_MIN = 3 }; /* ncclRedOp_t values */
+enum { /* ncclRedOp_t values */
+  SYMM_NCCL_SUM = 0, SYMM_NCCL_PROD = 1, SYMM_NCCL_MAX = 2, SYMM_NCCL_MIN = 3, SYMM_NCCL_AVG = 4
+};
 
 /* ncclCommWindowRegister's flag for a window every rank registers
  * collectively (symmetric kernels, peer pointers), and the alignment NCCL
