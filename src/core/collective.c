@@ -1,5 +1,5 @@
-/* Collectives: argument checks, algorithm choice, scratch reservation,
- * dispatch to the engine of the communicator's memory. */
+/* Collectives: argument checks, algorithm choice, dispatch to the engine
+ * of the communicator's memory (the scratch they stage in: scratch.c). */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,18 +23,6 @@ symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_algo_t *alg
                       comm ? "algo" : "comm");
   *algo = comm->allreduce_algo;
   return SYMM_SUCCESS;
-}
-
-symm_result_t symm_comm_reserve_scratch(symm_comm_t *comm, size_t bytes) {
-  static const char fn[] = "symm_comm_reserve_scratch";
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  symm_tensor_t *t = symm_comm_scratch_current(comm);
-  /* Enough already is the same answer on every rank: no round, no number. */
-  if (t && symm_tensor_nbytes(t) >= bytes) return SYMM_SUCCESS;
-  symm_call_begin(comm, true, fn, "%s(%zu bytes)", fn, bytes);
-  symm_result_t res = symm_comm_scratch(comm, bytes, &t);
-  symm_call_end(comm);
-  return res;
 }
 
 void symm_comm_set_async_error(symm_comm_t *comm, symm_result_t err, const char *fmt, ...) {

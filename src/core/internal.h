@@ -178,8 +178,68 @@ struct symm_tensor {
 
 /* SYMM_SUCCESS for a tensor handle that may be used; SYMM_ERR_INVALID_ARG
  * for NULL, SYMM_ERR_STATE (naming fn) for one whose communicator was
- * destroyed. */
+ * destroyed (tensor_release.c). */
 symm_result_t symm_tensor_usable(const symm_tensor_t *t, const char *fn);
+
+/* This rank's data of t. */
+static inline void *symm_tensor_local_data(const symm_tensor_t *t) {
+  return (char *)t->mem.base + t->mem.data_offset;
+}
+
+/* Registered span of one rank's allocation: the data and the rounding
+ * behind it (interior pointers anywhere in there find the tensor). */
+static inline size_t symm_tensor_data_span(const symm_tensor_t *t) {
+  return t->mem.alloc_bytes - t->mem.data_offset;
+}
+
+/* shape.c.  The element count and bytes of sizes[ndim] of dtype, or
+ * SYMM_ERR_INVALID_ARG naming symm_tensor_alloc. */
+symm_result_t symm_shape_check(const int64_t *sizes, int ndim, symm_dtype_t dtype,
+                               size_t *numel, size_t *nbytes);
+/* Gives t that shape, with row-major strides. */
+void symm_tensor_set_shape(symm_tensor_t *t, const int64_t *sizes, int ndim, symm_dtype_t dtype,
+                           size_t numel, size_t nbytes);
+
+/* tensor_release.c: the bottom of a tensor's lifetime, which everything
+ * above calls and which calls nothing above it.  symm_tensor_detach takes
+ * t out of the registry (data, peers, contiguous view) and leaves its
+ * memory and mappings; symm_tensor_release frees all it holds, the struct
+ * too unless `orphan` keeps it for the user's handle (state ORPHANED);
+ * symm_tensor_destroy is release without orphan; _in_order releases a
+ * list (in allocation order where free is collective), orphaning only the
+ * user's tensors. */
+void symm_tensor_unmap_peer(symm_tensor_t *t, int r);
+void symm_tensor_drop_device_arrays(symm_tensor_t *t); /* peer data and pads */
+void symm_tensor_detach(symm_tensor_t *t);
+void symm_tensor_release(symm_tensor_t *t, bool orphan);
+void symm_tensor_destroy(symm_tensor_t *t);
+void symm_tensor_release_in_order(symm_comm_t *comm, symm_tensor_t **list, size_t n,
+                                  bool orphan);
+
+/* pool.c: comm->pool, under comm->lock.  find takes (or with take false
+ * only looks at) an allocation of alloc_bytes (and collective allocation
+ * alloc_seq, unless 0); reuse resets a taken one's pad, destroying it if
+ * that fails; add_locked pools t with the lock held (false: no memory);
+ * drain empties the pool into *list (malloc'd). */
+symm_tensor_t *symm_pool_find(symm_comm_t *comm, size_t alloc_bytes, uint64_t alloc_seq,
+                              bool take);
+symm_result_t symm_pool_reuse(symm_comm_t *comm, symm_tensor_t *t);
+bool symm_pool_has_room(symm_comm_t *comm, size_t bytes);
+bool symm_pool_add_locked(symm_comm_t *comm, symm_tensor_t *t);
+symm_result_t symm_pool_drain(symm_comm_t *comm, symm_tensor_t ***list, size_t *n,
+                              size_t *bytes);
+
+/* tensor.c: symm_tensor_alloc for a caller that must know, on failure,
+ * whether this rank failed alone (*alone: its peers may have succeeded and
+ * be on their way to the rendezvous), as the scratch's growth must. */
+symm_result_t symm_tensor_alloc_step(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                     symm_dtype_t dtype, symm_tensor_t **out, bool *alone);
+
+/* rendezvous.c: takes this rank's place in a rendezvous of sizes[ndim] of
+ * dtype that it cannot make (`failure`, the last error), so that its peers
+ * fail at once naming it; returns `failure`. */
+symm_result_t symm_rendezvous_refused(symm_comm_t *comm, const int64_t *sizes, int ndim,
+                                      symm_dtype_t dtype, symm_result_t failure);
 
 /* ---------------------------------------------------------------- registry */
 /* Process-wide map from address ranges to tensors; thread-safe. */
