@@ -2,7 +2,8 @@
  * The embedded TCP key-value store: server (run by rank 0 or symmem-run) and
  * client.  The public half of the client API (symm_store_set/get/add/
  * compare_set/wait/delete/check) is declared in symmem.h; this header adds
- * what the core, the tools and the tests need.
+ * what the core, the tools and the tests need, and the policy of serving a
+ * communicator's store.
  *
  * Protocol: length-checked binary messages over TCP (store_proto.h).  Every
  * connection starts with a handshake in which each side proves it holds
@@ -66,6 +67,46 @@ symm_result_t symm_store_server_wait_parked(symm_store_server_t *server, int n, 
  * NULL); false: serving on.  One owner calls it, not concurrently with
  * symm_store_server_stop. */
 bool symm_store_server_stop_if_idle(symm_store_server_t *server, uint32_t upto_comm);
+
+/* ------------------------------------------------------------ serving */
+/* Which rank serves a communicator's store, and this process's part in
+ * serving it (store_serving.c). */
+/* Whether this rank serves its communicator's store: as store_server (the
+ * config's) says when it is 0 or 1, else (negative) rank 0 unless
+ * SYMM_STORE_EXTERNAL; always without an address (have_addr false): a lone
+ * process serves itself on an ephemeral port. */
+bool symm_store_serves(int store_server, int rank, bool have_addr);
+/* The rank that serves the store as every rank can tell from its own
+ * settings (rank itself when it serves, else rank 0 unless a launcher
+ * does), for messages about a store that does not answer; -1: no rank. */
+int symm_store_serving_rank(int store_server, bool serves, int rank);
+/* The number of the next communicator this process makes on store
+ * address addr: how many it made there before (0 for "", a lone process's
+ * own store); every rank counts alike.  -1 if out of memory. */
+int symm_store_next_comm_number(const char *addr);
+
+typedef struct symm_store_serve_args {
+  int port;          /* the address's port; 0: an ephemeral one (no address) */
+  const char *token; /* the job's token ("" warns when size > 1) */
+  int rank, size;    /* this rank, of a communicator of size ranks */
+  uint32_t index;    /* the communicator's number (symm_store_next_comm_number) */
+} symm_store_serve_args_t;
+/* Serves the store of a communicator at addr (cap bytes; "": a lone
+ * process's own store on loopback, whose address is then written there):
+ * on SYMM_STORE_BIND:port, or loopback.  A store this process serves on the
+ * same address and token already is shared (*shared true, one per process);
+ * otherwise a new one is started, and shared while the process serves no
+ * other on a fixed port.  *server is what symm_store_stop_serving takes.
+ * Errors: those of symm_store_server_start, with the rank and address. */
+symm_result_t symm_store_serve(const symm_store_serve_args_t *args, char *addr, size_t cap,
+                               symm_store_server_t **server, bool *shared);
+/* The serving rank's end of a communicator (number index): waits, within
+ * the calling operation's deadline and slack (symm_op_limit: destroy's,
+ * or what is left of a failed init's, so peers failing it too can read
+ * their answers), until that communicator's ranks have closed their
+ * connections, then stops the store, unless a shared one still serves
+ * other communicators or ranks of a later one are connected. */
+void symm_store_stop_serving(symm_store_server_t *server, bool shared, uint32_t index);
 
 /* ---------------------------------------------------------------- client */
 /* Connects to addr ("host:port", host a name or IPv4/IPv6 literal,

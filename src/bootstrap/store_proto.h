@@ -1,6 +1,6 @@
 /*
- * Wire protocol of the embedded key-value store (server: store_server.c,
- * client: store_client.c).  Our own design; everything little-endian.
+ * Wire protocol of the embedded key-value store (server: store_server*.c,
+ * client: store_client*.c).  Our own design; everything little-endian.
  *
  * Every message is a 16-byte header followed by `body_len` bytes of body:
  *

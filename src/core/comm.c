@@ -1,6 +1,7 @@
 /* Communicator lifecycle: identity from config or launcher environment,
- * store connection (serving it on rank 0 when nobody else does), bootstrap,
- * backend choice agreed by all ranks, backend init/startup, teardown. */
+ * store connection (serving it on rank 0 when nobody else does, by the
+ * bootstrap's store_serving.c), bootstrap, backend choice agreed by all
+ * ranks, backend init/startup, teardown. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
 #include <pthread.h>
 #include <stddef.h>
@@ -13,49 +14,6 @@
 #include "internal.h"
 #include "symm_fault.h"
 #include "symm_peer_watch.h"
-
-/*
- * A communicator's number on its store: how many this process made before
- * on the same store address.  Every rank of a communicator makes its
- * communicators on that store in the same order (symm_comm_init is
- * collective), so they count alike, whatever else each process makes on
- * other stores or from other threads meanwhile: the number keys the
- * communicator's store keys, its HELLO and its fd server's names.  A lone
- * process's store is its own, and its one communicator is number 0.
- */
-static struct {
-  pthread_mutex_t lock;
-  struct store_count {
-    char addr[256];
-    int made;
-  } *v;
-  size_t n, cap;
-} store_counts = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* The next number on store address addr; -1 if out of memory. */
-static int next_comm_number(const char *addr) {
-  if (!addr[0]) return 0;
-  int number = -1;
-  pthread_mutex_lock(&store_counts.lock);
-  size_t i = 0;
-  while (i < store_counts.n && strcmp(store_counts.v[i].addr, addr) != 0) i++;
-  if (i == store_counts.n && store_counts.n == store_counts.cap) {
-    size_t cap = store_counts.cap ? 2 * store_counts.cap : 4;
-    struct store_count *v = realloc(store_counts.v, cap * sizeof *v);
-    if (!v) goto out;
-    store_counts.v = v;
-    store_counts.cap = cap;
-  }
-  if (i == store_counts.n) {
-    snprintf(store_counts.v[i].addr, sizeof store_counts.v[i].addr, "%s", addr);
-    store_counts.v[i].made = 0;
-    store_counts.n++;
-  }
-  number = store_counts.v[i].made++;
-out:
-  pthread_mutex_unlock(&store_counts.lock);
-  return number;
-}
 
 /* ---------------------------------------------------- identity resolution */
 
@@ -165,147 +123,18 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
   }
   rc->token = c->token ? c->token : symm_settings()->SYMM_TOKEN;
   if (!rc->token) rc->token = "";
-  if (c->store_server < 0)
-    rc->serve = c->rank == 0 && !symm_settings()->SYMM_STORE_EXTERNAL;
-  else
-    rc->serve = c->store_server != 0;
+  rc->serve = symm_store_serves(c->store_server, c->rank, rc->store_addr[0] != 0);
   /* A lone process with no address serves itself on an ephemeral port,
    * with a token of its own: nobody else needs to reach that store, and any
    * local user could otherwise. */
-  if (!rc->store_addr[0]) {
-    rc->serve = true;
-    if (!rc->token[0]) {
-      symm_random_hex(rc->own_token, 16);
-      rc->token = rc->own_token;
-    }
+  if (!rc->store_addr[0] && !rc->token[0]) {
+    symm_random_hex(rc->own_token, 16);
+    rc->token = rc->own_token;
   }
   return SYMM_SUCCESS;
 }
 
 /* -------------------------------------------------------- store + bootstrap */
-
-/*
- * The store that this process serves on a fixed address, shared by its
- * communicators there, one after the other or several at once: their keys
- * are apart (each communicator's prefix), and each one's destroy waits only
- * for its own ranks' connections (symm_store_server_drain_comm, by the
- * communicator index every rank says in HELLO).  It stops after the last of
- * them, unless ranks of a later communicator are connected already (they
- * destroyed theirs and created the next one first): it serves them on, and
- * this process's next communicator on the same address takes it over.
- * Stopping it there would fail their calls (SYMM_ERR_PEER_LOST).  A store on
- * an ephemeral port (a lone process) is the communicator's own, and so is
- * one on a second address while the first is in use: one address per
- * process is shared.
- */
-static struct {
-  pthread_mutex_t lock;
-  symm_store_server_t *server; /* NULL: none */
-  char bind[256];
-  int port;
-  char *token;
-  int users;          /* communicators using it */
-  uint32_t max_index; /* the highest communicator index that used it */
-} served = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* Under served.lock: forgets and stops the shared store. */
-static void served_forget(bool stop) {
-  if (stop && served.server) symm_store_server_stop(served.server);
-  served.server = NULL;
-  free(served.token);
-  served.token = NULL;
-  served.users = 0;
-}
-
-/* A fork()ed child gets the lock unlocked (another thread may have held
- * it) and no record: the store's thread is the parent's.  The token's
- * copy is left to the child's exit. */
-static void served_atfork_child(void) {
-  pthread_mutex_init(&served.lock, NULL);
-  served.server = NULL;
-  served.token = NULL;
-  served.users = 0;
-}
-static void served_atfork_register(void) { pthread_atfork(NULL, NULL, served_atfork_child); }
-
-static symm_result_t serve_store(symm_comm_t *comm, const char *bind, int port,
-                                 const char *token) {
-  if (port == 0) return symm_store_server_start(bind, port, token, &comm->server);
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, served_atfork_register);
-  pthread_mutex_lock(&served.lock);
-  symm_result_t res = SYMM_SUCCESS;
-  if (served.server && served.port == port && strcmp(served.bind, bind) == 0 &&
-      strcmp(served.token, token) == 0) {
-    served.users++;
-    if ((uint32_t)comm->index > served.max_index) served.max_index = (uint32_t)comm->index;
-    comm->server = served.server;
-    comm->server_shared = true;
-    SYMM_INFO(INIT, "rank %d: serving the store on %s:%d for this communicator too", comm->rank,
-              bind, port);
-    goto out;
-  }
-  if (served.server && served.users == 0) served_forget(true); /* left for another address */
-  res = symm_store_server_start(bind, port, token, &comm->server);
-  if (res != SYMM_SUCCESS || served.server) goto out; /* another address in use: its own */
-  served.token = strdup(token);
-  if (!served.token) goto out; /* no record: the communicator's own store */
-  served.server = comm->server;
-  snprintf(served.bind, sizeof served.bind, "%s", bind);
-  served.port = port;
-  served.users = 1;
-  served.max_index = (uint32_t)comm->index;
-  comm->server_shared = true;
-out:
-  pthread_mutex_unlock(&served.lock);
-  return res;
-}
-
-/* Milliseconds left for a wait that finishes the calling operation: up to
- * its deadline plus its slack (symm_op_limit), which is destroy's own or,
- * when init fails, what is left of init's. */
-static int finishing_ms(void) { return symm_ms_until(symm_op_limit(UINT64_MAX)); }
-
-/* Peers may still be finishing a collective whose answer they have not
- * read; stopping the store under them would turn success into PEER_LOST.
- * So the serving rank waits (within the calling operation's time) until
- * they have all closed. */
-static void stop_serving(symm_comm_t *comm) {
-  int wait_ms = finishing_ms();
-  if (!comm->server_shared) {
-    if (symm_store_server_drain(comm->server, wait_ms) != SYMM_SUCCESS)
-      SYMM_INFO(INIT, "store stopped with ranks still connected");
-    symm_store_server_stop(comm->server);
-    return;
-  }
-  /* A fork()ed child has no record (served_atfork_child): the store's
-   * thread is not here. */
-  pthread_mutex_lock(&served.lock);
-  const bool here = served.server == comm->server;
-  pthread_mutex_unlock(&served.lock);
-  if (!here) return;
-  if (symm_store_server_drain_comm(comm->server, (uint32_t)comm->index, wait_ms) != SYMM_SUCCESS)
-    SYMM_INFO(INIT, "store: ranks of this communicator still connected after %d ms", wait_ms);
-  pthread_mutex_lock(&served.lock);
-  if (served.server == comm->server && --served.users == 0) {
-    /* Stragglers of this process's communicators (after a drain's timeout)
-     * do not keep it; those of a later one (a higher index: indices grow
-     * alike on every rank) do. */
-    if (symm_store_server_stop_if_idle(served.server, served.max_index))
-      served_forget(false); /* stopped */
-    else
-      SYMM_INFO(INIT, "store: ranks of a later communicator are connected; serving on");
-  }
-  pthread_mutex_unlock(&served.lock);
-}
-
-/* The rank that serves the store as every rank can tell from its own
- * settings (this one when it serves, else rank 0 unless a launcher does),
- * for messages about a store that does not answer; -1: no rank. */
-static int store_server_rank(const symm_comm_t *comm, const resolved_config_t *rc) {
-  if (rc->serve) return comm->rank;
-  return rc->cfg.store_server < 0 && !symm_settings()->SYMM_STORE_EXTERNAL ? 0 : -1;
-}
 
 static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   char host[256];
@@ -313,23 +142,17 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   if (rc->store_addr[0])
     SYMM_CHECK(symm_store_parse_addr(rc->store_addr, host, sizeof host, &port));
   if (rc->serve) {
-    const char *bind = rc->store_addr[0] ? symm_settings()->SYMM_STORE_BIND : "127.0.0.1";
-    if (!rc->token[0] && comm->size > 1)
-      SYMM_WARN(INIT, "store served without a token: set SYMM_TOKEN on every rank (symmem-run "
-                      "does this for you)");
-    symm_result_t res = serve_store(comm, bind, port, rc->token);
-    if (res != SYMM_SUCCESS) {
-      symm_error_context("rank %d could not serve the store on %s:%d", comm->rank, bind, port);
-      return res;
-    }
-    if (!rc->store_addr[0])
-      snprintf(rc->store_addr, sizeof rc->store_addr, "127.0.0.1:%d",
-               symm_store_server_port(comm->server));
+    const symm_store_serve_args_t serve = {.port = port, .token = rc->token,
+                                           .rank = comm->rank, .size = comm->size,
+                                           .index = (uint32_t)comm->index};
+    symm_result_t res = symm_store_serve(&serve, rc->store_addr, sizeof rc->store_addr,
+                                         &comm->server, &comm->server_shared);
+    if (res != SYMM_SUCCESS) return res;
   }
   symm_result_t res = symm_store_connect_rank(rc->store_addr, rc->token, comm->rank,
                                               (uint32_t)comm->index, rc->job_ranks,
                                               comm->timeout_ms, &comm->store);
-  const int server_rank = store_server_rank(comm, rc);
+  const int server_rank = symm_store_serving_rank(rc->cfg.store_server, rc->serve, comm->rank);
   if (res != SYMM_SUCCESS) {
     char by[40] = "";
     if (server_rank >= 0) snprintf(by, sizeof by, " (served by rank %d)", server_rank);
@@ -886,7 +709,7 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   comm->local_size = rc->cfg.local_size;
   comm->timeout_ms = rc->cfg.timeout_ms;
   comm->pad_bytes = rc->cfg.signal_pad_bytes;
-  comm->index = next_comm_number(rc->store_addr);
+  comm->index = symm_store_next_comm_number(rc->store_addr);
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
@@ -976,7 +799,8 @@ static void teardown(symm_comm_t *comm) {
   free(comm->pid_starts);
   free(comm->host_ids);
   symm_store_close(comm->store);
-  if (comm->server) stop_serving(comm);
+  if (comm->server)
+    symm_store_stop_serving(comm->server, comm->server_shared, (uint32_t)comm->index);
   symm_op_deadline_end(outer);
   pthread_mutex_destroy(&comm->lock);
   free(comm);

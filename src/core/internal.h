@@ -47,7 +47,7 @@ struct symm_comm {
   int requested_device;      /* config or SYMM_DEVICE, -1: from the local rank */
   int timeout_ms;
   size_t pad_bytes;          /* every tensor's signal pad, the same on every rank */
-  int index;                 /* its number on its store (comm.c: next_comm_number) */
+  int index;                 /* its number on its store (symm_store_next_comm_number) */
   char job_id[64];           /* same on every rank */
   char name_nonce[17];       /* rank 0's random hex, same on every rank: names of sockets */
   char prefix[96];           /* store key prefix of this communicator */
@@ -61,7 +61,7 @@ struct symm_comm {
   int unreachable;           /* peers the backend cannot load and store (ops->peer_reachable) */
   symm_store_t *store;
   struct symm_store_server *server; /* non-NULL if this rank serves the store */
-  bool server_shared;               /* server is the process's shared one (comm.c) */
+  bool server_shared;               /* server is the process's shared one (store_serving.c) */
   symm_bootstrap_t *bootstrap;  /* what the core uses: shm if possible */
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
   int32_t *pids;             /* [size], from init; 0 where this process cannot watch

@@ -2,7 +2,7 @@
  * The job's store for the library's own keys, which live under "symm/"
  * (every communicator's symm_comm_key_prefix): the public symm_store_set,
  * _add, _compare_set and _delete refuse that prefix, these are the same
- * calls without the check (store_client.c).  Not installed.
+ * calls without the check (store_client_ops.c).  Not installed.
  */
 #ifndef SYMM_STORE_OWN_H
 #define SYMM_STORE_OWN_H
