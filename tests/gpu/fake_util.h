@@ -1,6 +1,6 @@
-/* What the tests over the fake CUDA driver share: its hooks, the checks a
- * rank makes (a failure prints and ends the rank with status 1), a data
- * pattern, and the main() that runs one listed test by name. */
+/* What the tests over the fake CUDA driver share: its hooks, a data
+ * pattern, and the main() that runs one listed test by name.  Their checks
+ * are the harness's ASSERT_* (harness.h). */
 #ifndef SYMM_FAKE_UTIL_H
 #define SYMM_FAKE_UTIL_H
 
@@ -32,30 +32,6 @@ static inline fakecuda_stats_t fake_stats(void) {
   if (fn) fn(&s);
   return s;
 }
-
-#define RCHECK(cond, ...)                                                       \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-#define ROK(call)                                                               \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == SYMM_SUCCESS, "%s (%s)", symm_strerror(r_), symm_last_error()); \
-  } while (0)
-#define RRES(call, want)                                                        \
-  do {                                                                          \
-    symm_result_t r_ = (call);                                                  \
-    RCHECK(r_ == (want), "got %s, want %s (%s)", symm_strerror(r_),             \
-           symm_strerror(want), symm_last_error());                             \
-  } while (0)
-/* The thread's last error says `needle`. */
-#define RHAS(needle) RCHECK(strstr(symm_last_error(), needle), "no \"%s\" in: %s", needle, \
-                            symm_last_error())
 
 /* What rank `writer` puts at element i. */
 static inline uint64_t pattern(int writer, size_t i) {
