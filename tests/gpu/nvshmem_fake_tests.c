@@ -605,10 +605,7 @@ TEST_IMPL(nvshmem_real_library_entry_points) {
   return 0;
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} nvshmem_fake_tests[] = {
+static const fake_test_t nvshmem_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-nvshmem-fake.h"
 #undef TEST_ENTRY
@@ -618,16 +615,6 @@ int main(int argc, char **argv) {
   /* Every test uses both fakes unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
   setenv("SYMM_NVSHMEM_LIB", FAKENVSHMEM_PATH, 1);
-  size_t n = sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", nvshmem_fake_tests[i].name);
-    else if (strcmp(argv[1], nvshmem_fake_tests[i].name) == 0) return nvshmem_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, nvshmem_fake_tests,
+                         sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0]);
 }
