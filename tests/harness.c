@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -133,6 +134,20 @@ void test_store_proc_stop(test_store_proc_t *s) {
 
 /* Write end of the pipe through which a rank says test_rank_ready. */
 static int rank_ready_fd = -1;
+/* This process's rank in test_run_ranks' job, -1 outside one. */
+static int test_rank = -1;
+
+void test_fail_at(const char *file, int line, const char *fmt, ...) {
+  if (test_rank >= 0) fprintf(stderr, "rank %d: ", test_rank);
+  fprintf(stderr, "FAIL %s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  fflush(stderr);
+  abort();
+}
 
 void test_rank_ready(void) {
   char c = 1;
@@ -196,6 +211,7 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
       free(pids); /* the parent's bookkeeping (valgrind counts it lost in the rank) */
       close(ctl[1]);
       if (ready[0] >= 0) close(ready[0]);
+      test_rank = r;
       rank_ready_fd = r == o.kill_rank ? ready[1] : -1;
       if (r != o.kill_rank && ready[1] >= 0) close(ready[1]);
       char num[32];

@@ -14,18 +14,25 @@
 #define TEST_SKIP 77
 #define TEST_IMPL(name) int run_test_##name(void)
 
-#define TEST_FAIL_(...)                                                       \
-  do {                                                                        \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                      \
-    fprintf(stderr, __VA_ARGS__);                                             \
-    fprintf(stderr, "\n");                                                    \
-    fflush(stderr);                                                           \
-    abort();                                                                  \
-  } while (0)
+/* Prints "FAIL file:line: " and the message (in a rank's process of
+ * test_run_ranks, "rank R: " first) and aborts. */
+void test_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+#define TEST_FAIL_(...) test_fail_at(__FILE__, __LINE__, __VA_ARGS__)
 
 #define ASSERT(expr)                                                          \
   do {                                                                        \
     if (!(expr)) TEST_FAIL_("assertion failed: %s", #expr);                   \
+  } while (0)
+/* ASSERT with a message that says what was found (printf arguments): for a
+ * condition that is not one comparison of two values. */
+#define ASSERT_MSG(expr, ...)                                                 \
+  do {                                                                        \
+    if (!(expr)) {                                                            \
+      char m_[512];                                                           \
+      snprintf(m_, sizeof m_, __VA_ARGS__);                                   \
+      TEST_FAIL_("%s: %s", #expr, m_);                                        \
+    }                                                                         \
   } while (0)
 #define ASSERT_INT_(a, op, b)                                                 \
   do {                                                                        \

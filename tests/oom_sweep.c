@@ -144,7 +144,7 @@ static int sweep_rank(int rank, int size, void *argp) {
  * went wrong in *bad. */
 static int sweep_one(int oom_rank, long oom_at, rank_report_t *reports, int *bad) {
   memset(reports, 0, sizeof *reports * RANKS);
-  sweep_arg_t arg = {oom_rank, oom_at, reports};
+  sweep_arg_t arg = {.oom_rank = oom_rank, .oom_at = oom_at, .reports = reports};
   int status[RANKS] = {0};
   test_job_opts_t o = {.kill_rank = -1, .exit_status = status, .store_timeout_ms = 600,
                        .timeout_ms = 30000, .backend = getenv("SYMM_OOM_BACKEND")};

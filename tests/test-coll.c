@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
-#include "core/internal.h" /* comm->scratch: the scratch-size test */
+#include "symm_test_access.h" /* the scratch-size test */
 #include "harness.h"
 
 static symm_comm_t *init_comm(void) {
@@ -378,7 +378,7 @@ static const symm_dtype_t move_dtypes[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM
 static int ops_rank(int rank, int size, void *arg) {
   const ops_arg_t *oa = arg;
   if (oa->scratch) setenv("SYMM_SCRATCH_BYTES", oa->scratch, 1);
-  job_t j = {init_comm(), rank, size, NULL, 0, 0};
+  job_t j = {.comm = init_comm(), .rank = rank, .size = size};
   int64_t n = (int64_t)(max_bytes(size) + 4096);
   ASSERT_OK(symm_tensor_alloc(j.comm, &n, 1, SYMM_DTYPE_U8, &j.sym));
   ASSERT_OK(symm_tensor_rendezvous(j.sym));
@@ -420,7 +420,7 @@ static int ops_rank(int rank, int size, void *arg) {
 }
 
 static void run_ops(int n, bool full, const char *scratch) {
-  ops_arg_t oa = {full, scratch};
+  ops_arg_t oa = {.full = full, .scratch = scratch};
   test_job_opts_t o = {.timeout_ms = 120000, .store_timeout_ms = 20000, .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(n, ops_rank, &oa, &o), 0);
 }
@@ -978,7 +978,7 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_scratch_bytes(comm, B, &need));
   ASSERT_GE(need, 2 * B);
   ASSERT_OK(symm_comm_reserve_scratch(comm, need));
-  const symm_tensor_t *scratch = comm->scratch;
+  const symm_tensor_t *scratch = symm_comm_scratch_current(comm);
   float *send = calloc(B, 1), *recv = calloc(B, 1);
   ASSERT(send && recv);
   const size_t n = B / 4, per = B / 4 / (size_t)size;
@@ -991,7 +991,7 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_all_gather(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
   ASSERT_OK(symm_broadcast(comm, send, recv, n, SYMM_DTYPE_F32, 0, NULL));
   ASSERT_OK(symm_all_to_all(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
-  if (comm->scratch != scratch)
+  if (symm_comm_scratch_current(comm) != scratch)
     TEST_FAIL_("rank %d: a collective grew the scratch reserved for %zu bytes", rank, B);
   size_t b = 0;
   ASSERT_RES(symm_comm_scratch_bytes(NULL, 8, &b), SYMM_ERR_INVALID_ARG);
@@ -1025,10 +1025,10 @@ static int scratch_default_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_init(NULL, &comm));
   float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
   ASSERT_OK(symm_all_reduce(comm, in, out, 8, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
-  ASSERT(comm->scratch != NULL);
-  ASSERT_EQ(comm->scratch->nbytes, want);
+  ASSERT(symm_comm_scratch_current(comm) != NULL);
+  ASSERT_EQ(symm_tensor_nbytes(symm_comm_scratch_current(comm)), want);
   ASSERT_OK(symm_comm_reserve_scratch(comm, want / 2));
-  ASSERT_EQ(comm->scratch->nbytes, want);
+  ASSERT_EQ(symm_tensor_nbytes(symm_comm_scratch_current(comm)), want);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1141,11 +1141,12 @@ static int kinds_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-#define KINDS_TEST(name, ranks, low, high, split, warm, first_refused)  \
-  TEST_IMPL(name) {                                                    \
-    static kinds_case_t kc = {low, high, split, warm, first_refused};   \
-    ASSERT_EQ(test_run_ranks(ranks, kinds_rank, &kc), 0);              \
-    return 0;                                                          \
+#define KINDS_TEST(name, ranks, low_, high_, split_, warm_, first_refused_)    \
+  TEST_IMPL(name) {                                                            \
+    static kinds_case_t kc = {.low = low_, .high = high_, .split = split_,     \
+                              .warm = warm_, .first_refused = first_refused_}; \
+    ASSERT_EQ(test_run_ranks(ranks, kinds_rank, &kc), 0);                      \
+    return 0;                                                                  \
   }
 
 KINDS_TEST(coll_kinds_barrier_2, 2, CALL_ALL_REDUCE, CALL_BARRIER, 1, true, false)
@@ -1261,7 +1262,7 @@ static int forged_offset_rank(int rank, int size, void *arg) {
   for (size_t i = 0; i < n; i++) x[i] = (float)rank;
   symm_store_t *store = symm_comm_store(comm);
   pthread_t thread;
-  forger_t f = {NULL, {0, 0}, store};
+  forger_t f = {.slot = NULL, .before = {0, 0}, .store = store};
   if (rank == 1) {
     void *pad = NULL;
     ASSERT_OK(symm_tensor_signal_pad(symm_comm_scratch_current(comm), 1, &pad));

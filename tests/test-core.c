@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "harness.h"
 
 TEST_IMPL(core_backend_names) {
@@ -494,7 +494,7 @@ static symm_result_t failing_broadcast(symm_bootstrap_t *bs, void *buf, size_t l
 TEST_IMPL(core_shm_bootstrap_nameless) {
   static const symm_bootstrap_ops_t ops = {.version = 1, .name = "failing",
                                            .broadcast = failing_broadcast};
-  symm_bootstrap_t store_bs = {&ops, 0, 2, 1000, NULL};
+  symm_bootstrap_t store_bs = {.ops = &ops, .rank = 0, .size = 2, .timeout_ms = 1000};
   snprintf(shm_job, sizeof shm_job, "nameless-test-%d", (int)getpid());
   struct stat st;
   if (stat("/dev/shm", &st) != 0) {
@@ -526,9 +526,9 @@ TEST_IMPL(core_pool_reset_pad_fails) {
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   static symm_backend_ops_t ops;
-  ops = *comm->ops;
+  ops = *symm_test_comm_ops(comm);
   ops.reset_pad = failing_reset_pad;
-  comm->ops = &ops;
+  symm_test_comm_set_ops(comm, &ops);
   const size_t bytes = (size_t)16 << 20;
   int64_t n = (int64_t)bytes;
   symm_tensor_t *t = NULL;
@@ -558,10 +558,11 @@ TEST_IMPL(core_single_rank_token) {
   unsetenv("SYMM_TOKEN");
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
-  ASSERT(comm->server != NULL);
+  struct symm_store_server *server = symm_test_comm_store_server(comm);
+  ASSERT(server != NULL);
   ASSERT_OK(symm_store_set(symm_comm_store(comm), "app/k", "v", 1));
   char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(comm->server));
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", symm_store_server_port(server));
   symm_store_t *s = NULL;
   ASSERT_RES(symm_store_connect(addr, "", -1, 2000, &s), SYMM_ERR_PERMISSION);
   ASSERT(s == NULL);

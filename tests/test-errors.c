@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "backends/util/fd_exchange.h"
-#include "core/internal.h" /* a communicator struct of its own, the registry */
+#include "symm_test_access.h" /* a communicator of its own, the registry */
 #include "harness.h"
 
 TEST_IMPL(errors_strerror) {
@@ -111,14 +111,14 @@ static void errors_job(char *job, size_t cap) {
 }
 
 static symm_fdx_t *errors_fdx(int rank, int size, int timeout_ms) {
-  struct symm_comm c;
-  memset(&c, 0, sizeof c);
-  errors_job(c.job_id, sizeof c.job_id);
-  c.rank = rank;
-  c.size = size;
-  c.timeout_ms = timeout_ms;
+  char job[64];
+  errors_job(job, sizeof job);
+  symm_comm_t *c = symm_test_comm_new(&(symm_test_comm_opts_t){
+      .job_id = job, .rank = rank, .size = size, .timeout_ms = timeout_ms});
+  ASSERT(c != NULL);
   symm_fdx_t *fdx = NULL;
-  ASSERT_OK(symm_fdx_start(&c, &fdx));
+  ASSERT_OK(symm_fdx_start(c, &fdx));
+  symm_test_comm_free(c);
   return fdx;
 }
 

@@ -520,7 +520,7 @@ static bool run_cell(cell_t *c) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/symm-faults-XXXXXX");
   ASSERT(mkdtemp(dir) != NULL);
-  verdict_t v = {"", 0};
+  verdict_t v = {.text = ""};
   pid_t pids[FAULT_MAX_RANKS] = {0}, launcher = 0;
   int port = 0;
   const uint64_t start = test_now_ms(), deadline = start + FAULT_CELL_MS;

@@ -1,6 +1,7 @@
 /* Tests of the fd exchange (src/backends/util/fd_exchange.c): real servers
- * in this process or in forked ones, each built from a hand-filled struct
- * symm_comm; a store only where its lost ranks are the point. */
+ * in this process or in forked ones, each started on a communicator of the
+ * test's own (symm_test_comm_new); a store only where its lost ranks are
+ * the point. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -15,7 +16,7 @@
 
 #include "backends/util/fd_exchange.h"
 #include "bootstrap/store.h"
-#include "core/internal.h" /* a communicator struct of its own */
+#include "symm_test_access.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -27,20 +28,21 @@ static void fdx_test_job(char *job, size_t cap) {
            rnd[3], rnd[4], rnd[5]);
 }
 
-static void fdx_test_comm(struct symm_comm *c, const char *job, int rank, int size,
-                          int timeout_ms) {
-  memset(c, 0, sizeof *c);
-  snprintf(c->job_id, sizeof c->job_id, "%s", job);
-  c->rank = rank;
-  c->size = size;
-  c->timeout_ms = timeout_ms;
+/* symm_fdx_start on a communicator of the test's own, made of o: the fd
+ * exchange reads it only while it starts. */
+static symm_result_t fdx_start_as(const symm_test_comm_opts_t *o, symm_fdx_t **out) {
+  symm_comm_t *c = symm_test_comm_new(o);
+  ASSERT(c != NULL);
+  symm_result_t res = symm_fdx_start(c, out);
+  symm_test_comm_free(c);
+  return res;
 }
 
 static symm_fdx_t *fdx_test_start(const char *job, int rank, int size, int timeout_ms) {
-  struct symm_comm c;
-  fdx_test_comm(&c, job, rank, size, timeout_ms);
   symm_fdx_t *fdx = NULL;
-  ASSERT_OK(symm_fdx_start(&c, &fdx));
+  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = rank, .size = size,
+                                                   .timeout_ms = timeout_ms},
+                         &fdx));
   ASSERT(fdx != NULL);
   return fdx;
 }
@@ -191,7 +193,7 @@ static int fdx_run_group(int n, const char *job, fdx_rank_fn fn, int timeout_ms)
         close(up[k][0]);
         close(down[k][1]);
       }
-      fdx_member_t m = {r, n, job, up[r][1], down[r][0]};
+      fdx_member_t m = {.rank = r, .size = n, .job = job, .up = up[r][1], .down = down[r][0]};
       int rc = fn(&m);
       fflush(stdout);
       fflush(stderr);
@@ -417,12 +419,11 @@ TEST_IMPL(fdx_peer_gone_before_serving) {
   if (child == 0) _exit(0);
   ASSERT(child > 0);
   ASSERT_EQ(waitpid(child, NULL, 0), child); /* reaped: the pid names no process */
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 0, 2, 20000);
   int32_t pids[2] = {(int32_t)getpid(), (int32_t)child};
-  c.pids = pids;
   symm_fdx_t *a = NULL;
-  ASSERT_OK(symm_fdx_start(&c, &a));
+  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = 2,
+                                                   .timeout_ms = 20000, .pids = pids},
+                         &a));
   int fd = 123;
   uint64_t t0 = test_now_ms();
   ASSERT_RES(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_PEER_LOST);
@@ -460,11 +461,10 @@ static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, ui
   if (lost >= 0) symm_store_abandon(fdx_store_rank(&st, lost));
   char job[48];
   fdx_test_job(job, sizeof job);
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 0, size, timeout_ms);
-  c.store = mine;
   symm_fdx_t *a = NULL;
-  ASSERT_OK(symm_fdx_start(&c, &a));
+  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = size,
+                                                   .timeout_ms = timeout_ms, .store = mine},
+                         &a));
   int fd = 123;
   uint64_t t0 = test_now_ms();
   symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
@@ -579,7 +579,7 @@ static int fdx_foreign_client(const char *job, int serving) {
   if (s < 0) return 10;
   /* The server may have refused and shut down before this arrives (EPIPE):
    * its refusal must be readable either way. */
-  symm_fdx_request_t req = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 1};
+  symm_fdx_request_t req = {.magic = SYMM_FDX_MAGIC, .op = SYMM_FDX_OP_FETCH, .id = 1};
   (void)!send(s, &req, sizeof req, MSG_NOSIGNAL);
   symm_fdx_reply_t rep;
   int fd;
@@ -589,10 +589,11 @@ static int fdx_foreign_client(const char *job, int serving) {
     return 12;
   if (fdx_raw_recv(s, &rep, &fd, 5000) != 0) return 13; /* and closed */
   close(s);
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 1, 3, 5000);
   symm_fdx_t *mine = NULL;
-  if (symm_fdx_start(&c, &mine) != SYMM_SUCCESS) return 14;
+  if (fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 1, .size = 3,
+                                            .timeout_ms = 5000},
+                   &mine) != SYMM_SUCCESS)
+    return 14;
   symm_result_t res = symm_fdx_fetch(mine, 0, 1, &fd);
   symm_fdx_stop(mine);
   return res == SYMM_ERR_PERMISSION ? 0 : 15;
@@ -601,10 +602,11 @@ static int fdx_foreign_client(const char *job, int serving) {
 /* Serves rank 2 as uid 65534 until `quit` reaches EOF. */
 static int fdx_foreign_server(const char *job, int ready, int quit) {
   fdx_become_nobody();
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 2, 3, 5000);
   symm_fdx_t *fdx = NULL;
-  if (symm_fdx_start(&c, &fdx) != SYMM_SUCCESS) return 20;
+  if (fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 2, .size = 3,
+                                            .timeout_ms = 5000},
+                   &fdx) != SYMM_SUCCESS)
+    return 20;
   int mem = fdx_make_memfd(4096, 2);
   if (symm_fdx_publish(fdx, 2, mem) != SYMM_SUCCESS) return 21;
   if (write(ready, "r", 1) != 1) return 22;
@@ -695,7 +697,7 @@ TEST_IMPL(fdx_malformed) {
   fdx_check_memfd(fd, 4096, 3);
   close(fd);
 
-  symm_fdx_request_t good = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5};
+  symm_fdx_request_t good = {.magic = SYMM_FDX_MAGIC, .op = SYMM_FDX_OP_FETCH, .id = 5};
   unsigned char big[64];
   memset(big, 0, sizeof big);
   memcpy(big, &good, sizeof good);
@@ -740,7 +742,7 @@ TEST_IMPL(fdx_slow_reader) {
   ASSERT_OK(symm_fdx_publish(a, 5, mem));
   int s = fdx_raw_connect(job, 0);
   ASSERT_GE(s, 0);
-  symm_fdx_request_t req = {SYMM_FDX_MAGIC, SYMM_FDX_OP_FETCH, 5};
+  symm_fdx_request_t req = {.magic = SYMM_FDX_MAGIC, .op = SYMM_FDX_OP_FETCH, .id = 5};
   uint64_t deadline = test_now_ms() + 10000;
   int sent = 0;
   bool cut_off = false;
@@ -852,17 +854,16 @@ TEST_IMPL(fdx_name_taken) {
   fdx_test_job(job, sizeof job);
   symm_fdx_t *a = fdx_test_start(job, 0, 2, 1000);
   int before = test_count_fds();
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 0, 2, 1000);
-  symm_fdx_t *dup = (symm_fdx_t *)&c;
-  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_SYSTEM);
+  symm_test_comm_opts_t o = {.job_id = job, .size = 2, .timeout_ms = 1000};
+  symm_fdx_t *dup = a; /* anything but NULL: a failed start sets it NULL */
+  ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_SYSTEM);
   ASSERT(dup == NULL);
   ASSERT_STR_CONTAINS(symm_last_error(), "taken");
   ASSERT_EQ(test_count_fds(), before);
-  fdx_test_comm(&c, job, 2, 2, 1000);
-  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_INVALID_ARG);
-  fdx_test_comm(&c, job, 0, 0, 1000);
-  ASSERT_RES(symm_fdx_start(&c, &dup), SYMM_ERR_INVALID_ARG);
+  o.rank = 2;
+  ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
+  o.rank = 0, o.size = 0;
+  ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
   symm_fdx_stop(a);
   symm_fdx_stop(NULL);
   return 0;
@@ -883,7 +884,7 @@ static void fdx_await(int fd) { ASSERT_EQ(fdx_read_byte(fd, 20000), 1); }
 
 static void fdx_fake_reply(int conn, uint64_t id) {
   int mem = fdx_make_memfd(4096, (int)id);
-  symm_fdx_reply_t rep = {SYMM_FDX_MAGIC, SYMM_FDX_OK, id};
+  symm_fdx_reply_t rep = {.magic = SYMM_FDX_MAGIC, .status = SYMM_FDX_OK, .id = id};
   (void)symm_fdx_sendmsg(conn, &rep, sizeof rep, mem, 0); /* the late one may find the client gone */
   close(mem);
 }
@@ -928,7 +929,8 @@ static void *fdx_fake_server_main(void *p) {
 TEST_IMPL(fdx_late_reply) {
   char job[48];
   fdx_test_job(job, sizeof job);
-  struct fdx_fake_server f = {-1, 0, {-1, -1}, {-1, -1}, {-1, -1}};
+  struct fdx_fake_server f = {
+      .listener = -1, .timed_out = {-1, -1}, .sent = {-1, -1}, .read_all = {-1, -1}};
   ASSERT_EQ(pipe2(f.timed_out, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(f.sent, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(f.read_all, O_CLOEXEC), 0);
@@ -1048,7 +1050,7 @@ static int sealed_rank(int rank, int size, void *arg) {
   for (int i = 0; i < n; i++) x[i] = (float)(rank + 1);
   ASSERT_OK(symm_all_reduce(comm, x, x, (size_t)n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
   /* The tensor's own memfd, as its owner holds it. */
-  int own = ((host_mem_t *)t->mem.priv)->fd;
+  int own = ((host_mem_t *)symm_tensor_mem(t)->priv)->fd;
   ASSERT_EQ(ftruncate(own, 0), -1);
   ASSERT_EQ(errno, EPERM);
   /* Own and peer's tensor, the scratch, and the bootstrap segment. */
@@ -1113,9 +1115,10 @@ static int bad_fd_rank(int rank, int size, void *arg) {
     symm_tensor_t *t;
     ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
     if (rank == 1) {
-      int bad = fdx_bad_fd((fdx_bad_fd_t)kind, t->mem.alloc_bytes);
-      symm_fdx_unpublish(fdx_of(comm), t->mem.id);
-      ASSERT_OK(symm_fdx_publish(fdx_of(comm), t->mem.id, bad));
+      const symm_mem_t *mem = symm_tensor_mem(t);
+      int bad = fdx_bad_fd((fdx_bad_fd_t)kind, mem->alloc_bytes);
+      symm_fdx_unpublish(fdx_of(comm), mem->id);
+      ASSERT_OK(symm_fdx_publish(fdx_of(comm), mem->id, bad));
       close(bad);
     }
     symm_result_t res = symm_tensor_rendezvous(t);
@@ -1124,8 +1127,9 @@ static int bad_fd_rank(int rank, int size, void *arg) {
     ASSERT_EQ(res, SYMM_ERR_PROTOCOL);
     ASSERT_STR_CONTAINS(symm_last_error(), fdx_bad_fd_says[kind]); /* rank 1 too */
     if (rank == 1) {
-      symm_fdx_unpublish(fdx_of(comm), t->mem.id);
-      ASSERT_OK(symm_fdx_publish(fdx_of(comm), t->mem.id, ((host_mem_t *)t->mem.priv)->fd));
+      const symm_mem_t *mem = symm_tensor_mem(t);
+      symm_fdx_unpublish(fdx_of(comm), mem->id);
+      ASSERT_OK(symm_fdx_publish(fdx_of(comm), mem->id, ((host_mem_t *)mem->priv)->fd));
     }
     ASSERT_OK(symm_tensor_rendezvous(t));
     symm_view_t v;
@@ -1190,10 +1194,10 @@ static int bad_layout_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   if (rank == 1) {
-    ASSERT(comm->ops->export_mem == NULL); /* the host backend's is the truth */
-    fdx_lying_ops = *comm->ops;
+    ASSERT(symm_test_comm_ops(comm)->export_mem == NULL); /* the host backend's is the truth */
+    fdx_lying_ops = *symm_test_comm_ops(comm);
     fdx_lying_ops.export_mem = fdx_lying_export;
-    comm->ops = &fdx_lying_ops;
+    symm_test_comm_set_ops(comm, &fdx_lying_ops);
   }
   int64_t n = 3 * 4096;
   for (int pass = 0; pass < 2; pass++) {
@@ -1203,10 +1207,10 @@ static int bad_layout_rank(int rank, int size, void *arg) {
       ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
       if (pass == 1) { /* mapped by its peers already: a pooled one */
         ASSERT_OK(symm_tensor_rendezvous(t));
-        uint64_t id = t->mem.id;
+        uint64_t id = symm_tensor_mem(t)->id;
         ASSERT_OK(symm_tensor_free(t));
         ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
-        ASSERT_EQ(t->mem.id, id);
+        ASSERT_EQ(symm_tensor_mem(t)->id, id);
       }
       fdx_lie = b;
       symm_result_t res = symm_tensor_rendezvous(t);
@@ -1272,7 +1276,7 @@ static symm_result_t fdx_seg_open(int rank) {
   static const symm_bootstrap_ops_t ops = {.version = 1, .name = "fake",
                                            .broadcast = fdx_seg_broadcast,
                                            .allgather = fdx_seg_allgather};
-  symm_bootstrap_t store_bs = {&ops, rank, 2, 1000, NULL};
+  symm_bootstrap_t store_bs = {.ops = &ops, .rank = rank, .size = 2, .timeout_ms = 1000};
   const int32_t pids[2] = {(int32_t)getpid(), (int32_t)getpid()};
   symm_bootstrap_t *out = NULL;
   symm_result_t res = symm_bootstrap_shm_init(&store_bs, NULL, "symm/c5/", "segtest", 5, pids,
@@ -1428,16 +1432,16 @@ TEST_IMPL(fdx_names_squat_race) {
   close(said[1]);
   close(quit[0]);
 
-  struct symm_comm c[N];
+  symm_test_comm_opts_t c[N];
   symm_fdx_t *fdx[N] = {NULL};
   unsigned char rnd[8];
   symm_random_bytes(rnd, sizeof rnd);
-  for (int r = 0; r < N; r++) {
-    fdx_test_comm(&c[r], job, r, N, 5000);
-    c[r].index = 3;
-    symm_hex(c[r].name_nonce, rnd, sizeof rnd);
-  }
-  ASSERT_OK(symm_fdx_start(&c[0], &fdx[0]));
+  char nonce[2 * sizeof rnd + 1];
+  symm_hex(nonce, rnd, sizeof rnd);
+  for (int r = 0; r < N; r++)
+    c[r] = (symm_test_comm_opts_t){.job_id = job, .rank = r, .size = N, .timeout_ms = 5000,
+                                   .index = 3, .name_nonce = nonce};
+  ASSERT_OK(fdx_start_as(&c[0], &fdx[0]));
   int taken = -1;
   struct pollfd p = {said[0], POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 20000), 1);
@@ -1445,7 +1449,7 @@ TEST_IMPL(fdx_names_squat_race) {
   printf("the squatter (uid %u) bound %d names derived from rank 0's\n", (unsigned)uid, taken);
   ASSERT_GT(taken, 0);
   for (int r = 1; r < N; r++) {
-    symm_result_t res = symm_fdx_start(&c[r], &fdx[r]);
+    symm_result_t res = fdx_start_as(&c[r], &fdx[r]);
     printf("rank %d: %s %s\n", r, symm_strerror(res), res ? symm_last_error() : "");
     ASSERT_OK(res);
   }
@@ -1500,11 +1504,10 @@ TEST_IMPL(fdx_store_lost_rank_bounded) {
    * not a loss of rank 123456. */
   char job[48];
   fdx_test_job(job, sizeof job);
-  struct symm_comm c;
-  fdx_test_comm(&c, job, 0, 2, 400);
-  c.store = mine;
   symm_fdx_t *a = NULL;
-  ASSERT_OK(symm_fdx_start(&c, &a));
+  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = 2,
+                                                   .timeout_ms = 400, .store = mine},
+                         &a));
   int fd = 123;
   res = symm_fdx_fetch(a, 1, 5, &fd);
   printf("fetch: %s: %s\n", symm_strerror(res), symm_last_error());

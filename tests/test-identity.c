@@ -182,7 +182,8 @@ static void run_differ(const differ_arg_t *d, int ranks) {
 }
 
 TEST_IMPL(identity_settings_differ_bootstrap_shm) {
-  differ_arg_t d = {"SYMM_BOOTSTRAP_SHM", "0", 1, {"SYMM_BOOTSTRAP_SHM", "has 0", "has 1"}};
+  differ_arg_t d = {.name = "SYMM_BOOTSTRAP_SHM", .value = "0", .odd = 1,
+                    .expect = {"SYMM_BOOTSTRAP_SHM", "has 0", "has 1"}};
   run_differ(&d, 2);
   d.odd = 0;
   run_differ(&d, 3);
@@ -190,7 +191,8 @@ TEST_IMPL(identity_settings_differ_bootstrap_shm) {
 }
 
 TEST_IMPL(identity_settings_differ_job_id) {
-  differ_arg_t d = {"SYMM_JOB_ID", "another-job", 1, {"SYMM_JOB_ID", "another-job", "rank 1"}};
+  differ_arg_t d = {.name = "SYMM_JOB_ID", .value = "another-job", .odd = 1,
+                    .expect = {"SYMM_JOB_ID", "another-job", "rank 1"}};
   run_differ(&d, 2);
   d.odd = 2;
   d.expect[2] = "rank 2";
@@ -200,7 +202,8 @@ TEST_IMPL(identity_settings_differ_job_id) {
 
 TEST_IMPL(identity_settings_differ_world_size) {
   /* One rank counts a rank that does not exist, or one too few. */
-  differ_arg_t d = {"SYMM_WORLD_SIZE", "3", 1, {"SYMM_WORLD_SIZE", "has 2", "has 3"}};
+  differ_arg_t d = {.name = "SYMM_WORLD_SIZE", .value = "3", .odd = 1,
+                    .expect = {"SYMM_WORLD_SIZE", "has 2", "has 3"}};
   run_differ(&d, 2);
   d.odd = 0;
   run_differ(&d, 2);

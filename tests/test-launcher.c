@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "harness.h"
 
 #define OUT_CAP (64 * 1024)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "harness.h"
 
 
@@ -284,7 +284,7 @@ static int count_job_sockets(const char *job) {
 /* Rank 1 is killed `where`; NULL backend: the harness default, so that the
  * conformance run (SYMM_TEST_BACKEND) covers other backends too. */
 static void run_kill_case(const char *where, int n, test_rank_fn fn) {
-  kill_arg_t ka = {where, 20000};
+  kill_arg_t ka = {.where = where, .timeout_ms = 20000};
   int status[8];
   test_job_opts_t o = {.timeout_ms = 60000, .exit_status = status,
                        .store_timeout_ms = ka.timeout_ms,
@@ -666,7 +666,7 @@ static int dies_before_next_rank(int rank, int size, void *arg) {
 }
 
 static void run_dies_before_next(bool destroy_first) {
-  next_comm_arg_t a = {test_free_port(), destroy_first};
+  next_comm_arg_t a = {.port = test_free_port(), .destroy_first = destroy_first};
   int status[3];
   test_job_opts_t o = {.timeout_ms = 60000, .exit_status = status,
                        .store_timeout_ms = NEXT_COMM_TIMEOUT_MS,
@@ -734,7 +734,7 @@ TEST_IMPL(ranks_store_bootstrap_killed) {
  * through the segment, large ones through the store; mixed in one round. */
 static int big_gather_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = init_comm();
-  symm_bootstrap_t *bs = comm->bootstrap;
+  symm_bootstrap_t *bs = symm_test_comm_bootstrap(comm);
   ASSERT(strcmp(bs->ops->name, "shm") == 0);
   size_t lens[] = {0, 1, 4096, 16384, 16385, 200000, 3};
   for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
@@ -807,7 +807,7 @@ static int pidns_body(void *arg) {
 
 static int pidns_rank(int rank, int size, void *arg) {
   (void)arg;
-  pidns_rank_arg_t a = {rank, size};
+  pidns_rank_arg_t a = {.rank = rank, .size = size};
   return rank == 1 ? test_run_in_pid_namespace(pidns_body, &a) : pidns_body(&a);
 }
 
@@ -830,7 +830,8 @@ enum { DEADLINE_TIMEOUT_MS = 1500 };
 static int one_deadline_rank(int rank, int size, void *arg) {
   (void)arg, (void)size;
   symm_comm_t *comm = init_comm();
-  ASSERT(comm->store_bootstrap != NULL); /* the barrier goes through shared memory */
+  /* The barrier goes through shared memory. */
+  ASSERT(symm_test_comm_store_bootstrap(comm) != NULL);
   ASSERT_OK(symm_comm_barrier(comm));
   /* Rank 1 comes 900 ms after rank 0 (within its 1500 ms timeout). */
   if (rank == 0) mark_arrival(comm, "test/deadline/rank0");
@@ -1076,7 +1077,7 @@ typedef struct {
 } late_loss_arg_t;
 
 static symm_result_t late_call(symm_comm_t *comm, late_where_t where, int rank) {
-  symm_bootstrap_t *bs = comm->bootstrap;
+  symm_bootstrap_t *bs = symm_test_comm_bootstrap(comm);
   int mine = rank, all[3];
   if (where != LATE_ALL_REDUCE) return bs->ops->allgather(bs, &mine, sizeof mine, all);
   float x[64] = {(float)rank};
@@ -1089,7 +1090,8 @@ static int late_after_loss_rank(int rank, int size, void *arg) {
   if (a->where == LATE_STORE) setenv("SYMM_BOOTSTRAP_SHM", "0", 1);
   symm_comm_t *comm = init_comm();
   if (a->where != LATE_ALL_REDUCE)
-    ASSERT(strcmp(comm->bootstrap->ops->name, a->where == LATE_STORE ? "store" : "shm") == 0);
+    ASSERT(strcmp(symm_test_comm_bootstrap(comm)->ops->name,
+                  a->where == LATE_STORE ? "store" : "shm") == 0);
   ASSERT_OK(late_call(comm, a->where, rank));
   if (rank == 1) {
     test_rank_ready();

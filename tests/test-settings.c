@@ -5,7 +5,7 @@
  * communicators on the host backend. */
 #include <unistd.h>
 
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "harness.h"
 
 #define OUT_CAP (256 * 1024)

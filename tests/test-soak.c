@@ -101,9 +101,9 @@ static int late_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-#define LATE_TEST(name, call, store)                                           \
+#define LATE_TEST(name, call_, store_)                                         \
   TEST_IMPL(name) {                                                            \
-    static late_case_t lc = {call, store};                                     \
+    static late_case_t lc = {.call = call_, .store_bootstrap = store_};        \
     test_job_opts_t o = {.store_timeout_ms = 1500, .kill_rank = -1};           \
     ASSERT_EQ(test_run_ranks_opts(2, late_rank, &lc, &o), 0);                  \
     return 0;                                                                  \
@@ -263,7 +263,7 @@ static int soak(int n, int seconds, int timeout_ms, const char *slice) {
   pid_t ctl = fork();
   ASSERT(ctl >= 0);
   if (ctl == 0) soak_controller(sh, n, seconds, timeout_ms);
-  soak_case_t sc = {sh, seconds, timeout_ms, slice};
+  soak_case_t sc = {.sh = sh, .seconds = seconds, .timeout_ms = timeout_ms, .slice = slice};
   test_job_opts_t o = {.timeout_ms = (seconds + 40) * 1000 + 10 * timeout_ms,
                        .store_timeout_ms = timeout_ms, .kill_rank = -1};
   int failed_ranks = test_run_ranks_opts(n, soak_rank, &sc, &o);

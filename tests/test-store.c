@@ -634,7 +634,7 @@ TEST_IMPL(store_wait) {
 
   /* Keys set by others after the wait is parked: one does not end it. */
   pthread_t tx;
-  ws_arg_t ax = {&f, {{"x", "X"}, {NULL, NULL}, {"y", "Y"}}};
+  ws_arg_t ax = {.f = &f, .step = {{.key = "x", .value = "X"}, {0}, {.key = "y", .value = "Y"}}};
   pthread_create(&tx, NULL, wait_steps_thread, &ax);
   ASSERT_OK(symm_store_wait(s, xy, 2, 5000));
   pthread_join(tx, NULL);
@@ -643,7 +643,8 @@ TEST_IMPL(store_wait) {
   /* A key seen present and then deleted while the wait is parked must be
    * waited for again: q appearing after p went must not end the wait. */
   ASSERT_OK(symm_store_set(s, "p", "1", 1));
-  ws_arg_t ap = {&f, {{"p", NULL}, {"q", "Q"}, {"p", "P"}}};
+  ws_arg_t ap = {.f = &f,
+                 .step = {{.key = "p"}, {.key = "q", .value = "Q"}, {.key = "p", .value = "P"}}};
   pthread_create(&tx, NULL, wait_steps_thread, &ap);
   ASSERT_OK(symm_store_wait(s, pq, 2, 5000));
   pthread_join(tx, NULL);
@@ -659,7 +660,7 @@ TEST_IMPL(store_get_waits_thread) {
   fx_start(&f);
   symm_store_t *s = fx_client(&f, 0);
   pthread_t t;
-  setter_arg_t a = {&f, "later", "arrived"};
+  setter_arg_t a = {.f = &f, .key = "later", .value = "arrived"};
   pthread_create(&t, NULL, setter_thread, &a);
   char buf[32];
   size_t len = 0;
@@ -692,7 +693,7 @@ TEST_IMPL(store_get_waits_process) {
     _exit(rc);
   }
   pthread_t note;
-  parked_note_t pn = {&f, parked[1]};
+  parked_note_t pn = {.f = &f, .fd = parked[1]};
   pthread_create(&note, NULL, parked_note_thread, &pn);
   char buf[32];
   size_t len = 0;
@@ -781,7 +782,7 @@ TEST_IMPL(store_multi_get) {
 
   const char *late[] = {"a", "late", "b"};
   pthread_t t;
-  setter_arg_t arg = {&f, "late", "finally"};
+  setter_arg_t arg = {.f = &f, .key = "late", .value = "finally"};
   pthread_create(&t, NULL, setter_thread, &arg);
   ASSERT_OK(symm_store_multi_get(s, late, 3, vals, lens, 5000));
   ASSERT(lens[1] == 7 && memcmp(vals[1], "finally", 7) == 0);
@@ -1901,7 +1902,7 @@ TEST_IMPL(store_lost_rank) {
   symm_store_t *r0 = fx_client(&f, 0);
   symm_store_t *r1 = fx_client(&f, 1);
 
-  getter_arg_t g = {r0, "never", 10000, SYMM_SUCCESS, 0, ""};
+  getter_arg_t g = {.s = r0, .key = "never", .timeout_ms = 10000, .res = SYMM_SUCCESS};
   pthread_t t;
   pthread_create(&t, NULL, getter_thread, &g);
   wait_parked(&f, 1);
@@ -1948,7 +1949,7 @@ TEST_IMPL(store_lost_rank) {
   char b;
   ASSERT_EQ(read(up[0], &b, 1), 1); /* connected: not a HELLO after the loss */
   pthread_t note;
-  parked_note_t pn = {&f, parked[1]};
+  parked_note_t pn = {.f = &f, .fd = parked[1]};
   pthread_create(&note, NULL, parked_note_thread, &pn);
   t0 = test_now_ms();
   ASSERT_RES(symm_store_get(r0, "never5", buf, sizeof buf, &len, 10000), SYMM_ERR_PEER_LOST);
@@ -1991,7 +1992,7 @@ TEST_IMPL(store_mark_lost) {
   fixture_t f;
   fx_start(&f);
   symm_store_t *r0 = fx_client(&f, 0);
-  getter_arg_t g = {r0, "never", 10000, SYMM_SUCCESS, 0, ""};
+  getter_arg_t g = {.s = r0, .key = "never", .timeout_ms = 10000, .res = SYMM_SUCCESS};
   pthread_t t;
   pthread_create(&t, NULL, getter_thread, &g);
   wait_parked(&f, 1);
@@ -2342,7 +2343,7 @@ static void *refusing_listener(void *p) {
 /* A store that refuses the HELLO as malformed: the client says so at once,
  * after one connection, and does not retry. */
 TEST_IMPL(store_hello_refused_malformed) {
-  refusing_arg_t a = {socket(AF_INET, SOCK_STREAM, 0), 0};
+  refusing_arg_t a = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t alen = sizeof sa;
   ASSERT_EQ(bind(a.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
@@ -2393,7 +2394,7 @@ TEST_IMPL(store_connect_retry) {
   ASSERT_STR_CONTAINS(symm_last_error(), "within 300 ms");
 
   /* A server that comes up while the client retries. */
-  late_server_arg_t a = {port, 400, NULL};
+  late_server_arg_t a = {.port = port, .delay_ms = 400};
   pthread_t t;
   pthread_create(&t, NULL, late_server_thread, &a);
   t0 = test_now_ms();
@@ -2438,7 +2439,7 @@ TEST_IMPL(store_server_gone) {
   fixture_t f;
   fx_start(&f);
   symm_store_t *s = fx_client(&f, 0);
-  getter_arg_t g = {s, "never", 10000, SYMM_SUCCESS, 0, ""};
+  getter_arg_t g = {.s = s, .key = "never", .timeout_ms = 10000, .res = SYMM_SUCCESS};
   pthread_t t;
   pthread_create(&t, NULL, getter_thread, &g);
   wait_parked(&f, 1);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "harness.h"
 
 /* n copies of name joined by commas, then tail (may be ""); malloc'd. */

@@ -28,7 +28,7 @@
 #include <sys/un.h>
 
 #include "backends/util/fd_exchange.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 
 #define FUZZ_ID 7
 /* How long the server may take to answer (its thread shares the CPU). */
@@ -83,22 +83,22 @@ static void one_reply(const uint8_t *p, size_t avail, size_t len, int flags, int
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  struct symm_comm c;
-  memset(&c, 0, sizeof c);
+  char job[64];
   unsigned char rnd[6];
   symm_random_bytes(rnd, sizeof rnd);
-  snprintf(c.job_id, sizeof c.job_id, "fuzz%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0],
-           rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-  c.size = 1;
-  c.timeout_ms = FUZZ_REPLY_MS;
+  snprintf(job, sizeof job, "fuzz%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1],
+           rnd[2], rnd[3], rnd[4], rnd[5]);
+  symm_comm_t *c = symm_test_comm_new(
+      &(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = 1, .timeout_ms = FUZZ_REPLY_MS});
   int mem = memfd_create("fuzz-fdx", MFD_CLOEXEC);
-  if (mem < 0 || symm_fdx_start(&c, &server) != SYMM_SUCCESS ||
+  if (!c || mem < 0 || symm_fdx_start(c, &server) != SYMM_SUCCESS ||
       symm_fdx_publish(server, FUZZ_ID, mem) != SYMM_SUCCESS) {
     fprintf(stderr, "fuzz-fdx: cannot start the fd server: %s\n", symm_last_error());
     abort();
   }
   close(mem);
-  server_len = symm_fdx_address(c.job_id, 0, 0, &server_addr);
+  symm_test_comm_free(c);
+  server_len = symm_fdx_address(job, 0, 0, &server_addr);
   return 0;
 }
 

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bootstrap/store.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "symm_settings.h"
 #include "tool_common.h"
 

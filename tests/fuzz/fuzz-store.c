@@ -451,8 +451,8 @@ static void serve_conn(symm_store_server_t *s, srv_conn_t *c) {
 
 static void serve(symm_store_server_t *s, srv_conn_t *c, int client, helper_t *h,
                   const uint8_t *data, size_t size) {
-  request_list_t requests = {data, size, 0, {NULL, 0, 0}};
-  reply_reader_t rr = {{0}, 0, NULL, 0, 0, &requests};
+  request_list_t requests = {.data = data, .size = size, .model = {NULL, 0, 0}};
+  reply_reader_t rr = {.head = {0}, .requests = &requests};
   size_t sent = 0;
   bool shut = false;
   unsigned stalls = 0, releases = 0;
@@ -519,7 +519,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   s->fixed_nonce = true;
   int client;
   srv_conn_t *c = connect_client(s, &client);
-  helper_t h = {-1, NULL, 1};
+  helper_t h = {.fd = -1, .next_id = 1};
   h.conn = connect_client(s, &h.fd);
   helper_hello(&h);
   serve(s, c, client, &h, data, size);

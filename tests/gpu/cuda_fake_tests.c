@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -68,17 +68,17 @@ static int fd_exchange_sockets(const symm_comm_t *comm) {
 static int exchange_ring(int rank, symm_comm_t *comm, symm_tensor_t *t, size_t n) {
   int size = symm_comm_size(comm);
   symm_view_t dst;
-  ROK(symm_tensor_remote_view(t, (rank + 1) % size, &dst));
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &dst));
   for (size_t i = 0; i < n; i++) ((uint64_t *)dst.data)[i] = pattern(rank, i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   void *const *ptrs;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   for (int r = 0; r < size; r++) {
     int writer = (r + size - 1) % size;
     for (size_t i = 0; i < n; i += 997)
-      RCHECK(((uint64_t *)ptrs[r])[i] == pattern(writer, i), "rank %d's element %zu", r, i);
+      ASSERT_MSG(((uint64_t *)ptrs[r])[i] == pattern(writer, i), "rank %d's element %zu", r, i);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   return 0;
 }
 
@@ -105,13 +105,14 @@ static int no_ipc_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
   symm_result_t r = symm_comm_init(NULL, &comm);
-  RCHECK(r == SYMM_ERR_UNSUPPORTED, "%s (%s)", symm_strerror(r), symm_last_error());
-  RCHECK(strstr(symm_last_error(), "cuIpcGetMemHandle failed: CUDA_ERROR_NOT_SUPPORTED"), "%s",
-         symm_last_error());
-  RCHECK(comm == NULL, "a communicator came back");
+  ASSERT_MSG(r == SYMM_ERR_UNSUPPORTED, "%s (%s)", symm_strerror(r), symm_last_error());
+  ASSERT_MSG(strstr(symm_last_error(), "cuIpcGetMemHandle failed: CUDA_ERROR_NOT_SUPPORTED"), "%s",
+             symm_last_error());
+  ASSERT_MSG(comm == NULL, "a communicator came back");
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.devallocs == 0 && s.contexts == 0 && s.streams == 0,
-         "left behind: %ld blocks %ld contexts %ld streams", s.devallocs, s.contexts, s.streams);
+  ASSERT_MSG(s.devallocs == 0 && s.contexts == 0 && s.streams == 0,
+             "left behind: %ld blocks %ld contexts %ld streams", s.devallocs, s.contexts,
+             s.streams);
   return 0;
 }
 
@@ -126,9 +127,9 @@ TEST_IMPL(cuda_fake_init_no_ipc) {
 static int auto_rank(int rank, int size, void *arg) {
   (void)size;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   const char *want = arg, *got = symm_backend_name(symm_comm_backend(comm));
-  RCHECK(strcmp(got, want) == 0, "auto chose %s, want %s", got, want);
+  ASSERT_MSG(strcmp(got, want) == 0, "auto chose %s, want %s", got, want);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -155,63 +156,63 @@ TEST_IMPL(cuda_fake_auto_order) {
 static int full_path_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(symm_comm_caps(comm)->takes_stream && symm_comm_caps(comm)->device_peer_array &&
-             !symm_comm_caps(comm)->contiguous_view,
-         "caps");
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(symm_comm_caps(comm)->takes_stream && symm_comm_caps(comm)->device_peer_array &&
+                 !symm_comm_caps(comm)->contiguous_view,
+             "caps");
   fakecuda_stats_t s0 = fake_stats();
   const size_t n = 3 * 1001;
   symm_tensor_t *t = alloc_u64(comm, n);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   const symm_mem_t *mem = symm_tensor_mem(t);
   const cuda_alloc_t *a = mem->priv;
-  RCHECK(mem->pad_offset == 0 && mem->data_offset == 4096, "pad at %zu, data at %zu",
-         mem->pad_offset, mem->data_offset);
-  RCHECK(mem->alloc_bytes == symm_round_up(4096 + n * 8, 4096), "alloc_bytes %zu",
-         mem->alloc_bytes);
-  RCHECK(a->driver_bytes == (size_t)2 << 20, "driver bytes %zu", a->driver_bytes);
+  ASSERT_MSG(mem->pad_offset == 0 && mem->data_offset == 4096, "pad at %zu, data at %zu",
+             mem->pad_offset, mem->data_offset);
+  ASSERT_MSG(mem->alloc_bytes == symm_round_up(4096 + n * 8, 4096), "alloc_bytes %zu",
+             mem->alloc_bytes);
+  ASSERT_MSG(a->driver_bytes == (size_t)2 << 20, "driver bytes %zu", a->driver_bytes);
   const uint8_t *pad = (const uint8_t *)mem->base;
-  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++) RCHECK(pad[i] == 0, "pad byte %zu", i);
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++) ASSERT_MSG(pad[i] == 0, "pad byte %zu", i);
   char path[96];
   ipc_path(t, path, sizeof path);
-  RCHECK(access(path, F_OK) == 0, "%s missing while the tensor lives", path);
+  ASSERT_MSG(access(path, F_OK) == 0, "%s missing while the tensor lives", path);
 
-  ROK(symm_tensor_rendezvous(t));
-  RCHECK(exchange_ring(rank, comm, t, n) == 0, "ring");
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(exchange_ring(rank, comm, t, n) == 0, "ring");
   /* Interior pointers of a peer's memory find the tensor, offset and all. */
   void *const *ptrs;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   int peer = (rank + 1) % size;
   symm_tensor_t *found;
   int frank;
   size_t off;
-  ROK(symm_tensor_lookup((char *)ptrs[peer] + 808, &found, &frank, &off));
-  RCHECK(found == t && frank == peer && off == 808, "lookup: rank %d offset %zu", frank, off);
+  ASSERT_OK(symm_tensor_lookup((char *)ptrs[peer] + 808, &found, &frank, &off));
+  ASSERT_MSG(found == t && frank == peer && off == 808, "lookup: rank %d offset %zu", frank, off);
   void *const *dev = NULL;
-  ROK(symm_tensor_peer_ptrs_device(t, &dev));
-  RCHECK(memcmp(dev, ptrs, sizeof(void *) * (size_t)size) == 0, "device peer array differs");
+  ASSERT_OK(symm_tensor_peer_ptrs_device(t, &dev));
+  ASSERT_MSG(memcmp(dev, ptrs, sizeof(void *) * (size_t)size) == 0, "device peer array differs");
 
   fakecuda_stats_t s1 = fake_stats();
-  RCHECK(s1.ipc_opens - s0.ipc_opens == size - 1, "%ld opens, want %d",
-         s1.ipc_opens - s0.ipc_opens, size - 1);
-  RCHECK(s1.handles == 0 && s1.mappings == 0 && s1.reservations == 0, "VMM objects in use");
-  RCHECK(fd_exchange_sockets(comm) == 0, "%d fd-exchange sockets", fd_exchange_sockets(comm));
+  ASSERT_MSG(s1.ipc_opens - s0.ipc_opens == size - 1, "%ld opens, want %d",
+             s1.ipc_opens - s0.ipc_opens, size - 1);
+  ASSERT_MSG(s1.handles == 0 && s1.mappings == 0 && s1.reservations == 0, "VMM objects in use");
+  ASSERT_MSG(fd_exchange_sockets(comm) == 0, "%d fd-exchange sockets", fd_exchange_sockets(comm));
 
   /* Freed into the pool and reused: no new handle, no new open. */
   symm_tensor_free(t);
   t = alloc_u64(comm, n);
-  RCHECK(t, "alloc again");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc again");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   fakecuda_stats_t s2 = fake_stats();
-  RCHECK(s2.imports == s1.imports && s2.exports == s1.exports, "reuse opened or exported anew");
-  RCHECK(exchange_ring(rank, comm, t, n) == 0, "ring after reuse");
+  ASSERT_MSG(s2.imports == s1.imports && s2.exports == s1.exports, "reuse opened or exported anew");
+  ASSERT_MSG(exchange_ring(rank, comm, t, n) == 0, "ring after reuse");
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   fakecuda_stats_t s3 = fake_stats();
-  RCHECK(s3.ipc_opens == 0 && s3.devallocs == 0 && s3.ipc_names == 0 && s3.contexts == 0,
-         "left behind: %ld opens %ld blocks %ld names %ld contexts", s3.ipc_opens, s3.devallocs,
-         s3.ipc_names, s3.contexts);
-  RCHECK(access(path, F_OK) != 0, "%s left in /dev/shm", path);
+  ASSERT_MSG(s3.ipc_opens == 0 && s3.devallocs == 0 && s3.ipc_names == 0 && s3.contexts == 0,
+             "left behind: %ld opens %ld blocks %ld names %ld contexts", s3.ipc_opens, s3.devallocs,
+             s3.ipc_names, s3.contexts);
+  ASSERT_MSG(access(path, F_OK) != 0, "%s left in /dev/shm", path);
   return 0;
 }
 
@@ -225,20 +226,20 @@ TEST_IMPL(cuda_fake_full_path_3) {
 static int pidns_body(void *arg) {
   int rank = *(const int *)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  if (rank == 1) RCHECK(getpid() == 1, "pid %d, not 1 of a new namespace", (int)getpid());
-  RCHECK(symm_comm_peer_pid(comm, 1 - rank) == 0, "the peer's pid looks watchable");
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  if (rank == 1) ASSERT_MSG(getpid() == 1, "pid %d, not 1 of a new namespace", (int)getpid());
+  ASSERT_MSG(symm_comm_peer_pid(comm, 1 - rank) == 0, "the peer's pid looks watchable");
   const size_t n = 1 << 16;
   symm_tensor_t *t = alloc_u64(comm, n);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
-  RCHECK(exchange_ring(rank, comm, t, n) == 0, "ring");
-  RCHECK(fd_exchange_sockets(comm) == 0, "fd-exchange sockets");
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(exchange_ring(rank, comm, t, n) == 0, "ring");
+  ASSERT_MSG(fd_exchange_sockets(comm) == 0, "fd-exchange sockets");
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.ipc_opens == 0 && s.devallocs == 0, "%ld opens %ld blocks left", s.ipc_opens,
-         s.devallocs);
+  ASSERT_MSG(s.ipc_opens == 0 && s.devallocs == 0, "%ld opens %ld blocks left", s.ipc_opens,
+             s.devallocs);
   return 0;
 }
 
@@ -266,29 +267,29 @@ TEST_IMPL(cuda_fake_pid_namespace_peer) {
 static int open_fails_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_u64(comm, 4096);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   if (rank == 1) setenv("FAKECUDA_IPC_OPEN_FAILS", "1", 1);
   symm_result_t r = symm_tensor_rendezvous(t);
-  RCHECK(r == SYMM_ERR_BACKEND, "%s (%s)", symm_strerror(r), symm_last_error());
+  ASSERT_MSG(r == SYMM_ERR_BACKEND, "%s (%s)", symm_strerror(r), symm_last_error());
   if (rank == 1) {
-    RCHECK(strstr(symm_last_error(), "cuIpcOpenMemHandle of rank 0's allocation"), "%s",
-           symm_last_error());
-    RCHECK(strstr(symm_last_error(), "CUDA_ERROR_INVALID_HANDLE"), "%s", symm_last_error());
+    ASSERT_MSG(strstr(symm_last_error(), "cuIpcOpenMemHandle of rank 0's allocation"), "%s",
+               symm_last_error());
+    ASSERT_MSG(strstr(symm_last_error(), "CUDA_ERROR_INVALID_HANDLE"), "%s", symm_last_error());
   } else {
-    RCHECK(strstr(symm_last_error(), "rank 1"), "%s", symm_last_error());
+    ASSERT_MSG(strstr(symm_last_error(), "rank 1"), "%s", symm_last_error());
   }
-  RCHECK(!symm_tensor_is_rendezvoused(t), "rendezvoused after a failed open");
-  if (rank == 1) RCHECK(fake_stats().ipc_opens == 0, "%ld opens", fake_stats().ipc_opens);
+  ASSERT_MSG(!symm_tensor_is_rendezvoused(t), "rendezvoused after a failed open");
+  if (rank == 1) ASSERT_MSG(fake_stats().ipc_opens == 0, "%ld opens", fake_stats().ipc_opens);
   unsetenv("FAKECUDA_IPC_OPEN_FAILS");
-  ROK(symm_comm_barrier(comm));
-  ROK(symm_tensor_rendezvous(t));
-  RCHECK(exchange_ring(rank, comm, t, 4096) == 0, "ring");
-  RCHECK(fake_stats().ipc_opens == size - 1, "%ld opens", fake_stats().ipc_opens);
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(exchange_ring(rank, comm, t, 4096) == 0, "ring");
+  ASSERT_MSG(fake_stats().ipc_opens == size - 1, "%ld opens", fake_stats().ipc_opens);
   symm_tensor_free(t);
   symm_comm_destroy(comm);
-  RCHECK(fake_stats().ipc_opens == 0, "%ld opens after destroy", fake_stats().ipc_opens);
+  ASSERT_MSG(fake_stats().ipc_opens == 0, "%ld opens after destroy", fake_stats().ipc_opens);
   return 0;
 }
 
@@ -304,27 +305,27 @@ TEST_IMPL(cuda_fake_open_fails) {
 static int closed_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   fakecuda_stats_t s0 = fake_stats();
   symm_tensor_t *a = alloc_u64(comm, 1000), *b = alloc_u64(comm, 1 << 20);
-  RCHECK(a && b, "alloc");
-  ROK(symm_tensor_rendezvous(a));
-  ROK(symm_tensor_rendezvous(b));
-  RCHECK(fake_stats().ipc_opens - s0.ipc_opens == 2 * (size - 1), "opens after rendezvous");
+  ASSERT_MSG(a && b, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(a));
+  ASSERT_OK(symm_tensor_rendezvous(b));
+  ASSERT_MSG(fake_stats().ipc_opens - s0.ipc_opens == 2 * (size - 1), "opens after rendezvous");
   char path[96];
   ipc_path(a, path, sizeof path);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(a);
   fakecuda_stats_t s1 = fake_stats();
-  RCHECK(s1.ipc_opens - s0.ipc_opens == size - 1, "%ld opens after one free, want %d",
-         s1.ipc_opens - s0.ipc_opens, size - 1);
-  RCHECK(access(path, F_OK) != 0, "%s still in /dev/shm after free", path);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_MSG(s1.ipc_opens - s0.ipc_opens == size - 1, "%ld opens after one free, want %d",
+             s1.ipc_opens - s0.ipc_opens, size - 1);
+  ASSERT_MSG(access(path, F_OK) != 0, "%s still in /dev/shm after free", path);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm); /* b still live */
   fakecuda_stats_t s2 = fake_stats();
-  RCHECK(s2.ipc_opens == 0 && s2.devallocs == 0 && s2.ipc_names == 0,
-         "left behind: %ld opens %ld blocks %ld names", s2.ipc_opens, s2.devallocs,
-         s2.ipc_names);
+  ASSERT_MSG(s2.ipc_opens == 0 && s2.devallocs == 0 && s2.ipc_names == 0,
+             "left behind: %ld opens %ld blocks %ld names", s2.ipc_opens, s2.devallocs,
+             s2.ipc_names);
   return 0;
 }
 
@@ -342,19 +343,19 @@ static char swept_file[64];
 static int killed_owner_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   if (rank == 1) {
     symm_tensor_t *t = alloc_u64(comm, 512);
-    RCHECK(t, "alloc");
+    ASSERT_MSG(t, "alloc");
     char path[96];
     ipc_path(t, path, sizeof path);
     FILE *f = fopen(swept_file, "w");
-    RCHECK(f && fputs(path, f) >= 0 && fclose(f) == 0, "writing %s", swept_file);
+    ASSERT_MSG(f && fputs(path, f) >= 0 && fclose(f) == 0, "writing %s", swept_file);
     test_rank_ready();
     for (;;) pause();
   }
   symm_result_t r = symm_comm_barrier(comm);
-  RCHECK(r == SYMM_ERR_PEER_LOST || r == SYMM_ERR_TIMEOUT, "%s", symm_strerror(r));
+  ASSERT_MSG(r == SYMM_ERR_PEER_LOST || r == SYMM_ERR_TIMEOUT, "%s", symm_strerror(r));
   symm_comm_destroy(comm);
   return 0;
 }

@@ -20,7 +20,7 @@
 
 #include "backends/builtin.h"
 #include "backends/native/native.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "kernels/coll_abi.h"
 #include "fake_util.h"
 #include "harness.h"
@@ -51,12 +51,8 @@ static int count_memory_fds(void) {
 /* A job of n native ranks with SYMM_TIMEOUT_MS = symm_timeout_ms: the
  * number of ranks that failed. */
 static int run_job_tmo(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.timeout_ms = 60000;
-  o.backend = "native";
-  o.store_timeout_ms = symm_timeout_ms;
-  o.kill_rank = -1;
+  test_job_opts_t o = {.timeout_ms = 60000, .backend = "native",
+                       .store_timeout_ms = symm_timeout_ms, .kill_rank = -1};
   return test_run_ranks_opts(n, fn, arg, &o);
 }
 
@@ -129,11 +125,12 @@ static int unusable_somewhere_rank(int rank, int size, void *arg) {
   const int bad = *(const int *)arg; /* bit r: rank r has no driver */
   if (bad & (1 << rank)) setenv("SYMM_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
-  RHAS("libcuda.so.1 not found");
-  RHAS(bad == 1 ? "backend native is not usable on rank 0" : "not usable on ranks 0, 2");
-  if (bad != 1) RHAS("; on rank 0: ");
-  if (bad & (1 << rank)) RHAS("this rank");
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "libcuda.so.1 not found");
+  ASSERT_STR_CONTAINS(symm_last_error(), bad == 1 ? "backend native is not usable on rank 0"
+                                                  : "not usable on ranks 0, 2");
+  if (bad != 1) ASSERT_STR_CONTAINS(symm_last_error(), "; on rank 0: ");
+  if (bad & (1 << rank)) ASSERT_STR_CONTAINS(symm_last_error(), "this rank");
   return 0;
 }
 
@@ -153,42 +150,42 @@ TEST_IMPL(native_fake_unusable_on_one_rank) {
 static int write32_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_u64(comm, 512);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   void *const *ptrs = NULL, *const *pads_dev = NULL;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
-  ROK(symm_tensor_signal_pad_ptrs_device(t, &pads_dev));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_signal_pad_ptrs_device(t, &pads_dev));
   void *const *again = NULL;
-  ROK(symm_tensor_signal_pad_ptrs_device(t, &again));
-  RCHECK(again == pads_dev, "a second array");
+  ASSERT_OK(symm_tensor_signal_pad_ptrs_device(t, &again));
+  ASSERT_MSG(again == pads_dev, "a second array");
   for (int r = 0; r < size; r++) {
     void *pad = NULL;
-    ROK(symm_tensor_signal_pad(t, r, &pad));
-    RCHECK(pads_dev[r] == pad, "pad %d: %p in the device array, %p", r, pads_dev[r], pad);
+    ASSERT_OK(symm_tensor_signal_pad(t, r, &pad));
+    ASSERT_MSG(pads_dev[r] == pad, "pad %d: %p in the device array, %p", r, pads_dev[r], pad);
   }
   void *flag_pad = NULL;
-  ROK(symm_tensor_signal_pad(t, 1, &flag_pad));
+  ASSERT_OK(symm_tensor_signal_pad(t, 1, &flag_pad));
   uint32_t *flag = (uint32_t *)flag_pad + SYMM_SIGNAL_PAD_MIN_BYTES / 4 - 1;
   if (rank == 0) {
-    ROK(symm_memset32(comm, ptrs[1], 0xfeedu, 1024, NULL));
-    ROK(symm_write_value32(comm, flag, 1, NULL));
+    ASSERT_OK(symm_memset32(comm, ptrs[1], 0xfeedu, 1024, NULL));
+    ASSERT_OK(symm_write_value32(comm, flag, 1, NULL));
   } else {
     const uint64_t end = test_now_ms() + 20000;
-    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1) RCHECK(test_now_ms() < end, "no flag");
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1) ASSERT_MSG(test_now_ms() < end, "no flag");
     const uint32_t *mine = ptrs[1];
-    for (int k = 0; k < 1024; k++) RCHECK(mine[k] == 0xfeedu, "word %d: %x", k, mine[k]);
+    for (int k = 0; k < 1024; k++) ASSERT_MSG(mine[k] == 0xfeedu, "word %d: %x", k, mine[k]);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   if (rank == 1) *flag = 0;
   uint32_t host_word = 0;
-  RCHECK(symm_write_value32(comm, &host_word, 1, NULL) != SYMM_SUCCESS, "host memory taken");
-  RHAS("cuStreamWriteValue32");
-  RCHECK(symm_memset32(comm, &host_word, 1, 2, NULL) != SYMM_SUCCESS, "host memory taken");
-  RHAS("cuMemsetD32Async");
-  RRES(symm_write_value32(comm, (char *)ptrs[rank] + 2, 1, NULL), SYMM_ERR_INVALID_ARG);
-  ROK(symm_tensor_free(t));
+  ASSERT_MSG(symm_write_value32(comm, &host_word, 1, NULL) != SYMM_SUCCESS, "host memory taken");
+  ASSERT_STR_CONTAINS(symm_last_error(), "cuStreamWriteValue32");
+  ASSERT_MSG(symm_memset32(comm, &host_word, 1, 2, NULL) != SYMM_SUCCESS, "host memory taken");
+  ASSERT_STR_CONTAINS(symm_last_error(), "cuMemsetD32Async");
+  ASSERT_RES(symm_write_value32(comm, (char *)ptrs[rank] + 2, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_tensor_free(t));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -204,20 +201,20 @@ TEST_IMPL(native_fake_write_value32) {
 static int check_validate(int rank, symm_comm_t *comm, symm_tensor_t *t, void *const *ptrs) {
   size_t bytes = symm_tensor_nbytes(t);
   int size = symm_comm_size(comm);
-  ROK(symm_validate(comm, symm_tensor_data(t), bytes));
-  ROK(symm_validate(comm, ptrs[(rank + 1) % size], bytes));
-  RRES(symm_native_ops.validate(comm, symm_tensor_data(t), bytes + ((size_t)64 << 20)),
-       SYMM_ERR_MISMATCH);
-  RCHECK(strstr(symm_last_error(), "smaller"), "%s", symm_last_error());
+  ASSERT_OK(symm_validate(comm, symm_tensor_data(t), bytes));
+  ASSERT_OK(symm_validate(comm, ptrs[(rank + 1) % size], bytes));
+  ASSERT_RES(symm_native_ops.validate(comm, symm_tensor_data(t), bytes + ((size_t)64 << 20)),
+             SYMM_ERR_MISMATCH);
+  ASSERT_MSG(strstr(symm_last_error(), "smaller"), "%s", symm_last_error());
   char host[256];
-  RRES(symm_native_ops.validate(comm, host, sizeof host), SYMM_ERR_INVALID_ARG);
-  RCHECK(strstr(symm_last_error(), "not CUDA memory"), "%s", symm_last_error());
+  ASSERT_RES(symm_native_ops.validate(comm, host, sizeof host), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(strstr(symm_last_error(), "not CUDA memory"), "%s", symm_last_error());
   void *plain = NULL;
   uint64_t one = 1;
-  ROK(symm_gpu_device_copy(comm, &one, sizeof one, &plain));
-  RRES(symm_validate(comm, plain, 8), SYMM_ERR_NOT_FOUND);
-  RRES(symm_native_ops.validate(comm, plain, 8), SYMM_ERR_INVALID_ARG);
-  RCHECK(strstr(symm_last_error(), "not VMM"), "%s", symm_last_error());
+  ASSERT_OK(symm_gpu_device_copy(comm, &one, sizeof one, &plain));
+  ASSERT_RES(symm_validate(comm, plain, 8), SYMM_ERR_NOT_FOUND);
+  ASSERT_RES(symm_native_ops.validate(comm, plain, 8), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(strstr(symm_last_error(), "not VMM"), "%s", symm_last_error());
   symm_gpu_device_free(comm, plain);
   return 0;
 }
@@ -227,70 +224,70 @@ static int check_validate(int rank, symm_comm_t *comm, symm_tensor_t *t, void *c
 static int check_contiguous(int rank, symm_comm_t *comm, symm_tensor_t *t, size_t n) {
   int size = symm_comm_size(comm);
   symm_view_t v;
-  ROK(symm_tensor_contiguous_view(t, &v));
-  RCHECK(v.ndim == 2 && v.sizes[0] == size && v.sizes[1] == (int64_t)n && v.rank == -1,
-         "ndim %d sizes %lld %lld rank %d", v.ndim, (long long)v.sizes[0], (long long)v.sizes[1],
-         v.rank);
-  RCHECK(v.strides[0] == (int64_t)n, "strides[0] %lld, numel %zu", (long long)v.strides[0], n);
+  ASSERT_OK(symm_tensor_contiguous_view(t, &v));
+  ASSERT_MSG(v.ndim == 2 && v.sizes[0] == size && v.sizes[1] == (int64_t)n && v.rank == -1,
+             "ndim %d sizes %lld %lld rank %d", v.ndim, (long long)v.sizes[0],
+             (long long)v.sizes[1], v.rank);
+  ASSERT_MSG(v.strides[0] == (int64_t)n, "strides[0] %lld, numel %zu", (long long)v.strides[0], n);
   const uint64_t *all = v.data;
   for (int r = 0; r < size; r++) {
     int writer = (r + size - 1) % size;
     for (size_t i = 0; i < n; i += 4099)
-      RCHECK(all[(size_t)r * n + i] == pattern(writer, i), "view row %d element %zu", r, i);
+      ASSERT_MSG(all[(size_t)r * n + i] == pattern(writer, i), "view row %d element %zu", r, i);
   }
   symm_tensor_t *found = NULL;
   int frank = 0;
-  ROK(symm_tensor_lookup(&all[(size_t)(size - 1) * n + n - 1], &found, &frank, NULL));
-  RCHECK(found == t && frank == -1, "lookup %p rank %d", (void *)found, frank);
-  ROK(symm_validate(comm, v.data, (size_t)size * n * 8));
+  ASSERT_OK(symm_tensor_lookup(&all[(size_t)(size - 1) * n + n - 1], &found, &frank, NULL));
+  ASSERT_MSG(found == t && frank == -1, "lookup %p rank %d", (void *)found, frank);
+  ASSERT_OK(symm_validate(comm, v.data, (size_t)size * n * 8));
   return 0;
 }
 
 static int full_path_rank(int rank, int size, void *arg) {
   int fds0 = test_count_fds();
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "backend");
-  RCHECK(symm_comm_device(comm) == symm_comm_local_rank(comm) % 2, "device %d",
-         symm_comm_device(comm));
-  RCHECK(state_of(comm)->kind == NATIVE_HANDLE_FD, "kind %d", state_of(comm)->kind);
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "backend");
+  ASSERT_MSG(symm_comm_device(comm) == symm_comm_local_rank(comm) % 2, "device %d",
+             symm_comm_device(comm));
+  ASSERT_MSG(state_of(comm)->kind == NATIVE_HANDLE_FD, "kind %d", state_of(comm)->kind);
 
   const size_t n = (size_t)1 << 19; /* 4 MiB of u64 */
   symm_tensor_t *t = alloc_u64(comm, n);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   void *pad = NULL;
-  ROK(symm_tensor_signal_pad(t, rank, &pad));
+  ASSERT_OK(symm_tensor_signal_pad(t, rank, &pad));
   for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++)
-    RCHECK(((unsigned char *)pad)[i] == 0, "pad byte %zu not zero", i);
-  ROK(symm_tensor_rendezvous(t));
+    ASSERT_MSG(((unsigned char *)pad)[i] == 0, "pad byte %zu not zero", i);
+  ASSERT_OK(symm_tensor_rendezvous(t));
 
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   symm_view_t dst;
-  ROK(symm_tensor_remote_view(t, right, &dst));
+  ASSERT_OK(symm_tensor_remote_view(t, right, &dst));
   for (size_t i = 0; i < n; i++) ((uint64_t *)dst.data)[i] = pattern(rank, i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   const uint64_t *in = symm_tensor_data(t);
-  for (size_t i = 0; i < n; i++) RCHECK(in[i] == pattern(left, i), "element %zu", i);
+  for (size_t i = 0; i < n; i++) ASSERT_MSG(in[i] == pattern(left, i), "element %zu", i);
 
   void *const *ptrs = NULL;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   void *dev = NULL;
-  ROK(symm_gpu_device_copy(comm, ptrs, sizeof(void *) * (size_t)size, &dev));
-  RCHECK(memcmp(dev, ptrs, sizeof(void *) * (size_t)size) == 0, "device copy of peer ptrs");
+  ASSERT_OK(symm_gpu_device_copy(comm, ptrs, sizeof(void *) * (size_t)size, &dev));
+  ASSERT_MSG(memcmp(dev, ptrs, sizeof(void *) * (size_t)size) == 0, "device copy of peer ptrs");
   symm_gpu_device_free(comm, dev);
 
   if (check_validate(rank, comm, t, ptrs)) return 1;
   if (check_contiguous(rank, comm, t, n)) return 1;
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
 
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.devallocs == 0 &&
-             s.streams == 0 && s.contexts == 0,
-         "left behind: %ld handles %ld mappings %ld reservations %ld allocs %ld streams %ld "
-         "contexts", s.handles, s.mappings, s.reservations, s.devallocs, s.streams, s.contexts);
-  RCHECK(test_count_fds() == fds0, "fds %d, were %d", test_count_fds(), fds0);
+  ASSERT_MSG(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.devallocs == 0 &&
+                 s.streams == 0 && s.contexts == 0,
+             "left behind: %ld handles %ld mappings %ld reservations %ld allocs %ld streams %ld "
+             "contexts", s.handles, s.mappings, s.reservations, s.devallocs, s.streams, s.contexts);
+  ASSERT_MSG(test_count_fds() == fds0, "fds %d, were %d", test_count_fds(), fds0);
   return 0;
 }
 
@@ -314,8 +311,8 @@ TEST_IMPL(native_fake_access_per_mapping) {
 
 static int shared_refused_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-  RCHECK(strstr(symm_last_error(), "SYMM_ALLOW_SHARED_DEVICE"), "%s", symm_last_error());
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(strstr(symm_last_error(), "SYMM_ALLOW_SHARED_DEVICE"), "%s", symm_last_error());
   return 0;
 }
 
@@ -329,12 +326,12 @@ static int own_gpu_rank(int rank, int size, void *arg) {
   setenv("FAKECUDA_FIRST_DEVICE", first, 1);
   symm_comm_t *comm = NULL;
   if (arg) {
-    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-    RCHECK(strstr(symm_last_error(), "asks for GPU 1"), "%s", symm_last_error());
+    ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+    ASSERT_MSG(strstr(symm_last_error(), "asks for GPU 1"), "%s", symm_last_error());
     return 0;
   }
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(symm_comm_device(comm) == 0, "device %d", symm_comm_device(comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(symm_comm_device(comm) == 0, "device %d", symm_comm_device(comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -345,11 +342,11 @@ static int two_gpus_rank(int rank, int size, void *arg) {
   (void)rank, (void)size;
   symm_comm_t *comm = NULL;
   if (arg) {
-    RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-    RCHECK(strstr(symm_last_error(), (const char *)arg), "%s", symm_last_error());
+    ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+    ASSERT_MSG(strstr(symm_last_error(), (const char *)arg), "%s", symm_last_error());
     return 0;
   }
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -441,11 +438,11 @@ static bool rename_host(const char *name) {
  * failing every rendezvous later. */
 static int two_hosts_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
-  RCHECK(rank == 0 || rename_host("symm-other-host"), "namespace: %s", strerror(errno));
+  ASSERT_MSG(rank == 0 || rename_host("symm-other-host"), "namespace: %s", strerror(errno));
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
-  RCHECK(strstr(symm_last_error(), "another host") && strstr(symm_last_error(), "fabric"), "%s",
-         symm_last_error());
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
+  ASSERT_MSG(strstr(symm_last_error(), "another host") && strstr(symm_last_error(), "fabric"), "%s",
+             symm_last_error());
   return 0;
 }
 
@@ -480,13 +477,13 @@ TEST_IMPL(native_fake_shared_refused) {
 
 static int mismatch_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_u64(comm, rank == 0 ? 1000 : 1001);
-  RCHECK(t, "alloc");
-  RRES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
+  ASSERT_MSG(t, "alloc");
+  ASSERT_RES(symm_tensor_rendezvous(t), SYMM_ERR_MISMATCH);
   symm_tensor_free(t);
   t = alloc_u64(comm, 1000);
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -501,19 +498,19 @@ TEST_IMPL(native_fake_mismatch) {
 
 static int pool_reset_pad_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_u64(comm, 4096);
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
   void *pad = NULL, *data = symm_tensor_data(t);
-  ROK(symm_tensor_signal_pad(t, rank, &pad));
+  ASSERT_OK(symm_tensor_signal_pad(t, rank, &pad));
   memset(pad, 0xab, SYMM_SIGNAL_PAD_MIN_BYTES);
   symm_tensor_free(t);
   t = alloc_u64(comm, 4096);
-  RCHECK(symm_tensor_data(t) == data, "no pool hit");
-  ROK(symm_tensor_signal_pad(t, rank, &pad));
+  ASSERT_MSG(symm_tensor_data(t) == data, "no pool hit");
+  ASSERT_OK(symm_tensor_signal_pad(t, rank, &pad));
   for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++)
-    RCHECK(((unsigned char *)pad)[i] == 0, "pad byte %zu not reset on reuse", i);
-  ROK(symm_tensor_rendezvous(t));
+    ASSERT_MSG(((unsigned char *)pad)[i] == 0, "pad byte %zu not reset on reuse", i);
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -527,34 +524,34 @@ TEST_IMPL(native_fake_pool_reset_pad) {
 /* Rank 0 frees and trims while the others still map its buffer. */
 static int free_while_mapped_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   const size_t n = 1 << 16;
   symm_tensor_t *t = alloc_u64(comm, n);
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
   void *const *ptrs = NULL;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   const uint64_t *peer0 = ptrs[0];
   if (rank == 0)
     for (size_t i = 0; i < n; i++) ((uint64_t *)symm_tensor_data(t))[i] = pattern(0, i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   if (rank == 0) {
     symm_tensor_free(t);
     t = NULL;
-    ROK(symm_comm_pool_trim(comm, NULL));
+    ASSERT_OK(symm_comm_pool_trim(comm, NULL));
     /* What is left is the pad heap, until symm_comm_destroy: one chunk of
      * ours and one imported from each peer, and nothing else. */
     native_state_t *st = state_of(comm);
-    RCHECK(st->heap_chunks == 1 && st->peer_heap_count == size - 1,
-           "heap: %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
+    ASSERT_MSG(st->heap_chunks == 1 && st->peer_heap_count == size - 1,
+               "heap: %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
     fakecuda_stats_t s = fake_stats();
-    RCHECK(s.handles == heap_handles(comm) && s.mappings == 0 && s.reservations == 0,
-           "rank 0 kept %ld handles (heap %ld) %ld mappings %ld reservations", s.handles,
-           heap_handles(comm), s.mappings, s.reservations);
+    ASSERT_MSG(s.handles == heap_handles(comm) && s.mappings == 0 && s.reservations == 0,
+               "rank 0 kept %ld handles (heap %ld) %ld mappings %ld reservations", s.handles,
+               heap_handles(comm), s.mappings, s.reservations);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   if (rank != 0)
-    for (size_t i = 0; i < n; i++) RCHECK(peer0[i] == pattern(0, i), "element %zu", i);
-  ROK(symm_comm_barrier(comm));
+    for (size_t i = 0; i < n; i++) ASSERT_MSG(peer0[i] == pattern(0, i), "element %zu", i);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -568,46 +565,46 @@ TEST_IMPL(native_fake_free_while_mapped) {
 
 static int cycles_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   /* Warm up: the fd exchange keeps one connection per peer once used, and
    * the pad heap (one chunk here, one imported per peer) stays until
    * symm_comm_destroy; both are in the baseline, and checked below not to
    * grow. */
   symm_tensor_t *w = alloc_u64(comm, 1);
-  ROK(symm_tensor_rendezvous(w));
+  ASSERT_OK(symm_tensor_rendezvous(w));
   symm_tensor_free(w);
-  ROK(symm_comm_pool_trim(comm, NULL));
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_pool_trim(comm, NULL));
+  ASSERT_OK(symm_comm_barrier(comm));
   fakecuda_stats_t s0 = fake_stats();
   int fds0 = count_memory_fds();
   long heap0 = heap_handles(comm);
-  RCHECK(heap0 == size, "heap handles %ld after the warm-up, want %d", heap0, size);
+  ASSERT_MSG(heap0 == size, "heap handles %ld after the warm-up, want %d", heap0, size);
   for (int i = 0; i < 300; i++) {
     size_t n = 1 + (size_t)((i * 7919) % 97) * 8192; /* up to ~6 MiB */
     symm_tensor_t *t = alloc_u64(comm, n);
-    RCHECK(t, "alloc %d", i);
-    ROK(symm_tensor_rendezvous(t));
+    ASSERT_MSG(t, "alloc %d", i);
+    ASSERT_OK(symm_tensor_rendezvous(t));
     if (i % 7 == 0) {
       symm_view_t v;
-      ROK(symm_tensor_contiguous_view(t, &v));
+      ASSERT_OK(symm_tensor_contiguous_view(t, &v));
     }
     symm_tensor_free(t);
   }
   size_t released = 0;
-  ROK(symm_comm_pool_trim(comm, &released));
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_pool_trim(comm, &released));
+  ASSERT_OK(symm_comm_barrier(comm));
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.handles == s0.handles && s.mappings == s0.mappings &&
-             s.reservations == s0.reservations && s.devallocs == s0.devallocs,
-         "after trim: %ld handles %ld mappings %ld reservations (were %ld %ld %ld)", s.handles,
-         s.mappings, s.reservations, s0.handles, s0.mappings, s0.reservations);
-  RCHECK(count_memory_fds() == fds0, "memory fds %d, were %d", count_memory_fds(), fds0);
-  RCHECK(heap_handles(comm) == heap0, "heap handles %ld, were %ld", heap_handles(comm), heap0);
+  ASSERT_MSG(s.handles == s0.handles && s.mappings == s0.mappings &&
+                 s.reservations == s0.reservations && s.devallocs == s0.devallocs,
+             "after trim: %ld handles %ld mappings %ld reservations (were %ld %ld %ld)", s.handles,
+             s.mappings, s.reservations, s0.handles, s0.mappings, s0.reservations);
+  ASSERT_MSG(count_memory_fds() == fds0, "memory fds %d, were %d", count_memory_fds(), fds0);
+  ASSERT_MSG(heap_handles(comm) == heap0, "heap handles %ld, were %ld", heap_handles(comm), heap0);
   symm_comm_destroy(comm);
-  RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  ASSERT_MSG(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
   s = fake_stats();
-  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "after destroy: %ld handles "
-         "%ld mappings %ld reservations", s.handles, s.mappings, s.reservations);
+  ASSERT_MSG(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "after destroy: %ld handles "
+             "%ld mappings %ld reservations", s.handles, s.mappings, s.reservations);
   return 0;
 }
 
@@ -625,20 +622,20 @@ TEST_IMPL(native_fake_cycles_nopool) {
 /* Destroy with live tensors and views releases everything. */
 static int destroy_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *a = alloc_u64(comm, 1 << 18), *b = alloc_u64(comm, 1000);
-  ROK(symm_tensor_rendezvous(a));
-  ROK(symm_tensor_rendezvous(b));
+  ASSERT_OK(symm_tensor_rendezvous(a));
+  ASSERT_OK(symm_tensor_rendezvous(b));
   symm_view_t v;
-  ROK(symm_tensor_contiguous_view(a, &v));
+  ASSERT_OK(symm_tensor_contiguous_view(a, &v));
   symm_tensor_free(b); /* into the pool */
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.streams == 0 &&
-             s.contexts == 0,
-         "left behind: %ld handles %ld mappings %ld reservations %ld streams %ld contexts",
-         s.handles, s.mappings, s.reservations, s.streams, s.contexts);
+  ASSERT_MSG(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.streams == 0 &&
+                 s.contexts == 0,
+             "left behind: %ld handles %ld mappings %ld reservations %ld streams %ld contexts",
+             s.handles, s.mappings, s.reservations, s.streams, s.contexts);
   return 0;
 }
 
@@ -657,22 +654,22 @@ typedef struct {
 static int kind_rank(int rank, int size, void *arg) {
   const kind_arg_t *k = arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(state_of(comm)->kind == k->kind, "kind %d, want %d", state_of(comm)->kind, k->kind);
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(state_of(comm)->kind == k->kind, "kind %d, want %d", state_of(comm)->kind, k->kind);
   const size_t n = 1 << 16;
   symm_tensor_t *t = alloc_u64(comm, n);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   if (k->kind == NATIVE_HANDLE_FABRIC)
-    RCHECK(symm_fdx_published(state_of(comm)->fdx) == 0, "fabric kind published fds");
-  ROK(symm_tensor_rendezvous(t));
+    ASSERT_MSG(symm_fdx_published(state_of(comm)->fdx) == 0, "fabric kind published fds");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_view_t dst;
-  ROK(symm_tensor_remote_view(t, (rank + 1) % size, &dst));
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &dst));
   for (size_t i = 0; i < n; i++) ((uint64_t *)dst.data)[i] = pattern(rank, i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   int left = (rank + size - 1) % size;
   for (size_t i = 0; i < n; i++)
-    RCHECK(((uint64_t *)symm_tensor_data(t))[i] == pattern(left, i), "element %zu", i);
-  ROK(symm_comm_barrier(comm));
+    ASSERT_MSG(((uint64_t *)symm_tensor_data(t))[i] == pattern(left, i), "element %zu", i);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -683,7 +680,7 @@ TEST_IMPL(native_fake_fabric_falls_back) {
    * must quietly use fds. */
   setenv("FAKECUDA_FABRIC", "fails", 1);
   setenv("SYMM_NATIVE_HANDLE", "auto", 1);
-  kind_arg_t k = {NATIVE_HANDLE_FD};
+  kind_arg_t k = {.kind = NATIVE_HANDLE_FD};
   ASSERT_EQ(run_job(2, kind_rank, &k), 0);
   /* Forcing fds where fabric would work. */
   setenv("FAKECUDA_FABRIC", "works", 1);
@@ -694,8 +691,8 @@ TEST_IMPL(native_fake_fabric_falls_back) {
 
 static int fabric_forced_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
-  RCHECK(strstr(symm_last_error(), "fabric"), "%s", symm_last_error());
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
+  ASSERT_MSG(strstr(symm_last_error(), "fabric"), "%s", symm_last_error());
   return 0;
 }
 
@@ -709,15 +706,15 @@ TEST_IMPL(native_fake_fabric_forced_fails) {
 TEST_IMPL(native_fake_fabric_works) {
   setenv("FAKECUDA_FABRIC", "works", 1);
   setenv("SYMM_NATIVE_HANDLE", "auto", 1);
-  kind_arg_t k = {NATIVE_HANDLE_FABRIC};
+  kind_arg_t k = {.kind = NATIVE_HANDLE_FABRIC};
   ASSERT_EQ(run_job(2, kind_rank, &k), 0);
   return 0;
 }
 
 static int bad_setting_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-  RCHECK(strstr(symm_last_error(), "SYMM_NATIVE_HANDLE"), "%s", symm_last_error());
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(strstr(symm_last_error(), "SYMM_NATIVE_HANDLE"), "%s", symm_last_error());
   return 0;
 }
 
@@ -729,7 +726,7 @@ TEST_IMPL(native_fake_bad_handle_setting) {
 
 /* -------------------------------------------------------------- pad heap */
 
-static native_alloc_t *alloc_of(symm_tensor_t *t) { return t->mem.priv; }
+static native_alloc_t *alloc_of(symm_tensor_t *t) { return symm_tensor_mem(t)->priv; }
 
 /* Checks of the signal pads of live tensors ts[0..n): each in its own slot
  * of a heap-chunk window right in front of the data; slots of the window
@@ -738,26 +735,27 @@ static int check_pad_slots(int rank, symm_comm_t *comm, symm_tensor_t **ts, int 
   native_state_t *st = state_of(comm);
   for (int i = 0; i < n; i++) {
     native_alloc_t *a = alloc_of(ts[i]);
-    RCHECK(a->nchunks == 2 && a->heap && a->slot >= 0, "tensor %d: not in the pad heap", i);
-    RCHECK(ts[i]->mem.pad_offset == (size_t)a->slot * SYMM_SIGNAL_PAD_MIN_BYTES,
-           "tensor %d: pad_offset %zu, slot %d", i, ts[i]->mem.pad_offset, a->slot);
-    RCHECK(ts[i]->mem.data_offset == st->heap_chunk_bytes &&
-               ts[i]->mem.pad_offset + SYMM_SIGNAL_PAD_MIN_BYTES <= ts[i]->mem.data_offset,
-           "tensor %d: pad at %zu, data at %zu", i, ts[i]->mem.pad_offset,
-           ts[i]->mem.data_offset);
+    const symm_mem_t *m = symm_tensor_mem(ts[i]);
+    ASSERT_MSG(a->nchunks == 2 && a->heap && a->slot >= 0, "tensor %d: not in the pad heap", i);
+    ASSERT_MSG(m->pad_offset == (size_t)a->slot * SYMM_SIGNAL_PAD_MIN_BYTES,
+               "tensor %d: pad_offset %zu, slot %d", i, m->pad_offset, a->slot);
+    ASSERT_MSG(m->data_offset == st->heap_chunk_bytes &&
+                   m->pad_offset + SYMM_SIGNAL_PAD_MIN_BYTES <= m->data_offset,
+               "tensor %d: pad at %zu, data at %zu", i, m->pad_offset, m->data_offset);
     for (int j = 0; j < i; j++)
-      RCHECK(alloc_of(ts[j])->heap != a->heap || alloc_of(ts[j])->slot != a->slot,
-             "tensors %d and %d share slot %d", j, i, a->slot);
+      ASSERT_MSG(alloc_of(ts[j])->heap != a->heap || alloc_of(ts[j])->slot != a->slot,
+                 "tensors %d and %d share slot %d", j, i, a->slot);
   }
   /* Through tensor 0's window: every slot owned by none of ts is zero. */
-  const unsigned char *win = ts[0]->mem.base;
+  const unsigned char *win = symm_tensor_mem(ts[0])->base;
   for (size_t off = 0; off < st->heap_chunk_bytes; off += SYMM_SIGNAL_PAD_MIN_BYTES) {
     bool owned = false;
     for (int i = 0; i < n; i++)
-      owned |= alloc_of(ts[i])->heap == alloc_of(ts[0])->heap && ts[i]->mem.pad_offset == off;
+      owned |= alloc_of(ts[i])->heap == alloc_of(ts[0])->heap &&
+               symm_tensor_mem(ts[i])->pad_offset == off;
     if (owned) continue;
     for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
-      RCHECK(win[off + b] == 0, "free slot at %zu byte %zu is %u", off, b, win[off + b]);
+      ASSERT_MSG(win[off + b] == 0, "free slot at %zu byte %zu is %u", off, b, win[off + b]);
   }
   return 0;
 }
@@ -769,111 +767,115 @@ static int check_pad_slots(int rank, symm_comm_t *comm, symm_tensor_t **ts, int 
 static int heap_rank(int rank, int size, void *arg) {
   const kind_arg_t *k = arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   native_state_t *st = state_of(comm);
-  RCHECK(st->kind == k->kind, "kind %d, want %d", st->kind, k->kind);
-  RCHECK(st->heap_chunk_bytes == st->gran && st->heap_chunks == 0, "heap of %zu bytes, %ld chunks",
-         st->heap_chunk_bytes, st->heap_chunks);
+  ASSERT_MSG(st->kind == k->kind, "kind %d, want %d", st->kind, k->kind);
+  ASSERT_MSG(st->heap_chunk_bytes == st->gran && st->heap_chunks == 0,
+             "heap of %zu bytes, %ld chunks", st->heap_chunk_bytes, st->heap_chunks);
   enum { N = 5 };
   const size_t n = 1 << 16;
   symm_tensor_t *ts[N] = {NULL};
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
 
   fakecuda_stats_t s0 = fake_stats();
-  RCHECK((ts[0] = alloc_u64(comm, n)) != NULL, "alloc");
-  ROK(symm_tensor_rendezvous(ts[0]));
+  ASSERT_MSG((ts[0] = alloc_u64(comm, n)) != NULL, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(ts[0]));
   fakecuda_stats_t s1 = fake_stats();
-  RCHECK(s1.exports - s0.exports == 2 && s1.imports - s0.imports == 2 * (size - 1),
-         "first tensor: %ld exports %ld imports, want 2 and %d", s1.exports - s0.exports,
-         s1.imports - s0.imports, 2 * (size - 1));
+  ASSERT_MSG(s1.exports - s0.exports == 2 && s1.imports - s0.imports == 2 * (size - 1),
+             "first tensor: %ld exports %ld imports, want 2 and %d", s1.exports - s0.exports,
+             s1.imports - s0.imports, 2 * (size - 1));
   for (int i = 1; i < N; i++) {
-    RCHECK((ts[i] = alloc_u64(comm, n * (size_t)(i + 1))) != NULL, "alloc %d", i);
-    ROK(symm_tensor_rendezvous(ts[i]));
+    ASSERT_MSG((ts[i] = alloc_u64(comm, n * (size_t)(i + 1))) != NULL, "alloc %d", i);
+    ASSERT_OK(symm_tensor_rendezvous(ts[i]));
   }
   fakecuda_stats_t s2 = fake_stats();
-  RCHECK(s2.exports - s1.exports == N - 1 && s2.imports - s1.imports == (N - 1) * (size - 1),
-         "%d more tensors: %ld exports %ld imports, want %d and %d", N - 1,
-         s2.exports - s1.exports, s2.imports - s1.imports, N - 1, (N - 1) * (size - 1));
+  ASSERT_MSG(s2.exports - s1.exports == N - 1 && s2.imports - s1.imports == (N - 1) * (size - 1),
+             "%d more tensors: %ld exports %ld imports, want %d and %d", N - 1,
+             s2.exports - s1.exports, s2.imports - s1.imports, N - 1, (N - 1) * (size - 1));
   if (k->kind == NATIVE_HANDLE_FD)
-    RCHECK(symm_fdx_published(st->fdx) == (size_t)N + 1, "%zu fds published, want %d",
-           symm_fdx_published(st->fdx), N + 1);
+    ASSERT_MSG(symm_fdx_published(st->fdx) == (size_t)N + 1, "%zu fds published, want %d",
+               symm_fdx_published(st->fdx), N + 1);
   else
-    RCHECK(symm_fdx_published(st->fdx) == 0, "fabric kind published fds");
-  RCHECK(st->heap_chunks == 1 && st->peer_heap_count == size - 1, "heap %ld, imported %ld",
-         st->heap_chunks, st->peer_heap_count);
+    ASSERT_MSG(symm_fdx_published(st->fdx) == 0, "fabric kind published fds");
+  ASSERT_MSG(st->heap_chunks == 1 && st->peer_heap_count == size - 1, "heap %ld, imported %ld",
+             st->heap_chunks, st->peer_heap_count);
   if (check_pad_slots(rank, comm, ts, N)) return 1;
   for (int i = 0; i < N; i++) {
     void *pad = NULL;
-    ROK(symm_tensor_signal_pad(ts[i], rank, &pad));
+    ASSERT_OK(symm_tensor_signal_pad(ts[i], rank, &pad));
     for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
-      RCHECK(((unsigned char *)pad)[b] == 0, "tensor %d: pad byte %zu not zero", i, b);
+      ASSERT_MSG(((unsigned char *)pad)[b] == 0, "tensor %d: pad byte %zu not zero", i, b);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
 
   /* Signal the right neighbour's pad of every tensor. */
   for (int i = 0; i < N; i++) {
     uint64_t *pad = NULL;
-    ROK(symm_tensor_signal_pad(ts[i], right, (void **)&pad));
+    ASSERT_OK(symm_tensor_signal_pad(ts[i], right, (void **)&pad));
     for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++) pad[w] = pattern(rank, w + 1000 * i);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   for (int i = 0; i < N; i++) {
     const uint64_t *pad = NULL, *data = symm_tensor_data(ts[i]);
-    ROK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
+    ASSERT_OK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
     for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++)
-      RCHECK(pad[w] == pattern(left, w + 1000 * i), "tensor %d: pad word %zu", i, w);
+      ASSERT_MSG(pad[w] == pattern(left, w + 1000 * i), "tensor %d: pad word %zu", i, w);
     for (size_t e = 0; e < symm_tensor_numel(ts[i]); e++)
-      RCHECK(data[e] == 0, "tensor %d: data element %zu written by a signal", i, e);
+      ASSERT_MSG(data[e] == 0, "tensor %d: data element %zu written by a signal", i, e);
     /* Every window maps the same heap chunk: tensor i's pad read through
      * tensor 0's window, here and in the right neighbour's mapping. */
-    const uint64_t *alias = (const uint64_t *)((char *)ts[0]->mem.base + ts[i]->mem.pad_offset);
-    RCHECK(alias == pad || memcmp(alias, pad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0,
-           "tensor %d's pad differs through tensor 0's window", i);
+    const size_t pad_at = symm_tensor_mem(ts[i])->pad_offset;
+    const uint64_t *alias = (const uint64_t *)((char *)symm_tensor_mem(ts[0])->base + pad_at);
+    ASSERT_MSG(alias == pad || memcmp(alias, pad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0,
+               "tensor %d's pad differs through tensor 0's window", i);
     const uint64_t *rpad = NULL;
-    ROK(symm_tensor_signal_pad(ts[i], right, (void **)&rpad));
+    ASSERT_OK(symm_tensor_signal_pad(ts[i], right, (void **)&rpad));
     const uint64_t *ralias =
-        (const uint64_t *)((char *)ts[0]->peers[right].base + ts[i]->infos[right].pad_offset);
-    RCHECK(memcmp(ralias, rpad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0 && rpad[0] == pattern(rank, 1000 * i),
-           "tensor %d: rank %d's pad differs through tensor 0's peer window", i, right);
+        (const uint64_t *)((char *)symm_test_tensor_peer_map(ts[0], right)->base +
+                           symm_test_tensor_peer_info(ts[i], right)->pad_offset);
+    ASSERT_MSG(memcmp(ralias, rpad, SYMM_SIGNAL_PAD_MIN_BYTES) == 0 &&
+                   rpad[0] == pattern(rank, 1000 * i),
+               "tensor %d: rank %d's pad differs through tensor 0's peer window", i, right);
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
 
   /* A pooled tensor keeps its slot; reset_pad zeroes only that slot. */
-  size_t off2 = ts[2]->mem.pad_offset;
+  size_t off2 = symm_tensor_mem(ts[2])->pad_offset;
   symm_tensor_free(ts[2]);
   ts[2] = alloc_u64(comm, n * 3);
-  RCHECK(ts[2] && ts[2]->mem.pad_offset == off2, "pool hit lost its slot");
+  ASSERT_MSG(ts[2] && symm_tensor_mem(ts[2])->pad_offset == off2, "pool hit lost its slot");
   const uint64_t *pad2 = NULL;
-  ROK(symm_tensor_signal_pad(ts[2], rank, (void **)&pad2));
+  ASSERT_OK(symm_tensor_signal_pad(ts[2], rank, (void **)&pad2));
   for (size_t w = 0; w < SYMM_SIGNAL_PAD_MIN_BYTES / 8; w++)
-    RCHECK(pad2[w] == 0, "reused pad word %zu not reset", w);
+    ASSERT_MSG(pad2[w] == 0, "reused pad word %zu not reset", w);
   for (int i = 0; i < N; i++) {
     if (i == 2) continue;
     const uint64_t *pad = NULL;
-    ROK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
-    RCHECK(pad[0] == pattern(left, 1000 * i), "reset_pad of tensor 2 touched tensor %d's pad", i);
+    ASSERT_OK(symm_tensor_signal_pad(ts[i], rank, (void **)&pad));
+    ASSERT_MSG(pad[0] == pattern(left, 1000 * i), "reset_pad of tensor 2 touched tensor %d's pad",
+               i);
   }
-  ROK(symm_tensor_rendezvous(ts[2]));
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_rendezvous(ts[2]));
+  ASSERT_OK(symm_comm_barrier(comm));
   for (int i = 0; i < N; i++) symm_tensor_free(ts[i]);
-  ROK(symm_comm_pool_trim(comm, NULL));
+  ASSERT_OK(symm_comm_pool_trim(comm, NULL));
   fakecuda_stats_t s3 = fake_stats();
-  RCHECK(s3.handles == heap_handles(comm) && s3.mappings == 0 && s3.reservations == 0,
-         "after trim: %ld handles (heap %ld) %ld mappings %ld reservations", s3.handles,
-         heap_handles(comm), s3.mappings, s3.reservations);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_MSG(s3.handles == heap_handles(comm) && s3.mappings == 0 && s3.reservations == 0,
+             "after trim: %ld handles (heap %ld) %ld mappings %ld reservations", s3.handles,
+             heap_handles(comm), s3.mappings, s3.reservations);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.streams == 0 &&
-             s.contexts == 0,
-         "left behind: %ld handles %ld mappings %ld reservations", s.handles, s.mappings,
-         s.reservations);
-  RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  ASSERT_MSG(s.handles == 0 && s.mappings == 0 && s.reservations == 0 && s.streams == 0 &&
+                 s.contexts == 0,
+             "left behind: %ld handles %ld mappings %ld reservations", s.handles, s.mappings,
+             s.reservations);
+  ASSERT_MSG(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
   return 0;
 }
 
 TEST_IMPL(native_fake_heap_fd) {
-  kind_arg_t k = {NATIVE_HANDLE_FD};
+  kind_arg_t k = {.kind = NATIVE_HANDLE_FD};
   ASSERT_EQ(run_job(2, heap_rank, &k), 0);
   setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
   ASSERT_EQ(run_job(3, heap_rank, &k), 0);
@@ -883,7 +885,7 @@ TEST_IMPL(native_fake_heap_fd) {
 TEST_IMPL(native_fake_heap_fabric) {
   setenv("FAKECUDA_FABRIC", "works", 1);
   setenv("SYMM_NATIVE_HANDLE", "fabric", 1);
-  kind_arg_t k = {NATIVE_HANDLE_FABRIC};
+  kind_arg_t k = {.kind = NATIVE_HANDLE_FABRIC};
   ASSERT_EQ(run_job(2, heap_rank, &k), 0);
   return 0;
 }
@@ -894,31 +896,31 @@ TEST_IMPL(native_fake_heap_fabric) {
  * comes back zeroed. */
 static int heap_grow_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   native_state_t *st = state_of(comm);
   const int slots = (int)(st->heap_chunk_bytes / SYMM_SIGNAL_PAD_MIN_BYTES);
-  RCHECK(slots == 16, "%d slots per chunk", slots);
+  ASSERT_MSG(slots == 16, "%d slots per chunk", slots);
   enum { MAXT = 40 };
   symm_tensor_t *ts[MAXT] = {NULL};
   const int n = slots + 3;
   for (int i = 0; i < n; i++) {
-    RCHECK((ts[i] = alloc_u64(comm, 100)) != NULL, "alloc %d", i);
-    ROK(symm_tensor_rendezvous(ts[i]));
+    ASSERT_MSG((ts[i] = alloc_u64(comm, 100)) != NULL, "alloc %d", i);
+    ASSERT_OK(symm_tensor_rendezvous(ts[i]));
   }
-  RCHECK(st->heap_chunks == 2 && st->peer_heap_count == 2 * (size - 1),
-         "heap %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
-  RCHECK(alloc_of(ts[slots])->heap != alloc_of(ts[0])->heap, "tensor %d not in the new chunk",
-         slots);
+  ASSERT_MSG(st->heap_chunks == 2 && st->peer_heap_count == 2 * (size - 1),
+             "heap %ld chunks, %ld imported", st->heap_chunks, st->peer_heap_count);
+  ASSERT_MSG(alloc_of(ts[slots])->heap != alloc_of(ts[0])->heap, "tensor %d not in the new chunk",
+             slots);
   if (check_pad_slots(rank, comm, ts, slots) || check_pad_slots(rank, comm, ts + slots, 3))
     return 1;
   /* Peers reach the pads in the second chunk too. */
   uint64_t *rpad = NULL;
-  ROK(symm_tensor_signal_pad(ts[n - 1], (rank + 1) % size, (void **)&rpad));
+  ASSERT_OK(symm_tensor_signal_pad(ts[n - 1], (rank + 1) % size, (void **)&rpad));
   rpad[7] = pattern(rank, 7);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   uint64_t *pad = NULL;
-  ROK(symm_tensor_signal_pad(ts[n - 1], rank, (void **)&pad));
-  RCHECK(pad[7] == pattern((rank + size - 1) % size, 7), "signal in the second chunk");
+  ASSERT_OK(symm_tensor_signal_pad(ts[n - 1], rank, (void **)&pad));
+  ASSERT_MSG(pad[7] == pattern((rank + size - 1) % size, 7), "signal in the second chunk");
 
   /* Dirty a pad in the second chunk (slots 0-2 used, the cursor at 3),
    * free its tensor (no pool: the slot goes back), then allocate and free
@@ -926,42 +928,42 @@ static int heap_grow_rank(int rank, int size, void *arg) {
   const int victim = slots; /* slot 0 of the second chunk */
   native_heap_chunk_t *chunk = alloc_of(ts[victim])->heap;
   int slot = alloc_of(ts[victim])->slot;
-  RCHECK(slot == 0, "slot %d", slot);
-  ROK(symm_tensor_signal_pad(ts[victim], rank, (void **)&pad));
+  ASSERT_MSG(slot == 0, "slot %d", slot);
+  ASSERT_OK(symm_tensor_signal_pad(ts[victim], rank, (void **)&pad));
   memset(pad, 0xcd, SYMM_SIGNAL_PAD_MIN_BYTES);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(ts[victim]);
   ts[victim] = NULL;
   symm_tensor_t *again = NULL;
   int tries = 0;
   for (; tries < 3 * slots; tries++) {
-    RCHECK((again = alloc_u64(comm, 100)) != NULL, "alloc");
+    ASSERT_MSG((again = alloc_u64(comm, 100)) != NULL, "alloc");
     if (alloc_of(again)->heap == chunk && alloc_of(again)->slot == slot) break;
     symm_tensor_free(again);
     again = NULL;
   }
-  RCHECK(again, "slot %d never handed out again", slot);
-  RCHECK(tries == slots - 3, "freed slot reused after %d allocations, want %d (next-fit)", tries,
-         slots - 3);
-  ROK(symm_tensor_signal_pad(again, rank, (void **)&pad));
+  ASSERT_MSG(again, "slot %d never handed out again", slot);
+  ASSERT_MSG(tries == slots - 3, "freed slot reused after %d allocations, want %d (next-fit)",
+             tries, slots - 3);
+  ASSERT_OK(symm_tensor_signal_pad(again, rank, (void **)&pad));
   for (size_t b = 0; b < SYMM_SIGNAL_PAD_MIN_BYTES; b++)
-    RCHECK(((unsigned char *)pad)[b] == 0, "reused slot: byte %zu not zeroed", b);
+    ASSERT_MSG(((unsigned char *)pad)[b] == 0, "reused slot: byte %zu not zeroed", b);
   symm_tensor_free(again);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   for (int i = 0; i < n; i++) symm_tensor_free(ts[i]);
   fakecuda_stats_t s1 = fake_stats();
-  RCHECK(s1.handles == heap_handles(comm) && s1.mappings == 0 && s1.reservations == 0,
-         "after freeing all: %ld handles (heap %ld) %ld mappings %ld reservations", s1.handles,
-         heap_handles(comm), s1.mappings, s1.reservations);
+  ASSERT_MSG(s1.handles == heap_handles(comm) && s1.mappings == 0 && s1.reservations == 0,
+             "after freeing all: %ld handles (heap %ld) %ld mappings %ld reservations", s1.handles,
+             heap_handles(comm), s1.mappings, s1.reservations);
   for (native_heap_chunk_t *c = st->heap; c; c = c->next)
-    RCHECK(c->used == 0, "chunk %llu has %d slots in use", (unsigned long long)c->heap_id,
-           c->used);
-  ROK(symm_comm_barrier(comm));
+    ASSERT_MSG(c->used == 0, "chunk %llu has %d slots in use", (unsigned long long)c->heap_id,
+               c->used);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   fakecuda_stats_t s = fake_stats();
-  RCHECK(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "left behind: %ld handles",
-         s.handles);
-  RCHECK(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
+  ASSERT_MSG(s.handles == 0 && s.mappings == 0 && s.reservations == 0, "left behind: %ld handles",
+             s.handles);
+  ASSERT_MSG(count_memory_fds() == 0, "memory fds %d after destroy", count_memory_fds());
   return 0;
 }
 
@@ -978,25 +980,25 @@ TEST_IMPL(native_fake_heap_grows) {
  * after every backend call. */
 static int context_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   const symm_gpu_t *gpu = symm_gpu_of(comm);
   const symm_cu_driver_t *drv = symm_gpu_driver(gpu);
   ncu_context cur = NULL, other = NULL;
-  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == symm_gpu_context(gpu),
-         "init did not leave its context current");
+  ASSERT_MSG(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == symm_gpu_context(gpu),
+             "init did not leave its context current");
   ncu_device od = symm_gpu_ordinal(gpu) == 0 ? 1 : 0;
-  RCHECK(drv->cuDevicePrimaryCtxRetain(&other, od) == NCU_SUCCESS, "retain");
-  RCHECK(drv->cuCtxSetCurrent(other) == NCU_SUCCESS, "set");
+  ASSERT_MSG(drv->cuDevicePrimaryCtxRetain(&other, od) == NCU_SUCCESS, "retain");
+  ASSERT_MSG(drv->cuCtxSetCurrent(other) == NCU_SUCCESS, "set");
   symm_tensor_t *t = alloc_u64(comm, 1 << 16);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_view_t v;
-  ROK(symm_tensor_contiguous_view(t, &v));
-  ROK(symm_validate(comm, symm_tensor_data(t), 8));
+  ASSERT_OK(symm_tensor_contiguous_view(t, &v));
+  ASSERT_OK(symm_validate(comm, symm_tensor_data(t), 8));
   symm_tensor_free(t);
-  ROK(symm_comm_pool_trim(comm, NULL));
-  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == other,
-         "the application's context was not restored");
+  ASSERT_OK(symm_comm_pool_trim(comm, NULL));
+  ASSERT_MSG(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == other,
+             "the application's context was not restored");
   drv->cuCtxSetCurrent(NULL);
   drv->cuDevicePrimaryCtxRelease(od);
   symm_comm_destroy(comm);
@@ -1015,15 +1017,15 @@ static int failed_init_context_rank(int rank, int size, void *arg) {
   (void)rank, (void)size, (void)arg;
   char why[256];
   const symm_cu_driver_t *drv = symm_cu_driver_init(why, sizeof why);
-  RCHECK(drv, "%s", why);
+  ASSERT_MSG(drv, "%s", why);
   ncu_context mine = NULL, cur = NULL;
-  RCHECK(drv->cuDevicePrimaryCtxRetain(&mine, 1) == NCU_SUCCESS &&
-             drv->cuCtxSetCurrent(mine) == NCU_SUCCESS, "the application's context");
+  ASSERT_MSG(drv->cuDevicePrimaryCtxRetain(&mine, 1) == NCU_SUCCESS &&
+                 drv->cuCtxSetCurrent(mine) == NCU_SUCCESS, "the application's context");
   setenv("SYMM_DEVICE", "0", 1);
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
-  RCHECK(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == mine,
-         "a failed init left another context current");
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(drv->cuCtxGetCurrent(&cur) == NCU_SUCCESS && cur == mine,
+             "a failed init left another context current");
   drv->cuCtxSetCurrent(NULL);
   drv->cuDevicePrimaryCtxRelease(1);
   return 0;
@@ -1068,12 +1070,12 @@ static bool same_on_all_ranks(symm_comm_t *comm, symm_tensor_t *board, uint64_t 
  * for same_on_all_ranks; done_with_comm frees them. */
 static int comm_with_board(int rank, size_t words, symm_comm_t **comm, symm_tensor_t **buf,
                            symm_tensor_t **board) {
-  ROK(symm_comm_init(NULL, comm));
+  ASSERT_OK(symm_comm_init(NULL, comm));
   *buf = alloc_u64(*comm, words);
   *board = alloc_u64(*comm, 8);
-  RCHECK(*buf && *board, "alloc");
-  ROK(symm_tensor_rendezvous(*buf));
-  ROK(symm_tensor_rendezvous(*board));
+  ASSERT_MSG(*buf && *board, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(*buf));
+  ASSERT_OK(symm_tensor_rendezvous(*board));
   return 0;
 }
 static void done_with_comm(symm_comm_t *comm, symm_tensor_t *buf, symm_tensor_t *board) {
@@ -1090,16 +1092,16 @@ typedef struct { size_t bytes; const char *kernel; } expect_t;
 static int expect_kernel(int rank, symm_comm_t *comm, void *buf, const expect_t *want,
                          fakecuda_launch_t *l) {
   const size_t count = want->bytes / 2;
-  ROK(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(l), "no launch recorded");
-  RCHECK(strcmp(l->name, want->kernel) == 0, "%zu bytes: %s, want %s", want->bytes, l->name,
-         want->kernel);
+  ASSERT_OK(symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  ASSERT_MSG(last_launch(l), "no launch recorded");
+  ASSERT_MSG(strcmp(l->name, want->kernel) == 0, "%zu bytes: %s, want %s", want->bytes, l->name,
+             want->kernel);
   symm_algo_t algo = SYMM_ALGO_AUTO;
-  ROK(symm_all_reduce_algo(comm, count, SYMM_DTYPE_BF16, &algo));
+  ASSERT_OK(symm_all_reduce_algo(comm, count, SYMM_DTYPE_BF16, &algo));
   char name[64];
   snprintf(name, sizeof name, "_ar_%s_", symm_algo_name(algo));
-  RCHECK(strstr(l->name, name), "%zu bytes: symm_all_reduce_algo says %s, %s ran", want->bytes,
-         symm_algo_name(algo), l->name);
+  ASSERT_MSG(strstr(l->name, name), "%zu bytes: symm_all_reduce_algo says %s, %s ran", want->bytes,
+             symm_algo_name(algo), l->name);
   return 0;
 }
 
@@ -1113,7 +1115,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   if (comm_with_board(rank, big / 8, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
   symm_result_t r = symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-  ROK(r);
+  ASSERT_OK(r);
   /* auto: LL to 64 KiB, LL128 to 4 MiB (NVLink-class peers only), then
    * two-shot; LL128 without native peer atomics is LL to 256 KiB, one-shot
    * to 1 MiB and two-shot above.  Count 0 still meets the peers, one-shot
@@ -1137,70 +1139,72 @@ static int coll_launch_rank(int rank, int size, void *arg) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const size_t count = cases[k].bytes / 2;
     if (expect_kernel(rank, comm, data, &cases[k], &l)) return 1;
-    RCHECK(count || l.grid == 1, "count 0: %u blocks", l.grid);
+    ASSERT_MSG(count || l.grid == 1, "count 0: %u blocks", l.grid);
     symm_coll_params_t p;
     memcpy(&p, l.params, sizeof p);
-    RCHECK(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
-           "params: count %llu rank %d world %d esize %d", (unsigned long long)p.count, p.rank,
-           p.world, p.esize);
+    ASSERT_MSG(p.count == count && p.rank == rank && p.world == size && p.esize == 2,
+               "params: count %llu rank %d world %d esize %d", (unsigned long long)p.count, p.rank,
+               p.world, p.esize);
     /* LL kernels: blocks of 256 threads, up to 1024 (gpu_coll_ll_launch). */
     const bool ll = strstr(l.name, "_ar_ll") != NULL;
-    RCHECK(l.block == (ll ? 256u : SYMM_COLL_THREADS) && l.grid >= 1 &&
-               l.grid <= (ll ? 1024u : SYMM_COLL_MAX_CHANNELS),
-           "%s: grid %u block %u", l.name, l.grid, l.block);
+    ASSERT_MSG(l.block == (ll ? 256u : SYMM_COLL_THREADS) && l.grid >= 1 &&
+                   l.grid <= (ll ? 1024u : SYMM_COLL_MAX_CHANNELS),
+               "%s: grid %u block %u", l.name, l.grid, l.block);
     if (strstr(l.name, "two_shot") || strstr(l.name, "one_shot"))
-      RCHECK(l.grid <= (unsigned)p.channels, "grid %u over %d channels", l.grid, p.channels);
+      ASSERT_MSG(l.grid <= (unsigned)p.channels, "grid %u over %d channels", l.grid, p.channels);
     /* Every rank launched the same collective (same signature, grid). */
-    RCHECK(same_on_all_ranks(comm, board, (uint64_t)p.sig << 32 | l.grid), "sig/grid differ");
+    ASSERT_MSG(same_on_all_ranks(comm, board, (uint64_t)p.sig << 32 | l.grid), "sig/grid differ");
     /* Two-shot in place on a symmetric tensor: zero copy offered, with every
      * rank's mapping of recv. */
     if (strstr(l.name, "two_shot")) {
       void *const *ptrs = NULL;
-      ROK(symm_tensor_peer_ptrs(buf, &ptrs));
-      RCHECK(p.zc != 0, "two-shot on a symmetric tensor without a zero-copy key");
+      ASSERT_OK(symm_tensor_peer_ptrs(buf, &ptrs));
+      ASSERT_MSG(p.zc != 0, "two-shot on a symmetric tensor without a zero-copy key");
       for (int q = 0; q < size; q++)
-        RCHECK(p.peer_recv[q] == (uint64_t)(uintptr_t)ptrs[q], "peer_recv[%d]", q);
-      RCHECK(same_on_all_ranks(comm, board, p.zc), "announced zero-copy keys differ");
-      RCHECK(p.zc_key != 0 && same_on_all_ranks(comm, board, p.zc_key),
-             "64-bit zero-copy key %llx differs", (unsigned long long)p.zc_key);
+        ASSERT_MSG(p.peer_recv[q] == (uint64_t)(uintptr_t)ptrs[q], "peer_recv[%d]", q);
+      ASSERT_MSG(same_on_all_ranks(comm, board, p.zc), "announced zero-copy keys differ");
+      ASSERT_MSG(p.zc_key != 0 && same_on_all_ranks(comm, board, p.zc_key),
+                 "64-bit zero-copy key %llx differs", (unsigned long long)p.zc_key);
     }
   }
   /* Ordinary device memory: staged, no key. */
   void *plain = plain_alloc(comm, big);
-  RCHECK(plain, "cuMemAlloc");
-  ROK(symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "%s", l.name);
+  ASSERT_MSG(plain, "cuMemAlloc");
+  ASSERT_OK(
+      symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  ASSERT_MSG(last_launch(&l) && strstr(l.name, "two_shot"), "%s", l.name);
   symm_coll_params_t p;
   memcpy(&p, l.params, sizeof p);
-  RCHECK(p.zc == 0 && p.zc_key == 0, "zero copy offered for ordinary memory");
+  ASSERT_MSG(p.zc == 0 && p.zc_key == 0, "zero copy offered for ordinary memory");
   /* A forced algorithm, another dtype and op. */
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
-  ROK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
-  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_f32_max") == 0, "%s", l.name);
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
+  ASSERT_OK(symm_all_reduce(comm, plain, plain, 1000, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
+  ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_coll_ar_one_shot_f32_max") == 0, "%s", l.name);
   /* LL and LL128 forced on more than their areas hold: LL128, then two-shot
    * (one-shot up to 1 MiB where LL128 is off). */
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL));
-  ROK(symm_all_reduce(comm, plain, plain, (1 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, no_atomics ? "one_shot" : "ll128"), "LL, 1 MiB: %s",
-         l.name);
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL128));
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL));
+  ASSERT_OK(
+      symm_all_reduce(comm, plain, plain, (1 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  ASSERT_MSG(last_launch(&l) && strstr(l.name, no_atomics ? "one_shot" : "ll128"), "LL, 1 MiB: %s",
+             l.name);
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_LL128));
   /* A rank's region of one parity half: its 128-byte lines hold less. */
   const size_t ll128_region = SYMM_COLL_LL128_BYTES / 2 / (size_t)size;
-  RCHECK(ll128_region <= big, "the test buffer is smaller than an LL128 region");
-  ROK(symm_all_reduce(comm, plain, plain, ll128_region / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM,
-                      NULL));
-  RCHECK(last_launch(&l) && strstr(l.name, "two_shot"), "LL128, %zu bytes: %s", ll128_region,
-         l.name);
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+  ASSERT_MSG(ll128_region <= big, "the test buffer is smaller than an LL128 region");
+  ASSERT_OK(symm_all_reduce(comm, plain, plain, ll128_region / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM,
+                            NULL));
+  ASSERT_MSG(last_launch(&l) && strstr(l.name, "two_shot"), "LL128, %zu bytes: %s", ll128_region,
+             l.name);
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
   /* All-gather offers zero copy from 1 MiB of output, on a symmetric recv. */
   const size_t ag_elems[2] = {((1 << 20) - 16) / 8 / size, (1 << 20) / 8 / size};
   for (int k = 0; k < 2; k++) {
-    ROK(symm_all_gather(comm, data, data + 16 * 1024 * 1024 / 2, ag_elems[k], SYMM_DTYPE_U64,
-                        NULL));
-    RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0, "%s", l.name);
+    ASSERT_OK(symm_all_gather(comm, data, data + 16 * 1024 * 1024 / 2, ag_elems[k], SYMM_DTYPE_U64,
+                              NULL));
+    ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0, "%s", l.name);
     memcpy(&p, l.params, sizeof p);
-    RCHECK((p.zc != 0) == (k == 1), "all-gather of %zu bytes: zc %u",
-           ag_elems[k] * 8 * (size_t)size, p.zc);
+    ASSERT_MSG((p.zc != 0) == (k == 1), "all-gather of %zu bytes: zc %u",
+               ag_elems[k] * 8 * (size_t)size, p.zc);
   }
   plain_free(comm, plain);
   done_with_comm(comm, buf, board);
@@ -1218,28 +1222,28 @@ TEST_IMPL(native_fake_coll_choices) {
 static int coll_choices_4_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(size == 4, "%d ranks", size);
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(size == 4, "%d ranks", size);
   const expect_t cases[] = {{21844, "symm_coll_ar_ll_bf16_sum"},
                             {21848, "symm_coll_ar_ll128_bf16_sum"},
                             {699048, "symm_coll_ar_ll128_bf16_sum"},
                             {699052, "symm_coll_ar_two_shot_bf16_sum"}};
   void *buf = plain_alloc(comm, 1 << 20);
-  RCHECK(buf, "cuMemAlloc");
+  ASSERT_MSG(buf, "cuMemAlloc");
   fakecuda_launch_t l;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     if (expect_kernel(rank, comm, buf, &cases[k], &l)) return 1;
   /* A call refused by the argument checks (a dtype that does not exist):
    * the rank still meets its peers, with one block whose signature no
    * valid call has. */
-  RRES(symm_all_reduce(comm, buf, buf, 16, (symm_dtype_t)99, SYMM_REDUCE_SUM, NULL),
-       SYMM_ERR_INVALID_ARG);
-  RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0 && l.grid == 1,
-         "refused call: %s, %u blocks", l.name, l.grid);
+  ASSERT_RES(symm_all_reduce(comm, buf, buf, 16, (symm_dtype_t)99, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0 && l.grid == 1,
+             "refused call: %s, %u blocks", l.name, l.grid);
   symm_coll_params_t rp;
   memcpy(&rp, l.params, sizeof rp);
-  RCHECK(rp.sig == 0 && rp.count == 0, "refused call: sig %u count %llu", rp.sig,
-         (unsigned long long)rp.count);
+  ASSERT_MSG(rp.sig == 0 && rp.count == 0, "refused call: sig %u count %llu", rp.sig,
+             (unsigned long long)rp.count);
   /* Count 0 of every collective (and all-reduce forced two-shot): still
    * one block that meets the peers, with a valid call's signature (odd). */
   for (int k = 0; k < 5; k++) {
@@ -1247,19 +1251,19 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
         "symm_coll_ar_two_shot_bf16_sum", "symm_coll_all_gather",
         "symm_coll_reduce_scatter_bf16_sum", "symm_coll_broadcast", "symm_coll_all_to_all"};
     const symm_dtype_t bf = SYMM_DTYPE_BF16;
-    if (k == 0) ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
-    ROK(k == 0   ? symm_all_reduce(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
-        : k == 1 ? symm_all_gather(comm, NULL, NULL, 0, bf, NULL)
-        : k == 2 ? symm_reduce_scatter(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
-        : k == 3 ? symm_broadcast(comm, NULL, NULL, 0, bf, 0, NULL)
-                 : symm_all_to_all(comm, NULL, NULL, 0, bf, NULL));
-    RCHECK(last_launch(&l) && strcmp(l.name, kernel[k]) == 0 && l.grid == 1,
-           "count 0: %s (want %s), %u blocks", l.name, kernel[k], l.grid);
+    if (k == 0) ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
+    ASSERT_OK(k == 0   ? symm_all_reduce(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
+              : k == 1 ? symm_all_gather(comm, NULL, NULL, 0, bf, NULL)
+              : k == 2 ? symm_reduce_scatter(comm, NULL, NULL, 0, bf, SYMM_REDUCE_SUM, NULL)
+              : k == 3 ? symm_broadcast(comm, NULL, NULL, 0, bf, 0, NULL)
+                       : symm_all_to_all(comm, NULL, NULL, 0, bf, NULL));
+    ASSERT_MSG(last_launch(&l) && strcmp(l.name, kernel[k]) == 0 && l.grid == 1,
+               "count 0: %s (want %s), %u blocks", l.name, kernel[k], l.grid);
     symm_coll_params_t zp;
     memcpy(&zp, l.params, sizeof zp);
-    RCHECK(zp.sig & 1u, "count 0 of %s: signature %x is not a valid call's", kernel[k], zp.sig);
+    ASSERT_MSG(zp.sig & 1u, "count 0 of %s: signature %x is not a valid call's", kernel[k], zp.sig);
   }
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
   plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;
@@ -1277,21 +1281,21 @@ TEST_IMPL(native_fake_coll_choices_4) {
 static int nonce_order_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *board = alloc_u64(comm, 8), *other = alloc_u64(comm, 8);
-  RCHECK(board && other, "alloc");
-  ROK(symm_tensor_rendezvous(board));
-  ROK(symm_comm_reserve_scratch(comm, (size_t)64 << 20));
+  ASSERT_MSG(board && other, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(board));
+  ASSERT_OK(symm_comm_reserve_scratch(comm, (size_t)64 << 20));
   void *buf = plain_alloc(comm, 4096);
-  RCHECK(buf, "cuMemAlloc");
-  if (rank != 0) ROK(symm_tensor_rendezvous(other));
-  ROK(symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
-  if (rank == 0) ROK(symm_tensor_rendezvous(other));
+  ASSERT_MSG(buf, "cuMemAlloc");
+  if (rank != 0) ASSERT_OK(symm_tensor_rendezvous(other));
+  ASSERT_OK(symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  if (rank == 0) ASSERT_OK(symm_tensor_rendezvous(other));
   fakecuda_launch_t l;
-  RCHECK(last_launch(&l) && strstr(l.name, "_ar_ll_"), "%s", l.name);
+  ASSERT_MSG(last_launch(&l) && strstr(l.name, "_ar_ll_"), "%s", l.name);
   symm_coll_params_t p;
   memcpy(&p, l.params, sizeof p);
-  RCHECK(same_on_all_ranks(comm, board, p.nonce), "nonce %u differs between ranks", p.nonce);
+  ASSERT_MSG(same_on_all_ranks(comm, board, p.nonce), "nonce %u differs between ranks", p.nonce);
   plain_free(comm, buf);
   symm_tensor_free(other);
   symm_tensor_free(board);
@@ -1317,78 +1321,79 @@ TEST_IMPL(native_fake_coll_choices_pcie) {
 static int signal_launch_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_u64(comm, 64);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   int peer = (rank + 1) % size;
   symm_result_t r = symm_signal_put(t, peer, 5, NULL);
-  ROK(r);
+  ASSERT_OK(r);
   fakecuda_launch_t l;
-  RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0, "%s", l.name);
+  ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0, "%s", l.name);
   symm_signal_params_t sp;
   memcpy(&sp, l.params, sizeof sp);
-  RCHECK(sp.op == 1 && sp.peer == peer && sp.channel == 5 && sp.rank == rank && sp.world == size,
-         "op %d peer %d channel %d", sp.op, sp.peer, sp.channel);
+  ASSERT_MSG(sp.op == 1 && sp.peer == peer && sp.channel == 5 && sp.rank == rank &&
+                 sp.world == size,
+             "op %d peer %d channel %d", sp.op, sp.peer, sp.channel);
   for (int q = 0; q < size; q++) {
     void *pad = NULL;
-    ROK(symm_tensor_signal_pad(t, q, &pad));
-    RCHECK(sp.pads[q] == (uint64_t)(uintptr_t)pad, "pads[%d]", q);
+    ASSERT_OK(symm_tensor_signal_pad(t, q, &pad));
+    ASSERT_MSG(sp.pads[q] == (uint64_t)(uintptr_t)pad, "pads[%d]", q);
   }
-  ROK(symm_signal_barrier(t, symm_signal_channels(t) - 1, NULL));
-  RCHECK(last_launch(&l), "no launch");
+  ASSERT_OK(symm_signal_barrier(t, symm_signal_channels(t) - 1, NULL));
+  ASSERT_MSG(last_launch(&l), "no launch");
   memcpy(&sp, l.params, sizeof sp);
-  RCHECK(sp.op == 3 && sp.channel == symm_signal_channels(t) - 1, "barrier op %d ch %d", sp.op,
-         sp.channel);
-  RRES(symm_signal_wait(t, rank, 0, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(sp.op == 3 && sp.channel == symm_signal_channels(t) - 1, "barrier op %d ch %d", sp.op,
+             sp.channel);
+  ASSERT_RES(symm_signal_wait(t, rank, 0, NULL), SYMM_ERR_INVALID_ARG);
 
   /* Errors the kernels record: a timeout in the LL kernel, then one in a
    * signal wait (kind 0). */
   volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)sp.err;
-  ROK(symm_comm_check_async_error(comm));
+  ASSERT_OK(symm_comm_check_async_error(comm));
   err->peer = (uint32_t)peer;
   err->kind = SYMM_COLL_KERNEL_AR_LL;
   err->epoch = 7;
   err->code = SYMM_ERR_TIMEOUT;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
   char want[64];
   snprintf(want, sizeof want, "rank %d did not arrive", peer);
-  RCHECK(strstr(symm_last_error(), "ar_ll kernel") && strstr(symm_last_error(), want), "%s",
-         symm_last_error());
-  RCHECK(err->code == 0, "record not cleared");
+  ASSERT_MSG(strstr(symm_last_error(), "ar_ll kernel") && strstr(symm_last_error(), want), "%s",
+             symm_last_error());
+  ASSERT_MSG(err->code == 0, "record not cleared");
   err->peer = (uint32_t)peer;
   err->kind = 0;
   err->code = SYMM_ERR_TIMEOUT;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
   snprintf(want, sizeof want, "rank %d did not signal", peer);
-  RCHECK(strstr(symm_last_error(), "a signal put, wait or barrier") &&
-             strstr(symm_last_error(), want), "%s", symm_last_error());
+  ASSERT_MSG(strstr(symm_last_error(), "a signal put, wait or barrier") &&
+                 strstr(symm_last_error(), want), "%s", symm_last_error());
   err->code = SYMM_ERR_MISMATCH;
   err->kind = SYMM_COLL_KERNEL_AR_LL128;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
-  RCHECK(strstr(symm_last_error(), "ar_ll128 kernel"), "%s", symm_last_error());
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
+  ASSERT_MSG(strstr(symm_last_error(), "ar_ll128 kernel"), "%s", symm_last_error());
   /* A kernel that did not run because an earlier one timed out. */
   err->peer = 0xffffffffu;
   err->kind = SYMM_COLL_KERNEL_AR_ONE_SHOT;
   err->code = SYMM_ERR_TIMEOUT;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
-  RCHECK(strstr(symm_last_error(), "did not run: an earlier collective timed out"), "%s",
-         symm_last_error());
-  ROK(symm_comm_check_async_error(comm));
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  ASSERT_MSG(strstr(symm_last_error(), "did not run: an earlier collective timed out"), "%s",
+             symm_last_error());
+  ASSERT_OK(symm_comm_check_async_error(comm));
   /* A kernel that fails while an error is unread leaves its code in
    * `more`: reported with the first, or alone once the first was read. */
   err->peer = (uint32_t)peer;
   err->kind = SYMM_COLL_KERNEL_AR_TWO_SHOT;
   err->code = SYMM_ERR_TIMEOUT;
   err->more = SYMM_ERR_MISMATCH;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
-  RCHECK(strstr(symm_last_error(), "ar_two_shot kernel") &&
-             strstr(symm_last_error(), "a later collective failed too"), "%s", symm_last_error());
-  RCHECK(err->code == 0 && err->more == 0, "record not cleared");
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_TIMEOUT);
+  ASSERT_STR_CONTAINS(symm_last_error(), "ar_two_shot kernel");
+  ASSERT_STR_CONTAINS(symm_last_error(), "a later collective failed too");
+  ASSERT_MSG(err->code == 0 && err->more == 0, "record not cleared");
   err->more = SYMM_ERR_MISMATCH;
-  RRES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
-  RCHECK(strstr(symm_last_error(), "its details were not kept"), "%s", symm_last_error());
-  ROK(symm_comm_check_async_error(comm));
+  ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
+  ASSERT_MSG(strstr(symm_last_error(), "its details were not kept"), "%s", symm_last_error());
+  ASSERT_OK(symm_comm_check_async_error(comm));
   symm_comm_barrier(comm);
   symm_tensor_free(t);
   symm_comm_destroy(comm);
@@ -1414,11 +1419,11 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   (void)rank, (void)size;
   const launch_expect_t *want = arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   /* Fake device memory is host memory that the kernels never touch. */
   symm_tensor_t *buf = alloc_u64(comm, (68 << 20) / 8);
-  RCHECK(buf, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
+  ASSERT_MSG(buf, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(buf));
   char *data = symm_tensor_data(buf);
   /* LL, LL128, two-shot with segments of 4 MiB and 34 MiB. */
   const size_t bytes[4] = {4096, 1 << 20, 8 << 20, 68 << 20};
@@ -1432,16 +1437,16 @@ static int launch_settings_rank(int rank, int size, void *arg) {
   for (int k = 0; k < 4; k++) {
     symm_result_t r =
         symm_all_reduce(comm, data, data, bytes[k] / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-    ROK(r);
-    RCHECK(last_launch(&l), "no launch");
+    ASSERT_OK(r);
+    ASSERT_MSG(last_launch(&l), "no launch");
     unsigned grid = want->blocks && want->blocks < full[k] ? want->blocks : full[k];
-    RCHECK(l.pdl == want->pdl && l.grid == grid && l.block == block[k],
-           "%s: pdl %d grid %u block %u, want %d, %u and %u", l.name, l.pdl, l.grid, l.block,
-           want->pdl, grid, block[k]);
+    ASSERT_MSG(l.pdl == want->pdl && l.grid == grid && l.block == block[k],
+               "%s: pdl %d grid %u block %u, want %d, %u and %u", l.name, l.pdl, l.grid, l.block,
+               want->pdl, grid, block[k]);
   }
-  ROK(symm_signal_barrier(buf, 0, NULL));
-  RCHECK(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0 && l.pdl == want->pdl,
-         "%s: pdl %d", l.name, l.pdl);
+  ASSERT_OK(symm_signal_barrier(buf, 0, NULL));
+  ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_signal_op") == 0 && l.pdl == want->pdl,
+             "%s: pdl %d", l.name, l.pdl);
   symm_tensor_free(buf);
   symm_comm_destroy(comm);
   return 0;
@@ -1458,14 +1463,14 @@ static int ll_threads_differ_rank(int rank, int size, void *arg) {
   symm_tensor_t *buf = NULL, *board = NULL;
   if (comm_with_board(rank, 512, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
-  ROK(symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_reduce(comm, data, data, 2048, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   fakecuda_launch_t l;
-  RCHECK(last_launch(&l) && strstr(l.name, "_ar_ll_") && l.grid == 1, "%s grid %u", l.name,
-         l.grid);
+  ASSERT_MSG(last_launch(&l) && strstr(l.name, "_ar_ll_") && l.grid == 1, "%s grid %u", l.name,
+             l.grid);
   symm_coll_params_t p;
   memcpy(&p, l.params, sizeof p);
-  RCHECK(!same_on_all_ranks(comm, board, p.sig), "same signature for blocks of %u threads",
-         l.block);
+  ASSERT_MSG(!same_on_all_ranks(comm, board, p.sig), "same signature for blocks of %u threads",
+             l.block);
   done_with_comm(comm, buf, board);
   return 0;
 }
@@ -1481,25 +1486,25 @@ static int algo_resolved_rank(int rank, int size, void *arg) {
   symm_tensor_t *buf = NULL, *board = NULL;
   if (comm_with_board(rank, count / 4, &comm, &buf, &board)) return 1;
   char *data = symm_tensor_data(buf);
-  ROK(symm_comm_set_allreduce_algo(comm, rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128));
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128));
   const size_t counts[2] = {count, 2048};
   for (int k = 0; k < 2; k++) {
     symm_algo_t runs;
-    ROK(symm_all_reduce_algo(comm, counts[k], SYMM_DTYPE_BF16, &runs));
-    ROK(symm_all_reduce(comm, data, data, counts[k], SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    ASSERT_OK(symm_all_reduce_algo(comm, counts[k], SYMM_DTYPE_BF16, &runs));
+    ASSERT_OK(symm_all_reduce(comm, data, data, counts[k], SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
     fakecuda_launch_t l;
-    RCHECK(last_launch(&l), "no launch");
+    ASSERT_MSG(last_launch(&l), "no launch");
     symm_coll_params_t p;
     memcpy(&p, l.params, sizeof p);
     const bool same = same_on_all_ranks(comm, board, p.sig);
     if (k == 0) {
-      RCHECK(runs == SYMM_ALGO_LL128 && strstr(l.name, "_ar_ll128_"), "%s runs %s",
-             symm_algo_name(runs), l.name);
-      RCHECK(same, "LL run as LL128 and LL128 signed differently");
+      ASSERT_MSG(runs == SYMM_ALGO_LL128 && strstr(l.name, "_ar_ll128_"), "%s runs %s",
+                 symm_algo_name(runs), l.name);
+      ASSERT_MSG(same, "LL run as LL128 and LL128 signed differently");
     } else {
-      RCHECK(runs == (rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128), "4 KiB runs %s",
-             symm_algo_name(runs));
-      RCHECK(!same, "LL and LL128 at 4 KiB signed alike");
+      ASSERT_MSG(runs == (rank == 0 ? SYMM_ALGO_LL : SYMM_ALGO_LL128), "4 KiB runs %s",
+                 symm_algo_name(runs));
+      ASSERT_MSG(!same, "LL and LL128 at 4 KiB signed alike");
     }
   }
   done_with_comm(comm, buf, board);
@@ -1518,21 +1523,21 @@ TEST_IMPL(native_fake_ll_threads_differ) {
 
 TEST_IMPL(native_fake_launch_settings) {
   /* The settings are inherited by the ranks of each job. */
-  launch_expect_t def = {1, 0, 0};
+  launch_expect_t def = {.pdl = 1};
   ASSERT_JOB(2, launch_settings_rank, &def);
   setenv("SYMM_COLL_MAX_BLOCKS", "3", 1);
-  launch_expect_t capped = {1, 3, 0};
+  launch_expect_t capped = {.pdl = 1, .blocks = 3};
   ASSERT_JOB(2, launch_settings_rank, &capped);
   /* Over the channels: only the LL kernels' grids can reach it. */
   setenv("SYMM_COLL_MAX_BLOCKS", "200", 1);
-  launch_expect_t over = {1, 200, 0};
+  launch_expect_t over = {.pdl = 1, .blocks = 200};
   ASSERT_JOB(2, launch_settings_rank, &over);
   setenv("SYMM_COLL_MAX_BLOCKS", "1", 1);
   setenv("SYMM_COLL_LL_THREADS", "512", 1);
-  launch_expect_t one = {1, 1, 512};
+  launch_expect_t one = {.pdl = 1, .blocks = 1, .ll_threads = 512};
   ASSERT_JOB(2, launch_settings_rank, &one);
   unsetenv("SYMM_COLL_MAX_BLOCKS");
-  launch_expect_t wide = {1, 0, 512};
+  launch_expect_t wide = {.pdl = 1, .ll_threads = 512};
   ASSERT_JOB(2, launch_settings_rank, &wide);
   unsetenv("SYMM_COLL_LL_THREADS");
   /* A cap at the largest grid changes nothing (values out of range fail
@@ -1544,7 +1549,7 @@ TEST_IMPL(native_fake_launch_settings) {
   }
   unsetenv("SYMM_COLL_MAX_BLOCKS");
   setenv("SYMM_GPU_PDL", "0", 1);
-  launch_expect_t off = {0, 0, 0};
+  launch_expect_t off = {.pdl = 0};
   ASSERT_JOB(2, launch_settings_rank, &off);
   unsetenv("SYMM_GPU_PDL");
   setenv("FAKECUDA_NO_LAUNCH_EX", "1", 1);
@@ -1569,10 +1574,10 @@ TEST_IMPL(native_fake_launch_settings) {
 static int launch_refused_rank(int rank, int size, void *arg) {
   (void)rank, (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *buf = alloc_u64(comm, 512);
-  RCHECK(buf, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
+  ASSERT_MSG(buf, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(buf));
   char *data = symm_tensor_data(buf);
   fakecuda_launch_t l, first;
   last_launch(&first);
@@ -1581,9 +1586,9 @@ static int launch_refused_rank(int rank, int size, void *arg) {
   setenv("FAKECUDA_LAUNCH_FAILS", "1", 1);
   symm_result_t r =
       symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
-  RCHECK(r == SYMM_ERR_BACKEND && strstr(symm_last_error(), "cuLaunchKernel(ar_ll collective"),
-         "%s: %s", symm_strerror(r), symm_last_error());
-  RCHECK(!last_launch(&l) || memcmp(&l, &first, sizeof l) == 0, "%s was recorded", l.name);
+  ASSERT_MSG(r == SYMM_ERR_BACKEND && strstr(symm_last_error(), "cuLaunchKernel(ar_ll collective"),
+             "%s: %s", symm_strerror(r), symm_last_error());
+  ASSERT_MSG(!last_launch(&l) || memcmp(&l, &first, sizeof l) == 0, "%s was recorded", l.name);
   /* 2: a driver that takes the attribute again: still launched with PDL. */
   unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
   unsetenv("FAKECUDA_LAUNCH_FAILS");
@@ -1592,9 +1597,9 @@ static int launch_refused_rank(int rank, int size, void *arg) {
     /* 3: refused, plain works: plain from now on (4: even when not refused). */
     if (step == 1) setenv("FAKECUDA_LAUNCH_EX_REFUSES", "1", 1);
     if (step == 2) unsetenv("FAKECUDA_LAUNCH_EX_REFUSES");
-    ROK(symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
-    RCHECK(last_launch(&l) && l.pdl == pdl_want[step], "step %d: pdl %d, want %d", step + 2,
-           l.pdl, pdl_want[step]);
+    ASSERT_OK(symm_all_reduce(comm, data, data, 1024, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+    ASSERT_MSG(last_launch(&l) && l.pdl == pdl_want[step], "step %d: pdl %d, want %d", step + 2,
+               l.pdl, pdl_want[step]);
   }
   symm_tensor_free(buf);
   symm_comm_destroy(comm);
@@ -1631,35 +1636,35 @@ static int kernels_file_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   symm_result_t r = symm_comm_init(NULL, &comm);
   if (k->why[rank]) {
-    RCHECK(r != SYMM_SUCCESS && strstr(symm_last_error(), k->why[rank]), "init: %s (%s)",
-           symm_strerror(r), symm_last_error());
+    ASSERT_MSG(r != SYMM_SUCCESS && strstr(symm_last_error(), k->why[rank]), "init: %s (%s)",
+               symm_strerror(r), symm_last_error());
     return 0;
   }
-  ROK(r);
+  ASSERT_OK(r);
   symm_tensor_t *buf = alloc_u64(comm, 512);
-  RCHECK(buf, "alloc");
-  ROK(symm_tensor_rendezvous(buf));
+  ASSERT_MSG(buf, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(buf));
   r = symm_all_reduce(comm, symm_tensor_data(buf), symm_tensor_data(buf), 1024,
                       SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL);
 #ifndef SYMM_HAVE_KERNELS
   /* Without the setting, a build without kernels has no collectives. */
   if (strcmp(k->content[rank], "-") == 0) {
-    RCHECK(r == SYMM_ERR_UNSUPPORTED && strstr(symm_last_error(), "without CUDA kernels"),
-           "%s (%s)", symm_strerror(r), symm_last_error());
+    ASSERT_MSG(r == SYMM_ERR_UNSUPPORTED && strstr(symm_last_error(), "without CUDA kernels"),
+               "%s (%s)", symm_strerror(r), symm_last_error());
   } else
 #endif
   {
-    ROK(r);
+    ASSERT_OK(r);
     fakecuda_launch_t l;
-    RCHECK(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
-           l.name);
+    ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_coll_ar_ll_bf16_sum") == 0, "launched %s",
+               l.name);
     /* The kernels came from this rank's file. */
     void (*image)(char out[8]) = NULL;
     *(void **)&image = fake_sym("fakecuda_module_image");
     char got[8] = {0};
     if (image) image(got);
     if (strcmp(k->content[rank], "-") != 0)
-      RCHECK(memcmp(got, k->content[rank], 4) == 0, "loaded an image starting '%.4s'", got);
+      ASSERT_MSG(memcmp(got, k->content[rank], 4) == 0, "loaded an image starting '%.4s'", got);
   }
   symm_tensor_free(buf);
   symm_comm_destroy(comm);
@@ -1720,26 +1725,26 @@ TEST_IMPL(native_fake_kernels_file) {
 static int scratch_growth_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   const size_t big = (size_t)16 << 20;
   void *buf = plain_alloc(comm, big);
-  RCHECK(buf, "cuMemAlloc");
+  ASSERT_MSG(buf, "cuMemAlloc");
   /* Both ranks: a small call that reserves the default scratch. */
   symm_result_t r = symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
-  ROK(r);
-  ROK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
+  ASSERT_OK(r);
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_ONE_SHOT));
   /* One-shot stages world x the buffer per half: 16 MiB grows the scratch,
    * 1 KiB does not. */
   size_t count = rank == 0 ? big / 4 : 256;
   r = symm_all_reduce(comm, buf, buf, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
   if (rank == 0) {
     /* A timeout; lost, if rank 1 (which sleeps past it) went first. */
-    RCHECK(r == SYMM_ERR_TIMEOUT || r == SYMM_ERR_PEER_LOST, "%s", symm_strerror(r));
-    RCHECK(strstr(symm_last_error(), "ranks whose calls differ grow the scratch") &&
-               strstr(symm_last_error(), "collective scratch"),
-           "%s", symm_last_error());
+    ASSERT_MSG(r == SYMM_ERR_TIMEOUT || r == SYMM_ERR_PEER_LOST, "%s", symm_strerror(r));
+    ASSERT_MSG(strstr(symm_last_error(), "ranks whose calls differ grow the scratch") &&
+                   strstr(symm_last_error(), "collective scratch"),
+               "%s", symm_last_error());
   } else {
-    ROK(r);
+    ASSERT_OK(r);
   }
   plain_free(comm, buf);
   symm_comm_destroy(comm);
@@ -1758,48 +1763,50 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   (void)rank, (void)arg;
   unsetenv("SYMM_SCRATCH_BYTES");
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   /* Per-rank bytes of the largest buffer: enough that its need exceeds the
    * default scratch (SYMM_SCRATCH_BYTES), which reserving never goes below. */
   const size_t B = ((size_t)24 << 20) + 48;
   size_t need = 0;
   symm_result_t q = symm_comm_scratch_bytes(comm, B, &need);
-  ROK(q);
+  ASSERT_OK(q);
   /* One-shot is the largest need at 3 ranks: two halves of world x the
    * buffer (regions rounded to 64 elements of at most 8 bytes, halves to
    * 256 bytes) after the LL areas. */
   const size_t lo = SYMM_COLL_STAGE_OFF + 2 * (size_t)size * B;
-  RCHECK(need >= lo && need <= lo + 2 * ((size_t)size * 512 + 256),
-         "%zu bytes for %zu-byte buffers at %d ranks", need, B, size);
+  ASSERT_MSG(need >= lo && need <= lo + 2 * ((size_t)size * 512 + 256),
+             "%zu bytes for %zu-byte buffers at %d ranks", need, B, size);
   void *send = plain_alloc(comm, B), *recv = plain_alloc(comm, B);
-  RCHECK(send && recv, "cuMemAlloc");
+  ASSERT_MSG(send && recv, "cuMemAlloc");
   /* The first scratch: the default SYMM_SCRATCH_BYTES (32 MiB) of staging
    * after the LL areas. */
-  ROK(symm_all_reduce(comm, send, recv, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
-  RCHECK(comm->scratch && comm->scratch->nbytes == SYMM_COLL_STAGE_OFF + ((size_t)32 << 20),
-         "first scratch of %zu bytes", comm->scratch ? comm->scratch->nbytes : 0);
-  ROK(symm_comm_reserve_scratch(comm, need));
-  const symm_tensor_t *scratch = comm->scratch;
-  RCHECK(scratch != NULL, "no scratch after reserving");
+  ASSERT_OK(symm_all_reduce(comm, send, recv, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  const symm_tensor_t *first = symm_comm_scratch_current(comm);
+  ASSERT_MSG(first && symm_tensor_nbytes(first) == SYMM_COLL_STAGE_OFF + ((size_t)32 << 20),
+             "first scratch of %zu bytes", first ? symm_tensor_nbytes(first) : 0);
+  ASSERT_OK(symm_comm_reserve_scratch(comm, need));
+  const symm_tensor_t *scratch = symm_comm_scratch_current(comm);
+  ASSERT_MSG(scratch != NULL, "no scratch after reserving");
   const size_t n = B / 4, per = B / 4 / (size_t)size; /* f32 elements */
   const symm_algo_t algos[] = {SYMM_ALGO_AUTO, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT,
                                SYMM_ALGO_LL, SYMM_ALGO_LL128};
   symm_result_t res = SYMM_SUCCESS;
   for (size_t k = 0; k < sizeof algos / sizeof algos[0] && res == SYMM_SUCCESS; k++) {
-    ROK(symm_comm_set_allreduce_algo(comm, algos[k]));
+    ASSERT_OK(symm_comm_set_allreduce_algo(comm, algos[k]));
     res = symm_all_reduce(comm, send, recv, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
   }
-  ROK(res);
-  ROK(symm_reduce_scatter(comm, send, recv, per, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
-  ROK(symm_all_gather(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
-  ROK(symm_broadcast(comm, send, recv, n, SYMM_DTYPE_F32, 0, NULL));
-  ROK(symm_all_to_all(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
-  RCHECK(comm->scratch == scratch, "a collective grew the scratch reserved for %zu bytes", B);
+  ASSERT_OK(res);
+  ASSERT_OK(symm_reduce_scatter(comm, send, recv, per, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_gather(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  ASSERT_OK(symm_broadcast(comm, send, recv, n, SYMM_DTYPE_F32, 0, NULL));
+  ASSERT_OK(symm_all_to_all(comm, send, recv, per, SYMM_DTYPE_F32, NULL));
+  ASSERT_MSG(symm_comm_scratch_current(comm) == scratch,
+             "a collective grew the scratch reserved for %zu bytes", B);
   /* A larger buffer needs more. */
   size_t more = 0;
-  ROK(symm_comm_scratch_bytes(comm, 2 * B, &more));
-  RCHECK(more > need, "%zu bytes for twice the buffer, %zu for once", more, need);
-  RRES(symm_comm_scratch_bytes(comm, SIZE_MAX / 2, &more), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_comm_scratch_bytes(comm, 2 * B, &more));
+  ASSERT_MSG(more > need, "%zu bytes for twice the buffer, %zu for once", more, need);
+  ASSERT_RES(symm_comm_scratch_bytes(comm, SIZE_MAX / 2, &more), SYMM_ERR_INVALID_ARG);
   plain_free(comm, send);
   plain_free(comm, recv);
   symm_comm_destroy(comm);

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "backends/nccl/nccl.h"
-#include "core/internal.h"
+#include "symm_test_access.h"
 #include "fakenccl.h"
 #include "fake_util.h"
 #include "harness.h"
@@ -50,13 +50,8 @@ static fakenccl_stats_t fakenccl_stats_of(void) {
 /* A job of n nccl ranks with SYMM_TIMEOUT_MS = symm_timeout_ms; the number
  * of ranks that failed; status[] (may be NULL) their wait statuses. */
 static int run_job_opts(int n, test_rank_fn fn, void *arg, int symm_timeout_ms, int *status) {
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.timeout_ms = 50000;
-  o.backend = "nccl";
-  o.store_timeout_ms = symm_timeout_ms;
-  o.kill_rank = -1;
-  o.exit_status = status;
+  test_job_opts_t o = {.timeout_ms = 50000, .backend = "nccl", .store_timeout_ms = symm_timeout_ms,
+                       .kill_rank = -1, .exit_status = status};
   return test_run_ranks_opts(n, fn, arg, &o);
 }
 
@@ -109,8 +104,8 @@ TEST_IMPL(nccl_fake_version_codes) {
 static int forced_rank(int rank, int size, void *arg) {
   (void)size;
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
-  RHAS((const char *)arg);
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(symm_last_error(), (const char *)arg);
   return 0;
 }
 
@@ -267,22 +262,19 @@ TEST_IMPL(nccl_fake_newest_found) {
 static int auto_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   char why[512];
-  ROK(symm_backend_available(SYMM_BACKEND_NCCL, why, sizeof why));
+  ASSERT_OK(symm_backend_available(SYMM_BACKEND_NCCL, why, sizeof why));
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(symm_comm_backend(comm) != SYMM_BACKEND_NCCL &&
-             symm_comm_backend(comm) != SYMM_BACKEND_NVSHMEM,
-         "auto chose %s", symm_backend_name(symm_comm_backend(comm)));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(symm_comm_backend(comm) != SYMM_BACKEND_NCCL &&
+                 symm_comm_backend(comm) != SYMM_BACKEND_NVSHMEM,
+             "auto chose %s", symm_backend_name(symm_comm_backend(comm)));
   symm_comm_destroy(comm);
   return 0;
 }
 
 TEST_IMPL(nccl_fake_not_auto) {
   setenv("FAKECUDA_NO_VMM", "1", 1); /* native unusable: nccl would be next */
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.backend = "auto";
-  o.kill_rank = -1;
+  test_job_opts_t o = {.backend = "auto", .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(2, auto_rank, NULL, &o), 0);
   return 0;
 }
@@ -294,45 +286,45 @@ static int64_t value_at(int writer, int64_t i) { return (int64_t)writer * 100000
 static int full_path_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(strcmp(symm_backend_name(symm_comm_backend(comm)), "nccl") == 0, "backend %s",
-         symm_backend_name(symm_comm_backend(comm)));
-  RCHECK(getenv("NCCL_NVLS_ENABLE") && strcmp(getenv("NCCL_NVLS_ENABLE"), "0") == 0,
-         "NVLS not off");
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(strcmp(symm_backend_name(symm_comm_backend(comm)), "nccl") == 0, "backend %s",
+             symm_backend_name(symm_comm_backend(comm)));
+  ASSERT_MSG(getenv("NCCL_NVLS_ENABLE") && strcmp(getenv("NCCL_NVLS_ENABLE"), "0") == 0,
+             "NVLS not off");
   int64_t sizes[2] = {3, 1001}, numel = 3 * 1001;
   symm_tensor_t *t;
-  ROK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_I64, &t));
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_alloc(comm, sizes, 2, SYMM_DTYPE_I64, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   symm_view_t v;
-  ROK(symm_tensor_remote_view(t, right, &v));
-  RCHECK(v.device == symm_comm_device(comm), "view device %d", v.device);
+  ASSERT_OK(symm_tensor_remote_view(t, right, &v));
+  ASSERT_MSG(v.device == symm_comm_device(comm), "view device %d", v.device);
   for (int64_t i = 0; i < numel; i++) ((int64_t *)v.data)[i] = value_at(rank, i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   const int64_t *mine = symm_tensor_data(t);
   for (int64_t i = 0; i < numel; i++)
-    RCHECK(mine[i] == value_at(left, i), "[%lld] = %lld", (long long)i, (long long)mine[i]);
+    ASSERT_MSG(mine[i] == value_at(left, i), "[%lld] = %lld", (long long)i, (long long)mine[i]);
   void *const *ptrs, *const *dev;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   for (int r = 0; r < size; r++)
-    RCHECK(((int64_t *)ptrs[r])[5] == value_at((r + size - 1) % size, 5), "rank %d's data", r);
-  ROK(symm_tensor_peer_ptrs_device(t, &dev));
+    ASSERT_MSG(((int64_t *)ptrs[r])[5] == value_at((r + size - 1) % size, 5), "rank %d's data", r);
+  ASSERT_OK(symm_tensor_peer_ptrs_device(t, &dev));
   symm_view_t cv;
-  RRES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
-  RHAS("native");
+  ASSERT_RES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "native");
   void *h = NULL;
-  ROK(symm_comm_backend_handle(comm, &h));
-  RCHECK(h != NULL, "no ncclComm_t");
+  ASSERT_OK(symm_comm_backend_handle(comm, &h));
+  ASSERT_MSG(h != NULL, "no ncclComm_t");
   fakenccl_stats_t s = fakenccl_stats_of();
-  RCHECK(s.live_comms == 1 && s.nonblocking == 1 && s.inits_config == 1 && s.inits_plain == 0,
-         "comms %ld nonblocking %ld config %ld plain %ld", s.live_comms, s.nonblocking,
-         s.inits_config, s.inits_plain);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_MSG(s.live_comms == 1 && s.nonblocking == 1 && s.inits_config == 1 && s.inits_plain == 0,
+             "comms %ld nonblocking %ld config %ld plain %ld", s.live_comms, s.nonblocking,
+             s.inits_config, s.inits_plain);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   s = fakenccl_stats_of();
-  RCHECK(s.live_comms == 0 && s.live_windows == 0 && s.live_allocs == 0,
-         "left: comms %ld windows %ld allocs %ld", s.live_comms, s.live_windows, s.live_allocs);
+  ASSERT_MSG(s.live_comms == 0 && s.live_windows == 0 && s.live_allocs == 0,
+             "left: comms %ld windows %ld allocs %ld", s.live_comms, s.live_windows, s.live_allocs);
   return 0;
 }
 
@@ -350,18 +342,18 @@ TEST_IMPL(nccl_fake_full_path_4) {
 static int blocking_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   fakenccl_stats_t s = fakenccl_stats_of();
-  RCHECK(s.inits_plain == 1 && s.inits_config == 0 && s.nonblocking == 0,
-         "plain %ld config %ld", s.inits_plain, s.inits_config);
+  ASSERT_MSG(s.inits_plain == 1 && s.inits_config == 0 && s.nonblocking == 0,
+             "plain %ld config %ld", s.inits_plain, s.inits_config);
   symm_tensor_t *t = alloc_1d(comm, 1024, SYMM_DTYPE_F32);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_view_t v;
-  ROK(symm_tensor_remote_view(t, 1 - rank, &v));
+  ASSERT_OK(symm_tensor_remote_view(t, 1 - rank, &v));
   ((float *)v.data)[3] = (float)rank + 0.5f;
-  ROK(symm_comm_barrier(comm));
-  RCHECK(((float *)symm_tensor_data(t))[3] == (float)(1 - rank) + 0.5f, "data");
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_MSG(((float *)symm_tensor_data(t))[3] == (float)(1 - rank) + 0.5f, "data");
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -378,28 +370,28 @@ TEST_IMPL(nccl_fake_blocking_init) {
 static int register_once_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   long base = fakenccl_stats_of().registrations; /* startup's reach probe */
-  RCHECK(base == 1, "startup registered %ld windows", base);
+  ASSERT_MSG(base == 1, "startup registered %ld windows", base);
   symm_tensor_t *t = alloc_1d(comm, 4096, SYMM_DTYPE_F32);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   void *first = symm_tensor_data(t);
-  RCHECK(fakenccl_stats_of().registrations == base + 1, "%ld", fakenccl_stats_of().registrations);
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_EQ(fakenccl_stats_of().registrations, base + 1);
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_tensor_free(t);
   for (int i = 0; i < 5; i++) {
     t = alloc_1d(comm, 4096, SYMM_DTYPE_F32);
-    RCHECK(t && symm_tensor_data(t) == first, "not the pooled allocation");
-    ROK(symm_tensor_rendezvous(t));
+    ASSERT_MSG(t && symm_tensor_data(t) == first, "not the pooled allocation");
+    ASSERT_OK(symm_tensor_rendezvous(t));
     symm_tensor_free(t);
   }
   fakenccl_stats_t s = fakenccl_stats_of();
-  RCHECK(s.registrations == base + 1 && s.live_windows == 1, "registrations %ld live %ld",
-         s.registrations, s.live_windows);
+  ASSERT_MSG(s.registrations == base + 1 && s.live_windows == 1, "registrations %ld live %ld",
+             s.registrations, s.live_windows);
   size_t released = 0;
-  ROK(symm_comm_pool_trim(comm, &released));
-  RCHECK(released > 0 && fakenccl_stats_of().live_windows == 0, "trim left %ld windows",
-         fakenccl_stats_of().live_windows);
+  ASSERT_OK(symm_comm_pool_trim(comm, &released));
+  ASSERT_MSG(released > 0 && fakenccl_stats_of().live_windows == 0, "trim left %ld windows",
+             fakenccl_stats_of().live_windows);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -413,21 +405,21 @@ TEST_IMPL(nccl_fake_register_once) {
 static int handle_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   void *h = NULL, *h2 = NULL;
-  ROK(symm_comm_backend_handle(comm, &h));
-  ROK(symm_comm_native_handle(comm, &h2));
-  RCHECK(h && h == h2, "handles %p %p", h, h2);
+  ASSERT_OK(symm_comm_backend_handle(comm, &h));
+  ASSERT_OK(symm_comm_native_handle(comm, &h2));
+  ASSERT_MSG(h && h == h2, "handles %p %p", h, h2);
   symm_tensor_t *t = alloc_1d(comm, 256, SYMM_DTYPE_I32);
-  RCHECK(t, "alloc");
+  ASSERT_MSG(t, "alloc");
   int32_t *x = symm_tensor_data(t);
   for (int i = 0; i < 256; i++) x[i] = rank + i;
   int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *) = NULL;
   *(void **)&all_reduce = fakenccl_sym("ncclAllReduce");
-  RCHECK(all_reduce && all_reduce(x, x, 256, SYMM_NCCL_INT32, SYMM_NCCL_SUM, h, NULL) == 0,
-         "ncclAllReduce");
+  ASSERT_MSG(all_reduce && all_reduce(x, x, 256, SYMM_NCCL_INT32, SYMM_NCCL_SUM, h, NULL) == 0,
+             "ncclAllReduce");
   for (int i = 0; i < 256; i++)
-    RCHECK(x[i] == size * (size - 1) / 2 + size * i, "[%d] = %d", i, x[i]);
+    ASSERT_MSG(x[i] == size * (size - 1) / 2 + size * i, "[%d] = %d", i, x[i]);
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -445,27 +437,28 @@ static int provider_colls(symm_comm_t *comm, int rank, int size) {
   const int64_t n = 64;
   symm_tensor_t *a = alloc_1d(comm, n * size, SYMM_DTYPE_I32);
   symm_tensor_t *b = alloc_1d(comm, n * size, SYMM_DTYPE_I32);
-  RCHECK(a && b, "alloc");
+  ASSERT_MSG(a && b, "alloc");
   int32_t *x = symm_tensor_data(a), *y = symm_tensor_data(b);
   for (int i = 0; i < n; i++) x[i] = rank * 100 + i;
-  ROK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
   for (int i = 0; i < n; i++)
-    RCHECK(y[i] == 100 * size * (size - 1) / 2 + size * i, "all-reduce [%d] = %d", i, y[i]);
-  ROK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
-  RCHECK(y[1] == 100 * (size - 1) + 1, "max %d", y[1]);
-  ROK(symm_all_gather(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
-  for (int r = 0; r < size; r++) RCHECK(y[r * n + 7] == r * 100 + 7, "all-gather from %d", r);
+    ASSERT_MSG(y[i] == 100 * size * (size - 1) / 2 + size * i, "all-reduce [%d] = %d", i, y[i]);
+  ASSERT_OK(symm_all_reduce(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
+  ASSERT_MSG(y[1] == 100 * (size - 1) + 1, "max %d", y[1]);
+  ASSERT_OK(symm_all_gather(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
+  for (int r = 0; r < size; r++) ASSERT_MSG(y[r * n + 7] == r * 100 + 7, "all-gather from %d", r);
   for (int i = 0; i < n * size; i++) x[i] = rank + i;
-  ROK(symm_reduce_scatter(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_reduce_scatter(comm, x, y, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
   for (int i = 0; i < n; i++)
-    RCHECK(y[i] == size * (size - 1) / 2 + size * (rank * (int)n + i), "reduce-scatter [%d]", i);
+    ASSERT_MSG(y[i] == size * (size - 1) / 2 + size * (rank * (int)n + i), "reduce-scatter [%d]",
+               i);
   for (int i = 0; i < n; i++) x[i] = 1000 * rank + i;
-  ROK(symm_broadcast(comm, x, y, (size_t)n, SYMM_DTYPE_I32, size - 1, NULL));
-  RCHECK(y[9] == 1000 * (size - 1) + 9, "broadcast %d", y[9]);
+  ASSERT_OK(symm_broadcast(comm, x, y, (size_t)n, SYMM_DTYPE_I32, size - 1, NULL));
+  ASSERT_MSG(y[9] == 1000 * (size - 1) + 9, "broadcast %d", y[9]);
   for (int i = 0; i < n * size; i++) x[i] = 10000 * rank + i;
-  ROK(symm_all_to_all(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
+  ASSERT_OK(symm_all_to_all(comm, x, y, (size_t)n, SYMM_DTYPE_I32, NULL));
   for (int r = 0; r < size; r++)
-    RCHECK(y[r * n + 3] == 10000 * r + rank * n + 3, "all-to-all from %d: %d", r, y[r * n + 3]);
+    ASSERT_MSG(y[r * n + 3] == 10000 * r + rank * n + 3, "all-to-all from %d: %d", r, y[r * n + 3]);
   symm_tensor_free(a);
   symm_tensor_free(b);
   return 0;
@@ -474,28 +467,28 @@ static int provider_colls(symm_comm_t *comm, int rank, int size) {
 static int old_version_rank(int rank, int size, void *arg) {
   const char *version = arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
-  RCHECK(fakenccl_stats_of().registrations == 0, "no reach probe without peer pointers");
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  ASSERT_MSG(fakenccl_stats_of().registrations == 0, "no reach probe without peer pointers");
   symm_tensor_t *t = alloc_1d(comm, 64, SYMM_DTYPE_I32);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   int peer = (rank + 1) % size;
   symm_view_t v;
-  RRES(symm_tensor_remote_view(t, peer, &v), SYMM_ERR_UNSUPPORTED);
-  RHAS(version);
-  RHAS("2.29.2");
-  RHAS("ncclGetPeerDevicePointer");
+  ASSERT_RES(symm_tensor_remote_view(t, peer, &v), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), version);
+  ASSERT_STR_CONTAINS(symm_last_error(), "2.29.2");
+  ASSERT_STR_CONTAINS(symm_last_error(), "ncclGetPeerDevicePointer");
   void *const *ptrs, *const *dev;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
-  RCHECK(ptrs[rank] && !ptrs[peer], "pointers %p %p", ptrs[rank], ptrs[peer]);
-  RRES(symm_tensor_peer_ptrs_device(t, &dev), SYMM_ERR_UNSUPPORTED);
-  RRES(symm_signal_put(t, peer, 0, NULL), SYMM_ERR_UNSUPPORTED);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_MSG(ptrs[rank] && !ptrs[peer], "pointers %p %p", ptrs[rank], ptrs[peer]);
+  ASSERT_RES(symm_tensor_peer_ptrs_device(t, &dev), SYMM_ERR_UNSUPPORTED);
+  ASSERT_RES(symm_signal_put(t, peer, 0, NULL), SYMM_ERR_UNSUPPORTED);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(t);
   long before = fakenccl_stats_of().collectives;
   if (provider_colls(comm, rank, size)) return 1;
-  RCHECK(fakenccl_stats_of().collectives == before + 6, "%ld NCCL collectives",
-         fakenccl_stats_of().collectives - before);
+  ASSERT_MSG(fakenccl_stats_of().collectives == before + 6, "%ld NCCL collectives",
+             fakenccl_stats_of().collectives - before);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -510,7 +503,7 @@ TEST_IMPL(nccl_fake_old_version) {
 
 static int p2p_rank(int rank, int size, void *arg) {
   if (old_version_rank(rank, size, arg)) return 1;
-  RCHECK(fakenccl_stats_of().p2p_groups == 1, "%ld groups", fakenccl_stats_of().p2p_groups);
+  ASSERT_MSG(fakenccl_stats_of().p2p_groups == 1, "%ld groups", fakenccl_stats_of().p2p_groups);
   return 0;
 }
 
@@ -525,24 +518,24 @@ static int unreachable_rank(int rank, int size, void *arg) {
   (void)arg;
   const int far = size - 1;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   symm_tensor_t *t = alloc_1d(comm, 64, SYMM_DTYPE_I32);
-  RCHECK(t, "alloc");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_view_t v;
   for (int r = 0; r < size; r++) {
     if (r == rank) continue;
     if ((rank == far) == (r == far)) {
-      ROK(symm_tensor_remote_view(t, r, &v));
+      ASSERT_OK(symm_tensor_remote_view(t, r, &v));
     } else {
-      RRES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
-      RHAS("maps no pointer");
+      ASSERT_RES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
+      ASSERT_STR_CONTAINS(symm_last_error(), "maps no pointer");
     }
   }
   symm_tensor_free(t);
   long before = fakenccl_stats_of().collectives;
   if (provider_colls(comm, rank, size)) return 1;
-  RCHECK(fakenccl_stats_of().collectives == before + 6, "collectives ran elsewhere");
+  ASSERT_MSG(fakenccl_stats_of().collectives == before + 6, "collectives ran elsewhere");
   symm_comm_destroy(comm);
   return 0;
 }
@@ -561,8 +554,8 @@ static int null_window_init_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
   symm_result_t res = symm_comm_init(NULL, &comm);
-  RCHECK(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
-  RHAS("no symmetric-memory support");
+  ASSERT_MSG(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
+  ASSERT_STR_CONTAINS(symm_last_error(), "no symmetric-memory support");
   return 0;
 }
 
@@ -577,16 +570,16 @@ TEST_IMPL(nccl_fake_null_window_startup) {
 static int null_window_alloc_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   int64_t n = 1024;
   symm_tensor_t *t = NULL;
   for (int i = 0; i < 2; i++) {
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_UNSUPPORTED);
-    RHAS("no symmetric-memory support");
-    RCHECK(!t, "a tensor without a window");
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "no symmetric-memory support");
+    ASSERT_MSG(!t, "a tensor without a window");
   }
-  RCHECK(fakenccl_stats_of().live_allocs == 0, "%ld allocations left", fakenccl_stats_of().live_allocs);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_EQ(fakenccl_stats_of().live_allocs, 0); /* allocations left */
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -607,10 +600,10 @@ static int init_fail_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   symm_result_t res = symm_comm_init(NULL, &comm);
   uint64_t took = test_now_ms() - start;
-  RCHECK(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
-  RHAS("rank 1");
-  RCHECK(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
-  if (rank == 1) RHAS("FAKENCCL_INIT_FAIL_RANK");
+  ASSERT_MSG(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  ASSERT_MSG(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  if (rank == 1) ASSERT_STR_CONTAINS(symm_last_error(), "FAKENCCL_INIT_FAIL_RANK");
   printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
          symm_last_error());
   return 0;
@@ -629,17 +622,17 @@ static int lost_rank(int rank, int size, void *arg) {
   (void)size;
   int timeout_ms = *(int *)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   int64_t n = 1024;
   symm_tensor_t *t = NULL;
   uint64_t start = test_now_ms();
   symm_result_t res = symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t); /* rank 1 exits here */
   uint64_t took = test_now_ms() - start;
-  RCHECK(res == SYMM_ERR_PEER_LOST, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
-  RHAS("rank 1");
-  RCHECK(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  ASSERT_MSG(res == SYMM_ERR_PEER_LOST, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+  ASSERT_MSG(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
   void *h;
-  RRES(symm_comm_backend_handle(comm, &h), SYMM_ERR_STATE); /* aborted */
+  ASSERT_RES(symm_comm_backend_handle(comm, &h), SYMM_ERR_STATE); /* aborted */
   symm_comm_destroy(comm);
   return 0;
 }
@@ -659,14 +652,14 @@ TEST_IMPL(nccl_fake_peer_lost_in_register) {
 static int stall_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  ROK(symm_comm_init(NULL, &comm));
+  ASSERT_OK(symm_comm_init(NULL, &comm));
   int64_t n = 1024;
   symm_tensor_t *t = NULL;
   symm_result_t res = symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t);
   /* Its own timeout, or the first rank's, which it publishes. */
-  RCHECK(res == SYMM_ERR_TIMEOUT, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
-  RHAS("SYMM_TIMEOUT_MS");
-  RCHECK(fakenccl_stats_of().aborts == 1, "%ld aborts", fakenccl_stats_of().aborts);
+  ASSERT_MSG(res == SYMM_ERR_TIMEOUT, "alloc: %s (%s)", symm_strerror(res), symm_last_error());
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_TIMEOUT_MS");
+  ASSERT_MSG(fakenccl_stats_of().aborts == 1, "%ld aborts", fakenccl_stats_of().aborts);
   symm_comm_destroy(comm);
   return 0;
 }

@@ -31,7 +31,8 @@
 
 /* The fake's counters, from the copy the backend loaded. */
 static fakenvshmem_stats_t fakenvshmem_stats_of(void) {
-  fakenvshmem_stats_t s = {-1, -1, -1, -1, -1, -1};
+  fakenvshmem_stats_t s = {.inits = -1, .finalizes = -1, .mallocs = -1, .frees = -1, .live = -1,
+                           .up = -1};
   void *lib = dlopen(getenv("SYMM_NVSHMEM_LIB"), RTLD_NOW | RTLD_NOLOAD);
   void (*fn)(fakenvshmem_stats_t *) = NULL;
   if (lib) *(void **)&fn = dlsym(lib, "fakenvshmem_stats");
@@ -42,12 +43,8 @@ static fakenvshmem_stats_t fakenvshmem_stats_of(void) {
 
 /* A job of n nvshmem ranks: the number of ranks that failed. */
 static int run_job(int n, test_rank_fn fn, void *arg) {
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.timeout_ms = 50000;
-  o.backend = "nvshmem";
-  o.store_timeout_ms = 15000;
-  o.kill_rank = -1;
+  test_job_opts_t o = {.timeout_ms = 50000, .backend = "nvshmem", .store_timeout_ms = 15000,
+                       .kill_rank = -1};
   return test_run_ranks_opts(n, fn, arg, &o);
 }
 
@@ -78,8 +75,8 @@ TEST_IMPL(nvshmem_fake_probe_no_library) {
 static int forced_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
-  RHAS("nvshmem");
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "nvshmem");
   return 0;
 }
 
@@ -147,21 +144,17 @@ TEST_IMPL(nvshmem_fake_old_version) {
 static int auto_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
-  RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "auto chose %s",
-         symm_backend_name(symm_comm_backend(comm)));
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  ASSERT_MSG(symm_comm_backend(comm) == SYMM_BACKEND_NATIVE, "auto chose %s",
+             symm_backend_name(symm_comm_backend(comm)));
   symm_comm_destroy(comm);
-  RCHECK(fakenvshmem_stats_of().inits <= 0, "NVSHMEM was started");
+  ASSERT_MSG(fakenvshmem_stats_of().inits <= 0, "NVSHMEM was started");
   return 0;
 }
 
 TEST_IMPL(nvshmem_fake_auto_skips) {
   ASSERT_OK(symm_backend_available(SYMM_BACKEND_NVSHMEM, NULL, 0));
-  test_job_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.timeout_ms = 50000;
-  o.backend = "auto";
-  o.kill_rank = -1;
+  test_job_opts_t o = {.timeout_ms = 50000, .backend = "auto", .kill_rank = -1};
   ASSERT_EQ(test_run_ranks_opts(2, auto_rank, NULL, &o), 0);
   return 0;
 }
@@ -185,63 +178,63 @@ static int full_path_rank(int rank, int size, void *arg) {
   (void)arg;
   unsetenv("NVSHMEM_DISABLE_NVLS");
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
-  RCHECK(symm_comm_backend(comm) == SYMM_BACKEND_NVSHMEM, "backend %d", symm_comm_backend(comm));
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  ASSERT_EQ(symm_comm_backend(comm), SYMM_BACKEND_NVSHMEM);
   /* NVLS stays off, for NVSHMEM and for children. */
-  RCHECK(getenv("NVSHMEM_DISABLE_NVLS") && strcmp(getenv("NVSHMEM_DISABLE_NVLS"), "1") == 0,
-         "NVSHMEM_DISABLE_NVLS=%s", getenv("NVSHMEM_DISABLE_NVLS"));
-  RCHECK(system("test \"$NVSHMEM_DISABLE_NVLS\" = 1") == 0, "a child sees NVLS on");
+  ASSERT_MSG(getenv("NVSHMEM_DISABLE_NVLS") && strcmp(getenv("NVSHMEM_DISABLE_NVLS"), "1") == 0,
+             "NVSHMEM_DISABLE_NVLS=%s", getenv("NVSHMEM_DISABLE_NVLS"));
+  ASSERT_MSG(system("test \"$NVSHMEM_DISABLE_NVLS\" = 1") == 0, "a child sees NVLS on");
   const symm_backend_caps_t *caps = symm_comm_caps(comm);
-  RCHECK(caps->collective_alloc && caps->collective_free && !caps->contiguous_view, "caps");
+  ASSERT_MSG(caps->collective_alloc && caps->collective_free && !caps->contiguous_view, "caps");
 
   const int64_t n = 3000;
   symm_tensor_t *t = alloc_u64(comm, n);
-  RCHECK(t, "%s", symm_last_error());
+  ASSERT_MSG(t, "%s", symm_last_error());
   void *pad;
-  ROK(symm_tensor_signal_pad(t, rank, &pad));
-  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++) RCHECK(!((char *)pad)[i], "pad byte %zu", i);
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_signal_pad(t, rank, &pad));
+  for (size_t i = 0; i < SYMM_SIGNAL_PAD_MIN_BYTES; i++) ASSERT_EQ(((char *)pad)[i], 0);
+  ASSERT_OK(symm_tensor_rendezvous(t));
   int right = (rank + 1) % size;
   symm_view_t v;
-  ROK(symm_tensor_remote_view(t, right, &v));
+  ASSERT_OK(symm_tensor_remote_view(t, right, &v));
   for (int64_t i = 0; i < n; i++) ((uint64_t *)v.data)[i] = pattern(rank, (size_t)i);
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   const uint64_t *mine = symm_tensor_data(t);
   int left = (rank + size - 1) % size;
   for (int64_t i = 0; i < n; i++)
-    RCHECK(mine[i] == pattern(left, (size_t)i), "element %lld", (long long)i);
+    ASSERT_MSG(mine[i] == pattern(left, (size_t)i), "element %lld", (long long)i);
   void *const *ptrs;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
-  for (int r = 0; r < size; r++) RCHECK(ptrs[r] != NULL, "rank %d's pointer", r);
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  for (int r = 0; r < size; r++) ASSERT_MSG(ptrs[r] != NULL, "rank %d's pointer", r);
   /* Interior pointers of local and peer memory; validation. */
   symm_tensor_t *found;
   int frank;
   size_t off;
-  ROK(symm_tensor_lookup((const char *)mine + 808, &found, &frank, &off));
-  RCHECK(found == t && frank == rank && off == 808, "local lookup");
-  ROK(symm_tensor_lookup((char *)v.data + 8 * 1500 + 3, &found, &frank, &off));
-  RCHECK(found == t && frank == right && off == 8 * 1500 + 3, "peer lookup");
-  ROK(symm_validate(comm, mine, (size_t)n * 8));
-  ROK(symm_validate(comm, (char *)v.data + 64, 64));
-  RRES(symm_validate(comm, mine, (size_t)n * 8 + (64 << 20)), SYMM_ERR_INVALID_ARG);
+  ASSERT_OK(symm_tensor_lookup((const char *)mine + 808, &found, &frank, &off));
+  ASSERT_MSG(found == t && frank == rank && off == 808, "local lookup");
+  ASSERT_OK(symm_tensor_lookup((char *)v.data + 8 * 1500 + 3, &found, &frank, &off));
+  ASSERT_MSG(found == t && frank == right && off == 8 * 1500 + 3, "peer lookup");
+  ASSERT_OK(symm_validate(comm, mine, (size_t)n * 8));
+  ASSERT_OK(symm_validate(comm, (char *)v.data + 64, 64));
+  ASSERT_RES(symm_validate(comm, mine, (size_t)n * 8 + (64 << 20)), SYMM_ERR_INVALID_ARG);
   symm_view_t cv;
-  RRES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
-  RHAS("native");
-  ROK(symm_comm_barrier(comm));
-  ROK(symm_tensor_free(t));
+  ASSERT_RES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "native");
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_free(t));
   fakenvshmem_stats_t s = fakenvshmem_stats_of();
-  RCHECK(s.up && s.inits == 1 && s.mallocs >= 2, "inits %ld mallocs %ld", s.inits, s.mallocs);
+  ASSERT_MSG(s.up && s.inits == 1 && s.mallocs >= 2, "inits %ld mallocs %ld", s.inits, s.mallocs);
   /* The pool keeps it: a second tensor of that size reuses it without a
    * new nvshmem_malloc. */
   long before = s.mallocs;
   t = alloc_u64(comm, n);
-  RCHECK(t, "%s", symm_last_error());
-  RCHECK(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc called for a pooled size");
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "%s", symm_last_error());
+  ASSERT_MSG(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc called for a pooled size");
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_comm_destroy(comm);
   s = fakenvshmem_stats_of();
-  RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
-         s.finalizes, s.live);
+  ASSERT_MSG(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+             s.finalizes, s.live);
   return 0;
 }
 
@@ -264,10 +257,10 @@ static int init_fail_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = NULL;
   uint64_t t0 = test_now_ms();
-  RRES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND);
-  RCHECK(test_now_ms() - t0 < 12000, "took %llu ms", (unsigned long long)(test_now_ms() - t0));
-  if (rank == 1) RHAS("nvshmemx_hostlib_init_attr");
-  RCHECK(fakenvshmem_stats_of().up <= 0, "an instance is left up");
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND);
+  ASSERT_MSG(test_now_ms() - t0 < 12000, "took %llu ms", (unsigned long long)(test_now_ms() - t0));
+  if (rank == 1) ASSERT_STR_CONTAINS(symm_last_error(), "nvshmemx_hostlib_init_attr");
+  ASSERT_MSG(fakenvshmem_stats_of().up <= 0, "an instance is left up");
   return 0;
 }
 
@@ -288,24 +281,25 @@ static int alloc_mismatch_rank(int rank, int size, void *arg) {
   (void)size;
   const bool refused = arg != NULL;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   long before = fakenvshmem_stats_of().mallocs;
   const int odd = refused ? 0 : 1;
   int64_t n = rank != odd ? 4096 : refused ? -5 : 8192;
   symm_tensor_t *t = NULL;
   if (refused && rank == odd) {
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_INVALID_ARG);
-    RHAS("must be positive");
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(symm_last_error(), "must be positive");
   } else {
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
-    RHAS(refused ? "rank 0's call failed its argument checks" : "rank");
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(),
+                        refused ? "rank 0's call failed its argument checks" : "rank");
   }
-  RCHECK(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc ran");
+  ASSERT_MSG(fakenvshmem_stats_of().mallocs == before, "nvshmem_malloc ran");
   n = 4096;
-  ROK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
-  ROK(symm_tensor_rendezvous(t));
-  ROK(symm_tensor_free(t));
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_free(t));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -327,16 +321,16 @@ TEST_IMPL(nvshmem_fake_alloc_refused_one_rank) {
 static int one_rank_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   int64_t n = 4096;
   symm_tensor_t *t = NULL;
   if (rank == 0)
-    RRES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
+    ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t), SYMM_ERR_MISMATCH);
   else
-    RRES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
-  ROK(symm_comm_barrier(comm));
+    ASSERT_RES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
-  RCHECK(fakenvshmem_stats_of().live == 0, "live %ld", fakenvshmem_stats_of().live);
+  ASSERT_MSG(fakenvshmem_stats_of().live == 0, "live %ld", fakenvshmem_stats_of().live);
   return 0;
 }
 
@@ -351,22 +345,22 @@ static int free_order_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   setenv("SYMM_POOL_BYTES", "0", 1); /* every free reaches nvshmem_free */
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   symm_tensor_t *a = alloc_u64(comm, 512), *b = alloc_u64(comm, 512);
-  RCHECK(a && b, "%s", symm_last_error());
+  ASSERT_MSG(a && b, "%s", symm_last_error());
   long live = fakenvshmem_stats_of().live;
-  RRES(symm_tensor_free(rank == 0 ? a : b), SYMM_ERR_MISMATCH);
-  RHAS("same order");
-  RCHECK(fakenvshmem_stats_of().live == live, "live %ld, was %ld", fakenvshmem_stats_of().live, live);
-  ROK(symm_tensor_free(a));
-  ROK(symm_tensor_free(b));
-  RCHECK(fakenvshmem_stats_of().live == live - 2, "live %ld", fakenvshmem_stats_of().live);
+  ASSERT_RES(symm_tensor_free(rank == 0 ? a : b), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "same order");
+  ASSERT_EQ(fakenvshmem_stats_of().live, live);
+  ASSERT_OK(symm_tensor_free(a));
+  ASSERT_OK(symm_tensor_free(b));
+  ASSERT_MSG(fakenvshmem_stats_of().live == live - 2, "live %ld", fakenvshmem_stats_of().live);
   /* Tensors left for destroy go in allocation order on every rank. */
   symm_tensor_t *c = alloc_u64(comm, 100), *d = alloc_u64(comm, 200);
-  RCHECK(c && d, "%s", symm_last_error());
+  ASSERT_MSG(c && d, "%s", symm_last_error());
   symm_comm_destroy(comm);
   fakenvshmem_stats_t s = fakenvshmem_stats_of();
-  RCHECK(s.live == 0 && s.finalizes == 1, "live %ld finalizes %ld", s.live, s.finalizes);
+  ASSERT_MSG(s.live == 0 && s.finalizes == 1, "live %ld finalizes %ld", s.live, s.finalizes);
   return 0;
 }
 
@@ -380,22 +374,22 @@ TEST_IMPL(nvshmem_fake_free_out_of_order) {
 static int second_refused_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   if (rank < 2) {
     symm_config_t cfg = SYMM_CONFIG_INIT;
     cfg.rank = rank;
     cfg.world_size = 2;
     cfg.job_id = "nvshmem-second";
     symm_comm_t *second = NULL;
-    RRES(symm_comm_init(&cfg, &second), SYMM_ERR_UNSUPPORTED);
-    RHAS("one instance per process");
+    ASSERT_RES(symm_comm_init(&cfg, &second), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "one instance per process");
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_t *t = alloc_u64(comm, 64);
-  RCHECK(t, "%s", symm_last_error());
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "%s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(t));
   symm_view_t v;
-  ROK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -412,28 +406,30 @@ TEST_IMPL(nvshmem_fake_second_comm_refused) {
 static int second_shared_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *first = comm_or_null();
-  RCHECK(first, "%s", symm_last_error());
+  ASSERT_MSG(first, "%s", symm_last_error());
   symm_config_t cfg = SYMM_CONFIG_INIT;
   cfg.job_id = "nvshmem-shared";
   symm_comm_t *second = NULL;
-  ROK(symm_comm_init(&cfg, &second));
+  ASSERT_OK(symm_comm_init(&cfg, &second));
   symm_tensor_t *a = alloc_u64(first, 64), *b = alloc_u64(second, 64);
-  RCHECK(a && b, "%s", symm_last_error());
-  ROK(symm_tensor_rendezvous(a));
-  ROK(symm_tensor_rendezvous(b));
-  RCHECK(symm_tensor_data(a) != symm_tensor_data(b), "one address for two tensors");
+  ASSERT_MSG(a && b, "%s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(a));
+  ASSERT_OK(symm_tensor_rendezvous(b));
+  ASSERT_MSG(symm_tensor_data(a) != symm_tensor_data(b), "one address for two tensors");
   symm_comm_destroy(first);
-  RCHECK(fakenvshmem_stats_of().up == 1 && fakenvshmem_stats_of().inits == 1, "the instance went with the first");
+  /* The instance went with the first. */
+  ASSERT_EQ(fakenvshmem_stats_of().up, 1);
+  ASSERT_EQ(fakenvshmem_stats_of().inits, 1);
   symm_view_t v;
-  ROK(symm_tensor_remote_view(b, (rank + 1) % size, &v));
+  ASSERT_OK(symm_tensor_remote_view(b, (rank + 1) % size, &v));
   ((uint64_t *)v.data)[0] = pattern(rank, 0);
-  ROK(symm_comm_barrier(second));
-  RCHECK(((uint64_t *)symm_tensor_data(b))[0] == pattern((rank + size - 1) % size, 0), "data");
-  ROK(symm_comm_barrier(second));
+  ASSERT_OK(symm_comm_barrier(second));
+  ASSERT_MSG(((uint64_t *)symm_tensor_data(b))[0] == pattern((rank + size - 1) % size, 0), "data");
+  ASSERT_OK(symm_comm_barrier(second));
   symm_comm_destroy(second);
   fakenvshmem_stats_t s = fakenvshmem_stats_of();
-  RCHECK(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
-         s.finalizes, s.live);
+  ASSERT_MSG(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+             s.finalizes, s.live);
   return 0;
 }
 
@@ -449,30 +445,30 @@ TEST_IMPL(nvshmem_fake_second_comm_shared) {
 static int unreachable_views_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   symm_tensor_t *t = alloc_u64(comm, 256);
-  RCHECK(t, "%s", symm_last_error());
-  ROK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(t, "%s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(t));
   void *const *ptrs;
-  ROK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   for (int r = 0; r < size; r++) {
     symm_view_t v;
     memset(&v, 0, sizeof v);
     bool far = r != rank && (r == 1 || rank == 1);
     if (far) {
-      RRES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
+      ASSERT_RES(symm_tensor_remote_view(t, r, &v), SYMM_ERR_UNSUPPORTED);
       char who[32];
       snprintf(who, sizeof who, "rank %d", r);
-      RHAS(who);
-      RCHECK(v.data == NULL && ptrs[r] == NULL, "rank %d's data at %p", r, ptrs[r]);
-      RRES(symm_signal_put(t, r, 0, NULL), SYMM_ERR_UNSUPPORTED);
-      RHAS(who);
+      ASSERT_STR_CONTAINS(symm_last_error(), who);
+      ASSERT_MSG(v.data == NULL && ptrs[r] == NULL, "rank %d's data at %p", r, ptrs[r]);
+      ASSERT_RES(symm_signal_put(t, r, 0, NULL), SYMM_ERR_UNSUPPORTED);
+      ASSERT_STR_CONTAINS(symm_last_error(), who);
     } else {
-      ROK(symm_tensor_remote_view(t, r, &v));
-      RCHECK(v.data != NULL, "rank %d", r);
+      ASSERT_OK(symm_tensor_remote_view(t, r, &v));
+      ASSERT_MSG(v.data != NULL, "rank %d", r);
     }
   }
-  ROK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_comm_barrier(comm));
   symm_comm_destroy(comm);
   return 0;
 }
@@ -502,41 +498,41 @@ static float from_bf16(uint16_t h) {
 static int unreachable_coll_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   enum { N = 1000 };
   const int w = size;
   float *fs = calloc((size_t)N * w, 4), *fr = calloc((size_t)N * w, 4);
   int32_t *is = calloc((size_t)N * w, 4), *ir = calloc((size_t)N * w, 4);
   uint16_t *hs = calloc(N, 2), *hr = calloc(N, 2);
-  RCHECK(fs && fr && is && ir && hs && hr, "out of memory");
+  ASSERT_MSG(fs && fr && is && ir && hs && hr, "out of memory");
   for (int i = 0; i < N * w; i++) fs[i] = (float)(rank + 1) * (float)(i % 97), is[i] = rank * 1000 + i;
 
-  ROK(symm_all_reduce(comm, fs, fr, N, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_reduce(comm, fs, fr, N, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
   for (int i = 0; i < N; i++)
-    RCHECK(fr[i] == (float)(w * (w + 1) / 2) * (float)(i % 97), "sum[%d] = %g", i, fr[i]);
-  ROK(symm_all_reduce(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
-  for (int i = 0; i < N; i++) RCHECK(ir[i] == (w - 1) * 1000 + i, "max[%d] = %d", i, ir[i]);
-  ROK(symm_all_reduce(comm, is, is, N, SYMM_DTYPE_I32, SYMM_REDUCE_MIN, NULL)); /* in place */
-  for (int i = 0; i < N; i++) RCHECK(is[i] == i, "min[%d] = %d", i, is[i]);
+    ASSERT_MSG(fr[i] == (float)(w * (w + 1) / 2) * (float)(i % 97), "sum[%d] = %g", i, fr[i]);
+  ASSERT_OK(symm_all_reduce(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_MAX, NULL));
+  for (int i = 0; i < N; i++) ASSERT_MSG(ir[i] == (w - 1) * 1000 + i, "max[%d] = %d", i, ir[i]);
+  ASSERT_OK(symm_all_reduce(comm, is, is, N, SYMM_DTYPE_I32, SYMM_REDUCE_MIN, NULL)); /* in place */
+  for (int i = 0; i < N; i++) ASSERT_MSG(is[i] == i, "min[%d] = %d", i, is[i]);
   for (int i = 0; i < N; i++) hs[i] = to_bf16((float)(rank + i % 7));
-  ROK(symm_all_reduce(comm, hs, hr, N, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_reduce(comm, hs, hr, N, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
   for (int i = 0; i < N; i++)
-    RCHECK(from_bf16(hr[i]) == (float)(w * (w - 1) / 2 + w * (i % 7)), "bf16 sum[%d]", i);
+    ASSERT_MSG(from_bf16(hr[i]) == (float)(w * (w - 1) / 2 + w * (i % 7)), "bf16 sum[%d]", i);
 
   for (int i = 0; i < N * w; i++) is[i] = rank * 1000 + i;
-  ROK(symm_all_gather(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
+  ASSERT_OK(symm_all_gather(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
   for (int r = 0; r < w; r++)
-    for (int i = 0; i < N; i++) RCHECK(ir[r * N + i] == r * 1000 + i, "gather[%d][%d]", r, i);
-  ROK(symm_reduce_scatter(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (int i = 0; i < N; i++) ASSERT_MSG(ir[r * N + i] == r * 1000 + i, "gather[%d][%d]", r, i);
+  ASSERT_OK(symm_reduce_scatter(comm, is, ir, N, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
   for (int i = 0; i < N; i++)
-    RCHECK(ir[i] == 1000 * w * (w - 1) / 2 + w * (rank * N + i), "scatter[%d] = %d", i, ir[i]);
-  ROK(symm_broadcast(comm, rank == 2 ? is : NULL, ir, N, SYMM_DTYPE_I32, 2, NULL));
-  for (int i = 0; i < N; i++) RCHECK(ir[i] == 2000 + i, "bcast[%d] = %d", i, ir[i]);
-  ROK(symm_all_to_all(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
+    ASSERT_MSG(ir[i] == 1000 * w * (w - 1) / 2 + w * (rank * N + i), "scatter[%d] = %d", i, ir[i]);
+  ASSERT_OK(symm_broadcast(comm, rank == 2 ? is : NULL, ir, N, SYMM_DTYPE_I32, 2, NULL));
+  for (int i = 0; i < N; i++) ASSERT_MSG(ir[i] == 2000 + i, "bcast[%d] = %d", i, ir[i]);
+  ASSERT_OK(symm_all_to_all(comm, is, ir, N, SYMM_DTYPE_I32, NULL));
   for (int r = 0; r < w; r++)
     for (int i = 0; i < N; i++)
-      RCHECK(ir[r * N + i] == r * 1000 + rank * N + i, "alltoall[%d][%d]", r, i);
-  ROK(symm_comm_barrier(comm));
+      ASSERT_MSG(ir[r * N + i] == r * 1000 + rank * N + i, "alltoall[%d][%d]", r, i);
+  ASSERT_OK(symm_comm_barrier(comm));
   free(fs), free(fr), free(is), free(ir), free(hs), free(hr);
   symm_comm_destroy(comm);
   return 0;
@@ -554,14 +550,14 @@ TEST_IMPL(nvshmem_fake_unreachable_collectives) {
 static int no_coll_rank(int rank, int size, void *arg) {
   (void)size, (void)arg;
   symm_comm_t *comm = comm_or_null();
-  RCHECK(comm, "%s", symm_last_error());
+  ASSERT_MSG(comm, "%s", symm_last_error());
   float x[4] = {1, 2, 3, (float)rank};
-  RRES(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
-       SYMM_ERR_UNSUPPORTED);
-  RHAS(rank == 1 ? "ranks 0, 2" : "rank 1");
-  RHAS("nvshmemx_float_sum_reduce_on_stream");
-  ROK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
-  RCHECK(x[3] == 2.0f, "max %g", x[3]);
+  ASSERT_RES(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+             SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), rank == 1 ? "ranks 0, 2" : "rank 1");
+  ASSERT_STR_CONTAINS(symm_last_error(), "nvshmemx_float_sum_reduce_on_stream");
+  ASSERT_OK(symm_all_reduce(comm, x, x, 4, SYMM_DTYPE_F32, SYMM_REDUCE_MAX, NULL));
+  ASSERT_MSG(x[3] == 2.0f, "max %g", x[3]);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -609,10 +605,7 @@ TEST_IMPL(nvshmem_real_library_entry_points) {
   return 0;
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-} nvshmem_fake_tests[] = {
+static const fake_test_t nvshmem_fake_tests[] = {
 #define TEST_ENTRY(name, timeout) {#name, run_test_##name},
 #include "list-nvshmem-fake.h"
 #undef TEST_ENTRY
@@ -622,16 +615,6 @@ int main(int argc, char **argv) {
   /* Every test uses both fakes unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
   setenv("SYMM_NVSHMEM_LIB", FAKENVSHMEM_PATH, 1);
-  size_t n = sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0];
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s NAME | --list\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(argv[1], "--list") == 0) printf("%s\n", nvshmem_fake_tests[i].name);
-    else if (strcmp(argv[1], nvshmem_fake_tests[i].name) == 0) return nvshmem_fake_tests[i].fn();
-  }
-  if (strcmp(argv[1], "--list") == 0) return 0;
-  fprintf(stderr, "no test named %s\n", argv[1]);
-  return 2;
+  return fake_tests_main(argc, argv, nvshmem_fake_tests,
+                         sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0]);
 }

@@ -134,11 +134,11 @@ else
   echo "=== PyTorch examples: SKIP (no python3 with torch and CUDA here)"
 fi
 # The multi-process conformance tests and the backend's protocol tests run
-# with the native backend over the fake driver (tests/gpu/fake_cuda.c): its
+# with the native backend over the fake driver (tests/fakes/fake_cuda.c): its
 # "device memory" is host memory, which those CPU-side tests read and write
 # directly (the harness reads SYMM_TEST_BACKEND; tests labelled
 # "conformance").  The real GPU is covered by symm-gpu-tests above.
-FAKE="$BUILD/tests/gpu/libsymm-fakecuda.so"
+FAKE="$BUILD/tests/fakes/libsymm-fakecuda.so"
 # Expanded by the inner sh: $0 is the build directory, "$@" ctest's options.
 # shellcheck disable=SC2016
 CTEST_IN_BUILD='cd "$0" && exec ctest --output-on-failure --timeout 300 "$@"'

@@ -278,7 +278,7 @@ static int fn_ncclGetUniqueId(symm_nccl_unique_id_t *id) {
     if (fd >= 0) close(fd);
     return fn_fail(FN_ESYS, "fake NCCL: cannot make the shared segment");
   }
-  fn_id_t f = {"fakencl", getpid(), fd};
+  fn_id_t f = {.magic = "fakencl", .pid = getpid(), .fd = fd};
   memset(id, 0, sizeof *id);
   memcpy(id->bytes, &f, sizeof f);
   return FN_OK;
