@@ -104,17 +104,12 @@ def backend_checklist(backends):
 
 TEST_ACCESS = os.path.join(SRC, "include", "symm_test_access.h")
 TEST_ACCESS_DEFS = os.path.join(SRC, "core", "test_access.c")
-# Test programs not yet on symm_test_access.h: the real-GPU suite, which is
-# being moved onto the common runner.  Drop a name once it is converted.
-TEST_INTERNAL_PENDING = {"tests/gpu/gpu_tests.c"}
 
 
 def test_access_rules():
     bad = []
     tests = os.path.join(ROOT, "tests")
     for f in sources(tests):
-        if rel(f) in TEST_INTERNAL_PENDING:
-            continue
         for r in closure(f):
             if rel(r).startswith("src/core/"):
                 bad.append("%s includes %s: tests use src/include/symm_test_access.h" %

@@ -160,6 +160,7 @@ int test_run_ranks(int n, test_rank_fn fn, void *arg) {
 }
 
 int test_timeout_s;
+unsigned long test_checks;
 
 /* A job's deadline when the test sets none: inside the test's own timeout,
  * so that the harness, not ctest, kills the ranks and says which. */

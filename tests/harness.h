@@ -1,5 +1,7 @@
 /* Test harness, libuv style: TEST_IMPL bodies return 0 on success, exit via
- * ASSERT on failure, or return TEST_SKIP (77) with a printed reason. */
+ * ASSERT on failure, or return TEST_SKIP (77) with a printed reason
+ * ("SKIP: ..." on stdout).  Every ASSERT counts one check in test_checks
+ * (the runner's rank mode prints the count). */
 #ifndef SYMM_TEST_HARNESS_H
 #define SYMM_TEST_HARNESS_H
 
@@ -14,6 +16,10 @@
 #define TEST_SKIP 77
 #define TEST_IMPL(name) int run_test_##name(void)
 
+/* Checks made so far in this process (every ASSERT_*, passed or not). */
+extern unsigned long test_checks;
+#define TEST_CHECKED_() (void)__atomic_add_fetch(&test_checks, 1, __ATOMIC_RELAXED)
+
 /* Prints "FAIL file:line: " and the message (in a rank's process of
  * test_run_ranks, "rank R: " first) and aborts. */
 void test_fail_at(const char *file, int line, const char *fmt, ...)
@@ -22,12 +28,14 @@ void test_fail_at(const char *file, int line, const char *fmt, ...)
 
 #define ASSERT(expr)                                                          \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     if (!(expr)) TEST_FAIL_("assertion failed: %s", #expr);                   \
   } while (0)
 /* ASSERT with a message that says what was found (printf arguments): for a
  * condition that is not one comparison of two values. */
 #define ASSERT_MSG(expr, ...)                                                 \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     if (!(expr)) {                                                            \
       char m_[512];                                                           \
       snprintf(m_, sizeof m_, __VA_ARGS__);                                   \
@@ -36,6 +44,7 @@ void test_fail_at(const char *file, int line, const char *fmt, ...)
   } while (0)
 #define ASSERT_INT_(a, op, b)                                                 \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     long long a_ = (long long)(a), b_ = (long long)(b);                       \
     if (!(a_ op b_))                                                          \
       TEST_FAIL_("%s %s %s: %lld vs %lld", #a, #op, #b, a_, b_);              \
@@ -48,11 +57,13 @@ void test_fail_at(const char *file, int line, const char *fmt, ...)
 #define ASSERT_GE(a, b) ASSERT_INT_(a, >=, b)
 #define ASSERT_PTR_EQ(a, b)                                                   \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     const void *a_ = (const void *)(a), *b_ = (const void *)(b);              \
     if (a_ != b_) TEST_FAIL_("%s == %s: %p vs %p", #a, #b, a_, b_);           \
   } while (0)
 #define ASSERT_STR_CONTAINS(hay, needle)                                      \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     const char *h_ = (hay), *n_ = (needle);                                   \
     if (!h_ || !strstr(h_, n_))                                               \
       TEST_FAIL_("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);   \
@@ -60,12 +71,14 @@ void test_fail_at(const char *file, int line, const char *fmt, ...)
 /* A symm_ call that must succeed; prints the detailed error otherwise. */
 #define ASSERT_OK(call)                                                       \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     symm_result_t r_ = (call);                                                \
     if (r_ != SYMM_SUCCESS)                                                   \
       TEST_FAIL_("%s -> %s (%s)", #call, symm_strerror(r_), symm_last_error()); \
   } while (0)
 #define ASSERT_RES(call, expected)                                            \
   do {                                                                        \
+    TEST_CHECKED_();                                                          \
     symm_result_t r_ = (call);                                                \
     if (r_ != (expected))                                                     \
       TEST_FAIL_("%s -> %s, expected %s (%s)", #call, symm_strerror(r_),      \

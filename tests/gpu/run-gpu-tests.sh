@@ -1,16 +1,30 @@
 #!/bin/sh
+# shellcheck disable=SC2086 # $QUICK, $COLL_QUICK: lists of test names, split on purpose
 # GPU test suite (called by `make test-gpu`).
 #   tests/gpu/run-gpu-tests.sh [BUILD_DIR]
-# Runs symmem-info; the GPU tests with 2 ranks (one GPU each), 4 ranks (two
-# per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks; the refusal of
-# shared GPUs without that setting; the collectives (symm-gpu-coll-tests:
-# 2 ranks, 2 ranks with one block per kernel, 4 and 8 shared ranks, a rank
-# that never calls, 2 ranks on each available provider backend); the GPU
-# example examples/ring_signals; the PyTorch examples (python/examples/torch_*.py)
-# where torch has CUDA; the native backend's protocol and the multi-process conformance tests over the fake
-# driver; the GPU tests and the collectives once more under
-# compute-sanitizer memcheck, and the collectives under racecheck
-# (shared-memory hazards in the kernels).
+# The GPU tests are two lists of the tests' runner (tests/gpu/list-gpu.h:
+# symm-gpu-tests, the native backend; list-gpu-coll.h: symm-gpu-coll-tests,
+# the collectives), built as rank programs: symmem-run starts one process
+# per rank (compute-sanitizer may wrap each), and every rank runs the tests
+# named after the program (default: the whole list) in order, printing
+# "rank R: ok NAME (N checks)" per test and "rank R: N passed, N failed,
+# N skipped, N checks" at the end.  A failed check aborts its rank and
+# symmem-run stops the job; each test has its own timeout (the runner's
+# SIGALRM).  A step fails if any rank failed, or if every test skipped.
+#
+# Steps: symmem-info; the GPU tests with 2 ranks (one GPU each), 4 ranks
+# (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks; the refusal
+# of shared GPUs without that setting (gpu_shared_device_refused alone);
+# the collectives (2 ranks, 2 ranks with one block per kernel, 4 and 8
+# shared ranks, 2 ranks on each available provider backend) and a rank
+# that never calls (gpu_coll_rank_never_calls alone, SYMM_TIMEOUT_MS=3000);
+# the GPU example examples/ring_signals; the PyTorch examples
+# (python/examples/torch_*.py) where torch has CUDA; the native backend's
+# protocol and the multi-process conformance tests over the fake driver;
+# the GPU tests and the collectives once more under compute-sanitizer
+# memcheck, and the collectives under racecheck (shared-memory hazards in
+# the kernels).  The runs marked quick leave out the longest tests
+# (gpu_alloc_cycles_long, gpu_coll_ops_large).
 # Exits non-zero if any step failed.  compute-sanitizer does not count the
 # driver errors that symmem provokes on purpose (the fabric-export probe, the
 # validate tests on non-VMM memory): those are checked by the tests.
@@ -36,6 +50,11 @@ for f in "$RUN" "$INFO" "$PROG" "$COLL" "$BUILD/examples/ring_signals"; do
     exit 1
   fi
 done
+
+# The quick runs: every test but the longest of each list (word-split on
+# purpose where used).
+QUICK=$("$PROG" --list | grep -vx gpu_alloc_cycles_long)
+COLL_QUICK=$("$COLL" --list | grep -vx gpu_coll_ops_large)
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$ngpu" -ge 1 ] 2>/dev/null || ngpu=0
@@ -69,11 +88,12 @@ two_rank_env=""
 [ "$ngpu" -lt 2 ] && two_rank_env="SYMM_ALLOW_SHARED_DEVICE=1"
 
 step "symmem-info" "$INFO"
-step "2 ranks" env $two_rank_env "$RUN" -n 2 -- "$PROG"
-step "4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 "$RUN" -n 4 -- "$PROG"
+step "GPU tests, 2 ranks" env $two_rank_env "$RUN" -n 2 -- "$PROG"
+step "GPU tests, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
+  "$RUN" -n 4 -- "$PROG"
 if [ "$ngpu" -lt 4 ]; then
-  step "4 ranks refused without SYMM_ALLOW_SHARED_DEVICE" \
-    env -u SYMM_ALLOW_SHARED_DEVICE "$RUN" -n 4 -- "$PROG" --expect-shared-refusal
+  step "gpu_shared_device_refused, 4 ranks without SYMM_ALLOW_SHARED_DEVICE" \
+    env -u SYMM_ALLOW_SHARED_DEVICE "$RUN" -n 4 -- "$PROG" gpu_shared_device_refused
 fi
 # Collectives: every op/dtype/reduction/algorithm against a host reference,
 # graph capture and replay, mismatched calls; then a rank that never calls
@@ -89,32 +109,33 @@ for be in cuda nccl nvshmem; do
   elif [ "$be" = nccl ] && [ "$ngpu" -lt 2 ]; then
     echo "=== collectives on nccl: skipped (NCCL needs one GPU per rank, $ngpu GPU here)"
   else
-    step "collectives on $be, 2 ranks" env $two_rank_env SYMM_BACKEND=$be "$RUN" -n 2 -- \
-      "$COLL" --quick
+    step "collectives on $be, 2 ranks, quick" env $two_rank_env SYMM_BACKEND=$be \
+      "$RUN" -n 2 -- "$COLL" $COLL_QUICK
   fi
 done
 # Machines with more GPUs: every GPU its own rank, up to 8 (issue 5's run).
 if [ "$ngpu" -ge 3 ]; then
   nall=$ngpu
   [ "$nall" -gt 8 ] && nall=8
-  step "$nall ranks, one GPU each" "$RUN" -n "$nall" -- "$PROG"
+  step "GPU tests, $nall ranks, one GPU each" "$RUN" -n "$nall" -- "$PROG"
   step "collectives, $nall ranks, one GPU each" "$RUN" -n "$nall" -- "$COLL"
 fi
-step "collectives, 4 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
-  "$RUN" -n 4 -- "$COLL" --quick
+step "collectives, 4 ranks on $ngpu GPU(s), shared, quick" env SYMM_ALLOW_SHARED_DEVICE=1 \
+  "$RUN" -n 4 -- "$COLL" $COLL_QUICK
 # One block per kernel: LL128 then runs many rounds (64 lines each), which
 # the default grids reach only from about 1 MiB.
-step "collectives, 2 ranks, one block per kernel" env $two_rank_env SYMM_COLL_MAX_BLOCKS=1 \
-  "$RUN" -n 2 -- "$COLL" --quick
+step "collectives, 2 ranks, one block per kernel, quick" env $two_rank_env \
+  SYMM_COLL_MAX_BLOCKS=1 "$RUN" -n 2 -- "$COLL" $COLL_QUICK
 # Issue 5's run on fewer GPUs: 8 ranks share them, for correctness (the
 # channel count per rank is smallest there: 27 at 8 ranks).
 if [ "$ngpu" -lt 8 ]; then
-  step "8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 "$RUN" -n 8 -- "$PROG"
-  step "collectives, 8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
-    "$RUN" -n 8 -- "$COLL" --quick
+  step "GPU tests, 8 ranks on $ngpu GPU(s), shared" env SYMM_ALLOW_SHARED_DEVICE=1 \
+    "$RUN" -n 8 -- "$PROG"
+  step "collectives, 8 ranks on $ngpu GPU(s), shared, quick" env SYMM_ALLOW_SHARED_DEVICE=1 \
+    "$RUN" -n 8 -- "$COLL" $COLL_QUICK
 fi
-step "collectives, a rank that never calls" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
-  "$RUN" -n 2 -- "$COLL" --timeout
+step "gpu_coll_rank_never_calls, 2 ranks" env $two_rank_env SYMM_TIMEOUT_MS=3000 \
+  "$RUN" -n 2 -- "$COLL" gpu_coll_rank_never_calls
 # The GPU example (a user kernel with the device-side signals) checks what
 # it received and exits non-zero on any wrong element or device error.
 step "examples/ring_signals, 2 ranks" env $two_rank_env "$RUN" -n 2 -- \
@@ -149,12 +170,12 @@ step "conformance suite (native, fake driver)" env SYMM_TEST_BACKEND=native \
 SANITIZER=$(command -v compute-sanitizer ||
   echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ -x "$SANITIZER" ]; then
-  step "compute-sanitizer memcheck" env $two_rank_env "$RUN" -n 2 -- \
-    "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$PROG" --quick
-  step "compute-sanitizer memcheck, collectives" env $two_rank_env "$RUN" -n 2 -- \
-    "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$COLL" --quick
-  step "compute-sanitizer racecheck, collectives" env $two_rank_env "$RUN" -n 2 -- \
-    "$SANITIZER" --tool racecheck --report-api-errors no --error-exitcode 97 "$COLL" --quick
+  step "compute-sanitizer memcheck, GPU tests, quick" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$PROG" $QUICK
+  step "compute-sanitizer memcheck, collectives, quick" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 97 "$COLL" $COLL_QUICK
+  step "compute-sanitizer racecheck, collectives, quick" env $two_rank_env "$RUN" -n 2 -- \
+    "$SANITIZER" --tool racecheck --report-api-errors no --error-exitcode 97 "$COLL" $COLL_QUICK
 else
   echo "=== compute-sanitizer memcheck: compute-sanitizer not found"
   failed=$((failed + 1))
