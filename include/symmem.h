@@ -955,16 +955,19 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    any buffer of the collective (the usual contract of that attribute).
  *    Kernels launched without it see nothing new.
  *  - dtypes and ops: all-gather, broadcast and all-to-all move any dtype.
- *    Reductions: the CPU engine (host backend) reduces every dtype with
- *    every op; f16, bf16 and FP8 are reduced in f32 and rounded to
+ *    Reductions: every dtype with every op (sum, prod, min, max, avg), on
+ *    the CPU engine and in every GPU algorithm (one-shot, two-shot, LL,
+ *    LL128).  f16, bf16 and FP8 are reduced in f32 and rounded to
  *    nearest-even once (FP8 saturating: beyond the largest finite value,
- *    Inf included, the result is that value; NaN stays NaN), integers
- *    add and multiply with two's-complement wrap-around, avg is the sum
- *    divided by the number of ranks (integers: the wrapped sum, truncated
- *    toward zero, as NCCL's).  The GPU engine's kernels reduce f32, bf16,
- *    f16 and i32 with sum, min and max; other pairs are refused on every
- *    GPU backend with SYMM_ERR_UNSUPPORTED naming the engine (the call
- *    still takes its place: the peers get SYMM_ERR_MISMATCH).
+ *    Inf included, the result is that value; NaN stays NaN), f64 in f64;
+ *    integers add and multiply with two's-complement wrap-around; avg is
+ *    the sum divided by the number of ranks (integers: the wrapped sum,
+ *    truncated toward zero, as NCCL's).  Floating-point min and max: the
+ *    CPU keeps the first operand when a NaN is compared, the GPU kernels
+ *    (fminf/fmaxf) the number.  A kernel file of SYMM_COLL_KERNELS built
+ *    without some pair refuses it with SYMM_ERR_UNSUPPORTED naming the
+ *    engine (the call still takes its place: the peers get
+ *    SYMM_ERR_MISMATCH).
  *  - A call that fails its argument checks on some ranks only still counts
  *    as that rank's call (it never pairs with its peers' next one) and
  *    touches no buffer; that rank gets SYMM_ERR_INVALID_ARG.  Host backend:

@@ -19,7 +19,7 @@
 #include "symm_engine.h"
 #include "symm_gpu.h"
 
-enum { GPU_COLL_KINDS = 9, GPU_COLL_DTYPES = 4 };
+enum { GPU_COLL_KINDS = 9, GPU_COLL_DTYPES = SYMM_DTYPE_COUNT_ };
 
 /* Bytes of a PCI bus id as the engine keeps and publishes it. */
 #define GPU_BUS_ID_BYTES 32
@@ -94,9 +94,11 @@ symm_result_t gpu_poll_async_error(symm_comm_t *comm);
 
 /* gpu_coll_plan.c. */
 extern const char *const gpu_coll_kernel_names[GPU_COLL_KINDS];
-extern const char *const gpu_coll_dtype_names[GPU_COLL_DTYPES];
-int gpu_coll_dtype_index(symm_dtype_t dt);
 bool gpu_coll_reducing(int kind);
+/* gpu_coll_launch.c: kernel `kind`'s function for dtype dti and op (both
+ * ignored for kernels that do not reduce), looked up in the module on
+ * first use; SYMM_ERR_BACKEND where the module lacks it. */
+symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op, ncu_function *fn);
 /* The kernel (SYMM_COLL_KERNEL_*, -1 for an unknown collective) that runs
  * collective `coll`, its staging need and segment (gpu_coll_plan.c). */
 int gpu_coll_plan(const symm_gpu_t *g, int coll, symm_algo_t algo, uint64_t count, uint64_t es,

@@ -67,8 +67,7 @@ ncu_result gpu_launch(symm_gpu_t *g, ncu_function fn, unsigned grid, unsigned th
                                NULL);
 }
 
-static symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op,
-                                       ncu_function *fn) {
+symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op, ncu_function *fn) {
   bool reducing = gpu_coll_reducing(kind);
   if (!reducing) dti = op = 0;
   ncu_function *slot = &g->fn[kind][dti][op];
@@ -76,7 +75,7 @@ static symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op,
     char name[96];
     if (reducing)
       snprintf(name, sizeof name, "symm_coll_%s_%s_%s", gpu_coll_kernel_names[kind],
-               gpu_coll_dtype_names[dti], symm_redop_name((symm_redop_t)op));
+               symm_dtype_name((symm_dtype_t)dti), symm_redop_name((symm_redop_t)op));
     else
       snprintf(name, sizeof name, "symm_coll_%s", gpu_coll_kernel_names[kind]);
     ncu_result cu = g->cd->cuModuleGetFunction(slot, g->module, name);
@@ -244,12 +243,8 @@ symm_result_t gpu_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   int kind = gpu_coll_plan(g, args->kind, args->algo, count, es, g->size, &seg, &stage);
   if (kind < 0)
     return symm_error(SYMM_ERR_INTERNAL, "%s collective: kind %d", g->name, (int)args->kind);
-  int dti = gpu_coll_dtype_index(args->dtype);
-  if (gpu_coll_reducing(kind) && dti < 0) /* the core's argument checks refused it already */
-    return symm_error(SYMM_ERR_INTERNAL, "%s collective: dtype %s cannot be reduced", g->name,
-                      symm_dtype_name(args->dtype));
   ncu_function fn = NULL;
-  SYMM_CHECK(gpu_coll_function(g, kind, dti, (int)args->op, &fn));
+  SYMM_CHECK(gpu_coll_function(g, kind, (int)args->dtype, (int)args->op, &fn));
   symm_coll_params_t p;
   SYMM_CHECK(gpu_coll_base(comm, g, stage, &p));
   const bool has_send = args->kind != SYMM_COLL_BROADCAST || g->rank == args->root;

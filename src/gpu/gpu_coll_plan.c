@@ -22,19 +22,6 @@ const char *const gpu_coll_kernel_names[GPU_COLL_KINDS] = {
     NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
     "all_gather", "broadcast", "all_to_all", "ar_ll128"};
 
-const char *const gpu_coll_dtype_names[GPU_COLL_DTYPES] = {"f32", "bf16", "f16", "i32"};
-
-/* Index of a reducible dtype in the kernel table, -1 for others. */
-int gpu_coll_dtype_index(symm_dtype_t dt) {
-  switch (dt) {
-    case SYMM_DTYPE_F32: return 0;
-    case SYMM_DTYPE_BF16: return 1;
-    case SYMM_DTYPE_F16: return 2;
-    case SYMM_DTYPE_I32: return 3;
-    default: return -1;
-  }
-}
-
 /* Kernels that reduce, one per dtype and op. */
 bool gpu_coll_reducing(int kind) {
   return kind <= SYMM_COLL_KERNEL_REDUCE_SCATTER || kind == SYMM_COLL_KERNEL_AR_LL128;

@@ -292,10 +292,15 @@ static void gpu_fini(symm_comm_t *comm) {
   symm_engine_set_state(comm, NULL);
 }
 
-/* The embedded kernels reduce f32, bf16, f16 and i32 with sum, min, max. */
+/* The embedded kernels reduce every dtype with every op; a kernel file of
+ * SYMM_COLL_KERNELS may lack some.  Without kernels at all, the collective
+ * itself says why. */
 static bool gpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) {
-  (void)comm;
-  return gpu_coll_dtype_index(dtype) >= 0 && op <= SYMM_REDUCE_MAX;
+  symm_gpu_t *g = NULL;
+  ncu_function fn = NULL;
+  if (gpu_coll_usable(comm, &g) != SYMM_SUCCESS) return true;
+  return gpu_coll_function(g, SYMM_COLL_KERNEL_AR_ONE_SHOT, (int)dtype, (int)op, &fn) ==
+         SYMM_SUCCESS;
 }
 
 const symm_engine_ops_t symm_gpu_engine = {

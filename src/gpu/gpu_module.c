@@ -88,7 +88,10 @@ static symm_result_t gpu_module_read_file(const char *path, unsigned char **imag
  * for the embedded kernels they only leave the collectives unavailable. */
 static symm_result_t gpu_module_load_image(symm_gpu_t *g, const char *file, const void *image,
                                            size_t len) {
+  const uint64_t t0 = symm_now_ns();
   ncu_result cu = g->cd->cuModuleLoadData(&g->module, image);
+  SYMM_INFO(COLL, "%s: cuModuleLoadData of %zu bytes of kernels: %.1f ms", g->name, len,
+            (double)(symm_now_ns() - t0) / 1e6);
   if (cu != NCU_SUCCESS) {
     g->module = NULL;
     if (file)

@@ -55,42 +55,89 @@ static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uin
 
 /* ----------------------------------------------------- dtypes and ops */
 
+/* Every dtype's accumulator and conversions.  f16, bf16 and FP8 reduce in
+ * f32 and round to nearest-even once (FP8 saturating to the largest finite
+ * value, as the __nv_fp8 constructors do); integers narrower than 32 bits
+ * accumulate in 32, and sums and products wrap (as unsigned), which the
+ * final narrowing keeps.  avg(acc, W): the sum divided by the ranks;
+ * integers divide the wrapped sum, truncating, as the CPU engine does. */
 template <typename T> struct dt;
-template <> struct dt<float> {
-  typedef float acc_t;
-  static __device__ __forceinline__ acc_t load(float x) { return x; }
-  static __device__ __forceinline__ float store(acc_t x) { return x; }
-};
-template <> struct dt<__nv_bfloat16> {
-  typedef float acc_t;
-  static __device__ __forceinline__ acc_t load(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 store(acc_t x) { return __float2bfloat16_rn(x); }
-};
-template <> struct dt<__half> {
-  typedef float acc_t;
-  static __device__ __forceinline__ acc_t load(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half store(acc_t x) { return __float2half_rn(x); }
-};
-template <> struct dt<int32_t> {
-  typedef int32_t acc_t;
-  static __device__ __forceinline__ acc_t load(int32_t x) { return x; }
-  static __device__ __forceinline__ int32_t store(acc_t x) { return x; }
-};
+#define COLL_DT_FLOAT(T, ACC, LOAD, STORE)                                    \
+  template <> struct dt<T> {                                                  \
+    typedef ACC acc_t;                                                        \
+    static __device__ __forceinline__ acc_t load(T x) { return LOAD; }        \
+    static __device__ __forceinline__ T store(acc_t x) { return STORE; }      \
+    static __device__ __forceinline__ T avg(acc_t x, int w) { return store(x / (acc_t)w); } \
+  };
+COLL_DT_FLOAT(float, float, x, x)
+COLL_DT_FLOAT(double, double, x, x)
+COLL_DT_FLOAT(__nv_bfloat16, float, __bfloat162float(x), __float2bfloat16_rn(x))
+COLL_DT_FLOAT(__half, float, __half2float(x), __float2half_rn(x))
+COLL_DT_FLOAT(__nv_fp8_e4m3, float, (float)x, __nv_fp8_e4m3(x))
+COLL_DT_FLOAT(__nv_fp8_e5m2, float, (float)x, __nv_fp8_e5m2(x))
+#define COLL_DT_INT(T, ACC)                                                   \
+  template <> struct dt<T> {                                                  \
+    typedef ACC acc_t;                                                        \
+    static __device__ __forceinline__ acc_t load(T x) { return (acc_t)x; }    \
+    static __device__ __forceinline__ T store(acc_t x) { return (T)x; }       \
+    static __device__ __forceinline__ T avg(acc_t x, int w) {                 \
+      return (T)((T)x / (long long)w);                                        \
+    }                                                                         \
+  };
+COLL_DT_INT(int8_t, int32_t)
+COLL_DT_INT(int16_t, int32_t)
+COLL_DT_INT(int32_t, int32_t)
+COLL_DT_INT(int64_t, int64_t)
+COLL_DT_INT(uint8_t, uint32_t)
+COLL_DT_INT(uint16_t, uint32_t)
+COLL_DT_INT(uint32_t, uint32_t)
+COLL_DT_INT(uint64_t, uint64_t)
+
+/* Integer sums and products as unsigned: wrap-around without signed
+ * overflow. */
+template <typename A> struct coll_wrap { typedef A u; };
+template <> struct coll_wrap<int32_t> { typedef uint32_t u; };
+template <> struct coll_wrap<int64_t> { typedef uint64_t u; };
 
 struct op_sum {
-  static __device__ __forceinline__ float apply(float x, float y) { return x + y; }
-  static __device__ __forceinline__ int32_t apply(int32_t x, int32_t y) {
-    return (int32_t)((uint32_t)x + (uint32_t)y); /* wraps like the host reference */
+  enum { is_avg = 0 };
+  template <typename A> static __device__ __forceinline__ A apply(A x, A y) {
+    typedef typename coll_wrap<A>::u U;
+    return (A)((U)x + (U)y);
+  }
+};
+struct op_avg : op_sum {
+  enum { is_avg = 1 };
+};
+struct op_prod {
+  enum { is_avg = 0 };
+  template <typename A> static __device__ __forceinline__ A apply(A x, A y) {
+    typedef typename coll_wrap<A>::u U;
+    return (A)((U)x * (U)y);
   }
 };
 struct op_min {
+  enum { is_avg = 0 };
   static __device__ __forceinline__ float apply(float x, float y) { return fminf(x, y); }
-  static __device__ __forceinline__ int32_t apply(int32_t x, int32_t y) { return x < y ? x : y; }
+  static __device__ __forceinline__ double apply(double x, double y) { return fmin(x, y); }
+  template <typename A> static __device__ __forceinline__ A apply(A x, A y) {
+    return y < x ? y : x;
+  }
 };
 struct op_max {
+  enum { is_avg = 0 };
   static __device__ __forceinline__ float apply(float x, float y) { return fmaxf(x, y); }
-  static __device__ __forceinline__ int32_t apply(int32_t x, int32_t y) { return x > y ? x : y; }
+  static __device__ __forceinline__ double apply(double x, double y) { return fmax(x, y); }
+  template <typename A> static __device__ __forceinline__ A apply(A x, A y) {
+    return y > x ? y : x;
+  }
 };
+
+/* The final value of an element from its accumulator over w ranks. */
+template <typename T, typename Op>
+static __device__ __forceinline__ T coll_finish(typename dt<T>::acc_t acc, int w) {
+  return Op::is_avg ? dt<T>::avg(acc, w) : dt<T>::store(acc);
+}
 
 /* One 16-byte vector of T. */
 template <typename T> union vec16 {
@@ -169,7 +216,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
         if (vi >= v_hi) break;
         vec16<T> y;
 #pragma unroll
-        for (int j = 0; j < V; j++) y.v[j] = dt<T>::store(acc[u][j]);
+        for (int j = 0; j < V; j++) y.v[j] = coll_finish<T, Op>(acc[u][j], W);
         ((uint4 *)out)[vi] = y.u;
         if (push_off)
           for (int k = 1; k < W; k++)
@@ -186,7 +233,7 @@ static __device__ void coll_reduce(const params_t &a, T *out, const T *own, uint
       T x = r == a.rank ? own[i] : ((const T *)(uintptr_t)(src_base + r * src_stride))[i];
       acc = k == 0 ? dt<T>::load(x) : Op::apply(acc, dt<T>::load(x));
     }
-    const T y = dt<T>::store(acc);
+    const T y = coll_finish<T, Op>(acc, W);
     out[i] = y;
     if (push_off)
       for (int k = 1; k < W; k++)

@@ -81,6 +81,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "kernels/coll_abi.h"
@@ -119,15 +120,29 @@ __device__ unsigned char symm_coll_abi_version[SYMM_COLL_ABI_VERSION];
       symm_coll_##name##_##tname##_##oname(const params_t a) {                 \
     fn<T, Op>(a);                                                              \
   }
+/* Every op (symm_redop_name) of every dtype (symm_dtype_name): the GPU
+ * engine finds them as symm_coll_<kernel>_<dtype>_<op>. */
 #define SYMM_COLL_FOR_OPS(name, fn, tname, T)                                  \
   SYMM_COLL_REDUCING(name, fn, tname, T, sum, op_sum)                          \
   SYMM_COLL_REDUCING(name, fn, tname, T, min, op_min)                          \
-  SYMM_COLL_REDUCING(name, fn, tname, T, max, op_max)
+  SYMM_COLL_REDUCING(name, fn, tname, T, max, op_max)                          \
+  SYMM_COLL_REDUCING(name, fn, tname, T, prod, op_prod)                        \
+  SYMM_COLL_REDUCING(name, fn, tname, T, avg, op_avg)
 #define SYMM_COLL_FOR_TYPES(name, fn)                                          \
-  SYMM_COLL_FOR_OPS(name, fn, f32, float)                                      \
-  SYMM_COLL_FOR_OPS(name, fn, bf16, __nv_bfloat16)                             \
   SYMM_COLL_FOR_OPS(name, fn, f16, __half)                                     \
-  SYMM_COLL_FOR_OPS(name, fn, i32, int32_t)
+  SYMM_COLL_FOR_OPS(name, fn, bf16, __nv_bfloat16)                             \
+  SYMM_COLL_FOR_OPS(name, fn, f32, float)                                      \
+  SYMM_COLL_FOR_OPS(name, fn, f64, double)                                     \
+  SYMM_COLL_FOR_OPS(name, fn, i8, int8_t)                                      \
+  SYMM_COLL_FOR_OPS(name, fn, i16, int16_t)                                    \
+  SYMM_COLL_FOR_OPS(name, fn, i32, int32_t)                                    \
+  SYMM_COLL_FOR_OPS(name, fn, i64, int64_t)                                    \
+  SYMM_COLL_FOR_OPS(name, fn, u8, uint8_t)                                     \
+  SYMM_COLL_FOR_OPS(name, fn, u16, uint16_t)                                   \
+  SYMM_COLL_FOR_OPS(name, fn, u32, uint32_t)                                   \
+  SYMM_COLL_FOR_OPS(name, fn, u64, uint64_t)                                   \
+  SYMM_COLL_FOR_OPS(name, fn, f8e4m3, __nv_fp8_e4m3)                           \
+  SYMM_COLL_FOR_OPS(name, fn, f8e5m2, __nv_fp8_e5m2)
 
 SYMM_COLL_FOR_TYPES(ar_one_shot, all_reduce_one_shot)
 SYMM_COLL_FOR_TYPES(ar_two_shot, all_reduce_two_shot)

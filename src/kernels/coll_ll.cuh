@@ -108,7 +108,7 @@ static __device__ void all_reduce_ll(const params_t &a) {
       if (!ok) break;
       ll_data<T> y;
 #pragma unroll
-      for (int j = 0; j < E; j++) y.v[j] = dt<T>::store(acc[j]);
+      for (int j = 0; j < E; j++) y.v[j] = coll_finish<T, Op>(acc[j], W);
       if (vec && (i + 1) * E <= n) {
         ((uint2 *)recv)[i] = y.u;
       } else {

@@ -67,11 +67,11 @@ static __device__ __forceinline__ void ll128_combine(typename dt<T>::acc_t *acc,
   for (int j = 0; j < (int)(8 / sizeof(T)); j++)
     acc[j] = first ? dt<T>::load(y.v[j]) : Op::apply(acc[j], dt<T>::load(y.v[j]));
 }
-template <typename T>
-static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_t *acc) {
+template <typename T, typename Op>
+static __device__ __forceinline__ uint64_t ll128_pack(const typename dt<T>::acc_t *acc, int w) {
   union { uint64_t u; T v[8 / sizeof(T)]; } y;
 #pragma unroll
-  for (int j = 0; j < (int)(8 / sizeof(T)); j++) y.v[j] = dt<T>::store(acc[j]);
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++) y.v[j] = coll_finish<T, Op>(acc[j], w);
   return y.u;
 }
 
@@ -241,9 +241,9 @@ static __device__ void all_reduce_ll128(const params_t &a) {
     for (int u = 0; u < B; u++) {
       const uint64_t base = L[u] * LL128_WORDS;
       if (ll128_word_valid(L[u], w0i, nwords))
-        ll128_put_word(recv, base + w0i, n, ll128_pack<T>(acc0[u]), a8);
+        ll128_put_word(recv, base + w0i, n, ll128_pack<T, Op>(acc0[u], W), a8);
       if (ll128_word_valid(L[u], w1i, nwords))
-        ll128_put_word(recv, base + w1i, n, ll128_pack<T>(acc1[u]), a8);
+        ll128_put_word(recv, base + w1i, n, ll128_pack<T, Op>(acc1[u], W), a8);
     }
   }
   coll_end(a, c);

@@ -46,62 +46,153 @@ static int coll_begin(coll_t *c, int min_ranks) {
 
 /* --------------------------------------------------- host-side values */
 
-/* Element i of rank r's input (salt varies per case): an integer in
- * [-8, 8], exact in f32, bf16, f16 and i32. */
-static int value(int r, size_t i, int salt) {
-  return (int)((i * 7 + (size_t)r * 13 + (size_t)salt * 5) % 17) - 8;
+static bool is_unsigned(symm_dtype_t dt) {
+  return dt == SYMM_DTYPE_U8 || dt == SYMM_DTYPE_U16 || dt == SYMM_DTYPE_U32 ||
+         dt == SYMM_DTYPE_U64;
 }
 
-static uint16_t f32_to_f16(float f) { /* exact for small integers */
-  if (f == 0) return 0;
-  uint16_t sign = f < 0 ? 0x8000 : 0;
+static bool is_float(symm_dtype_t dt) {
+  return dt == SYMM_DTYPE_F16 || dt == SYMM_DTYPE_BF16 || dt == SYMM_DTYPE_F32 ||
+         dt == SYMM_DTYPE_F64 || dt == SYMM_DTYPE_F8E4M3 || dt == SYMM_DTYPE_F8E5M2;
+}
+
+/* Element i of rank r's input (salt varies per case): small integers,
+ * exact in every dtype, so that every order of reduction gives the same
+ * exact sum; [0, 8] for unsigned dtypes, [-8, 8] otherwise; products ±1
+ * with one rank's 2 (exact at any world size). */
+static int value(int r, size_t i, int salt, symm_redop_t op, symm_dtype_t dt, int world) {
+  if (op == SYMM_REDUCE_PROD) {
+    if ((size_t)r == (i + (size_t)salt) % (size_t)world) return 2;
+    return is_unsigned(dt) || ((i + (size_t)r) % 3) ? 1 : -1;
+  }
+  int v = (int)((i * 7 + (size_t)r * 13 + (size_t)salt * 5) % 17);
+  return is_unsigned(dt) ? v / 2 : v - 8;
+}
+
+/* The binary formats narrower than f32: mantissa bits, exponent bias,
+ * largest finite value, and whether they saturate there (FP8) rather than
+ * overflow to Inf. */
+typedef struct {
+  int mbits, bias;
+  double max_finite;
+  bool saturates;
+} fmt_t;
+static const fmt_t fmt_f16 = {10, 15, 65504, false}, fmt_bf16 = {7, 127, 3.3895313892515355e38,
+                                                                 false},
+                   fmt_e4m3 = {3, 7, 448, true}, fmt_e5m2 = {2, 15, 57344, true};
+
+static const fmt_t *fmt_of(symm_dtype_t dt) {
+  switch (dt) {
+    case SYMM_DTYPE_F16: return &fmt_f16;
+    case SYMM_DTYPE_BF16: return &fmt_bf16;
+    case SYMM_DTYPE_F8E4M3: return &fmt_e4m3;
+    case SYMM_DTYPE_F8E5M2: return &fmt_e5m2;
+    default: return NULL;
+  }
+}
+
+/* v rounded to the format, to nearest even (rint, in the default mode). */
+static double fmt_round(const fmt_t *f, double v) {
+  if (v == 0 || isnan(v)) return v;
+  double a = fabs(v);
   int e;
-  float m = frexpf(fabsf(f), &e); /* |f| = m * 2^e, m in [0.5, 1) */
-  return (uint16_t)(sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((m * 2 - 1) * 1024));
-}
-static float f16_to_f32(uint16_t h) {
-  int e = (h >> 10) & 31, frac = h & 1023;
-  float v = e == 0 ? ldexpf((float)frac, -24) : ldexpf(1.0f + frac / 1024.0f, e - 15);
-  return (h & 0x8000) ? -v : v;
-}
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-static float bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
+  (void)frexp(a, &e); /* a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1) */
+  int lead = e - 1 < 1 - f->bias ? 1 - f->bias : e - 1;
+  double q = ldexp(1.0, lead - f->mbits);
+  double r = rint(a / q) * q;
+  if (r > f->max_finite) r = f->saturates ? f->max_finite : INFINITY;
+  return v < 0 ? -r : r;
 }
 
-static void put(symm_dtype_t dt, void *buf, size_t i, int v) {
-  switch (dt) {
-    case SYMM_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
-    case SYMM_DTYPE_BF16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
-    case SYMM_DTYPE_F16: ((uint16_t *)buf)[i] = f32_to_f16((float)v); break;
-    default: ((int32_t *)buf)[i] = v; break;
+/* Bits of an exact value of the format (normal or zero). */
+static uint32_t fmt_bits(const fmt_t *f, int ebits, double v) {
+  if (v == 0) return 0;
+  uint32_t sign = v < 0 ? 1u << (ebits + f->mbits) : 0;
+  int e;
+  double m = frexp(fabs(v), &e);
+  return sign | (uint32_t)(e - 1 + f->bias) << f->mbits | (uint32_t)((m * 2 - 1) * (1 << f->mbits));
+}
+
+/* The value of bits of the format. */
+static double fmt_value(const fmt_t *f, int ebits, uint32_t bits) {
+  uint32_t emask = (1u << ebits) - 1, e = (bits >> f->mbits) & emask;
+  uint32_t frac = bits & ((1u << f->mbits) - 1);
+  double v = e == 0 ? ldexp((double)frac, 1 - f->bias - f->mbits)
+                    : ldexp(1.0 + frac / (double)(1 << f->mbits), (int)e - f->bias);
+  if (e == emask && ebits != 4) v = frac ? NAN : INFINITY; /* E4M3 has no Inf */
+  return (bits >> (ebits + f->mbits)) & 1 ? -v : v;
+}
+
+static int ebits_of(symm_dtype_t dt) {
+  return dt == SYMM_DTYPE_BF16 ? 8 : dt == SYMM_DTYPE_F8E4M3 ? 4 : 5;
+}
+
+static void put(symm_dtype_t dt, void *buf, size_t i, double v) {
+  const size_t es = symm_dtype_size(dt);
+  const fmt_t *f = fmt_of(dt);
+  char *p = (char *)buf + i * es;
+  if (f) {
+    uint32_t bits = fmt_bits(f, ebits_of(dt), v);
+    memcpy(p, &bits, es); /* little-endian: the low bytes */
+  } else if (dt == SYMM_DTYPE_F32) {
+    float x = (float)v;
+    memcpy(p, &x, 4);
+  } else if (dt == SYMM_DTYPE_F64) {
+    memcpy(p, &v, 8);
+  } else {
+    int64_t x = (int64_t)v; /* two's complement: the low bytes are the narrow value */
+    memcpy(p, &x, es);
   }
 }
+
 static double get(symm_dtype_t dt, const void *buf, size_t i) {
-  switch (dt) {
-    case SYMM_DTYPE_F32: return ((const float *)buf)[i];
-    case SYMM_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)buf)[i]);
-    case SYMM_DTYPE_F16: return f16_to_f32(((const uint16_t *)buf)[i]);
-    default: return ((const int32_t *)buf)[i];
+  const size_t es = symm_dtype_size(dt);
+  const fmt_t *f = fmt_of(dt);
+  const char *p = (const char *)buf + i * es;
+  if (f) {
+    uint32_t bits = 0;
+    memcpy(&bits, p, es);
+    return fmt_value(f, ebits_of(dt), bits);
   }
+  if (dt == SYMM_DTYPE_F32) {
+    float x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  if (dt == SYMM_DTYPE_F64) {
+    double x;
+    memcpy(&x, p, 8);
+    return x;
+  }
+  uint64_t u = 0;
+  memcpy(&u, p, es);
+  if (is_unsigned(dt)) return (double)u;
+  int shift = 64 - 8 * (int)es;
+  return (double)((int64_t)(u << shift) >> shift);
 }
 
-/* op over ranks of element i (the caller passes the global index). */
-static int reduce_ref(symm_redop_t op, int world, size_t i, int salt) {
-  int acc = 0;
+/* op over ranks of element i (the caller passes the global index), as the
+ * dtype holds it: the exact sum, product, minimum or maximum of small
+ * integers; avg that sum divided by the ranks in the accumulator's
+ * precision (f32, f64 for f64; integers truncate), then rounded once to
+ * the dtype. */
+static double reduce_ref(symm_redop_t op, symm_dtype_t dt, int world, size_t i, int salt) {
+  double acc = 0;
   for (int r = 0; r < world; r++) {
-    int v = value(r, i, salt);
-    acc = r == 0 ? v : op == SYMM_REDUCE_SUM ? acc + v : op == SYMM_REDUCE_MIN ? (v < acc ? v : acc)
-                                                                             : (v > acc ? v : acc);
+    double v = value(r, i, salt, op, dt, world);
+    if (r == 0) acc = v;
+    else if (op == SYMM_REDUCE_MIN) acc = v < acc ? v : acc;
+    else if (op == SYMM_REDUCE_MAX) acc = v > acc ? v : acc;
+    else if (op == SYMM_REDUCE_PROD) acc *= v;
+    else acc += v;
   }
-  return acc;
+  if (op == SYMM_REDUCE_AVG) {
+    if (!is_float(dt)) acc = trunc(acc / world);
+    else if (dt != SYMM_DTYPE_F64) acc = (float)acc / (float)world;
+    else acc /= world;
+  }
+  const fmt_t *f = fmt_of(dt);
+  return f ? fmt_round(f, acc) : acc;
 }
 
 /* ------------------------------------------------------------- cases */
@@ -124,7 +215,7 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
   size_t wrong = 0;
   ASSERT(h != NULL && out != NULL);
   /* Input: global index g of this rank's send buffer holds value(R, g). */
-  for (size_t i = 0; i < send_n; i++) put(dt, h, i, value(R, i, salt));
+  for (size_t i = 0; i < send_n; i++) put(dt, h, i, value(R, i, salt, op, dt, W));
   if (c->recv_buf && in_place) dsend = c->recv_buf;
   else ASSERT_CUDA(cudaMalloc(&dsend, buf_n * es));
   if (c->recv_buf && !in_place) drecv = c->recv_buf;
@@ -157,15 +248,15 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
   ASSERT_CUDA(cudaMemcpy(out, drecv, recv_n * es, cudaMemcpyDeviceToHost));
   size_t first = (size_t)-1;
   for (size_t i = 0; i < recv_n; i++) {
-    int want;
+    double want;
     switch (kind) {
-      case K_AR: want = reduce_ref(op, W, i, salt); break;
-      case K_RS: want = reduce_ref(op, W, (size_t)R * n + i, salt); break;
-      case K_AG: want = value((int)(i / n), i % n, salt); break;
-      case K_BC: want = value(root, i, salt); break;
-      default: want = value((int)(i / n), (size_t)R * n + i % n, salt); break;
+      case K_AR: want = reduce_ref(op, dt, W, i, salt); break;
+      case K_RS: want = reduce_ref(op, dt, W, (size_t)R * n + i, salt); break;
+      case K_AG: want = value((int)(i / n), i % n, salt, op, dt, W); break;
+      case K_BC: want = value(root, i, salt, op, dt, W); break;
+      default: want = value((int)(i / n), (size_t)R * n + i % n, salt, op, dt, W); break;
     }
-    if (get(dt, out, i) != (double)want) {
+    if (get(dt, out, i) != want) {
       if (first == (size_t)-1) first = i;
       wrong++;
     }
@@ -180,21 +271,31 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
   free(out);
 }
 
-static const symm_dtype_t reducible[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16,
-                                         SYMM_DTYPE_I32};
+/* The first four: every op everywhere (the large sizes: sum of the floats);
+ * the others every op below 4096 elements. */
+static const symm_dtype_t reducible[] = {
+    SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16, SYMM_DTYPE_I32, SYMM_DTYPE_F64,
+    SYMM_DTYPE_F8E4M3, SYMM_DTYPE_F8E5M2, SYMM_DTYPE_I8, SYMM_DTYPE_I16, SYMM_DTYPE_I64,
+    SYMM_DTYPE_U8, SYMM_DTYPE_U16, SYMM_DTYPE_U32, SYMM_DTYPE_U64};
+enum { N_REDUCIBLE = sizeof reducible / sizeof reducible[0] };
 
 /* Every op x dtype x reduction at each of sizes, all-reduce under each
- * algorithm; salt from *salt on. */
+ * algorithm; salt from *salt on.  The newer dtypes and ops (beyond f32,
+ * bf16, f16, i32 with sum, min, max) in one placement per size, to keep
+ * the run short. */
 static void ops_at_sizes(coll_t *c, const size_t *sizes, int nsizes, int *salt) {
   symm_algo_t algos[] = {SYMM_ALGO_LL, SYMM_ALGO_LL128, SYMM_ALGO_ONE_SHOT, SYMM_ALGO_TWO_SHOT,
                          SYMM_ALGO_AUTO};
   for (int s = 0; s < nsizes; s++)
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < N_REDUCIBLE; d++)
       for (int op = 0; op < SYMM_REDUCE_COUNT_; op++)
         for (int ip = 0; ip < 2; ip++) {
           bool big = sizes[s] > 4096;
-          if (big && (op != SYMM_REDUCE_SUM || d == 3)) continue; /* keep large cases few */
+          bool newer = d >= 4 || op > SYMM_REDUCE_MAX;
+          if (big && (op != SYMM_REDUCE_SUM || d >= 3)) continue; /* keep large cases few */
+          if (newer && ip != s % 2) continue;
           for (int a = 0; a < 5; a++) {
+            if (newer && algos[a] == SYMM_ALGO_AUTO) continue;
             symm_comm_set_allreduce_algo(c->comm, algos[a]);
             c->algo = algos[a];
             run_case(c, K_AR, reducible[d], (symm_redop_t)op, sizes[s], ip, ++*salt);
@@ -202,7 +303,7 @@ static void ops_at_sizes(coll_t *c, const size_t *sizes, int nsizes, int *salt) 
           symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_AUTO);
           c->algo = SYMM_ALGO_AUTO;
           run_case(c, K_RS, reducible[d], (symm_redop_t)op, sizes[s], ip, ++*salt);
-          if (op == SYMM_REDUCE_SUM) {
+          if (op == SYMM_REDUCE_SUM && d < 4) {
             run_case(c, K_AG, reducible[d], op, sizes[s], ip, ++*salt);
             run_case(c, K_BC, reducible[d], op, sizes[s], ip, ++*salt);
             run_case(c, K_A2A, reducible[d], op, sizes[s], ip, ++*salt);
@@ -262,7 +363,8 @@ TEST_IMPL(gpu_coll_graph) {
   ASSERT_CUDA(cudaStreamEndCapture(c->stream, &graph));
   ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 5; rep++) {
-    for (size_t i = 0; i < n; i++) h[i] = (float)value(c->rank, i, 100 + rep);
+    for (size_t i = 0; i < n; i++)
+      h[i] = (float)value(c->rank, i, 100 + rep, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
     ASSERT_CUDA(cudaMemcpy(in, h, n * sizeof(float), cudaMemcpyHostToDevice));
     ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
     ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
@@ -272,12 +374,13 @@ TEST_IMPL(gpu_coll_graph) {
       ASSERT_CUDA(cudaMemcpy(h, ar[a], n * sizeof(float), cudaMemcpyDeviceToHost));
       size_t bad = 0;
       for (size_t i = 0; i < n; i++)
-        bad += h[i] != (float)reduce_ref(SYMM_REDUCE_SUM, W, i, 100 + rep);
+        bad += h[i] != (float)reduce_ref(SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W, i, 100 + rep);
       ASSERT_MSG(bad == 0, "graph replay %d, %s: %zu wrong", rep, symm_algo_name(algos[a]), bad);
     }
     ASSERT_CUDA(cudaMemcpy(h, ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));
     size_t bad = 0;
-    for (size_t i = 0; i < n * W; i++) bad += h[i] != (float)value((int)(i / n), i % n, 100 + rep);
+    for (size_t i = 0; i < n * W; i++)
+      bad += h[i] != (float)value((int)(i / n), i % n, 100 + rep, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
     ASSERT_MSG(bad == 0, "graph replay %d, all_gather: %zu wrong", rep, bad);
     /* The ranks must not start the next replay before every rank has
      * rewritten its input: the graph reads it. */
