@@ -213,6 +213,28 @@ typedef struct symm_backend_ops {
   /* members above: version 3 */
 } symm_backend_ops_t;
 
+/*
+ * The required members of a backend whose functions are named
+ * <p>_probe ... <p>_unmap_peer: SYMM_BACKEND_DECLARE_REQUIRED(p); in its
+ * header declares them, SYMM_BACKEND_REQUIRED_MEMBERS(p) fills them in its
+ * table.  One spelling of the contract: a function whose signature drifts
+ * from the table's does not compile.
+ */
+#define SYMM_BACKEND_DECLARE_REQUIRED(p)                                      \
+  symm_result_t p##_probe(char *why, size_t why_len);                         \
+  symm_result_t p##_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob); \
+  void p##_fini(symm_comm_t *comm);                                           \
+  size_t p##_granularity(symm_comm_t *comm);                                  \
+  symm_result_t p##_alloc(symm_comm_t *comm, symm_mem_t *mem);                \
+  void p##_free(symm_comm_t *comm, symm_mem_t *mem);                          \
+  symm_result_t p##_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer, \
+                             const symm_exchange_info_t *info, symm_peer_map_t *map); \
+  void p##_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map)
+#define SYMM_BACKEND_REQUIRED_MEMBERS(p)                                      \
+  .probe = p##_probe, .init = p##_init, .fini = p##_fini,                     \
+  .granularity = p##_granularity, .alloc = p##_alloc, .free = p##_free,       \
+  .map_peer = p##_map_peer, .unmap_peer = p##_unmap_peer
+
 /* Whether the communicator's backend loads and stores every peer's memory
  * (ops->peer_reachable). */
 bool symm_comm_all_reachable(const symm_comm_t *comm);

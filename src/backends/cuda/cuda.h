@@ -61,17 +61,9 @@ uint64_t cuda_process_token(void);
 bool cuda_ipc_export_works(const symm_cu_driver_t *drv, char *why, size_t why_len);
 
 /* Ops implemented in the files of this folder (cuda_ops.c tables them). */
-symm_result_t cuda_probe(char *why, size_t why_len);
-symm_result_t cuda_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+SYMM_BACKEND_DECLARE_REQUIRED(cuda);
 symm_result_t cuda_startup(symm_comm_t *comm, const symm_blob_t *all);
-void cuda_fini(symm_comm_t *comm);
-size_t cuda_granularity(symm_comm_t *comm);
 void cuda_describe(FILE *out);
-symm_result_t cuda_alloc(symm_comm_t *comm, symm_mem_t *mem);
-void cuda_free(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t cuda_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
-symm_result_t cuda_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
-                            const symm_exchange_info_t *info, symm_peer_map_t *map);
-void cuda_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
 
 #endif /* SYMM_CUDA_BACKEND_H */

@@ -32,11 +32,7 @@ static inline host_state_t *host_state(const symm_comm_t *comm) {
  * tests of a tree made elsewhere).  UINT64_MAX: no limit, or none readable. */
 uint64_t host_cgroup_room(const char *mountinfo, const char *proc_cgroup, const char *prefix,
                           char *where, size_t where_len);
-symm_result_t host_alloc(symm_comm_t *comm, symm_mem_t *mem);
-void host_free(symm_comm_t *comm, symm_mem_t *mem);
-symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
-                            const symm_exchange_info_t *info, symm_peer_map_t *map);
-void host_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
+SYMM_BACKEND_DECLARE_REQUIRED(host);
 symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
                                   void **base, size_t *stride, void **priv);

@@ -5,13 +5,13 @@
 
 #include "host.h"
 
-static symm_result_t host_probe(char *why, size_t why_len) {
+symm_result_t host_probe(char *why, size_t why_len) {
   (void)why;
   (void)why_len;
   return SYMM_SUCCESS; /* memfd and Unix sockets exist on every Linux we support */
 }
 
-static symm_result_t host_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob) {
+symm_result_t host_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob) {
   (void)caps, (void)blob;
   host_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
@@ -20,7 +20,7 @@ static symm_result_t host_init(symm_comm_t *comm, symm_backend_caps_t *caps, sym
   return symm_fdx_start(comm, &st->fdx);
 }
 
-static void host_fini(symm_comm_t *comm) {
+void host_fini(symm_comm_t *comm) {
   host_state_t *st = host_state(comm);
   if (!st) return;
   if (st->fdx) symm_fdx_stop(st->fdx);
@@ -28,7 +28,7 @@ static void host_fini(symm_comm_t *comm) {
   symm_backend_set_state(comm, NULL);
 }
 
-static size_t host_granularity(symm_comm_t *comm) { return host_state(comm)->page; }
+size_t host_granularity(symm_comm_t *comm) { return host_state(comm)->page; }
 
 const symm_backend_ops_t symm_host_ops = {
     .version = 1,
@@ -36,14 +36,7 @@ const symm_backend_ops_t symm_host_ops = {
     .id = SYMM_BACKEND_HOST,
     .mem_kind = SYMM_MEM_HOST,
     .caps = {.contiguous_view = true},
-    .probe = host_probe,
-    .init = host_init,
-    .fini = host_fini,
-    .granularity = host_granularity,
-    .alloc = host_alloc,
-    .free = host_free,
-    .map_peer = host_map_peer,
-    .unmap_peer = host_unmap_peer,
+    SYMM_BACKEND_REQUIRED_MEMBERS(host),
     .contiguous_map = host_contiguous_map,
     .contiguous_unmap = host_contiguous_unmap,
 };

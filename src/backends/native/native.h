@@ -162,18 +162,10 @@ static inline ncu_alloc_prop native_alloc_prop(int ordinal, int handle_types) {
 }
 
 /* Ops implemented in the files of this folder (native_ops.c tables them). */
-symm_result_t native_probe(char *why, size_t why_len);
-symm_result_t native_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+SYMM_BACKEND_DECLARE_REQUIRED(native);
 symm_result_t native_startup(symm_comm_t *comm, const symm_blob_t *all);
-void native_fini(symm_comm_t *comm);
-size_t native_granularity(symm_comm_t *comm);
 void native_describe(FILE *out);
-symm_result_t native_alloc(symm_comm_t *comm, symm_mem_t *mem);
-void native_free(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
-symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
-                              const symm_exchange_info_t *info, symm_peer_map_t *map);
-void native_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
 symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                     const symm_peer_map_t *maps,
                                     const symm_exchange_info_t *infos, void **base,

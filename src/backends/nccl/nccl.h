@@ -86,20 +86,12 @@ void nccl_abort(nccl_state_t *st);
 const char *nccl_result_text(const nccl_state_t *st, int res);
 
 /* Ops implemented in the files of this folder (nccl_ops.c tables them). */
-symm_result_t nccl_probe(char *why, size_t why_len);
-symm_result_t nccl_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+SYMM_BACKEND_DECLARE_REQUIRED(nccl);
 symm_result_t nccl_startup(symm_comm_t *comm, const symm_blob_t *all);
-void nccl_fini(symm_comm_t *comm);
-size_t nccl_granularity(symm_comm_t *comm);
 void nccl_describe(FILE *out);
-symm_result_t nccl_alloc(symm_comm_t *comm, symm_mem_t *mem);
-void nccl_free(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t nccl_register(symm_comm_t *comm, symm_mem_t *mem);
 void nccl_deregister(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t nccl_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
-symm_result_t nccl_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
-                            const symm_exchange_info_t *info, symm_peer_map_t *map);
-void nccl_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
 bool nccl_peer_reachable(symm_comm_t *comm, int peer);
 void nccl_unreachable_why(symm_comm_t *comm, int peer, char *out, size_t len);
 symm_result_t nccl_backend_handle(symm_comm_t *comm, void **handle);

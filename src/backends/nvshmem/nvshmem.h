@@ -56,17 +56,9 @@ void nvsh_instance_leave(symm_comm_t *comm, nvsh_state_t *st);
 uint64_t nvsh_instance_count_malloc(void);
 
 /* Ops implemented in the files of this folder (nvshmem_ops.c tables them). */
-symm_result_t nvsh_probe(char *why, size_t why_len);
-symm_result_t nvsh_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob);
+SYMM_BACKEND_DECLARE_REQUIRED(nvsh);
 symm_result_t nvsh_startup(symm_comm_t *comm, const symm_blob_t *all);
-void nvsh_fini(symm_comm_t *comm);
-size_t nvsh_granularity(symm_comm_t *comm);
-symm_result_t nvsh_alloc(symm_comm_t *comm, symm_mem_t *mem);
-void nvsh_free(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t nvsh_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
-symm_result_t nvsh_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
-                            const symm_exchange_info_t *info, symm_peer_map_t *map);
-void nvsh_unmap_peer(symm_comm_t *comm, symm_peer_map_t *map);
 bool nvsh_peer_reachable(symm_comm_t *comm, int peer);
 symm_result_t nvsh_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 void nvsh_describe(FILE *out);
