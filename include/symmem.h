@@ -415,9 +415,47 @@ SYMM_API symm_result_t symm_comm_init(const symm_config_t *config,
  * memory here; their handles stay valid for one thing only: every call on
  * them returns SYMM_ERR_STATE, and symm_tensor_free releases the handle
  * (returning SYMM_ERR_STATE to say the memory went with the communicator).
+ * A communicator with live groups (symm_comm_split) stays alive for them:
+ * destroy returns at once and its resources, the store it may serve
+ * included, go when its last group is destroyed; the handle must not be
+ * used after destroy either way.
  * NULL is accepted and ignored.
  */
 SYMM_API void symm_comm_destroy(symm_comm_t *comm);
+
+/*
+ * Groups (MPI_Comm_split / ncclCommSplit).  symm_comm_split: the ranks of
+ * `comm` that pass the same `color` make a new communicator, *newcomm,
+ * ranked by `key` (ties: by rank in comm); SYMM_SPLIT_NONE joins no group
+ * (*newcomm NULL, SYMM_SUCCESS), SYMM_SPLIT_BY_HOST groups the ranks of
+ * each host.  Collective over comm: every rank calls it, in the same order
+ * as its other calls on comm (a rank in another call gets
+ * SYMM_ERR_MISMATCH).  The group meets on comm's store (no new port) with
+ * comm's backend, device, timeout and signal-pad size, and has its own
+ * ranks, store keys, tensors, signal pads, scratch, pool and call
+ * numbering: calls of one group never see another's, overlapping groups
+ * included.  Groups of a group work alike.  Destroy each with
+ * symm_comm_destroy; it keeps comm alive until the last goes.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL comm or newcomm, a negative color
+ * other than those two; the call still takes its place: the other ranks
+ * get SYMM_ERR_MISMATCH naming this rank), SYMM_ERR_MISMATCH,
+ * SYMM_ERR_UNSUPPORTED (nvshmem: its allocations are collective over
+ * every rank of its world, which a group cannot make), and those of
+ * symm_comm_init for making the group (every rank of a group fails
+ * together).
+ * symm_comm_split_2d: the usual 2-D layout from one call: `row` is this
+ * rank's group of group_size consecutive ranks (tensor parallel: ranks
+ * r / group_size alike), `column` the ranks at the same place in every
+ * row (data parallel: r % group_size alike).  Collective, two splits;
+ * SYMM_ERR_INVALID_ARG when group_size does not divide the size (both
+ * NULL on any failure).
+ */
+#define SYMM_SPLIT_NONE (-1)
+#define SYMM_SPLIT_BY_HOST (-2)
+SYMM_API symm_result_t symm_comm_split(symm_comm_t *comm, int color, int key,
+                                       symm_comm_t **newcomm);
+SYMM_API symm_result_t symm_comm_split_2d(symm_comm_t *comm, int group_size, symm_comm_t **row,
+                                          symm_comm_t **column);
 
 /* Accessors.  Local; NULL comm gives -1 (or SYMM_BACKEND_AUTO). */
 SYMM_API int symm_comm_rank(const symm_comm_t *comm);

@@ -10,6 +10,7 @@
 #include "list-bench.h"
 #include "list-coll.h"
 #include "list-signal.h"
+#include "list-split.h"
 #include "list-seam.h"
 #include "list-settings.h"
 #include "list-deadline.h"

@@ -38,7 +38,8 @@ from ._dlpack import live_exports
 from ._dtypes import DTYPES
 from ._lib import LIB, LIB_PATH, SymmSettingInfo, c_string_buffer, text
 from ._tools import cmake_dir, include_dir, pkgconfig_dir, tool_path
-from .comm import Communicator, Lookup, Store, init, set_signal_pad_size
+from .comm import (SPLIT_BY_HOST, SPLIT_NONE, Communicator, Lookup, Store, init,
+                   set_signal_pad_size)
 from .errors import (BackendError, BackendUnavailableError, InternalError,
                      InvalidArgumentError, MismatchError, NoMemoryError, NotFoundError,
                      PeerLostError, PermissionDeniedError, ProtocolError, Result, StateError,
@@ -49,7 +50,7 @@ from .tensor import SymmetricTensor, View
 Error = SymmemError
 
 __all__ = [
-    "init", "Communicator", "Store", "SymmetricTensor", "View", "Lookup",
+    "init", "Communicator", "Store", "SPLIT_NONE", "SPLIT_BY_HOST", "SymmetricTensor", "View", "Lookup",
     "version", "__version__", "backends", "backend_available", "multicast_status",
     "settings", "Setting", "dtypes", "signal_pad_bytes", "set_signal_pad_size",
     "tool_path", "library_path",

@@ -114,6 +114,8 @@ _PROTOTYPES = [
     ("symm_comm_backend", c_int, [c_void_p]),
     ("symm_comm_timeout_ms", c_int, [c_void_p]),
     ("symm_comm_barrier", _R, [c_void_p]),
+    ("symm_comm_split", _R, [c_void_p, c_int, c_int, POINTER(c_void_p)]),
+    ("symm_comm_split_2d", _R, [c_void_p, c_int, POINTER(c_void_p), POINTER(c_void_p)]),
     ("symm_comm_backend_handle", _R, [c_void_p, POINTER(c_void_p)]),
     ("symm_comm_pool_trim", _R, [c_void_p, POINTER(c_size_t)]),
     ("symm_comm_store", c_void_p, [c_void_p]),

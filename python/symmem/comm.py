@@ -276,6 +276,25 @@ class Communicator:
         """Host-side barrier over all ranks.  Collective."""
         check(LIB.symm_comm_barrier(self._ptr()))
 
+    def split(self, color: int, key: Optional[int] = None) -> Optional["Communicator"]:
+        """The group of the ranks that pass the same `color`, ranked by `key`
+        (default: this rank), as a new Communicator (``symm_comm_split``,
+        MPI_Comm_split's contract); None for ``SPLIT_NONE``, this host's ranks
+        for ``SPLIT_BY_HOST``.  Collective.  The group lives on after this
+        communicator is closed; close it too."""
+        out = c_void_p()
+        check(LIB.symm_comm_split(self._ptr(), int(color), self.rank if key is None else int(key),
+                                  byref(out)))
+        return Communicator(_CommHandle(out.value)) if out.value else None
+
+    def split_2d(self, group_size: int) -> Tuple["Communicator", "Communicator"]:
+        """(row, column): this rank's group of `group_size` consecutive ranks
+        (tensor parallel) and the ranks at its place in every row (data
+        parallel) (``symm_comm_split_2d``).  Collective."""
+        row, column = c_void_p(), c_void_p()
+        check(LIB.symm_comm_split_2d(self._ptr(), int(group_size), byref(row), byref(column)))
+        return Communicator(_CommHandle(row.value)), Communicator(_CommHandle(column.value))
+
     def empty(self, shape: Shape, dtype: Any = "float32") -> SymmetricTensor:
         """Allocates a symmetric tensor (row-major, uninitialised).
 
@@ -582,6 +601,9 @@ def _opt(value: Optional[int], unset: int) -> int:
 
 
 _signal_pad_size: Optional[int] = None
+
+SPLIT_NONE = -1       #: Communicator.split: join no group
+SPLIT_BY_HOST = -2    #: Communicator.split: the ranks of this host
 
 
 def set_signal_pad_size(size: Optional[int]) -> None:

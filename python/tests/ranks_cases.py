@@ -330,6 +330,36 @@ def case_all_ops(comm):
     comm.barrier()
 
 
+def case_split(comm):
+    """Groups: uneven colors ranked by key with the last rank out, the 2-D
+    layout, a group outliving its parent's handle, each group's all-reduce
+    against NumPy."""
+    r, w = comm.rank, comm.size
+    g = comm.split(symmem.SPLIT_NONE if r == w - 1 else r % 2, key=-r)
+    if r == w - 1:
+        assert g is None
+    else:
+        members = [p for p in range(w - 1) if p % 2 == r % 2]
+        assert g.size == len(members) and g.rank == sorted(members, reverse=True).index(r)
+        x = np.array([r], dtype=np.int64)
+        g.all_reduce(x)
+        assert x[0] == sum(members), (x, members)
+        g.close()
+    if w % 2 == 0:
+        row, col = comm.split_2d(2)
+        assert row.size == 2 and row.rank == r % 2 and col.size == w // 2 and col.rank == r // 2
+        y = np.array([1.0, r], dtype=np.float32)
+        row.all_reduce(y, "avg")
+        assert y[0] == 1.0 and y[1] == (r // 2 * 2) + 0.5, y
+        row.close()
+        col.close()
+    host = comm.split(symmem.SPLIT_BY_HOST)
+    assert host.size == w and host.rank == r
+    host.barrier()
+    host.close()
+    comm.barrier()
+
+
 def case_pad_size(comm):
     """set_signal_pad_size / init(signal_pad_bytes=...): a communicator's
     own pad size, its channels, and ranks that disagree."""

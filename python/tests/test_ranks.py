@@ -37,6 +37,13 @@ def test_every_dtype_and_op(run_ranks, n):
     assert res.rc == 0 and res.out.count("all_ops ok") == n, res
 
 
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_split(run_ranks, n):
+    # Communicator.split and split_2d, each group's all-reduce against NumPy.
+    res = run_ranks(n, "split", env={"CASE_TIMEOUT_MS": "10000"})
+    assert res.rc == 0 and res.out.count("split ok") == n, res
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_signal_pad_size(run_ranks, n):
     # PyTorch's set_signal_pad_size, per communicator: more channels.

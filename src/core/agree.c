@@ -37,6 +37,7 @@ static const char *step_name(uint32_t op) {
     case SYMM_TAG_ALLOC: return "its allocation";
     case SYMM_TAG_FREE: return "its free";
     case SYMM_TAG_COLLECTIVE: return "its collective";
+    case SYMM_TAG_SPLIT: return "its exchange of colors";
     default: return "an unknown step";
   }
 }

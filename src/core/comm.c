@@ -163,6 +163,9 @@ static symm_result_t connect_store(symm_comm_t *comm, resolved_config_t *rc) {
   symm_store_set_timeout(comm->store, comm->timeout_ms);
   symm_store_set_server_rank(comm->store, server_rank);
   symm_store_set_size(comm->store, comm->size);
+  /* Where its groups (symm_comm_split) meet: the same store. */
+  snprintf(comm->store_addr, sizeof comm->store_addr, "%s", rc->store_addr);
+  snprintf(comm->token, sizeof comm->token, "%s", rc->token);
   return SYMM_SUCCESS;
 }
 
@@ -698,8 +701,9 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 
 static void teardown(symm_comm_t *comm);
 
-/* symm_comm_init once the config is resolved. */
-static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
+/* symm_comm_init once the config is resolved; `index`: its number on the
+ * store, the same on every rank. */
+static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t **out) {
   symm_comm_t *comm = calloc(1, sizeof *comm);
   if (!comm) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
   pthread_mutex_init(&comm->lock, NULL);
@@ -709,7 +713,7 @@ static symm_result_t comm_create(resolved_config_t *rc, symm_comm_t **out) {
   comm->local_size = rc->cfg.local_size;
   comm->timeout_ms = rc->cfg.timeout_ms;
   comm->pad_bytes = rc->cfg.signal_pad_bytes;
-  comm->index = symm_store_next_comm_number(rc->store_addr);
+  comm->index = index;
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
@@ -765,16 +769,55 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK(resolve_config(config, &rc));
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
-  symm_result_t res = comm_create(&rc, out);
+  symm_result_t res = comm_create(&rc, symm_store_next_comm_number(rc.store_addr), out);
   symm_op_deadline_end(outer);
   return res;
+}
+
+symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
+                                     symm_comm_t **out) {
+  resolved_config_t rc;
+  memset(&rc, 0, sizeof rc);
+  rc.cfg = (symm_config_t)SYMM_CONFIG_INIT;
+  rc.cfg.rank = rank;
+  rc.cfg.world_size = size;
+  rc.cfg.device = parent->device;
+  rc.cfg.backend = parent->backend;
+  rc.cfg.timeout_ms = parent->timeout_ms;
+  rc.cfg.signal_pad_bytes = parent->pad_bytes;
+  rc.cfg.job_id = parent->job_id;
+  rc.cfg.store_server = 0;
+  snprintf(rc.store_addr, sizeof rc.store_addr, "%s", parent->store_addr);
+  rc.token = parent->token;
+  SYMM_CHECK(comm_create(&rc, index, out));
+  (*out)->parent = parent;
+  pthread_mutex_lock(&parent->lock);
+  parent->live_children++;
+  pthread_mutex_unlock(&parent->lock);
+  return SYMM_SUCCESS;
+}
+
+/* Releases comm, then its parent if the parent was destroyed while this
+ * was its last live child. */
+static void release(symm_comm_t *comm) {
+  symm_comm_t *parent = comm->parent;
+  teardown(comm);
+  if (!parent) return;
+  pthread_mutex_lock(&parent->lock);
+  const bool last = --parent->live_children == 0 && parent->destroy_deferred;
+  pthread_mutex_unlock(&parent->lock);
+  if (last) release(parent);
 }
 
 void symm_comm_destroy(symm_comm_t *comm) {
   if (!comm) return;
   symm_fault_point(SYMM_FAULT_DESTROY, comm->rank);
   symm_mempool_forget_comm(comm);
-  teardown(comm);
+  pthread_mutex_lock(&comm->lock);
+  const bool keep = comm->live_children > 0;
+  comm->destroy_deferred = keep;
+  pthread_mutex_unlock(&comm->lock);
+  if (!keep) release(comm);
 }
 
 /* Releases everything; a serving rank waits, within the calling

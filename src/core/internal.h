@@ -86,6 +86,13 @@ struct symm_comm {
   symm_call_t call;
   int async_error;           /* symm_result_t, set by symm_comm_set_async_error */
   char async_msg[256];
+  /* Groups (split.c): where children meet (the parent's store), the
+   * parent that a child keeps alive, and a parent's live children. */
+  char store_addr[256];
+  char token[256];
+  symm_comm_t *parent;
+  int live_children;         /* under lock */
+  bool destroy_deferred;     /* destroyed while children lived: released with the last */
 };
 
 /* Collectives of the core, tagged so that ranks in different collectives
@@ -97,7 +104,8 @@ enum {
   SYMM_TAG_STARTUP = 4,  /* init's round: every rank's status and blobs */
   SYMM_TAG_ALLOC = 5,    /* a collective allocation's arguments */
   SYMM_TAG_FREE = 6,     /* a collective free's allocation */
-  SYMM_TAG_COLLECTIVE = 7 /* an engine collective meeting a host call (symm_comm_meet_host_call) */
+  SYMM_TAG_COLLECTIVE = 7, /* an engine collective meeting a host call (symm_comm_meet_host_call) */
+  SYMM_TAG_SPLIT = 8     /* symm_comm_split's colors and keys */
 };
 /* Starts communicator-wide call `fn` (desc: its arguments in brief, as
  * printf); inside another call it is a step of that one and changes
@@ -119,6 +127,12 @@ void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_co
 void symm_call_end(symm_comm_t *comm);
 /* symm_mempool_set_comm's communicator is being destroyed: no more. */
 void symm_mempool_forget_comm(symm_comm_t *comm);
+/* comm.c: a communicator of `size` ranks, this one `rank`, on parent's
+ * store under store number `index` (the same on every rank of it), with
+ * the parent's backend, device, timeout and pad size; collective over its
+ * ranks.  The child keeps the parent alive (symm_comm_destroy). */
+symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
+                                     symm_comm_t **out);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 
