@@ -106,12 +106,19 @@ static uint8_t ref_to_fp8(float x, const ref_fp8_t *f) {
   uint8_t sign = signbit(x) ? 0x80 : 0;
   if (isnan(x)) return (uint8_t)(sign | f->nan);
   double a = fabs((double)x);
-  unsigned best = 0;
-  for (unsigned c = 1; c <= f->max_finite; c++) {
-    double d = fabs(ref_fp8_mag(c, f) - a), db = fabs(ref_fp8_mag(best, f) - a);
-    if (d < db || (d == db && !(c & 1))) best = c;
+  /* The codes' values grow with the code: the largest code not above a,
+   * then the nearer of it and the next (ties: the even code). */
+  unsigned lo = 0, hi = f->max_finite;
+  while (lo < hi) {
+    unsigned mid = (lo + hi + 1) / 2;
+    if (ref_fp8_mag(mid, f) <= a) lo = mid;
+    else hi = mid - 1;
   }
-  if (a > ref_fp8_mag(f->max_finite, f)) best = f->max_finite;
+  unsigned best = lo;
+  if (lo < f->max_finite) {
+    double below = a - ref_fp8_mag(lo, f), above = ref_fp8_mag(lo + 1, f) - a;
+    if (above < below || (above == below && (lo & 1))) best = lo + 1;
+  }
   return (uint8_t)(sign | best);
 }
 
@@ -391,15 +398,17 @@ static int ops_rank(int rank, int size, void *arg) {
   for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
     for (int pl = 0; pl < P_COUNT; pl++) {
       /* The first four dtypes everywhere (a reduced run: two, sum and max);
-       * prod and avg at two placements; the other dtypes with every op at
-       * the mixed placement below the largest size (a reduced run: at 7). */
+       * prod and avg at two placements (a full run); the other dtypes with
+       * every op at the mixed placement below the largest size (a reduced
+       * run: at 7 elements). */
       const bool wide = pl == P_MIXED && sizes[s] != LARGE_SIZE && (oa->full || sizes[s] == 7);
       const int nred = wide ? all_red : oa->full ? 4 : 2;
       for (int d = 0; d < nred; d++)
         for (int op = 0; op < SYMM_REDUCE_COUNT_; op++) {
           const bool usual = op == SYMM_REDUCE_SUM || op == SYMM_REDUCE_MAX ||
                              (oa->full && op == SYMM_REDUCE_MIN);
-          if (!usual && !wide && !(oa->full && pl == P_MALLOC)) continue;
+          if (!usual && !wide && !(oa->full && pl == P_MALLOC && sizes[s] != LARGE_SIZE))
+            continue;
           check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_ONE_SHOT);
           check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_TWO_SHOT);
           check_case(&j, K_REDUCE_SCATTER, reduce_dtypes[d], op, sizes[s], pl, SYMM_ALGO_AUTO);
