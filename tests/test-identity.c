@@ -177,8 +177,7 @@ static int differ_rank(int rank, int size, void *arg) {
 }
 
 static void run_differ(const differ_arg_t *d, int ranks) {
-  test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 20000, .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(ranks, differ_rank, (void *)d, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(ranks, differ_rank, (void *)d, 40000, 20000), 0);
 }
 
 TEST_IMPL(identity_settings_differ_bootstrap_shm) {
