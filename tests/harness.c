@@ -307,6 +307,14 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
   return bad;
 }
 
+pid_t test_fork(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
+  return pid;
+}
+
 void test_store_await(symm_store_t *store, const char *key) {
   char v[8];
   size_t len = 0;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "symmem.h"
 
@@ -147,6 +148,10 @@ void test_store_proc_start(const char *token, test_store_proc_t *s);
  * first lowered to fd_limit where that is > 0 (a store out of fds). */
 void test_store_proc_start_on(const char *token, int port, int fd_limit, test_store_proc_t *s);
 void test_store_proc_stop(test_store_proc_t *s);
+
+/* fork() after flushing stdout and stderr (else the child prints again
+ * what the parent had buffered); a failed fork fails the test. */
+pid_t test_fork(void);
 
 /* Waits up to 30 s for some rank to set key in store: how a rank stays
  * silent until another has given up on it. */

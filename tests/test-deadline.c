@@ -163,10 +163,7 @@ static int dl_rank_main(const dl_job_t *j, int rank, dl_role_t role) {
 }
 
 static pid_t dl_spawn(dl_job_t *j, int rank, dl_role_t role) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     close(j->gate[1]);
     close(j->report[0]);
@@ -400,10 +397,7 @@ static bool flood_start(const dl_job_t *j, flooder_t *f) {
   int ready[2], ctl[2];
   ASSERT_EQ(pipe(ready), 0);
   ASSERT_EQ(pipe(ctl), 0);
-  fflush(stdout);
-  fflush(stderr);
-  f->pid = fork();
-  ASSERT_GE(f->pid, 0);
+  f->pid = test_fork();
   if (f->pid == 0) {
     close(ready[0]);
     close(ctl[1]);
@@ -523,10 +517,7 @@ TEST_IMPL(deadline_store_silent_inside_bound) {
   const char *token = "silent-store-token";
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t server = fork();
-  ASSERT(server >= 0);
+  pid_t server = test_fork();
   if (server == 0) {
     symm_store_server_t *srv = NULL;
     ASSERT_OK(symm_store_server_start("127.0.0.1", 0, token, &srv));
@@ -601,7 +592,7 @@ static int signal_late_rank(int rank, int size, void *arg) {
     for (uint64_t now; (now = test_now_ms()) < at;) poll(NULL, 0, (int)(at - now));
     (void)symm_signal_barrier(t, 0, NULL); /* rank 2 never signals it either */
   }
-  ASSERT_OK(symm_store_get(st, "test/signal/done", v, sizeof v, &len, 30000));
+  test_store_await(st, "test/signal/done");
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
@@ -657,10 +648,7 @@ TEST_IMPL(deadline_silent_fd_server_named) {
   ASSERT_EQ(pipe(j.pid_pipe), 0);
   ASSERT_EQ(pipe(j.go_pipe), 0);
   ASSERT_EQ(pipe(j.done_pipe), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t job = fork();
-  ASSERT(job >= 0);
+  pid_t job = test_fork();
   if (job == 0) {
     _exit(test_run_ranks_timed(3, silent_fdx_rank, &j, 40000, 2000) ? 1 : 0);
   }
