@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -85,9 +86,12 @@ int test_run_command(const char *cmd, char *out, size_t cap) {
   return 128 + WTERMSIG(st);
 }
 
-/* Forks the store process; returns its pid with the port it serves.  It
- * runs until ctl[1] is closed. */
-static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2], int *port) {
+/* Forks the store process, serving on port (0: any) with its
+ * RLIMIT_NOFILE first lowered to fd_limit where that is > 0; returns its
+ * pid with the port it serves.  It runs until ctl[1] is closed. */
+static pid_t start_store_process(const char *token, int port_wanted, int fd_limit, int ctl[2],
+                                 int *port) {
+  int portpipe[2];
   if (pipe(ctl) != 0 || pipe(portpipe) != 0) TEST_FAIL_("pipe: %s", strerror(errno));
   fflush(stdout);
   fflush(stderr);
@@ -98,7 +102,9 @@ static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2],
     close(portpipe[0]);
     symm_store_server_t *server = NULL;
     int p = -1;
-    if (symm_store_server_start("127.0.0.1", 0, token, &server) == SYMM_SUCCESS)
+    struct rlimit rl = {(rlim_t)fd_limit, (rlim_t)fd_limit};
+    if ((fd_limit <= 0 || setrlimit(RLIMIT_NOFILE, &rl) == 0) &&
+        symm_store_server_start("127.0.0.1", port_wanted, token, &server) == SYMM_SUCCESS)
       p = symm_store_server_port(server);
     if (write(portpipe[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
     close(portpipe[1]);
@@ -116,10 +122,14 @@ static pid_t start_store_process(const char *token, int ctl[2], int portpipe[2],
   return pid;
 }
 
-void test_store_proc_start(const char *token, test_store_proc_t *s) {
-  int ctl[2], portpipe[2];
-  s->pid = (int)start_store_process(token, ctl, portpipe, &s->port);
+void test_store_proc_start_on(const char *token, int port, int fd_limit, test_store_proc_t *s) {
+  int ctl[2];
+  s->pid = (int)start_store_process(token, port, fd_limit, ctl, &s->port);
   s->ctl = ctl[1];
+}
+
+void test_store_proc_start(const char *token, test_store_proc_t *s) {
+  test_store_proc_start_on(token, 0, 0, s);
 }
 
 /* Killed, not asked: processes forked later (ranks, other stores) hold
@@ -159,6 +169,32 @@ int test_run_ranks(int n, test_rank_fn fn, void *arg) {
   return test_run_ranks_opts(n, fn, arg, NULL);
 }
 
+int test_run_ranks_timed(int n, test_rank_fn fn, void *arg, int timeout_ms,
+                         int store_timeout_ms) {
+  test_job_opts_t o = {.timeout_ms = timeout_ms, .store_timeout_ms = store_timeout_ms,
+                       .kill_rank = -1};
+  return test_run_ranks_opts(n, fn, arg, &o);
+}
+
+void test_setenv_int(const char *name, long long value) {
+  char num[32];
+  snprintf(num, sizeof num, "%lld", value);
+  setenv(name, num, 1);
+}
+
+void test_set_rank_env(const test_rank_env_t *e) {
+  test_setenv_int("SYMM_RANK", e->rank);
+  test_setenv_int("SYMM_WORLD_SIZE", e->size);
+  unsetenv("SYMM_LOCAL_RANK");
+  unsetenv("SYMM_LOCAL_SIZE");
+  setenv("SYMM_STORE_ADDR", e->store_addr, 1);
+  setenv("SYMM_TOKEN", e->token, 1);
+  setenv("SYMM_JOB_ID", e->job, 1);
+  setenv("SYMM_STORE_EXTERNAL", e->rank0_serves ? "0" : "1", 1);
+  setenv("SYMM_BACKEND", e->backend, 1);
+  test_setenv_int("SYMM_TIMEOUT_MS", e->store_timeout_ms);
+}
+
 int test_timeout_s;
 unsigned long test_checks;
 
@@ -194,8 +230,8 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
    * exists here: forking the ranks from a process with a running server
    * thread could hand them a lock held by that thread (malloc's, the
    * sanitizers' allocator's) and deadlock them. */
-  int port = 0, ctl[2], portpipe[2];
-  pid_t store_pid = start_store_process(token, ctl, portpipe, &port);
+  int port = 0, ctl[2];
+  pid_t store_pid = start_store_process(token, 0, 0, ctl, &port);
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
 
@@ -215,20 +251,9 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
       test_rank = r;
       rank_ready_fd = r == o.kill_rank ? ready[1] : -1;
       if (r != o.kill_rank && ready[1] >= 0) close(ready[1]);
-      char num[32];
-      snprintf(num, sizeof num, "%d", r);
-      setenv("SYMM_RANK", num, 1);
-      snprintf(num, sizeof num, "%d", n);
-      setenv("SYMM_WORLD_SIZE", num, 1);
-      unsetenv("SYMM_LOCAL_RANK");
-      unsetenv("SYMM_LOCAL_SIZE");
-      setenv("SYMM_STORE_ADDR", addr, 1);
-      setenv("SYMM_TOKEN", token, 1);
-      setenv("SYMM_JOB_ID", job, 1);
-      setenv("SYMM_STORE_EXTERNAL", "1", 1);
-      setenv("SYMM_BACKEND", o.backend, 1);
-      snprintf(num, sizeof num, "%d", o.store_timeout_ms);
-      setenv("SYMM_TIMEOUT_MS", num, 1);
+      test_set_rank_env(&(test_rank_env_t){.rank = r, .size = n, .store_addr = addr,
+                                           .token = token, .job = job, .backend = o.backend,
+                                           .store_timeout_ms = o.store_timeout_ms});
       int rc = fn(r, n, arg);
       fflush(stdout);
       fflush(stderr);
@@ -280,6 +305,22 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
   int st;
   waitpid(store_pid, &st, 0);
   return bad;
+}
+
+pid_t test_fork(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
+  return pid;
+}
+
+void test_store_await(symm_store_t *store, const char *key) {
+  char v[8];
+  size_t len = 0;
+  symm_result_t r = symm_store_get(store, key, v, sizeof v, &len, 30000);
+  ASSERT_MSG(r == SYMM_SUCCESS, "waiting for %s: %s (%s)", key, symm_strerror(r),
+             symm_last_error());
 }
 
 /* Strings, escapes and bracket nesting of a JSON text (not a full parser). */
@@ -362,6 +403,13 @@ int test_run_in_pid_namespace(int (*fn)(void *), void *arg) {
 static int pid_namespace_probe(void *arg) {
   (void)arg;
   return getpid() == 1 ? 0 : 1;
+}
+
+bool test_pid_namespace_skip(void) {
+  char why[160];
+  if (test_pid_namespace_usable(why, sizeof why)) return false;
+  printf("SKIP: %s\n", why);
+  return true;
 }
 
 bool test_pid_namespace_usable(char *why, size_t why_len) {

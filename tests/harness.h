@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "symmem.h"
 
@@ -116,6 +117,23 @@ void test_rank_ready(void);
  * that did not exit with status 0. */
 int test_run_ranks(int n, test_rank_fn fn, void *arg);
 int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t *opts);
+/* test_run_ranks with a deadline of its own for the whole job and for the
+ * ranks' store calls (SYMM_TIMEOUT_MS), no rank killed. */
+int test_run_ranks_timed(int n, test_rank_fn fn, void *arg, int timeout_ms,
+                         int store_timeout_ms);
+
+/* The environment that symm_comm_init(NULL, ...) reads in one rank of a
+ * job whose store is at store_addr; SYMM_LOCAL_RANK and SYMM_LOCAL_SIZE
+ * are unset, so the library works them out itself. */
+typedef struct test_rank_env {
+  int rank, size;
+  const char *store_addr, *token, *job, *backend;
+  bool rank0_serves; /* SYMM_STORE_EXTERNAL=0: rank 0 runs the store */
+  int store_timeout_ms;
+} test_rank_env_t;
+void test_set_rank_env(const test_rank_env_t *e);
+/* setenv(name, value in decimal, overwrite). */
+void test_setenv_int(const char *name, long long value);
 
 /* A store server of a test's own (serving token on 127.0.0.1, its port in
  * port), in a process of its own: a test that forks ranks must not run a
@@ -126,7 +144,18 @@ typedef struct {
   int pid, ctl, port;
 } test_store_proc_t;
 void test_store_proc_start(const char *token, test_store_proc_t *s);
+/* The same on a given port (0: any), the store process's RLIMIT_NOFILE
+ * first lowered to fd_limit where that is > 0 (a store out of fds). */
+void test_store_proc_start_on(const char *token, int port, int fd_limit, test_store_proc_t *s);
 void test_store_proc_stop(test_store_proc_t *s);
+
+/* fork() after flushing stdout and stderr (else the child prints again
+ * what the parent had buffered); a failed fork fails the test. */
+pid_t test_fork(void);
+
+/* Waits up to 30 s for some rank to set key in store: how a rank stays
+ * silent until another has given up on it. */
+void test_store_await(symm_store_t *store, const char *key);
 
 /* Counts open fds of this process (/proc/self/fd) and mapped bytes
  * (/proc/self/maps). */
@@ -155,6 +184,9 @@ int test_run_in_pid_namespace(int (*fn)(void *), void *arg);
 /* Whether test_run_in_pid_namespace works here (unprivileged user
  * namespaces may be off); false with the reason in why. */
 bool test_pid_namespace_usable(char *why, size_t why_len);
+/* Where it does not: prints "SKIP: " and the reason, and returns true (the
+ * test then returns TEST_SKIP). */
+bool test_pid_namespace_skip(void);
 /* Path of a built tool (symmem-run, symmem-info). */
 const char *test_tool_path(const char *tool);
 /* Runs a shell command, captures up to cap bytes of stdout+stderr in out;

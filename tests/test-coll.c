@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "symm_test_access.h" /* the scratch-size test */
+#include "float_bits.h"
 #include "harness.h"
 
 static symm_comm_t *init_comm(void) {
@@ -24,18 +25,6 @@ static symm_comm_t *init_comm(void) {
 /* Deliberately unlike the library's bit tricks: frexp/rint on doubles
  * (the default rounding mode is to nearest, ties to even).  The test data
  * stays in the normal range of both formats. */
-
-static float f32_of_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static uint32_t bits_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 /* Rounds a finite, non-zero normal value to `digits` significant bits. */
 static double round_digits(double v, int digits, int *exp2) {
@@ -430,8 +419,7 @@ static int ops_rank(int rank, int size, void *arg) {
 
 static void run_ops(int n, bool full, const char *scratch) {
   ops_arg_t oa = {.full = full, .scratch = scratch};
-  test_job_opts_t o = {.timeout_ms = 120000, .store_timeout_ms = 20000, .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(n, ops_rank, &oa, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(n, ops_rank, &oa, 120000, 20000), 0);
 }
 
 TEST_IMPL(coll_ops_2) { run_ops(2, true, NULL); return 0; }
@@ -705,10 +693,9 @@ static int absent_rank(int rank, int size, void *arg) {
      * say so in the store: a fixed sleep could end before a late rank's
      * timeout, which would then see this rank gone instead). */
     for (int r = 0; r < size - 1; r++) {
-      char key[48], v[8];
-      size_t len = 0;
+      char key[48];
       snprintf(key, sizeof key, "test/absent/gave_up/%d", r);
-      ASSERT_OK(symm_store_get(symm_comm_store(comm), key, v, sizeof v, &len, 30000));
+      test_store_await(symm_comm_store(comm), key);
     }
     symm_comm_destroy(comm);
     return 0;
@@ -759,9 +746,7 @@ TEST_IMPL(coll_peer_killed) {
 }
 
 TEST_IMPL(coll_timeout) {
-  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
-                       .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(3, absent_rank, NULL, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(3, absent_rank, NULL, 30000, SHORT_TIMEOUT_MS), 0);
   return 0;
 }
 
@@ -1188,10 +1173,7 @@ static int out_of_step_rank(int rank, int size, void *arg) {
                SYMM_ERR_TIMEOUT);
     ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/kinds/gave_up", "1", 1));
   } else {
-    char v[8];
-    size_t len = 0;
-    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/kinds/gave_up", v, sizeof v, &len,
-                             30000));
+    test_store_await(symm_comm_store(comm), "test/kinds/gave_up");
   }
   ASSERT_RES(symm_comm_barrier(comm), SYMM_ERR_MISMATCH);
   printf("rank %d: %s\n", rank, symm_last_error());
@@ -1205,9 +1187,7 @@ static int out_of_step_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_kinds_out_of_step) {
-  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
-                       .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(2, out_of_step_rank, NULL, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(2, out_of_step_rank, NULL, 30000, SHORT_TIMEOUT_MS), 0);
   return 0;
 }
 
@@ -1279,9 +1259,7 @@ static int forged_offset_rank(int rank, int size, void *arg) {
     for (int h = 0; h < 2; h++) f.before[h] = atomic_load(&f.slot[h].flag);
     ASSERT_EQ(pthread_create(&thread, NULL, forger, &f), 0);
   } else {
-    char v[8];
-    size_t got = 0;
-    ASSERT_OK(symm_store_get(store, "test/forged/done", v, sizeof v, &got, 30000));
+    test_store_await(store, "test/forged/done");
   }
   ASSERT_RES(symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
              SYMM_ERR_PROTOCOL);
@@ -1304,7 +1282,6 @@ static int forged_offset_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_forged_zero_copy_offset) {
-  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = 20000, .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(2, forged_offset_rank, NULL, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(2, forged_offset_rank, NULL, 30000, 20000), 0);
   return 0;
 }

@@ -35,6 +35,7 @@
 
 #include "bootstrap/store.h"
 #include "harness.h"
+#include "int_list.h"
 
 /* Scheduling on a loaded 2-core machine: 750 ms was seen exceeded (a
  * barrier's survivor back after 2777 ms at 1000 ms + 250 ms of slack, load
@@ -89,37 +90,11 @@ static void dl_random_hex(char *out, size_t bytes) {
  * code in a launcher); forked before any thread exists here.  fd_limit > 0
  * lowers that process's RLIMIT_NOFILE (soft and hard) to it first. */
 static void dl_start_store_process(dl_job_t *j, int fd_limit) {
-  int ctl[2], ready[2];
-  ASSERT_EQ(pipe(ctl), 0);
-  ASSERT_EQ(pipe(ready), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(ctl[1]);
-    close(ready[0]);
-    symm_store_server_t *server = NULL;
-    int p = -1;
-    struct rlimit rl = {(rlim_t)fd_limit, (rlim_t)fd_limit};
-    if ((fd_limit <= 0 || setrlimit(RLIMIT_NOFILE, &rl) == 0) &&
-        symm_store_server_start("127.0.0.1", j->port, j->token, &server) == SYMM_SUCCESS)
-      p = symm_store_server_port(server);
-    if (write(ready[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
-    char c;
-    while (read(ctl[0], &c, 1) > 0) {
-    }
-    symm_store_server_stop(server);
-    _exit(0);
-  }
-  close(ctl[0]);
-  close(ready[1]);
-  int p = -1;
-  ASSERT_EQ(read(ready[0], &p, sizeof p), (ssize_t)sizeof p);
-  ASSERT_EQ(p, j->port);
-  close(ready[0]);
-  j->store_pid = pid;
-  j->store_ctl = ctl[1];
+  test_store_proc_t sp;
+  test_store_proc_start_on(j->token, j->port, fd_limit, &sp);
+  ASSERT_EQ(sp.port, j->port);
+  j->store_pid = sp.pid;
+  j->store_ctl = sp.ctl;
 }
 
 static void dl_job_init(dl_job_t *j, int n, int timeout_ms, bool rank0_serves) {
@@ -146,20 +121,10 @@ static void dl_report(const dl_job_t *j, const dl_report_t *rep) {
 }
 
 static void dl_rank_env(const dl_job_t *j, int rank) {
-  char num[32];
-  snprintf(num, sizeof num, "%d", rank);
-  setenv("SYMM_RANK", num, 1);
-  snprintf(num, sizeof num, "%d", j->n);
-  setenv("SYMM_WORLD_SIZE", num, 1);
-  unsetenv("SYMM_LOCAL_RANK");
-  unsetenv("SYMM_LOCAL_SIZE");
-  setenv("SYMM_STORE_ADDR", j->addr, 1);
-  setenv("SYMM_TOKEN", j->token, 1);
-  setenv("SYMM_JOB_ID", j->job, 1);
-  setenv("SYMM_STORE_EXTERNAL", j->rank0_serves ? "0" : "1", 1);
-  setenv("SYMM_BACKEND", "host", 1);
-  snprintf(num, sizeof num, "%d", j->timeout_ms);
-  setenv("SYMM_TIMEOUT_MS", num, 1);
+  test_set_rank_env(&(test_rank_env_t){.rank = rank, .size = j->n, .store_addr = j->addr,
+                                       .token = j->token, .job = j->job, .backend = "host",
+                                       .rank0_serves = j->rank0_serves,
+                                       .store_timeout_ms = j->timeout_ms});
 }
 
 static void dl_wait_gate(const dl_job_t *j) {
@@ -198,10 +163,7 @@ static int dl_rank_main(const dl_job_t *j, int rank, dl_role_t role) {
 }
 
 static pid_t dl_spawn(dl_job_t *j, int rank, dl_role_t role) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     close(j->gate[1]);
     close(j->report[0]);
@@ -271,16 +233,8 @@ static bool dl_names_rank(const char *msg, int r) {
   snprintf(want, sizeof want, "rank %d", r);
   for (const char *p = msg; (p = strstr(p, want)); p++)
     if (p[strlen(want)] < '0' || p[strlen(want)] > '9') return true;
-  for (const char *p = msg; (p = strstr(p, "ranks [")); p++) {
-    const char *q = p + 7;
-    while (*q && *q != ']') {
-      char *end;
-      long v = strtol(q, &end, 10);
-      if (end == q) break;
-      if (v == r) return true;
-      q = *end == ',' ? end + 1 : end;
-    }
-  }
+  for (const char *p = msg; (p = strstr(p, "ranks [")); p++)
+    if (int_list_contains(p + 7, r)) return true;
   return false;
 }
 
@@ -443,10 +397,7 @@ static bool flood_start(const dl_job_t *j, flooder_t *f) {
   int ready[2], ctl[2];
   ASSERT_EQ(pipe(ready), 0);
   ASSERT_EQ(pipe(ctl), 0);
-  fflush(stdout);
-  fflush(stderr);
-  f->pid = fork();
-  ASSERT_GE(f->pid, 0);
+  f->pid = test_fork();
   if (f->pid == 0) {
     close(ready[0]);
     close(ctl[1]);
@@ -566,10 +517,7 @@ TEST_IMPL(deadline_store_silent_inside_bound) {
   const char *token = "silent-store-token";
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t server = fork();
-  ASSERT(server >= 0);
+  pid_t server = test_fork();
   if (server == 0) {
     symm_store_server_t *srv = NULL;
     ASSERT_OK(symm_store_server_start("127.0.0.1", 0, token, &srv));
@@ -644,15 +592,14 @@ static int signal_late_rank(int rank, int size, void *arg) {
     for (uint64_t now; (now = test_now_ms()) < at;) poll(NULL, 0, (int)(at - now));
     (void)symm_signal_barrier(t, 0, NULL); /* rank 2 never signals it either */
   }
-  ASSERT_OK(symm_store_get(st, "test/signal/done", v, sizeof v, &len, 30000));
+  test_store_await(st, "test/signal/done");
   symm_tensor_free(t);
   symm_comm_destroy(comm);
   return 0;
 }
 
 TEST_IMPL(deadline_signal_barrier_one_timeout) {
-  test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = SIG_TIMEOUT_MS, .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(3, signal_late_rank, NULL, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(3, signal_late_rank, NULL, 40000, SIG_TIMEOUT_MS), 0);
   return 0;
 }
 
@@ -701,13 +648,9 @@ TEST_IMPL(deadline_silent_fd_server_named) {
   ASSERT_EQ(pipe(j.pid_pipe), 0);
   ASSERT_EQ(pipe(j.go_pipe), 0);
   ASSERT_EQ(pipe(j.done_pipe), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t job = fork();
-  ASSERT(job >= 0);
+  pid_t job = test_fork();
   if (job == 0) {
-    test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 2000, .kill_rank = -1};
-    _exit(test_run_ranks_opts(3, silent_fdx_rank, &j, &o) ? 1 : 0);
+    _exit(test_run_ranks_timed(3, silent_fdx_rank, &j, 40000, 2000) ? 1 : 0);
   }
   pid_t victim = 0;
   ASSERT_EQ(read(j.pid_pipe[0], &victim, sizeof victim), (ssize_t)sizeof victim);

@@ -261,10 +261,7 @@ static void launch_by_hand(const cell_t *c, const char *dir, pid_t *pids, int *p
 
 /* Under symmem-run: its pid. */
 static pid_t launch_under_run(const cell_t *c, const char *dir) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     char np[16], before[32];
     const char *argv[12], *rargv[8];

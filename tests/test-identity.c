@@ -177,8 +177,7 @@ static int differ_rank(int rank, int size, void *arg) {
 }
 
 static void run_differ(const differ_arg_t *d, int ranks) {
-  test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 20000, .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(ranks, differ_rank, (void *)d, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(ranks, differ_rank, (void *)d, 40000, 20000), 0);
 }
 
 TEST_IMPL(identity_settings_differ_bootstrap_shm) {
@@ -270,10 +269,7 @@ static void reuse_rank(reuse_job_t *j, int rank) {
 }
 
 static pid_t reuse_fork(reuse_job_t *j, int rank) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) reuse_rank(j, rank);
   return pid;
 }
@@ -362,10 +358,7 @@ static int reuse_init(bool pidfd) {
 }
 
 static int run_pid_reused(bool pidfd) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t child = fork();
-  ASSERT(child >= 0);
+  pid_t child = test_fork();
   if (child == 0) {
     /* As root, or as anyone where user namespaces are allowed. */
     if (!test_enter_user_namespace(CLONE_NEWPID | CLONE_NEWNS) &&
@@ -404,10 +397,7 @@ TEST_IMPL(identity_dead_rank_pid_reused_no_pidfd) { return run_pid_reused(false)
  * ---- from the start; the right one is alive until it exits. */
 /* A child that exits when hold[1] is closed everywhere. */
 static pid_t blocked_child(const int hold[2]) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     close(hold[1]);
     char c;

@@ -135,10 +135,7 @@ static pid_t spawn_run(const char *out_path, const char *const *args) {
   argv[n++] = test_tool_path("symmem-run");
   while (*args && n < 31) argv[n++] = *args++;
   argv[n] = NULL;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) _exit(99);

@@ -207,9 +207,7 @@ static int export_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(limits_export_fails_on_one_rank) {
   arena_backends_register();
-  char num[16];
-  snprintf(num, sizeof num, "%d", AGREED_FAILING);
-  setenv("ARENA_EXPORT_FAIL", num, 1);
+  test_setenv_int("ARENA_EXPORT_FAIL", AGREED_FAILING);
   ASSERT_EQ(pipe(returned_pipe), 0);
   test_job_opts_t o = {.kill_rank = -1, .store_timeout_ms = AGREED_TIMEOUT_MS, .backend = "arena"};
   ASSERT_EQ(test_run_ranks_opts(AGREED_RANKS, export_rank, NULL, &o), 0);

@@ -517,7 +517,6 @@ TEST_IMPL(ranks_cycles_nopool) {
 static int env_rank(int rank, int size, void *arg) {
   const char *style = arg;
   const char *addr = getenv("SYMM_STORE_ADDR");
-  char num[16];
   if (strcmp(style, "torchrun") == 0) {
     const char *colon = strrchr(addr, ':');
     char port[16];
@@ -525,16 +524,12 @@ static int env_rank(int rank, int size, void *arg) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("SYMM_STORE_PORT", port, 1);
     unsetenv("SYMM_STORE_ADDR");
-    snprintf(num, sizeof num, "%d", rank);
-    setenv("RANK", num, 1);
-    setenv("LOCAL_RANK", num, 1);
-    snprintf(num, sizeof num, "%d", size);
-    setenv("WORLD_SIZE", num, 1);
+    test_setenv_int("RANK", rank);
+    test_setenv_int("LOCAL_RANK", rank);
+    test_setenv_int("WORLD_SIZE", size);
   } else { /* Open MPI */
-    snprintf(num, sizeof num, "%d", rank);
-    setenv("OMPI_COMM_WORLD_RANK", num, 1);
-    snprintf(num, sizeof num, "%d", size);
-    setenv("OMPI_COMM_WORLD_SIZE", num, 1);
+    test_setenv_int("OMPI_COMM_WORLD_RANK", rank);
+    test_setenv_int("OMPI_COMM_WORLD_SIZE", size);
   }
   unsetenv("SYMM_RANK");
   unsetenv("SYMM_WORLD_SIZE");
@@ -812,11 +807,7 @@ static int pidns_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(pidns_peers_not_lost) {
-  char why[160];
-  if (!test_pid_namespace_usable(why, sizeof why)) {
-    printf("SKIP: %s\n", why);
-    return TEST_SKIP;
-  }
+  if (test_pid_namespace_skip()) return TEST_SKIP;
   ASSERT_EQ(test_run_ranks(2, pidns_rank, NULL), 0);
   return 0;
 }
@@ -839,10 +830,7 @@ static int one_deadline_rank(int rank, int size, void *arg) {
   if (rank == 2) {
     /* Comes only once rank 0 has given up (it says so in the store), so
      * that no scheduling delay can make it early. */
-    char v[8];
-    size_t len = 0;
-    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/deadline/gave_up", v, sizeof v, &len,
-                             30000));
+    test_store_await(symm_comm_store(comm), "test/deadline/gave_up");
   }
   uint64_t t0 = test_now_ms();
   symm_result_t res = symm_comm_barrier(comm);

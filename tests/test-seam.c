@@ -23,23 +23,29 @@ static int run_on(const char *backend, int n, test_rank_fn fn) {
   return test_run_ranks_opts(n, fn, NULL, &o);
 }
 
+/* A one-dimensional tensor of n elements, rendezvoused. */
+static symm_tensor_t *rendezvoused_tensor(symm_comm_t *comm, int64_t n, symm_dtype_t dtype) {
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, dtype, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  return t;
+}
+
 static float value_of(int rank, size_t i) { return (float)(rank * 1000 + (int)(i % 997)); }
 
 /* Views, lookup and the calls the arena cannot do, refused by name. */
 static void check_views(symm_comm_t *comm, int rank, int size) {
-  int64_t n = 3000;
-  symm_tensor_t *t;
-  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
-  ASSERT_OK(symm_tensor_rendezvous(t));
+  const size_t n = 3000;
+  symm_tensor_t *t = rendezvoused_tensor(comm, n, SYMM_DTYPE_F32);
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   symm_view_t v;
   ASSERT_OK(symm_tensor_remote_view(t, right, &v));
   ASSERT_EQ(v.rank, right);
   ASSERT_EQ(v.device, -1);
-  for (size_t i = 0; i < (size_t)n; i++) ((float *)v.data)[i] = value_of(rank, i);
+  for (size_t i = 0; i < n; i++) ((float *)v.data)[i] = value_of(rank, i);
   ASSERT_OK(symm_comm_barrier(comm));
   const float *mine = symm_tensor_data(t);
-  for (size_t i = 0; i < (size_t)n; i++) ASSERT_EQ(mine[i], value_of(left, i));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(mine[i], value_of(left, i));
   /* An interior pointer of the peer's data finds the tensor and the rank. */
   symm_tensor_t *found = NULL;
   int owner = -1;
@@ -69,10 +75,7 @@ static void check_views(symm_comm_t *comm, int rank, int size) {
 }
 
 static void check_signals(symm_comm_t *comm, int rank, int size) {
-  int64_t n = 16;
-  symm_tensor_t *t;
-  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
-  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_tensor_t *t = rendezvoused_tensor(comm, 16, SYMM_DTYPE_I32);
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   for (int round = 0; round < 50; round++) {
     ASSERT_OK(symm_signal_put(t, right, 1, NULL));
@@ -87,12 +90,8 @@ static void check_collectives(symm_comm_t *comm, int rank, int size) {
   const size_t counts[] = {5, 1000, 70000};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     const size_t count = counts[k], total = count * (size_t)size;
-    int64_t n = (int64_t)total;
-    symm_tensor_t *st, *rt;
-    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &st));
-    ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &rt));
-    ASSERT_OK(symm_tensor_rendezvous(st));
-    ASSERT_OK(symm_tensor_rendezvous(rt));
+    symm_tensor_t *st = rendezvoused_tensor(comm, (int64_t)total, SYMM_DTYPE_F32);
+    symm_tensor_t *rt = rendezvoused_tensor(comm, (int64_t)total, SYMM_DTYPE_F32);
     float *send = symm_tensor_data(st), *recv = symm_tensor_data(rt);
     float *priv = malloc(sizeof *priv * total);
     ASSERT(priv);

@@ -237,6 +237,21 @@ static int count_of(const char *hay, const char *needle) {
   return n;
 }
 
+/* What two communicators' init and destroy in this process print on
+ * stderr: a warning is said once per process, not per communicator.
+ * check, if not NULL, runs with each communicator up. */
+static char *stderr_of_two_inits(void (*check)(void)) {
+  stderr_capture_t cap;
+  capture_stderr(&cap);
+  for (int i = 0; i < 2; i++) {
+    symm_comm_t *comm = NULL;
+    ASSERT_OK(symm_comm_init(NULL, &comm));
+    if (check) check();
+    symm_comm_destroy(comm);
+  }
+  return captured_stderr(&cap);
+}
+
 /* One warning per unknown SYMM_* variable and process, naming the closest
  * setting; the project's own SYMM_ variables that are no setting (the
  * test harness's, the GPU scripts') draw none. */
@@ -247,14 +262,7 @@ TEST_IMPL(settings_unknown_variable_warns) {
   setenv("SYMM_TEST_BACKEND", "host", 1);
   setenv("SYMM_GPU_TEST_TIMEOUT", "900", 1);
   setenv("SYMM_BENCH_RANKS", "2 4", 1);
-  stderr_capture_t cap;
-  capture_stderr(&cap);
-  for (int i = 0; i < 2; i++) {
-    symm_comm_t *comm = NULL;
-    ASSERT_OK(symm_comm_init(NULL, &comm));
-    symm_comm_destroy(comm);
-  }
-  char *text = captured_stderr(&cap);
+  char *text = stderr_of_two_inits(NULL);
   ASSERT_EQ(count_of(text, "unknown setting SYMM_TIMEOUT; did you mean SYMM_TIMEOUT_MS?"), 1);
   ASSERT_EQ(count_of(text, "unknown setting SYMM_POOL_BYTE; did you mean SYMM_POOL_BYTES?"), 1);
   ASSERT_STR_CONTAINS(text, "symm WARN");
@@ -266,20 +274,14 @@ TEST_IMPL(settings_unknown_variable_warns) {
   return 0;
 }
 
+static void gpu_pdl_is_off(void) { ASSERT(!symm_settings()->SYMM_GPU_PDL); }
+
 /* An old name (SYMM_NATIVE_PDL, now SYMM_GPU_PDL) is still read while the
  * new one is unset, with one warning saying so; the new name wins. */
 TEST_IMPL(settings_old_name_read_with_warning) {
   lone_host_env();
   setenv("SYMM_NATIVE_PDL", "0", 1);
-  stderr_capture_t cap;
-  capture_stderr(&cap);
-  for (int i = 0; i < 2; i++) {
-    symm_comm_t *comm = NULL;
-    ASSERT_OK(symm_comm_init(NULL, &comm));
-    ASSERT(!symm_settings()->SYMM_GPU_PDL);
-    symm_comm_destroy(comm);
-  }
-  char *text = captured_stderr(&cap);
+  char *text = stderr_of_two_inits(gpu_pdl_is_off);
   ASSERT_EQ(count_of(text, "SYMM_NATIVE_PDL is an old name of SYMM_GPU_PDL"), 1);
   ASSERT_EQ(count_of(text, "unknown setting"), 0);
   free(text);

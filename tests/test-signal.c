@@ -206,10 +206,7 @@ static int timeout_rank(int rank, int size, void *arg) {
     ASSERT_OK(symm_store_set(symm_comm_store(comm), "test/signal/gave_up", "1", 1));
   } else {
     /* Silent until rank 0 gave up twice (it says so in the store). */
-    char v[8];
-    size_t len = 0;
-    ASSERT_OK(symm_store_get(symm_comm_store(comm), "test/signal/gave_up", v, sizeof v, &len,
-                             30000));
+    test_store_await(symm_comm_store(comm), "test/signal/gave_up");
   }
   ASSERT_OK(symm_comm_barrier(comm));
   /* The one signal that did arrive is there, and consumable. */
@@ -218,9 +215,7 @@ static int timeout_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(signal_timeout) {
-  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = SHORT_TIMEOUT_MS,
-                       .kill_rank = -1};
-  ASSERT_EQ(test_run_ranks_opts(2, timeout_rank, NULL, &o), 0);
+  ASSERT_EQ(test_run_ranks_timed(2, timeout_rank, NULL, 30000, SHORT_TIMEOUT_MS), 0);
   return 0;
 }
 

@@ -76,9 +76,7 @@ static int late_rank(int rank, int size, void *arg) {
     printf("rank 0: %s\n", symm_last_error());
     ASSERT_OK(symm_store_set(store, "test/late/gave_up", "1", 1));
   } else {
-    char v[8];
-    size_t got = 0;
-    ASSERT_OK(symm_store_get(store, "test/late/gave_up", v, sizeof v, &got, 30000));
+    test_store_await(store, "test/late/gave_up");
     uint64_t start = test_now_ms();
     symm_result_t res = late_run(comm, lc->call, buf, n);
     uint64_t took = test_now_ms() - start;

@@ -679,10 +679,7 @@ TEST_IMPL(store_get_waits_process) {
   symm_store_t *s = fx_client(&f, 0);
   int parked[2];
   ASSERT_EQ(pipe(parked), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     symm_store_t *c = NULL;
     char b;
@@ -1410,10 +1407,7 @@ TEST_IMPL(store_squatter_other_user) {
   }
   int report[2];
   ASSERT_EQ(pipe(report), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     close(report[0]);
     if (!become_user(65534)) _exit(3);
@@ -1935,10 +1929,7 @@ TEST_IMPL(store_lost_rank) {
   int parked[2], up[2];
   ASSERT_EQ(pipe(parked), 0);
   ASSERT_EQ(pipe(up), 0);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+  pid_t pid = test_fork();
   if (pid == 0) {
     symm_store_t *c = NULL;
     char b = 1;

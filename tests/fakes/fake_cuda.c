@@ -961,25 +961,29 @@ static bool fk_is_device_range(uintptr_t p, size_t n) {
   return r != NULL;
 }
 
-static ncu_result fk_cuMemcpyHtoDAsync(ncu_deviceptr dst, const void *src, size_t n,
-                                       ncu_stream s) {
+/* The check every stream write below makes first: a context is current,
+ * and [dst, dst + n) is device memory (under the lock, since the tables
+ * change as other threads map and free). */
+static ncu_result fk_check_device_write(bool args_ok, ncu_deviceptr dst, size_t n) {
   ncu_result r = fk_need_ctx();
   if (r) return r;
   pthread_mutex_lock(&fk_lock);
-  bool ok = s && fk_is_device_range((uintptr_t)dst, n);
+  bool ok = args_ok && fk_is_device_range((uintptr_t)dst, n);
   pthread_mutex_unlock(&fk_lock);
-  if (!ok) return NCU_ERROR_INVALID_VALUE;
+  return ok ? NCU_SUCCESS : NCU_ERROR_INVALID_VALUE;
+}
+
+static ncu_result fk_cuMemcpyHtoDAsync(ncu_deviceptr dst, const void *src, size_t n,
+                                       ncu_stream s) {
+  ncu_result r = fk_check_device_write(s != NULL, dst, n);
+  if (r) return r;
   memcpy((void *)(uintptr_t)dst, src, n);
   return NCU_SUCCESS;
 }
 
 static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t n, ncu_stream s) {
-  ncu_result r = fk_need_ctx();
+  ncu_result r = fk_check_device_write(s != NULL, dst, n);
   if (r) return r;
-  pthread_mutex_lock(&fk_lock);
-  bool ok = s && fk_is_device_range((uintptr_t)dst, n);
-  pthread_mutex_unlock(&fk_lock);
-  if (!ok) return NCU_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dst, v, n);
   return NCU_SUCCESS;
 }
@@ -988,12 +992,8 @@ static ncu_result fk_cuMemsetD8Async(ncu_deviceptr dst, unsigned char v, size_t 
  * runs everything at once, in call order. */
 static ncu_result fk_cuMemsetD32Async(ncu_deviceptr dst, unsigned int v, size_t n, ncu_stream s) {
   (void)s;
-  ncu_result r = fk_need_ctx();
+  ncu_result r = fk_check_device_write(dst % 4 == 0 && n <= SIZE_MAX / 4, dst, n * 4);
   if (r) return r;
-  pthread_mutex_lock(&fk_lock);
-  bool ok = dst % 4 == 0 && n <= SIZE_MAX / 4 && fk_is_device_range((uintptr_t)dst, n * 4);
-  pthread_mutex_unlock(&fk_lock);
-  if (!ok) return NCU_ERROR_INVALID_VALUE;
   uint32_t *w = (uint32_t *)(uintptr_t)dst;
   for (size_t i = 0; i < n; i++) w[i] = v;
   return NCU_SUCCESS;
@@ -1002,12 +1002,8 @@ static ncu_result fk_cuMemsetD32Async(ncu_deviceptr dst, unsigned int v, size_t 
 static ncu_result fk_cuStreamWriteValue32(ncu_stream s, ncu_deviceptr addr, uint32_t v,
                                           unsigned int flags) {
   (void)s;
-  ncu_result r = fk_need_ctx();
+  ncu_result r = fk_check_device_write(addr % 4 == 0 && flags == 0, addr, 4);
   if (r) return r;
-  pthread_mutex_lock(&fk_lock);
-  bool ok = addr % 4 == 0 && flags == 0 && fk_is_device_range((uintptr_t)addr, 4);
-  pthread_mutex_unlock(&fk_lock);
-  if (!ok) return NCU_ERROR_INVALID_VALUE;
   atomic_thread_fence(memory_order_release); /* the driver's fence before the write */
   atomic_store_explicit((_Atomic uint32_t *)(uintptr_t)addr, v, memory_order_relaxed);
   return NCU_SUCCESS;

@@ -59,6 +59,8 @@
 #include "backends/nvshmem/nvshmem_lib.h"
 #include "fakenvshmem.h"
 #include "gpu/cu_driver.h"
+#include "../float_bits.h"
+#include "../int_list.h"
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAX_PES 64
@@ -120,17 +122,7 @@ static int fk_env_int(const char *name, int dflt) {
   return v && *v ? atoi(v) : dflt;
 }
 
-static bool fk_in_list(const char *var, int pe) {
-  const char *v = getenv(var);
-  for (const char *p = v; p && *p;) {
-    char *end;
-    long x = strtol(p, &end, 10);
-    if (end == p) break;
-    if (x == pe) return true;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return false;
-}
+static bool fk_in_list(const char *var, int pe) { return int_list_contains(getenv(var), pe); }
 
 static uint64_t fk_now_ms(void) {
   struct timespec ts;
@@ -545,14 +537,11 @@ static float fk_from_half(uint16_t h) {
     float f = (float)m / 1024.0f / 16384.0f;
     return sign ? -f : f;
   } else bits = sign | ((e + 112) << 23) | (m << 13);
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
+  return f32_of_bits(bits);
 }
 
 static uint16_t fk_to_half(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
+  uint32_t b = bits_of(f);
   uint32_t sign = (b >> 16) & 0x8000;
   int e = (int)((b >> 23) & 255) - 112;
   uint32_t m = b & 0x7fffff;
@@ -661,29 +650,30 @@ static int fk_move(int kind, void *dest, const void *src, size_t bytes, int root
   return fk_barrier("collective: done reading");
 }
 
-FK_EXPORT(int, nvshmemx_fcollectmem_on_stream,
-          (int32_t team, void *d, const void *s, size_t bytes, void *st))
-static int fk_nvshmemx_fcollectmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
-                                             void *st) {
-  (void)st;
-  return team == NVSH_TEAM_WORLD ? fk_move(0, d, s, bytes, 0) : FK_ERR;
+/* fk_move over the team, the only one the fake has (NVSH_TEAM_WORLD);
+ * root is broadcast's, 0 for the others. */
+static int fk_team_move(int32_t team, int kind, void *d, const void *s, size_t bytes, int root) {
+  return team == NVSH_TEAM_WORLD && root >= 0 && root < fk.npes
+             ? fk_move(kind, d, s, bytes, root)
+             : FK_ERR;
 }
+
+/* The collectives without a root, the same but for fk_move's kind. */
+#define FK_ROOTLESS_COLLECTIVE(name, kind)                                                 \
+  FK_EXPORT(int, name, (int32_t team, void *d, const void *s, size_t bytes, void *st))     \
+  static int fk_##name(int32_t team, void *d, const void *s, size_t bytes, void *st) {     \
+    (void)st;                                                                              \
+    return fk_team_move(team, kind, d, s, bytes, 0);                                       \
+  }
+FK_ROOTLESS_COLLECTIVE(nvshmemx_fcollectmem_on_stream, 0)
+FK_ROOTLESS_COLLECTIVE(nvshmemx_alltoallmem_on_stream, 2)
 
 FK_EXPORT(int, nvshmemx_broadcastmem_on_stream,
           (int32_t team, void *d, const void *s, size_t bytes, int root, void *st))
 static int fk_nvshmemx_broadcastmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
                                               int root, void *st) {
   (void)st;
-  return team == NVSH_TEAM_WORLD && root >= 0 && root < fk.npes ? fk_move(1, d, s, bytes, root)
-                                                                 : FK_ERR;
-}
-
-FK_EXPORT(int, nvshmemx_alltoallmem_on_stream,
-          (int32_t team, void *d, const void *s, size_t bytes, void *st))
-static int fk_nvshmemx_alltoallmem_on_stream(int32_t team, void *d, const void *s, size_t bytes,
-                                             void *st) {
-  (void)st;
-  return team == NVSH_TEAM_WORLD ? fk_move(2, d, s, bytes, 0) : FK_ERR;
+  return fk_team_move(team, 1, d, s, bytes, root);
 }
 
 /* ------------------------------------------------------------- tests */

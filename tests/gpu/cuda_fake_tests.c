@@ -249,11 +249,7 @@ static int pidns_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(cuda_fake_pid_namespace_peer) {
-  char why[160];
-  if (!test_pid_namespace_usable(why, sizeof why)) {
-    printf("SKIP: %s\n", why);
-    return TEST_SKIP;
-  }
+  if (test_pid_namespace_skip()) return TEST_SKIP;
   ASSERT_EQ(run_cuda_job(2, pidns_rank, NULL), 0);
   return 0;
 }

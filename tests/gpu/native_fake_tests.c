@@ -447,10 +447,7 @@ static int two_hosts_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(native_fake_fd_handles_one_host) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
+  pid_t pid = test_fork();
   if (pid == 0) _exit(rename_host("symm-probe") ? 0 : 100 + errno % 100);
   int st = 0;
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
