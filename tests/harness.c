@@ -347,6 +347,13 @@ void test_assert_json_shape(const char *s) {
   ASSERT(!in_string);
 }
 
+void test_rank_serves_store(int port) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  setenv("SYMM_STORE_ADDR", addr, 1);
+  unsetenv("SYMM_STORE_EXTERNAL");
+}
+
 int test_free_port(void) {
   /* The socket stays bound (SO_REUSEADDR, never listening) for the rest of
    * this process: the kernel hands a bound port to no connect() and to no

@@ -168,6 +168,10 @@ uint64_t test_now_ms(void);
  * read back, and kept bound (SO_REUSEADDR, not listening) so that no test
  * running beside it takes it first; symmem's stores bind beside it. */
 int test_free_port(void);
+/* In a rank of test_run_ranks: the communicators it makes from now on meet
+ * at 127.0.0.1:port, where rank 0 serves the store itself (no external
+ * store, as without symmem-run). */
+void test_rank_serves_store(int port);
 /* Moves this process (with CLONE_NEWUTS) or its later children (with
  * CLONE_NEWPID) into a new user namespace, plus extra_clone_flags' other
  * namespaces, with this uid and gid mapped to themselves, so SO_PEERCRED

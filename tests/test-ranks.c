@@ -552,10 +552,7 @@ TEST_IMPL(ranks_env_openmpi) {
 
 /* ---- rank 0 serves the store itself (no symmem-run) ------------------- */
 static int self_served_rank(int rank, int size, void *arg) {
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
-  setenv("SYMM_STORE_ADDR", addr, 1);
-  unsetenv("SYMM_STORE_EXTERNAL");
+  test_rank_serves_store(*(int *)arg);
   symm_comm_t *comm = init_comm();
   int64_t n = 100;
   symm_tensor_t *t;
@@ -582,10 +579,7 @@ TEST_IMPL(ranks_rank0_serves_store) {
  * them (SYMM_ERR_PEER_LOST). */
 static int recreated_rank(int rank, int size, void *arg) {
   (void)size;
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
-  setenv("SYMM_STORE_ADDR", addr, 1);
-  unsetenv("SYMM_STORE_EXTERNAL");
+  test_rank_serves_store(*(int *)arg);
   setenv("SYMM_TIMEOUT_MS", "5000", 1);
   symm_comm_t *first = init_comm();
   ASSERT_OK(symm_comm_barrier(first));
@@ -634,10 +628,7 @@ typedef struct {
 static int dies_before_next_rank(int rank, int size, void *arg) {
   (void)size;
   const next_comm_arg_t *a = arg;
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", a->port);
-  setenv("SYMM_STORE_ADDR", addr, 1);
-  unsetenv("SYMM_STORE_EXTERNAL");
+  test_rank_serves_store(a->port);
   symm_comm_t *first = init_comm();
   ASSERT_OK(symm_comm_barrier(first));
   if (rank == 2) {

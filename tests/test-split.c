@@ -18,6 +18,18 @@ static symm_comm_t *init_comm(void) {
   return comm;
 }
 
+/* Destroys n communicators, children before parents as listed. */
+static void destroy_all(symm_comm_t *const *comms, size_t n) {
+  for (size_t i = 0; i < n; i++) symm_comm_destroy(comms[i]);
+}
+
+/* A test that runs fn on n ranks. */
+#define SPLIT_TEST(name, n, fn, arg)                                          \
+  TEST_IMPL(name) {                                                           \
+    ASSERT_EQ(test_run_ranks(n, fn, arg), 0);                                 \
+    return 0;                                                                 \
+  }
+
 /* Whether this backend can make groups at all (nvshmem cannot). */
 static bool splits(symm_comm_t *comm) { return !symm_comm_caps(comm)->collective_alloc; }
 
@@ -119,18 +131,12 @@ static int nested_rank(int rank, int size, void *arg) {
   ASSERT_RES(symm_comm_split_2d(comm, 3, &a, &b), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "divide");
   ASSERT(a == NULL && b == NULL);
-  symm_comm_destroy(half);
-  symm_comm_destroy(row);
-  symm_comm_destroy(host);
-  symm_comm_destroy(col);
-  symm_comm_destroy(comm);
+  symm_comm_t *const made[] = {half, row, host, col, comm};
+  destroy_all(made, sizeof made / sizeof *made);
   return 0;
 }
 
-TEST_IMPL(ranks_split_nested) {
-  ASSERT_EQ(test_run_ranks(8, nested_rank, NULL), 0);
-  return 0;
-}
+SPLIT_TEST(ranks_split_nested, 8, nested_rank, NULL)
 
 /* A split where a peer makes another call, and one whose arguments a rank
  * refuses: every rank fails, and the communicator goes on in step. */
@@ -163,18 +169,12 @@ static int mismatch_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-TEST_IMPL(ranks_split_mismatch) {
-  ASSERT_EQ(test_run_ranks(3, mismatch_rank, NULL), 0);
-  return 0;
-}
+SPLIT_TEST(ranks_split_mismatch, 3, mismatch_rank, NULL)
 
 /* The parent goes first, on every rank, rank 0 serving the store: the
  * groups still work (the parent stays until its last group goes). */
 static int parent_first_rank(int rank, int size, void *arg) {
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", *(int *)arg);
-  setenv("SYMM_STORE_ADDR", addr, 1);
-  unsetenv("SYMM_STORE_EXTERNAL");
+  test_rank_serves_store(*(int *)arg);
   symm_comm_t *comm = init_comm();
   if (!splits(comm)) {
     symm_comm_destroy(comm);
@@ -249,13 +249,9 @@ static int isolation_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_barrier(comm));
   symm_tensor_free(ta);
   symm_tensor_free(t3);
-  symm_comm_destroy(three);
-  symm_comm_destroy(all);
-  symm_comm_destroy(comm);
+  symm_comm_t *const made[] = {three, all, comm};
+  destroy_all(made, sizeof made / sizeof *made);
   return 0;
 }
 
-TEST_IMPL(split_isolation) {
-  ASSERT_EQ(test_run_ranks(4, isolation_rank, NULL), 0);
-  return 0;
-}
+SPLIT_TEST(split_isolation, 4, isolation_rank, NULL)
