@@ -17,13 +17,18 @@ fail() {
   echo "check-gpu-skips: FAIL: $*"
   exit 1
 }
+# The programs' output, indented: their "SKIP:" lines are theirs, not this
+# check's (tests/print-skips.sh lists the tests that print one).
+show() {
+  printf '%s\n' "$1" | sed 's/^/  | /'
+}
 
 tests=$("$prog" --list) || fail "$name --list failed"
 n=0
 for t in $tests; do
   out=$("$prog" "$t" 2>&1)
   rc=$?
-  printf '%s\n' "$out"
+  show "$out"
   [ "$rc" -eq 77 ] || fail "$name $t exited $rc, not 77 (skip)"
   printf '%s\n' "$out" | grep -q '^SKIP: no GPU: ' ||
     fail "$name $t printed no \"SKIP: no GPU: <why>\" line"
@@ -37,7 +42,7 @@ done
 # to exit may end the other before its summary, so one summary will do).
 out=$("$run" -n 2 -- "$prog" 2>&1)
 rc=$?
-printf '%s\n' "$out"
+show "$out"
 [ "$rc" -eq 77 ] || fail "symmem-run -n 2 -- $name exited $rc, not 77 (every test skipped)"
 printf '%s\n' "$out" | grep -Eq "^rank [01]: 0 passed, 0 failed, $n skipped, 0 checks\$" ||
   fail "no rank's summary says \"0 passed, 0 failed, $n skipped, 0 checks\""
