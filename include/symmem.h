@@ -1168,6 +1168,93 @@ SYMM_API symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, v
                                        size_t count, symm_dtype_t dtype, symm_stream_t stream);
 
 /*
+ * All-to-all with a different amount for every pair of ranks.
+ *
+ * symm_all_to_all_v: MPI_Alltoallv's contract, counts on the host, in
+ * elements of dtype: this rank sends send_counts[p] elements from
+ * sendbuf + send_displs[p] to rank p, which receives them at recvbuf +
+ * recv_displs[rank]; recv_counts[p] is what this rank expects from rank p
+ * and must equal rank p's send_counts[rank] (otherwise SYMM_ERR_MISMATCH on
+ * every rank, naming both ranks and both counts, and no recvbuf is
+ * written).  NULL displs: packed (the exclusive prefix sums of the counts).
+ * Receive ranges must not overlap each other (SYMM_ERR_INVALID_ARG);
+ * sendbuf and recvbuf may overlap (every rank's data is staged before any
+ * rank writes).  Arrays of comm's size, read during the call only (GPU
+ * backends copy them into the launch: a CUDA graph replays the counts it
+ * captured).
+ *
+ * The device-split forms, for mixture-of-experts dispatch and combine,
+ * move rows of row_elems elements and take their counts from memory the
+ * previous kernel wrote (the GPU's for GPU backends, the host's for the
+ * host backend): they are stream-ordered with no host synchronisation and
+ * can be captured in a CUDA graph.  Counts are int64 rows; sendbuf holds
+ * send_rows rows, recvbuf recv_rows rows (the capacities).
+ *  - symm_all_to_all_vdev: in_splits[p] rows go to rank p, taken packed in
+ *    rank order from sendbuf; every rank receives packed in source-rank
+ *    order and writes out_splits_offsets[0][p] (rows received from rank p)
+ *    and out_splits_offsets[1][p] (their first row in recvbuf), 2 x world
+ *    int64.  (PyTorch's all_to_all_vdev.)
+ *  - symm_all_to_all_vdev_2d: n_experts experts per rank, expert e of rank
+ *    p being global expert p * n_experts + e; in_splits[p * n_experts + e]
+ *    rows go to it, taken packed in that (rank-major) order.  Every rank
+ *    receives expert-major: its local expert e's rows from rank 0, 1, ...
+ *    in one block that starts at a multiple of major_align rows (a block
+ *    of an expert that got no rows is empty but still aligned, as grouped
+ *    GEMMs want), and writes out_splits_offsets[0][e * world + p] and
+ *    [1][e * world + p], 2 x n_experts x world int64.  major_align 0 or 1:
+ *    no padding.  (PyTorch's all_to_all_vdev_2d.)
+ *  - symm_all_to_all_vdev_2d_combine: the inverse: in_splits_offsets
+ *    [0][e * world + p] rows at row [1][e * world + p] of sendbuf (local
+ *    expert e's rows for rank p, as the dispatch's out_splits_offsets
+ *    left them) go back to rank p, which receives rank-major and packed
+ *    (rank 0's experts 0, 1, ..., then rank 1's...: the order of its
+ *    dispatch input) and writes out_splits_offsets[0][q * n_experts + e]
+ *    and [1][...], 2 x world x n_experts int64.  (PyTorch's
+ *    all_to_all_vdev_2d_offset.)
+ * A count that is negative, splits whose rows exceed send_rows, or rows
+ * that would land past recv_rows are refused before any data moves: on
+ * the host backend every rank returns SYMM_ERR_INVALID_ARG (the offending
+ * rank's message names the counts and the capacity; its peers' name it),
+ * on GPU backends the kernel writes nothing and the error comes from
+ * symm_comm_check_async_error (SYMM_ERR_INVALID_ARG) on the rank that
+ * found it; out_splits_offsets is then unspecified.  Never memory
+ * corruption.  Rows of dtype elements only: byte-exact any layout.
+ *
+ * Collective; the same dtype, row_elems, n_experts and major_align on every
+ * rank (SYMM_ERR_MISMATCH otherwise); counts and capacities differ by rank.
+ * Errors as symm_all_to_all, plus SYMM_ERR_INVALID_ARG for NULL arrays, a
+ * row of 0 elements, n_experts < 1, sizes that overflow; GPU backends
+ * run worlds of at most 32 ranks (SYMM_ERR_UNSUPPORTED above) and take
+ * device counts only in device memory; SYMM_ERR_UNSUPPORTED on a backend
+ * whose peers are not all load/store reachable (device splits there are
+ * never read on the host).  GPU scratch: symm_comm_scratch_bytes of the
+ * larger of the send and receive buffers covers them.
+ */
+SYMM_API symm_result_t symm_all_to_all_v(symm_comm_t *comm, const void *sendbuf,
+                                         const size_t *send_counts, const size_t *send_displs,
+                                         void *recvbuf, const size_t *recv_counts,
+                                         const size_t *recv_displs, symm_dtype_t dtype,
+                                         symm_stream_t stream);
+SYMM_API symm_result_t symm_all_to_all_vdev(symm_comm_t *comm, const void *sendbuf,
+                                            size_t send_rows, void *recvbuf, size_t recv_rows,
+                                            size_t row_elems, symm_dtype_t dtype,
+                                            const int64_t *in_splits,
+                                            int64_t *out_splits_offsets, symm_stream_t stream);
+SYMM_API symm_result_t symm_all_to_all_vdev_2d(symm_comm_t *comm, const void *sendbuf,
+                                               size_t send_rows, void *recvbuf, size_t recv_rows,
+                                               size_t row_elems, symm_dtype_t dtype,
+                                               const int64_t *in_splits,
+                                               int64_t *out_splits_offsets, int n_experts,
+                                               size_t major_align, symm_stream_t stream);
+SYMM_API symm_result_t symm_all_to_all_vdev_2d_combine(symm_comm_t *comm, const void *sendbuf,
+                                                       size_t send_rows, void *recvbuf,
+                                                       size_t recv_rows, size_t row_elems,
+                                                       symm_dtype_t dtype,
+                                                       const int64_t *in_splits_offsets,
+                                                       int64_t *out_splits_offsets,
+                                                       int n_experts, symm_stream_t stream);
+
+/*
  * Error raised asynchronously by device-side work of this communicator (a
  * signal wait that timed out, ranks that enqueued different collectives):
  * SYMM_SUCCESS if none.  Reading it clears it.  Local; does not synchronise

@@ -327,8 +327,39 @@ typedef enum {
   SYMM_COLL_ALL_GATHER = 2,
   SYMM_COLL_REDUCE_SCATTER = 3,
   SYMM_COLL_BROADCAST = 4,
-  SYMM_COLL_ALL_TO_ALL = 5
+  SYMM_COLL_ALL_TO_ALL = 5,
+  SYMM_COLL_ALL_TO_ALL_V = 6 /* args.v describes the counts */
 } symm_coll_kind_t;
+
+/* How an all-to-all-v takes its counts and where it places what it
+ * receives (symmem.h: symm_all_to_all_v and the _vdev forms). */
+typedef enum {
+  SYMM_V_HOST = 0,          /* host counts and displacements, in elements */
+  SYMM_V_DEV = 1,           /* in_splits[world] rows; received packed by source */
+  SYMM_V_DEV_2D = 2,        /* in_splits[world * n_experts]; received expert-major,
+                               each expert's block at a multiple of major_align */
+  SYMM_V_DEV_2D_COMBINE = 3 /* in_splits = [2][n_experts * world] counts and offsets,
+                               expert-major; received rank-major, packed */
+} symm_v_mode_t;
+
+/* An all-to-all-v's description.  The core has checked what the host can
+ * see: in SYMM_V_HOST every array is non-NULL (displacements it derived
+ * when the caller passed NULL), counts match nothing yet (the peers'
+ * counts are seen by the engine only), receive ranges do not overlap;
+ * send_rows and recv_rows are the extents of the send and receive ranges
+ * there, the capacities the caller gave in the device modes.  Counts in
+ * device memory (GPU engine) are read by the kernel only. */
+typedef struct symm_coll_v {
+  symm_v_mode_t mode;
+  const size_t *send_counts, *send_displs; /* SYMM_V_HOST: world elements each */
+  const size_t *recv_counts, *recv_displs;
+  const int64_t *in_splits;                /* device modes (see mode) */
+  int64_t *out_splits_offsets;             /* device modes: [2][chunks] */
+  size_t row_elems;                        /* elements per row; 1 in SYMM_V_HOST */
+  size_t send_rows, recv_rows;             /* capacities of sendbuf, recvbuf in rows */
+  int n_experts;                           /* chunks per peer: 1 unless 2-D */
+  size_t major_align;                      /* SYMM_V_DEV_2D: rows, at least 1 */
+} symm_coll_v_t;
 
 typedef struct symm_coll_args {
   symm_coll_kind_t kind;
@@ -344,6 +375,8 @@ typedef struct symm_coll_args {
                            through the engine's allreduce_algo */
   symm_stream_t stream;
   uint64_t seq;         /* 1, 2, ... per communicator: epochs and mismatch checks */
+  const symm_coll_v_t *v; /* SYMM_COLL_ALL_TO_ALL_V only, else NULL; count is
+                             v->row_elems there, send/recv_bytes the capacities */
 } symm_coll_args_t;
 
 /* Scratch tensor of comm with at least `bytes` per rank besides what the
@@ -360,7 +393,8 @@ uint64_t symm_comm_next_coll_seq(symm_comm_t *comm);
 #define SYMM_COLL_SIG_REFUSED 0u
 /* Stable 64-bit description of a collective for cross-rank comparison:
  * kind, count, dtype, op, root and, for all-reduce, the algorithm that
- * runs; never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
+ * runs, for all-to-all-v the mode, n_experts and major_align (not the
+ * counts, which differ by rank); never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Whether collective `kind` (SYMM_COLL_*) reduces: all-reduce, reduce-scatter. */
 static inline bool symm_coll_reduces(int kind) {
