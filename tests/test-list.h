@@ -9,6 +9,7 @@
 #include "list-ranks.h"
 #include "list-bench.h"
 #include "list-coll.h"
+#include "list-coll-v.h"
 #include "list-signal.h"
 #include "list-split.h"
 #include "list-seam.h"

@@ -47,8 +47,10 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   /* Ranks that run different all-reduce algorithms would pair up different
    * buffers and phases: the algorithm is part of the call. */
   uint64_t algo = a->kind == SYMM_COLL_ALL_REDUCE ? (uint64_t)a->algo : 0;
-  uint64_t fields[6] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
-                        (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo};
+  const symm_coll_v_t *v = a->kind == SYMM_COLL_ALL_TO_ALL_V ? a->v : NULL;
+  uint64_t fields[8] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
+                        (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo,
+                        v ? (uint64_t)v->n_experts : 0, v ? (uint64_t)v->major_align : 0};
   uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
   return h != SYMM_COLL_SIG_REFUSED && h != SYMM_COLL_SIG_HOST_CALL ? h : 1;
 }
@@ -123,6 +125,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
   if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", fn, a->root,
                       comm->size);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) return symm_coll_v_check(comm, a, fn);
   if (a->count && (!a->recvbuf || (!a->sendbuf && !(a->kind == SYMM_COLL_BROADCAST &&
                                                      comm->rank != a->root))))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: NULL buffer", fn);
@@ -134,6 +137,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
     case SYMM_COLL_ALL_GATHER: a->send_bytes = bytes; a->recv_bytes = bytes * world; break;
     case SYMM_COLL_REDUCE_SCATTER: a->send_bytes = bytes * world; a->recv_bytes = bytes; break;
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* symm_coll_v_check */
   }
   if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = resolve_allreduce(comm, bytes);
   if (!comm->caps.takes_stream && a->stream)
@@ -167,9 +171,13 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
 static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   symm_result_t res = check_args(comm, a, fn);
   if (res != SYMM_SUCCESS) return res;
-  if (SYMM_OPS_HAS(comm->ops, 2, collective)) return comm->ops->collective(comm, a);
   char who[256];
   symm_comm_unreachable_list(comm, who, sizeof who);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) /* providers take no device-side counts */
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d; "
+                      "the %s backend's own collectives do not run all-to-all-v", fn, who,
+                      comm->rank, comm->ops->name);
+  if (SYMM_OPS_HAS(comm->ops, 2, collective)) return comm->ops->collective(comm, a);
   return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d with "
                     "the %s backend, which runs no collectives of its own", fn, who,
                     comm->rank, comm->ops->name);
@@ -189,7 +197,7 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   return comm->engine->collective(comm, a);
 }
 
-static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+symm_result_t symm_coll_run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   symm_call_begin_collective(comm, fn, a);
   symm_result_t res = run_checked(comm, a, fn);
@@ -201,14 +209,14 @@ symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recv
                               symm_dtype_t dtype, symm_redop_t op, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
                         SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_reduce");
+  return symm_coll_run(comm, &a, "symm_all_reduce");
 }
 
 symm_result_t symm_all_gather(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                               symm_dtype_t dtype, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_GATHER, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_gather");
+  return symm_coll_run(comm, &a, "symm_all_gather");
 }
 
 symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -216,19 +224,19 @@ symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf, void *
                                   symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
                         SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_reduce_scatter");
+  return symm_coll_run(comm, &a, "symm_reduce_scatter");
 }
 
 symm_result_t symm_broadcast(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              symm_dtype_t dtype, int root, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_BROADCAST, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, root, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_broadcast");
+  return symm_coll_run(comm, &a, "symm_broadcast");
 }
 
 symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                               symm_dtype_t dtype, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_to_all");
+  return symm_coll_run(comm, &a, "symm_all_to_all");
 }

@@ -125,6 +125,12 @@ void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *f
  * description when a message needs it. */
 void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args);
 void symm_call_end(symm_comm_t *comm);
+/* collective.c: runs one collective call (agreement, checks, the engine);
+ * the public collectives are this with their arguments. */
+symm_result_t symm_coll_run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn);
+/* coll_v.c: check_args for an all-to-all-v: what the host can see of a->v
+ * (counts of the host form, sizes, pointers), and a's byte counts. */
+symm_result_t symm_coll_v_check(symm_comm_t *comm, symm_coll_args_t *a, const char *fn);
 /* symm_mempool_set_comm's communicator is being destroyed: no more. */
 void symm_mempool_forget_comm(symm_comm_t *comm);
 /* comm.c: a communicator of `size` ranks, this one `rank`, on parent's

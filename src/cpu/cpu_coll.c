@@ -74,80 +74,22 @@
 
 #include "symm_shm_round.h"
 #include "cpu/cpu.h"
+#include "cpu/cpu_coll_int.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
-#define SCRATCH_ALIGN 64
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
 #define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
 
 
-enum { PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
-
-typedef struct {
-  uint64_t sig;
-  uint64_t group;  /* 0: this rank's send data is staged in its scratch */
-  uint64_t offset; /* of sendbuf in the group's tensor on this rank */
-} coll_brief_t;
-
-typedef struct {
-  uint64_t count;
-  int32_t kind, dtype, op, root;
-  int32_t algo;    /* all-reduce: the algorithm that runs */
-} coll_detail_t;
-
-/* What a rank publishes for the calls of one parity, in one cache line:
- * a peer's first miss on it brings the flag, the signature and, for small
- * calls, the data. */
-#define INLINE_BYTES 32
-typedef struct {
-  _Alignas(64) _Atomic uint64_t flag; /* 4 * seq + phase of this parity's last call */
-  coll_brief_t brief;
-  unsigned char data[INLINE_BYTES]; /* send data of calls that fit (inline) */
-} coll_slot_t;
-
-typedef struct {
-  _Alignas(64) symm_round_word_t word;
-} coll_round_t;
-
-typedef struct {
-  coll_slot_t slot[2];
-  _Alignas(64) coll_detail_t detail[2];
-  coll_round_t round[2];        /* used in rank 0's pad */
-  _Alignas(64) _Atomic uint64_t left; /* the last call this rank has left */
-} coll_pad_t;
-
-_Static_assert(sizeof(coll_slot_t) == 64, "a slot is one cache line");
-
-_Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_MIN_BYTES, "collective pad outgrew the signal pad");
-
-/* One call in progress. */
-typedef struct {
-  symm_comm_t *comm;
-  const symm_coll_args_t *a;
-  const symm_coll_args_t *whole; /* the call a is a slice of (messages) */
-  uint64_t sig;                  /* of the whole call (every slice carries it) */
-  int w, me, h;
-  uint64_t seq;
-  size_t esize;
-  size_t out_off, half; /* IN at 0 of each half, OUT at out_off; half: bytes needed */
-  size_t half_stride;   /* where the second half starts: half the scratch */
-  coll_pad_t **pads;    /* [w] */
-  const char **src;     /* [w] where rank r's send data is read */
-  symm_tensor_t *scratch;
-  symm_round_word_t *round; /* this call's round, in rank 0's pad */
-  uint32_t syncs;       /* arrivals of this rank at the round so far */
-  bool slow_gate;       /* the gate read the peers' left */
-  uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
-} coll_t;
-
-static const char *kind_name(int kind) {
+const char *cpu_coll_kind_name(int kind) {
   switch (kind) {
     case SYMM_COLL_ALL_REDUCE: return "all_reduce";
     case SYMM_COLL_ALL_GATHER: return "all_gather";
     case SYMM_COLL_REDUCE_SCATTER: return "reduce_scatter";
     case SYMM_COLL_BROADCAST: return "broadcast";
     case SYMM_COLL_ALL_TO_ALL: return "all_to_all";
+    case SYMM_COLL_ALL_TO_ALL_V: return "all_to_all_v";
   }
   return "?";
 }
@@ -202,7 +144,7 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
   char list[200];
   int missing = list_behind(c, target, list, sizeof list);
   return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
-                    "%s to %s; the call is given up on every rank", kind_name(c->a->kind),
+                    "%s to %s; the call is given up on every rank", cpu_coll_kind_name(c->a->kind),
                     (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm),
                     missing > 1 ? "s" : "", missing ? list : "(none left)", what);
 }
@@ -219,7 +161,7 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
     int32_t pid = symm_comm_peer_pid(c->comm, r);
     if (r != c->me && left_of(c, r) < c->seq && pid > 0 && symm_process_gone(pid))
       return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; the call "
-                        "was given up, and fails on every rank", kind_name(c->a->kind),
+                        "was given up, and fails on every rank", cpu_coll_kind_name(c->a->kind),
                         (unsigned long long)c->seq, r, (int)pid);
   }
   char who[200] = "", behind[200];
@@ -227,7 +169,7 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
   for (int r = 0; r < c->w; r++)
     if (r != c->me && left_of(c, r) >= c->seq && n + 16 < sizeof who)
       n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
-  const char *name = kind_name(c->a->kind);
+  const char *name = cpu_coll_kind_name(c->a->kind);
   const unsigned long long seq = (unsigned long long)c->seq;
   if (late)
     return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: %s%s gave this call up before every rank "
@@ -293,7 +235,7 @@ static symm_result_t wait_all(coll_t *c, int phase, const char *what) {
       if (!symm_round_give_up(c->round, c->seq, target)) break; /* completed after all */
       if (b.lost)
         return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
-                          "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq,
+                          "did not %s", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq,
                           watched, (int)symm_comm_peer_pid(c->comm, watched), what);
       return timeout_error(c, flag_target, what);
     }
@@ -307,7 +249,7 @@ static symm_result_t wait_all(coll_t *c, int phase, const char *what) {
   return SYMM_SUCCESS;
 }
 
-static symm_result_t sync_phase(coll_t *c, int phase, const char *what) {
+symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what) {
   SYMM_CHECK(arrive(c, phase));
   return wait_all(c, phase, what);
 }
@@ -342,12 +284,12 @@ static symm_result_t gate(coll_t *c) {
     if (symm_backoff_pause(&b)) continue;
     if (b.lost)
       return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did "
-                        "not finish call #%llu", kind_name(c->a->kind), (unsigned long long)c->seq,
+                        "not finish call #%llu", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq,
                         slow, (int)symm_comm_peer_pid(c->comm, slow),
                         (unsigned long long)least + 1);
     return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank "
                       "%d to leave call #%llu, which it came to late (slow, or stopped); this "
-                      "call is given up on every rank", kind_name(c->a->kind),
+                      "call is given up on every rank", cpu_coll_kind_name(c->a->kind),
                       (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm), slow,
                       (unsigned long long)least + 1);
   }
@@ -369,7 +311,7 @@ static symm_result_t take_round(coll_t *c) {
 
 /* --------------------------------------------- descriptors, mismatches */
 
-static void publish(coll_t *c, uint64_t group, uint64_t offset) {
+void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset) {
   const symm_coll_args_t *a = c->a;
   coll_pad_t *p = c->pads[c->me];
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
@@ -380,7 +322,7 @@ static void publish(coll_t *c, uint64_t group, uint64_t offset) {
 /* The call of detail d; with `algo`, the all-reduce algorithm too. */
 static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
   const char *dt = symm_dtype_name((symm_dtype_t)d->dtype);
-  int n = snprintf(out, cap, "symm_%s(count %llu, %s", kind_name(d->kind),
+  int n = snprintf(out, cap, "symm_%s(count %llu, %s", cpu_coll_kind_name(d->kind),
                    (unsigned long long)d->count, dt ? dt : "?");
   if (n < 0 || (size_t)n >= cap) return;
   const char *op = symm_redop_name((symm_redop_t)d->op);
@@ -391,6 +333,11 @@ static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
     snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
   else if (d->kind == SYMM_COLL_BROADCAST)
     snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
+  else if (d->kind == SYMM_COLL_ALL_TO_ALL_V)
+    snprintf(out + n, cap - (size_t)n, ", %s)", d->root == SYMM_V_HOST ? "host counts"
+                                                : d->root == SYMM_V_DEV ? "device splits"
+                                                : d->root == SYMM_V_DEV_2D ? "2-D device splits"
+                                                                           : "2-D combine");
   else
     snprintf(out + n, cap - (size_t)n, ")");
 }
@@ -406,13 +353,13 @@ static bool peer_in_host_call(const coll_t *c) {
 
 /* Every rank compares the same table against rank 0, so every rank reaches
  * the same verdict and the same message. */
-static symm_result_t check_match(const coll_t *c) {
+symm_result_t cpu_coll_check_match(const coll_t *c) {
   if (peer_in_host_call(c)) return symm_comm_meet_host_call(c->comm);
   for (int r = 0; r < c->w; r++) {
     if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
     return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
                       "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
-                      (unsigned long long)c->seq, r, kind_name(c->pads[r]->detail[c->h].kind));
+                      (unsigned long long)c->seq, r, cpu_coll_kind_name(c->pads[r]->detail[c->h].kind));
   }
   uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
   for (int r = 1; r < c->w; r++) {
@@ -463,20 +410,20 @@ static void layout(coll_t *c) {
 /* The halves sit at fixed places (not at multiples of this call's need),
  * so that a call of another size never lands on the half the previous call
  * may still be read from. */
-static size_t half_capacity(const symm_tensor_t *s) {
+size_t cpu_coll_half_capacity(const symm_tensor_t *s) {
   return symm_tensor_nbytes(s) / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
 }
 
-static char *scratch_half(const coll_t *c, int r) {
+char *cpu_coll_half(const coll_t *c, int r) {
   return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
 }
 
 /* Works on scratch s from now on: its pads, its round of this call (after
  * the gate).  `grown`: the ranks just made s together inside this call, so
  * every rank has left the calls before it. */
-static symm_result_t attach(coll_t *c, symm_tensor_t *s, bool grown) {
+symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
   c->scratch = s;
-  c->half_stride = half_capacity(s);
+  c->half_stride = cpu_coll_half_capacity(s);
   for (int r = 0; r < c->w; r++) {
     void *p;
     SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
@@ -499,15 +446,15 @@ static symm_result_t attach(coll_t *c, symm_tensor_t *s, bool grown) {
 static symm_result_t prepare_scratch(coll_t *c) {
   size_t need = 2 * c->half;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
-  if (s && half_capacity(s) >= c->half) return attach(c, s, false);
+  if (s && cpu_coll_half_capacity(s) >= c->half) return cpu_coll_attach(c, s, false);
   if (s) {
-    SYMM_CHECK(attach(c, s, false));
-    publish(c, 0, 0);
-    SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
-    SYMM_CHECK(check_match(c));
+    SYMM_CHECK(cpu_coll_attach(c, s, false));
+    cpu_coll_publish(c, 0, 0);
+    SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+    SYMM_CHECK(cpu_coll_check_match(c));
   }
   SYMM_CHECK(symm_comm_scratch(c->comm, need ? need : 1, &s));
-  return attach(c, s, true);
+  return cpu_coll_attach(c, s, true);
 }
 
 /* Both halves for the largest call on max_bytes: a send buffer that size
@@ -579,7 +526,7 @@ static symm_result_t check_offsets(const coll_t *c, const symm_tensor_t *t) {
     if (!rank_sends(c, r) || (off <= nbytes && c->a->send_bytes <= nbytes - off)) continue;
     return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d published its send data at "
                       "offset %llu of a %zu-byte tensor, past its end; no rank ran the call",
-                      kind_name(c->a->kind), (unsigned long long)c->seq, r,
+                      cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r,
                       (unsigned long long)off, nbytes);
   }
   return SYMM_SUCCESS;
@@ -603,7 +550,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
    * is still in L1, where writing recvbuf cannot touch send data not yet
    * read: recvbuf is sendbuf itself (each piece of it is read before it is
    * written) or lies apart from it. */
-  char *out = scratch_half(c, c->me) + c->out_off;
+  char *out = cpu_coll_half(c, c->me) + c->out_off;
   char *mine = (char *)a->recvbuf + lo * c->esize;
   bool direct = a->recvbuf == a->sendbuf ||
                 !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
@@ -630,7 +577,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (direct && r == c->me) continue;
     chunk_range(c, r, &lo, &hi);
     if (hi > lo)
-      memcpy((char *)a->recvbuf + lo * c->esize, scratch_half(c, r) + c->out_off,
+      memcpy((char *)a->recvbuf + lo * c->esize, cpu_coll_half(c, r) + c->out_off,
              (hi - lo) * c->esize);
   }
   return SYMM_SUCCESS;
@@ -676,7 +623,7 @@ static bool inline_data(const coll_t *c) {
  * peers read: every chunk but its own, which it reduces from sendbuf. */
 static void stage(coll_t *c) {
   const symm_coll_args_t *a = c->a;
-  char *in = inline_data(c) ? (char *)c->pads[c->me]->slot[c->h].data : scratch_half(c, c->me);
+  char *in = inline_data(c) ? (char *)c->pads[c->me]->slot[c->h].data : cpu_coll_half(c, c->me);
   if (!two_shot(a)) {
     memcpy(in, a->sendbuf, a->send_bytes);
     return;
@@ -696,9 +643,9 @@ static symm_result_t run(coll_t *c) {
   bool sends = rank_sends(c, c->me);
   zero_copy_t z = zero_copy_candidate(c);
   if (sends && !z.group && a->send_bytes) stage(c);
-  publish(c, z.group, z.offset);
-  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
-  SYMM_CHECK(check_match(c));
+  cpu_coll_publish(c, z.group, z.offset);
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(cpu_coll_check_match(c));
   if (!a->count) return SYMM_SUCCESS;
 
   /* Same table on every rank, same decision. */
@@ -712,14 +659,14 @@ static symm_result_t run(coll_t *c) {
   if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
   if (!zero_copy && late) {
     if (sends && z.group) stage(c);
-    SYMM_CHECK(sync_phase(c, PHASE_STAGED, "stage its data"));
+    SYMM_CHECK(cpu_coll_sync(c, PHASE_STAGED, "stage its data"));
   }
   for (int r = 0; r < c->w; r++)
     c->src[r] = zero_copy ? (const char *)symm_tensor_peer_data(z.t)[r] + c->pads[r]->slot[c->h].brief.offset
                 : inline_data(c) ? (const char *)c->pads[r]->slot[c->h].data
-                                 : scratch_half(c, r);
+                                 : cpu_coll_half(c, r);
   if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
-  SYMM_TRACE(COLL, "symm_%s #%llu: %s", kind_name(a->kind), (unsigned long long)c->seq,
+  SYMM_TRACE(COLL, "symm_%s #%llu: %s", cpu_coll_kind_name(a->kind), (unsigned long long)c->seq,
              zero_copy ? "zero copy" : late ? "staged late" : "staged");
 
   switch (a->kind) {
@@ -731,8 +678,9 @@ static symm_result_t run(coll_t *c) {
     case SYMM_COLL_ALL_GATHER: all_gather(c); break;
     case SYMM_COLL_ALL_TO_ALL: all_to_all(c); break;
     case SYMM_COLL_BROADCAST: broadcast(c); break;
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* cpu_coll_v_run, from run_sliced */
   }
-  if (zero_copy) SYMM_CHECK(sync_phase(c, PHASE_DONE, "finish reading"));
+  if (zero_copy) SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 
@@ -749,6 +697,7 @@ static symm_result_t run_sliced(coll_t *c) {
   /* Every rank slices alike: cpu_startup checked SYMM_HOST_SLICE_BYTES. */
   size_t slice = cpu_state(c->comm)->slice_bytes / c->esize;
   c->sig = symm_coll_signature(a);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) return cpu_coll_v_run(c);
   if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
   symm_result_t res = SYMM_SUCCESS;
@@ -783,8 +732,8 @@ static symm_result_t run_sliced(coll_t *c) {
 static symm_result_t refuse(coll_t *c) {
   c->sig = SYMM_COLL_SIG_REFUSED;
   SYMM_CHECK(prepare_scratch(c)); /* c->half is 0: any scratch, or the smallest */
-  publish(c, 0, 0);
-  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
+  cpu_coll_publish(c, 0, 0);
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
   return peer_in_host_call(c) ? symm_comm_meet_host_call(c->comm) : SYMM_SUCCESS;
 }
 
@@ -796,7 +745,7 @@ static symm_result_t host_arrival(coll_t *c) {
   c->sig = SYMM_COLL_SIG_HOST_CALL;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
   if (!s) return SYMM_SUCCESS;
-  SYMM_CHECK(attach(c, s, false));
+  SYMM_CHECK(cpu_coll_attach(c, s, false));
   coll_pad_t *pad = c->pads[c->me];
   pad->slot[c->h].brief = (coll_brief_t){SYMM_COLL_SIG_HOST_CALL, 0, 0};
   memset(&pad->detail[c->h], 0, sizeof pad->detail[c->h]);
