@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "symm_test_access.h" /* the scratch that grows */
 
 #define SENTINEL 0xA5A5A5A5u
 #define MAX_W 8
@@ -235,3 +236,155 @@ FORMS_TEST(2, 60)
 FORMS_TEST(3, 60)
 FORMS_TEST(5, 90)
 FORMS_TEST(8, 120)
+
+/* ------------------------------------------------------------------ faults */
+
+/* A good call after a fault: the communicator is usable. */
+static void check_recovers(symm_comm_t *comm, int rank, int size) {
+  job_t j = {size, rank, 1, 1, 2, 3};
+  vdev_round(comm, &j);
+}
+
+/* Every rank's buffers for one dispatch of job j (ne 1, row 3). */
+typedef struct {
+  int64_t splits[MAX_W], so[2 * MAX_W];
+  uint32_t *send, *recv;
+  uint64_t srows, cap;
+} vbufs_t;
+
+static void vbufs(const job_t *j, vbufs_t *b) {
+  memset(b, 0, sizeof *b);
+  b->send = sentinel_buf(9 * (size_t)j->w * j->row);
+  b->srows = fill_send(j, b->send, b->splits);
+  b->cap = recv_total(j, 1);
+  b->recv = sentinel_buf((b->cap + 1) * j->row);
+}
+
+static symm_result_t vdev(symm_comm_t *comm, const job_t *j, vbufs_t *b) {
+  return symm_all_to_all_vdev(comm, b->send, b->srows, b->recv, b->cap, j->row, SYMM_DTYPE_U32,
+                              b->splits, b->so, NULL);
+}
+
+/* The call failed with res on every rank, message containing want, and
+ * wrote nothing. */
+static void check_refused(const job_t *j, vbufs_t *b, symm_result_t res, symm_result_t code,
+                          const char *want) {
+  ASSERT_RES(res, code);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  check_untouched(j, b->recv, 0, b->cap + 1);
+  free(b->send), free(b->recv);
+}
+
+static int faults_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  const job_t j = {size, rank, 1, 1, 4, 3};
+  vbufs_t b;
+  /* Rank 1 has room for one row less than it gets. */
+  vbufs(&j, &b);
+  if (rank == 1) b.cap--;
+  check_refused(&j, &b, vdev(comm, &j, &b), SYMM_ERR_INVALID_ARG, "rank 1 would receive up to");
+  check_recovers(comm, rank, size);
+  /* Rank 0 sends a negative count. */
+  vbufs(&j, &b);
+  if (rank == 0) b.splits[1] = -3;
+  check_refused(&j, &b, vdev(comm, &j, &b), SYMM_ERR_INVALID_ARG,
+                "rank 0's splits entry 1 is -3");
+  check_recovers(comm, rank, size);
+  /* Rank 2's splits reach past its send buffer. */
+  vbufs(&j, &b);
+  if (rank == 2) b.srows--;
+  check_refused(&j, &b, vdev(comm, &j, &b), SYMM_ERR_INVALID_ARG, "rank 2's splits reach row");
+  check_recovers(comm, rank, size);
+  /* The ranks pass different row lengths. */
+  vbufs(&j, &b);
+  job_t odd = j;
+  odd.row = rank == 1 ? 2 : 3;
+  check_refused(&j, &b, vdev(comm, &odd, &b), SYMM_ERR_MISMATCH, "symm_all_to_all_v(count ");
+  check_recovers(comm, rank, size);
+  /* Rank 2 makes a plain all-to-all where the others make a vdev. */
+  vbufs(&j, &b);
+  symm_result_t res = rank == 2 ? symm_all_to_all(comm, b.send, b.recv, 1, SYMM_DTYPE_U32, NULL)
+                                : vdev(comm, &j, &b);
+  check_refused(&j, &b, res, SYMM_ERR_MISMATCH, "rank 2 called symm_all_to_all(count 1");
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_a2av_faults) {
+  ASSERT_EQ(test_run_ranks(3, faults_rank, NULL), 0);
+  return 0;
+}
+
+/* Host counts that do not add up, receive ranges that overlap, and what
+ * each rank refuses by itself. */
+static int host_faults_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  size_t sc[MAX_W], rc[MAX_W], rd[MAX_W];
+  uint32_t send[64], recv[64];
+  for (int p = 0; p < size; p++) sc[p] = rc[p] = 2, rd[p] = 2 * (size_t)p;
+  memset(recv, 0xA5, sizeof recv);
+  if (rank == 1) rc[0] = 3, rd[1] = 3, rd[2] = 5;
+  ASSERT_RES(symm_all_to_all_v(comm, send, sc, NULL, recv, rc, rd, SYMM_DTYPE_U32, NULL),
+             SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 0 sends 2 elements to rank 1, whose "
+                      "recv_counts[0] is 3");
+  for (int i = 0; i < 64; i++) ASSERT_EQ(recv[i], SENTINEL);
+  /* Rank 0's ranges overlap: refused there, a mismatch on the others. */
+  for (int p = 0; p < size; p++) rc[p] = 2, rd[p] = 2 * (size_t)p;
+  if (rank == 0) rd[1] = 1;
+  symm_result_t res = symm_all_to_all_v(comm, send, sc, NULL, recv, rc, rd, SYMM_DTYPE_U32, NULL);
+  ASSERT_RES(res, rank == 0 ? SYMM_ERR_INVALID_ARG : SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), rank == 0 ? "overlap" : "rank 0's symm_all_to_all_v "
+                                                                 "failed its argument checks");
+  /* Refused on every rank alike: no counts, no splits, no experts. */
+  int64_t sp[2 * MAX_W] = {0}, so[2 * MAX_W];
+  ASSERT_RES(symm_all_to_all_v(comm, send, NULL, NULL, recv, rc, NULL, SYMM_DTYPE_U32, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_to_all_vdev(comm, send, 4, recv, 4, 1, SYMM_DTYPE_U32, NULL, so, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_to_all_vdev(comm, send, 4, recv, 4, 0, SYMM_DTYPE_U32, sp, so, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_to_all_vdev_2d(comm, send, 4, recv, 4, 1, SYMM_DTYPE_U32, sp, so, 0, 1,
+                                     NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_to_all_vdev(comm, NULL, 4, recv, 4, 1, SYMM_DTYPE_U32, sp, so, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_RES(symm_all_to_all_v(NULL, send, sc, NULL, recv, rc, NULL, SYMM_DTYPE_U32, NULL),
+             SYMM_ERR_INVALID_ARG);
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_a2av_host_faults) {
+  ASSERT_EQ(test_run_ranks(3, host_faults_rank, NULL), 0);
+  return 0;
+}
+
+/* Rows of 4 KiB, rank 0 getting 8 times the others' share: the calls need
+ * more than the 64 KiB scratch, rank 0 most of all, and grow it together. */
+static int grow_rank(int rank, int size, void *arg) {
+  (void)arg;
+  setenv("SYMM_SCRATCH_BYTES", "64K", 1);
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size); /* a small scratch first */
+  const symm_tensor_t *before = symm_comm_scratch_current(comm);
+  const size_t small = before ? symm_tensor_nbytes(before) : 0;
+  for (unsigned seed = 3; seed <= 4; seed++) {
+    job_t j = {size, rank, 2, 8, seed, 1024};
+    moe_round(comm, &j, 4);
+  }
+  const symm_tensor_t *after = symm_comm_scratch_current(comm);
+  ASSERT_MSG(after && symm_tensor_nbytes(after) > small, "the scratch did not grow (%zu bytes)",
+             small);
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_a2av_grow) {
+  ASSERT_EQ(test_run_ranks(3, grow_rank, NULL), 0);
+  return 0;
+}

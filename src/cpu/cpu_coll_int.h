@@ -34,7 +34,10 @@ typedef struct {
   int32_t kind, dtype, op, root;
   int32_t algo;    /* all-reduce: the algorithm that runs */
   uint64_t need;   /* all-to-all-v: bytes of this rank's staging (table, data) */
-  coll_verdict_t verdict; /* all-to-all-v: this rank's, once published */
+  /* all-to-all-v: this rank's verdict [0] on its own counts, published with
+   * its first arrival, [1] on what it receives, with its second: apart, so
+   * that a peer still reading [0] never sees [1] early. */
+  coll_verdict_t verdict[2];
 } coll_detail_t;
 
 /* What a rank publishes for the calls of one parity, in one cache line:

@@ -122,13 +122,13 @@ static void publish(vcall_t *x) {
   cpu_coll_publish(x->c, 0, 0);
   coll_detail_t *d = &x->c->pads[x->c->me]->detail[x->c->h];
   d->need = need_of(x);
-  d->verdict = x->verdict;
+  d->verdict[0] = x->verdict;
 }
 
-/* The first rank's fault, the same words on every rank. */
-static symm_result_t verdicts(const coll_t *c) {
+/* The first rank's fault in verdict `which`, the same words on every rank. */
+static symm_result_t verdicts(const coll_t *c, int which) {
   for (int r = 0; r < c->w; r++) {
-    const coll_verdict_t *v = &c->pads[r]->detail[c->h].verdict;
+    const coll_verdict_t *v = &c->pads[r]->detail[c->h].verdict[which];
     if (!v->code) continue;
     const char *fn = cpu_coll_kind_name(c->a->kind);
     const unsigned long long seq = (unsigned long long)c->seq, a = v->a, b = v->b;
@@ -247,7 +247,7 @@ static symm_result_t stage_all(vcall_t *x) {
   publish(x);
   SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
   SYMM_CHECK(cpu_coll_check_match(c));
-  SYMM_CHECK(verdicts(c));
+  SYMM_CHECK(verdicts(c, 0));
   uint64_t most = 0;
   for (int r = 0; r < c->w; r++)
     if (c->pads[r]->detail[c->h].need > most) most = c->pads[r]->detail[c->h].need;
@@ -266,9 +266,9 @@ static symm_result_t stage_all(vcall_t *x) {
 static symm_result_t run(vcall_t *x) {
   SYMM_CHECK(stage_all(x));
   build_recv(x);
-  x->c->pads[x->c->me]->detail[x->c->h].verdict = x->verdict;
+  x->c->pads[x->c->me]->detail[x->c->h].verdict[1] = x->verdict;
   SYMM_CHECK(cpu_coll_sync(x->c, PHASE_STAGED, "check its counts"));
-  SYMM_CHECK(verdicts(x->c));
+  SYMM_CHECK(verdicts(x->c, 1));
   copy_in(x);
   write_splits(x);
   return SYMM_SUCCESS;
