@@ -6,7 +6,6 @@
  * or stalls makes the calling function return its code within the
  * deadline; bad callbacks and disagreeing settings are refused. */
 #include <errno.h>
-#include <dirent.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "listening.h"
 
 #define CH_MAX_W 8
 #define CH_SLOT ((size_t)256 << 10) /* bytes one rank sends in one round */
@@ -136,44 +136,6 @@ static symm_result_t init_on(symm_bootstrap_callbacks_t *cb, symm_comm_t **comm)
   return symm_comm_init(&cfg, comm);
 }
 
-/* Whether inode `ino` is a listening socket in /proc/self/net/<file>. */
-static bool listens_in(const char *file, unsigned long ino) {
-  char path[64], line[512];
-  snprintf(path, sizeof path, "/proc/self/net/%s", file);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned st;
-    unsigned long inode;
-    /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-    if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &inode) == 2)
-      found = st == 0x0A && inode == ino;
-  }
-  fclose(f);
-  return found;
-}
-
-/* Listening TCP sockets among this process's fds. */
-static int listening_sockets(void) {
-  DIR *d = opendir("/proc/self/fd");
-  ASSERT(d);
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    char path[300], target[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-    ssize_t len = readlink(path, target, sizeof target - 1);
-    if (len <= 0) continue;
-    target[len] = 0;
-    unsigned long ino;
-    if (sscanf(target, "socket:[%lu]", &ino) == 1)
-      n += listens_in("tcp", ino) || listens_in("tcp6", ino);
-  }
-  closedir(d);
-  return n;
-}
-
 /* Tensors, collectives, signals and a barrier on a communicator. */
 static void check_works(symm_comm_t *comm) {
   const int rank = symm_comm_rank(comm), size = symm_comm_size(comm);
@@ -198,14 +160,14 @@ static int works_rank(int rank, int size, void *arg) {
   channel_t ch = {0};
   symm_bootstrap_callbacks_t cb;
   ch_init(&ch, 0, rank, size, &cb);
-  const int before = listening_sockets();
+  const int before = symm_test_listening_sockets();
   symm_comm_t *comm = NULL;
   ASSERT_OK(init_on(&cb, &comm));
   ASSERT_EQ(symm_comm_rank(comm), rank);
   ASSERT_EQ(symm_comm_size(comm), size);
   check_works(comm);
-  ASSERT_MSG(listening_sockets() == before, "%d listening TCP sockets, %d before init",
-             listening_sockets(), before);
+  ASSERT_MSG(symm_test_listening_sockets() == before, "%d listening TCP sockets, %d before init",
+             symm_test_listening_sockets(), before);
   ASSERT_MSG(ch.calls > 0, "the callbacks were never called");
   /* Groups: even and odd ranks, then the evens again in halves. */
   symm_comm_t *half = NULL, *quarter = NULL;
