@@ -81,6 +81,37 @@ static symm_result_t resolve_callbacks(resolved_config_t *rc) {
 
 static symm_result_t resolve_store(resolved_config_t *rc);
 
+/* Whether a store address is configured anywhere (config, SYMM_STORE_ADDR,
+ * MASTER_ADDR). */
+static bool store_configured(const symm_config_t *c) {
+  const char *addr = c->store_addr ? c->store_addr : symm_settings()->SYMM_STORE_ADDR;
+  const char *master = getenv("MASTER_ADDR");
+  return (addr && *addr) || (master && *master);
+}
+
+/* SYMM_BOOTSTRAP: pmix when asked, or under auto where a PMIx server is in
+ * the environment and no store is configured (and libpmix loads); the
+ * callbacks made are the communicator's (rc->owned). */
+static symm_result_t choose_pmix(resolved_config_t *rc) {
+  enum { AUTO = 0, STORE = 1, PMIX = 2 };
+  const int how = (int)symm_settings()->SYMM_BOOTSTRAP.index;
+  if (how == STORE || (how == AUTO && (!symm_pmix_present() || store_configured(&rc->cfg))))
+    return SYMM_SUCCESS;
+  symm_bootstrap_callbacks_t *cb = NULL;
+  symm_result_t res = symm_pmix_bootstrap(&cb);
+  if (res != SYMM_SUCCESS) {
+    if (how == PMIX) return res;
+    SYMM_INFO(INIT, "bootstrap: not through PMIx (%s); through the store", symm_last_error());
+    symm_error_clear();
+    return SYMM_SUCCESS;
+  }
+  SYMM_INFO(INIT, "bootstrap: through the launcher's PMIx server (rank %d of %d)", cb->rank,
+            cb->world_size);
+  rc->cfg.bootstrap = cb;
+  rc->owned = cb;
+  return SYMM_SUCCESS;
+}
+
 static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t *rc) {
   symm_config_t defaults = SYMM_CONFIG_INIT;
   rc->cfg = defaults;
@@ -104,6 +135,7 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
       rc->cfg.bootstrap = NULL;
   }
   symm_config_t *c = &rc->cfg;
+  if (!c->bootstrap) SYMM_CHECK(choose_pmix(rc));
   if (c->bootstrap) return resolve_callbacks(rc);
   const int env_rank = env_first_int(rank_vars), env_size = env_first_int(size_vars);
   if (c->rank < 0) c->rank = env_rank;
@@ -870,7 +902,11 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK(symm_settings_load());
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
-  SYMM_CHECK(resolve_config(config, &rc));
+  symm_result_t resolved = resolve_config(config, &rc);
+  if (resolved != SYMM_SUCCESS) {
+    release_channel(rc.owned);
+    return resolved;
+  }
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
   /* Callbacks: numbered in this process, as the ranks make them in order. */

@@ -99,6 +99,12 @@ symm_result_t symm_bootstrap_cb_init(const symm_bootstrap_callbacks_t *cb, int t
  * its peers may wait in (their `abort`); nothing for other bootstraps. */
 void symm_bootstrap_cb_abort(symm_bootstrap_t *bs, symm_result_t code, const char *reason);
 
+/* PMIx (bootstrap_pmix.c): whether the environment shows a PMIx server,
+ * and callbacks over it (malloc'd; its release callback gives the
+ * channel back), libpmix loaded at run time. */
+bool symm_pmix_present(void);
+symm_result_t symm_pmix_bootstrap(symm_bootstrap_callbacks_t **out);
+
 /* Bootstrap over the job's key-value store; keys under `prefix`. */
 symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,
                                         int rank, int size, int timeout_ms,
