@@ -1260,6 +1260,9 @@ SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_al
 SYMM_API symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
                                             symm_algo_t *algo);
 
+/* On a communicator of one rank every collective below is its input: in
+ * place it returns at once, out of place it is one stream-ordered copy
+ * (GPU: cuMemcpyAsync, no kernel, no scratch), as NCCL does. */
 /* recvbuf[i] = op over ranks of sendbuf[i], i < count. */
 SYMM_API symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, symm_dtype_t dtype, symm_redop_t op,

@@ -1456,6 +1456,38 @@ TEST_IMPL(native_fake_put_copies) {
   return 0;
 }
 
+/* One rank: an all-reduce out of place is one copy and no kernel, in place
+ * nothing at all. */
+static int alone_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_u64(comm, 1024);
+  ASSERT_MSG(t, "alloc");
+  uint64_t *d = symm_tensor_data(t);
+  long (*count)(void) = NULL;
+  bool (*get)(long, fakecuda_launch_t *) = NULL;
+  *(void **)&count = fake_sym("fakecuda_launch_count");
+  *(void **)&get = fake_sym("fakecuda_launch_get");
+  ASSERT_MSG(count && get, "the fake driver's launch log");
+  long before = count();
+  ASSERT_OK(symm_all_reduce(comm, d, d + 512, 512, SYMM_DTYPE_U64, SYMM_REDUCE_SUM, NULL));
+  fakecuda_launch_t l;
+  ASSERT_EQ(count(), before + 1);
+  ASSERT_MSG(get(before, &l) && strcmp(l.name, "cuMemcpyAsync") == 0, "%s", l.name);
+  before = count();
+  ASSERT_OK(symm_all_reduce(comm, d, d, 512, SYMM_DTYPE_U64, SYMM_REDUCE_AVG, NULL));
+  ASSERT_EQ(count(), before);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_one_rank) {
+  ASSERT_JOB(1, alone_rank, NULL);
+  return 0;
+}
+
 /* How kernels are launched: with programmatic dependent launch by default
  * (through cuLaunchKernelEx), plainly with SYMM_GPU_PDL=0 or a driver
  * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid,
