@@ -93,6 +93,12 @@ extern "C" {
  * Local; never fails. */
 SYMM_API int symm_version(void);
 
+/* The CPUs this process may run on (its affinity, as symmem-run --bind-to
+ * or another launcher left it): "cpus 2 (bound: 1 of this host's 8)" or
+ * "cpus 0-7 (all 8 of this host: not bound)", NUL-terminated in out[cap]
+ * (truncated to fit); returns out.  Local, no communicator needed. */
+SYMM_API const char *symm_cpu_binding(char *out, size_t cap);
+
 /* ------------------------------------------------------------------------ */
 /* Results and errors                                                       */
 /* ------------------------------------------------------------------------ */

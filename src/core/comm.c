@@ -879,9 +879,11 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   comm->engine = engine_for(comm->ops);
   comm->requested_device = rc->cfg.device;
   SYMM_CHECK_GOTO(start_engine_and_backend(comm), res, fail);
-  SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
+  char cpus[256] = "";
+  if (symm_log_level() >= SYMM_LOG_INFO) symm_cpu_binding(cpus, sizeof cpus);
+  SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s, %s", comm->index,
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
-            comm->device, comm->job_id);
+            comm->device, comm->job_id, cpus);
   comm->ready = true;
   *out = comm;
   return SYMM_SUCCESS;
