@@ -19,15 +19,20 @@
 #   environment: COLL (all_reduce), RANKS (all_reduce: 2; all_to_all_v:
 #                "2 4", a list), SKEWS (all_to_all_v: "1 4"), MINBYTES (8;
 #                all_to_all_v: 1K), MAXBYTES (16M), STEP (2), ITERS (20),
-#                WARMUP (5), ROUNDS (3)
+#                WARMUP (5), ROUNDS (3), BIND (default | core | none)
 #
 # The runs are repeated ROUNDS times, interleaved, and each column is the
 # median of its rounds: on a shared VM the memory bandwidth was seen to
 # swing by 4x between runs minutes apart, which a single sequential pass
-# turns into a ratio that belongs to neither side.  Neither launcher is
-# told how to bind: mpirun binds as it does by default (to cores up to 2
-# processes, not at all when oversubscribed), symmem-run leaves placement
-# to the kernel.
+# turns into a ratio that belongs to neither side.
+#
+# BIND says where the processes run.  default: neither launcher is told;
+# mpirun binds as it does by default (rank r to core r up to 2 processes,
+# nowhere when oversubscribed), symmem-run leaves placement to the kernel.
+# core: both sides bind rank r to CPU r mod the CPUs (mpirun --bind-to
+# core, symmem-bench under taskset).  none: neither binds.  Small calls
+# between two processes that share a CPU wait for the scheduler, so the
+# choice can move small-size times by 10x on a machine with few CPUs.
 #
 # It installs nothing: without mpicc and mpirun it says how to get them.
 set -u
@@ -43,6 +48,11 @@ STEP=${STEP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 ROUNDS=${ROUNDS:-3}
+BIND=${BIND:-default}
+case "$BIND" in
+  default | core | none) ;;
+  *) echo "compare_mpi: BIND=$BIND; it takes default, core or none" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 
 for tool in mpicc mpirun; do
@@ -73,7 +83,28 @@ esac
 # Open MPI refuses root unless told, and counts hardware threads strictly.
 mpi_flags="--oversubscribe"
 [ "$(id -u)" = 0 ] && mpi_flags="$mpi_flags --allow-run-as-root"
+[ "$BIND" = core ] && mpi_flags="$mpi_flags --bind-to core:overload-allowed"
+[ "$BIND" = none ] && mpi_flags="$mpi_flags --bind-to none"
 sweep="-b $MINBYTES -e $MAXBYTES -f $STEP -n $ITERS -w $WARMUP"
+if [ "$BIND" = core ] && ! command -v taskset >/dev/null 2>&1; then
+  echo "compare_mpi: BIND=core needs taskset (util-linux)" >&2
+  exit 1
+fi
+cpus=$(nproc)
+
+# symmem-bench ARGS on $1 host ranks, each bound as BIND says.
+symm_bench() {
+  n=$1
+  shift
+  if [ "$BIND" = core ]; then
+    # shellcheck disable=SC2016
+    SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" -- sh -c \
+      'c=$1 prog=$2; shift 2; exec taskset -c $((SYMM_LOCAL_RANK % c)) "$prog" "$@"' sh "$cpus" \
+      "$BUILD/tools/symmem-bench" "$@"
+  else
+    SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" -- "$BUILD/tools/symmem-bench" "$@"
+  fi
+}
 
 # ROUNDS interleaved rounds of the MPI program and symmem-bench in and out
 # of place, for RANKS ranks ($1) and skew $2: mpi.R.csv, symm1.R.csv and
@@ -89,14 +120,15 @@ run_rounds() {
   for inplace in 1 0; do
     echo "##   symmem: SYMM_BACKEND=host symmem-run -n $1 -- symmem-bench --csv $symm_args --inplace $inplace $sweep"
   done
+  echo "##   binding: $BIND$([ "$BIND" = core ] && echo " (rank r on CPU r mod $cpus, both sides)")"
   r=1
   while [ "$r" -le "$ROUNDS" ]; do
     # shellcheck disable=SC2086
     mpirun -np "$1" $mpi_flags "$mpi_prog" $mpi_args $sweep >"$tmp/run/mpi.$r.csv" || exit 1
     for inplace in 1 0; do
       # shellcheck disable=SC2086
-      SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$1" -- "$BUILD/tools/symmem-bench" \
-        --csv $symm_args --inplace "$inplace" -c 1 $sweep >"$tmp/run/symm$inplace.$r.csv" || exit 1
+      symm_bench "$1" --csv $symm_args --inplace "$inplace" -c 1 $sweep \
+        >"$tmp/run/symm$inplace.$r.csv" || exit 1
     done
     r=$((r + 1))
   done
@@ -106,7 +138,7 @@ run_rounds() {
 # line for all-to-all-v); symmem's CSV has size in field 5, time in 9, wrong
 # in 12.  Median of the rounds per column.  Exit status 1 on wrong values.
 table() {
-  awk -F, -v ranks="$1" -v rounds="$ROUNDS" -v coll="$COLL" -v skew="$2" '
+  awk -F, -v ranks="$1" -v rounds="$ROUNDS" -v coll="$COLL" -v skew="$2" -v bind="$BIND" '
   function median(key,    n, i, j, t, v) {
     n = cnt[key]
     for (i = 1; i <= n; i++) v[i] = val[key, i]
@@ -123,7 +155,7 @@ table() {
   END {
     v = coll == "all_to_all_v"
     if (v) {
-      printf "# f32 all-to-all-v, %d ranks, skew %s (%s), host backend vs Open MPI MPI_Alltoallv, median of %d rounds; ratio = MPI / symmem (> 1: symmem faster)\n", ranks, skew, shares, rounds
+      printf "# f32 all-to-all-v, %d ranks, skew %s (%s), host backend vs Open MPI MPI_Alltoallv, binding %s, median of %d rounds; ratio = MPI / symmem (> 1: symmem faster)\n", ranks, skew, shares, bind, rounds
       printf "#%13s  %12s  %14s  %6s  %14s  %6s  %6s\n", "size/rank(B)", "mpi(us)", "symm_inpl(us)",
              "ratio", "symm_oop(us)", "ratio", "#wrong"
     } else {
