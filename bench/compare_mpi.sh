@@ -121,6 +121,8 @@ run_rounds() {
     echo "##   symmem: SYMM_BACKEND=host symmem-run -n $1 -- symmem-bench --csv $symm_args --inplace $inplace $sweep"
   done
   echo "##   binding: $BIND$([ "$BIND" = core ] && echo " (rank r on CPU r mod $cpus, both sides)")"
+  # Other jobs on the machine move these figures more than anything here.
+  [ -r /proc/loadavg ] && echo "##   load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($cpus CPUs)"
   r=1
   while [ "$r" -le "$ROUNDS" ]; do
     # shellcheck disable=SC2086
