@@ -589,3 +589,48 @@ TEST_IMPL(bench_groups) {
   free(out);
   return 0;
 }
+
+/* bench/compare_mpi.sh COLL=all_to_all_v on a tiny sweep, where Open MPI
+ * is installed: a table per ranks and skew with the split in its title,
+ * every size of both sides joined, ratio = MPI / symmem, nothing wrong. */
+TEST_IMPL(bench_compare_mpi_all_to_all_v) {
+  char *out = malloc(OUT_CAP);
+  if (run_fmt(out, "command -v mpicc && command -v mpirun") != 0) {
+    free(out);
+    printf("SKIP: Open MPI (mpicc, mpirun) is not installed; apt-get install openmpi-bin "
+           "libopenmpi-dev\n");
+    return TEST_SKIP;
+  }
+  char script[1024];
+  snprintf(script, sizeof script, "%s", __FILE__);
+  char *slash = strrchr(script, '/');
+  ASSERT(slash != NULL);
+  snprintf(slash, sizeof script - (size_t)(slash - script), "/../bench/compare_mpi.sh");
+  char build[1024];
+  snprintf(build, sizeof build, "%s/..", test_tool_path(""));
+  int rc = run_fmt(out, "COLL=all_to_all_v RANKS=2 SKEWS='1 4' MINBYTES=1K MAXBYTES=4K "
+                   "ROUNDS=1 ITERS=2 WARMUP=1 sh %s %s", script, build);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "# f32 all-to-all-v, 2 ranks, skew 1 (rank p gets: 50.0% 50.0%)");
+  ASSERT(strstr(out, "# f32 all-to-all-v, 2 ranks, skew 4 (rank p gets: 20.0% 80.0%)") ||
+         strstr(out, "# f32 all-to-all-v, 2 ranks, skew 4 (rank p gets: 80.0% 20.0%)"));
+  ASSERT_EQ(count_occurrences(out, "ratio = MPI / symmem (> 1: symmem faster)"), 2);
+  int rows = 0;
+  for (const char *line = out; line && *line;
+       line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    size_t bytes;
+    double mpi, inpl, r1, oop, r2;
+    int wrong;
+    if (sscanf(line, " %zu %lf %lf %lf %lf %lf %d", &bytes, &mpi, &inpl, &r1, &oop, &r2,
+               &wrong) != 7)
+      continue;
+    ASSERT(bytes == 1024 || bytes == 2048 || bytes == 4096);
+    ASSERT_EQ(wrong, 0);
+    ASSERT(r1 > 0.99 * mpi / inpl - 0.002 && r1 < 1.01 * mpi / inpl + 0.002);
+    ASSERT(r2 > 0.99 * mpi / oop - 0.002 && r2 < 1.01 * mpi / oop + 0.002);
+    rows++;
+  }
+  ASSERT_EQ(rows, 6);
+  free(out);
+  return 0;
+}
