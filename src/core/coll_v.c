@@ -1,6 +1,6 @@
-/* All-to-all-v: the public forms (host counts, device splits), what the
- * core checks of them on this rank, and their description for the engines
- * (symm_coll_v_t).  The counts of one rank are checked against the
+/* All-to-all-v: what the core checks of a call on this rank (its
+ * description for the engines, symm_coll_v_t, is made by the public forms
+ * in collective.c).  The counts of one rank are checked against the
  * peers' by the engine, which alone sees them all. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdlib.h>
@@ -107,81 +107,4 @@ symm_result_t symm_coll_v_check(symm_comm_t *comm, symm_coll_args_t *a, const ch
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
   return SYMM_SUCCESS;
-}
-
-static symm_result_t run_v(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
-                           symm_dtype_t dtype, symm_coll_v_t *v, symm_stream_t stream,
-                           const char *fn) {
-  symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL_V, sendbuf, recvbuf, v->row_elems, 0, 0, dtype,
-                        SYMM_REDUCE_SUM, (int)v->mode, SYMM_ALGO_AUTO, stream, 0, v};
-  return symm_coll_run(comm, &a, fn);
-}
-
-/* Packed displacements of counts (exclusive prefix sums), or the
- * caller's; an overflowing sum is left for the extent check to find. */
-static const size_t *displs_or_packed(const size_t *displs, const size_t *counts, int world,
-                                      size_t *packed) {
-  if (displs || !counts) return displs ? displs : packed;
-  size_t at = 0;
-  for (int p = 0; p < world; p++) {
-    packed[p] = at;
-    at += counts[p];
-  }
-  return packed;
-}
-
-symm_result_t symm_all_to_all_v(symm_comm_t *comm, const void *sendbuf,
-                                const size_t *send_counts, const size_t *send_displs,
-                                void *recvbuf, const size_t *recv_counts,
-                                const size_t *recv_displs, symm_dtype_t dtype,
-                                symm_stream_t stream) {
-  static const char fn[] = "symm_all_to_all_v";
-  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  const int w = comm->size;
-  size_t stack[2 * STACK_RANKS] = {0};
-  size_t *packed = w <= STACK_RANKS ? stack : calloc(2 * (size_t)w, sizeof *packed);
-  if (!packed) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", fn);
-  symm_coll_v_t v = {.mode = SYMM_V_HOST, .send_counts = send_counts, .recv_counts = recv_counts,
-                     .row_elems = 1, .n_experts = 1, .major_align = 1};
-  v.send_displs = displs_or_packed(send_displs, send_counts, w, packed);
-  v.recv_displs = displs_or_packed(recv_displs, recv_counts, w, packed + w);
-  symm_result_t res = run_v(comm, sendbuf, recvbuf, dtype, &v, stream, fn);
-  if (packed != stack) free(packed);
-  return res;
-}
-
-symm_result_t symm_all_to_all_vdev(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
-                                   void *recvbuf, size_t recv_rows, size_t row_elems,
-                                   symm_dtype_t dtype, const int64_t *in_splits,
-                                   int64_t *out_splits_offsets, symm_stream_t stream) {
-  symm_coll_v_t v = {.mode = SYMM_V_DEV, .in_splits = in_splits,
-                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
-                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = 1,
-                     .major_align = 1};
-  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev");
-}
-
-symm_result_t symm_all_to_all_vdev_2d(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
-                                      void *recvbuf, size_t recv_rows, size_t row_elems,
-                                      symm_dtype_t dtype, const int64_t *in_splits,
-                                      int64_t *out_splits_offsets, int n_experts,
-                                      size_t major_align, symm_stream_t stream) {
-  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D, .in_splits = in_splits,
-                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
-                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
-                     .major_align = major_align};
-  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d");
-}
-
-symm_result_t symm_all_to_all_vdev_2d_combine(symm_comm_t *comm, const void *sendbuf,
-                                              size_t send_rows, void *recvbuf, size_t recv_rows,
-                                              size_t row_elems, symm_dtype_t dtype,
-                                              const int64_t *in_splits_offsets,
-                                              int64_t *out_splits_offsets, int n_experts,
-                                              symm_stream_t stream) {
-  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D_COMBINE, .in_splits = in_splits_offsets,
-                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
-                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
-                     .major_align = 1};
-  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d_combine");
 }

@@ -3,6 +3,7 @@
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -183,14 +184,24 @@ static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const 
                     comm->rank, comm->ops->name);
 }
 
+/* One rank: every fixed-size collective (any op of one value is that
+ * value, avg included) is its input: nothing in place, one stream-ordered
+ * copy out of place, no kernel, no scratch. */
+static symm_result_t run_alone(symm_comm_t *comm, const symm_coll_args_t *a) {
+  if (!a->recv_bytes || a->recvbuf == a->sendbuf) return SYMM_SUCCESS;
+  return comm->engine->copy(comm, a->recvbuf, a->sendbuf, a->recv_bytes, a->stream);
+}
+
 static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (comm->unreachable) return run_provider(comm, a, fn);
   symm_result_t res = check_args(comm, a, fn);
-  if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
+  if (res != SYMM_SUCCESS) return comm->size == 1 ? res : abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
   symm_fault_point(SYMM_FAULT_COLLECTIVE, comm->rank);
   a->seq = comm->call.seq;
+  if (comm->size == 1 && a->kind != SYMM_COLL_ALL_TO_ALL_V && SYMM_OPS_HAS(comm->engine, 5, copy))
+    return run_alone(comm, a);
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));
@@ -239,4 +250,85 @@ symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, void *recv
   symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
   return symm_coll_run(comm, &a, "symm_all_to_all");
+}
+
+/* ------------------------------------------------------- all-to-all-v */
+
+#define STACK_RANKS 64
+
+static symm_result_t run_v(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                           symm_dtype_t dtype, symm_coll_v_t *v, symm_stream_t stream,
+                           const char *fn) {
+  symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL_V, sendbuf, recvbuf, v->row_elems, 0, 0, dtype,
+                        SYMM_REDUCE_SUM, (int)v->mode, SYMM_ALGO_AUTO, stream, 0, v};
+  return symm_coll_run(comm, &a, fn);
+}
+
+/* Packed displacements of counts (exclusive prefix sums), or the
+ * caller's; an overflowing sum is left for the extent check to find. */
+static const size_t *displs_or_packed(const size_t *displs, const size_t *counts, int world,
+                                      size_t *packed) {
+  if (displs || !counts) return displs ? displs : packed;
+  size_t at = 0;
+  for (int p = 0; p < world; p++) {
+    packed[p] = at;
+    at += counts[p];
+  }
+  return packed;
+}
+
+symm_result_t symm_all_to_all_v(symm_comm_t *comm, const void *sendbuf,
+                                const size_t *send_counts, const size_t *send_displs,
+                                void *recvbuf, const size_t *recv_counts,
+                                const size_t *recv_displs, symm_dtype_t dtype,
+                                symm_stream_t stream) {
+  static const char fn[] = "symm_all_to_all_v";
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  const int w = comm->size;
+  size_t stack[2 * STACK_RANKS] = {0};
+  size_t *packed = w <= STACK_RANKS ? stack : calloc(2 * (size_t)w, sizeof *packed);
+  if (!packed) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", fn);
+  symm_coll_v_t v = {.mode = SYMM_V_HOST, .send_counts = send_counts, .recv_counts = recv_counts,
+                     .row_elems = 1, .n_experts = 1, .major_align = 1};
+  v.send_displs = displs_or_packed(send_displs, send_counts, w, packed);
+  v.recv_displs = displs_or_packed(recv_displs, recv_counts, w, packed + w);
+  symm_result_t res = run_v(comm, sendbuf, recvbuf, dtype, &v, stream, fn);
+  if (packed != stack) free(packed);
+  return res;
+}
+
+symm_result_t symm_all_to_all_vdev(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
+                                   void *recvbuf, size_t recv_rows, size_t row_elems,
+                                   symm_dtype_t dtype, const int64_t *in_splits,
+                                   int64_t *out_splits_offsets, symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV, .in_splits = in_splits,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = 1,
+                     .major_align = 1};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev");
+}
+
+symm_result_t symm_all_to_all_vdev_2d(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
+                                      void *recvbuf, size_t recv_rows, size_t row_elems,
+                                      symm_dtype_t dtype, const int64_t *in_splits,
+                                      int64_t *out_splits_offsets, int n_experts,
+                                      size_t major_align, symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D, .in_splits = in_splits,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
+                     .major_align = major_align};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d");
+}
+
+symm_result_t symm_all_to_all_vdev_2d_combine(symm_comm_t *comm, const void *sendbuf,
+                                              size_t send_rows, void *recvbuf, size_t recv_rows,
+                                              size_t row_elems, symm_dtype_t dtype,
+                                              const int64_t *in_splits_offsets,
+                                              int64_t *out_splits_offsets, int n_experts,
+                                              symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D_COMBINE, .in_splits = in_splits_offsets,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
+                     .major_align = 1};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d_combine");
 }

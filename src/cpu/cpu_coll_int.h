@@ -85,12 +85,18 @@ typedef struct {
   uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;
 
-/* The frame's steps (cpu_coll.c). */
+/* The frame's steps (cpu_frame.c). */
 const char *cpu_coll_kind_name(int kind);
 /* Works on scratch s from now on (its pads; the gate; this call's round). */
 symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown);
 /* Arrives at `phase` and waits for every rank to, or fails the call. */
 symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what);
+/* Its two halves: arrives at `phase` (after what it published), and waits
+ * until every rank arrived as often. */
+symm_result_t cpu_coll_arrive(coll_t *c, int phase);
+symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what);
+/* Whether some rank arrived in a host call of this number. */
+bool cpu_coll_peer_in_host_call(const coll_t *c);
 /* After the first sync: SYMM_ERR_MISMATCH unless every rank's call agrees. */
 symm_result_t cpu_coll_check_match(const coll_t *c);
 /* Publishes this rank's brief and detail of the call. */
