@@ -26,13 +26,14 @@
 # swing by 4x between runs minutes apart, which a single sequential pass
 # turns into a ratio that belongs to neither side.
 #
-# BIND says where the processes run.  default: neither launcher is told;
-# mpirun binds as it does by default (rank r to core r up to 2 processes,
-# nowhere when oversubscribed), symmem-run leaves placement to the kernel.
-# core: both sides bind rank r to CPU r mod the CPUs (mpirun --bind-to
-# core, symmem-bench under taskset).  none: neither binds.  Small calls
-# between two processes that share a CPU wait for the scheduler, so the
-# choice can move small-size times by 10x on a machine with few CPUs.
+# BIND says where the processes run.  default: neither launcher is told,
+# and each binds as it does by default: mpirun rank r to core r up to 2
+# processes, nowhere when oversubscribed; symmem-run a core per rank where
+# there is one, else nowhere.  core: both sides bind rank r to CPU r mod
+# the CPUs, oversubscribed too (mpirun --bind-to core:overload-allowed,
+# symmem-bench under taskset).  none: neither binds.  Small calls between
+# two processes that share a CPU wait for the scheduler, so the choice can
+# move small-size times by 10x on a machine with few CPUs.
 #
 # It installs nothing: without mpicc and mpirun it says how to get them.
 set -u
@@ -98,8 +99,11 @@ symm_bench() {
   shift
   if [ "$BIND" = core ]; then
     # shellcheck disable=SC2016
-    SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" -- sh -c \
+    SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" --bind-to none -- sh -c \
       'c=$1 prog=$2; shift 2; exec taskset -c $((SYMM_LOCAL_RANK % c)) "$prog" "$@"' sh "$cpus" \
+      "$BUILD/tools/symmem-bench" "$@"
+  elif [ "$BIND" = none ]; then
+    SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" --bind-to none -- \
       "$BUILD/tools/symmem-bench" "$@"
   else
     SYMM_BACKEND=host "$BUILD/tools/symmem-run" -n "$n" -- "$BUILD/tools/symmem-bench" "$@"
