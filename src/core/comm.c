@@ -905,10 +905,8 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   symm_result_t resolved = resolve_config(config, &rc);
-  if (resolved != SYMM_SUCCESS) {
-    release_channel(rc.owned);
-    return resolved;
-  }
+  if (resolved != SYMM_SUCCESS) release_channel(rc.owned);
+  SYMM_CHECK(resolved);
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
   /* Callbacks: numbered in this process, as the ranks make them in order. */
