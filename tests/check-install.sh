@@ -16,6 +16,13 @@ case $libdir_rel in
   *) libdir="$tmp/prefix/$libdir_rel" ;;
 esac
 [ -e "$libdir/libsymmem.so" ] && [ -e "$libdir/libsymmem.a" ] || { echo "FAIL: libraries"; exit 1; }
+# NVSHMEM's bootstrap plugin beside the library (where the nvshmem backend
+# looks), exporting NVSHMEM's entry point and symmem's binding, nothing else.
+plugin="$libdir/libsymmem_nvshmem_bootstrap.so"
+[ -e "$plugin" ] || { echo "FAIL: $plugin not installed"; exit 1; }
+exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "nvshmemi_bootstrap_plugin_init symm_nvshmem_bootstrap_bind " ] ||
+  { echo "FAIL: the plugin exports: $exports"; exit 1; }
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists symmem || { echo "FAIL: pkg-config"; exit 1; }
 cc -std=c11 -o "$tmp/ex" "$src/examples/neighbor_exchange.c" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs symmem)
@@ -33,4 +40,4 @@ CM
 cp "$src/examples/neighbor_exchange.c" "$tmp/cm/ex.c"
 cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm/b" >/dev/null
-echo "ok: installed, built with pkg-config and find_package(symmem)"
+echo "ok: installed (the NVSHMEM bootstrap plugin beside the library), built with pkg-config and find_package(symmem)"

@@ -33,6 +33,10 @@ void symm_backend_set_state(symm_comm_t *c, void *state) { c->backend_state = st
 const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *c) { return &c->caps; }
 const char *symm_comm_backend_name(const symm_comm_t *c) { return c->ops ? c->ops->name : "?"; }
 
+void symm_comm_abort_bootstrap(symm_comm_t *c, symm_result_t code, const char *reason) {
+  if (c->bootstrap) symm_bootstrap_cb_abort(c->bootstrap, code, reason);
+}
+
 bool symm_comm_ready(const symm_comm_t *c) { return c->ready; }
 bool symm_comm_all_reachable(const symm_comm_t *c) { return c->unreachable == 0; }
 

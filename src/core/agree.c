@@ -38,6 +38,7 @@ static const char *step_name(uint32_t op) {
     case SYMM_TAG_FREE: return "its free";
     case SYMM_TAG_COLLECTIVE: return "its collective";
     case SYMM_TAG_SPLIT: return "its exchange of colors";
+    case SYMM_TAG_PROVIDER: return "its provider library's bootstrap round";
     default: return "an unknown step";
   }
 }
@@ -217,6 +218,11 @@ symm_result_t symm_comm_barrier(symm_comm_t *comm) {
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_BARRIER, NULL, 0, NULL);
   symm_call_end(comm);
   return res;
+}
+
+symm_result_t symm_comm_provider_allgather(symm_comm_t *comm, const void *send, size_t len,
+                                           void *recv) {
+  return symm_comm_allgather_op(comm, SYMM_TAG_PROVIDER, send, len, recv);
 }
 
 symm_result_t symm_comm_meet_host_call(symm_comm_t *comm) {

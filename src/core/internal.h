@@ -110,7 +110,8 @@ enum {
   SYMM_TAG_ALLOC = 5,    /* a collective allocation's arguments */
   SYMM_TAG_FREE = 6,     /* a collective free's allocation */
   SYMM_TAG_COLLECTIVE = 7, /* an engine collective meeting a host call (symm_comm_meet_host_call) */
-  SYMM_TAG_SPLIT = 8     /* symm_comm_split's colors and keys */
+  SYMM_TAG_SPLIT = 8,    /* symm_comm_split's colors and keys */
+  SYMM_TAG_PROVIDER = 9  /* a provider library's own round (symm_comm_provider_allgather) */
 };
 /* Starts communicator-wide call `fn` (desc: its arguments in brief, as
  * printf); inside another call it is a step of that one and changes

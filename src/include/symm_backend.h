@@ -293,6 +293,23 @@ const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *comm);
 /* The backend's name ("native"). */
 const char *symm_comm_backend_name(const symm_comm_t *comm);
 
+/* A provider library's own exchange over the communicator's bootstrap
+ * (NVSHMEM's rounds through symmem's bootstrap plugin): gathers `len`
+ * bytes from every rank into recv[rank * len].  Collective, and tagged as
+ * the provider's step of the call the ranks are in (init, an allocation,
+ * destroy), so that it pairs only with the same step on the other ranks:
+ * a rank in another round makes it SYMM_ERR_MISMATCH on every rank, never
+ * an exchange of the wrong data.  A length that differs between ranks is
+ * SYMM_ERR_MISMATCH too.  Timeouts and lost peers as every bootstrap
+ * round. */
+symm_result_t symm_comm_provider_allgather(symm_comm_t *comm, const void *send, size_t len,
+                                           void *recv);
+/* This rank is going away while its peers may wait for it (a provider's
+ * global exit): tells the caller's bootstrap callbacks (their `abort`),
+ * nothing for the library's own bootstraps, whose peers see the process
+ * gone. */
+void symm_comm_abort_bootstrap(symm_comm_t *comm, symm_result_t code, const char *reason);
+
 /* A tensor as a backend or an engine sees it. */
 /* The live tensor whose data (some rank's, as mapped here) holds ptr,
  * without recording an error on a miss: false when there is none.  *rank:

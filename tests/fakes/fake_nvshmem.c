@@ -5,8 +5,19 @@
  * the host entry points the backend uses, over shared memory:
  *
  *  - nvshmemx_get_uniqueid makes a random token; every PE that starts with
- *    it (nvshmemx_hostlib_init_attr, NVSHMEMX_INIT_WITH_UNIQUEID only)
- *    meets the others in a shared control segment named after it;
+ *    it (nvshmemx_hostlib_init_attr, NVSHMEMX_INIT_WITH_UNIQUEID) meets
+ *    the others in a shared control segment named after it;
+ *  - or, as NVSHMEM does with flags 0, a NULL attribute struct and
+ *    NVSHMEM_BOOTSTRAP=plugin: it loads NVSHMEM_BOOTSTRAP_PLUGIN, calls its
+ *    nvshmemi_bootstrap_plugin_init with the bootstrap ABI version
+ *    (FAKENVSHMEM_BOOTSTRAP_ABI, default 30000), checks the handle's
+ *    version, learns the node layout and the control segment's name
+ *    through the handle's all-gather, ends init with its barrier, runs an
+ *    all-gather when the heap "grows" inside nvshmem_malloc (every 2 MiB
+ *    of the heap first used) and a barrier in finalize; like NVSHMEM it
+ *    keeps that bootstrap past nvshmemx_hostlib_finalize (a later init
+ *    reuses it, whatever its flags, without calling the plugin again) and
+ *    calls the handle's finalize at exit;
  *  - each PE's symmetric heap is "device memory" of the fake driver
  *    (cuMemCreate, a memfd): every PE imports every PE's heap through
  *    /proc/<pid>/fd and maps them back to back in one reservation, as
@@ -34,8 +45,9 @@
  * FAKENVSHMEM_UNREACHABLE=<r>[,<r>...] (PE r is "on another node":
  * nvshmem_ptr gives NULL between it and every other PE; its collectives
  * still work), FAKENVSHMEM_VERSION=<major.minor.patch> (default 3.8.0),
- * FAKENVSHMEM_HEAP_BYTES (default 512 MiB).  fakenvshmem_stats reports
- * what a test checks for leaks.
+ * FAKENVSHMEM_HEAP_BYTES (default 512 MiB), FAKENVSHMEM_BOOTSTRAP_ABI
+ * (the bootstrap ABI offered to a plugin).  fakenvshmem_stats reports
+ * what a test checks for leaks, and how NVSHMEM was bootstrapped.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,12 +62,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <dlfcn.h>
 
+#include "backends/nvshmem/nvshmem_boot_abi.h"
 #include "backends/nvshmem/nvshmem_lib.h"
 #include "fakenvshmem.h"
 #include "gpu/cu_driver.h"
@@ -66,6 +80,7 @@
 #define FK_MAX_PES 64
 #define FK_ALIGN ((size_t)4096)
 #define FK_ERR 7 /* NVSHMEMX_ERROR_INTERNAL */
+#define FK_GROW ((size_t)2 << 20) /* the heap's growth step (plugin bootstrap) */
 
 /* Every export resolves through fk_hidden, so FAKENVSHMEM_MISSING can take
  * any of them away from dlsym. */
@@ -114,8 +129,17 @@ static struct {
   int export_fd;
   fk_block_t *blocks;
   uint64_t ops;              /* collective calls made (malloc, free, collectives) */
+  size_t grown;              /* bytes of the heap "mapped" so far (plugin bootstrap) */
   fakenvshmem_stats_t stats;
 } fk;
+
+/* The plugin bootstrap, kept from its init until the process exits. */
+static struct {
+  bool up;
+  void *dl;
+  nvsh_boot_handle_t h;      /* NVSHMEM's global handle, which the plugin fills */
+  long inits;                /* the plugin's init calls in this process */
+} fk_boot;
 
 static int fk_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
@@ -318,12 +342,122 @@ static void fk_teardown(void) {
   fk.up = false;
 }
 
+/* ----------------------------------------------------- plugin bootstrap */
+
+/* The handle's rounds, counted for the tests. */
+static int fk_boot_allgather(const void *send, void *recv, int bytes) {
+  fk.stats.boot_rounds++;
+  return fk_boot.h.allgather(send, recv, bytes, &fk_boot.h);
+}
+
+static int fk_boot_barrier(void) {
+  fk.stats.boot_rounds++;
+  return fk_boot.h.barrier(&fk_boot.h);
+}
+
+/* NVSHMEM's atexit handler: the plugin's finalize, then dlclose. */
+static void fk_boot_exit(void) {
+  if (!fk_boot.up) return;
+  if (fk_boot.h.finalize(&fk_boot.h) != 0)
+    fprintf(stderr, "fakenvshmem: the bootstrap plugin's finalize failed\n");
+  dlclose(fk_boot.dl);
+  fk_boot.up = false;
+}
+
+static uint64_t fk_host_hash(void) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = host; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  return h;
+}
+
+/* The handle as NVSHMEM checks it, then the node layout through it (its
+ * first round): 0, or -1 after saying why. */
+static int fk_boot_check(int abi) {
+  nvsh_boot_handle_t *h = &fk_boot.h;
+  if (NVSH_BOOT_ABI_MAJOR_MINOR(abi) < NVSH_BOOT_ABI_MAJOR_MINOR(h->version)) {
+    fprintf(stderr, "fakenvshmem: the bootstrap returned an incompatible version %d, expected "
+            "%d\n", h->version, abi);
+    return -1;
+  }
+  if (!h->allgather || !h->alltoall || !h->barrier || !h->finalize || !h->show_info ||
+      h->pg_size < 1 || h->pg_size > FK_MAX_PES || h->pg_rank < 0 || h->pg_rank >= h->pg_size) {
+    fprintf(stderr, "fakenvshmem: the bootstrap plugin filled the handle badly (PE %d of %d)\n",
+            h->pg_rank, h->pg_size);
+    return -1;
+  }
+  uint64_t mine = fk_host_hash(), all[FK_MAX_PES];
+  if (fk_boot_allgather(&mine, all, sizeof mine)) {
+    fprintf(stderr, "fakenvshmem: allgather of host hashes failed\n");
+    return -1;
+  }
+  h->mype_node = h->npes_node = 0;
+  for (int p = 0; p < h->pg_size; p++)
+    if (all[p] == mine) {
+      if (p == h->pg_rank) h->mype_node = h->npes_node;
+      h->npes_node++;
+    }
+  return 0;
+}
+
+/* NVSHMEM_BOOTSTRAP=plugin: NVSHMEM_BOOTSTRAP_PLUGIN loaded, its init
+ * called with the ABI version, the handle checked.  0, or -1. */
+static int fk_boot_plugin(void) {
+  const char *mode = getenv("NVSHMEM_BOOTSTRAP"), *path = getenv("NVSHMEM_BOOTSTRAP_PLUGIN");
+  if (!mode || strcasecmp(mode, "plugin") != 0 || !path || !*path) {
+    fprintf(stderr, "fakenvshmem: init flags 0 with NVSHMEM_BOOTSTRAP=%s "
+            "NVSHMEM_BOOTSTRAP_PLUGIN=%s: the fake bootstraps through a plugin only\n",
+            mode ? mode : "(unset)", path ? path : "(unset)");
+    return -1;
+  }
+  fk_boot.dl = dlopen(path, RTLD_NOW);
+  nvsh_boot_plugin_init_fn init = NULL;
+  if (fk_boot.dl) *(void **)&init = dlsym(fk_boot.dl, NVSH_BOOT_PLUGIN_INIT);
+  if (!init) {
+    fprintf(stderr, "fakenvshmem: bootstrap unable to load '%s' or its %s: %s\n", path,
+            NVSH_BOOT_PLUGIN_INIT, dlerror());
+    if (fk_boot.dl) dlclose(fk_boot.dl);
+    return -1;
+  }
+  memset(&fk_boot.h, 0, sizeof fk_boot.h);
+  const int abi = fk_env_int("FAKENVSHMEM_BOOTSTRAP_ABI", NVSH_BOOT_ABI);
+  fk_boot.inits++;
+  if (init(NULL, &fk_boot.h, abi) != 0 || fk_boot_check(abi) != 0) {
+    fprintf(stderr, "fakenvshmem: bootstrap plugin init failed for '%s'\n", path);
+    dlclose(fk_boot.dl);
+    return -1;
+  }
+  static bool registered;
+  if (!registered) atexit(fk_boot_exit);
+  registered = fk_boot.up = true;
+  const char *info = getenv("NVSHMEM_INFO");
+  if (info && (*info == '1' || *info == 'y' || *info == 't')) fk_boot.h.show_info(&fk_boot.h, 0);
+  return 0;
+}
+
 /* ---------------------------------------------------------- init, fini */
 
 static void fk_shm_name(const nvsh_uid_t *uid, char *out, size_t cap) {
   size_t n = (size_t)snprintf(out, cap, "/fakenvshmem-");
   for (int i = 8; i < 24 && n + 2 < cap; i++)
     n += (size_t)snprintf(out + n, cap - n, "%02x", (unsigned char)uid->internal[i]);
+}
+
+/* The control segment's name through the plugin bootstrap: PE 0's random
+ * token, all-gathered. */
+static int fk_boot_shm_name(char *out, size_t cap) {
+  nvsh_uid_t mine, *all = calloc(FK_MAX_PES, sizeof *all);
+  if (!all) return -1;
+  memset(&mine, 0, sizeof mine);
+  if (getrandom(mine.internal + 8, 16, 0) != 16 ||
+      fk_boot_allgather(&mine, all, sizeof mine) != 0) {
+    free(all);
+    return -1;
+  }
+  fk_shm_name(&all[0], out, cap);
+  free(all);
+  return 0;
 }
 
 static bool fk_nvls_off(const char *where) {
@@ -356,42 +490,55 @@ static int fk_nvshmemx_set_attr_uniqueid_args(int myrank, int nranks, const nvsh
 }
 
 static bool fk_attr_ok(unsigned flags, const nvsh_init_attr_t *a) {
-  const nvsh_uid_args_t *u = &a->args.uid_args;
-  return flags == NVSH_INIT_WITH_UNIQUEID && a->version == NVSH_STRUCT_VERSION(2, nvsh_init_attr_t) &&
+  const nvsh_uid_args_t *u = a ? &a->args.uid_args : NULL;
+  return a && flags == NVSH_INIT_WITH_UNIQUEID &&
+         a->version == NVSH_STRUCT_VERSION(2, nvsh_init_attr_t) &&
          a->args.version == NVSH_STRUCT_VERSION(2, nvsh_init_args_t) &&
          u->version == NVSH_STRUCT_VERSION(1, nvsh_uid_args_t) && u->id &&
          memcmp(u->id->internal, "fknvshm", 8) == 0 && u->nranks > 0 &&
          u->nranks <= FK_MAX_PES && u->myrank >= 0 && u->myrank < u->nranks;
 }
 
-FK_EXPORT(int, nvshmemx_hostlib_init_attr, (unsigned int flags, nvsh_init_attr_t *attr))
-static int fk_nvshmemx_hostlib_init_attr(unsigned int flags, nvsh_init_attr_t *attr) {
-  if (fk.up || !attr || !fk_attr_ok(flags, attr)) {
-    fprintf(stderr, "fakenvshmem: hostlib_init_attr: %s\n",
-            fk.up ? "already initialised" : "bad flags or attribute versions");
-    return FK_ERR;
+/* NVSHMEM's bootstrap for this init: the plugin's kept from an earlier
+ * one (flags and attr then ignored, as NVSHMEM does), a new plugin
+ * bootstrap (flags 0, attr NULL), or the unique id.  PE, PEs and the
+ * control segment's name set; 0, or -1 after saying why. */
+static int fk_bootstrap(unsigned flags, nvsh_init_attr_t *attr, char *name, size_t cap) {
+  if (!fk_boot.up && flags == 0 && attr) {
+    fprintf(stderr, "fakenvshmem: hostlib_init_attr: expected a NULL nvshmemx_init_attr_t "
+            "with the plugin bootstrap\n");
+    return -1;
   }
-  if (!fk_nvls_off("hostlib_init_attr") || !fk_driver()) return FK_ERR;
-  memset(&fk.stats, 0, sizeof fk.stats);
+  if (!fk_boot.up && flags == 0 && fk_boot_plugin() != 0) return -1;
+  if (fk_boot.up) {
+    fk.pe = fk_boot.h.pg_rank;
+    fk.npes = fk_boot.h.pg_size;
+    return fk_boot_shm_name(name, cap);
+  }
+  if (!fk_attr_ok(flags, attr)) {
+    fprintf(stderr, "fakenvshmem: hostlib_init_attr: bad flags or attribute versions\n");
+    return -1;
+  }
   fk.pe = attr->args.uid_args.myrank;
   fk.npes = attr->args.uid_args.nranks;
-  fk.heap = (size_t)strtoull(getenv("FAKENVSHMEM_HEAP_BYTES") ? getenv("FAKENVSHMEM_HEAP_BYTES")
-                                                              : "536870912", NULL, 0);
-  fk.export_fd = -1;
-  fk.ops = 0;
-  char name[96];
-  fk_shm_name(attr->args.uid_args.id, name, sizeof name);
+  fk_shm_name(attr->args.uid_args.id, name, cap);
+  return 0;
+}
+
+/* Every PE in the control segment `name`; this one's heap made and every
+ * PE's mapped.  0, or -1 (the others see it fail). */
+static int fk_join(const char *name) {
   int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-  if (fd < 0) return FK_ERR;
+  if (fd < 0) return -1;
   if (ftruncate(fd, sizeof(fk_ctl_t)) != 0) {
     close(fd);
-    return FK_ERR;
+    return -1;
   }
   fk.ctl = mmap(NULL, sizeof *fk.ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (fk.ctl == MAP_FAILED) {
     fk.ctl = NULL;
-    return FK_ERR;
+    return -1;
   }
   fk.ctl->pid[fk.pe] = getpid();
   atomic_fetch_add(&fk.ctl->joined, 1);
@@ -403,13 +550,35 @@ static int fk_nvshmemx_hostlib_init_attr(unsigned int flags, nvsh_init_attr_t *a
     rc = -1;
   }
   if (!rc) rc = fk_make_heaps();
-  if (rc) {
+  if (rc && fk.ctl && !atomic_load(&fk.ctl->failed))
+    atomic_store(&fk.ctl->failed, 1u + (unsigned)fk.pe);
+  return rc;
+}
+
+FK_EXPORT(int, nvshmemx_hostlib_init_attr, (unsigned int flags, nvsh_init_attr_t *attr))
+static int fk_nvshmemx_hostlib_init_attr(unsigned int flags, nvsh_init_attr_t *attr) {
+  if (fk.up) {
+    fprintf(stderr, "fakenvshmem: hostlib_init_attr: already initialised\n");
+    return FK_ERR;
+  }
+  if (!fk_nvls_off("hostlib_init_attr") || !fk_driver()) return FK_ERR;
+  memset(&fk.stats, 0, sizeof fk.stats);
+  fk.heap = (size_t)strtoull(getenv("FAKENVSHMEM_HEAP_BYTES") ? getenv("FAKENVSHMEM_HEAP_BYTES")
+                                                              : "536870912", NULL, 0);
+  fk.export_fd = -1;
+  fk.ops = 0;
+  fk.grown = 0;
+  char name[96];
+  if (fk_bootstrap(flags, attr, name, sizeof name) != 0) return FK_ERR;
+  fk.stats.boot_plugin = fk_boot.up;
+  if (fk_join(name) != 0 || (fk_boot.up && fk_boot_barrier() != 0)) {
     if (fk.ctl && !atomic_load(&fk.ctl->failed)) atomic_store(&fk.ctl->failed, 1u + (unsigned)fk.pe);
     fk_teardown();
     return FK_ERR;
   }
   fk.up = true;
   fk.stats.inits++;
+  fk.stats.boot_inits = fk_boot.inits;
   return 0;
 }
 
@@ -417,6 +586,9 @@ FK_EXPORT(void, nvshmemx_hostlib_finalize, (void))
 static void fk_nvshmemx_hostlib_finalize(void) {
   if (!fk.up) return;
   if (fk_barrier("finalize")) fprintf(stderr, "fakenvshmem: PE %d finalises alone\n", fk.pe);
+  /* NVSHMEM's own barrier over its bootstrap, which (a plugin's) stays. */
+  if (fk_boot.up && fk_boot_barrier() != 0)
+    fprintf(stderr, "fakenvshmem: PE %d: the bootstrap's barrier in finalize failed\n", fk.pe);
   fakenvshmem_stats_t keep = fk.stats;
   for (fk_block_t *b = fk.blocks; b; b = b->next) keep.live += b->used;
   keep.finalizes++;
@@ -425,6 +597,26 @@ static void fk_nvshmemx_hostlib_finalize(void) {
 }
 
 /* ------------------------------------------------------------- memory */
+
+/* The heap "grows" to cover `end` (plugin bootstrap): as NVSHMEM maps
+ * more of a growing heap, every PE exchanges its new extent through the
+ * bootstrap, and they must agree.  0, or -1. */
+static int fk_grow(size_t end) {
+  if (!fk_boot.up || end <= fk.grown) return 0;
+  uint64_t mine = (end + FK_GROW - 1) / FK_GROW * FK_GROW, all[FK_MAX_PES];
+  if (fk_boot_allgather(&mine, all, sizeof mine) != 0) {
+    fprintf(stderr, "fakenvshmem: PE %d: the heap's growth exchange failed\n", fk.pe);
+    return -1;
+  }
+  for (int p = 0; p < fk.npes; p++)
+    if (all[p] != mine) {
+      fprintf(stderr, "fakenvshmem: PE %d grows the heap to %llu bytes, PE %d to %llu\n", fk.pe,
+              (unsigned long long)mine, p, (unsigned long long)all[p]);
+      return -1;
+    }
+  fk.grown = (size_t)mine;
+  return 0;
+}
 
 FK_EXPORT(void *, nvshmem_malloc, (size_t size))
 static void *fk_nvshmem_malloc(size_t size) {
@@ -442,6 +634,7 @@ static void *fk_nvshmem_malloc(size_t size) {
       b->next = rest;
       b->size = want;
     }
+    if (fk_grow(b->off + want)) return NULL;
     b->used = true;
     fk.stats.mallocs++;
     fk.stats.live++;

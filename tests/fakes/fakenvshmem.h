@@ -6,10 +6,15 @@
 /* Since the last nvshmemx_hostlib_init_attr: initialisations and
  * finalisations, nvshmem_malloc and nvshmem_free calls that succeeded,
  * allocations live (at finalize: those never freed); whether an instance
- * is up now. */
+ * is up now.  How it was bootstrapped: through a bootstrap plugin
+ * (boot_plugin), the rounds it ran over the plugin's handle since
+ * (boot_rounds), and the plugin's init calls in this process so far
+ * (boot_inits: NVSHMEM calls it once, and keeps its bootstrap). */
 typedef struct fakenvshmem_stats {
   long inits, finalizes, mallocs, frees, live;
   int up;
+  int boot_plugin;
+  long boot_rounds, boot_inits;
 } fakenvshmem_stats_t;
 
 #endif

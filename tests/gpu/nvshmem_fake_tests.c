@@ -3,19 +3,23 @@
  * driver (fake_cuda.c, SYMM_CUDA_LIB) and the fake libnvshmem_host
  * (fake_nvshmem.c, SYMM_NVSHMEM_LIB), whose symmetric heaps are shared
  * "device" memory of the fake driver, so the backend's real protocol
- * (unique id through the init blob, init with it, collective allocation
- * and free, nvshmem_ptr, the provider's collectives) runs across processes
- * and the CPU checks the data.  One test loads the real library where a
+ * (NVSHMEM started through symmem's bootstrap plugin, libsymmem_nvshmem_
+ * bootstrap.so, or from a unique id through the bootstrap; collective
+ * allocation and free, nvshmem_ptr, the provider's collectives) runs
+ * across processes and the CPU checks the data.  One test loads the real library where a
  * wheel provides it.  `nvshmem-fake-tests NAME` runs one test.
  */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/nvshmem/nvshmem_boot_abi.h"
 #include "backends/nvshmem/nvshmem_lib.h"
 #include "fake_util.h"
 #include "fakenvshmem.h"
@@ -32,7 +36,7 @@
 /* The fake's counters, from the copy the backend loaded. */
 static fakenvshmem_stats_t fakenvshmem_stats_of(void) {
   fakenvshmem_stats_t s = {.inits = -1, .finalizes = -1, .mallocs = -1, .frees = -1, .live = -1,
-                           .up = -1};
+                           .up = -1, .boot_plugin = -1, .boot_rounds = -1, .boot_inits = -1};
   void *lib = dlopen(getenv("SYMM_NVSHMEM_LIB"), RTLD_NOW | RTLD_NOLOAD);
   void (*fn)(fakenvshmem_stats_t *) = NULL;
   if (lib) *(void **)&fn = dlsym(lib, "fakenvshmem_stats");
@@ -438,6 +442,356 @@ TEST_IMPL(nvshmem_fake_second_comm_shared) {
   return 0;
 }
 
+/* ---------------------------------------- NVSHMEM over symmem's bootstrap */
+
+/* Tensors (every reachable peer's data read here), an all-reduce and an
+ * all-gather on comm, and an allocation that grows the heap: through the
+ * plugin, a round of NVSHMEM's bootstrap inside nvshmem_malloc.  The
+ * collectives' data is checked where a peer is beyond load/store
+ * (FAKENVSHMEM_UNREACHABLE): NVSHMEM's own collectives then run, which
+ * the fake computes; the GPU engine's kernels it only records. */
+static void plugin_works(symm_comm_t *comm, bool plugin) {
+  const int rank = symm_comm_rank(comm), size = symm_comm_size(comm);
+  const int64_t n = 4096;
+  symm_tensor_t *t = alloc_u64(comm, n);
+  ASSERT_MSG(t, "%s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  for (int64_t i = 0; i < n; i++) ((uint64_t *)symm_tensor_data(t))[i] = pattern(rank, (size_t)i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  for (int r = 0; r < size; r++)
+    for (int64_t i = 0; ptrs[r] && i < n; i += 97)
+      ASSERT_MSG(((const uint64_t *)ptrs[r])[i] == pattern(r, (size_t)i), "rank %d [%lld]", r,
+                 (long long)i);
+  const long rounds = fakenvshmem_stats_of().boot_rounds;
+  symm_tensor_t *big = alloc_u64(comm, 3 << 17); /* 3 MiB: past what the heap had */
+  ASSERT_MSG(big, "%s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(big));
+  const long grown = fakenvshmem_stats_of().boot_rounds - rounds;
+  ASSERT_MSG(plugin ? grown > 0 : grown == 0, "%ld bootstrap rounds as the heap grew", grown);
+  enum { N = 256 };
+  float x[N], y[N];
+  int32_t g[N], all[N * 4];
+  for (int i = 0; i < N; i++) x[i] = (float)(rank + i), g[i] = rank * 1000 + i;
+  ASSERT_OK(symm_all_reduce(comm, x, y, N, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_gather(comm, g, all, N, SYMM_DTYPE_I32, NULL));
+  for (int i = 0; getenv("FAKENVSHMEM_UNREACHABLE") && i < N; i++) {
+    ASSERT_MSG(y[i] == (float)(size * (size - 1) / 2 + size * i), "sum[%d] = %g", i, y[i]);
+    for (int r = 0; r < size; r++)
+      ASSERT_MSG(all[r * N + i] == r * 1000 + i, "gather[%d][%d] = %d", r, i, all[r * N + i]);
+  }
+  ASSERT_OK(symm_tensor_free(big));
+  ASSERT_OK(symm_tensor_free(t));
+  ASSERT_OK(symm_comm_barrier(comm));
+}
+
+/* NVSHMEM bootstrapped through the plugin (its init called once, its
+ * rounds run), the process's environment as it was, the backend working;
+ * NVSHMEM finalised with nothing left. */
+static int plugin_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.boot_plugin == 1 && s.boot_inits == 1 && s.boot_rounds >= 3,
+             "plugin %d, its init called %ld times, %ld rounds", s.boot_plugin, s.boot_inits,
+             s.boot_rounds);
+  ASSERT_MSG(!getenv("NVSHMEM_BOOTSTRAP") && !getenv("NVSHMEM_BOOTSTRAP_PLUGIN"),
+             "NVSHMEM_BOOTSTRAP=%s left in the environment", getenv("NVSHMEM_BOOTSTRAP"));
+  plugin_works(comm, true);
+  symm_comm_destroy(comm);
+  s = fakenvshmem_stats_of();
+  ASSERT_MSG(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+             s.finalizes, s.live);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_plugin_2) {
+  ASSERT_EQ(run_job(2, plugin_rank, NULL), 0);
+  return 0;
+}
+
+/* Rank 2 "on another node": NVSHMEM's own collectives, whose data the
+ * fake computes, after a start through the plugin. */
+TEST_IMPL(nvshmem_fake_plugin_4) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1); /* 4 ranks, 2 fake GPUs */
+  setenv("FAKENVSHMEM_UNREACHABLE", "2", 1);
+  ASSERT_EQ(run_job(4, plugin_rank, NULL), 0);
+  return 0;
+}
+
+/* The caller's callbacks as the bootstrap (symm_config_t.bootstrap): an
+ * all-gather through a shared segment mapped before the ranks fork, a
+ * stand-in for MPI.  No store anywhere. */
+#define CB_MAX 4
+#define CB_SLOT ((size_t)256 << 10)
+typedef struct {
+  _Atomic uint64_t seq[CB_MAX];
+  unsigned char data[2][CB_MAX][CB_SLOT];
+} cb_segment_t;
+static cb_segment_t *cb_seg;
+
+typedef struct {
+  int rank, size;
+  uint64_t round;
+  long calls;
+} cb_channel_t;
+
+static int cb_wait(const cb_channel_t *ch, uint64_t round, int timeout_ms) {
+  const uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
+  for (int r = 0; r < ch->size; r++)
+    while (atomic_load(&cb_seg->seq[r]) < round) {
+      if (test_now_ms() >= end) return SYMM_ERR_TIMEOUT;
+      usleep(50);
+    }
+  return 0;
+}
+
+static int cb_allgather(void *ctx, const void *send, void *recv, size_t len, int timeout_ms) {
+  cb_channel_t *ch = ctx;
+  ch->calls++;
+  if (len > CB_SLOT) return SYMM_ERR_INVALID_ARG;
+  const uint64_t k = ++ch->round;
+  /* Round k reuses round k - 2's slots, read by every rank once every
+   * rank published k - 1. */
+  int rc = k > 1 ? cb_wait(ch, k - 1, timeout_ms) : 0;
+  if (rc) return rc;
+  memcpy(cb_seg->data[k & 1][ch->rank], send, len);
+  atomic_store(&cb_seg->seq[ch->rank], k);
+  if ((rc = cb_wait(ch, k, timeout_ms))) return rc;
+  for (int r = 0; r < ch->size; r++)
+    memcpy((char *)recv + (size_t)r * len, cb_seg->data[k & 1][r], len);
+  return 0;
+}
+
+/* NVSHMEM's rounds ride the caller's callbacks: every one of them is a
+ * call of the callbacks' all-gather. */
+static int plugin_callbacks_rank(int rank, int size, void *arg) {
+  (void)arg;
+  unsetenv("SYMM_STORE_ADDR");
+  unsetenv("SYMM_TOKEN");
+  unsetenv("MASTER_ADDR");
+  cb_channel_t ch = {.rank = rank, .size = size};
+  symm_bootstrap_callbacks_t cb = SYMM_BOOTSTRAP_CALLBACKS_INIT;
+  cb.rank = rank;
+  cb.world_size = size;
+  cb.ctx = &ch;
+  cb.allgather = cb_allgather;
+  symm_config_t cfg = SYMM_CONFIG_INIT;
+  cfg.bootstrap = &cb;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(&cfg, &comm));
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.boot_plugin == 1 && s.boot_rounds >= 3, "plugin %d, %ld rounds", s.boot_plugin,
+             s.boot_rounds);
+  ASSERT_MSG(ch.calls > s.boot_rounds, "%ld callback rounds for NVSHMEM's %ld and symmem's",
+             ch.calls, s.boot_rounds);
+  const long calls = ch.calls;
+  plugin_works(comm, true);
+  ASSERT_MSG(ch.calls > calls, "no callback round after init");
+  symm_comm_destroy(comm);
+  s = fakenvshmem_stats_of();
+  ASSERT_MSG(!s.up && s.finalizes == 1 && s.live == 0, "up %d finalizes %ld live %ld", s.up,
+             s.finalizes, s.live);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_plugin_on_callbacks) {
+  cb_seg = mmap(NULL, sizeof *cb_seg, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT(cb_seg != MAP_FAILED);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(3, plugin_callbacks_rank, NULL), 0);
+  return 0;
+}
+
+/* NVSHMEM keeps a plugin bootstrap past its finalize: a later
+ * communicator of the same processes in the same order starts NVSHMEM on
+ * it again (the plugin's init is not called again), even where
+ * SYMM_NVSHMEM_BOOTSTRAP=uniqueid asks for a unique id, which NVSHMEM
+ * would ignore; one of the same processes in another order is refused on
+ * every rank, saying why. */
+static int kept_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  symm_comm_destroy(comm);
+  setenv("SYMM_NVSHMEM_BOOTSTRAP", "uniqueid", 1);
+  comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.up && s.boot_plugin == 1 && s.boot_inits == 1 && s.inits == 1,
+             "up %d plugin %d, its init called %ld times", s.up, s.boot_plugin, s.boot_inits);
+  plugin_works(comm, true);
+  symm_comm_destroy(comm);
+  unsetenv("SYMM_NVSHMEM_BOOTSTRAP");
+  test_setenv_int("SYMM_RANK", size - 1 - rank);
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "keeps the bootstrap of an earlier instance");
+  ASSERT_STR_CONTAINS(symm_last_error(), "same processes in the same rank order");
+  ASSERT_EQ(fakenvshmem_stats_of().up, 0);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_plugin_kept_bootstrap) {
+  ASSERT_EQ(run_job(2, kept_rank, NULL), 0);
+  return 0;
+}
+
+/* NVSHMEM from rank 0's unique id: no plugin round, the backend working. */
+static int uniqueid_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.up && s.boot_plugin == 0 && s.boot_rounds == 0, "plugin %d, %ld rounds",
+             s.boot_plugin, s.boot_rounds);
+  plugin_works(comm, false);
+  symm_comm_destroy(comm);
+  ASSERT_EQ(fakenvshmem_stats_of().finalizes, 1);
+  return 0;
+}
+
+/* What symmem-info's nvshmem lines say about the bootstrap. */
+static void describe_says(const char *what, const char *needle) {
+  char buf[4096] = "";
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT(f != NULL);
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NVSHMEM, f));
+  fclose(f);
+  printf("%s", buf);
+  ASSERT_STR_CONTAINS(buf, what);
+  ASSERT_STR_CONTAINS(buf, needle);
+}
+
+TEST_IMPL(nvshmem_fake_uniqueid_by_setting) {
+  setenv("SYMM_NVSHMEM_BOOTSTRAP", "uniqueid", 1);
+  describe_says("bootstrap: unique id", "SYMM_NVSHMEM_BOOTSTRAP=uniqueid");
+  ASSERT_EQ(run_job(2, uniqueid_rank, NULL), 0);
+  return 0;
+}
+
+#define NO_PLUGIN "/nonexistent/libsymmem_nvshmem_bootstrap.so"
+
+/* SYMM_NVSHMEM_BOOTSTRAP=plugin without the plugin: init fails on every
+ * rank, naming where it looked. */
+static int plugin_forced_missing_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  setenv("SYMM_NVSHMEM_BOOTSTRAP", "plugin", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND_UNAVAILABLE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_NVSHMEM_BOOTSTRAP=plugin, but");
+  ASSERT_STR_CONTAINS(symm_last_error(), NO_PLUGIN);
+  ASSERT_MSG(fakenvshmem_stats_of().inits <= 0, "NVSHMEM was started");
+  return 0;
+}
+
+/* No plugin where auto looks: the unique id, said in symmem-info's lines
+ * with the reason; asked for by name, a clear error. */
+TEST_IMPL(nvshmem_fake_plugin_missing) {
+  setenv("SYMM_NVSHMEM_BOOTSTRAP_PLUGIN", NO_PLUGIN, 1);
+  describe_says("bootstrap: unique id", NO_PLUGIN);
+  ASSERT_EQ(run_job(2, uniqueid_rank, NULL), 0);
+  ASSERT_EQ(run_job(2, plugin_forced_missing_rank, NULL), 0);
+  return 0;
+}
+
+/* An NVSHMEM whose bootstrap ABI the plugin does not know (4.0.0): the
+ * plugin refuses, and every rank's init fails saying so. */
+static int abi_refused_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_RES(symm_comm_init(NULL, &comm), SYMM_ERR_BACKEND);
+  ASSERT_STR_CONTAINS(symm_last_error(), "NVSHMEM offers bootstrap plugin ABI 4.0.0");
+  ASSERT_STR_CONTAINS(symm_last_error(), "implements 3.x only");
+  ASSERT_MSG(fakenvshmem_stats_of().up <= 0, "an instance is up");
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_plugin_abi_refused) {
+  setenv("FAKENVSHMEM_BOOTSTRAP_ABI", "40000", 1);
+  ASSERT_EQ(run_job(2, abi_refused_rank, NULL), 0);
+  return 0;
+}
+
+/* symmem-info (the shared library, which finds the plugin beside itself)
+ * says the plugin route and its file. */
+TEST_IMPL(nvshmem_fake_plugin_info) {
+  unsetenv("SYMM_NVSHMEM_BOOTSTRAP_PLUGIN");
+  char cmd[1024], out[16384] = "";
+  snprintf(cmd, sizeof cmd, "%s", test_tool_path("symmem-info"));
+  ASSERT_EQ(test_run_command(cmd, out, sizeof out), 0);
+  const char *line = strstr(out, "bootstrap: ");
+  ASSERT_MSG(line, "no bootstrap line in:\n%s", out);
+  printf("%.*s\n", (int)strcspn(line, "\n"), line);
+  ASSERT_STR_CONTAINS(line, "bootstrap: plugin /");
+  ASSERT_STR_CONTAINS(line, "/libsymmem_nvshmem_bootstrap.so (NVSHMEM's rounds ride symmem's");
+  return 0;
+}
+
+/* The plugin's two interfaces on their own: NVSHMEM's init refused while
+ * nothing is bound and for a binding of another version; an unknown ABI
+ * refused with the reason; a newer minor served at the plugin's own
+ * version; the handle's rounds going to the binding; finalize. */
+static long unit_rounds;
+static int unit_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
+  (void)ctx;
+  unit_rounds++;
+  memcpy(recv, send, bytes);
+  return 0;
+}
+static int unit_alltoall(void *ctx, const void *send, void *recv, size_t bytes) {
+  return unit_allgather(ctx, send, recv, bytes);
+}
+static int unit_barrier(void *ctx) {
+  (void)ctx;
+  unit_rounds++;
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_plugin_abi) {
+  void *dl = dlopen(SYMMEM_NVSHMEM_BOOTSTRAP_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_MSG(dl, "%s", dlerror());
+  nvsh_boot_bind_fn bind = NULL;
+  nvsh_boot_plugin_init_fn init = NULL;
+  *(void **)&bind = dlsym(dl, NVSH_BOOT_BIND);
+  *(void **)&init = dlsym(dl, NVSH_BOOT_PLUGIN_INIT);
+  ASSERT(bind && init);
+  ASSERT(!dlsym(dl, "plugin_fill")); /* nothing else is exported */
+  nvsh_boot_handle_t h;
+  memset(&h, 0, sizeof h);
+  ASSERT_NE(init(NULL, &h, NVSH_BOOT_ABI), 0);
+  nvsh_boot_binding_t b = {.version = NVSH_BOOT_BINDING_VERSION + 98};
+  ASSERT_EQ(bind(&b), NVSH_BOOT_BINDING_VERSION);
+  ASSERT_NE(init(NULL, &h, NVSH_BOOT_ABI), 0);
+  b = (nvsh_boot_binding_t){.version = NVSH_BOOT_BINDING_VERSION, .rank = 1, .size = 3,
+                            .allgather = unit_allgather, .alltoall = unit_alltoall,
+                            .barrier = unit_barrier};
+  ASSERT_EQ(bind(&b), NVSH_BOOT_BINDING_VERSION);
+  ASSERT_NE(init(NULL, &h, 40000), 0);
+  ASSERT_STR_CONTAINS(b.why, "ABI 4.0.0");
+  ASSERT_EQ(b.held, 0);
+  ASSERT_EQ(init(NULL, &h, 30100), 0);
+  ASSERT_EQ(h.version, NVSH_BOOT_ABI);
+  ASSERT_EQ(b.abi_seen, 30100);
+  ASSERT_EQ(b.held, 1);
+  ASSERT(h.pg_rank == 1 && h.pg_size == 3 && h.pre_init_ops == NULL);
+  ASSERT(h.allgather && h.alltoall && h.barrier && h.global_exit && h.finalize && h.show_info);
+  int x = 7, y = 0;
+  ASSERT_EQ(h.allgather(&x, &y, sizeof x, &h), 0);
+  ASSERT_EQ(y, 7);
+  ASSERT_EQ(h.alltoall(&x, &y, sizeof x, &h), 0);
+  ASSERT_EQ(h.barrier(&h), 0);
+  ASSERT_EQ(unit_rounds, 3);
+  ASSERT_EQ(h.finalize(&h), 0);
+  ASSERT_EQ(b.held, 0);
+  ASSERT_EQ(bind(NULL), NVSH_BOOT_BINDING_VERSION);
+  ASSERT_NE(h.barrier(&h), 0); /* nobody bound: NVSHMEM's round fails */
+  ASSERT_EQ(unit_rounds, 3);
+  dlclose(dl);
+  return 0;
+}
+
 /* ----------------------------------------------- peers beyond load/store */
 
 /* Rank 1 is "on another node": its views and signals are refused by name,
@@ -615,6 +969,9 @@ int main(int argc, char **argv) {
   /* Every test uses both fakes unless it says otherwise. */
   setenv("SYMM_CUDA_LIB", FAKECUDA_PATH, 1);
   setenv("SYMM_NVSHMEM_LIB", FAKENVSHMEM_PATH, 1);
+  /* The test programs link libsymmem statically: the plugin is not beside
+   * them. */
+  setenv("SYMM_NVSHMEM_BOOTSTRAP_PLUGIN", SYMMEM_NVSHMEM_BOOTSTRAP_PATH, 1);
   return fake_tests_main(argc, argv, nvshmem_fake_tests,
                          sizeof nvshmem_fake_tests / sizeof nvshmem_fake_tests[0]);
 }

@@ -16,7 +16,8 @@
 # (two per GPU, SYMM_ALLOW_SHARED_DEVICE=1) and 8 shared ranks; the refusal
 # of shared GPUs without that setting (gpu_shared_device_refused alone);
 # the collectives (2 ranks, 2 ranks with one block per kernel, 4 and 8
-# shared ranks, 2 ranks on each available provider backend) and a rank
+# shared ranks, 2 ranks on each available provider backend, nvshmem both
+# through symmem's bootstrap plugin and from a unique id) and a rank
 # that never calls (gpu_coll_rank_never_calls alone, SYMM_TIMEOUT_MS=3000);
 # the GPU example examples/ring_signals; the PyTorch examples
 # (python/examples/torch_*.py) where torch has CUDA; the native backend's
@@ -43,6 +44,9 @@ STEP_TIMEOUT=${SYMM_GPU_TEST_TIMEOUT:-900}
 # These must be set before anything touches a GPU; the tests check them.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export SYMM_BACKEND=native
+# The test programs link libsymmem statically: the nvshmem backend's
+# bootstrap plugin is not beside them, so they are told where it is.
+export SYMM_NVSHMEM_BOOTSTRAP_PLUGIN="$BUILD/libsymmem_nvshmem_bootstrap.so"
 
 for f in "$RUN" "$INFO" "$PROG" "$COLL" "$BUILD/examples/ring_signals"; do
   if [ ! -x "$f" ]; then
@@ -113,6 +117,12 @@ for be in cuda nccl nvshmem; do
       "$RUN" -n 2 -- "$COLL" $COLL_QUICK
   fi
 done
+# NVSHMEM both ways: above through symmem's bootstrap plugin (auto, where
+# the plugin is found), here from rank 0's unique id.
+if "$INFO" | grep -Eq "^  nvshmem +available"; then
+  step "collectives on nvshmem from a unique id, 2 ranks, quick" env $two_rank_env \
+    SYMM_BACKEND=nvshmem SYMM_NVSHMEM_BOOTSTRAP=uniqueid "$RUN" -n 2 -- "$COLL" $COLL_QUICK
+fi
 # Machines with more GPUs: every GPU its own rank, up to 8 (issue 5's run).
 if [ "$ngpu" -ge 3 ]; then
   nall=$ngpu

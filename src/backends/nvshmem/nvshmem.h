@@ -12,6 +12,17 @@
  * communicators that share one instance allocate from one heap, whose
  * nvshmem_malloc and nvshmem_free are collective over the whole instance:
  * their allocations and frees must come in the same order on every rank.
+ *
+ * NVSHMEM starts one of two ways (SYMM_NVSHMEM_BOOTSTRAP, agreed by every
+ * rank at startup): through symmem's bootstrap plugin (nvshmem_boot.c),
+ * whose rounds ride the bootstrap of the communicator whose call is in
+ * NVSHMEM, or from rank 0's unique id over NVSHMEM's own socket bootstrap.
+ * NVSHMEM keeps a plugin bootstrap until the process exits, also past
+ * nvshmemx_hostlib_finalize, and starts a later instance on it: such a
+ * process starts NVSHMEM again only through the plugin and for the same
+ * processes in the same order.  Its finalize is a round over the last
+ * communicator's bootstrap, so communicators that share an instance are
+ * destroyed in the same order on every rank.
  */
 #ifndef SYMM_NVSHMEM_H
 #define SYMM_NVSHMEM_H
@@ -20,15 +31,19 @@
 #include "symm_backend.h"
 #include "symm_gpu.h"
 
+/* How NVSHMEM is started: 0 none (refused). */
+typedef enum { NVSH_ROUTE_NONE = 0, NVSH_ROUTE_UNIQUEID = 1, NVSH_ROUTE_PLUGIN = 2 } nvsh_route_t;
+
 /* What every rank publishes at init, read by every rank's startup. */
-#define NVSH_INFO_MAGIC 0x4e565348u /* "NVSH" */
+#define NVSH_INFO_MAGIC 0x4e565349u /* "NVSI" */
 typedef struct nvsh_rank_info {
   uint32_t magic;
-  uint32_t has_uid;       /* uid below is a fresh unique id (rank 0) */
+  uint32_t route;         /* nvsh_route_t this rank can and would use */
   uint8_t token[16];      /* this process, random once per process */
-  uint64_t held_uid;      /* the instance this process holds (its id's hash), 0: none */
+  uint8_t nonce[16];      /* fresh at each init: rank 0's names a new instance */
+  uint64_t held_id;       /* the instance this process holds, 0: none */
   uint64_t held_world;    /* that instance's world */
-  nvsh_uid_t uid;
+  uint64_t boot_world;    /* NVSHMEM keeps the plugin's bootstrap for this world, 0: none */
 } nvsh_rank_info_t;
 
 /* symm_backend_state of an nvshmem communicator. */
@@ -37,6 +52,7 @@ typedef struct nvsh_state {
   symm_gpu_t *gpu;
   int rank, size;
   bool joined;            /* holds a reference on the instance */
+  nvsh_route_t route;     /* how the instance was started, once joined */
   const bool *reachable;  /* [size]: the instance's, valid while joined */
   uint64_t coll_calls;    /* provider collectives run: which half of the staging */
 } nvsh_state_t;
@@ -44,16 +60,35 @@ typedef struct nvsh_state {
 /* Entry points of the process's instance (nvshmem_instance.c); all take
  * the instance's lock. */
 /* What this process holds now, for the init blob. */
-void nvsh_instance_held(uint64_t *uid_hash, uint64_t *world);
-/* Starts the instance from rank 0's unique id, or shares the one this
- * process holds, or refuses: the same decision on every rank, from every
- * rank's blob.  Sets st->joined and st->reachable. */
+void nvsh_instance_held(uint64_t *id, uint64_t *world);
+/* Starts the instance (through the plugin or from rank 0's unique id, as
+ * every rank's blob decides), or shares the one this process holds, or
+ * refuses: the same decision on every rank.  Sets st->joined and
+ * st->reachable. */
 symm_result_t nvsh_instance_join(symm_comm_t *comm, nvsh_state_t *st,
                                  const nvsh_rank_info_t *const *ranks);
 /* Drops st's reference; the last one finalises NVSHMEM (collective). */
 void nvsh_instance_leave(symm_comm_t *comm, nvsh_state_t *st);
 /* The count of nvshmem_malloc calls this instance made, after one more. */
 uint64_t nvsh_instance_count_malloc(void);
+
+/* NVSHMEM over symmem's bootstrap (nvshmem_boot.c). */
+/* The route SYMM_NVSHMEM_BOOTSTRAP asks for with this library (loading the
+ * plugin once per process where it is wanted), and why in why[cap];
+ * NVSH_ROUTE_NONE when the plugin is asked for and cannot be used. */
+nvsh_route_t nvsh_boot_route(const nvsh_lib_t *lib, char *why, size_t cap);
+/* The plugin's path once loaded, else NULL. */
+const char *nvsh_boot_plugin_path(void);
+/* The world whose plugin bootstrap this process's NVSHMEM keeps, 0: none. */
+uint64_t nvsh_boot_world(void);
+/* nvshmemx_hostlib_init_attr through the plugin, bound to comm's bootstrap
+ * as PE rank of size (world: the ranks' processes).  The rounds ride
+ * comm's bootstrap until nvsh_boot_use changes it. */
+symm_result_t nvsh_boot_start(symm_comm_t *comm, const nvsh_lib_t *lib, int rank, int size,
+                              uint64_t world);
+/* The communicator whose bootstrap NVSHMEM's next rounds ride: the one
+ * whose call goes into NVSHMEM now (NULL after: a round then fails). */
+void nvsh_boot_use(symm_comm_t *comm);
 
 /* Ops implemented in the files of this folder (nvshmem_ops.c tables them). */
 SYMM_BACKEND_DECLARE_REQUIRED(nvsh);

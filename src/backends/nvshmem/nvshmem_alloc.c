@@ -22,7 +22,9 @@ symm_result_t nvsh_alloc(symm_comm_t *comm, symm_mem_t *mem) {
   nvsh_state_t *st = symm_backend_state(comm);
   ncu_context saved;
   SYMM_CHECK(symm_gpu_enter(st->gpu, &saved));
+  nvsh_boot_use(comm); /* a heap that grows is a round of NVSHMEM's bootstrap */
   void *p = st->lib->malloc(mem->alloc_bytes);
+  nvsh_boot_use(NULL);
   uint64_t nth = nvsh_instance_count_malloc();
   symm_result_t res = SYMM_SUCCESS;
   if (!p) {
@@ -56,7 +58,9 @@ void nvsh_free(symm_comm_t *comm, symm_mem_t *mem) {
   } else {
     ncu_context saved = NULL;
     bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
+    nvsh_boot_use(comm);
     st->lib->free(mem->base);
+    nvsh_boot_use(NULL);
     if (entered) symm_gpu_leave(st->gpu, saved);
   }
   mem->base = NULL;

@@ -1,5 +1,6 @@
 /* What symmem-info prints for the nvshmem backend: the library found, its
- * version, which of the provider's collectives it has, the NVLS guard. */
+ * version, how NVSHMEM would be started (bootstrap), which of the
+ * provider's collectives it has, the NVLS guard. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,14 @@ void nvsh_describe(FILE *out) {
   fprintf(out, "memory: nvshmem_malloc (collective), peers by nvshmem_ptr; heap per PE: %s\n",
           getenv("NVSHMEM_SYMMETRIC_SIZE") ? getenv("NVSHMEM_SYMMETRIC_SIZE")
                                            : "NVSHMEM's default (NVSHMEM_SYMMETRIC_SIZE)");
+  const nvsh_route_t route = nvsh_boot_route(lib, why, sizeof why);
+  if (route == NVSH_ROUTE_PLUGIN)
+    fprintf(out, "bootstrap: plugin %s (NVSHMEM's rounds ride symmem's bootstrap; %s)\n",
+            nvsh_boot_plugin_path(), why);
+  else if (route == NVSH_ROUTE_UNIQUEID)
+    fprintf(out, "bootstrap: unique id from rank 0, NVSHMEM's own sockets (%s)\n", why);
+  else
+    fprintf(out, "bootstrap: none: SYMM_NVSHMEM_BOOTSTRAP=plugin, but %s\n", why);
   if (lib->coll_missing)
     fprintf(out, "collectives beyond load/store: %d entry point(s) missing, first %s\n",
             lib->coll_missing, lib->first_missing);

@@ -1,7 +1,8 @@
 /*
  * nvshmem backend lifecycle: probe (the host library and a CUDA device),
- * init (NVLS off, rank 0's unique id published), startup (the process's
- * NVSHMEM instance started or shared, nvshmem_instance.c), fini.
+ * init (NVLS off, the route this rank would start NVSHMEM by published),
+ * startup (the process's NVSHMEM instance started or shared,
+ * nvshmem_instance.c), fini.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <pthread.h>
@@ -63,22 +64,23 @@ symm_result_t nvsh_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_
   st->size = symm_comm_size(comm);
   nvsh_disable_nvls();
 
+  char why_route[768] = "";
+  const nvsh_route_t route = nvsh_boot_route(st->lib, why_route, sizeof why_route);
+  if (route == NVSH_ROUTE_NONE)
+    return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "nvshmem: SYMM_NVSHMEM_BOOTSTRAP=plugin, but "
+                      "%s", why_route);
+  SYMM_INFO(BACKEND, "nvshmem: rank %d can start NVSHMEM %s (%s)", st->rank,
+            route == NVSH_ROUTE_PLUGIN ? "through symmem's bootstrap plugin"
+                                       : "from rank 0's unique id", why_route);
   nvsh_rank_info_t *me = calloc(1, sizeof *me);
   if (!me) return symm_error(SYMM_ERR_NO_MEMORY, "nvshmem: out of memory");
   me->magic = NVSH_INFO_MAGIC;
+  me->route = (uint32_t)route;
   pthread_once(&nvsh_token_once, nvsh_make_token);
   memcpy(me->token, nvsh_token, sizeof me->token);
-  nvsh_instance_held(&me->held_uid, &me->held_world);
-  if (st->rank == 0 && !me->held_uid) {
-    me->uid.version = NVSH_STRUCT_VERSION(1, nvsh_uid_t);
-    int rc = st->lib->get_uniqueid(&me->uid);
-    if (rc != 0) {
-      free(me);
-      return symm_error(SYMM_ERR_BACKEND, "nvshmem: nvshmemx_get_uniqueid failed: %d "
-                        "(NVSHMEM_DEBUG=INFO says why)", rc);
-    }
-    me->has_uid = 1;
-  }
+  symm_random_bytes(me->nonce, sizeof me->nonce);
+  nvsh_instance_held(&me->held_id, &me->held_world);
+  me->boot_world = nvsh_boot_world();
   blob->data = me;
   blob->len = sizeof *me;
   return SYMM_SUCCESS;
@@ -104,8 +106,10 @@ symm_result_t nvsh_startup(symm_comm_t *comm, const symm_blob_t *all) {
   if (res == SYMM_SUCCESS) {
     int unreachable = 0;
     for (int r = 0; r < st->size; r++) unreachable += !st->reachable[r];
-    SYMM_INFO(BACKEND, "nvshmem: rank %d is PE %d of %d (%s), %d peer(s) beyond load/store",
-              st->rank, st->lib->my_pe(), st->lib->n_pes(), st->lib->path, unreachable);
+    SYMM_INFO(BACKEND, "nvshmem: rank %d is PE %d of %d (%s, started %s), %d peer(s) beyond "
+              "load/store", st->rank, st->lib->my_pe(), st->lib->n_pes(), st->lib->path,
+              st->route == NVSH_ROUTE_PLUGIN ? "through symmem's bootstrap plugin"
+                                             : "from rank 0's unique id", unreachable);
   }
 out:
   free(ranks);
