@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -555,5 +557,132 @@ TEST_IMPL(hosts_callbacks) {
   ns_hosts_close(&c.job.net);
   munmap(c.segment, 2 * sizeof *c.segment);
   ASSERT_EQ(bad, 0);
+  return 0;
+}
+
+/* ---- Open MPI's mpirun: PMIx across the hosts --------------------------- */
+
+/* mpirun starts a daemon (orted) on every host but its own through an rsh
+ * agent, as it would over ssh on a cluster; this one enters the host's
+ * namespaces instead.  Each daemon serves the PMIx server of its host's
+ * ranks, and the daemons reach mpirun over the bridge. */
+static void write_agent(const hosts_job_t *j, const char *path) {
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fprintf(f, "#!/bin/sh\n# mpirun's rsh agent for tests/test-hosts.c: AGENT HOST COMMAND...\n"
+             "case \"$1\" in\n");
+  for (int h = 0; h < j->net.count; h++)
+    fprintf(f, "%s) pid=%d ;;\n", j->net.name[h], (int)j->net.holder[h]);
+  fprintf(f, "*) echo \"agent: no host $1\" >&2; exit 1 ;;\nesac\nshift\n"
+             "exec nsenter --net=/proc/$pid/ns/net --uts=/proc/$pid/ns/uts -- /bin/sh -c \"$*\"\n");
+  ASSERT_EQ(fclose(f), 0);
+  ASSERT_EQ(chmod(path, 0700), 0);
+}
+
+static void write_hostfile(const hosts_job_t *j, const char *path, int slots) {
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  for (int h = 0; h < j->net.count; h++) fprintf(f, "%s slots=%d\n", j->net.name[h], slots);
+  ASSERT_EQ(fclose(f), 0);
+}
+
+/* What the PMIx job needs here; false with the reason in why. */
+static bool pmix_job_usable(const char *prog, char *why, size_t cap) {
+  char out[256];
+  if (test_run_command("command -v mpirun.openmpi && command -v nsenter", out, sizeof out) != 0)
+    snprintf(why, cap, "Open MPI's mpirun.openmpi or nsenter is not installed");
+  else if (access(prog, X_OK) != 0)
+    snprintf(why, cap, "%s is not built: %s", prog, strerror(errno));
+  else
+    return true;
+  return false;
+}
+
+/* Runs argv (mpirun) in host 0 with its output in out, killing its
+ * process group at timeout_ms; returns its exit status (128 + signal). */
+static int run_in_host0(const hosts_job_t *j, char *const argv[], char *out, size_t cap,
+                        int timeout_ms) {
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = test_fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    ns_hosts_enter(&j->net, 0);
+    dup2(pipefd[1], 1);
+    dup2(pipefd[1], 2);
+    close(pipefd[0]);
+    execvp(argv[0], argv);
+    fprintf(stderr, "%s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(pipefd[1]);
+  const uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
+  size_t n = 0;
+  for (;;) {
+    const int left = (int)(end > test_now_ms() ? end - test_now_ms() : 0);
+    struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
+    if (left == 0 || poll(&p, 1, left) == 0) {
+      fprintf(stderr, "mpirun still running after %d ms; killing it\n", timeout_ms);
+      kill(-pid, SIGKILL);
+      break;
+    }
+    char sink[4096];
+    const bool room = n + 1 < cap;
+    ssize_t k = read(pipefd[0], room ? out + n : sink, room ? cap - 1 - n : sizeof sink);
+    if (k <= 0) break;
+    if (room) n += (size_t)k;
+  }
+  out[n] = 0;
+  close(pipefd[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Two ranks on each of two hosts, dealt by mpirun (by slot: ranks 0 and
+ * 1 on host 0), with no store: SYMM_BOOTSTRAP=pmix. */
+TEST_IMPL(hosts_pmix) {
+  char prog[512], why[600];
+  snprintf(prog, sizeof prog, "%s/progs/symm-hosts-job", SYMM_TESTS_DIR);
+  if (!pmix_job_usable(prog, why, sizeof why)) {
+    printf("SKIP: %s\n", why);
+    return TEST_SKIP;
+  }
+  const int host_of[] = {0, 0, 1, 1};
+  hosts_job_t j;
+  if (!job_open(&j, 2, 10, 4, host_of)) return TEST_SKIP;
+  snprintf(j.dir, sizeof j.dir, "/tmp/symm-hosts-XXXXXX");
+  ASSERT(mkdtemp(j.dir) != NULL);
+  char agent[96], hostfile[96], subnet[32];
+  snprintf(agent, sizeof agent, "%s/agent", j.dir);
+  snprintf(hostfile, sizeof hostfile, "%s/hostfile", j.dir);
+  snprintf(subnet, sizeof subnet, "10.213.%d.0/24", j.net.subnet);
+  write_agent(&j, agent);
+  write_hostfile(&j, hostfile, 2);
+  setenv("SYMM_BOOTSTRAP", "pmix", 1);
+  setenv("SYMM_TIMEOUT_MS", "20000", 1);
+  /* The daemons reach mpirun over the bridge; Open MPI refuses root
+   * unless told (its last option, so that the command is the same
+   * otherwise). */
+  char *argv[] = {"mpirun.openmpi", "--oversubscribe", "-n", "4", "--hostfile", hostfile,
+                  "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", subnet,
+                  "-x", "SYMM_BOOTSTRAP", "-x", "SYMM_TIMEOUT_MS", "--allow-run-as-root",
+                  prog, j.net.name[0], j.net.name[1], NULL};
+  if (geteuid() != 0) memmove(&argv[16], &argv[17], 4 * sizeof *argv);
+  static char out[1 << 16];
+  const int rc = run_in_host0(&j, argv, out, sizeof out, 60000);
+  ns_hosts_close(&j.net);
+  unlink(agent);
+  unlink(hostfile);
+  rmdir(j.dir);
+  printf("mpirun exit %d:\n%s", rc, out);
+  ASSERT_EQ(rc, 0);
+  for (int r = 0; r < 4; r++) {
+    char want[128];
+    snprintf(want, sizeof want, "hosts_job: rank %d of 4 on %s: local %d of 2 ok", r,
+             j.net.name[host_of[r]], r % 2);
+    ASSERT_STR_CONTAINS(out, want);
+  }
   return 0;
 }
