@@ -12,7 +12,9 @@
  * and NCCL's windows), so that the core's cross-rank checks run; it counts
  * its registrations for the tests, and has "collectives of its own" (counted,
  * not run) for the case where some peer is unreachable: ARENA_UNREACHABLE
- * makes the last rank and the others unreachable from each other.
+ * makes the last rank and the others unreachable from each other, and
+ * ARENA_UNREACHABLE=hosts the ranks of different hosts (as a provider that
+ * maps the memory of its own host only: tests/test-hosts.c).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,7 +33,9 @@
 
 typedef struct {
   symm_fdx_t *fdx;
-  bool split;        /* ARENA_UNREACHABLE set: the last rank and the others do not reach each other */
+  /* ARENA_UNREACHABLE: set, the last rank and the others do not reach
+   * each other; "hosts", the ranks of different hosts do not. */
+  enum { ARENA_REACH_ALL, ARENA_REACH_SPLIT, ARENA_REACH_HOST } reach;
   long provider_calls; /* collectives run by arena_coll's own `collective` */
   int fd;
   char **bases;      /* [size]: every rank's arena as mapped here */
@@ -63,7 +67,9 @@ static symm_result_t arena_init(symm_comm_t *comm, symm_backend_caps_t *caps, sy
   arena_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
   st->fd = -1;
-  st->split = getenv("ARENA_UNREACHABLE") != NULL;
+  const char *unreachable = getenv("ARENA_UNREACHABLE");
+  st->reach = !unreachable ? ARENA_REACH_ALL
+              : strcmp(unreachable, "hosts") == 0 ? ARENA_REACH_HOST : ARENA_REACH_SPLIT;
   symm_backend_set_state(comm, st);
   st->bases = calloc((size_t)symm_comm_size(comm), sizeof *st->bases);
   if (!st->bases) return symm_error(SYMM_ERR_NO_MEMORY, "arena: out of memory");
@@ -77,12 +83,15 @@ static symm_result_t arena_init(symm_comm_t *comm, symm_backend_caps_t *caps, sy
   return symm_fdx_publish(st->fdx, ARENA_FD_ID, st->fd);
 }
 
-/* Every peer's arena, once. */
+static bool arena_peer_reachable(symm_comm_t *comm, int peer);
+
+/* Every reachable peer's arena, once. */
 static symm_result_t arena_startup(symm_comm_t *comm, const symm_blob_t *all) {
   (void)all;
   arena_state_t *st = arena(comm);
   for (int r = 0; r < symm_comm_size(comm); r++) {
-    if (st->bases[r]) continue;
+    if (st->bases[r] || (st->reach == ARENA_REACH_HOST && !arena_peer_reachable(comm, r)))
+      continue;
     int fd = -1;
     SYMM_CHECK(symm_fdx_fetch(st->fdx, r, ARENA_FD_ID, &fd));
     void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -131,10 +140,14 @@ static symm_result_t arena_export(symm_comm_t *comm, symm_mem_t *mem, symm_excha
 }
 
 /* With ARENA_UNREACHABLE, as ranks on two hosts would be: the last rank
- * alone on one, the others on another. */
+ * alone on one, the others on another; with "hosts", as they are. */
 static bool arena_peer_reachable(symm_comm_t *comm, int peer) {
   const int last = symm_comm_size(comm) - 1, me = symm_comm_rank(comm);
-  return !arena(comm)->split || peer == me || (peer != last && me != last);
+  switch (arena(comm)->reach) {
+  case ARENA_REACH_SPLIT: return peer == me || (peer != last && me != last);
+  case ARENA_REACH_HOST: return symm_comm_peer_same_host(comm, peer);
+  default: return true;
+  }
 }
 
 static symm_result_t arena_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,

@@ -193,6 +193,7 @@ void test_set_rank_env(const test_rank_env_t *e) {
   setenv("SYMM_STORE_EXTERNAL", e->rank0_serves ? "0" : "1", 1);
   setenv("SYMM_BACKEND", e->backend, 1);
   test_setenv_int("SYMM_TIMEOUT_MS", e->store_timeout_ms);
+  if (e->store_bind) setenv("SYMM_STORE_BIND", e->store_bind, 1);
 }
 
 int test_timeout_s;
@@ -204,106 +205,140 @@ static int default_job_ms(void) {
   return test_timeout_s > 10 ? (test_timeout_s - 5) * 1000 : 60000;
 }
 
-int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
-                        const test_job_opts_t *opts) {
+/* What one job's ranks are started with, and what the harness watches. */
+typedef struct {
+  test_job_opts_t o;
+  char token[33], job[40], addr[64], bind[64];
+  int ctl[2];      /* the store process's control pipe (ctl[1] -1: none) */
+  pid_t store_pid; /* 0: rank 0 serves the store (o.store_addr) */
+  int ready[2];    /* test_rank_ready's pipe (-1: no rank to kill) */
+  pid_t *pids;
+} job_t;
+
+/* A job's options with the defaults filled in, its token and job id. */
+static void job_prepare(job_t *j, const test_job_opts_t *opts) {
   /* SYMM_TEST_BACKEND runs the same jobs on another backend (run-gpu-tests.sh
    * runs the conformance tests on native over the fake driver). */
   const char *env_backend = getenv("SYMM_TEST_BACKEND");
   const char *dflt = env_backend && *env_backend ? env_backend : "host";
-  test_job_opts_t o = {.timeout_ms = default_job_ms(), .backend = dflt, .store_timeout_ms = 20000,
-                       .kill_rank = -1};
-  if (opts) {
-    o = *opts;
-    if (!o.timeout_ms) o.timeout_ms = default_job_ms();
-    if (!o.backend) o.backend = dflt;
-    if (!o.store_timeout_ms) o.store_timeout_ms = 20000;
-  }
+  j->o = (test_job_opts_t){.kill_rank = -1};
+  if (opts) j->o = *opts;
+  if (!j->o.timeout_ms) j->o.timeout_ms = default_job_ms();
+  if (!j->o.backend) j->o.backend = dflt;
+  if (!j->o.store_timeout_ms) j->o.store_timeout_ms = 20000;
   unsigned char rnd[16];
   FILE *ur = fopen("/dev/urandom", "r");
   if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) TEST_FAIL_("urandom");
   fclose(ur);
-  char token[33], job[40];
-  for (int i = 0; i < 16; i++) sprintf(token + 2 * i, "%02x", rnd[i]);
-  snprintf(job, sizeof job, "t%d-%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3]);
-
+  for (int i = 0; i < 16; i++) sprintf(j->token + 2 * i, "%02x", rnd[i]);
+  snprintf(j->job, sizeof j->job, "t%d-%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1],
+           rnd[2], rnd[3]);
+  j->ctl[0] = j->ctl[1] = j->ready[0] = j->ready[1] = -1;
+  j->bind[0] = 0;
+  if (j->o.store_addr) {
+    snprintf(j->addr, sizeof j->addr, "%s", j->o.store_addr);
+    snprintf(j->bind, sizeof j->bind, "%.*s", (int)strcspn(j->addr, ":"), j->addr);
+    return;
+  }
   /* The store runs in a process of its own, forked before any thread
    * exists here: forking the ranks from a process with a running server
    * thread could hand them a lock held by that thread (malloc's, the
    * sanitizers' allocator's) and deadlock them. */
-  int port = 0, ctl[2];
-  pid_t store_pid = start_store_process(token, 0, 0, ctl, &port);
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  int port = 0;
+  j->store_pid = start_store_process(j->token, 0, 0, j->ctl, &port);
+  snprintf(j->addr, sizeof j->addr, "127.0.0.1:%d", port);
+}
 
-  int ready[2] = {-1, -1};
-  if (o.kill_rank >= 0 && (pipe(ready) != 0 || fcntl(ready[0], F_SETFL, O_NONBLOCK) != 0))
-    TEST_FAIL_("pipe: %s", strerror(errno));
+/* In rank r's process, just forked: its environment, then fn. */
+static void rank_main(job_t *j, int r, int n, test_rank_fn fn, void *arg) {
+  free(j->pids); /* the parent's bookkeeping (valgrind counts it lost in the rank) */
+  if (j->ctl[1] >= 0) close(j->ctl[1]);
+  if (j->ready[0] >= 0) close(j->ready[0]);
+  test_rank = r;
+  rank_ready_fd = r == j->o.kill_rank ? j->ready[1] : -1;
+  if (r != j->o.kill_rank && j->ready[1] >= 0) close(j->ready[1]);
+  if (j->o.enter) j->o.enter(r, j->o.enter_arg);
+  test_set_rank_env(&(test_rank_env_t){.rank = r, .size = n, .store_addr = j->addr,
+                                       .token = j->token, .job = j->job,
+                                       .backend = j->o.backend,
+                                       .rank0_serves = j->o.store_addr != NULL,
+                                       .store_timeout_ms = j->o.store_timeout_ms,
+                                       .store_bind = j->bind[0] ? j->bind : NULL});
+  int rc = fn(r, n, arg);
   fflush(stdout);
   fflush(stderr);
-  pid_t *pids = calloc((size_t)n, sizeof *pids);
-  for (int r = 0; r < n; r++) {
-    pid_t pid = fork();
-    if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
-    if (pid == 0) {
-      free(pids); /* the parent's bookkeeping (valgrind counts it lost in the rank) */
-      close(ctl[1]);
-      if (ready[0] >= 0) close(ready[0]);
-      test_rank = r;
-      rank_ready_fd = r == o.kill_rank ? ready[1] : -1;
-      if (r != o.kill_rank && ready[1] >= 0) close(ready[1]);
-      test_set_rank_env(&(test_rank_env_t){.rank = r, .size = n, .store_addr = addr,
-                                           .token = token, .job = job, .backend = o.backend,
-                                           .store_timeout_ms = o.store_timeout_ms});
-      int rc = fn(r, n, arg);
-      fflush(stdout);
-      fflush(stderr);
-      _exit(rc);
-    }
-    pids[r] = pid;
-  }
+  _exit(rc);
+}
 
-  if (ready[1] >= 0) close(ready[1]);
-  uint64_t deadline = test_now_ms() + (uint64_t)o.timeout_ms, ready_at = 0;
+/* Records rank r's exit; true if it failed. */
+static bool rank_exited(const job_t *j, int r, int st) {
+  if (j->o.exit_status) j->o.exit_status[r] = st;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return false;
+  if (r != j->o.kill_rank)
+    fprintf(stderr, "rank %d: %s %d\n", r, WIFEXITED(st) ? "exit" : "signal",
+            WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+  return true;
+}
+
+/* Waits for every rank, killing o.kill_rank when due and all of them at
+ * the deadline; returns how many did not exit 0. */
+static int wait_ranks(job_t *j, int n) {
+  uint64_t deadline = test_now_ms() + (uint64_t)j->o.timeout_ms, ready_at = 0;
   int remaining = n, bad = 0, killed_target = 0;
   while (remaining > 0) {
     char c;
-    if (ready[0] >= 0 && !ready_at && read(ready[0], &c, 1) == 1) ready_at = test_now_ms();
-    if (ready_at && !killed_target && pids[o.kill_rank] &&
-        test_now_ms() >= ready_at + (uint64_t)o.kill_after_ms) {
-      kill(pids[o.kill_rank], SIGKILL);
+    if (j->ready[0] >= 0 && !ready_at && read(j->ready[0], &c, 1) == 1) ready_at = test_now_ms();
+    if (ready_at && !killed_target && j->pids[j->o.kill_rank] &&
+        test_now_ms() >= ready_at + (uint64_t)j->o.kill_after_ms) {
+      kill(j->pids[j->o.kill_rank], SIGKILL);
       killed_target = 1;
     }
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
     if (pid > 0) {
       for (int r = 0; r < n; r++)
-        if (pids[r] == pid) {
-          if (o.exit_status) o.exit_status[r] = st;
-          if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-            bad++;
-            if (r != o.kill_rank)
-              fprintf(stderr, "rank %d: %s %d\n", r,
-                      WIFEXITED(st) ? "exit" : "signal",
-                      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-          }
-          pids[r] = 0;
+        if (j->pids[r] == pid) {
+          bad += rank_exited(j, r, st);
+          j->pids[r] = 0;
           remaining--;
         }
       continue;
     }
     if (test_now_ms() > deadline) {
-      fprintf(stderr, "job timed out after %d ms; killing ranks\n", o.timeout_ms);
+      fprintf(stderr, "job timed out after %d ms; killing ranks\n", j->o.timeout_ms);
       for (int r = 0; r < n; r++)
-        if (pids[r]) kill(pids[r], SIGKILL);
+        if (j->pids[r]) kill(j->pids[r], SIGKILL);
       deadline = UINT64_MAX;
     }
     usleep(2000);
   }
-  free(pids);
-  if (ready[0] >= 0) close(ready[0]);
-  close(ctl[1]); /* the store process stops on EOF */
-  int st;
-  waitpid(store_pid, &st, 0);
+  return bad;
+}
+
+int test_run_ranks_opts(int n, test_rank_fn fn, void *arg,
+                        const test_job_opts_t *opts) {
+  job_t j = {0};
+  job_prepare(&j, opts);
+  if (j.o.kill_rank >= 0 && (pipe(j.ready) != 0 || fcntl(j.ready[0], F_SETFL, O_NONBLOCK) != 0))
+    TEST_FAIL_("pipe: %s", strerror(errno));
+  fflush(stdout);
+  fflush(stderr);
+  j.pids = calloc((size_t)n, sizeof *j.pids);
+  for (int r = 0; r < n; r++) {
+    pid_t pid = fork();
+    if (pid < 0) TEST_FAIL_("fork: %s", strerror(errno));
+    if (pid == 0) rank_main(&j, r, n, fn, arg);
+    j.pids[r] = pid;
+  }
+  if (j.ready[1] >= 0) close(j.ready[1]);
+  int bad = wait_ranks(&j, n);
+  free(j.pids);
+  if (j.ready[0] >= 0) close(j.ready[0]);
+  if (j.store_pid > 0) {
+    close(j.ctl[1]); /* the store process stops on EOF */
+    int st;
+    waitpid(j.store_pid, &st, 0);
+  }
   return bad;
 }
 

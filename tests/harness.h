@@ -101,6 +101,13 @@ typedef struct test_job_opts {
   int kill_rank;           /* rank to SIGKILL kill_after_ms after it called
                               test_rank_ready(); -1 none */
   int kill_after_ms;
+  /* In each rank's process, before anything else: enter(rank, enter_arg)
+   * (moving it into a namespace host: tests/ns_hosts.h); NULL: nothing. */
+  void (*enter)(int rank, void *enter_arg);
+  void *enter_arg;
+  /* host:port where rank 0 serves the store itself, bound to that host
+   * (SYMM_STORE_BIND); NULL: the harness's store process on 127.0.0.1. */
+  const char *store_addr;
 } test_job_opts_t;
 
 /* The running test's timeout from its TEST_ENTRY (seconds; 0: unknown),
@@ -130,6 +137,7 @@ typedef struct test_rank_env {
   const char *store_addr, *token, *job, *backend;
   bool rank0_serves; /* SYMM_STORE_EXTERNAL=0: rank 0 runs the store */
   int store_timeout_ms;
+  const char *store_bind; /* SYMM_STORE_BIND; NULL: left as it is */
 } test_rank_env_t;
 void test_set_rank_env(const test_rank_env_t *e);
 /* setenv(name, value in decimal, overwrite). */

@@ -22,3 +22,4 @@
 #include "list-soak.h"
 #include "list-identity.h"
 #include "list-limits.h"
+#include "list-hosts.h"

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "symm_settings.h"
 #include "store.h"
@@ -72,8 +73,12 @@ typedef struct {
   int (*get)(const px_proc_t *, const char *, const px_info_t *, size_t, px_value_t **);
 } px_lib_t;
 
-/* The process's PMIx: loaded and initialised once, finalized with the
- * last channel. */
+/* The process's PMIx: loaded and initialised once, at its first channel,
+ * and finalized when the process exits (or libsymmem is unloaded), not
+ * with its last channel, since a process may make communicators one after
+ * another and PMIx does not serve a client well that initialises again
+ * after PMIx_Finalize (Open MPI 4.1's PMIx 4.2 then loses, now and then,
+ * what peers on other hosts put: "not found" after the fence). */
 static struct {
   pthread_mutex_t lock;
   px_lib_t lib;
@@ -81,7 +86,9 @@ static struct {
   px_proc_t me;
   uint32_t size;
   int local_rank, local_size;
-  int users;
+  bool up;        /* PMIx_Init succeeded and was not finalized yet */
+  pid_t pid;      /* the process that initialised it (not a fork()ed child) */
+  bool exit_hook; /* px_finalize_at_exit is registered */
 } px = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 typedef struct {
@@ -125,10 +132,20 @@ static bool px_get_u32(uint32_t rank, const char *key, uint32_t *out) {
   return ok;
 }
 
+/* At exit (atexit, which runs at libsymmem's unloading too): the process
+ * that initialised PMIx finalizes it, unless another thread is inside
+ * px_start then. */
+static void px_finalize_at_exit(void) {
+  if (pthread_mutex_trylock(&px.lock) != 0) return;
+  if (px.up && px.pid == getpid()) px.lib.finalize(NULL, 0);
+  px.up = false;
+  pthread_mutex_unlock(&px.lock);
+}
+
 static symm_result_t px_start(char *why, size_t cap) {
   symm_result_t res = SYMM_SUCCESS;
   pthread_mutex_lock(&px.lock);
-  if (px.users == 0) {
+  if (!px.up) {
     res = px.handle ? SYMM_SUCCESS : px_load(why, cap);
     int rc = res == SYMM_SUCCESS ? px.lib.init(&px.me, NULL, 0) : 0;
     uint32_t size = 0, lr = 0, ls = 0;
@@ -144,17 +161,13 @@ static symm_result_t px_start(char *why, size_t cap) {
       px.size = size;
       px.local_rank = px_get_u32(px.me.rank, "pmix.lrank", &lr) ? (int)lr : -1;
       px.local_size = px_get_u32(PX_RANK_WILDCARD, "pmix.local.size", &ls) ? (int)ls : -1;
+      px.up = true;
+      px.pid = getpid();
+      if (!px.exit_hook) px.exit_hook = atexit(px_finalize_at_exit) == 0;
     }
   }
-  if (res == SYMM_SUCCESS) px.users++;
   pthread_mutex_unlock(&px.lock);
   return res;
-}
-
-static void px_stop(void) {
-  pthread_mutex_lock(&px.lock);
-  if (px.users > 0 && --px.users == 0) px.lib.finalize(NULL, 0);
-  pthread_mutex_unlock(&px.lock);
 }
 
 static int px_status(int rc) {
@@ -223,7 +236,6 @@ static void px_release(void *ctx) {
   px_chan_t *ch = ctx;
   free(ch->members);
   free(ch);
-  px_stop();
 }
 
 static void px_fill(px_chan_t *ch, symm_bootstrap_callbacks_t *cb);
@@ -261,9 +273,6 @@ static int px_split(void *ctx, int color, int key, symm_bootstrap_callbacks_t *c
     }
     uint64_t f[3] = {ch->id, (uint64_t)split, (uint64_t)(uint32_t)color};
     sub->id = symm_hash64(f, sizeof f, 0x706d6978ull);
-    pthread_mutex_lock(&px.lock);
-    px.users++;
-    pthread_mutex_unlock(&px.lock);
     px_fill(sub, child);
   } else if (sub) {
     free(sub->members);
@@ -304,7 +313,6 @@ symm_result_t symm_pmix_bootstrap(symm_bootstrap_callbacks_t **out) {
   symm_bootstrap_callbacks_t *cb = malloc(sizeof *cb);
   if (!ch || !cb) {
     free(ch), free(cb);
-    px_stop();
     return symm_error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
   }
   ch->rank = (int)px.me.rank;

@@ -21,6 +21,54 @@ bool symm_comm_peer_same_host(const symm_comm_t *c, int peer) {
   return c->host_ids ? c->host_ids[peer] == c->host_ids[c->rank] : peer == c->rank;
 }
 
+const char *symm_comm_peer_host(const symm_comm_t *c, int peer) {
+  return c->host_names && peer >= 0 && peer < c->size ? c->host_names[peer] : NULL;
+}
+
+/* The ranks of the host whose first rank is `first` (hash id), up to
+ * SHOWN of them, as " (ranks 0, 1 and 6 more)". */
+static size_t host_ranks_text(const symm_comm_t *c, int first, int count, char *out, size_t len) {
+  enum { SHOWN = 4 };
+  size_t n = (size_t)snprintf(out, len, " (rank%s", count > 1 ? "s" : "");
+  for (int r = first, k = 0; r < c->size && k < SHOWN && n < len; r++)
+    if (c->host_ids[r] == c->host_ids[first])
+      n += (size_t)snprintf(out + n, len - n, "%s %d", k++ ? "," : "", r);
+  if (count > SHOWN && n < len)
+    n += (size_t)snprintf(out + n, len - n, " and %d more", count - SHOWN);
+  if (n < len) n += (size_t)snprintf(out + n, len - n, ")");
+  return n;
+}
+
+void symm_comm_hosts_text(const symm_comm_t *c, char *out, size_t len) {
+  enum { HOSTS = 4 };
+  int first[HOSTS], count[HOSTS], hosts = 0;
+  bool more = false;
+  if (len) out[0] = 0;
+  if (!c->host_ids || !c->host_names) {
+    snprintf(out, len, "hosts unknown");
+    return;
+  }
+  for (int r = 0; r < c->size; r++) {
+    int k = 0;
+    while (k < hosts && c->host_ids[first[k]] != c->host_ids[r]) k++;
+    if (k == hosts && hosts == HOSTS) {
+      more = true;
+    } else if (k == hosts) {
+      first[hosts] = r;
+      count[hosts++] = 1;
+    } else {
+      count[k]++;
+    }
+  }
+  size_t n = 0;
+  for (int k = 0; k < hosts && n < len; k++) {
+    n += (size_t)snprintf(out + n, len - n, "%s%s", k ? (k + 1 < hosts || more ? ", " : " and ")
+                          : "", c->host_names[first[k]]);
+    if (n < len) n += host_ranks_text(c, first[k], count[k], out + n, len - n);
+  }
+  if (more && n < len) snprintf(out + n, len - n, " and more");
+}
+
 int symm_comm_requested_device(const symm_comm_t *c) { return c->requested_device; }
 
 void symm_comm_set_device(symm_comm_t *c, int device) {

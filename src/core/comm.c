@@ -461,6 +461,7 @@ typedef struct {
   uint64_t pidns_ino, pidns_dev; /* PID namespace (/proc/self/ns/pid); 0: unknown */
   uint64_t start_time;  /* of this process (symm_process_start_time); 0: unknown */
   uint64_t pad_bytes;   /* its communicator's signal pads */
+  char host[SYMM_HOST_NAME_BYTES]; /* its host name, for messages (host_hash tells hosts apart) */
 } init_info_t;
 
 #define INIT_MAGIC 0x53594d49u /* "SYMI" */
@@ -585,12 +586,15 @@ static symm_result_t learn_peers(symm_comm_t *comm, const init_info_t *me,
   comm->pids = calloc((size_t)comm->size, sizeof *comm->pids);
   comm->host_ids = calloc((size_t)comm->size, sizeof *comm->host_ids);
   comm->pid_starts = calloc((size_t)comm->size, sizeof *comm->pid_starts);
-  if (!comm->pids || !comm->host_ids || !comm->pid_starts)
+  comm->host_names = calloc((size_t)comm->size, sizeof *comm->host_names);
+  if (!comm->pids || !comm->host_ids || !comm->pid_starts || !comm->host_names)
     return symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
   comm->single_host = true;
   int unwatched = 0;
   for (int r = 0; r < comm->size; r++) {
     comm->host_ids[r] = all[r].host_hash;
+    /* A peer's name is only printed: cut to its buffer, terminated here. */
+    memcpy(comm->host_names[r], all[r].host, SYMM_HOST_NAME_BYTES - 1);
     comm->pids[r] = watchable(me, &all[r]) ? all[r].pid : 0;
     unwatched += comm->pids[r] == 0;
     /* Watched from now by what a reused pid cannot fake: the waits that
@@ -630,6 +634,7 @@ static symm_result_t agree_identity(symm_comm_t *comm, const resolved_config_t *
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   me.host_hash = symm_hash64(host, strlen(host), 0);
+  snprintf(me.host, sizeof me.host, "%s", host);
   symm_random_bytes(me.nonce, sizeof me.nonce);
   symm_pid_namespace(&me.pidns_ino, &me.pidns_dev);
   me.start_time = symm_process_start_time(0);
@@ -1018,6 +1023,7 @@ static void teardown(symm_comm_t *comm) {
   free(comm->pids);
   free(comm->pid_starts);
   free(comm->host_ids);
+  free(comm->host_names);
   symm_store_close(comm->store);
   release_channel(comm->owned_callbacks);
   if (comm->server)

@@ -25,6 +25,10 @@ const symm_backend_ops_t *const *symm_backend_list(size_t *count);
 /* ----------------------------------------------------------- communicator */
 struct symm_pool_entry;
 
+/* A host name as the ranks tell each other at init: Linux's longest
+ * (HOST_NAME_MAX, 64) and its terminator. */
+#define SYMM_HOST_NAME_BYTES 65
+
 /* The communicator-wide call this rank is in, as the user made it.  The
  * library's own calls of API functions inside it (the scratch's alloc and
  * rendezvous inside a collective) are steps of it: they take no number and
@@ -74,6 +78,8 @@ struct symm_comm {
   uint64_t *pid_starts;      /* [size], each rank's start time as it published it:
                                 pids[r] is watched with it (symm_peer_watch_add) */
   uint64_t *host_ids;        /* [size], hash of each rank's host name */
+  char (*host_names)[SYMM_HOST_NAME_BYTES]; /* [size], each rank's host name as it said
+                                               (cut to SYMM_HOST_NAME_BYTES - 1) */
   bool single_host;
   uint64_t next_mem_id;
   uint64_t rendezvous_seq;

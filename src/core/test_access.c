@@ -24,6 +24,7 @@ void symm_test_comm_free(symm_comm_t *c) { free(c); }
 
 const symm_backend_ops_t *symm_test_comm_ops(const symm_comm_t *c) { return c->ops; }
 void symm_test_comm_set_ops(symm_comm_t *c, const symm_backend_ops_t *ops) { c->ops = ops; }
+bool symm_test_comm_single_host(const symm_comm_t *c) { return c->single_host; }
 struct symm_store_server *symm_test_comm_store_server(const symm_comm_t *c) { return c->server; }
 symm_bootstrap_t *symm_test_comm_bootstrap(const symm_comm_t *c) { return c->bootstrap; }
 symm_bootstrap_t *symm_test_comm_store_bootstrap(const symm_comm_t *c) {

@@ -280,6 +280,14 @@ int32_t symm_comm_peer_pid(const symm_comm_t *comm, int peer);
 int symm_comm_first_gone(const symm_comm_t *comm);
 /* Whether rank `peer` runs on this host. */
 bool symm_comm_peer_same_host(const symm_comm_t *comm, int peer);
+/* Rank `peer`'s host name as it said at init, for messages (hosts are
+ * told apart by symm_comm_peer_same_host); NULL where the names are not
+ * known (a communicator not made by symm_comm_init). */
+const char *symm_comm_peer_host(const symm_comm_t *comm, int peer);
+/* The communicator's hosts with their ranks, for messages that name them:
+ * "a (ranks 0, 1) and b (rank 2)"; four hosts and four ranks each at most,
+ * then "and more" / "and N more". */
+void symm_comm_hosts_text(const symm_comm_t *comm, char *out, size_t len);
 /* The device the configuration asks for (config, SYMM_DEVICE, else -1) and
  * the local rank; the GPU engine picks from them and reports its choice
  * with symm_comm_set_device (-1: none). */

@@ -49,6 +49,8 @@ void symm_test_comm_free(symm_comm_t *comm);
  * place (the table must outlive the communicator). */
 const symm_backend_ops_t *symm_test_comm_ops(const symm_comm_t *comm);
 void symm_test_comm_set_ops(symm_comm_t *comm, const symm_backend_ops_t *ops);
+/* Whether every rank runs on this host (the hosts' names, at init). */
+bool symm_test_comm_single_host(const symm_comm_t *comm);
 /* The store server this rank runs for the communicator, NULL if none. */
 struct symm_store_server *symm_test_comm_store_server(const symm_comm_t *comm);
 /* The bootstrap the core uses (shared memory where it can), and the store's

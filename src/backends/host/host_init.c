@@ -11,8 +11,26 @@ symm_result_t host_probe(char *why, size_t why_len) {
   return SYMM_SUCCESS; /* memfd and Unix sockets exist on every Linux we support */
 }
 
+/* Memfds pass over Unix sockets, between the processes of one host:
+ * ranks on several hosts are refused here, naming the hosts, rather than
+ * at the first rendezvous, where the peers' sockets cannot be reached. */
+static symm_result_t host_check_one_host(const symm_comm_t *comm) {
+  for (int r = 0; r < symm_comm_size(comm); r++) {
+    if (symm_comm_peer_same_host(comm, r)) continue;
+    char hosts[512];
+    symm_comm_hosts_text(comm, hosts, sizeof hosts);
+    const char *mine = symm_comm_peer_host(comm, symm_comm_rank(comm));
+    return symm_error(SYMM_ERR_UNSUPPORTED,
+                      "host backend: the ranks run on several hosts, %s, this rank (%d) on %s; "
+                      "it shares the memory of one host only (memfds passed over Unix sockets)",
+                      hosts, symm_comm_rank(comm), mine ? mine : "?");
+  }
+  return SYMM_SUCCESS;
+}
+
 symm_result_t host_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_t *blob) {
   (void)caps, (void)blob;
+  SYMM_CHECK(host_check_one_host(comm));
   host_state_t *st = calloc(1, sizeof *st);
   if (!st) return symm_error(SYMM_ERR_NO_MEMORY, "host backend: out of memory");
   st->page = (size_t)sysconf(_SC_PAGESIZE);

@@ -197,13 +197,17 @@ static symm_result_t native_agree_kind(native_state_t *st, const native_rank_inf
  * the way out, rather than at every rendezvous. */
 static symm_result_t native_check_hosts(symm_comm_t *comm, const native_state_t *st) {
   if (st->kind != NATIVE_HANDLE_FD) return SYMM_SUCCESS;
-  for (int r = 0; r < st->size; r++)
-    if (!symm_comm_peer_same_host(comm, r))
-      return symm_error(SYMM_ERR_UNSUPPORTED,
-                        "native: rank %d is on another host than rank %d, and not every rank "
-                        "can export fabric handles; POSIX-fd handles do not leave a host (GPUs "
-                        "of one NVLink domain across hosts need fabric handles and IMEX, "
-                        "SYMM_NATIVE_HANDLE=fabric)", r, st->rank);
+  for (int r = 0; r < st->size; r++) {
+    if (symm_comm_peer_same_host(comm, r)) continue;
+    char hosts[512];
+    symm_comm_hosts_text(comm, hosts, sizeof hosts);
+    const char *mine = symm_comm_peer_host(comm, st->rank);
+    return symm_error(SYMM_ERR_UNSUPPORTED,
+                      "native: the ranks run on several hosts, %s, this rank (%d) on %s, and "
+                      "not every rank can export fabric handles; POSIX-fd handles do not leave "
+                      "a host (GPUs of one NVLink domain across hosts need fabric handles and "
+                      "IMEX, SYMM_NATIVE_HANDLE=fabric)", hosts, st->rank, mine ? mine : "?");
+  }
   return SYMM_SUCCESS;
 }
 

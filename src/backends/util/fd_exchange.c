@@ -57,6 +57,8 @@ struct fdx_peer {
   int conn;             /* cached connection to the peer's server, or -1 */
   bool reached;         /* its server accepted us once */
   int32_t pid;          /* its process where this one can watch it, else 0 */
+  char *elsewhere;      /* its host's name where the communicator knows it runs on
+                           another host, else NULL */
 };
 
 struct symm_fdx {
@@ -77,6 +79,7 @@ struct symm_fdx {
 
   struct fdx_peer *peers; /* [size] */
   symm_store_t *store;    /* the communicator's, to ask about lost ranks; NULL: none */
+  char host[72];          /* this rank's host name, for messages */
 
   /* Owned by the server thread (and by stop, after the join). */
   struct fdx_conn *conns;
@@ -671,12 +674,26 @@ out:
   return res;
 }
 
+/* A peer known to run on another host: its server is out of reach (an
+ * abstract socket lives in its host's network namespace) and fds do not
+ * cross hosts; refused at once, naming both, instead of waiting out the
+ * timeout on a name that nobody here listens on. */
+static symm_result_t fdx_other_host(const symm_fdx_t *fdx, int peer) {
+  const char *theirs = fdx->peers[peer].elsewhere;
+  if (!theirs) return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_UNSUPPORTED,
+                    "fd exchange: rank %d runs on host %s and rank %d (this rank) on %s: file "
+                    "descriptors pass between the processes of one host only (Unix sockets)",
+                    peer, theirs, fdx->rank, fdx->host);
+}
+
 symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd) {
   if (!fdx || !fd) return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_fetch: NULL argument");
   *fd = -1;
   if (peer < 0 || peer >= fdx->size)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_fdx_fetch: rank %d out of range [0, %d)", peer,
                       fdx->size);
+  SYMM_CHECK(fdx_other_host(fdx, peer));
   struct fdx_peer *p = &fdx->peers[peer];
   /* Inside a rendezvous, the whole mapping of every peer keeps to one
    * deadline, ending early enough to agree on a failure in time. */
@@ -731,6 +748,19 @@ static symm_result_t fdx_start_thread(symm_fdx_t *fdx) {
 }
 
 /* Allocates fdx and everything that cannot fail later; NULL on no memory. */
+/* Which peers run on other hosts, by name, as far as the communicator
+ * knows (the comm need not outlive the fdx).  false: out of memory. */
+static bool fdx_note_hosts(symm_fdx_t *fdx, const symm_comm_t *comm) {
+  const char *mine = symm_comm_peer_host(comm, symm_comm_rank(comm));
+  snprintf(fdx->host, sizeof fdx->host, "%s", mine ? mine : "?");
+  for (int r = 0; r < fdx->size; r++) {
+    const char *theirs = symm_comm_peer_host(comm, r);
+    if (!theirs || symm_comm_peer_same_host(comm, r)) continue;
+    if (!(fdx->peers[r].elsewhere = strdup(theirs))) return false;
+  }
+  return true;
+}
+
 static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
   symm_fdx_t *fdx = calloc(1, sizeof *fdx);
   if (!fdx) return NULL;
@@ -753,6 +783,10 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
     pthread_mutex_init(&fdx->peers[r].lock, NULL);
     fdx->peers[r].conn = -1;
     fdx->peers[r].pid = symm_comm_peer_pid(comm, r);
+  }
+  if (!fdx_note_hosts(fdx, comm)) {
+    symm_fdx_stop(fdx);
+    return NULL;
   }
   return fdx;
 }
@@ -814,6 +848,7 @@ void symm_fdx_stop(symm_fdx_t *fdx) {
     for (int r = 0; r < fdx->size; r++) {
       fdx_close(&fdx->peers[r].conn);
       pthread_mutex_destroy(&fdx->peers[r].lock);
+      free(fdx->peers[r].elsewhere);
     }
   }
   pthread_mutex_destroy(&fdx->table_lock);

@@ -101,7 +101,9 @@ symm_result_t symm_fdx_publish(symm_fdx_t *fdx, uint64_t id, int fd);
 /* Withdraws id (closes the dup).  Unknown ids are ignored. */
 void symm_fdx_unpublish(symm_fdx_t *fdx, uint64_t id);
 /* Fetches the fd that rank `peer` published under id; *fd is a new fd the
- * caller owns.  SYMM_ERR_NOT_FOUND (peer has no such id), SYMM_ERR_PEER_LOST
+ * caller owns.  SYMM_ERR_UNSUPPORTED at once for a peer that the
+ * communicator knows to run on another host (the message names both
+ * hosts), SYMM_ERR_NOT_FOUND (peer has no such id), SYMM_ERR_PEER_LOST
  * (peer's server gone, its process gone, or, while its server refuses
  * connections, a rank that the communicator's store has recorded lost: the
  * message names that rank), SYMM_ERR_PERMISSION (refused), SYMM_ERR_TIMEOUT.
