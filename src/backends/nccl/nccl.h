@@ -41,6 +41,7 @@ typedef struct nccl_state {
   bool *reachable;        /* [size]: peers whose window pointer this rank has */
   uint64_t windows;       /* windows registered so far (the blob's sequence) */
   long live_windows;      /* registered and not yet deregistered */
+  char comm_name[128];    /* ncclConfig_t.commName: NCCL keeps the pointer */
 } nccl_state_t;
 
 /* One allocation (symm_mem_t.priv). */

@@ -108,9 +108,9 @@ static symm_result_t nccl_make_comm(symm_comm_t *comm, nccl_state_t *st,
   if (st->lib->comm_init_rank_config) {
     symm_nccl_config_t cfg;
     symm_nccl_config_init(&cfg);
-    char name[128];
-    snprintf(name, sizeof name, "symmem %s/%d", symm_comm_job_id(comm), symm_comm_index(comm));
-    cfg.comm_name = name;
+    snprintf(st->comm_name, sizeof st->comm_name, "symmem %s/%d", symm_comm_job_id(comm),
+             symm_comm_index(comm));
+    cfg.comm_name = st->comm_name;
     cfg.blocking = 0;
     st->nonblocking = true;
     rc = st->lib->comm_init_rank_config(&st->comm, st->size, *id, st->rank, &cfg);
