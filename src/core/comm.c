@@ -47,6 +47,8 @@ typedef struct {
   char own_token[33];      /* made here for a lone process's own store */
   bool serve;
   bool job_ranks;          /* rank and world size are the launcher's (environment) */
+  void *split_handle;      /* a group's: what the parent's ops->split made for it; on
+                              return, what its backend's init did not take */
 } resolved_config_t;
 
 static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t *rc) {
@@ -719,6 +721,8 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
   comm->pool_limit = pool > 0 ? (size_t)pool : 0;
   snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
+  comm->split_handle = rc->split_handle; /* rc's again on return, if not taken */
+  rc->split_handle = NULL;
 
   symm_result_t res;
   if (comm->index < 0) {
@@ -748,9 +752,11 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
             comm->device, comm->job_id);
   comm->ready = true;
+  rc->split_handle = symm_comm_take_split_handle(comm);
   *out = comm;
   return SYMM_SUCCESS;
 fail:
+  rc->split_handle = symm_comm_take_split_handle(comm);
   comm->engine = NULL;
   /* Within init's deadline and slack (symm_op_limit): the peers failing
    * it too get the slack to read their answers, not another timeout. */
@@ -775,7 +781,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
 }
 
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
-                                     symm_comm_t **out) {
+                                     void *split_handle, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   rc.cfg = (symm_config_t)SYMM_CONFIG_INIT;
@@ -789,7 +795,12 @@ symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, in
   rc.cfg.store_server = 0;
   snprintf(rc.store_addr, sizeof rc.store_addr, "%s", parent->store_addr);
   rc.token = parent->token;
-  SYMM_CHECK(comm_create(&rc, index, out));
+  rc.split_handle = split_handle;
+  symm_result_t res = comm_create(&rc, index, out);
+  /* Not taken (a failure before the backend's init, or a backend that
+   * made its own): the parent's backend releases it. */
+  if (rc.split_handle) parent->ops->split_release(parent, rc.split_handle, false);
+  if (res != SYMM_SUCCESS) return res;
   (*out)->parent = parent;
   pthread_mutex_lock(&parent->lock);
   parent->live_children++;
