@@ -979,7 +979,9 @@ TEST_IMPL(nccl_real_library) {
   const void *fns[] = {(void *)lib->comm_init_rank_config, (void *)lib->comm_abort,
                        (void *)lib->comm_get_async_error, (void *)lib->mem_alloc,
                        (void *)lib->mem_free, (void *)lib->comm_window_register,
-                       (void *)lib->comm_window_deregister, (void *)lib->get_last_error};
+                       (void *)lib->comm_window_deregister, (void *)lib->get_last_error,
+                       (void *)lib->comm_split, (void *)lib->comm_count,
+                       (void *)lib->comm_user_rank};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) ASSERT(fns[i] != NULL);
   if (lib->version >= SYMM_NCCL_VERSION(2, 28, 0)) ASSERT(lib->all_to_all != NULL);
   if (lib->version >= NCCL_PEER_PTR_VERSION) ASSERT(lib->get_peer_device_pointer != NULL);
