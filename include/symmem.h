@@ -510,13 +510,26 @@ SYMM_API void symm_comm_destroy(symm_comm_t *comm);
  * numbering: calls of one group never see another's, overlapping groups
  * included.  Groups of a group work alike.  Destroy each with
  * symm_comm_destroy; it keeps comm alive until the last goes.
+ * How each backend makes a group: host, native and cuda as symm_comm_init
+ * does, over the group's ranks; nccl from comm's NCCL communicator by
+ * ncclCommSplit where the loaded NCCL has it (every rank of comm takes
+ * part, opting-out ones included, and no new unique id is made), else a
+ * new NCCL communicator per group (ncclGetUniqueId, ncclCommInitRank;
+ * SYMM_DEBUG=INFO and symmem-info say which); nvshmem makes none.
  * Errors: SYMM_ERR_INVALID_ARG (NULL comm or newcomm, a negative color
  * other than those two; the call still takes its place: the other ranks
  * get SYMM_ERR_MISMATCH naming this rank), SYMM_ERR_MISMATCH,
  * SYMM_ERR_UNSUPPORTED (nvshmem: its allocations are collective over
- * every rank of its world, which a group cannot make), and those of
- * symm_comm_init for making the group (every rank of a group fails
- * together).
+ * every rank of its world, which a group cannot make), the provider's
+ * split failing on any rank (nccl: SYMM_ERR_BACKEND, SYMM_ERR_TIMEOUT or
+ * SYMM_ERR_PEER_LOST on every rank of comm, naming the rank and why; no
+ * rank keeps a group, and comm's NCCL communicator is aborted on every
+ * rank, since NCCL cannot cancel a split otherwise: comm's allocations
+ * and NCCL's collectives then return SYMM_ERR_STATE, its tensors' peer
+ * memory went with NCCL's windows (free them), host calls such as
+ * barriers go on, and its later groups get new NCCL communicators), and
+ * those of symm_comm_init for making the group (every rank of a group
+ * fails together).
  * symm_comm_split_2d: the usual 2-D layout from one call: `row` is this
  * rank's group of group_size consecutive ranks (tensor parallel: ranks
  * r / group_size alike), `column` the ranks at the same place in every

@@ -264,6 +264,9 @@ static symm_result_t table_map(symm_comm_t *c, const symm_mem_t *l, int peer,
   return SYMM_ERR_UNSUPPORTED;
 }
 static void table_unmap(symm_comm_t *c, symm_peer_map_t *map) {}
+static symm_result_t table_split(symm_comm_t *c, int color, int key, void **child) {
+  return SYMM_ERR_UNSUPPORTED;
+}
 
 TEST_IMPL(seam_table_checked) {
 #define CHECK_BUILTIN(name)                                                      \
@@ -288,6 +291,15 @@ TEST_IMPL(seam_table_checked) {
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_MEM_DEVICE");
   t.caps.takes_stream = false;
+  t.version = 4;
+  t.split = table_split;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "split_release");
+  t.split = NULL;
+  t.version = 5;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "a version in 1..4");
+  t.version = 1;
   t.map_peer = NULL;
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "required members");

@@ -76,6 +76,12 @@ void symm_comm_set_device(symm_comm_t *c, int device) {
   symm_log_set_device(device);
 }
 
+void *symm_comm_take_split_handle(symm_comm_t *c) {
+  void *h = c->split_handle;
+  c->split_handle = NULL;
+  return h;
+}
+
 void *symm_backend_state(const symm_comm_t *c) { return c->backend_state; }
 void symm_backend_set_state(symm_comm_t *c, void *state) { c->backend_state = state; }
 const symm_backend_caps_t *symm_comm_caps(const symm_comm_t *c) { return &c->caps; }

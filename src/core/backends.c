@@ -24,7 +24,7 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
  * kind, and for every capability it claims the members it implies.  NULL
  * if it holds all that, else what it lacks. */
 const char *symm_backend_table_lacks(const symm_backend_ops_t *o) {
-  if (o->version < 1 || o->version > 3) return "a version in 1..3";
+  if (o->version < 1 || o->version > 4) return "a version in 1..4";
   if (o->mem_kind != SYMM_MEM_HOST && o->mem_kind != SYMM_MEM_DEVICE)
     return "a mem_kind (SYMM_MEM_HOST or SYMM_MEM_DEVICE)";
   if (!o->probe || !o->init || !o->fini || !o->granularity || !o->alloc || !o->free ||
@@ -41,6 +41,8 @@ const char *symm_backend_table_lacks(const symm_backend_ops_t *o) {
     return "mem_kind SYMM_MEM_DEVICE, which caps.takes_stream and caps.device_peer_array imply";
   if (o->caps.collective_free && !o->caps.collective_alloc)
     return "caps.collective_alloc, which caps.collective_free implies";
+  if (o->version >= 4 && o->split && !o->split_release)
+    return "split_release, which split implies";
   return NULL;
 }
 

@@ -48,6 +48,8 @@ typedef struct {
   bool serve;
   bool job_ranks;          /* rank and world size are the launcher's (environment) */
   symm_bootstrap_callbacks_t *owned; /* cfg.bootstrap when a split made it */
+  void *split_handle;      /* a group's: what the parent's ops->split made for it; on
+                              return, what its backend's init did not take */
 } resolved_config_t;
 
 static symm_result_t resolve_common(resolved_config_t *rc);
@@ -862,6 +864,8 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
   comm->pool_limit = pool > 0 ? (size_t)pool : 0;
   snprintf(comm->prefix, sizeof comm->prefix, "symm/c%d/", comm->index);
+  comm->split_handle = rc->split_handle; /* rc's again on return, if not taken */
+  rc->split_handle = NULL;
 
   symm_result_t res;
   if (comm->index < 0) {
@@ -890,10 +894,12 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
             comm->device, comm->job_id, cpus);
   comm->ready = true;
+  rc->split_handle = symm_comm_take_split_handle(comm);
   *out = comm;
   return SYMM_SUCCESS;
 fail:
   abort_channel(comm, res);
+  rc->split_handle = symm_comm_take_split_handle(comm);
   comm->engine = NULL;
   /* Within init's deadline and slack (symm_op_limit): the peers failing
    * it too get the slack to read their answers, not another timeout. */
@@ -921,10 +927,11 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   return res;
 }
 
-static void adopt(symm_comm_t *parent, symm_comm_t *child);
+static symm_result_t create_child(symm_comm_t *parent, resolved_config_t *rc, int index,
+                                  symm_comm_t **out);
 
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
-                                     symm_comm_t **out) {
+                                     void *split_handle, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   rc.cfg = (symm_config_t)SYMM_CONFIG_INIT;
@@ -938,9 +945,8 @@ symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, in
   rc.cfg.store_server = 0;
   snprintf(rc.store_addr, sizeof rc.store_addr, "%s", parent->store_addr);
   rc.token = parent->token;
-  SYMM_CHECK(comm_create(&rc, index, out));
-  adopt(parent, *out);
-  return SYMM_SUCCESS;
+  rc.split_handle = split_handle;
+  return create_child(parent, &rc, index, out);
 }
 
 /* A channel a split made: given back (its release callback) and freed. */
@@ -950,16 +956,24 @@ static void release_channel(symm_bootstrap_callbacks_t *channel) {
   free(channel);
 }
 
-/* Counts a new child of parent (the child keeps it alive). */
-static void adopt(symm_comm_t *parent, symm_comm_t *child) {
-  child->parent = parent;
+/* Makes parent's group from rc and counts it (the child keeps its parent
+ * alive); a split handle its backend's init did not take (a failure
+ * before it, or a backend that made its own) goes back to the parent's
+ * backend. */
+static symm_result_t create_child(symm_comm_t *parent, resolved_config_t *rc, int index,
+                                  symm_comm_t **out) {
+  symm_result_t res = comm_create(rc, index, out);
+  if (rc->split_handle) parent->ops->split_release(parent, rc->split_handle, false);
+  if (res != SYMM_SUCCESS) return res;
+  (*out)->parent = parent;
   pthread_mutex_lock(&parent->lock);
   parent->live_children++;
   pthread_mutex_unlock(&parent->lock);
+  return SYMM_SUCCESS;
 }
 
 symm_result_t symm_comm_create_child_on(symm_comm_t *parent, symm_bootstrap_callbacks_t *channel,
-                                        int index, symm_comm_t **out) {
+                                        int index, void *split_handle, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   rc.cfg = (symm_config_t)SYMM_CONFIG_INIT;
@@ -974,9 +988,8 @@ symm_result_t symm_comm_create_child_on(symm_comm_t *parent, symm_bootstrap_call
   rc.cfg.job_id = parent->job_id;
   rc.cfg.bootstrap = channel;
   rc.owned = channel; /* teardown gives it back, also when comm_create fails */
-  symm_result_t res = comm_create(&rc, index, out);
-  if (res == SYMM_SUCCESS) adopt(parent, *out);
-  return res;
+  rc.split_handle = split_handle;
+  return create_child(parent, &rc, index, out);
 }
 
 /* Releases comm, then its parent if the parent was destroyed while this

@@ -104,6 +104,8 @@ struct symm_comm {
   symm_comm_t *parent;
   int live_children;         /* under lock */
   bool destroy_deferred;     /* destroyed while children lived: released with the last */
+  void *split_handle;        /* the parent's ops->split made for this one, until its
+                                backend takes it (symm_comm_take_split_handle) */
 };
 
 /* Collectives of the core, tagged so that ranks in different collectives
@@ -148,14 +150,17 @@ void symm_mempool_forget_comm(symm_comm_t *comm);
 /* comm.c: a communicator of `size` ranks, this one `rank`, on parent's
  * store under store number `index` (the same on every rank of it), with
  * the parent's backend, device, timeout and pad size; collective over its
- * ranks.  The child keeps the parent alive (symm_comm_destroy). */
+ * ranks.  `split_handle`: what the parent's ops->split made for it (its
+ * backend's init takes it), NULL if none; released through the parent's
+ * ops->split_release if the child is not made or its init did not take
+ * it.  The child keeps the parent alive (symm_comm_destroy). */
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
-                                     symm_comm_t **out);
+                                     void *split_handle, symm_comm_t **out);
 /* The same for a parent on callbacks: the child meets through `channel`
  * (made by the parent's split callback, owned by the child from now on,
  * even when this fails). */
 symm_result_t symm_comm_create_child_on(symm_comm_t *parent, symm_bootstrap_callbacks_t *channel,
-                                        int index, symm_comm_t **out);
+                                        int index, void *split_handle, symm_comm_t **out);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 

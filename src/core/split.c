@@ -1,10 +1,14 @@
 /* Groups: symm_comm_split (MPI_Comm_split's and ncclCommSplit's contract)
  * and the 2-D layout built from it.  The ranks exchange their colors and
  * keys in one agreed round on the parent (a host call: a rank in another
- * call gets SYMM_ERR_MISMATCH), then the ranks of each color make a
- * communicator of their own on the parent's store: a new number there,
- * its own bootstrap, engine, backend state, tensors, signal pads, scratch,
- * pool and call numbering.  Nothing of one group is visible to another. */
+ * call gets SYMM_ERR_MISMATCH); where the backend splits its provider's
+ * communicator (ops->split: NCCL's ncclCommSplit) and every rank can, each
+ * rank runs that split, opting-out ranks included, and the ranks agree on
+ * its result; then the ranks of each color make a communicator of their
+ * own on the parent's store, its backend starting from the provider's
+ * handle the split made: a new number there, its own bootstrap, engine,
+ * backend state, tensors, signal pads, scratch, pool and call numbering.
+ * Nothing of one group is visible to another. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_INIT
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,8 @@ typedef struct {
   int32_t color, key;
   uint32_t refused; /* 1: this rank's arguments failed their checks */
   uint32_t no_channel; /* 1: its callbacks cannot split (no split callback) */
+  uint32_t provider_split; /* 1: the backend can split its provider's communicator here */
+  uint32_t pad;
 } split_rec_t;
 
 static bool color_valid(int color) {
@@ -42,6 +48,54 @@ static void place_in_group(const symm_comm_t *comm, const split_rec_t *all, int 
   }
 }
 
+/* The group's number for the provider's split: the parent rank of its
+ * first member, the same on every member and different for every group
+ * (a color by host is one group per host). */
+static int group_number(const symm_comm_t *comm, const split_rec_t *all) {
+  for (int r = 0; r < comm->rank; r++)
+    if (same_group(comm, all, r, comm->rank)) return r;
+  return comm->rank;
+}
+
+/* Whether this rank's backend can split its provider's communicator now;
+ * why not into why. */
+static bool provider_can_split(symm_comm_t *comm, char *why, size_t len) {
+  if (!SYMM_OPS_HAS(comm->ops, 4, split)) return false; /* no provider instance to split */
+  return !comm->ops->split_ready || comm->ops->split_ready(comm, why, len);
+}
+
+/* The provider's own split (ops->split) on every rank, where every rank
+ * can: *handle, this rank's group's provider handle (NULL: none, or no
+ * provider split).  The ranks agree on its result: a failure on any rank
+ * fails every rank, whose handles are released. */
+static symm_result_t provider_split(symm_comm_t *comm, const split_rec_t *all, void **handle) {
+  *handle = NULL;
+  if (!SYMM_OPS_HAS(comm->ops, 4, split)) return SYMM_SUCCESS;
+  for (int r = 0; r < comm->size; r++)
+    if (!all[r].provider_split) {
+      SYMM_INFO(INIT, "comm %d: split #%llu: rank %d cannot split the %s backend's provider "
+                "instance (its log says why): each group makes a new one", comm->index,
+                (unsigned long long)comm->call.seq, r, comm->ops->name);
+      return SYMM_SUCCESS;
+    }
+  const split_rec_t *me = &all[comm->rank];
+  int color = SYMM_SPLIT_NONE, key = 0, size = 0;
+  if (me->color != SYMM_SPLIT_NONE) {
+    place_in_group(comm, all, &key, &size);
+    color = group_number(comm, all);
+  }
+  symm_result_t res = comm->ops->split(comm, color, key, handle);
+  if (res != SYMM_SUCCESS) *handle = NULL; /* a failed split leaves none */
+  char what[64];
+  snprintf(what, sizeof what, "the %s backend's split", comm->ops->name);
+  res = symm_comm_agree(comm, res, what);
+  if (res != SYMM_SUCCESS) {
+    comm->ops->split_release(comm, *handle, true);
+    *handle = NULL;
+  }
+  return res;
+}
+
 /* The child's number on the store: the same on every rank of the group,
  * different for every group of every split of every communicator of the
  * job, and apart from the numbers symm_comm_init hands out (bit 30). */
@@ -62,6 +116,13 @@ static int group_leader(const symm_comm_t *comm, const split_rec_t *all) {
   for (int r = 0; r < comm->size; r++)
     if (same_group(comm, all, r, comm->rank)) return r;
   return comm->rank;
+}
+
+/* A channel split_channel made that no group will take. */
+static void release_unused_channel(symm_bootstrap_callbacks_t *channel) {
+  if (!channel) return;
+  if (channel->release) channel->release(channel->ctx);
+  free(channel);
 }
 
 /* A parent on callbacks: every parent rank has its channel split (opted-out
@@ -130,11 +191,19 @@ static symm_result_t split_agreed(symm_comm_t *comm, const split_rec_t *mine, co
   place_in_group(comm, all, &rank, &size);
   symm_bootstrap_callbacks_t *channel = NULL;
   if (res == SYMM_SUCCESS && comm->callbacks) res = split_channel(comm, all, rank, &channel);
+  void *handle = NULL;
+  if (res == SYMM_SUCCESS && (res = provider_split(comm, all, &handle)) != SYMM_SUCCESS) {
+    symm_error_context("symm_comm_split(color %d)", mine->color);
+    release_unused_channel(channel);
+    channel = NULL;
+  }
   if (res == SYMM_SUCCESS && mine->color != SYMM_SPLIT_NONE) {
-    SYMM_INFO(INIT, "comm %d: split #%llu: color %d key %d -> rank %d of %d", comm->index,
-              (unsigned long long)comm->call.seq, mine->color, mine->key, rank, size);
-    res = channel ? symm_comm_create_child_on(comm, channel, child_index(comm, all), newcomm)
-                  : symm_comm_create_child(comm, rank, size, child_index(comm, all), newcomm);
+    SYMM_INFO(INIT, "comm %d: split #%llu: color %d key %d -> rank %d of %d%s", comm->index,
+              (unsigned long long)comm->call.seq, mine->color, mine->key, rank, size,
+              handle ? ", from the provider's split" : "");
+    const int index = child_index(comm, all);
+    res = channel ? symm_comm_create_child_on(comm, channel, index, handle, newcomm)
+                  : symm_comm_create_child(comm, rank, size, index, handle, newcomm);
     if (res != SYMM_SUCCESS)
       symm_error_context("symm_comm_split(color %d) as rank %d of %d", mine->color, rank, size);
   }
@@ -155,6 +224,12 @@ symm_result_t symm_comm_split(symm_comm_t *comm, int color, int key, symm_comm_t
              "group, SYMM_SPLIT_BY_HOST: this host's ranks)", color);
   split_rec_t mine = {.color = color, .key = key, .refused = why[0] != 0,
                       .no_channel = comm->callbacks && !comm->callbacks->split};
+  char no_split[256] = "";
+  mine.provider_split = provider_can_split(comm, no_split, sizeof no_split);
+  if (no_split[0])
+    SYMM_INFO(INIT, "comm %d: symm_comm_split: the %s backend cannot split this communicator's "
+              "provider instance: %s; each group makes a new one", comm->index, comm->ops->name,
+              no_split);
   symm_call_begin(comm, true, "symm_comm_split", "symm_comm_split(color %d, key %d)", color,
                   key);
   symm_result_t res = split_agreed(comm, &mine, why, newcomm);

@@ -133,7 +133,7 @@ typedef struct symm_backend_caps {
  * ones are made by every rank of the communicator in the same order.
  */
 typedef struct symm_backend_ops {
-  int version; /* 1, 2 or 3 */
+  int version; /* 1 to 4 */
   const char *name;
   symm_backend_t id;
   symm_mem_kind_t mem_kind;
@@ -211,6 +211,32 @@ typedef struct symm_backend_ops {
    * false), one sentence into out, for the messages that refuse it. */
   void (*unreachable_why)(symm_comm_t *comm, int peer, char *out, size_t len);
   /* members above: version 3 */
+  /* Groups (symm_comm_split) from the provider's own split of comm's
+   * provider communicator (NCCL: ncclCommSplit) instead of a new provider
+   * instance per group.  NULL: every group makes its own (init).
+   * split_ready, optional, local: whether split can run on this rank now;
+   * false with the reason in why (the provider's library lacks it, its
+   * communicator was aborted).  NULL: always.  Each rank tells the others
+   * in the split's round, and the core calls split only where every rank
+   * can; else every group makes its own.
+   * split, collective over comm: called by the core on every rank of
+   * comm, in the split's call, after the ranks agreed on the groups.
+   * `color`: this rank's group, >= 0, the same on every member and
+   * different for every group; or SYMM_SPLIT_NONE (joins none, *child
+   * stays NULL).  `key`: this rank's rank in its group.  *child: the
+   * provider's handle for the group, owned by the backend's code: once
+   * every rank's split succeeded (the core agrees on it), the core hands
+   * it to the init of this rank's group (symm_comm_take_split_handle).
+   * split_release, required with split, local: releases a handle of
+   * split's that no group's init took (NULL: none).  `failed`: the ranks
+   * agreed that the split failed somewhere; the backend then leaves
+   * comm's provider communicator in the state every rank's will be in
+   * (NCCL cannot cancel a split but by aborting its parent: the nccl
+   * backend aborts it on every rank). */
+  bool (*split_ready)(symm_comm_t *comm, char *why, size_t len);
+  symm_result_t (*split)(symm_comm_t *comm, int color, int key, void **child);
+  void (*split_release)(symm_comm_t *comm, void *child, bool failed);
+  /* members above: version 4 */
 } symm_backend_ops_t;
 
 /*
@@ -293,6 +319,12 @@ void symm_comm_hosts_text(const symm_comm_t *comm, char *out, size_t len);
  * with symm_comm_set_device (-1: none). */
 int symm_comm_requested_device(const symm_comm_t *comm);
 void symm_comm_set_device(symm_comm_t *comm, int device);
+/* The provider's handle for this communicator that its parent's split
+ * made (ops->split), handed over once: the first call returns it, and the
+ * backend owns it from then on (its fini releases it); NULL for a
+ * communicator not made so (symm_comm_init, or a group where the backend
+ * could not split its parent's), and on every later call. */
+void *symm_comm_take_split_handle(symm_comm_t *comm);
 /* The backend's per-communicator state (NULL until set). */
 void *symm_backend_state(const symm_comm_t *comm);
 void symm_backend_set_state(symm_comm_t *comm, void *state);

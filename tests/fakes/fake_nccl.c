@@ -9,6 +9,15 @@
  *    /proc), ncclCommInitRank[Config] joins it; a config with blocking = 0
  *    answers ncclInProgress and ncclCommGetAsyncError reports when every
  *    rank joined, as NCCL's non-blocking communicators do;
+ *  - ncclCommSplit is collective over the parent: each rank publishes its
+ *    color and key in the parent's segment, and the split ends once every
+ *    rank of the parent has (a rank that does not call it keeps the others
+ *    waiting); the first member of each group by key makes the group's
+ *    segment, its members join it ranked by key, then parent rank, and
+ *    NCCL_SPLIT_NOCOLOR joins none.  On a non-blocking parent it answers
+ *    ncclInProgress, ncclCommGetAsyncError(parent) reports its end, and the
+ *    new communicator is written then, as NCCL does; ncclCommCount and
+ *    ncclCommUserRank tell its size and rank;
  *  - ncclMemAlloc is cuMemCreate + map of the fake driver, so the GPU engine
  *    can zero and check it like any device memory;
  *  - ncclCommWindowRegister is collective: each rank publishes its memory's
@@ -34,8 +43,13 @@
  * other), FAKENCCL_EXIT_IN_REGISTER=r[:n] (rank r exits inside its n-th
  * registration, after publishing its memory: a peer lost in a collective
  * NCCL call), FAKENCCL_STALL_REGISTER=r[:n] (rank r's n-th registration
- * never finishes: nobody completes it), FAKENCCL_TIMEOUT_MS (blocking waits,
- * default 30000).
+ * never finishes: nobody completes it), FAKENCCL_SPLIT_FAIL_RANK=r (rank r's
+ * ncclCommSplit fails without publishing: on a non-blocking parent through
+ * ncclCommGetAsyncError, as a failed split reports, else at once; its
+ * peers wait for it; r:late: it fails at its end, once its peers have
+ * their new communicators), FAKENCCL_TIMEOUT_MS (blocking waits, default 30000).
+ * ncclCommSplit came with 2.18: FAKENCCL_VERSION below 21800, or
+ * FAKENCCL_MISSING=ncclCommSplit, plays an NCCL without it.
  *
  * Entry points are GNU indirect functions, so that dlsym of one that is
  * hidden (version, FAKENCCL_MISSING) returns NULL, as for a library that
@@ -79,10 +93,21 @@ typedef struct {
   uint64_t size;
 } fn_pub_t;
 
+/* One rank's part in its communicator's n-th ncclCommSplit. */
+typedef struct {
+  _Atomic uint64_t seq; /* the split published, 0: none yet */
+  int32_t color, key, pid;
+  int32_t fd;           /* a group's first rank: its new segment (an fd of pid) */
+  _Atomic uint64_t made; /* the split whose fd is set */
+} fn_split_pub_t;
+
 typedef struct {
   uint32_t magic;
   int32_t nranks;
   _Atomic int32_t pids[FN_MAX_RANKS];      /* joined ranks' processes */
+  /* Splits alternate between two rows: a rank starts its split n + 2
+   * only once every rank has published n + 1, hence finished n. */
+  fn_split_pub_t split[2][FN_MAX_RANKS];
   fn_pub_t pub[FN_SLOTS][FN_MAX_RANKS];
   _Atomic uint64_t mapped[FN_SLOTS][FN_MAX_RANKS];
   _Atomic uint64_t coll_in[FN_MAX_RANKS], coll_out[FN_MAX_RANKS];
@@ -109,6 +134,18 @@ typedef struct fn_alloc {
 } fn_alloc_t;
 
 struct fn_comm;
+
+/* A split in progress on this rank (ncclCommSplit). */
+typedef struct fn_split {
+  uint64_t seq;
+  int color, key;
+  bool blocking;          /* the new communicator's */
+  bool failed;            /* FAKENCCL_SPLIT_FAIL_RANK on a non-blocking parent */
+  bool fail_late;         /* FAKENCCL_SPLIT_FAIL_RANK=r:late */
+  struct fn_comm *child;  /* joined, until every member has */
+  void **out;             /* the caller's, written when done */
+} fn_split_t;
+
 typedef struct fn_window {
   struct fn_comm *comm;
   uint64_t seq;
@@ -128,6 +165,8 @@ typedef struct fn_comm {
   fn_window_t **pending_out;
   bool stalled;               /* FAKENCCL_STALL_REGISTER */
   int async;                  /* an error of a non-blocking operation */
+  uint64_t splits;            /* ncclCommSplit calls */
+  fn_split_t *split;          /* one in progress */
   struct { const void *buf; void *rbuf; size_t bytes; int peer; bool send; } ops[2 * FN_MAX_RANKS];
   int nops;
 } fn_comm_t;
@@ -272,13 +311,24 @@ static const char *fn_ncclGetLastError(void *comm) {
   return fn_last;
 }
 
-static int fn_ncclGetUniqueId(symm_nccl_unique_id_t *id) {
+/* A communicator's shared segment, named by this process and an fd. */
+static int fn_new_segment(fn_id_t *f) {
   int fd = memfd_create("fakenccl-comm", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, (off_t)FN_SEG_BYTES) != 0) {
     if (fd >= 0) close(fd);
     return fn_fail(FN_ESYS, "fake NCCL: cannot make the shared segment");
   }
-  fn_id_t f = {.magic = "fakencl", .pid = getpid(), .fd = fd};
+  *f = (fn_id_t){.magic = "fakencl", .pid = getpid(), .fd = fd};
+  return FN_OK;
+}
+
+static int fn_ncclGetUniqueId(symm_nccl_unique_id_t *id) {
+  pthread_mutex_lock(&fn_lock);
+  fn_stats.unique_ids++;
+  pthread_mutex_unlock(&fn_lock);
+  fn_id_t f;
+  int res = fn_new_segment(&f);
+  if (res != FN_OK) return res;
   memset(id, 0, sizeof *id);
   memcpy(id->bytes, &f, sizeof f);
   return FN_OK;
@@ -295,27 +345,26 @@ static void fn_comm_free(fn_comm_t *c) {
   if (c->seg) munmap(c->seg, FN_SEG_BYTES);
   if (c->seg_fd >= 0) close(c->seg_fd);
   free(c->pending);
+  if (c->split && c->split->child) fn_comm_free(c->split->child);
+  free(c->split);
   free(c);
   pthread_mutex_lock(&fn_lock);
   fn_stats.live_comms--;
   pthread_mutex_unlock(&fn_lock);
 }
 
-static int fn_init(fn_comm_t **out, int n, symm_nccl_unique_id_t id, int rank, bool blocking) {
+static bool fn_nvls_off(void) {
   const char *nvls = getenv("NCCL_NVLS_ENABLE");
-  *out = NULL;
-  if (!nvls || strcmp(nvls, "0") != 0)
-    return fn_fail(FN_EUSAGE, "fake NCCL: NCCL_NVLS_ENABLE must be 0 (NVLS stays off)");
-  if (n < 1 || n > FN_MAX_RANKS || rank < 0 || rank >= n) return fn_fail(FN_EINVAL, "bad rank");
-  if (fn_env_int("FAKENCCL_INIT_FAIL_RANK", -1) == rank)
-    return fn_fail(FN_ESYS, "fake NCCL: init fails on this rank (FAKENCCL_INIT_FAIL_RANK)");
-  fn_id_t f;
-  memcpy(&f, id.bytes, sizeof f);
-  if (memcmp(f.magic, "fakencl", 8) != 0) return fn_fail(FN_EINVAL, "not a fake NCCL unique id");
+  return nvls && strcmp(nvls, "0") == 0;
+}
+
+/* Joins the communicator of segment f as `rank` of n: in *out at once,
+ * complete once every rank joined (fn_all_joined). */
+static int fn_attach(fn_comm_t **out, int n, const fn_id_t *f, int rank, bool blocking) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)f.pid, (int)f.fd);
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)f->pid, (int)f->fd);
   /* The id's creator hands its fd to the communicator (one id, one comm). */
-  int fd = f.pid == getpid() ? f.fd : open(path, O_RDWR | O_CLOEXEC);
+  int fd = f->pid == getpid() ? f->fd : open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return fn_fail(FN_ESYS, "fake NCCL: cannot open the unique id's segment");
   fn_comm_t *c = calloc(1, sizeof *c);
   c->seg_fd = fd;
@@ -338,8 +387,24 @@ static int fn_init(fn_comm_t **out, int n, symm_nccl_unique_id_t id, int rank, b
   }
   atomic_store(&c->seg->pids[rank], getpid());
   *out = c;
+  return FN_OK;
+}
+
+static int fn_init(fn_comm_t **out, int n, symm_nccl_unique_id_t id, int rank, bool blocking) {
+  *out = NULL;
+  if (!fn_nvls_off())
+    return fn_fail(FN_EUSAGE, "fake NCCL: NCCL_NVLS_ENABLE must be 0 (NVLS stays off)");
+  if (n < 1 || n > FN_MAX_RANKS || rank < 0 || rank >= n) return fn_fail(FN_EINVAL, "bad rank");
+  if (fn_env_int("FAKENCCL_INIT_FAIL_RANK", -1) == rank)
+    return fn_fail(FN_ESYS, "fake NCCL: init fails on this rank (FAKENCCL_INIT_FAIL_RANK)");
+  fn_id_t f;
+  memcpy(&f, id.bytes, sizeof f);
+  if (memcmp(f.magic, "fakencl", 8) != 0) return fn_fail(FN_EINVAL, "not a fake NCCL unique id");
+  int res = fn_attach(out, n, &f, rank, blocking);
+  if (res != FN_OK) return res;
+  fn_comm_t *c = *out;
   if (!blocking) return fn_all_joined(c, NULL) ? FN_OK : FN_INPROGRESS;
-  int res = fn_wait(c, fn_all_joined, NULL);
+  res = fn_wait(c, fn_all_joined, NULL);
   if (res != FN_OK) {
     fn_comm_free(c);
     *out = NULL;
@@ -561,10 +626,154 @@ static int fn_ncclGetPeerDevicePointer(void *win, size_t offset, int peer, void 
   return FN_OK;
 }
 
+/* ------------------------------------------------------------- splits */
+
+/* Rank r's record of split seq in c's segment. */
+static fn_split_pub_t *fn_split_pub(fn_comm_t *c, uint64_t seq, int r) {
+  return &c->seg->split[seq % 2][r];
+}
+
+/* Whether parent rank a comes before rank b in their group: by key, then
+ * by parent rank (NCCL's order). */
+static bool fn_split_before(fn_comm_t *c, uint64_t seq, int a, int b) {
+  const fn_split_pub_t *pa = fn_split_pub(c, seq, a), *pb = fn_split_pub(c, seq, b);
+  return pa->key < pb->key || (pa->key == pb->key && a < b);
+}
+
+/* Joins this rank's group: its first rank (by key) makes the group's
+ * segment and names it in its record, the others open that one. */
+static int fn_split_join(fn_comm_t *c, fn_split_t *sp) {
+  int rank = 0, n = 0, first = -1;
+  for (int r = 0; r < c->nranks; r++) {
+    if (fn_split_pub(c, sp->seq, r)->color != sp->color) continue;
+    n++;
+    if (r != c->rank && fn_split_before(c, sp->seq, r, c->rank)) rank++;
+    if (first < 0 || fn_split_before(c, sp->seq, r, first)) first = r;
+  }
+  fn_split_pub_t *fp = fn_split_pub(c, sp->seq, first);
+  fn_id_t f = {.magic = "fakencl", .pid = fp->pid, .fd = fp->fd};
+  if (first == c->rank) {
+    int res = fn_new_segment(&f);
+    if (res != FN_OK) return res;
+    fp->fd = f.fd;
+    atomic_store(&fp->made, sp->seq);
+  } else if (atomic_load(&fp->made) != sp->seq) {
+    return FN_INPROGRESS;
+  } else {
+    f.fd = fp->fd;
+  }
+  return fn_attach(&sp->child, n, &f, rank, sp->blocking);
+}
+
+/* Moves the split in progress on: every rank of the parent must have
+ * called ncclCommSplit, then every member of this rank's group must have
+ * joined its new communicator.  FN_OK once done, the new communicator
+ * (NULL for NCCL_SPLIT_NOCOLOR) in the caller's pointer, as NCCL writes
+ * it when a split finishes. */
+static int fn_split_progress(fn_comm_t *c) {
+  fn_split_t *sp = c->split;
+  if (!sp) return FN_OK;
+  if (sp->failed) return FN_ESYS;
+  for (int r = 0; r < c->nranks; r++)
+    if (atomic_load(&fn_split_pub(c, sp->seq, r)->seq) != sp->seq) return FN_INPROGRESS;
+  if (sp->color != SYMM_NCCL_SPLIT_NOCOLOR) {
+    if (!sp->child) {
+      int res = fn_split_join(c, sp);
+      if (res != FN_OK) return res;
+    }
+    if (!fn_all_joined(sp->child, NULL)) return FN_INPROGRESS;
+  }
+  if (sp->fail_late) { /* its peers have theirs; this rank's fails */
+    if (sp->child) fn_comm_free(sp->child);
+    sp->child = NULL;
+    sp->failed = true;
+    return fn_fail(FN_ESYS, "fake NCCL: ncclCommSplit fails on this rank at its end "
+                   "(FAKENCCL_SPLIT_FAIL_RANK)");
+  }
+  *sp->out = sp->child;
+  c->split = NULL;
+  free(sp);
+  return FN_OK;
+}
+
+static bool fn_split_done(fn_comm_t *c, void *arg) {
+  (void)arg;
+  return fn_split_progress(c) != FN_INPROGRESS;
+}
+
+/* Collective over the parent: this rank publishes its color and key, and
+ * the split ends (fn_split_progress) once every rank of the parent has. */
+static int fn_ncclCommSplit(void *comm, int color, int key, void **newcomm,
+                            symm_nccl_config_t *cfg) {
+  fn_comm_t *c = comm;
+  pthread_mutex_lock(&fn_lock);
+  fn_stats.splits++;
+  pthread_mutex_unlock(&fn_lock);
+  if (!c || !newcomm || color < SYMM_NCCL_SPLIT_NOCOLOR)
+    return fn_fail(FN_EINVAL, "ncclCommSplit: bad argument");
+  *newcomm = NULL;
+  if (cfg && (cfg->magic != SYMM_NCCL_CONFIG_MAGIC || cfg->size < sizeof *cfg ||
+              cfg->version < 22700))
+    return fn_fail(FN_EINVAL, "ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER");
+  if (!fn_nvls_off())
+    return fn_fail(FN_EUSAGE, "fake NCCL: NCCL_NVLS_ENABLE must be 0 (NVLS stays off)");
+  if (c->pending || c->split || !fn_all_joined(c, NULL))
+    return fn_fail(FN_EUSAGE, "fake NCCL: ncclCommSplit while the communicator is busy");
+  fn_split_t *sp = calloc(1, sizeof *sp);
+  sp->seq = ++c->splits;
+  sp->color = color;
+  sp->key = key;
+  /* No config: the parent's; a config's undefined blocking: blocking. */
+  sp->blocking = !cfg ? c->blocking : cfg->blocking != 0;
+  sp->out = newcomm;
+  c->split = sp;
+  const char *fail = getenv("FAKENCCL_SPLIT_FAIL_RANK");
+  sp->fail_late = fail && strstr(fail, ":late") && fn_env_int("FAKENCCL_SPLIT_FAIL_RANK", -1) ==
+                                                       c->rank;
+  if (!sp->fail_late && fn_env_int("FAKENCCL_SPLIT_FAIL_RANK", -1) == c->rank) {
+    fn_fail(FN_ESYS, "fake NCCL: ncclCommSplit fails on this rank (FAKENCCL_SPLIT_FAIL_RANK)");
+    sp->failed = true; /* never publishes: its peers wait for it */
+    if (!c->blocking) return FN_INPROGRESS; /* told by ncclCommGetAsyncError */
+    c->split = NULL;
+    free(sp);
+    return FN_ESYS;
+  }
+  fn_split_pub_t *p = fn_split_pub(c, sp->seq, c->rank);
+  p->color = color;
+  p->key = key;
+  p->pid = getpid();
+  p->fd = -1;
+  atomic_store(&p->seq, sp->seq);
+  if (!c->blocking) return fn_split_progress(c) == FN_OK ? FN_OK : FN_INPROGRESS;
+  int res = fn_wait(c, fn_split_done, NULL);
+  if (res == FN_OK && c->split) res = fn_split_progress(c); /* an error of its own */
+  if (res != FN_OK && c->split) {
+    if (c->split->child) fn_comm_free(c->split->child);
+    free(c->split);
+    c->split = NULL;
+  }
+  return res;
+}
+
+static int fn_ncclCommCount(void *comm, int *count) {
+  const fn_comm_t *c = comm;
+  if (!c || !count) return FN_EINVAL;
+  *count = c->nranks;
+  return FN_OK;
+}
+
+static int fn_ncclCommUserRank(void *comm, int *rank) {
+  const fn_comm_t *c = comm;
+  if (!c || !rank) return FN_EINVAL;
+  *rank = c->rank;
+  return FN_OK;
+}
+
 static int fn_ncclCommGetAsyncError(void *comm, int *state) {
   fn_comm_t *c = comm;
   if (!c || !state) return FN_EINVAL;
   if (!fn_all_joined(c, NULL)) *state = FN_INPROGRESS;
+  else if (c->split) *state = fn_split_progress(c);
   else *state = fn_progress(c);
   return FN_OK;
 }
@@ -783,6 +992,9 @@ FN_EXPORT(int, ncclCommInitRankConfig, 21400,
 FN_EXPORT(int, ncclCommDestroy, 0, (void *))
 FN_EXPORT(int, ncclCommAbort, 0, (void *))
 FN_EXPORT(int, ncclCommGetAsyncError, 0, (void *, int *))
+FN_EXPORT(int, ncclCommSplit, 21800, (void *, int, int, void **, symm_nccl_config_t *))
+FN_EXPORT(int, ncclCommCount, 0, (void *, int *))
+FN_EXPORT(int, ncclCommUserRank, 0, (void *, int *))
 FN_EXPORT(int, ncclMemAlloc, 21900, (void **, size_t))
 FN_EXPORT(int, ncclMemFree, 21900, (void *))
 FN_EXPORT(int, ncclCommWindowRegister, 22700, (void *, void *, size_t, void **, int))

@@ -15,6 +15,8 @@ typedef struct fakenccl_stats {
   long collectives;     /* collectives run (all-to-all by send/recv: one) */
   long p2p_groups;      /* groups of sends and receives run */
   long aborts;          /* ncclCommAbort calls */
+  long splits;          /* ncclCommSplit calls */
+  long unique_ids;      /* ncclGetUniqueId calls */
 } fakenccl_stats_t;
 
 #endif

@@ -672,6 +672,276 @@ TEST_IMPL(nccl_fake_timeout_in_register) {
   return 0;
 }
 
+/* ------------------------------------------------ groups (ncclCommSplit) */
+
+typedef int (*split_fn_t)(void *, int, int, void **, symm_nccl_config_t *);
+typedef int (*comm_int_fn_t)(void *, int *);
+
+/* The group's NCCL communicator has the group's rank and size. */
+static int check_group_comm(symm_comm_t *g) {
+  void *h = NULL;
+  ASSERT_OK(symm_comm_backend_handle(g, &h));
+  comm_int_fn_t count = NULL, user_rank = NULL;
+  *(void **)&count = fakenccl_sym("ncclCommCount");
+  *(void **)&user_rank = fakenccl_sym("ncclCommUserRank");
+  int n = -1, r = -1;
+  ASSERT_MSG(count && user_rank && count(h, &n) == 0 && user_rank(h, &r) == 0, "count, rank");
+  ASSERT_MSG(n == symm_comm_size(g) && r == symm_comm_rank(g), "NCCL rank %d of %d, symmem %d "
+             "of %d", r, n, symm_comm_rank(g), symm_comm_size(g));
+  return 0;
+}
+
+/* The group at work: NCCL's all-reduce on its communicator over one of
+ * its tensors (sum of the members' x = 100 * parent rank + i), and a
+ * remote view into the next member's data. */
+static int use_group(symm_comm_t *g, int parent_rank, int member_sum) {
+  const int gr = symm_comm_rank(g), gs = symm_comm_size(g);
+  symm_tensor_t *t = alloc_1d(g, 64, SYMM_DTYPE_I32);
+  ASSERT_MSG(t, "alloc on the group");
+  int32_t *x = symm_tensor_data(t);
+  for (int i = 0; i < 64; i++) x[i] = 100 * parent_rank + i;
+  void *h = NULL;
+  ASSERT_OK(symm_comm_backend_handle(g, &h));
+  int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *) = NULL;
+  *(void **)&all_reduce = fakenccl_sym("ncclAllReduce");
+  ASSERT_MSG(all_reduce && all_reduce(x, x, 64, SYMM_NCCL_INT32, SYMM_NCCL_SUM, h, NULL) == 0,
+             "ncclAllReduce on the group");
+  for (int i = 0; i < 64; i++)
+    ASSERT_MSG(x[i] == 100 * member_sum + gs * i, "[%d] = %d", i, x[i]);
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, (gr + 1) % gs, &v));
+  ASSERT_OK(symm_comm_barrier(g)); /* every member read its sums */
+  ((int32_t *)v.data)[7] = 1000 + gr;
+  ASSERT_OK(symm_comm_barrier(g));
+  ASSERT_MSG(x[7] == 1000 + (gr + gs - 1) % gs, "from the previous member: %d", x[7]);
+  ASSERT_OK(symm_tensor_free(t));
+  return 0;
+}
+
+/* Ranks 0, 2, 4 ... in one group ranked in reverse (key -rank), 1, 3 ...
+ * in another, the last rank in none: every rank calls ncclCommSplit once,
+ * the opting-out one too, and no rank makes an NCCL communicator of its
+ * own for its group. */
+static int split_groups_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL, *g = (symm_comm_t *)0x1;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const fakenccl_stats_t was = fakenccl_stats_of();
+  const int color = rank == size - 1 ? SYMM_SPLIT_NONE : rank % 2;
+  ASSERT_OK(symm_comm_split(comm, color, -rank, &g));
+  fakenccl_stats_t s = fakenccl_stats_of();
+  ASSERT_MSG(s.splits == was.splits + 1, "%ld ncclCommSplit calls", s.splits - was.splits);
+  ASSERT_MSG(s.unique_ids == was.unique_ids && s.inits_config == was.inits_config &&
+                 s.inits_plain == was.inits_plain,
+             "the group made a communicator of its own: %ld ids, %ld inits",
+             s.unique_ids - was.unique_ids,
+             s.inits_config + s.inits_plain - was.inits_config - was.inits_plain);
+  if (color == SYMM_SPLIT_NONE) {
+    ASSERT(g == NULL);
+    ASSERT_EQ(s.live_comms, 1);
+  } else {
+    int members = 0, above = 0, sum = 0;
+    for (int r = 0; r < size - 1; r++)
+      if (r % 2 == color) members++, above += r > rank, sum += r;
+    ASSERT_EQ(symm_comm_size(g), members);
+    ASSERT_EQ(symm_comm_rank(g), above);
+    ASSERT_EQ(s.live_comms, 2);
+    if (check_group_comm(g) || use_group(g, rank, sum)) return 1;
+  }
+  /* The parent's NCCL communicator goes on beside its groups. */
+  symm_tensor_t *t = alloc_1d(comm, 256, SYMM_DTYPE_F32);
+  ASSERT_MSG(t, "alloc on the parent");
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_tensor_free(t));
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_comm_destroy(g);
+  symm_comm_destroy(comm);
+  s = fakenccl_stats_of();
+  ASSERT_MSG(s.live_comms == 0 && s.live_windows == 0 && s.live_allocs == 0,
+             "left: comms %ld windows %ld allocs %ld", s.live_comms, s.live_windows, s.live_allocs);
+  return 0;
+}
+
+/* Groups of 2 and 1 and a rank out, at 4 ranks; symmem-info's line. */
+TEST_IMPL(nccl_fake_split_groups) {
+  setenv("FAKECUDA_DEVICES", "4", 1);
+  char why[1024], out[4096] = "";
+  ASSERT_OK(probe_now(why, sizeof why));
+  FILE *f = fmemopen(out, sizeof out - 1, "w");
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NCCL, f));
+  fclose(f);
+  ASSERT_STR_CONTAINS(out, "groups: ncclCommSplit");
+  ASSERT_EQ(run_job(4, split_groups_rank, NULL), 0);
+  return 0;
+}
+
+/* The same on a blocking parent (no ncclCommInitRankConfig): a blocking
+ * ncclCommSplit. */
+TEST_IMPL(nccl_fake_split_blocking) {
+  setenv("FAKENCCL_MISSING", "ncclCommInitRankConfig", 1);
+  ASSERT_EQ(run_job(3, split_groups_rank, NULL), 0);
+  return 0;
+}
+
+/* The fake's ncclCommSplit is collective over the parent: rank 0's stays
+ * in progress, its new communicator unwritten, until rank 1 calls it. */
+static int split_collective_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  void *h = NULL, *child = NULL;
+  ASSERT_OK(symm_comm_backend_handle(comm, &h));
+  split_fn_t split = NULL;
+  comm_int_fn_t async = NULL, user_rank = NULL;
+  int (*destroy)(void *) = NULL;
+  *(void **)&split = fakenccl_sym("ncclCommSplit");
+  *(void **)&async = fakenccl_sym("ncclCommGetAsyncError");
+  *(void **)&user_rank = fakenccl_sym("ncclCommUserRank");
+  *(void **)&destroy = fakenccl_sym("ncclCommDestroy");
+  ASSERT_MSG(split && async && user_rank && destroy, "entry points");
+  symm_nccl_config_t cfg;
+  symm_nccl_config_init(&cfg);
+  cfg.blocking = 0;
+  int state = -1;
+  if (rank == 0) {
+    ASSERT_EQ(split(h, 5, 1, &child, &cfg), SYMM_NCCL_IN_PROGRESS);
+    for (uint64_t end = test_now_ms() + 300; test_now_ms() < end; usleep(2000)) {
+      ASSERT_EQ(async(h, &state), 0);
+      ASSERT_MSG(state == SYMM_NCCL_IN_PROGRESS, "state %d without rank 1", state);
+    }
+    ASSERT(child == NULL);
+  }
+  ASSERT_OK(symm_comm_barrier(comm)); /* rank 1 splits only now */
+  if (rank == 1) {
+    int rc = split(h, 5, 0, &child, &cfg);
+    ASSERT_MSG(rc == 0 || rc == SYMM_NCCL_IN_PROGRESS, "ncclCommSplit: %d", rc);
+  }
+  for (uint64_t end = test_now_ms() + 10000; state != 0 && test_now_ms() < end; usleep(1000))
+    ASSERT_EQ(async(h, &state), 0);
+  ASSERT_EQ(state, 0);
+  int r = -1;
+  ASSERT_MSG(child && user_rank(child, &r) == 0, "no communicator");
+  ASSERT_EQ(r, 1 - rank); /* by key */
+  ASSERT_EQ(destroy(child), 0);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_split_is_collective) {
+  ASSERT_EQ(run_job(2, split_collective_rank, NULL), 0);
+  return 0;
+}
+
+/* Whether this process's log (SYMM_DEBUG_FILE = dir/%p.log, opened at the
+ * first settings' load: the ranks it forks write there too) holds needle. */
+static bool own_log_has(const char *dir, const char *needle) {
+  char path[256], line[2048];
+  snprintf(path, sizeof path, "%s/%d.log", dir, (int)getpid());
+  FILE *f = fopen(path, "r");
+  bool found = false;
+  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+  if (f) fclose(f);
+  return found;
+}
+
+/* An NCCL without ncclCommSplit: each group makes its own communicator
+ * (rank 0 of each, a unique id), and the log says why. */
+static int split_fallback_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL, *g = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const fakenccl_stats_t was = fakenccl_stats_of();
+  ASSERT_OK(symm_comm_split(comm, rank % 2, rank, &g));
+  fakenccl_stats_t s = fakenccl_stats_of();
+  ASSERT_EQ(s.splits, 0);
+  ASSERT_EQ(s.inits_config, was.inits_config + 1);
+  ASSERT_EQ(s.unique_ids, was.unique_ids + (symm_comm_rank(g) == 0));
+  if (check_group_comm(g) || use_group(g, rank, rank % 2 ? 1 : 2)) return 1;
+  symm_comm_destroy(g);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_split_without_symbol) {
+  setenv("FAKENCCL_MISSING", "ncclCommSplit", 1);
+  char why[1024], out[4096] = "", dir[] = "/tmp/symm-split-log.XXXXXX", pattern[64];
+  ASSERT(mkdtemp(dir) != NULL);
+  snprintf(pattern, sizeof pattern, "%s/%%p.log", dir);
+  setenv("SYMM_DEBUG", "INFO", 1); /* read once, at the first settings' load */
+  setenv("SYMM_DEBUG_FILE", pattern, 1);
+  ASSERT_OK(probe_now(why, sizeof why));
+  FILE *f = fmemopen(out, sizeof out - 1, "w");
+  ASSERT_OK(symm_backend_describe(SYMM_BACKEND_NCCL, f));
+  fclose(f);
+  ASSERT_STR_CONTAINS(out, "groups: a new NCCL communicator per group");
+  ASSERT_STR_CONTAINS(out, "no ncclCommSplit");
+  int failed = run_job(3, split_fallback_rank, NULL);
+  bool said = own_log_has(dir, "has no ncclCommSplit (NCCL 2.18 and later have it); each group "
+                              "makes a new one");
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ASSERT_EQ(system(cmd), 0);
+  ASSERT_EQ(failed, 0);
+  ASSERT_MSG(said, "no INFO line says why the groups make their own");
+  return 0;
+}
+
+/* Rank 1's ncclCommSplit fails: symm_comm_split fails on every rank, soon,
+ * naming rank 1 and why, no rank keeps a group; the parent stays in step,
+ * its NCCL communicator aborted on every rank alike (NCCL cannot cancel a
+ * split but so), and its next split makes new NCCL communicators. */
+static int split_fail_rank(int rank, int size, void *arg) {
+  const int timeout_ms = *(int *)arg;
+  symm_comm_t *comm = NULL, *g = (symm_comm_t *)0x1;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const uint64_t start = test_now_ms();
+  symm_result_t res = symm_comm_split(comm, rank == size - 1 ? SYMM_SPLIT_NONE : 0, rank, &g);
+  const uint64_t took = test_now_ms() - start;
+  printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
+         symm_last_error());
+  ASSERT_RES(res, SYMM_ERR_BACKEND);
+  ASSERT(g == NULL);
+  ASSERT_STR_CONTAINS(symm_last_error(), "symm_comm_split(color");
+  ASSERT_STR_CONTAINS(symm_last_error(), "ncclCommSplit failed on rank 1");
+  ASSERT_STR_CONTAINS(symm_last_error(), "FAKENCCL_SPLIT_FAIL_RANK");
+  ASSERT_MSG(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  ASSERT_EQ(fakenccl_stats_of().live_comms, 0);
+  ASSERT_OK(symm_comm_barrier(comm));
+  void *h = NULL;
+  ASSERT_RES(symm_comm_backend_handle(comm, &h), SYMM_ERR_STATE);
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  ASSERT_RES(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t), SYMM_ERR_STATE);
+  ASSERT_STR_CONTAINS(symm_last_error(), "aborted");
+  const fakenccl_stats_t was = fakenccl_stats_of();
+  ASSERT_OK(symm_comm_split(comm, 0, rank, &g));
+  ASSERT_EQ(fakenccl_stats_of().splits, was.splits);
+  ASSERT_EQ(fakenccl_stats_of().inits_config, was.inits_config + 1);
+  ASSERT_EQ(symm_comm_size(g), size);
+  if (check_group_comm(g) || use_group(g, rank, size * (size - 1) / 2)) return 1;
+  symm_comm_destroy(g);
+  symm_comm_destroy(comm);
+  ASSERT_EQ(fakenccl_stats_of().live_comms, 0);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_split_fails_on_one_rank) {
+  int timeout_ms = 20000;
+  setenv("FAKENCCL_SPLIT_FAIL_RANK", "1", 1);
+  ASSERT_EQ(run_job_opts(3, split_fail_rank, &timeout_ms, timeout_ms, NULL), 0);
+  return 0;
+}
+
+/* The same where rank 1's split fails at its end, after the other
+ * members got their new communicators: they give them up. */
+TEST_IMPL(nccl_fake_split_fails_late) {
+  int timeout_ms = 20000;
+  setenv("FAKENCCL_SPLIT_FAIL_RANK", "1:late", 1);
+  ASSERT_EQ(run_job_opts(3, split_fail_rank, &timeout_ms, timeout_ms, NULL), 0);
+  return 0;
+}
+
 /* ---------------------------------------------------- the real library */
 
 /* The real libnccl where one is installed (SYMM_NCCL_REAL_LIB, else what
@@ -709,7 +979,9 @@ TEST_IMPL(nccl_real_library) {
   const void *fns[] = {(void *)lib->comm_init_rank_config, (void *)lib->comm_abort,
                        (void *)lib->comm_get_async_error, (void *)lib->mem_alloc,
                        (void *)lib->mem_free, (void *)lib->comm_window_register,
-                       (void *)lib->comm_window_deregister, (void *)lib->get_last_error};
+                       (void *)lib->comm_window_deregister, (void *)lib->get_last_error,
+                       (void *)lib->comm_split, (void *)lib->comm_count,
+                       (void *)lib->comm_user_rank};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) ASSERT(fns[i] != NULL);
   if (lib->version >= SYMM_NCCL_VERSION(2, 28, 0)) ASSERT(lib->all_to_all != NULL);
   if (lib->version >= NCCL_PEER_PTR_VERSION) ASSERT(lib->get_peer_device_pointer != NULL);

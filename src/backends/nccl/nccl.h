@@ -20,12 +20,13 @@
 #define NCCL_MIN_VERSION SYMM_NCCL_VERSION(2, 27, 0)
 #define NCCL_PEER_PTR_VERSION SYMM_NCCL_VERSION(2, 29, 2)
 
-/* What every rank publishes at init; rank 0's carries the unique id. */
+/* What every rank publishes at init; rank 0's carries the unique id,
+ * unless the communicator came from the parent's ncclCommSplit. */
 typedef struct nccl_rank_info {
   uint32_t magic;
   int32_t version;  /* ncclGetVersion of this rank's library */
   int32_t has_id;
-  int32_t reserved;
+  int32_t split;    /* 1: this rank's communicator came from ncclCommSplit */
   symm_nccl_unique_id_t id;
 } nccl_rank_info_t;
 #define NCCL_INFO_MAGIC 0x4e43434cu /* "NCCL" */
@@ -41,7 +42,21 @@ typedef struct nccl_state {
   bool *reachable;        /* [size]: peers whose window pointer this rank has */
   uint64_t windows;       /* windows registered so far (the blob's sequence) */
   long live_windows;      /* registered and not yet deregistered */
+  bool from_split;        /* comm came from the parent's ncclCommSplit */
+  uint64_t splits;        /* ncclCommSplit calls on comm so far */
+  /* Where ncclCommSplit writes the new communicator: NCCL writes it when
+   * a non-blocking split finishes, which may be after an abort ended the
+   * wait, so it lives as long as the state. */
+  symm_nccl_comm_t split_out;
+  char comm_name[128];    /* ncclConfig_t.commName: NCCL keeps the pointer */
 } nccl_state_t;
+
+/* The handle of one group that ncclCommSplit made (the seam's split),
+ * which the group's init takes (symm_comm_take_split_handle). */
+typedef struct nccl_split_child {
+  symm_nccl_comm_t comm;
+  bool nonblocking;       /* made with blocking = 0, as its parent */
+} nccl_split_child_t;
 
 /* One allocation (symm_mem_t.priv). */
 typedef struct nccl_alloc {
@@ -96,6 +111,13 @@ bool nccl_peer_reachable(symm_comm_t *comm, int peer);
 void nccl_unreachable_why(symm_comm_t *comm, int peer, char *out, size_t len);
 symm_result_t nccl_backend_handle(symm_comm_t *comm, void **handle);
 symm_result_t nccl_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+/* Groups from ncclCommSplit (nccl_split.c): the seam's split members. */
+bool nccl_split_ready(symm_comm_t *comm, char *why, size_t len);
+symm_result_t nccl_split(symm_comm_t *comm, int color, int key, void **child);
+void nccl_split_release(symm_comm_t *comm, void *child, bool failed);
+/* A communicator from ncclCommSplit, once NCCL finished making it:
+ * its rank and size as symmem counted them (init's start-up). */
+symm_result_t nccl_split_check(symm_comm_t *comm, nccl_state_t *st);
 /* Registers [ptr, ptr + bytes) as a symmetric window (collective). */
 symm_result_t nccl_window_register(symm_comm_t *comm, nccl_state_t *st, void *ptr, size_t bytes,
                                    symm_nccl_window_t *win);

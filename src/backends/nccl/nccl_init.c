@@ -1,6 +1,7 @@
 /*
  * nccl backend lifecycle: probe (is a usable libnccl here, and if not,
- * why), init (NVLS off, rank 0's unique id into the blob), startup (the
+ * why), init (NVLS off, rank 0's unique id into the blob, or the
+ * communicator the parent's ncclCommSplit made for a group), startup (the
  * communicator from rank 0's id, non-blocking where the library can, and
  * which peers this rank can load and store), fini, describe.
  */
@@ -48,6 +49,15 @@ symm_result_t nccl_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_
   if (!st->gpu) return symm_error(SYMM_ERR_INTERNAL, "nccl: the GPU engine is not started");
   st->lib = nccl_library(why, sizeof why);
   if (!st->lib) return symm_error(SYMM_ERR_BACKEND_UNAVAILABLE, "nccl: %s", why);
+  /* A group's communicator from its parent's ncclCommSplit: the state
+   * owns it from here (fini), whatever fails below. */
+  nccl_split_child_t *split = symm_comm_take_split_handle(comm);
+  if (split) {
+    st->comm = split->comm;
+    st->nonblocking = split->nonblocking;
+    st->from_split = true;
+    free(split);
+  }
   st->rank = symm_comm_rank(comm);
   st->size = symm_comm_size(comm);
   st->reachable = calloc((size_t)st->size, sizeof *st->reachable);
@@ -61,7 +71,8 @@ symm_result_t nccl_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_
   if (!me) return symm_error(SYMM_ERR_NO_MEMORY, "nccl: out of memory");
   me->magic = NCCL_INFO_MAGIC;
   me->version = st->lib->version;
-  if (st->rank == 0) {
+  me->split = st->from_split;
+  if (st->rank == 0 && !st->from_split) {
     ncu_context saved;
     symm_result_t res = symm_gpu_enter(st->gpu, &saved);
     int rc = res == SYMM_SUCCESS ? st->lib->get_unique_id(&me->id) : 0;
@@ -80,7 +91,8 @@ symm_result_t nccl_init(symm_comm_t *comm, symm_backend_caps_t *caps, symm_blob_
   return SYMM_SUCCESS;
 }
 
-/* Every rank runs the same NCCL, and rank 0 sent the id. */
+/* Every rank runs the same NCCL, and rank 0 sent the id, or every rank's
+ * communicator came from the parent's ncclCommSplit. */
 static symm_result_t nccl_check_blobs(const nccl_state_t *st, const symm_blob_t *all) {
   for (int r = 0; r < st->size; r++) {
     const nccl_rank_info_t *o = all[r].data;
@@ -94,8 +106,13 @@ static symm_result_t nccl_check_blobs(const nccl_state_t *st, const symm_blob_t 
       return symm_error(SYMM_ERR_MISMATCH, "nccl: rank %d loaded NCCL %s, rank %d NCCL %s; every "
                         "rank must run the same NCCL", r, a, st->rank, b);
     }
+    if (o->split != st->from_split)
+      return symm_error(SYMM_ERR_PROTOCOL, "nccl: rank %d's NCCL communicator %s from the "
+                        "parent's ncclCommSplit, rank %d's %s", r,
+                        o->split ? "came" : "did not come", st->rank,
+                        st->from_split ? "did" : "did not");
   }
-  if (!((const nccl_rank_info_t *)all[0].data)->has_id)
+  if (!st->from_split && !((const nccl_rank_info_t *)all[0].data)->has_id)
     return symm_error(SYMM_ERR_PROTOCOL, "nccl: rank 0 published no NCCL unique id");
   return SYMM_SUCCESS;
 }
@@ -108,9 +125,9 @@ static symm_result_t nccl_make_comm(symm_comm_t *comm, nccl_state_t *st,
   if (st->lib->comm_init_rank_config) {
     symm_nccl_config_t cfg;
     symm_nccl_config_init(&cfg);
-    char name[128];
-    snprintf(name, sizeof name, "symmem %s/%d", symm_comm_job_id(comm), symm_comm_index(comm));
-    cfg.comm_name = name;
+    snprintf(st->comm_name, sizeof st->comm_name, "symmem %s/%d", symm_comm_job_id(comm),
+             symm_comm_index(comm));
+    cfg.comm_name = st->comm_name;
     cfg.blocking = 0;
     st->nonblocking = true;
     rc = st->lib->comm_init_rank_config(&st->comm, st->size, *id, st->rank, &cfg);
@@ -157,15 +174,20 @@ symm_result_t nccl_startup(symm_comm_t *comm, const symm_blob_t *all) {
   ncu_context saved;
   SYMM_CHECK(symm_gpu_enter(st->gpu, &saved));
   symm_result_t res;
-  SYMM_CHECK_GOTO(nccl_make_comm(comm, st, &((const nccl_rank_info_t *)all[0].data)->id), res, out);
+  if (st->from_split)
+    SYMM_CHECK_GOTO(nccl_split_check(comm, st), res, out);
+  else
+    SYMM_CHECK_GOTO(nccl_make_comm(comm, st, &((const nccl_rank_info_t *)all[0].data)->id), res,
+                    out);
   SYMM_CHECK_GOTO(nccl_find_reach(comm, st), res, out);
   int near = 0;
   for (int r = 0; r < st->size; r++) near += st->reachable[r];
   char v[32];
   nccl_version_text(st->lib->version, v, sizeof v);
-  SYMM_INFO(BACKEND, "nccl: rank %d of %d on GPU %d, NCCL %s (%s), %s, %d of %d ranks load/store "
-            "reachable%s", st->rank, st->size, symm_gpu_ordinal(st->gpu), v, nccl_library_path(),
-            st->nonblocking ? "non-blocking" : "blocking", near, st->size,
+  SYMM_INFO(BACKEND, "nccl: rank %d of %d on GPU %d, NCCL %s (%s), %s%s, %d of %d ranks "
+            "load/store reachable%s", st->rank, st->size, symm_gpu_ordinal(st->gpu), v,
+            nccl_library_path(), st->nonblocking ? "non-blocking" : "blocking",
+            st->from_split ? ", from the parent's ncclCommSplit" : "", near, st->size,
             st->lib->get_peer_device_pointer ? "" : " (no ncclGetPeerDevicePointer)");
 out:
   symm_gpu_leave(st->gpu, saved);
@@ -226,6 +248,12 @@ void nccl_describe(FILE *out) {
                                  ? "ncclCommInitRankConfig, non-blocking (waits keep to "
                                    "SYMM_TIMEOUT_MS, a lost peer aborts)"
                                  : "ncclCommInitRank, blocking (no ncclCommInitRankConfig)");
+  if (lib->comm_split)
+    fprintf(out, "groups: ncclCommSplit (symm_comm_split makes each group's NCCL communicator "
+            "from its parent's)\n");
+  else
+    fprintf(out, "groups: a new NCCL communicator per group (ncclGetUniqueId, "
+            "ncclCommInitRank): this NCCL has no ncclCommSplit (NCCL 2.18 and later have it)\n");
   fprintf(out, "all-to-all: %s\n", lib->all_to_all ? "ncclAlltoAll" : "ncclSend/ncclRecv in a group");
   fprintf(out, "NVLS: off (NCCL_NVLS_ENABLE=0 set before the communicator is made)\n");
 }

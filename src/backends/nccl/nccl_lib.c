@@ -36,6 +36,9 @@ static const nccl_symbol_t nccl_symbols[] = {
     NCCL_SYM(all_to_all, "ncclAlltoAll", false),
     NCCL_SYM(get_peer_device_pointer, "ncclGetPeerDevicePointer", false),
     NCCL_SYM(get_last_error, "ncclGetLastError", false),
+    NCCL_SYM(comm_split, "ncclCommSplit", false),
+    NCCL_SYM(comm_count, "ncclCommCount", false),
+    NCCL_SYM(comm_user_rank, "ncclCommUserRank", false),
 };
 #undef NCCL_SYM
 

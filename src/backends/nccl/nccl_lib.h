@@ -33,6 +33,8 @@ enum { /* ncclResult_t values */
   SYMM_NCCL_INTERNAL_ERROR = 3, SYMM_NCCL_INVALID_ARGUMENT = 4, SYMM_NCCL_INVALID_USAGE = 5,
   SYMM_NCCL_REMOTE_ERROR = 6, SYMM_NCCL_IN_PROGRESS = 7, SYMM_NCCL_TIMEOUT = 8
 };
+/* ncclCommSplit's color for a rank that joins no new communicator. */
+#define SYMM_NCCL_SPLIT_NOCOLOR (-1)
 enum { /* ncclDataType_t values */
   SYMM_NCCL_INT8 = 0, SYMM_NCCL_UINT8 = 1, SYMM_NCCL_INT32 = 2, SYMM_NCCL_UINT32 = 3,
   SYMM_NCCL_INT64 = 4, SYMM_NCCL_UINT64 = 5, SYMM_NCCL_FLOAT16 = 6, SYMM_NCCL_FLOAT32 = 7,
@@ -115,6 +117,10 @@ typedef struct symm_nccl_lib {
   int (*all_to_all)(const void *, void *, size_t, int, symm_nccl_comm_t, void *); /* 2.28 */
   int (*get_peer_device_pointer)(symm_nccl_window_t, size_t, int, void **); /* 2.29.2 */
   const char *(*get_last_error)(symm_nccl_comm_t);
+  int (*comm_split)(symm_nccl_comm_t, int, int, symm_nccl_comm_t *,
+                    symm_nccl_config_t *);                                   /* 2.18 */
+  int (*comm_count)(symm_nccl_comm_t, int *);
+  int (*comm_user_rank)(symm_nccl_comm_t, int *);
 } symm_nccl_lib_t;
 
 /* Loads `path` (SYMM_NCCL_LIB's value; NULL or "": SYMM_NCCL_LIB_DEFAULT)

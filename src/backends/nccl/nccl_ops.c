@@ -1,13 +1,14 @@
 /* The nccl backend's ops table: ncclMemAlloc memory registered as NCCL
  * symmetric windows, peers' pointers from NCCL where it maps them, NCCL's
- * own collectives where it does not, and the ncclComm_t for the user.  The
+ * own collectives where it does not, the ncclComm_t for the user, and
+ * groups from ncclCommSplit.  The
  * functions live in the other nccl_*.c files.  Chosen by name only
  * (SYMM_BACKEND=nccl): `auto` never starts NCCL by itself. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include "backends/nccl/nccl.h"
 
 const symm_backend_ops_t symm_nccl_ops = {
-    .version = 3,
+    .version = 4,
     .name = "nccl",
     .id = SYMM_BACKEND_NCCL,
     .mem_kind = SYMM_MEM_DEVICE,
@@ -24,4 +25,7 @@ const symm_backend_ops_t symm_nccl_ops = {
     .peer_reachable = nccl_peer_reachable,
     .collective = nccl_collective,
     .unreachable_why = nccl_unreachable_why,
+    .split_ready = nccl_split_ready,
+    .split = nccl_split,
+    .split_release = nccl_split_release,
 };
