@@ -948,7 +948,9 @@ SYMM_API int symm_signal_channels(const symm_tensor_t *tensor);
  * tensor's nbytes, both named; channel out of range; a stream on the
  * host backend), SYMM_ERR_STATE (tensor not rendezvoused),
  * SYMM_ERR_UNSUPPORTED (the peer is not load/store reachable and the
- * backend has no put of its own: the message names the peer),
+ * backend has no put of its own: the message names the peer; where the
+ * backend has one, puts, gets and signals to such peers, barriers too,
+ * go through the provider's own transfers),
  * SYMM_ERR_BACKEND (the copy could not be issued).  Local.
  */
 SYMM_API symm_result_t symm_put(symm_tensor_t *tensor, int peer, size_t dst_offset,

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "arena_backend.h"
 #include "backends/util/fd_exchange.h"
 #include "symm_backend.h"
+#include "symm_util.h"
 
 #define ARENA_BYTES ((size_t)512 << 20) /* sparse: only what is touched is memory */
 #define ARENA_FD_ID 1u
@@ -153,16 +155,16 @@ static bool arena_peer_reachable(symm_comm_t *comm, int peer) {
 static symm_result_t arena_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                                     const symm_exchange_info_t *info, symm_peer_map_t *map) {
   (void)local;
-  if (!arena_peer_reachable(comm, peer)) {
-    map->base = NULL; /* shared, but not by loads and stores from here */
-    return SYMM_SUCCESS;
-  }
   uint64_t off;
   memcpy(&off, info->blob, sizeof off);
   if (off > ARENA_BYTES || info->alloc_bytes > ARENA_BYTES - off)
     return symm_error(SYMM_ERR_PROTOCOL, "arena: rank %d's allocation lies outside its arena",
                       peer);
-  map->base = arena(comm)->bases[peer] + off;
+  char *where = arena(comm)->bases[peer] ? arena(comm)->bases[peer] + off : NULL;
+  /* Unreachable: shared, but not by loads and stores from here; arena_coll's
+   * "provider" transfers (arena_one_sided) still reach it, at priv. */
+  map->base = arena_peer_reachable(comm, peer) ? where : NULL;
+  map->priv = where;
   return SYMM_SUCCESS;
 }
 
@@ -190,24 +192,53 @@ static symm_result_t arena_provider_collective(symm_comm_t *comm,
   return SYMM_SUCCESS;
 }
 
-#define ARENA_OPS(id_, name_, caps_, coll_)                                     \
+/* arena_coll's "provider" one-sided transfers to peers it does not map:
+ * through the arena (shared underneath), counted; a signal is a release
+ * store of 1. */
+static symm_result_t arena_one_sided(symm_comm_t *comm, int op, const symm_peer_map_t *map,
+                                     int peer, size_t offset, void *local, size_t bytes,
+                                     void *stream) {
+  (void)stream;
+  char *remote = map->priv;
+  if (!remote)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "arena: rank %d's arena is not here", peer);
+  arena(comm)->provider_calls++;
+  if (op == SYMM_ONE_SIDED_SIGNAL) {
+    /* As the engine's put: wait (within the timeout) for the last signal's
+     * consumption, then 0 -> 1 with release. */
+    _Atomic uint32_t *slot = (_Atomic uint32_t *)(remote + offset);
+    const uint64_t end = symm_deadline_after(symm_comm_timeout_ms(comm));
+    for (uint32_t empty = 0; !atomic_compare_exchange_weak_explicit(
+             slot, &empty, 1u, memory_order_release, memory_order_relaxed);
+         empty = 0)
+      if (symm_now_ns() > end)
+        return symm_error(SYMM_ERR_TIMEOUT, "arena: rank %d did not consume a signal", peer);
+  } else if (op == SYMM_ONE_SIDED_PUT)
+    memcpy(remote + offset, local, bytes);
+  else
+    memcpy(local, remote + offset, bytes);
+  return SYMM_SUCCESS;
+}
+
+#define ARENA_OPS(id_, name_, caps_, coll_, one_sided_)                         \
   {                                                                             \
-    .version = 2, .name = name_, .id = (symm_backend_t)(id_),                   \
+    .version = 5, .name = name_, .id = (symm_backend_t)(id_),                   \
     .mem_kind = SYMM_MEM_HOST, .caps = caps_, .probe = arena_probe,             \
     .init = arena_init, .startup = arena_startup, .fini = arena_fini,           \
     .granularity = arena_granularity, .alloc = arena_alloc, .free = arena_free, \
     .export_mem = arena_export, .map_peer = arena_map_peer,                     \
     .unmap_peer = arena_unmap_peer, .register_mem = arena_register,             \
     .deregister_mem = arena_deregister, .peer_reachable = arena_peer_reachable, \
-    .collective = coll_,                                                        \
+    .collective = coll_, .one_sided = one_sided_,                               \
   }
 
-static const symm_backend_ops_t arena_ops = ARENA_OPS(ARENA_BACKEND_ID, "arena", {0}, NULL);
+static const symm_backend_ops_t arena_ops =
+    ARENA_OPS(ARENA_BACKEND_ID, "arena", {0}, NULL, NULL);
 static const symm_backend_ops_t arena_coll_ops =
     ARENA_OPS(ARENA_COLL_BACKEND_ID, "arena_coll",
               ((symm_backend_caps_t){.collective_alloc = true, .collective_free = true,
                                      .registers = true}),
-              arena_provider_collective);
+              arena_provider_collective, arena_one_sided);
 
 void arena_backends_register(void) {
   static int done;

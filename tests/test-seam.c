@@ -296,9 +296,9 @@ TEST_IMPL(seam_table_checked) {
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "split_release");
   t.split = NULL;
-  t.version = 5;
+  t.version = 6;
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
-  ASSERT_STR_CONTAINS(symm_last_error(), "a version in 1..4");
+  ASSERT_STR_CONTAINS(symm_last_error(), "a version in 1..5");
   t.version = 1;
   t.map_peer = NULL;
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
@@ -312,6 +312,31 @@ TEST_IMPL(seam_table_checked) {
  * tensor rendezvouses; what needs loads and stores to the unreachable
  * peers is refused naming them; a backend with collectives of its own runs
  * them instead. */
+/* A backend with one-sided transfers of its own (arena_coll): puts, gets,
+ * put_signal and barriers reach the unreachable peer through them, the
+ * reachable ones through the engine; every byte checked. */
+static void provider_one_sided(symm_comm_t *comm, symm_tensor_t *t, int rank, int size) {
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  const long before = arena_provider_calls(comm);
+  float mine[16], back[16];
+  for (int i = 0; i < 16; i++) mine[i] = (float)(100 * rank + i);
+  ASSERT_OK(symm_put_signal(t, right, 16 * sizeof(float), mine, sizeof mine, 0, NULL));
+  ASSERT_OK(symm_signal_wait(t, left, 0, NULL));
+  const float *d = symm_tensor_data(t);
+  for (int i = 0; i < 16; i++) ASSERT_EQ(d[16 + i], (float)(100 * left + i));
+  ASSERT_OK(symm_signal_barrier(t, 1, NULL));
+  ASSERT_OK(symm_get(t, left, 16 * sizeof(float), back, sizeof back, NULL));
+  for (int i = 0; i < 16; i++) ASSERT_EQ(back[i], (float)(100 * ((left + size - 1) % size) + i));
+  ASSERT_OK(symm_signal_barrier(t, 1, NULL));
+  /* Rank 2 reaches nobody, 0 and 1 reach one another: the transfers to
+   * rank 2 and all of rank 2's are the provider's.  Rank 0: a barrier put
+   * to 2 twice, the get from 2; rank 1: the put and signal to 2, the
+   * barrier puts to 2; rank 2: put, signal, 2 x 2 barrier puts, get. */
+  const long used = arena_provider_calls(comm) - before;
+  const long want = rank == 0 ? 3 : rank == 1 ? 4 : 7;
+  ASSERT_MSG(used == want, "%ld provider transfers, want %ld", used, want);
+}
+
 static int unreachable_rank(int rank, int size, void *arg) {
   (void)arg;
   const bool own = strcmp(getenv("SYMM_BACKEND"), "arena_coll") == 0;
@@ -328,17 +353,26 @@ static int unreachable_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
   ASSERT_PTR_EQ(ptrs[far], NULL);
   if (rank != last) ASSERT_OK(symm_tensor_remote_view(t, 1 - rank, &v)); /* 0 and 1 do */
-  ASSERT_RES(symm_signal_put(t, far, 0, NULL), SYMM_ERR_UNSUPPORTED);
-  char want[64];
-  snprintf(want, sizeof want, "rank %d not load/store reachable from rank %d", far, rank);
-  ASSERT_STR_CONTAINS(symm_last_error(), want);
-  ASSERT_RES(symm_signal_barrier(t, 0, NULL), SYMM_ERR_UNSUPPORTED);
-  ASSERT_STR_CONTAINS(symm_last_error(), rank == last ? "ranks 0, 1 not" : "rank 2 not");
+  if (own) {
+    provider_one_sided(comm, t, rank, size);
+  } else {
+    ASSERT_RES(symm_signal_put(t, far, 0, NULL), SYMM_ERR_UNSUPPORTED);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d not load/store reachable from rank %d", far, rank);
+    ASSERT_STR_CONTAINS(symm_last_error(), want);
+    ASSERT_RES(symm_signal_barrier(t, 0, NULL), SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), rank == last ? "ranks 0, 1 not" : "rank 2 not");
+    float x = 1;
+    ASSERT_RES(symm_put(t, far, 0, &x, sizeof x, NULL), SYMM_ERR_UNSUPPORTED);
+    snprintf(want, sizeof want, "rank %d is not load/store reachable", far);
+    ASSERT_STR_CONTAINS(symm_last_error(), want);
+  }
   float *p = symm_tensor_data(t);
+  const long calls = arena_provider_calls(comm);
   symm_result_t res = symm_all_reduce(comm, p, p, 64, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
   if (own) {
     ASSERT_OK(res);
-    ASSERT_EQ(arena_provider_calls(comm), 1);
+    ASSERT_EQ(arena_provider_calls(comm), calls + 1);
   } else {
     ASSERT_EQ(res, SYMM_ERR_UNSUPPORTED);
     ASSERT_STR_CONTAINS(symm_last_error(), "runs no collectives of its own");

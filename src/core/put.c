@@ -29,7 +29,7 @@ static symm_result_t check_one_sided(symm_tensor_t *t, int peer, size_t offset, 
   if (!comm->caps.takes_stream && stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
-  if (!symm_tensor_peer_data(t)[peer])
+  if (!symm_tensor_peer_data(t)[peer] && !SYMM_OPS_HAS(comm->ops, 5, one_sided))
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank "
                       "%d with the %s backend, which has no put of its own", fn, peer,
                       comm->rank, comm->ops->name);
@@ -43,18 +43,29 @@ static char *peer_at(const symm_tensor_t *t, int peer, size_t offset) {
   return (char *)symm_tensor_peer_data(t)[peer] + offset;
 }
 
+/* One copy with peer: the engine's on the peer's mapping, or the
+ * provider's where the peer has none (backend ops->one_sided). */
+static symm_result_t transfer(symm_tensor_t *t, int op, int peer, size_t offset, void *local,
+                              size_t bytes, symm_stream_t stream) {
+  symm_comm_t *comm = t->comm;
+  if (!symm_tensor_peer_data(t)[peer])
+    return comm->ops->one_sided(comm, op, &t->peers[peer], peer,
+                                (size_t)t->infos[peer].data_offset + offset, local, bytes, stream);
+  char *remote = peer_at(t, peer, offset);
+  return op == SYMM_ONE_SIDED_PUT ? comm->engine->copy(comm, remote, local, bytes, stream)
+                                  : comm->engine->copy(comm, local, remote, bytes, stream);
+}
+
 symm_result_t symm_put(symm_tensor_t *tensor, int peer, size_t dst_offset, const void *src,
                        size_t bytes, symm_stream_t stream) {
   SYMM_CHECK(check_one_sided(tensor, peer, dst_offset, src, bytes, stream, "symm_put"));
-  return tensor->comm->engine->copy(tensor->comm, peer_at(tensor, peer, dst_offset), src, bytes,
-                                    stream);
+  return transfer(tensor, SYMM_ONE_SIDED_PUT, peer, dst_offset, (void *)src, bytes, stream);
 }
 
 symm_result_t symm_get(symm_tensor_t *tensor, int peer, size_t src_offset, void *dst,
                        size_t bytes, symm_stream_t stream) {
   SYMM_CHECK(check_one_sided(tensor, peer, src_offset, dst, bytes, stream, "symm_get"));
-  return tensor->comm->engine->copy(tensor->comm, dst, peer_at(tensor, peer, src_offset), bytes,
-                                    stream);
+  return transfer(tensor, SYMM_ONE_SIDED_GET, peer, src_offset, dst, bytes, stream);
 }
 
 symm_result_t symm_put_signal(symm_tensor_t *tensor, int peer, size_t dst_offset,
@@ -67,8 +78,7 @@ symm_result_t symm_put_signal(symm_tensor_t *tensor, int peer, size_t dst_offset
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: %s", fn,
                       peer == tensor->comm->rank ? "a rank signals only other ranks"
                                                  : "channel out of range");
-  SYMM_CHECK(tensor->comm->engine->copy(tensor->comm, peer_at(tensor, peer, dst_offset), src,
-                                        bytes, stream));
+  SYMM_CHECK(transfer(tensor, SYMM_ONE_SIDED_PUT, peer, dst_offset, (void *)src, bytes, stream));
   return symm_signal_put(tensor, peer, channel, stream);
 }
 
@@ -82,8 +92,7 @@ symm_result_t symm_put_batch(symm_tensor_t *tensor, const symm_put_desc_t *puts,
     if (res != SYMM_SUCCESS) return symm_error(res, "%s (put %zu of %zu)", symm_last_error(), i, n);
   }
   for (size_t i = 0; i < n; i++)
-    SYMM_CHECK(tensor->comm->engine->copy(tensor->comm,
-                                          peer_at(tensor, puts[i].peer, puts[i].dst_offset),
-                                          puts[i].src, puts[i].bytes, stream));
+    SYMM_CHECK(transfer(tensor, SYMM_ONE_SIDED_PUT, puts[i].peer, puts[i].dst_offset,
+                        (void *)puts[i].src, puts[i].bytes, stream));
   return SYMM_SUCCESS;
 }

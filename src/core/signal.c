@@ -12,6 +12,35 @@ int symm_signal_channels(const symm_tensor_t *tensor) {
 static const char *const signal_fn[] = {NULL, "symm_signal_put", "symm_signal_wait",
                                         "symm_signal_barrier"};
 
+/* A put to peer: the engine's where peer is mapped, else the provider's
+ * signal into this rank's slot of the peer's pad (ops->one_sided, with the
+ * engine's semantics). */
+static symm_result_t put_any(symm_tensor_t *t, int peer, int channel, symm_stream_t stream) {
+  symm_comm_t *comm = t->comm;
+  if (symm_tensor_peer_data(t)[peer])
+    return comm->engine->signal(comm, SYMM_SIGNAL_PUT, t, peer, channel, stream);
+  const size_t slot = (size_t)channel * (size_t)comm->size + (size_t)comm->rank;
+  return comm->ops->one_sided(comm, SYMM_ONE_SIDED_SIGNAL, &t->peers[peer], peer,
+                              (size_t)t->infos[peer].pad_offset + slot * 4, NULL, 4, stream);
+}
+
+/* Signals on a communicator with peers that only the provider reaches:
+ * waits read this rank's own pad (the engine's), puts go as put_any says,
+ * a barrier is every put, then every wait. */
+static symm_result_t signal_mixed(symm_tensor_t *t, int op, int peer, int channel,
+                                  symm_stream_t stream) {
+  symm_comm_t *comm = t->comm;
+  if (op == SYMM_SIGNAL_PUT) return put_any(t, peer, channel, stream);
+  if (op == SYMM_SIGNAL_WAIT)
+    return comm->engine->signal(comm, SYMM_SIGNAL_WAIT, t, peer, channel, stream);
+  for (int k = 1; k < comm->size; k++)
+    SYMM_CHECK(put_any(t, (comm->rank + k) % comm->size, channel, stream));
+  for (int k = 1; k < comm->size; k++)
+    SYMM_CHECK(comm->engine->signal(comm, SYMM_SIGNAL_WAIT, t, (comm->rank + k) % comm->size,
+                                    channel, stream));
+  return SYMM_SUCCESS;
+}
+
 static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
                                 symm_stream_t stream) {
   const char *fn = signal_fn[op];
@@ -28,7 +57,9 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
                       (int)comm->pad_bytes);
-  if (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0) {
+  const bool provider = SYMM_OPS_HAS(comm->ops, 5, one_sided);
+  if (!provider &&
+      (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0)) {
     char who[256];
     if (op != SYMM_SIGNAL_BARRIER)
       snprintf(who, sizeof who, "rank %d", peer);
@@ -45,7 +76,9 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
   /* One timeout for the call: a barrier's puts and waits, one per peer,
    * share it (the host engine's waits keep to it). */
   const uint64_t outer = symm_op_deadline_begin(comm->timeout_ms);
-  symm_result_t res = comm->engine->signal(comm, op, t, peer, channel, stream);
+  symm_result_t res = comm->unreachable && provider ? signal_mixed(t, op, peer, channel, stream)
+                                                    : comm->engine->signal(comm, op, t, peer,
+                                                                           channel, stream);
   symm_op_deadline_end(outer);
   return res;
 }

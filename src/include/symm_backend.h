@@ -133,7 +133,7 @@ typedef struct symm_backend_caps {
  * ones are made by every rank of the communicator in the same order.
  */
 typedef struct symm_backend_ops {
-  int version; /* 1 to 4 */
+  int version; /* 1 to 5 */
   const char *name;
   symm_backend_t id;
   symm_mem_kind_t mem_kind;
@@ -237,6 +237,25 @@ typedef struct symm_backend_ops {
   symm_result_t (*split)(symm_comm_t *comm, int color, int key, void **child);
   void (*split_release)(symm_comm_t *comm, void *child, bool failed);
   /* members above: version 4 */
+  /* Optional: one-sided operations with a peer this rank cannot load and
+   * store (peer_reachable false), through the provider's own transfers
+   * (OpenSHMEM's and UCX's split of rkey_ptr against put/get: NVSHMEM's
+   * on-stream put, NCCL's ncclPutSignal), stream-ordered on `stream` as
+   * the engine's copies are.  `map` is the rendezvous' map of that peer
+   * (its priv is the backend's), `offset` counts from the start of the
+   * peer's allocation (the core adds the data's or the pad's offset):
+   *  SYMM_ONE_SIDED_PUT: `bytes` from `local` to the peer at offset;
+   *  SYMM_ONE_SIDED_GET: `bytes` of the peer at offset into `local`;
+   *  SYMM_ONE_SIDED_SIGNAL: after everything before it on the stream
+   *    (and released so that the peer sees it first), the 32-bit word at
+   *    offset (this rank's slot in the peer's pad) set to 1, once the
+   *    peer consumed the slot's last signal (it is 0), as the engines'
+   *    puts do: back-to-back barriers need it (a provider with counting
+   *    signals adds 1 where the waits subtract).
+   * SYMM_ERR_UNSUPPORTED with the reason where the provider cannot. */
+  symm_result_t (*one_sided)(symm_comm_t *comm, int op, const symm_peer_map_t *map, int peer,
+                             size_t offset, void *local, size_t bytes, void *stream);
+  /* members above: version 5 */
 } symm_backend_ops_t;
 
 /*
@@ -374,6 +393,9 @@ bool symm_registry_find(const void *ptr, const void **base, size_t *len, symm_te
                         int *rank);
 
 /* ------------------------------------------------------------ collectives */
+
+/* ops->one_sided's operations. */
+enum { SYMM_ONE_SIDED_PUT = 1, SYMM_ONE_SIDED_GET = 2, SYMM_ONE_SIDED_SIGNAL = 3 };
 
 /* ops->signal's and the engines' signal operations. */
 enum { SYMM_SIGNAL_PUT = 1, SYMM_SIGNAL_WAIT = 2, SYMM_SIGNAL_BARRIER = 3 };
