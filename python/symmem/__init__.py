@@ -16,7 +16,7 @@ the other collectives on direct loads and stores::
 
 Run with ``symmem-run -n 4 python script.py``.  Under torchrun or mpirun
 the ranks can meet through what the job has already, with no symmem store
-or port: ``symmem.init(bootstrap=store)`` (see
+or port: ``symmem.init(bootstrap=store_or_group_or_mpi_comm)`` (see
 :mod:`symmem.bootstrap`).
 
 The binding is written with :mod:`ctypes` over the public C API

@@ -10,16 +10,23 @@ no store and no port (under torchrun, torch's own store is enough):
   size come from init's `rank` and `world_size`, else from the launcher's
   environment (SYMM_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
   SLURM_PROCID and the matching sizes);
+- a ``torch.distributed`` ProcessGroup: rank and size from the group, the
+  exchange through the group's store (``_get_default_store()`` for the
+  default group), else through ``all_gather_object`` on the group, whose
+  own timeout then applies (:class:`ProcessGroupChannel`);
+- an mpi4py communicator: a duplicate of it, non-blocking collectives
+  polled to the deadline, groups from Split (:class:`MPIChannel`);
 - a :class:`Channel` of your own.
 
-Which one is told by type and by duck typing.  Each is turned into ``symm_bootstrap_callbacks_t``: ctypes
+Which one is told by type and by duck typing; torch and mpi4py are never
+imported here.  Each is turned into ``symm_bootstrap_callbacks_t``: ctypes
 callbacks that call the channel, and turn any exception into the result
 code C expects (a timeout SYMM_ERR_TIMEOUT, a lost peer or closed
 connection SYMM_ERR_PEER_LOST, anything else SYMM_ERR_BACKEND); the error
 symmem then raises has that exception as its ``__cause__``.  The callbacks
 and the channel live as long as the communicator made on them and every
-group split from it; the channel is released when the last of them is
-destroyed, or when init fails.
+group split from it; the channel is released (an MPI duplicate freed) when
+the last of them is destroyed, or when init fails.
 """
 from __future__ import annotations
 
@@ -33,10 +40,13 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 from ._channel import Channel, Deadline, result_of
 from ._lib import (ABORT_FN, ALLGATHER_FN, BARRIER_FN, BROADCAST_FN, RELEASE_FN, SPLIT_FN,
                    SYMM_BOOTSTRAP_CALLBACKS_VERSION, SymmBootstrapCallbacks)
+from ._mpi_channel import MPIChannel, mpi_module
 from ._store_channel import StoreChannel, looks_like_store
+from ._torch_channel import ProcessGroupChannel, group_channel, torch_distributed
 from .errors import Result, invalid, make_error, note_callback_exception
 
-__all__ = ["Channel", "StoreChannel", "Deadline", "channel_for", "result_of"]
+__all__ = ["Channel", "StoreChannel", "MPIChannel", "ProcessGroupChannel", "Deadline",
+           "channel_for", "result_of"]
 
 # The live channels by the number C holds as their ctx.
 _CHANNELS: Dict[int, Channel] = {}
@@ -195,14 +205,23 @@ def _store_prefix() -> str:
 def channel_for(obj: Any, rank: Optional[int] = None,
                 world_size: Optional[int] = None) -> Channel:
     """The channel init uses for `obj` (see the module): a Channel as it
-    is; a store, with rank and world size from the arguments or the
-    environment.  TypeError for anything else."""
+    is; an mpi4py communicator's duplicate (collective over it); a
+    torch.distributed process group's store or the group itself; a store,
+    with rank and world size from the arguments or the environment.
+    TypeError for anything else."""
     if isinstance(obj, Channel):
         return obj
+    mpi = mpi_module(obj)
+    if mpi is not None:
+        return MPIChannel.of(mpi, obj)
+    dist = torch_distributed(obj)
+    if dist is not None:
+        return group_channel(dist, obj, _store_prefix())
     if looks_like_store(obj):
         r, w = _store_identity(rank, world_size)
         return StoreChannel(obj, r, w, _store_prefix())
-    raise TypeError("symmem.init(bootstrap=...) takes a store (set/get/add/wait) or a "
+    raise TypeError("symmem.init(bootstrap=...) takes a store (set/get/add/wait), a "
+                    "torch.distributed ProcessGroup, an mpi4py communicator or a "
                     "symmem.bootstrap.Channel, not %s" % type(obj).__name__)
 
 

@@ -842,7 +842,8 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
     is then neither started nor reached (no port, no token; `store_addr`,
     `token` and `store_server` are refused with it): a store with
     set/get/add/wait such as ``torch.distributed``'s (rank and world size
-    from the arguments or the environment), or a
+    from the arguments or the environment), a ``torch.distributed``
+    ProcessGroup, an mpi4py communicator, or a
     :class:`symmem.bootstrap.Channel` (see :mod:`symmem.bootstrap`).  Under
     torchrun::
 

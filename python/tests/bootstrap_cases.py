@@ -1,7 +1,9 @@
 """Multi-rank cases of test_bootstrap.py: communicators on a bootstrap of
-the caller's, with no symmem store anywhere.
+the caller's (a store, a torch.distributed group, an mpi4py communicator),
+with no symmem store anywhere.
 
-  python bootstrap_cases.py CASE RANK SIZE ADDR   (pystore)
+  python bootstrap_cases.py CASE RANK SIZE ADDR   (pystore, torch_store, torch_group)
+  mpirun -n N python bootstrap_cases.py mpi        (rank and size from MPI)
 
 Every rank checks that symmem opened no listening TCP socket, that
 tensors, all-reduce, all_to_all_v and groups work, and prints
@@ -137,10 +139,92 @@ def case_pystore(rank, size, addr):
     print("pystore again ok rank %d" % rank, flush=True)
 
 
+def case_torch_store(rank, size, addr):
+    """torch.distributed.TCPStore (a client of the test's master) and a
+    PrefixStore on it; rank and size from RANK / WORLD_SIZE."""
+    import datetime
+    import torch.distributed as dist
+    host, port = addr.rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), size, False, timeout=datetime.timedelta(seconds=30))
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(size)
+    run_on(store, (rank, size), "torch_store")
+    run_on(dist.PrefixStore("job7/", store), (rank, size), "torch_prefix_store")
+
+
+def case_torch_group(rank, size, addr):
+    """A gloo process group: the default group (through its store), a new
+    group (through its PrefixStore), and all_gather_object."""
+    import torch.distributed as dist
+    from symmem.bootstrap import ProcessGroupChannel
+    dist.init_process_group("gloo", init_method="tcp://" + addr, rank=rank, world_size=size)
+    run_on(dist.group.WORLD, (rank, size), "torch_world")
+    run_on(dist.distributed_c10d._get_default_store(), (rank, size), "torch_default_store",
+           rank=rank, world_size=size)
+    group = dist.new_group(list(range(size)))
+    run_on(group, (rank, size), "torch_new_group")
+    with symmem.init(bootstrap=ProcessGroupChannel(dist, group), timeout_ms=TIMEOUT_MS) as c:
+        y = np.ones(3, dtype=np.int64)
+        c.all_reduce(y)
+        assert np.all(y == size)
+        try:
+            c.split(0)
+            raise AssertionError("a split without a split callback passed")
+        except symmem.UnsupportedError:
+            pass
+    print("torch_all_gather_object ok rank %d" % rank, flush=True)
+    dist.destroy_process_group()
+
+
+def case_mpi():
+    """An mpi4py communicator (COMM_WORLD, duplicated), groups from Split."""
+    from mpi4py import MPI
+    from symmem.bootstrap import MPIChannel
+    world = MPI.COMM_WORLD
+    r, w = world.Get_rank(), world.Get_size()
+    run_on(world, (r, w), "mpi")
+    # The operations the host backend's core does not call.
+    ch = MPIChannel.of(MPI, world)
+    assert (ch.rank, ch.size, ch.local_rank, ch.local_size) == (r, w, r, w)
+    assert ch.broadcast(b"root" if r == w - 1 else b"????", w - 1, 5000) == b"root"
+    ch.barrier(5000)
+    assert ch.allgather(bytes([r]), 5000) == [bytes([p]) for p in range(w)]
+    assert ch.split(-1, 0, 5000) is None if r == 0 else ch.split(0, -r, 5000).rank == w - 1 - r
+    ch.release()
+    world.Barrier()
+
+
+def case_mpi_timeout():
+    """The last rank comes late: every rank's init raises TimeoutError
+    within its deadline (the late one's when its peers gave up), and MPI
+    goes on working."""
+    import time
+    from mpi4py import MPI
+    from symmem.bootstrap import MPIChannel
+    world = MPI.COMM_WORLD
+    r, w = world.Get_rank(), world.Get_size()
+    channel = MPIChannel.of(MPI, world)  # Dup blocks: made before the delay
+    if r == w - 1:
+        time.sleep(2.0)
+    start = time.monotonic()
+    try:
+        symmem.init(bootstrap=channel, timeout_ms=1000)
+        raise AssertionError("init passed with a late rank")
+    except symmem.TimeoutError as e:
+        took = time.monotonic() - start
+        assert took < 1.5, took
+        assert "Iallgather" in str(e), e
+    world.Barrier()
+    print("mpi_timeout ok rank %d" % r, flush=True)
+
+
 def main():
     case = sys.argv[1]
+    if case in ("mpi", "mpi_timeout"):
+        {"mpi": case_mpi, "mpi_timeout": case_mpi_timeout}[case]()
+        return 0
     rank, size, addr = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    {"pystore": case_pystore}[case](rank, size, addr)
+    {"pystore": case_pystore, "torch_store": case_torch_store,
+     "torch_group": case_torch_group}[case](rank, size, addr)
     return 0
 
 

@@ -1,8 +1,12 @@
-"""symmem.init(bootstrap=...): the ranks meet through the caller's store
-or channel, with no symmem store and no port.  The store cases run
-everywhere on a pure-Python store (pystore.py)."""
+"""symmem.init(bootstrap=...): the ranks meet through the caller's store,
+torch.distributed process group or mpi4py communicator, with no symmem
+store and no port.  The store cases run everywhere on a pure-Python store
+(pystore.py); the torch and mpi4py cases skip, saying so, where those are
+not installed."""
 import datetime
+import importlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,6 +56,14 @@ def _run_ranks(n, case, addr, timeout=120):
         rcs.append(p.returncode)
     return rcs, "\n".join("--- rank %d (exit %s)\n%s" % (r, rc, o)
                           for r, (rc, o) in enumerate(zip(rcs, outs)))
+
+
+def _need(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip("%s is not installed here (%s): its bootstrap is not tested"
+                    % (name.split(".")[0], e))
 
 
 @pytest.fixture
@@ -306,3 +318,76 @@ def test_symmem_store_as_the_bootstrap(comm):
         c.barrier()
     comm.store.set("mine", b"1")
     comm.store.wait(["mine"], timeout_ms=datetime.timedelta(milliseconds=10))
+
+
+# -- torch.distributed and mpi4py: skipped where they are absent ----------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("n", [2])
+def test_torch_store(n):
+    _need("torch")
+    import torch.distributed as dist
+    master = dist.TCPStore("127.0.0.1", 0, n + 1, True, timeout=datetime.timedelta(seconds=60),
+                           wait_for_workers=False)
+    rcs, out = _run_ranks(n, "torch_store", "127.0.0.1:%d" % master.port)
+    assert rcs == [0] * n, out
+    assert out.count("torch_store ok") == n and out.count("torch_prefix_store ok") == n, out
+    if hasattr(master, "list_keys"):  # every round's keys deleted by its last reader
+        left = [k for k in master.list_keys() if "symmem/" in k]
+        assert left == [], left
+
+
+@pytest.mark.parametrize("n", [2])
+def test_torch_process_group(n):
+    _need("torch")
+    rcs, out = _run_ranks(n, "torch_group", "127.0.0.1:%d" % _free_port())
+    assert rcs == [0] * n, out
+    for case in ("torch_world", "torch_default_store", "torch_new_group",
+                 "torch_all_gather_object"):
+        assert out.count(case + " ok") == n, out
+
+
+def _mpirun(n, case):
+    _need("mpi4py.MPI")
+    mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("no mpirun here: the mpi4py bootstrap is not tested")
+    cmd = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n", str(n), sys.executable,
+           os.path.join(HERE, "bootstrap_cases.py"), case]
+    proc = subprocess.run(cmd, env=_rank_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=180)
+    return proc.returncode, proc.stdout
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_mpi4py_communicator(n):
+    rc, out = _mpirun(n, "mpi")
+    assert rc == 0 and out.count("mpi ok") == n, out
+
+
+def test_mpi4py_late_rank_times_out():
+    rc, out = _mpirun(2, "mpi_timeout")
+    assert rc == 0 and out.count("mpi_timeout ok") == 2, out
+
+
+def test_torch_store_errors(no_launcher):
+    # torch's own exceptions: DistStoreError "wait timeout" is a timeout,
+    # DistNetworkError (the store's server gone) a lost peer.
+    _need("torch")
+    import torch.distributed as dist
+    with pytest.raises(symmem.TimeoutError) as info:
+        symmem.init(bootstrap=dist.HashStore(), rank=0, world_size=2, timeout_ms=500)
+    assert type(info.value.__cause__).__name__ == "DistStoreError", info.value
+    master = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=5),
+                           wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", master.port, 2, False,
+                           timeout=datetime.timedelta(seconds=5))
+    del master
+    with pytest.raises(symmem.PeerLostError) as info:
+        symmem.init(bootstrap=client, rank=0, world_size=2, timeout_ms=2000)
+    assert type(info.value.__cause__).__name__ == "DistNetworkError", info.value
