@@ -14,7 +14,10 @@ the other collectives on direct loads and stores::
         comm.barrier()
         comm.all_reduce(np.from_dlpack(t))   # in place, zero copy
 
-Run with ``symmem-run -n 4 python script.py``.
+Run with ``symmem-run -n 4 python script.py``.  Under torchrun or mpirun
+the ranks can meet through what the job has already, with no symmem store
+or port: ``symmem.init(bootstrap=store_or_group_or_mpi_comm)`` (see
+:mod:`symmem.bootstrap`).
 
 The binding is written with :mod:`ctypes` over the public C API
 (``include/symmem.h``) of the ``libsymmem.so`` shipped inside this package.
@@ -38,6 +41,7 @@ from ._dlpack import live_exports
 from ._dtypes import DTYPES
 from ._lib import LIB, LIB_PATH, SymmSettingInfo, c_string_buffer, text
 from ._tools import cmake_dir, include_dir, pkgconfig_dir, tool_path
+from . import bootstrap
 from .comm import (SPLIT_BY_HOST, SPLIT_NONE, Communicator, Lookup, Store, init,
                    set_signal_pad_size)
 from .errors import (BackendError, BackendUnavailableError, InternalError,
@@ -50,7 +54,7 @@ from .tensor import SymmetricTensor, View
 Error = SymmemError
 
 __all__ = [
-    "init", "Communicator", "Store", "SPLIT_NONE", "SPLIT_BY_HOST", "SymmetricTensor", "View", "Lookup",
+    "init", "bootstrap", "Communicator", "Store", "SPLIT_NONE", "SPLIT_BY_HOST", "SymmetricTensor", "View", "Lookup",
     "version", "__version__", "backends", "backend_available", "multicast_status",
     "settings", "Setting", "dtypes", "signal_pad_bytes", "set_signal_pad_size",
     "tool_path", "library_path",

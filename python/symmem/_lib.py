@@ -8,18 +8,53 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t,
-                    c_uint, c_uint32, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64,
+                    c_size_t, c_uint, c_uint32, c_void_p)
 from typing import Optional
 
 SYMM_MAX_DIMS = 8
-SYMM_CONFIG_VERSION = 2
+SYMM_CONFIG_VERSION = 3
+SYMM_BOOTSTRAP_CALLBACKS_VERSION = 1
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class SymmBootstrapCallbacks(Structure):
+    """``symm_bootstrap_callbacks_t`` (version 1); its function types follow."""
+
+
+# int (*allgather)(void *ctx, const void *send, void *recv, size_t len, int timeout_ms)
+ALLGATHER_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_size_t, c_int)
+# int (*broadcast)(void *ctx, void *buf, size_t len, int root, int timeout_ms)
+BROADCAST_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_int, c_int)
+# int (*barrier)(void *ctx, int timeout_ms)
+BARRIER_FN = CFUNCTYPE(c_int, c_void_p, c_int)
+# void (*abort)(void *ctx, int code, const char *reason)
+ABORT_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+# int (*split)(void *ctx, int color, int key, symm_bootstrap_callbacks_t *child, int timeout_ms)
+SPLIT_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_int, POINTER(SymmBootstrapCallbacks), c_int)
+# void (*release)(void *ctx)
+RELEASE_FN = CFUNCTYPE(None, c_void_p)
+
+SymmBootstrapCallbacks._fields_ = [
+    ("size", c_size_t),
+    ("version", c_uint),
+    ("rank", c_int),
+    ("world_size", c_int),
+    ("local_rank", c_int),
+    ("local_size", c_int),
+    ("ctx", c_void_p),
+    ("allgather", ALLGATHER_FN),
+    ("broadcast", BROADCAST_FN),
+    ("barrier", BARRIER_FN),
+    ("abort", ABORT_FN),
+    ("split", SPLIT_FN),
+    ("release", RELEASE_FN),
+]
+
+
 class SymmConfig(Structure):
-    """``symm_config_t`` (members of version 1)."""
+    """``symm_config_t`` (members of versions 1 to 3)."""
 
     _fields_ = [
         ("size", c_size_t),
@@ -36,6 +71,7 @@ class SymmConfig(Structure):
         ("job_id", c_char_p),
         ("store_server", c_int),
         ("signal_pad_bytes", c_size_t),  # version 2
+        ("bootstrap", POINTER(SymmBootstrapCallbacks)),  # version 3
     ]
 
 

@@ -5,7 +5,7 @@ import atexit
 import weakref
 from contextlib import ExitStack
 from ctypes import (byref, c_char_p, c_int, c_int64, c_size_t, c_void_p, create_string_buffer,
-                    sizeof)
+                    pointer, sizeof)
 from typing import (Any, Callable, Iterable, Iterator, List, MutableMapping, NamedTuple,
                     Optional, Sequence, Tuple, Union)
 
@@ -13,6 +13,7 @@ from . import _splits
 from ._dlpack import Borrowed, Buffer
 from ._dtypes import dtype_of
 from ._lib import LIB, LIB_PATH, SymmConfig, SYMM_CONFIG_VERSION, text
+from .bootstrap import Hold, channel_for
 from .errors import (NotFoundError, Result, StateError, SymmemError, TimeoutError, check,
                      invalid, make_error)
 from .tensor import _REGISTRY, SymmetricTensor, StreamLike, _TensorHandle, stream_handle
@@ -26,19 +27,26 @@ SplitsArg = Tuple[str, Any, List[Tuple[int, ...]], bool]
 
 class _CommHandle:
     """Owns one symm_comm_t; destroys it when the last reference goes (the
-    Communicator, or a tensor of it that outlived the Communicator)."""
+    Communicator, or a tensor of it that outlived the Communicator).
+    `hold`: the Python bootstrap it was made on (its own, or its parent's
+    for a group), kept until every communicator on it is destroyed."""
 
-    __slots__ = ("ptr", "_destroy", "__weakref__")
+    __slots__ = ("ptr", "hold", "_destroy", "__weakref__")
 
-    def __init__(self, ptr: int) -> None:
+    def __init__(self, ptr: int, hold: Optional[Hold] = None) -> None:
         self.ptr: Optional[int] = ptr
+        self.hold = hold
         self._destroy = LIB.symm_comm_destroy
+        if hold is not None:
+            hold.acquire()
         _LIVE_COMMS.add(self)
 
     def close(self) -> None:
         ptr, self.ptr = self.ptr, None
         if ptr is not None:
             self._destroy(ptr)
+            if self.hold is not None:
+                self.hold.release()
 
     def __del__(self) -> None:
         self.close()
@@ -66,8 +74,13 @@ def _key(key: str) -> bytes:
     return key.encode()
 
 
-def _timeout(timeout_ms: Optional[int]) -> int:
-    return -1 if timeout_ms is None else int(timeout_ms)
+def _timeout(timeout_ms: Any) -> int:
+    """Milliseconds, or a datetime.timedelta (as torch's stores take)."""
+    if timeout_ms is None:
+        return -1
+    if hasattr(timeout_ms, "total_seconds"):
+        return max(int(timeout_ms.total_seconds() * 1000), 0)
+    return int(timeout_ms)
 
 
 _NO_DEFAULT: Any = object()
@@ -82,13 +95,20 @@ class Store(MutableMapping):
     for a key to appear (up to the communicator's timeout).  The store cannot
     list its keys, so iteration and ``len`` raise TypeError.  Keys starting
     with "symm/" are reserved.  All calls are local requests to the store.
+    A communicator made on init's `bootstrap` has no such store: every call
+    raises UnsupportedError.
     """
 
     def __init__(self, comm: "Communicator") -> None:
         self._comm = comm
 
     def _s(self) -> int:
-        return LIB.symm_comm_store(self._comm._ptr())
+        store = LIB.symm_comm_store(self._comm._ptr())
+        if not store:
+            raise make_error(Result.UNSUPPORTED, "this communicator was made on init's "
+                             "bootstrap=, which stands in for symmem's store: it has none "
+                             "(use the bootstrap's own)")
+        return store
 
     def set(self, key: str, value: Bytes) -> None:
         """Sets `key` to `value` (bytes, or str stored as UTF-8)."""
@@ -141,9 +161,9 @@ class Store(MutableMapping):
             check(code)
             return out.raw[:n.value]
 
-    def wait(self, keys: Union[str, Iterable[str]], timeout_ms: Optional[int] = None) -> None:
-        """Waits until every key exists (None: the communicator's timeout).
-        TimeoutError otherwise."""
+    def wait(self, keys: Union[str, Iterable[str]], timeout_ms: Any = None) -> None:
+        """Waits until every key exists (None: the communicator's timeout;
+        milliseconds, or a datetime.timedelta).  TimeoutError otherwise."""
         arr = self._keys(keys)
         check(LIB.symm_store_wait(self._s(), arr, len(arr), _timeout(timeout_ms)))
 
@@ -290,7 +310,7 @@ class Communicator:
         out = c_void_p()
         check(LIB.symm_comm_split(self._ptr(), int(color), self.rank if key is None else int(key),
                                   byref(out)))
-        return Communicator(_CommHandle(out.value)) if out.value else None
+        return Communicator(self._group_handle(out.value)) if out.value else None
 
     def split_2d(self, group_size: int) -> Tuple["Communicator", "Communicator"]:
         """(row, column): this rank's group of `group_size` consecutive ranks
@@ -298,7 +318,13 @@ class Communicator:
         parallel) (``symm_comm_split_2d``).  Collective."""
         row, column = c_void_p(), c_void_p()
         check(LIB.symm_comm_split_2d(self._ptr(), int(group_size), byref(row), byref(column)))
-        return Communicator(_CommHandle(row.value)), Communicator(_CommHandle(column.value))
+        return (Communicator(self._group_handle(row.value)),
+                Communicator(self._group_handle(column.value)))
+
+    def _group_handle(self, ptr: int) -> _CommHandle:
+        """The handle of a group split from this communicator: it keeps the
+        bootstrap this one was made on."""
+        return _CommHandle(ptr, self._handle.hold if self._handle is not None else None)
 
     def empty(self, shape: Shape, dtype: Any = "float32") -> SymmetricTensor:
         """Allocates a symmetric tensor (row-major, uninitialised).
@@ -800,7 +826,7 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
          token: Optional[str] = None, job_id: Optional[str] = None,
          local_rank: Optional[int] = None, local_size: Optional[int] = None,
          store_server: Optional[bool] = None,
-         signal_pad_bytes: Optional[int] = None) -> Communicator:
+         signal_pad_bytes: Optional[int] = None, bootstrap: Any = None) -> Communicator:
     """Creates a communicator (``symm_comm_init``).  Collective over every rank.
 
     Every argument left None comes from the environment as in C: rank and
@@ -811,6 +837,26 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
     this rank serves the store (None: rank 0 unless symmem-run serves it).
     `signal_pad_bytes`: every tensor's signal pad (None: what
     :func:`set_signal_pad_size` set, else SYMM_SIGNAL_PAD_BYTES).
+
+    `bootstrap`: the ranks meet through it instead of symmem's store, which
+    is then neither started nor reached (no port, no token; `store_addr`,
+    `token` and `store_server` are refused with it): a store with
+    set/get/add/wait such as ``torch.distributed``'s (rank and world size
+    from the arguments or the environment), a ``torch.distributed``
+    ProcessGroup, an mpi4py communicator, or a
+    :class:`symmem.bootstrap.Channel` (see :mod:`symmem.bootstrap`).  Under
+    torchrun::
+
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        comm = symmem.init(bootstrap=dist.distributed_c10d._get_default_store())
+
+    A bootstrap's exceptions become this call's errors: TimeoutError when
+    the ranks did not all take part within `timeout_ms`, PeerLostError for
+    a lost connection, BackendError otherwise, each with the original
+    exception as ``__cause__``.  The communicator's :attr:`Communicator.store`
+    is symmem's own store, which a communicator on a bootstrap does not
+    have.
 
     Use it as a context manager::
 
@@ -829,6 +875,20 @@ def init(*, rank: Optional[int] = None, world_size: Optional[int] = None,
     cfg.store_server = -1 if store_server is None else int(bool(store_server))
     cfg.signal_pad_bytes = _opt(signal_pad_bytes if signal_pad_bytes is not None
                                 else _signal_pad_size, 0)
+    hold = None
+    if bootstrap is not None:
+        unused = [n for n, v in (("store_addr", store_addr), ("token", token),
+                                 ("store_server", store_server)) if v is not None]
+        if unused:
+            invalid("init: %s has no use with bootstrap= (the ranks meet through it)"
+                    % " and ".join(unused))
+        hold = Hold(channel_for(bootstrap, rank, world_size))
+        cfg.bootstrap = pointer(hold.struct)
     out = c_void_p()
-    check(LIB.symm_comm_init(byref(cfg), byref(out)))
-    return Communicator(_CommHandle(out.value))
+    try:
+        check(LIB.symm_comm_init(byref(cfg), byref(out)))
+    except BaseException:
+        if hold is not None:
+            hold.close()
+        raise
+    return Communicator(_CommHandle(out.value, hold))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import threading
 from typing import Dict, NoReturn, Optional, Type
 
 from ._lib import LIB, text
@@ -130,13 +131,40 @@ def strerror(code: int) -> str:
     return text(LIB.symm_strerror(int(code))) or "unknown error"
 
 
+class _CallbackCause(threading.local):
+    exc: Optional[BaseException] = None
+
+
+# The exception a Python bootstrap callback raised on this thread (and
+# turned into its result code for C), kept for the error of the symmem
+# call it failed: that error's __cause__.
+_callback_cause = _CallbackCause()
+
+
+def note_callback_exception(exc: Optional[BaseException]) -> None:
+    """Keeps `exc` (None: forgets the last one) as the cause of this
+    thread's next error; each callback calls it as it starts and fails."""
+    _callback_cause.exc = exc
+
+
+def _take_callback_exception() -> Optional[BaseException]:
+    exc, _callback_cause.exc = _callback_cause.exc, None
+    return exc
+
+
 def make_error(code: int, detail: Optional[str] = None) -> SymmemError:
-    """The exception for `code`; `detail` defaults to ``symm_last_error()``."""
+    """The exception for `code`; `detail` defaults to ``symm_last_error()``.
+    A failure that a Python bootstrap callback's exception caused carries
+    that exception as ``__cause__`` and names it in the message."""
     if detail is None:
         detail = text(LIB.symm_last_error()) or ""
     cls = ERROR_CLASSES.get(int(code), SymmemError)
     msg = strerror(code) + (": " + detail if detail else "")
+    cause = _take_callback_exception()
+    if cause is not None:
+        msg += " (the callback raised %s: %s)" % (type(cause).__name__, cause)
     err = cls(msg)
+    err.__cause__ = cause
     try:
         err.code = Result(code)
     except ValueError:
@@ -146,9 +174,15 @@ def make_error(code: int, detail: Optional[str] = None) -> SymmemError:
 
 
 def check(code: int) -> None:
-    """Raises the exception of a failing result code; nothing on success."""
+    """Raises the exception of a failing result code; nothing on success.
+    A KeyboardInterrupt or SystemExit that stopped a bootstrap callback is
+    raised itself, once C has returned."""
     if code != 0:
-        raise make_error(code)
+        err = make_error(code)
+        cause = err.__cause__
+        if cause is not None and not isinstance(cause, Exception):
+            raise cause
+        raise err
 
 
 def invalid(message: str) -> NoReturn:
