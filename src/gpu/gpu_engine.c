@@ -182,6 +182,33 @@ static symm_result_t gpu_check_shared(const symm_gpu_t *g, const gpu_blob_t *con
   return SYMM_SUCCESS;
 }
 
+/* Ranks that share a GPU (SYMM_ALLOW_SHARED_DEVICE, MPS) run their
+ * collective kernels side by side, and a kernel's blocks spin until the
+ * peers' blocks of the same call arrive: every sharing rank's grid must be
+ * on the GPU at once, or blocks of one rank keep the other's off the SMs
+ * until the timeout.  Grids are capped at one block per SM for each rank
+ * of the most crowded GPU (SMs / ranks on it), unless SYMM_COLL_MAX_BLOCKS
+ * says otherwise.  The same cap on every rank (a grid is part of the
+ * kernels' signature): the most sharing of any GPU, this GPU's SMs (the
+ * ranks' GPUs are alike). */
+static void gpu_fit_shared(symm_gpu_t *g, const gpu_blob_t *const *b) {
+  int most = 1;
+  for (int x = 0; x < g->size; x++) {
+    int same = 0;
+    for (int y = 0; y < g->size; y++)
+      same += memcmp(b[x]->uuid, b[y]->uuid, sizeof b[x]->uuid) == 0 && b[x]->host == b[y]->host;
+    if (same > most) most = same;
+  }
+  int sms = 0;
+  if (most < 2 || g->max_blocks ||
+      g->drv->cuDeviceGetAttribute(&sms, NCU_DEV_ATTR_MULTIPROCESSOR_COUNT, g->dev) !=
+          NCU_SUCCESS || sms <= 0)
+    return;
+  g->max_blocks = (unsigned)(sms / most > 1 ? sms / most : 1);
+  SYMM_INFO(COLL, "%s: up to %d ranks share a GPU: collective grids capped at %u blocks (%d SMs)",
+            g->name, most, g->max_blocks, sms);
+}
+
 /* Each rank's GPU as an ordinal of this process, and whether ours reaches it. */
 static symm_result_t gpu_map_peer_devices(symm_gpu_t *g, const gpu_blob_t *const *b) {
   g->peer_ordinal = malloc(sizeof(int) * (size_t)g->size);
@@ -249,6 +276,7 @@ static symm_result_t gpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
     memcpy(g->ranks[r].uuid, b[r]->uuid, sizeof g->ranks[r].uuid);
   }
   SYMM_CHECK_GOTO(gpu_check_shared(g, b), res, out);
+  gpu_fit_shared(g, b);
   SYMM_CHECK_GOTO(gpu_map_peer_devices(g, b), res, out);
   g->ll128 = gpu_all_nvlink(g, b);
   SYMM_CHECK_GOTO(gpu_module_agree(comm, g), res, out);

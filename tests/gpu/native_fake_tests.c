@@ -1484,6 +1484,44 @@ static int alone_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* Ranks sharing one GPU: every grid fits beside the other ranks' (132 SMs
+ * over 3 ranks: 44 blocks), unless SYMM_COLL_MAX_BLOCKS (arg) says more. */
+static int shared_grid_rank(int rank, int size, void *arg) {
+  (void)rank;
+  const unsigned cap = arg ? 100u : 132u / (unsigned)size;
+  if (arg) setenv("SYMM_COLL_MAX_BLOCKS", "100", 1);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, (8 << 20) / 8);
+  ASSERT_MSG(buf, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(buf));
+  char *data = symm_tensor_data(buf);
+  fakecuda_launch_t l;
+  const size_t bytes[3] = {4096, 1 << 20, 8 << 20};
+  unsigned most = 0;
+  for (int k = 0; k < 3; k++) {
+    ASSERT_OK(symm_all_reduce(comm, data, data, bytes[k] / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM,
+                              NULL));
+    ASSERT_MSG(last_launch(&l), "no launch");
+    ASSERT_MSG(l.grid <= cap, "%zu bytes: grid %u over the cap %u", bytes[k], l.grid, cap);
+    if (l.grid > most) most = l.grid;
+  }
+  ASSERT_MSG(most == cap, "the largest grid is %u, not the cap %u", most, cap);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_shared_gpu_grids) {
+  setenv("FAKECUDA_DEVICES", "1", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_JOB(3, shared_grid_rank, NULL);
+  ASSERT_JOB(3, shared_grid_rank, (void *)1);
+  unsetenv("FAKECUDA_DEVICES");
+  unsetenv("SYMM_ALLOW_SHARED_DEVICE");
+  return 0;
+}
+
 TEST_IMPL(native_fake_one_rank) {
   ASSERT_JOB(1, alone_rank, NULL);
   return 0;
