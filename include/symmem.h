@@ -257,8 +257,70 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
-#define SYMM_CONFIG_VERSION 2
+#define SYMM_CONFIG_VERSION 3
 #define SYMM_MAX_DIMS 8
+
+/*
+ * Bring your own bootstrap: the out-of-band channel the ranks meet through
+ * at init, instead of symmem's TCP store (MPI, PMIx, a framework's store;
+ * include/symmem_mpi.h builds one from an MPI_Comm).  Set
+ * symm_config_t.bootstrap; symmem then opens no store and no port.
+ * Always start from SYMM_BOOTSTRAP_CALLBACKS_INIT (size and version, as
+ * symm_config_t).  symmem calls the callbacks from the thread that called
+ * into symmem, only during calls that are collective over the
+ * communicator (init, rendezvous, barrier, split, destroy's agreement),
+ * in the same order on every rank; it keeps the pointer to this struct
+ * and `ctx` until symm_comm_destroy returns, so both must live that long.
+ *
+ * Timeouts: every callback gets `timeout_ms`, what is left of the calling
+ * symmem function's deadline (at least 1).  A callback returns 0 when
+ * done, or a symm_result_t: SYMM_ERR_TIMEOUT when the deadline passed
+ * before every rank took part, SYMM_ERR_PEER_LOST when a rank is known to
+ * be gone, anything else for other failures.  The calling symmem function
+ * returns that code (SYMM_ERR_BACKEND for a value that is no
+ * symm_result_t), with the callback's name and rank in the message.
+ * symmem never waits on its own around a callback: a callback that
+ * ignores timeout_ms makes symmem wait as long as it does.
+ */
+#define SYMM_BOOTSTRAP_CALLBACKS_VERSION 1
+typedef struct symm_bootstrap_callbacks {
+  size_t size;          /* sizeof(symm_bootstrap_callbacks_t) as compiled by the caller */
+  unsigned version;     /* SYMM_BOOTSTRAP_CALLBACKS_VERSION as compiled by the caller */
+  int rank, world_size; /* this rank and the number of ranks, 0 <= rank < world_size */
+  int local_rank, local_size; /* on this host; -1: symmem works them out */
+  void *ctx;            /* passed to every callback */
+  /* Required: recv[r * len .. (r + 1) * len) = rank r's `send`, for every
+   * rank r (this rank's too), len the same on every rank. */
+  int (*allgather)(void *ctx, const void *send, void *recv, size_t len, int timeout_ms);
+  /* Optional (NULL: through allgather): root's buf to every rank. */
+  int (*broadcast)(void *ctx, void *buf, size_t len, int root, int timeout_ms);
+  /* Optional (NULL: an allgather of nothing): every rank has called it. */
+  int (*barrier)(void *ctx, int timeout_ms);
+  /* Optional: this rank failed a step its peers may still be waiting in
+   * (code and reason say why); make their callbacks return (MPI_Abort,
+   * closing a connection), or do nothing.  Called at most once per
+   * communicator, from the failing call. */
+  void (*abort)(void *ctx, int code, const char *reason);
+  /* Optional: a channel for the ranks of this one that pass the same color
+   * (>= 0; -1: none, *child untouched), ranked by key then rank, for the
+   * groups of symm_comm_split; collective over this channel's ranks
+   * (MPI_Comm_split).  Fills *child (already initialised with
+   * SYMM_BOOTSTRAP_CALLBACKS_INIT) and returns 0, or an error as above.
+   * NULL: symm_comm_split of a communicator on these callbacks is refused
+   * (SYMM_ERR_UNSUPPORTED). */
+  int (*split)(void *ctx, int color, int key, struct symm_bootstrap_callbacks *child,
+               int timeout_ms);
+  /* Optional: symmem is done with the channel (the communicator made on it
+   * is destroyed); called for the channels `split` made, never for the
+   * caller's own. */
+  void (*release)(void *ctx);
+} symm_bootstrap_callbacks_t;
+
+#define SYMM_BOOTSTRAP_CALLBACKS_INIT                                       \
+  {                                                                         \
+    sizeof(symm_bootstrap_callbacks_t), SYMM_BOOTSTRAP_CALLBACKS_VERSION,   \
+        -1, -1, -1, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL            \
+  }
 
 /*
  * Communicator configuration.  Always start from SYMM_CONFIG_INIT: it sets
@@ -308,12 +370,18 @@ typedef struct symm_config {
    * per peer (symm_signal_channels). */
   size_t signal_pad_bytes;
   /* members above: version 2 */
+  /* The ranks meet through these callbacks instead of a store (NULL: the
+   * store).  rank, world_size, local_rank and local_size then come from
+   * them (the config's must be -1 or the same; SYMM_ERR_INVALID_ARG
+   * otherwise), and store_addr, token and store_server are not used. */
+  const symm_bootstrap_callbacks_t *bootstrap;
+  /* members above: version 3 */
 } symm_config_t;
 
 #define SYMM_CONFIG_INIT                                                    \
   {                                                                         \
     sizeof(symm_config_t), SYMM_CONFIG_VERSION, -1, -1, -1, -1, -1,         \
-        SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1, 0                       \
+        SYMM_BACKEND_AUTO, 0, NULL, NULL, NULL, -1, 0, NULL                 \
   }
 
 

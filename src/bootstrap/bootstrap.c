@@ -13,6 +13,7 @@
 /* In preference order. */
 static const symm_bootstrap_impl_t *const bootstrap_table[] = {
     &symm_bootstrap_shm_impl,
+    &symm_bootstrap_cb_impl,
     &symm_bootstrap_store_impl,
 };
 
@@ -38,7 +39,7 @@ symm_result_t symm_bootstrap_open(const symm_bootstrap_env_t *env, symm_bootstra
   const symm_bootstrap_impl_t *impl = first_usable(env, false);
   if (!impl)
     return symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: no way for the ranks to meet (no store "
-                      "connection)");
+                      "connection, no callbacks)");
   return impl->init(env, out);
 }
 

@@ -509,6 +509,7 @@ static bool shm_usable(const symm_bootstrap_env_t *env, char *why, size_t cap) {
   else if (!env->single_host) snprintf(why, cap, "the ranks are on several hosts");
   else if (!symm_settings()->SYMM_BOOTSTRAP_SHM) snprintf(why, cap, "SYMM_BOOTSTRAP_SHM=0");
   else if (!env->over) snprintf(why, cap, "the ranks have not met yet");
+  else if (!env->store) snprintf(why, cap, "no store for its large contributions");
   else return true;
   return false;
 }

@@ -3,6 +3,7 @@
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -47,8 +48,10 @@ uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   /* Ranks that run different all-reduce algorithms would pair up different
    * buffers and phases: the algorithm is part of the call. */
   uint64_t algo = a->kind == SYMM_COLL_ALL_REDUCE ? (uint64_t)a->algo : 0;
-  uint64_t fields[6] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
-                        (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo};
+  const symm_coll_v_t *v = a->kind == SYMM_COLL_ALL_TO_ALL_V ? a->v : NULL;
+  uint64_t fields[8] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
+                        (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo,
+                        v ? (uint64_t)v->n_experts : 0, v ? (uint64_t)v->major_align : 0};
   uint64_t h = symm_hash64(fields, sizeof fields, 0x73796d6dull);
   return h != SYMM_COLL_SIG_REFUSED && h != SYMM_COLL_SIG_HOST_CALL ? h : 1;
 }
@@ -123,6 +126,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
   if (a->kind == SYMM_COLL_BROADCAST && (a->root < 0 || a->root >= comm->size))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", fn, a->root,
                       comm->size);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) return symm_coll_v_check(comm, a, fn);
   if (a->count && (!a->recvbuf || (!a->sendbuf && !(a->kind == SYMM_COLL_BROADCAST &&
                                                      comm->rank != a->root))))
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: NULL buffer", fn);
@@ -134,6 +138,7 @@ static symm_result_t check_args(symm_comm_t *comm, symm_coll_args_t *a, const ch
     case SYMM_COLL_ALL_GATHER: a->send_bytes = bytes; a->recv_bytes = bytes * world; break;
     case SYMM_COLL_REDUCE_SCATTER: a->send_bytes = bytes * world; a->recv_bytes = bytes; break;
     case SYMM_COLL_ALL_TO_ALL: a->send_bytes = a->recv_bytes = bytes * world; break;
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* symm_coll_v_check */
   }
   if (a->kind == SYMM_COLL_ALL_REDUCE) a->algo = resolve_allreduce(comm, bytes);
   if (!comm->caps.takes_stream && a->stream)
@@ -167,9 +172,13 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
 static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   symm_result_t res = check_args(comm, a, fn);
   if (res != SYMM_SUCCESS) return res;
-  if (SYMM_OPS_HAS(comm->ops, 2, collective)) return comm->ops->collective(comm, a);
   char who[256];
   symm_comm_unreachable_list(comm, who, sizeof who);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) /* providers take no device-side counts */
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d; "
+                      "the %s backend's own collectives do not run all-to-all-v", fn, who,
+                      comm->rank, comm->ops->name);
+  if (SYMM_OPS_HAS(comm->ops, 2, collective)) return comm->ops->collective(comm, a);
   return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d with "
                     "the %s backend, which runs no collectives of its own", fn, who,
                     comm->rank, comm->ops->name);
@@ -189,7 +198,7 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   return comm->engine->collective(comm, a);
 }
 
-static symm_result_t run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
+symm_result_t symm_coll_run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   symm_call_begin_collective(comm, fn, a);
   symm_result_t res = run_checked(comm, a, fn);
@@ -201,14 +210,14 @@ symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recv
                               symm_dtype_t dtype, symm_redop_t op, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
                         SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_reduce");
+  return symm_coll_run(comm, &a, "symm_all_reduce");
 }
 
 symm_result_t symm_all_gather(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                               symm_dtype_t dtype, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_GATHER, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_gather");
+  return symm_coll_run(comm, &a, "symm_all_gather");
 }
 
 symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -216,19 +225,100 @@ symm_result_t symm_reduce_scatter(symm_comm_t *comm, const void *sendbuf, void *
                                   symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, 0, 0, dtype, op, 0,
                         SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_reduce_scatter");
+  return symm_coll_run(comm, &a, "symm_reduce_scatter");
 }
 
 symm_result_t symm_broadcast(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              symm_dtype_t dtype, int root, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_BROADCAST, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, root, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_broadcast");
+  return symm_coll_run(comm, &a, "symm_broadcast");
 }
 
 symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                               symm_dtype_t dtype, symm_stream_t stream) {
   symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL, sendbuf, recvbuf, count, 0, 0, dtype,
                         SYMM_REDUCE_SUM, 0, SYMM_ALGO_AUTO, stream, 0};
-  return run(comm, &a, "symm_all_to_all");
+  return symm_coll_run(comm, &a, "symm_all_to_all");
+}
+
+/* ------------------------------------------------------- all-to-all-v */
+
+#define STACK_RANKS 64
+
+static symm_result_t run_v(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
+                           symm_dtype_t dtype, symm_coll_v_t *v, symm_stream_t stream,
+                           const char *fn) {
+  symm_coll_args_t a = {SYMM_COLL_ALL_TO_ALL_V, sendbuf, recvbuf, v->row_elems, 0, 0, dtype,
+                        SYMM_REDUCE_SUM, (int)v->mode, SYMM_ALGO_AUTO, stream, 0, v};
+  return symm_coll_run(comm, &a, fn);
+}
+
+/* Packed displacements of counts (exclusive prefix sums), or the
+ * caller's; an overflowing sum is left for the extent check to find. */
+static const size_t *displs_or_packed(const size_t *displs, const size_t *counts, int world,
+                                      size_t *packed) {
+  if (displs || !counts) return displs ? displs : packed;
+  size_t at = 0;
+  for (int p = 0; p < world; p++) {
+    packed[p] = at;
+    at += counts[p];
+  }
+  return packed;
+}
+
+symm_result_t symm_all_to_all_v(symm_comm_t *comm, const void *sendbuf,
+                                const size_t *send_counts, const size_t *send_displs,
+                                void *recvbuf, const size_t *recv_counts,
+                                const size_t *recv_displs, symm_dtype_t dtype,
+                                symm_stream_t stream) {
+  static const char fn[] = "symm_all_to_all_v";
+  if (!comm) return symm_error(SYMM_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  const int w = comm->size;
+  size_t stack[2 * STACK_RANKS] = {0};
+  size_t *packed = w <= STACK_RANKS ? stack : calloc(2 * (size_t)w, sizeof *packed);
+  if (!packed) return symm_error(SYMM_ERR_NO_MEMORY, "%s: out of memory", fn);
+  symm_coll_v_t v = {.mode = SYMM_V_HOST, .send_counts = send_counts, .recv_counts = recv_counts,
+                     .row_elems = 1, .n_experts = 1, .major_align = 1};
+  v.send_displs = displs_or_packed(send_displs, send_counts, w, packed);
+  v.recv_displs = displs_or_packed(recv_displs, recv_counts, w, packed + w);
+  symm_result_t res = run_v(comm, sendbuf, recvbuf, dtype, &v, stream, fn);
+  if (packed != stack) free(packed);
+  return res;
+}
+
+symm_result_t symm_all_to_all_vdev(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
+                                   void *recvbuf, size_t recv_rows, size_t row_elems,
+                                   symm_dtype_t dtype, const int64_t *in_splits,
+                                   int64_t *out_splits_offsets, symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV, .in_splits = in_splits,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = 1,
+                     .major_align = 1};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev");
+}
+
+symm_result_t symm_all_to_all_vdev_2d(symm_comm_t *comm, const void *sendbuf, size_t send_rows,
+                                      void *recvbuf, size_t recv_rows, size_t row_elems,
+                                      symm_dtype_t dtype, const int64_t *in_splits,
+                                      int64_t *out_splits_offsets, int n_experts,
+                                      size_t major_align, symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D, .in_splits = in_splits,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
+                     .major_align = major_align};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d");
+}
+
+symm_result_t symm_all_to_all_vdev_2d_combine(symm_comm_t *comm, const void *sendbuf,
+                                              size_t send_rows, void *recvbuf, size_t recv_rows,
+                                              size_t row_elems, symm_dtype_t dtype,
+                                              const int64_t *in_splits_offsets,
+                                              int64_t *out_splits_offsets, int n_experts,
+                                              symm_stream_t stream) {
+  symm_coll_v_t v = {.mode = SYMM_V_DEV_2D_COMBINE, .in_splits = in_splits_offsets,
+                     .out_splits_offsets = out_splits_offsets, .row_elems = row_elems,
+                     .send_rows = send_rows, .recv_rows = recv_rows, .n_experts = n_experts,
+                     .major_align = 1};
+  return run_v(comm, sendbuf, recvbuf, dtype, &v, stream, "symm_all_to_all_vdev_2d_combine");
 }

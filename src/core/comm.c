@@ -47,7 +47,70 @@ typedef struct {
   char own_token[33];      /* made here for a lone process's own store */
   bool serve;
   bool job_ranks;          /* rank and world size are the launcher's (environment) */
+  symm_bootstrap_callbacks_t *owned; /* cfg.bootstrap when a split made it */
 } resolved_config_t;
+
+static symm_result_t resolve_common(resolved_config_t *rc);
+
+/* The identity a config with callbacks takes from them; no store. */
+static symm_result_t resolve_callbacks(resolved_config_t *rc) {
+  symm_config_t *c = &rc->cfg;
+  const symm_bootstrap_callbacks_t *cb = c->bootstrap;
+  static const char fn[] = "symm_comm_init";
+  if (cb->size < offsetof(symm_bootstrap_callbacks_t, abort) || cb->version < 1)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: bootstrap callbacks not initialised with "
+                      "SYMM_BOOTSTRAP_CALLBACKS_INIT (size %zu, version %u)", fn, cb->size,
+                      cb->version);
+  if (!cb->allgather)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the bootstrap callbacks have no allgather", fn);
+  if (cb->world_size < 1 || cb->rank < 0 || cb->rank >= cb->world_size)
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the bootstrap callbacks give rank %d of %d", fn,
+                      cb->rank, cb->world_size);
+  if ((c->rank >= 0 && c->rank != cb->rank) ||
+      (c->world_size >= 0 && c->world_size != cb->world_size))
+    return symm_error(SYMM_ERR_INVALID_ARG, "%s: the config says rank %d of %d, its bootstrap "
+                      "callbacks rank %d of %d", fn, c->rank, c->world_size, cb->rank,
+                      cb->world_size);
+  c->rank = cb->rank;
+  c->world_size = cb->world_size;
+  c->local_rank = cb->local_rank >= 0 ? cb->local_rank : c->local_rank;
+  c->local_size = cb->local_size >= 0 ? cb->local_size : c->local_size;
+  rc->serve = false;
+  return resolve_common(rc);
+}
+
+static symm_result_t resolve_store(resolved_config_t *rc);
+
+/* Whether a store address is configured anywhere (config, SYMM_STORE_ADDR,
+ * MASTER_ADDR). */
+static bool store_configured(const symm_config_t *c) {
+  const char *addr = c->store_addr ? c->store_addr : symm_settings()->SYMM_STORE_ADDR;
+  const char *master = getenv("MASTER_ADDR");
+  return (addr && *addr) || (master && *master);
+}
+
+/* SYMM_BOOTSTRAP: pmix when asked, or under auto where a PMIx server is in
+ * the environment and no store is configured (and libpmix loads); the
+ * callbacks made are the communicator's (rc->owned). */
+static symm_result_t choose_pmix(resolved_config_t *rc) {
+  enum { AUTO = 0, STORE = 1, PMIX = 2 };
+  const int how = (int)symm_settings()->SYMM_BOOTSTRAP.index;
+  if (how == STORE || (how == AUTO && (!symm_pmix_present() || store_configured(&rc->cfg))))
+    return SYMM_SUCCESS;
+  symm_bootstrap_callbacks_t *cb = NULL;
+  symm_result_t res = symm_pmix_bootstrap(&cb);
+  if (res != SYMM_SUCCESS) {
+    if (how == PMIX) return res;
+    SYMM_INFO(INIT, "bootstrap: not through PMIx (%s); through the store", symm_last_error());
+    symm_error_clear();
+    return SYMM_SUCCESS;
+  }
+  SYMM_INFO(INIT, "bootstrap: through the launcher's PMIx server (rank %d of %d)", cb->rank,
+            cb->world_size);
+  rc->cfg.bootstrap = cb;
+  rc->owned = cb;
+  return SYMM_SUCCESS;
+}
 
 static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t *rc) {
   symm_config_t defaults = SYMM_CONFIG_INIT;
@@ -67,8 +130,13 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     if (user->version < 2 || user->size < offsetof(symm_config_t, signal_pad_bytes) +
                                                sizeof user->signal_pad_bytes)
       rc->cfg.signal_pad_bytes = 0;
+    if (user->version < 3 ||
+        user->size < offsetof(symm_config_t, bootstrap) + sizeof user->bootstrap)
+      rc->cfg.bootstrap = NULL;
   }
   symm_config_t *c = &rc->cfg;
+  if (!c->bootstrap) SYMM_CHECK(choose_pmix(rc));
+  if (c->bootstrap) return resolve_callbacks(rc);
   const int env_rank = env_first_int(rank_vars), env_size = env_first_int(size_vars);
   if (c->rank < 0) c->rank = env_rank;
   if (c->world_size < 0) c->world_size = env_size;
@@ -85,7 +153,13 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
                       "config or in the environment, e.g. with symmem-run)", c->rank, c->world_size);
   if (c->local_rank < 0) c->local_rank = env_first_int(local_rank_vars);
   if (c->local_size < 0) c->local_size = env_first_int(local_size_vars);
+  SYMM_CHECK(resolve_common(rc));
+  return resolve_store(rc);
+}
 
+/* Backend, timeout, device and pad size, whatever the ranks meet through. */
+static symm_result_t resolve_common(resolved_config_t *rc) {
+  symm_config_t *c = &rc->cfg;
   if (c->backend == SYMM_BACKEND_AUTO) {
     const char *name = symm_settings()->SYMM_BACKEND;
     symm_backend_t b;
@@ -106,7 +180,12 @@ static symm_result_t resolve_config(const symm_config_t *user, resolved_config_t
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_init: signal_pad_bytes %zu is not a "
                       "multiple of %d in [%d, 1 MiB]", c->signal_pad_bytes,
                       SYMM_SIGNAL_PAD_MIN_BYTES, SYMM_SIGNAL_PAD_MIN_BYTES);
+  return SYMM_SUCCESS;
+}
 
+/* The store's address and token, and whether this rank serves it. */
+static symm_result_t resolve_store(resolved_config_t *rc) {
+  symm_config_t *c = &rc->cfg;
   /* Store address: config, SYMM_STORE_ADDR, MASTER_ADDR + SYMM_STORE_PORT. */
   const char *addr = c->store_addr ? c->store_addr : symm_settings()->SYMM_STORE_ADDR;
   const char *master = getenv("MASTER_ADDR");
@@ -206,9 +285,9 @@ static const char *agree_text_of(const void *value, size_t len, agree_hdr_t *h) 
 
 /* Compares this rank's settings with rank `peer`'s message; SYMM_SUCCESS
  * if they agree, else SYMM_ERR_MISMATCH with the message in why. */
-static symm_result_t agree_compare(const symm_comm_t *comm, const agree_hdr_t *mine,
-                                   const char *my_text, int peer, const void *value, size_t len,
-                                   char *why, size_t cap) {
+static symm_result_t agree_compare(int me, const agree_hdr_t *mine, const char *my_text,
+                                   int peer, const void *value, size_t len, char *why,
+                                   size_t cap) {
   agree_hdr_t h;
   const char *text = agree_text_of(value, len, &h);
   if (!text) {
@@ -217,18 +296,17 @@ static symm_result_t agree_compare(const symm_comm_t *comm, const agree_hdr_t *m
     return SYMM_ERR_PROTOCOL;
   }
   if (h.abi != mine->abi) {
-    snprintf(why, cap, "init: rank %d runs symmem ABI %u, rank %d ABI %u", peer, h.abi,
-             comm->rank, mine->abi);
+    snprintf(why, cap, "init: rank %d runs symmem ABI %u, rank %d ABI %u", peer, h.abi, me,
+             mine->abi);
     return SYMM_ERR_MISMATCH;
   }
   if (h.digest == mine->digest && strcmp(text, my_text) == 0) return SYMM_SUCCESS;
   char name[128], a[256], b[256];
   if (!symm_settings_first_difference(my_text, text, name, a, b, sizeof a))
     snprintf(name, sizeof name, "(none)"); /* same text, other digest: a peer's bug */
-  const int lo = comm->rank < peer ? comm->rank : peer, hi = comm->rank < peer ? peer : comm->rank;
+  const int lo = me < peer ? me : peer, hi = me < peer ? peer : me;
   snprintf(why, cap, "init: ranks disagree on %s, which must be the same on every rank: "
-           "rank %d has %s, rank %d has %s", name, lo, lo == comm->rank ? a : b, hi,
-           hi == comm->rank ? a : b);
+           "rank %d has %s, rank %d has %s", name, lo, lo == me ? a : b, hi, hi == me ? a : b);
   return SYMM_ERR_MISMATCH;
 }
 
@@ -311,19 +389,19 @@ static symm_result_t agree_settings(symm_comm_t *comm, const resolved_config_t *
   if (comm->rank == 0) {
     for (int r = 1; r < n && res == SYMM_SUCCESS; r++) {
       SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, r, 1, values, lens, absent), res, out);
-      res = agree_compare(comm, &me, my_text, r, values[0], lens[0], why, sizeof why);
+      res = agree_compare(comm->rank, &me, my_text, r, values[0], lens[0], why, sizeof why);
       free(values[0]);
       values[0] = NULL;
     }
   } else {
     SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, 0, 1, values, lens, absent), res, out);
-    res = agree_compare(comm, &me, my_text, 0, values[0], lens[0], why, sizeof why);
+    res = agree_compare(comm->rank, &me, my_text, 0, values[0], lens[0], why, sizeof why);
     free(values[0]);
     values[0] = NULL;
     if (res != SYMM_SUCCESS) goto fail;
     SYMM_CHECK_GOTO(agree_exchange(comm, k, msg, msg_len, 0, n, values, lens, absent), res, out);
     for (int r = 1; r < n && res == SYMM_SUCCESS; r++)
-      res = agree_compare(comm, &me, my_text, r, values[r], lens[r], why, sizeof why);
+      res = agree_compare(comm->rank, &me, my_text, r, values[r], lens[r], why, sizeof why);
   }
   if (res == SYMM_SUCCESS) goto out;
 fail:
@@ -336,6 +414,37 @@ out:
   free(keys);
   free(key_text);
   free(msg);
+  return res;
+}
+
+/* agree_settings through the bootstrap (callbacks: no store): every rank
+ * gathers every rank's message and compares each with rank 0's, so every
+ * rank names the same first rank that differs. */
+static symm_result_t agree_settings_over(symm_comm_t *comm, const resolved_config_t *rc) {
+  if (comm->size < 2) return SYMM_SUCCESS;
+  const size_t need = agreed_text(comm, rc, NULL, 0) + 1, n = (size_t)comm->size;
+  char *msg = malloc(sizeof(agree_hdr_t) + need), why[1024] = "";
+  void **values = calloc(n, sizeof *values);
+  size_t *lens = calloc(n, sizeof *lens);
+  symm_result_t res = msg && values && lens ? SYMM_SUCCESS
+                                            : symm_error(SYMM_ERR_NO_MEMORY, "init: out of memory");
+  if (res == SYMM_SUCCESS) {
+    agree_hdr_t me = {AGREE_MAGIC, SYMM_VERSION_CODE, comm->rank, comm->size, 0,
+                      (uint32_t)need, 0};
+    agreed_text(comm, rc, msg + sizeof me, need);
+    me.digest = symm_hash64(msg + sizeof me, need, 0);
+    memcpy(msg, &me, sizeof me);
+    res = comm->bootstrap->ops->allgatherv(comm->bootstrap, msg, sizeof me + need, values, lens);
+  }
+  agree_hdr_t h0;
+  const char *text0 = res == SYMM_SUCCESS ? agree_text_of(values[0], lens[0], &h0) : NULL;
+  if (res == SYMM_SUCCESS && !text0)
+    res = symm_error(SYMM_ERR_PROTOCOL, "init: rank 0 sent a malformed settings message");
+  for (int r = 1; res == SYMM_SUCCESS && r < comm->size; r++)
+    if ((res = agree_compare(0, &h0, text0, r, values[r], lens[r], why, sizeof why)))
+      res = symm_error(res, "%s", why);
+  for (size_t r = 0; values && r < n; r++) free(values[r]);
+  free(values), free(lens), free(msg);
   return res;
 }
 
@@ -553,7 +662,8 @@ out:
 
 /* What the bootstrap table chooses from (src/bootstrap/bootstrap.c). */
 static symm_bootstrap_env_t bootstrap_env(const symm_comm_t *comm) {
-  return (symm_bootstrap_env_t){.store = comm->store, .prefix = comm->prefix,
+  return (symm_bootstrap_env_t){.store = comm->store, .callbacks = comm->callbacks,
+                                .prefix = comm->prefix,
                                 .rank = comm->rank, .size = comm->size,
                                 .timeout_ms = comm->timeout_ms, .over = comm->bootstrap,
                                 .job_id = comm->job_id, .index = comm->index,
@@ -700,12 +810,38 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 /* ------------------------------------------------------------------ init */
 
 static void teardown(symm_comm_t *comm);
+static void release_channel(symm_bootstrap_callbacks_t *channel);
+
+/* The ranks meet and agree on their settings: through the caller's
+ * callbacks, or through the store (connected, served here if need be). */
+static symm_result_t meet(symm_comm_t *comm, resolved_config_t *rc) {
+  if (comm->callbacks) {
+    SYMM_CHECK(open_bootstrap(comm));
+    symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
+    return agree_settings_over(comm, rc);
+  }
+  SYMM_CHECK(connect_store(comm, rc));
+  symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
+  SYMM_CHECK(agree_settings(comm, rc));
+  return open_bootstrap(comm);
+}
+
+/* Init failed here: a caller's channel is told (its abort callback) when
+ * its peers may still wait in it for this rank. */
+static void abort_channel(symm_comm_t *comm, symm_result_t res) {
+  if (comm->bootstrap && (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_NO_MEMORY ||
+                          res == SYMM_ERR_SYSTEM || res == SYMM_ERR_INTERNAL))
+    symm_bootstrap_cb_abort(comm->bootstrap, res, symm_last_error());
+}
 
 /* symm_comm_init once the config is resolved; `index`: its number on the
  * store, the same on every rank. */
 static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t **out) {
   symm_comm_t *comm = calloc(1, sizeof *comm);
-  if (!comm) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
+  if (!comm) {
+    release_channel(rc->owned);
+    return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
+  }
   pthread_mutex_init(&comm->lock, NULL);
   comm->rank = rc->cfg.rank;
   comm->size = rc->cfg.world_size;
@@ -714,6 +850,8 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   comm->timeout_ms = rc->cfg.timeout_ms;
   comm->pad_bytes = rc->cfg.signal_pad_bytes;
   comm->index = index;
+  comm->callbacks = rc->cfg.bootstrap;
+  comm->owned_callbacks = rc->owned;
   comm->device = -1;
   comm->backend = SYMM_BACKEND_AUTO;
   int64_t pool = (int64_t)symm_settings()->SYMM_POOL_BYTES;
@@ -728,10 +866,7 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   symm_algo_t algo = SYMM_ALGO_AUTO;
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_ALLREDUCE_ALGO.name, &algo), res, fail);
   comm->allreduce_algo = algo;
-  SYMM_CHECK_GOTO(connect_store(comm, rc), res, fail);
-  symm_fault_point(SYMM_FAULT_INIT_HELLO, comm->rank);
-  SYMM_CHECK_GOTO(agree_settings(comm, rc), res, fail);
-  SYMM_CHECK_GOTO(open_bootstrap(comm), res, fail);
+  SYMM_CHECK_GOTO(meet(comm, rc), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);
   comm->ops = symm_backend_find(comm->backend);
@@ -751,6 +886,7 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   *out = comm;
   return SYMM_SUCCESS;
 fail:
+  abort_channel(comm, res);
   comm->engine = NULL;
   /* Within init's deadline and slack (symm_op_limit): the peers failing
    * it too get the slack to read their answers, not another timeout. */
@@ -766,13 +902,21 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   SYMM_CHECK(symm_settings_load());
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
-  SYMM_CHECK(resolve_config(config, &rc));
+  symm_result_t resolved = resolve_config(config, &rc);
+  if (resolved != SYMM_SUCCESS) {
+    release_channel(rc.owned);
+    return resolved;
+  }
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
-  symm_result_t res = comm_create(&rc, symm_store_next_comm_number(rc.store_addr), out);
+  /* Callbacks: numbered in this process, as the ranks make them in order. */
+  const char *numbering = rc.cfg.bootstrap ? "(callbacks)" : rc.store_addr;
+  symm_result_t res = comm_create(&rc, symm_store_next_comm_number(numbering), out);
   symm_op_deadline_end(outer);
   return res;
 }
+
+static void adopt(symm_comm_t *parent, symm_comm_t *child);
 
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
                                      symm_comm_t **out) {
@@ -790,11 +934,44 @@ symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, in
   snprintf(rc.store_addr, sizeof rc.store_addr, "%s", parent->store_addr);
   rc.token = parent->token;
   SYMM_CHECK(comm_create(&rc, index, out));
-  (*out)->parent = parent;
+  adopt(parent, *out);
+  return SYMM_SUCCESS;
+}
+
+/* A channel a split made: given back (its release callback) and freed. */
+static void release_channel(symm_bootstrap_callbacks_t *channel) {
+  if (!channel) return;
+  if (channel->release) channel->release(channel->ctx);
+  free(channel);
+}
+
+/* Counts a new child of parent (the child keeps it alive). */
+static void adopt(symm_comm_t *parent, symm_comm_t *child) {
+  child->parent = parent;
   pthread_mutex_lock(&parent->lock);
   parent->live_children++;
   pthread_mutex_unlock(&parent->lock);
-  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_comm_create_child_on(symm_comm_t *parent, symm_bootstrap_callbacks_t *channel,
+                                        int index, symm_comm_t **out) {
+  resolved_config_t rc;
+  memset(&rc, 0, sizeof rc);
+  rc.cfg = (symm_config_t)SYMM_CONFIG_INIT;
+  rc.cfg.rank = channel->rank;
+  rc.cfg.world_size = channel->world_size;
+  rc.cfg.local_rank = channel->local_rank;
+  rc.cfg.local_size = channel->local_size;
+  rc.cfg.device = parent->device;
+  rc.cfg.backend = parent->backend;
+  rc.cfg.timeout_ms = parent->timeout_ms;
+  rc.cfg.signal_pad_bytes = parent->pad_bytes;
+  rc.cfg.job_id = parent->job_id;
+  rc.cfg.bootstrap = channel;
+  rc.owned = channel; /* teardown gives it back, also when comm_create fails */
+  symm_result_t res = comm_create(&rc, index, out);
+  if (res == SYMM_SUCCESS) adopt(parent, *out);
+  return res;
 }
 
 /* Releases comm, then its parent if the parent was destroyed while this
@@ -842,6 +1019,7 @@ static void teardown(symm_comm_t *comm) {
   free(comm->pid_starts);
   free(comm->host_ids);
   symm_store_close(comm->store);
+  release_channel(comm->owned_callbacks);
   if (comm->server)
     symm_store_stop_serving(comm->server, comm->server_shared, (uint32_t)comm->index);
   symm_op_deadline_end(outer);

@@ -64,6 +64,11 @@ struct symm_comm {
   bool server_shared;               /* server is the process's shared one (store_serving.c) */
   symm_bootstrap_t *bootstrap;  /* what the core uses: shm if possible */
   symm_bootstrap_t *store_bootstrap; /* kept when bootstrap is shm */
+  /* The caller's callbacks the ranks meet through (config.bootstrap), NULL:
+   * the store; owned_callbacks: the same when a split made them (released
+   * with the `release` callback and freed at teardown). */
+  const symm_bootstrap_callbacks_t *callbacks;
+  symm_bootstrap_callbacks_t *owned_callbacks;
   int32_t *pids;             /* [size], from init; 0 where this process cannot watch
                                 that rank's pid (another host or PID namespace) */
   uint64_t *pid_starts;      /* [size], each rank's start time as it published it:
@@ -125,6 +130,12 @@ void symm_call_begin(symm_comm_t *comm, bool host, const char *fn, const char *f
  * description when a message needs it. */
 void symm_call_begin_collective(symm_comm_t *comm, const char *fn, const symm_coll_args_t *args);
 void symm_call_end(symm_comm_t *comm);
+/* collective.c: runs one collective call (agreement, checks, the engine);
+ * the public collectives are this with their arguments. */
+symm_result_t symm_coll_run(symm_comm_t *comm, symm_coll_args_t *a, const char *fn);
+/* coll_v.c: check_args for an all-to-all-v: what the host can see of a->v
+ * (counts of the host form, sizes, pointers), and a's byte counts. */
+symm_result_t symm_coll_v_check(symm_comm_t *comm, symm_coll_args_t *a, const char *fn);
 /* symm_mempool_set_comm's communicator is being destroyed: no more. */
 void symm_mempool_forget_comm(symm_comm_t *comm);
 /* comm.c: a communicator of `size` ranks, this one `rank`, on parent's
@@ -133,6 +144,11 @@ void symm_mempool_forget_comm(symm_comm_t *comm);
  * ranks.  The child keeps the parent alive (symm_comm_destroy). */
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
                                      symm_comm_t **out);
+/* The same for a parent on callbacks: the child meets through `channel`
+ * (made by the parent's split callback, owned by the child from now on,
+ * even when this fails). */
+symm_result_t symm_comm_create_child_on(symm_comm_t *parent, symm_bootstrap_callbacks_t *channel,
+                                        int index, symm_comm_t **out);
 /* The current call as the user made it ("symm_comm_init" outside any). */
 const char *symm_call_desc(symm_comm_t *comm);
 

@@ -15,7 +15,7 @@
 typedef struct {
   int32_t color, key;
   uint32_t refused; /* 1: this rank's arguments failed their checks */
-  uint32_t pad;
+  uint32_t no_channel; /* 1: its callbacks cannot split (no split callback) */
 } split_rec_t;
 
 static bool color_valid(int color) {
@@ -56,6 +56,49 @@ static int child_index(const symm_comm_t *comm, const split_rec_t *all) {
   return (int)(0x40000000u | ((uint32_t)(h ^ (h >> 32)) & 0x3fffffffu));
 }
 
+/* The lowest parent rank of this rank's group: the group's color for a
+ * channel's split, the same on every member, distinct between groups. */
+static int group_leader(const symm_comm_t *comm, const split_rec_t *all) {
+  for (int r = 0; r < comm->size; r++)
+    if (same_group(comm, all, r, comm->rank)) return r;
+  return comm->rank;
+}
+
+/* A parent on callbacks: every parent rank has its channel split (opted-out
+ * ranks too, with color -1, as MPI_Comm_split wants), then the ranks agree
+ * that every split worked, so that none makes a group the others lack. */
+static symm_result_t split_channel(symm_comm_t *comm, const split_rec_t *all, int rank,
+                                   symm_bootstrap_callbacks_t **channel) {
+  const symm_bootstrap_callbacks_t *cb = comm->callbacks;
+  const bool member = all[comm->rank].color != SYMM_SPLIT_NONE;
+  symm_bootstrap_callbacks_t *child = calloc(1, sizeof *child);
+  symm_result_t res = SYMM_SUCCESS;
+  if (!child) res = symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_split: out of memory");
+  if (res == SYMM_SUCCESS) {
+    *child = (symm_bootstrap_callbacks_t)SYMM_BOOTSTRAP_CALLBACKS_INIT;
+    int rc = cb->split(cb->ctx, member ? group_leader(comm, all) : -1, rank, child,
+                       symm_comm_timeout_ms(comm));
+    if (rc != 0)
+      res = symm_error(rc > 0 && rc <= SYMM_ERR_BACKEND_UNAVAILABLE ? (symm_result_t)rc
+                                                                    : SYMM_ERR_BACKEND,
+                       "symm_comm_split: the split callback failed on rank %d (returned %d)",
+                       comm->rank, rc);
+    else if (member && (!child->allgather || child->world_size < 1 || child->rank < 0 ||
+                        child->rank >= child->world_size))
+      res = symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_split: the split callback gave rank %d "
+                       "a channel without allgather or with rank %d of %d", comm->rank,
+                       child->rank, child->world_size);
+  }
+  res = symm_comm_agree(comm, res, "symm_comm_split's channel");
+  if (res != SYMM_SUCCESS || !member) {
+    if (child && member && child->release && child->allgather) child->release(child->ctx);
+    free(child);
+    child = NULL;
+  }
+  *channel = child;
+  return res;
+}
+
 /* The round's verdict: a rank whose arguments were refused fails the
  * call on every rank. */
 static symm_result_t check_refusals(const symm_comm_t *comm, const split_rec_t *all,
@@ -74,16 +117,24 @@ static symm_result_t split_agreed(symm_comm_t *comm, const split_rec_t *mine, co
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_split: out of memory");
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_SPLIT, mine, sizeof *mine, all);
   if (res == SYMM_SUCCESS) res = check_refusals(comm, all, why);
+  for (int r = 0; res == SYMM_SUCCESS && r < comm->size; r++)
+    if (all[r].no_channel)
+      res = symm_error(SYMM_ERR_UNSUPPORTED, "symm_comm_split: the bootstrap callbacks of rank "
+                       "%d have no split callback, which a group of a communicator on callbacks "
+                       "needs", r);
   if (res == SYMM_SUCCESS && comm->caps.collective_alloc)
     res = symm_error(SYMM_ERR_UNSUPPORTED, "symm_comm_split: the %s backend allocates over "
                      "every rank of its provider's world at once, which a group cannot do; "
                      "the host, native, cuda and nccl backends split", comm->ops->name);
+  int rank = 0, size = 0;
+  place_in_group(comm, all, &rank, &size);
+  symm_bootstrap_callbacks_t *channel = NULL;
+  if (res == SYMM_SUCCESS && comm->callbacks) res = split_channel(comm, all, rank, &channel);
   if (res == SYMM_SUCCESS && mine->color != SYMM_SPLIT_NONE) {
-    int rank, size;
-    place_in_group(comm, all, &rank, &size);
     SYMM_INFO(INIT, "comm %d: split #%llu: color %d key %d -> rank %d of %d", comm->index,
               (unsigned long long)comm->call.seq, mine->color, mine->key, rank, size);
-    res = symm_comm_create_child(comm, rank, size, child_index(comm, all), newcomm);
+    res = channel ? symm_comm_create_child_on(comm, channel, child_index(comm, all), newcomm)
+                  : symm_comm_create_child(comm, rank, size, child_index(comm, all), newcomm);
     if (res != SYMM_SUCCESS)
       symm_error_context("symm_comm_split(color %d) as rank %d of %d", mine->color, rank, size);
   }
@@ -102,7 +153,8 @@ symm_result_t symm_comm_split(symm_comm_t *comm, int color, int key, symm_comm_t
   else if (!color_valid(color))
     snprintf(why, sizeof why, "symm_comm_split: color %d is negative (SYMM_SPLIT_NONE: no "
              "group, SYMM_SPLIT_BY_HOST: this host's ranks)", color);
-  split_rec_t mine = {.color = color, .key = key, .refused = why[0] != 0};
+  split_rec_t mine = {.color = color, .key = key, .refused = why[0] != 0,
+                      .no_channel = comm->callbacks && !comm->callbacks->split};
   symm_call_begin(comm, true, "symm_comm_split", "symm_comm_split(color %d, key %d)", color,
                   key);
   symm_result_t res = split_agreed(comm, &mine, why, newcomm);

@@ -74,83 +74,13 @@
 
 #include "symm_shm_round.h"
 #include "cpu/cpu.h"
+#include "cpu/cpu_coll_int.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
-#define SCRATCH_ALIGN 64
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
 #define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
 
-
-enum { PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
-
-typedef struct {
-  uint64_t sig;
-  uint64_t group;  /* 0: this rank's send data is staged in its scratch */
-  uint64_t offset; /* of sendbuf in the group's tensor on this rank */
-} coll_brief_t;
-
-typedef struct {
-  uint64_t count;
-  int32_t kind, dtype, op, root;
-  int32_t algo;    /* all-reduce: the algorithm that runs */
-} coll_detail_t;
-
-/* What a rank publishes for the calls of one parity, in one cache line:
- * a peer's first miss on it brings the flag, the signature and, for small
- * calls, the data. */
-#define INLINE_BYTES 32
-typedef struct {
-  _Alignas(64) _Atomic uint64_t flag; /* 4 * seq + phase of this parity's last call */
-  coll_brief_t brief;
-  unsigned char data[INLINE_BYTES]; /* send data of calls that fit (inline) */
-} coll_slot_t;
-
-typedef struct {
-  _Alignas(64) symm_round_word_t word;
-} coll_round_t;
-
-typedef struct {
-  coll_slot_t slot[2];
-  _Alignas(64) coll_detail_t detail[2];
-  coll_round_t round[2];        /* used in rank 0's pad */
-  _Alignas(64) _Atomic uint64_t left; /* the last call this rank has left */
-} coll_pad_t;
-
-_Static_assert(sizeof(coll_slot_t) == 64, "a slot is one cache line");
-
-_Static_assert(sizeof(coll_pad_t) <= SYMM_SIGNAL_PAD_MIN_BYTES, "collective pad outgrew the signal pad");
-
-/* One call in progress. */
-typedef struct {
-  symm_comm_t *comm;
-  const symm_coll_args_t *a;
-  const symm_coll_args_t *whole; /* the call a is a slice of (messages) */
-  uint64_t sig;                  /* of the whole call (every slice carries it) */
-  int w, me, h;
-  uint64_t seq;
-  size_t esize;
-  size_t out_off, half; /* IN at 0 of each half, OUT at out_off; half: bytes needed */
-  size_t half_stride;   /* where the second half starts: half the scratch */
-  coll_pad_t **pads;    /* [w] */
-  const char **src;     /* [w] where rank r's send data is read */
-  symm_tensor_t *scratch;
-  symm_round_word_t *round; /* this call's round, in rank 0's pad */
-  uint32_t syncs;       /* arrivals of this rank at the round so far */
-  bool slow_gate;       /* the gate read the peers' left */
-  uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
-} coll_t;
-
-static const char *kind_name(int kind) {
-  switch (kind) {
-    case SYMM_COLL_ALL_REDUCE: return "all_reduce";
-    case SYMM_COLL_ALL_GATHER: return "all_gather";
-    case SYMM_COLL_REDUCE_SCATTER: return "reduce_scatter";
-    case SYMM_COLL_BROADCAST: return "broadcast";
-    case SYMM_COLL_ALL_TO_ALL: return "all_to_all";
-  }
-  return "?";
-}
 
 /* auto: two-shot from 4 KiB on, where it was faster than one-shot
  * (docs/tuning.md).  There are no LL protocols on the CPU: what is not
@@ -168,267 +98,6 @@ static bool two_shot(const symm_coll_args_t *a) {
 
 static bool rank_sends(const coll_t *c, int r) {
   return c->a->kind != SYMM_COLL_BROADCAST || r == c->a->root;
-}
-
-/* ------------------------------------------------------------- waiting */
-
-static uint64_t flag_of(const coll_t *c, int r) {
-  return atomic_load_explicit(&c->pads[r]->slot[c->h].flag, memory_order_acquire);
-}
-
-static uint64_t left_of(const coll_t *c, int r) {
-  return atomic_load(&c->pads[r]->left);
-}
-
-/* Writes "rank, rank..." of the peers whose flag is below target into list. */
-static int list_behind(const coll_t *c, uint64_t target, char *list, size_t cap) {
-  size_t n = 0;
-  int missing = 0;
-  list[0] = '\0';
-  for (int r = 0; r < c->w; r++) {
-    if (r == c->me || flag_of(c, r) >= target) continue;
-    if (n + 16 < cap) {
-      int k = snprintf(list + n, cap - n, "%s%d", missing ? ", " : "", r);
-      n += k > 0 ? (size_t)k : 0;
-    } else if (n + 4 < cap) {
-      n += (size_t)snprintf(list + n, cap - n, "...");
-    }
-    missing++;
-  }
-  return missing;
-}
-
-static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char *what) {
-  char list[200];
-  int missing = list_behind(c, target, list, sizeof list);
-  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
-                    "%s to %s; the call is given up on every rank", kind_name(c->a->kind),
-                    (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm),
-                    missing > 1 ? "s" : "", missing ? list : "(none left)", what);
-}
-
-/* This call's round was given up by a peer before every rank arrived:
- * `late`, this rank arrived after that (it was slow, or stopped; a peer
- * whose process is gone without leaving the call makes it PEER_LOST:
- * that loss is why the others gave up, or ends the job anyway; one that
- * left the call and then exited is not lost); else a peer stopped
- * waiting while this rank waited too, for the ranks still behind, and a
- * rank behind whose process is gone makes it PEER_LOST. */
-static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_target) {
-  for (int r = 0; late && r < c->w; r++) {
-    int32_t pid = symm_comm_peer_pid(c->comm, r);
-    if (r != c->me && left_of(c, r) < c->seq && pid > 0 && symm_process_gone(pid))
-      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; the call "
-                        "was given up, and fails on every rank", kind_name(c->a->kind),
-                        (unsigned long long)c->seq, r, (int)pid);
-  }
-  char who[200] = "", behind[200];
-  size_t n = 0;
-  for (int r = 0; r < c->w; r++)
-    if (r != c->me && left_of(c, r) >= c->seq && n + 16 < sizeof who)
-      n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
-  const char *name = kind_name(c->a->kind);
-  const unsigned long long seq = (unsigned long long)c->seq;
-  if (late)
-    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: %s%s gave this call up before every rank "
-                      "arrived (this rank came late: slow, or stopped); it fails on every rank",
-                      name, seq, n ? "rank " : "a peer", who);
-  int missing = list_behind(c, flag_target, behind, sizeof behind);
-  for (int r = 0; r < c->w; r++) {
-    int32_t pid = symm_comm_peer_pid(c->comm, r);
-    if (r != c->me && flag_of(c, r) < flag_target && pid > 0 && symm_process_gone(pid))
-      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did not "
-                        "arrive, and the call is given up on every rank", name, seq, r, (int)pid);
-  }
-  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out waiting for rank%s %s (%s%s gave "
-                    "the call up after %d ms); it fails on every rank", name, seq,
-                    missing > 1 ? "s" : "", missing ? behind : "(none left)",
-                    n ? "rank " : "a peer", who, symm_comm_timeout_ms(c->comm));
-}
-
-/* The first peer below `target`, whose process a wait watches. */
-static int first_behind(const coll_t *c, uint64_t target) {
-  for (int k = 1; k < c->w; k++) {
-    int r = (c->me + k) % c->w;
-    if (flag_of(c, r) < target) return r;
-  }
-  return -1;
-}
-
-static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
-  symm_backoff_start_until(b, c->deadline, symm_comm_local_size(c->comm));
-  symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
-}
-
-/* This rank arrives at `phase` of the call: its flag, then the round. */
-static symm_result_t arrive(coll_t *c, int phase) {
-  atomic_store_explicit(&c->pads[c->me]->slot[c->h].flag, c->seq * PHASES + (uint64_t)phase,
-                        memory_order_release);
-  c->syncs++;
-  cpu_state(c->comm)->arrived[c->h] = c->seq;
-  if (symm_round_arrive(c->round, c->seq, c->syncs * (uint32_t)c->w) == SYMM_ROUND_GIVEN_UP)
-    return given_up_error(c, true, 0);
-  return SYMM_SUCCESS;
-}
-
-/* Waits until every rank arrived at `phase` as often as this rank has.
- * At the deadline, or with a peer's process gone, it gives the round up,
- * unless the round completed meanwhile. */
-static symm_result_t wait_all(coll_t *c, int phase, const char *what) {
-  const uint32_t target = c->syncs * (uint32_t)c->w;
-  const uint64_t flag_target = c->seq * PHASES + (uint64_t)phase;
-  symm_round_state_t st = symm_round_state(c->round, c->seq, target);
-  if (st == SYMM_ROUND_WAIT) {
-    int watched = first_behind(c, flag_target);
-    symm_backoff_t b;
-    start_backoff(c, &b, watched);
-    unsigned polls = 0;
-    while ((st = symm_round_state(c->round, c->seq, target)) == SYMM_ROUND_WAIT) {
-      if (symm_backoff_pause(&b)) {
-        if ((++polls & 255) == 0 && watched >= 0 && flag_of(c, watched) >= flag_target)
-          symm_backoff_watch(&b, (watched = first_behind(c, flag_target)) >= 0
-                                     ? symm_comm_peer_pid(c->comm, watched) : 0);
-        continue;
-      }
-      if (!symm_round_give_up(c->round, c->seq, target)) break; /* completed after all */
-      if (b.lost)
-        return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
-                          "did not %s", kind_name(c->a->kind), (unsigned long long)c->seq,
-                          watched, (int)symm_comm_peer_pid(c->comm, watched), what);
-      return timeout_error(c, flag_target, what);
-    }
-    if (st == SYMM_ROUND_GIVEN_UP) return given_up_error(c, false, flag_target);
-  } else if (st == SYMM_ROUND_GIVEN_UP) {
-    return given_up_error(c, false, flag_target);
-  }
-  /* Every rank arrived at this call, so every rank has left the one before. */
-  cpu_state_t *cs = cpu_state(c->comm);
-  if (c->syncs == 1 && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
-  return SYMM_SUCCESS;
-}
-
-static symm_result_t sync_phase(coll_t *c, int phase, const char *what) {
-  SYMM_CHECK(arrive(c, phase));
-  return wait_all(c, phase, what);
-}
-
-/* Waits until every peer has left call seq - 2, whose slot, round word and
- * scratch half this call reuses.  A peer that already left this call gave
- * it up without arriving: it fails here at once. */
-static symm_result_t gate(coll_t *c) {
-  cpu_state_t *cs = cpu_state(c->comm);
-  c->slow_gate = false;
-  if (c->seq <= cs->all_left + 2) return SYMM_SUCCESS;
-  c->slow_gate = true;
-  const uint64_t need = c->seq - 2;
-  symm_backoff_t b;
-  bool started = false;
-  for (;;) {
-    uint64_t least = c->seq - 1; /* this rank's own */
-    int slow = -1;
-    for (int r = 0; r < c->w; r++) {
-      if (r == c->me) continue;
-      uint64_t l = left_of(c, r);
-      if (l >= c->seq) return given_up_error(c, true, 0);
-      if (l < least) least = l, slow = r;
-    }
-    if (least >= need) {
-      if (least > cs->all_left) cs->all_left = least;
-      return SYMM_SUCCESS;
-    }
-    if (!started) start_backoff(c, &b, slow);
-    started = true;
-    symm_backoff_watch(&b, symm_comm_peer_pid(c->comm, slow));
-    if (symm_backoff_pause(&b)) continue;
-    if (b.lost)
-      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did "
-                        "not finish call #%llu", kind_name(c->a->kind), (unsigned long long)c->seq,
-                        slow, (int)symm_comm_peer_pid(c->comm, slow),
-                        (unsigned long long)least + 1);
-    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank "
-                      "%d to leave call #%llu, which it came to late (slow, or stopped); this "
-                      "call is given up on every rank", kind_name(c->a->kind),
-                      (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm), slow,
-                      (unsigned long long)least + 1);
-  }
-}
-
-/* Takes this call's round word over from call seq - 2.  After a slow gate
- * a peer may have given this call up without arriving and looked at the
- * word before this rank took it: its left says so. */
-static symm_result_t take_round(coll_t *c) {
-  if (!symm_round_take(c->round, c->seq)) return given_up_error(c, true, 0);
-  if (!c->slow_gate) return SYMM_SUCCESS;
-  for (int r = 0; r < c->w; r++)
-    if (r != c->me && left_of(c, r) >= c->seq) {
-      symm_round_give_up(c->round, c->seq, UINT32_MAX);
-      return given_up_error(c, true, 0);
-    }
-  return SYMM_SUCCESS;
-}
-
-/* --------------------------------------------- descriptors, mismatches */
-
-static void publish(coll_t *c, uint64_t group, uint64_t offset) {
-  const symm_coll_args_t *a = c->a;
-  coll_pad_t *p = c->pads[c->me];
-  p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
-  p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
-                                    (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo};
-}
-
-/* The call of detail d; with `algo`, the all-reduce algorithm too. */
-static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
-  const char *dt = symm_dtype_name((symm_dtype_t)d->dtype);
-  int n = snprintf(out, cap, "symm_%s(count %llu, %s", kind_name(d->kind),
-                   (unsigned long long)d->count, dt ? dt : "?");
-  if (n < 0 || (size_t)n >= cap) return;
-  const char *op = symm_redop_name((symm_redop_t)d->op);
-  const char *an = symm_algo_name((symm_algo_t)d->algo);
-  if (d->kind == SYMM_COLL_ALL_REDUCE && algo)
-    snprintf(out + n, cap - (size_t)n, ", %s, algorithm %s)", op ? op : "?", an ? an : "?");
-  else if (symm_coll_reduces(d->kind))
-    snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
-  else if (d->kind == SYMM_COLL_BROADCAST)
-    snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
-  else
-    snprintf(out + n, cap - (size_t)n, ")");
-}
-
-/* Whether some rank arrived in a host call of this number (cpu_host_call)
- * rather than a collective: every rank sees the same table once all
- * arrived, so every rank in a collective decides alike and meets it. */
-static bool peer_in_host_call(const coll_t *c) {
-  for (int r = 0; r < c->w; r++)
-    if (c->pads[r]->slot[c->h].brief.sig == SYMM_COLL_SIG_HOST_CALL) return true;
-  return false;
-}
-
-/* Every rank compares the same table against rank 0, so every rank reaches
- * the same verdict and the same message. */
-static symm_result_t check_match(const coll_t *c) {
-  if (peer_in_host_call(c)) return symm_comm_meet_host_call(c->comm);
-  for (int r = 0; r < c->w; r++) {
-    if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
-    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
-                      "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
-                      (unsigned long long)c->seq, r, kind_name(c->pads[r]->detail[c->h].kind));
-  }
-  uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
-  for (int r = 1; r < c->w; r++) {
-    if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
-    const coll_detail_t *d = &c->pads[r]->detail[c->h], *d0 = &c->pads[0]->detail[c->h];
-    char mine[160], theirs[160];
-    const bool algo = d->algo != d0->algo;
-    describe(d, algo, theirs, sizeof theirs);
-    describe(d0, algo, mine, sizeof mine);
-    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s%s",
-                      (unsigned long long)c->seq, r, theirs, mine,
-                      algo ? " (set the same SYMM_ALLREDUCE_ALGO or "
-                             "symm_comm_set_allreduce_algo on every rank)"
-                           : "");
-  }
-  return SYMM_SUCCESS;
 }
 
 /* ------------------------------------------------------------- scratch */
@@ -460,37 +129,6 @@ static void layout(coll_t *c) {
   c->half = half_bytes(c->a->send_bytes, out);
 }
 
-/* The halves sit at fixed places (not at multiples of this call's need),
- * so that a call of another size never lands on the half the previous call
- * may still be read from. */
-static size_t half_capacity(const symm_tensor_t *s) {
-  return symm_tensor_nbytes(s) / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
-}
-
-static char *scratch_half(const coll_t *c, int r) {
-  return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
-}
-
-/* Works on scratch s from now on: its pads, its round of this call (after
- * the gate).  `grown`: the ranks just made s together inside this call, so
- * every rank has left the calls before it. */
-static symm_result_t attach(coll_t *c, symm_tensor_t *s, bool grown) {
-  c->scratch = s;
-  c->half_stride = half_capacity(s);
-  for (int r = 0; r < c->w; r++) {
-    void *p;
-    SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
-    c->pads[r] = p;
-  }
-  cpu_state_t *cs = cpu_state(c->comm);
-  if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
-  if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
-  c->round = &c->pads[0]->round[c->h].word;
-  c->syncs = 0;
-  SYMM_CHECK(gate(c));
-  return take_round(c);
-}
-
 /* The scratch must hold both halves.  Its size depends only on the
  * arguments, so matching ranks grow it together; the ranks first agree on
  * the arguments over the current scratch, because growing is collective and
@@ -499,15 +137,15 @@ static symm_result_t attach(coll_t *c, symm_tensor_t *s, bool grown) {
 static symm_result_t prepare_scratch(coll_t *c) {
   size_t need = 2 * c->half;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
-  if (s && half_capacity(s) >= c->half) return attach(c, s, false);
+  if (s && cpu_coll_half_capacity(s) >= c->half) return cpu_coll_attach(c, s, false);
   if (s) {
-    SYMM_CHECK(attach(c, s, false));
-    publish(c, 0, 0);
-    SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
-    SYMM_CHECK(check_match(c));
+    SYMM_CHECK(cpu_coll_attach(c, s, false));
+    cpu_coll_publish(c, 0, 0);
+    SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+    SYMM_CHECK(cpu_coll_check_match(c));
   }
   SYMM_CHECK(symm_comm_scratch(c->comm, need ? need : 1, &s));
-  return attach(c, s, true);
+  return cpu_coll_attach(c, s, true);
 }
 
 /* Both halves for the largest call on max_bytes: a send buffer that size
@@ -579,7 +217,7 @@ static symm_result_t check_offsets(const coll_t *c, const symm_tensor_t *t) {
     if (!rank_sends(c, r) || (off <= nbytes && c->a->send_bytes <= nbytes - off)) continue;
     return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d published its send data at "
                       "offset %llu of a %zu-byte tensor, past its end; no rank ran the call",
-                      kind_name(c->a->kind), (unsigned long long)c->seq, r,
+                      cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r,
                       (unsigned long long)off, nbytes);
   }
   return SYMM_SUCCESS;
@@ -603,7 +241,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
    * is still in L1, where writing recvbuf cannot touch send data not yet
    * read: recvbuf is sendbuf itself (each piece of it is read before it is
    * written) or lies apart from it. */
-  char *out = scratch_half(c, c->me) + c->out_off;
+  char *out = cpu_coll_half(c, c->me) + c->out_off;
   char *mine = (char *)a->recvbuf + lo * c->esize;
   bool direct = a->recvbuf == a->sendbuf ||
                 !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
@@ -618,19 +256,19 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (ip == c->src)
       for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
   }
-  SYMM_CHECK(arrive(c, PHASE_DONE));
+  SYMM_CHECK(cpu_coll_arrive(c, PHASE_DONE));
   /* The last piece after the arrival: peers need not wait for it. */
   if (direct && n) {
     size_t last = (n - 1) / step * step;
     memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
   }
-  SYMM_CHECK(wait_all(c, PHASE_DONE, "reduce its chunk"));
+  SYMM_CHECK(cpu_coll_wait(c, PHASE_DONE, "reduce its chunk"));
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
     if (direct && r == c->me) continue;
     chunk_range(c, r, &lo, &hi);
     if (hi > lo)
-      memcpy((char *)a->recvbuf + lo * c->esize, scratch_half(c, r) + c->out_off,
+      memcpy((char *)a->recvbuf + lo * c->esize, cpu_coll_half(c, r) + c->out_off,
              (hi - lo) * c->esize);
   }
   return SYMM_SUCCESS;
@@ -676,7 +314,7 @@ static bool inline_data(const coll_t *c) {
  * peers read: every chunk but its own, which it reduces from sendbuf. */
 static void stage(coll_t *c) {
   const symm_coll_args_t *a = c->a;
-  char *in = inline_data(c) ? (char *)c->pads[c->me]->slot[c->h].data : scratch_half(c, c->me);
+  char *in = inline_data(c) ? (char *)c->pads[c->me]->slot[c->h].data : cpu_coll_half(c, c->me);
   if (!two_shot(a)) {
     memcpy(in, a->sendbuf, a->send_bytes);
     return;
@@ -696,9 +334,9 @@ static symm_result_t run(coll_t *c) {
   bool sends = rank_sends(c, c->me);
   zero_copy_t z = zero_copy_candidate(c);
   if (sends && !z.group && a->send_bytes) stage(c);
-  publish(c, z.group, z.offset);
-  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
-  SYMM_CHECK(check_match(c));
+  cpu_coll_publish(c, z.group, z.offset);
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(cpu_coll_check_match(c));
   if (!a->count) return SYMM_SUCCESS;
 
   /* Same table on every rank, same decision. */
@@ -712,14 +350,14 @@ static symm_result_t run(coll_t *c) {
   if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
   if (!zero_copy && late) {
     if (sends && z.group) stage(c);
-    SYMM_CHECK(sync_phase(c, PHASE_STAGED, "stage its data"));
+    SYMM_CHECK(cpu_coll_sync(c, PHASE_STAGED, "stage its data"));
   }
   for (int r = 0; r < c->w; r++)
     c->src[r] = zero_copy ? (const char *)symm_tensor_peer_data(z.t)[r] + c->pads[r]->slot[c->h].brief.offset
                 : inline_data(c) ? (const char *)c->pads[r]->slot[c->h].data
-                                 : scratch_half(c, r);
+                                 : cpu_coll_half(c, r);
   if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
-  SYMM_TRACE(COLL, "symm_%s #%llu: %s", kind_name(a->kind), (unsigned long long)c->seq,
+  SYMM_TRACE(COLL, "symm_%s #%llu: %s", cpu_coll_kind_name(a->kind), (unsigned long long)c->seq,
              zero_copy ? "zero copy" : late ? "staged late" : "staged");
 
   switch (a->kind) {
@@ -731,8 +369,9 @@ static symm_result_t run(coll_t *c) {
     case SYMM_COLL_ALL_GATHER: all_gather(c); break;
     case SYMM_COLL_ALL_TO_ALL: all_to_all(c); break;
     case SYMM_COLL_BROADCAST: broadcast(c); break;
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* cpu_coll_v_run, from run_sliced */
   }
-  if (zero_copy) SYMM_CHECK(sync_phase(c, PHASE_DONE, "finish reading"));
+  if (zero_copy) SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 
@@ -749,6 +388,7 @@ static symm_result_t run_sliced(coll_t *c) {
   /* Every rank slices alike: cpu_startup checked SYMM_HOST_SLICE_BYTES. */
   size_t slice = cpu_state(c->comm)->slice_bytes / c->esize;
   c->sig = symm_coll_signature(a);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL_V) return cpu_coll_v_run(c);
   if (a->kind != SYMM_COLL_ALL_REDUCE || !slice || a->count <= slice) return run(c);
   symm_coll_args_t s = *a;
   symm_result_t res = SYMM_SUCCESS;
@@ -783,9 +423,9 @@ static symm_result_t run_sliced(coll_t *c) {
 static symm_result_t refuse(coll_t *c) {
   c->sig = SYMM_COLL_SIG_REFUSED;
   SYMM_CHECK(prepare_scratch(c)); /* c->half is 0: any scratch, or the smallest */
-  publish(c, 0, 0);
-  SYMM_CHECK(sync_phase(c, PHASE_ARRIVED, "arrive"));
-  return peer_in_host_call(c) ? symm_comm_meet_host_call(c->comm) : SYMM_SUCCESS;
+  cpu_coll_publish(c, 0, 0);
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+  return cpu_coll_peer_in_host_call(c) ? symm_comm_meet_host_call(c->comm) : SYMM_SUCCESS;
 }
 
 static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
@@ -796,11 +436,11 @@ static symm_result_t host_arrival(coll_t *c) {
   c->sig = SYMM_COLL_SIG_HOST_CALL;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
   if (!s) return SYMM_SUCCESS;
-  SYMM_CHECK(attach(c, s, false));
+  SYMM_CHECK(cpu_coll_attach(c, s, false));
   coll_pad_t *pad = c->pads[c->me];
   pad->slot[c->h].brief = (coll_brief_t){SYMM_COLL_SIG_HOST_CALL, 0, 0};
   memset(&pad->detail[c->h], 0, sizeof pad->detail[c->h]);
-  return arrive(c, PHASE_ARRIVED);
+  return cpu_coll_arrive(c, PHASE_ARRIVED);
 }
 
 /* Host call `seq` (engine->host_call): an arrival no collective makes,

@@ -39,6 +39,7 @@ struct symm_bootstrap {
  * ranks agreed on who they are, through `over`, and sees the rest too. */
 typedef struct symm_bootstrap_env {
   symm_store_t *store;    /* the job's store connection, NULL if none */
+  const symm_bootstrap_callbacks_t *callbacks; /* the caller's, NULL if none */
   const char *prefix;     /* store keys of this communicator */
   int rank, size, timeout_ms;
   /* Known after the identity agreement (NULL / 0 before it): */
@@ -66,6 +67,7 @@ typedef struct symm_bootstrap_impl {
 } symm_bootstrap_impl_t;
 
 extern const symm_bootstrap_impl_t symm_bootstrap_store_impl;
+extern const symm_bootstrap_impl_t symm_bootstrap_cb_impl;
 extern const symm_bootstrap_impl_t symm_bootstrap_shm_impl;
 
 /* The table, in preference order. */
@@ -88,6 +90,20 @@ symm_result_t symm_bootstrap_upgrade(const symm_bootstrap_env_t *env, symm_boots
 symm_result_t symm_bootstrap_shm_init(symm_bootstrap_t *store_bs, symm_store_t *store,
                                       const char *prefix, const char *job_id, int index,
                                       const int32_t *pids, symm_bootstrap_t **out);
+
+/* Bootstrap through the caller's callbacks (bootstrap_cb.c), which stay
+ * the caller's (cb must outlive the bootstrap). */
+symm_result_t symm_bootstrap_cb_init(const symm_bootstrap_callbacks_t *cb, int timeout_ms,
+                                     symm_bootstrap_t **out);
+/* Tells the callbacks of bs (if it is theirs) that this rank failed a step
+ * its peers may wait in (their `abort`); nothing for other bootstraps. */
+void symm_bootstrap_cb_abort(symm_bootstrap_t *bs, symm_result_t code, const char *reason);
+
+/* PMIx (bootstrap_pmix.c): whether the environment shows a PMIx server,
+ * and callbacks over it (malloc'd; its release callback gives the
+ * channel back), libpmix loaded at run time. */
+bool symm_pmix_present(void);
+symm_result_t symm_pmix_bootstrap(symm_bootstrap_callbacks_t **out);
 
 /* Bootstrap over the job's key-value store; keys under `prefix`. */
 symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix,

@@ -76,6 +76,7 @@ static int nccl_enqueue(const nccl_state_t *st, const symm_coll_args_t *a, int d
         return st->lib->all_to_all(a->sendbuf, a->recvbuf, bytes, SYMM_NCCL_UINT8, st->comm,
                                    stream);
       return nccl_alltoall_p2p(st, a, bytes, stream);
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* the core never hands it to a provider */
   }
   return SYMM_NCCL_INVALID_ARGUMENT;
 }
@@ -87,6 +88,7 @@ static const char *nccl_coll_name(symm_coll_kind_t kind, bool p2p) {
     case SYMM_COLL_REDUCE_SCATTER: return "ncclReduceScatter";
     case SYMM_COLL_BROADCAST: return "ncclBroadcast";
     case SYMM_COLL_ALL_TO_ALL: return p2p ? "ncclSend/ncclRecv (all-to-all)" : "ncclAlltoAll";
+    case SYMM_COLL_ALL_TO_ALL_V: break;
   }
   return "an NCCL collective";
 }

@@ -46,6 +46,7 @@ static void fail_key(symm_comm_t *comm, char *key, size_t cap) {
 }
 
 void nccl_publish_failure(symm_comm_t *comm, symm_result_t code) {
+  if (!symm_comm_store(comm)) return; /* callbacks: the peers time out instead */
   char key[256], msg[768];
   fail_key(comm, key, sizeof key);
   snprintf(msg, sizeof msg, "%d:%s", (int)code, symm_last_error());
@@ -60,6 +61,7 @@ void nccl_publish_failure(symm_comm_t *comm, symm_result_t code) {
 
 /* Another rank's published failure, if any: its code and message. */
 static bool peer_failure(symm_comm_t *comm, symm_result_t *code, char *msg, size_t cap) {
+  if (!symm_comm_store(comm)) return false;
   char key[256];
   fail_key(comm, key, sizeof key);
   const char *keys[1] = {key};

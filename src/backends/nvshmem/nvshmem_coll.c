@@ -69,6 +69,7 @@ static void *nvsh_coll_entry(const nvsh_lib_t *lib, const symm_coll_args_t *a, c
     case SYMM_COLL_ALL_TO_ALL:
       snprintf(fn, cap, "nvshmemx_alltoallmem_on_stream");
       return (void *)lib->alltoallmem_on_stream;
+    case SYMM_COLL_ALL_TO_ALL_V: break; /* the core never hands it to a provider */
   }
   snprintf(fn, cap, "a collective of kind %d", (int)a->kind);
   return NULL;
@@ -89,6 +90,7 @@ static int nvsh_coll_run(const nvsh_state_t *st, const symm_coll_args_t *a, void
     case SYMM_COLL_ALL_TO_ALL:
       return st->lib->alltoallmem_on_stream(NVSH_TEAM_WORLD, dst, src,
                                             a->send_bytes / (size_t)st->size, stream);
+    case SYMM_COLL_ALL_TO_ALL_V: break;
   }
   return -1;
 }

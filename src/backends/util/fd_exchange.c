@@ -523,7 +523,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
                         "answered", peer, (int)p->pid, name);
     /* The store knows of losses the pid cannot show (another PID
      * namespace, a pid not known): a rank it lost never does its part. */
-    if (absent && symm_now_ns() >= store_look_ns) {
+    if (absent && fdx->store && symm_now_ns() >= store_look_ns) {
       store_look_ns = symm_now_ns() + FDX_STORE_LOOK_MS * 1000000ull;
       int lost = symm_store_lost_rank(fdx->store);
       if (lost == peer)

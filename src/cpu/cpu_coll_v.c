@@ -1,0 +1,295 @@
+/* CPU engine: all-to-all-v, on the frame and rounds of cpu_coll.c.
+ *
+ * Every rank stages what it sends in its own scratch half: a table of
+ * world x n_experts chunks {rows, first row in the staged data}, indexed
+ * by (destination, expert), then the chunks packed in that order.  Steps:
+ *  1. the table, from the host counts or the splits (memory this rank
+ *     reads); a sender whose splits are bad (negative, past send_rows) says
+ *     so in its verdict and stages nothing;
+ *  2. it stages when its scratch half holds what it needs, publishes that
+ *     need and its verdict, and syncs; the signatures must match, and a
+ *     bad verdict fails every rank before any data moves;
+ *  3. the largest need of any rank decides whether the scratch grows: the
+ *     same size on every rank, as a collective growth must be; then every
+ *     rank stages on the new scratch and syncs again;
+ *  4. every receiver reads its entries of every peer's table (checked
+ *     against that peer's staged bytes: a pad is read, never trusted),
+ *     places them as the mode says and checks them against its capacity
+ *     (device forms) or its recv_counts (host form); it publishes its
+ *     verdict and syncs once more, so every rank fails alike, naming the
+ *     rank that found the fault, before any data moves;
+ *  5. it copies, and the device forms write out_splits_offsets.
+ * No exit barrier: receivers read the senders' scratch halves, which the
+ * call two numbers later reuses only after every rank left this one. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_coll_int.h"
+
+enum { V_OK = 0, V_NEGATIVE, V_SEND_OVER, V_RECV_OVER, V_COUNT, V_PROTOCOL };
+
+typedef struct {
+  uint64_t rows, off; /* off: first row, in the staged data (table) or the buffer (src) */
+} chunk_t;
+
+/* One all-to-all-v in progress on frame c. */
+typedef struct {
+  coll_t *c;
+  const symm_coll_v_t *v;
+  int ne;                 /* chunks per peer */
+  size_t chunks;          /* world x ne */
+  size_t row_bytes, table_bytes;
+  uint64_t staged_rows;   /* rows this rank stages */
+  chunk_t *src;           /* [chunks] what this rank sends, where in sendbuf */
+  chunk_t *dst;           /* [chunks] what it receives (from p, expert e: p * ne + e) */
+  uint64_t *from;         /* [chunks] where in p's staged data, checked */
+  coll_verdict_t verdict; /* this rank's */
+} vcall_t;
+
+static chunk_t *table_of(const vcall_t *x, int r) { return (chunk_t *)cpu_coll_half(x->c, r); }
+
+/* ---------------------------------------------------------- the sender */
+
+static void bad(vcall_t *x, int code, int peer, uint64_t a, uint64_t b) {
+  if (!x->verdict.code) x->verdict = (coll_verdict_t){code, peer, a, b};
+}
+
+/* Rows and source row of chunk i = p * ne + e, from the counts. */
+static chunk_t send_chunk(const vcall_t *x, size_t i) {
+  const symm_coll_v_t *v = x->v;
+  const size_t w = (size_t)x->c->w, ne = (size_t)x->ne;
+  switch (v->mode) {
+    case SYMM_V_HOST: return (chunk_t){v->send_counts[i], v->send_displs[i]};
+    case SYMM_V_DEV_2D_COMBINE: {
+      const size_t at = (i % ne) * w + i / ne; /* expert-major e * world + p */
+      return (chunk_t){(uint64_t)v->in_splits[at], (uint64_t)v->in_splits[x->chunks + at]};
+    }
+    default: return (chunk_t){(uint64_t)v->in_splits[i], 0};
+  }
+}
+
+/* This rank's send table; a fault goes into its verdict. */
+static void build_send(vcall_t *x) {
+  const bool packed = x->v->mode == SYMM_V_DEV || x->v->mode == SYMM_V_DEV_2D;
+  const uint64_t cap = x->v->send_rows;
+  uint64_t at = 0;
+  for (size_t i = 0; i < x->chunks; i++) {
+    chunk_t ch = send_chunk(x, i);
+    if ((int64_t)ch.rows < 0 || (int64_t)ch.off < 0) {
+      bad(x, V_NEGATIVE, -1, i, (int64_t)ch.rows < 0 ? ch.rows : ch.off);
+      return;
+    }
+    if (packed) ch.off = at;
+    if (ch.rows && (ch.rows > cap || ch.off > cap - ch.rows)) { /* empty: anywhere */
+      bad(x, V_SEND_OVER, -1, packed ? at + ch.rows : ch.off + ch.rows, cap);
+      return;
+    }
+    x->src[i] = ch;
+    at += ch.rows; /* no wrap: each chunk is within cap, and there are few */
+  }
+  x->staged_rows = at;
+}
+
+/* Bytes this rank stages (its table even when it sends nothing). */
+static uint64_t need_of(const vcall_t *x) {
+  if (x->verdict.code) return 0;
+  uint64_t data;
+  if (__builtin_mul_overflow(x->staged_rows, (uint64_t)x->row_bytes, &data) ||
+      data > UINT64_MAX - x->table_bytes)
+    return UINT64_MAX;
+  return x->table_bytes + data;
+}
+
+static void stage(vcall_t *x) {
+  chunk_t *t = table_of(x, x->c->me);
+  char *data = (char *)t + x->table_bytes;
+  uint64_t at = 0;
+  for (size_t i = 0; i < x->chunks; i++) {
+    const chunk_t s = x->src[i];
+    t[i] = (chunk_t){s.rows, at};
+    if (s.rows)
+      memcpy(data + at * x->row_bytes, (const char *)x->c->a->sendbuf + s.off * x->row_bytes,
+             s.rows * x->row_bytes);
+    at += s.rows;
+  }
+}
+
+/* ---------------------------------------------------------- the verdicts */
+
+static void publish(vcall_t *x) {
+  cpu_coll_publish(x->c, 0, 0);
+  coll_detail_t *d = &x->c->pads[x->c->me]->detail[x->c->h];
+  d->need = need_of(x);
+  d->verdict[0] = x->verdict;
+}
+
+/* The first rank's fault in verdict `which`, the same words on every rank. */
+static symm_result_t verdicts(const coll_t *c, int which) {
+  for (int r = 0; r < c->w; r++) {
+    const coll_verdict_t *v = &c->pads[r]->detail[c->h].verdict[which];
+    if (!v->code) continue;
+    const char *fn = cpu_coll_kind_name(c->a->kind);
+    const unsigned long long seq = (unsigned long long)c->seq, a = v->a, b = v->b;
+    switch (v->code) {
+      case V_NEGATIVE:
+        return symm_error(SYMM_ERR_INVALID_ARG, "symm_%s #%llu: rank %d's splits entry %llu is "
+                          "%lld; no rank moved any data", fn, seq, r, a, (long long)b);
+      case V_SEND_OVER:
+        return symm_error(SYMM_ERR_INVALID_ARG, "symm_%s #%llu: rank %d's splits reach row %llu "
+                          "of sendbuf, which holds %llu rows; no rank moved any data", fn, seq, r,
+                          a, b);
+      case V_RECV_OVER:
+        return symm_error(SYMM_ERR_INVALID_ARG, "symm_%s #%llu: rank %d would receive up to "
+                          "row %llu, its recvbuf holds %llu rows; no rank moved any data", fn,
+                          seq, r, a, b);
+      case V_COUNT:
+        return symm_error(SYMM_ERR_MISMATCH, "symm_%s #%llu: rank %d sends %llu elements to rank "
+                          "%d, whose recv_counts[%d] is %llu; no rank moved any data", fn, seq,
+                          v->peer, a, r, v->peer, b);
+      default:
+        return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d's table for rank %d is "
+                          "past the %llu bytes it staged; no rank moved any data", fn, seq,
+                          v->peer, r, b);
+    }
+  }
+  return SYMM_SUCCESS;
+}
+
+/* ---------------------------------------------------------- the receiver */
+
+/* Peer p's entry for this rank's chunk e, checked against what p staged. */
+static bool read_entry(vcall_t *x, int p, int e, chunk_t *out) {
+  const coll_t *c = x->c;
+  const uint64_t need = c->pads[p]->detail[c->h].need;
+  *out = table_of(x, p)[(size_t)c->me * (size_t)x->ne + (size_t)e];
+  uint64_t end;
+  if (need >= x->table_bytes && !__builtin_add_overflow(out->off, out->rows, &end) &&
+      !__builtin_mul_overflow(end, (uint64_t)x->row_bytes, &end) && end <= need - x->table_bytes)
+    return true;
+  bad(x, V_PROTOCOL, p, (uint64_t)e, need);
+  return false;
+}
+
+/* Where chunk (p, e) lands, as the mode places it; *at runs on. */
+static uint64_t place(const vcall_t *x, int p, int e, uint64_t *at) {
+  const symm_coll_v_t *v = x->v;
+  if (v->mode == SYMM_V_HOST) return v->recv_displs[p];
+  if (v->mode == SYMM_V_DEV_2D && p == 0) /* a new expert block */
+    *at = (*at + v->major_align - 1) / v->major_align * v->major_align;
+  (void)e;
+  return *at;
+}
+
+/* Reads this rank's column of every table, places it and checks it. */
+static void build_recv(vcall_t *x) {
+  const coll_t *c = x->c;
+  const symm_coll_v_t *v = x->v;
+  const bool expert_major = v->mode == SYMM_V_DEV_2D;
+  uint64_t at = 0, furthest = 0;
+  for (int i = 0; i < c->w * x->ne && !x->verdict.code; i++) {
+    /* expert-major visits (e, p); every other mode (p, e) */
+    const int p = expert_major ? i % c->w : i / x->ne, e = expert_major ? i / c->w : i % x->ne;
+    chunk_t ch;
+    if (!read_entry(x, p, e, &ch)) return;
+    if (v->mode == SYMM_V_HOST && ch.rows != v->recv_counts[p]) {
+      bad(x, V_COUNT, p, ch.rows, v->recv_counts[p]);
+      return;
+    }
+    const uint64_t dst = place(x, p, e, &at);
+    if (ch.rows && dst + ch.rows > furthest) furthest = dst + ch.rows;
+    if (v->mode != SYMM_V_HOST) at = dst + ch.rows;
+    x->dst[(size_t)p * (size_t)x->ne + (size_t)e] = (chunk_t){ch.rows, dst};
+    x->from[(size_t)p * (size_t)x->ne + (size_t)e] = ch.off;
+  }
+  if (furthest > v->recv_rows) bad(x, V_RECV_OVER, -1, furthest, v->recv_rows);
+}
+
+static void copy_in(vcall_t *x) {
+  const coll_t *c = x->c;
+  for (int k = 1; k <= c->w; k++) {
+    const int p = (c->me + k) % c->w;
+    const char *data = (const char *)table_of(x, p) + x->table_bytes;
+    for (int e = 0; e < x->ne; e++) {
+      const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
+      if (x->dst[i].rows)
+        memcpy((char *)c->a->recvbuf + x->dst[i].off * x->row_bytes,
+               data + x->from[i] * x->row_bytes, x->dst[i].rows * x->row_bytes);
+    }
+  }
+}
+
+/* out_splits_offsets of the device forms: [2][chunks], in the mode's order. */
+static void write_splits(const vcall_t *x) {
+  const symm_coll_v_t *v = x->v;
+  if (v->mode == SYMM_V_HOST) return;
+  const size_t w = (size_t)x->c->w, ne = (size_t)x->ne;
+  for (size_t p = 0; p < w; p++)
+    for (size_t e = 0; e < ne; e++) {
+      const size_t at = v->mode == SYMM_V_DEV_2D ? e * w + p : p * ne + e;
+      v->out_splits_offsets[at] = (int64_t)x->dst[p * ne + e].rows;
+      v->out_splits_offsets[x->chunks + at] = (int64_t)x->dst[p * ne + e].off;
+    }
+}
+
+/* ---------------------------------------------------------- the call */
+
+/* Steps 2 and 3: every rank staged on a scratch that holds every rank's
+ * need, and every verdict so far is clean. */
+static symm_result_t stage_all(vcall_t *x) {
+  coll_t *c = x->c;
+  symm_tensor_t *s = symm_comm_scratch_current(c->comm);
+  if (!s) SYMM_CHECK(symm_comm_scratch(c->comm, 1, &s)); /* as any first call of nothing */
+  SYMM_CHECK(cpu_coll_attach(c, s, false));
+  const uint64_t mine = need_of(x);
+  if (!x->verdict.code && mine <= cpu_coll_half_capacity(s)) stage(x);
+  publish(x);
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
+  SYMM_CHECK(cpu_coll_check_match(c));
+  SYMM_CHECK(verdicts(c, 0));
+  uint64_t most = 0;
+  for (int r = 0; r < c->w; r++)
+    if (c->pads[r]->detail[c->h].need > most) most = c->pads[r]->detail[c->h].need;
+  if (most <= cpu_coll_half_capacity(s)) return SYMM_SUCCESS;
+  if (most > (uint64_t)INT64_MAX / 2)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_all_to_all_v #%llu: a rank stages %llu bytes, "
+                      "more than a scratch tensor can hold", (unsigned long long)c->seq,
+                      (unsigned long long)most);
+  SYMM_CHECK(symm_comm_scratch(c->comm, 2 * (size_t)most, &s));
+  SYMM_CHECK(cpu_coll_attach(c, s, true));
+  stage(x);
+  publish(x);
+  return cpu_coll_sync(c, PHASE_ARRIVED, "arrive");
+}
+
+static symm_result_t run(vcall_t *x) {
+  SYMM_CHECK(stage_all(x));
+  build_recv(x);
+  x->c->pads[x->c->me]->detail[x->c->h].verdict[1] = x->verdict;
+  SYMM_CHECK(cpu_coll_sync(x->c, PHASE_STAGED, "check its counts"));
+  SYMM_CHECK(verdicts(x->c, 1));
+  copy_in(x);
+  write_splits(x);
+  return SYMM_SUCCESS;
+}
+
+symm_result_t cpu_coll_v_run(coll_t *c) {
+  const symm_coll_v_t *v = c->a->v;
+  vcall_t x = {.c = c, .v = v, .ne = v->n_experts, .chunks = (size_t)c->w * (size_t)v->n_experts,
+               .row_bytes = v->row_elems * c->esize};
+  x.table_bytes = symm_round_up(x.chunks * sizeof(chunk_t), SCRATCH_ALIGN);
+  x.src = calloc(2 * x.chunks, sizeof(chunk_t));
+  x.from = calloc(x.chunks, sizeof *x.from);
+  if (!x.src || !x.from) {
+    free(x.src);
+    free(x.from);
+    return symm_error(SYMM_ERR_NO_MEMORY, "symm_all_to_all_v: out of memory");
+  }
+  x.dst = x.src + x.chunks;
+  build_send(&x);
+  symm_result_t res = run(&x);
+  free(x.src);
+  free(x.from);
+  return res;
+}

@@ -1,0 +1,322 @@
+/* CPU engine: the frame every collective runs on, as cpu_coll.c's top
+ * describes: waiting on the round of a call (arrivals, the gate, the
+ * errors of a call given up), the descriptors and the mismatch check, the
+ * scratch halves.  The collectives themselves are in cpu_coll.c and
+ * cpu_coll_v.c. */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_coll_int.h"
+
+const char *cpu_coll_kind_name(int kind) {
+  switch (kind) {
+    case SYMM_COLL_ALL_REDUCE: return "all_reduce";
+    case SYMM_COLL_ALL_GATHER: return "all_gather";
+    case SYMM_COLL_REDUCE_SCATTER: return "reduce_scatter";
+    case SYMM_COLL_BROADCAST: return "broadcast";
+    case SYMM_COLL_ALL_TO_ALL: return "all_to_all";
+    case SYMM_COLL_ALL_TO_ALL_V: return "all_to_all_v";
+  }
+  return "?";
+}
+
+/* ------------------------------------------------------------- waiting */
+
+static uint64_t flag_of(const coll_t *c, int r) {
+  return atomic_load_explicit(&c->pads[r]->slot[c->h].flag, memory_order_acquire);
+}
+
+static uint64_t left_of(const coll_t *c, int r) {
+  return atomic_load(&c->pads[r]->left);
+}
+
+/* Writes "rank, rank..." of the peers whose flag is below target into list. */
+static int list_behind(const coll_t *c, uint64_t target, char *list, size_t cap) {
+  size_t n = 0;
+  int missing = 0;
+  list[0] = '\0';
+  for (int r = 0; r < c->w; r++) {
+    if (r == c->me || flag_of(c, r) >= target) continue;
+    if (n + 16 < cap) {
+      int k = snprintf(list + n, cap - n, "%s%d", missing ? ", " : "", r);
+      n += k > 0 ? (size_t)k : 0;
+    } else if (n + 4 < cap) {
+      n += (size_t)snprintf(list + n, cap - n, "...");
+    }
+    missing++;
+  }
+  return missing;
+}
+
+static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char *what) {
+  char list[200];
+  int missing = list_behind(c, target, list, sizeof list);
+  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank%s "
+                    "%s to %s; the call is given up on every rank", cpu_coll_kind_name(c->a->kind),
+                    (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm),
+                    missing > 1 ? "s" : "", missing ? list : "(none left)", what);
+}
+
+/* This call's round was given up by a peer before every rank arrived:
+ * `late`, this rank arrived after that (it was slow, or stopped; a peer
+ * whose process is gone without leaving the call makes it PEER_LOST:
+ * that loss is why the others gave up, or ends the job anyway; one that
+ * left the call and then exited is not lost); else a peer stopped
+ * waiting while this rank waited too, for the ranks still behind, and a
+ * rank behind whose process is gone makes it PEER_LOST. */
+static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_target) {
+  for (int r = 0; late && r < c->w; r++) {
+    int32_t pid = symm_comm_peer_pid(c->comm, r);
+    if (r != c->me && left_of(c, r) < c->seq && pid > 0 && symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; the call "
+                        "was given up, and fails on every rank", cpu_coll_kind_name(c->a->kind),
+                        (unsigned long long)c->seq, r, (int)pid);
+  }
+  char who[200] = "", behind[200];
+  size_t n = 0;
+  for (int r = 0; r < c->w; r++)
+    if (r != c->me && left_of(c, r) >= c->seq && n + 16 < sizeof who)
+      n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
+  const char *name = cpu_coll_kind_name(c->a->kind);
+  const unsigned long long seq = (unsigned long long)c->seq;
+  if (late)
+    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: %s%s gave this call up before every rank "
+                      "arrived (this rank came late: slow, or stopped); it fails on every rank",
+                      name, seq, n ? "rank " : "a peer", who);
+  int missing = list_behind(c, flag_target, behind, sizeof behind);
+  for (int r = 0; r < c->w; r++) {
+    int32_t pid = symm_comm_peer_pid(c->comm, r);
+    if (r != c->me && flag_of(c, r) < flag_target && pid > 0 && symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did not "
+                        "arrive, and the call is given up on every rank", name, seq, r, (int)pid);
+  }
+  return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out waiting for rank%s %s (%s%s gave "
+                    "the call up after %d ms); it fails on every rank", name, seq,
+                    missing > 1 ? "s" : "", missing ? behind : "(none left)",
+                    n ? "rank " : "a peer", who, symm_comm_timeout_ms(c->comm));
+}
+
+/* The first peer below `target`, whose process a wait watches. */
+static int first_behind(const coll_t *c, uint64_t target) {
+  for (int k = 1; k < c->w; k++) {
+    int r = (c->me + k) % c->w;
+    if (flag_of(c, r) < target) return r;
+  }
+  return -1;
+}
+
+static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
+  symm_backoff_start_until(b, c->deadline, symm_comm_local_size(c->comm));
+  symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
+}
+
+/* This rank arrives at `phase` of the call: its flag, then the round. */
+symm_result_t cpu_coll_arrive(coll_t *c, int phase) {
+  atomic_store_explicit(&c->pads[c->me]->slot[c->h].flag, c->seq * PHASES + (uint64_t)phase,
+                        memory_order_release);
+  c->syncs++;
+  cpu_state(c->comm)->arrived[c->h] = c->seq;
+  if (symm_round_arrive(c->round, c->seq, c->syncs * (uint32_t)c->w) == SYMM_ROUND_GIVEN_UP)
+    return given_up_error(c, true, 0);
+  return SYMM_SUCCESS;
+}
+
+/* Waits until every rank arrived at `phase` as often as this rank has.
+ * At the deadline, or with a peer's process gone, it gives the round up,
+ * unless the round completed meanwhile. */
+symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what) {
+  const uint32_t target = c->syncs * (uint32_t)c->w;
+  const uint64_t flag_target = c->seq * PHASES + (uint64_t)phase;
+  symm_round_state_t st = symm_round_state(c->round, c->seq, target);
+  if (st == SYMM_ROUND_WAIT) {
+    int watched = first_behind(c, flag_target);
+    symm_backoff_t b;
+    start_backoff(c, &b, watched);
+    unsigned polls = 0;
+    while ((st = symm_round_state(c->round, c->seq, target)) == SYMM_ROUND_WAIT) {
+      if (symm_backoff_pause(&b)) {
+        if ((++polls & 255) == 0 && watched >= 0 && flag_of(c, watched) >= flag_target)
+          symm_backoff_watch(&b, (watched = first_behind(c, flag_target)) >= 0
+                                     ? symm_comm_peer_pid(c->comm, watched) : 0);
+        continue;
+      }
+      if (!symm_round_give_up(c->round, c->seq, target)) break; /* completed after all */
+      if (b.lost)
+        return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
+                          "did not %s", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq,
+                          watched, (int)symm_comm_peer_pid(c->comm, watched), what);
+      return timeout_error(c, flag_target, what);
+    }
+    if (st == SYMM_ROUND_GIVEN_UP) return given_up_error(c, false, flag_target);
+  } else if (st == SYMM_ROUND_GIVEN_UP) {
+    return given_up_error(c, false, flag_target);
+  }
+  /* Every rank arrived at this call, so every rank has left the one before. */
+  cpu_state_t *cs = cpu_state(c->comm);
+  if (c->syncs == 1 && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what) {
+  SYMM_CHECK(cpu_coll_arrive(c, phase));
+  return cpu_coll_wait(c, phase, what);
+}
+
+/* Waits until every peer has left call seq - 2, whose slot, round word and
+ * scratch half this call reuses.  A peer that already left this call gave
+ * it up without arriving: it fails here at once. */
+static symm_result_t gate(coll_t *c) {
+  cpu_state_t *cs = cpu_state(c->comm);
+  c->slow_gate = false;
+  if (c->seq <= cs->all_left + 2) return SYMM_SUCCESS;
+  c->slow_gate = true;
+  const uint64_t need = c->seq - 2;
+  symm_backoff_t b;
+  bool started = false;
+  for (;;) {
+    uint64_t least = c->seq - 1; /* this rank's own */
+    int slow = -1;
+    for (int r = 0; r < c->w; r++) {
+      if (r == c->me) continue;
+      uint64_t l = left_of(c, r);
+      if (l >= c->seq) return given_up_error(c, true, 0);
+      if (l < least) least = l, slow = r;
+    }
+    if (least >= need) {
+      if (least > cs->all_left) cs->all_left = least;
+      return SYMM_SUCCESS;
+    }
+    if (!started) start_backoff(c, &b, slow);
+    started = true;
+    symm_backoff_watch(&b, symm_comm_peer_pid(c->comm, slow));
+    if (symm_backoff_pause(&b)) continue;
+    if (b.lost)
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did "
+                        "not finish call #%llu", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq,
+                        slow, (int)symm_comm_peer_pid(c->comm, slow),
+                        (unsigned long long)least + 1);
+    return symm_error(SYMM_ERR_TIMEOUT, "symm_%s #%llu: timed out after %d ms waiting for rank "
+                      "%d to leave call #%llu, which it came to late (slow, or stopped); this "
+                      "call is given up on every rank", cpu_coll_kind_name(c->a->kind),
+                      (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm), slow,
+                      (unsigned long long)least + 1);
+  }
+}
+
+/* Takes this call's round word over from call seq - 2.  After a slow gate
+ * a peer may have given this call up without arriving and looked at the
+ * word before this rank took it: its left says so. */
+static symm_result_t take_round(coll_t *c) {
+  if (!symm_round_take(c->round, c->seq)) return given_up_error(c, true, 0);
+  if (!c->slow_gate) return SYMM_SUCCESS;
+  for (int r = 0; r < c->w; r++)
+    if (r != c->me && left_of(c, r) >= c->seq) {
+      symm_round_give_up(c->round, c->seq, UINT32_MAX);
+      return given_up_error(c, true, 0);
+    }
+  return SYMM_SUCCESS;
+}
+
+/* --------------------------------------------- descriptors, mismatches */
+
+void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset) {
+  const symm_coll_args_t *a = c->a;
+  coll_pad_t *p = c->pads[c->me];
+  p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
+  p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
+                                    (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo};
+}
+
+/* The call of detail d; with `algo`, the all-reduce algorithm too. */
+static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
+  const char *dt = symm_dtype_name((symm_dtype_t)d->dtype);
+  int n = snprintf(out, cap, "symm_%s(count %llu, %s", cpu_coll_kind_name(d->kind),
+                   (unsigned long long)d->count, dt ? dt : "?");
+  if (n < 0 || (size_t)n >= cap) return;
+  const char *op = symm_redop_name((symm_redop_t)d->op);
+  const char *an = symm_algo_name((symm_algo_t)d->algo);
+  if (d->kind == SYMM_COLL_ALL_REDUCE && algo)
+    snprintf(out + n, cap - (size_t)n, ", %s, algorithm %s)", op ? op : "?", an ? an : "?");
+  else if (symm_coll_reduces(d->kind))
+    snprintf(out + n, cap - (size_t)n, ", %s)", op ? op : "?");
+  else if (d->kind == SYMM_COLL_BROADCAST)
+    snprintf(out + n, cap - (size_t)n, ", root %d)", d->root);
+  else if (d->kind == SYMM_COLL_ALL_TO_ALL_V)
+    snprintf(out + n, cap - (size_t)n, ", %s)", d->root == SYMM_V_HOST ? "host counts"
+                                                : d->root == SYMM_V_DEV ? "device splits"
+                                                : d->root == SYMM_V_DEV_2D ? "2-D device splits"
+                                                                           : "2-D combine");
+  else
+    snprintf(out + n, cap - (size_t)n, ")");
+}
+
+/* Whether some rank arrived in a host call of this number (cpu_host_call)
+ * rather than a collective: every rank sees the same table once all
+ * arrived, so every rank in a collective decides alike and meets it. */
+bool cpu_coll_peer_in_host_call(const coll_t *c) {
+  for (int r = 0; r < c->w; r++)
+    if (c->pads[r]->slot[c->h].brief.sig == SYMM_COLL_SIG_HOST_CALL) return true;
+  return false;
+}
+
+/* Every rank compares the same table against rank 0, so every rank reaches
+ * the same verdict and the same message. */
+symm_result_t cpu_coll_check_match(const coll_t *c) {
+  if (cpu_coll_peer_in_host_call(c)) return symm_comm_meet_host_call(c->comm);
+  for (int r = 0; r < c->w; r++) {
+    if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
+                      "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
+                      (unsigned long long)c->seq, r, cpu_coll_kind_name(c->pads[r]->detail[c->h].kind));
+  }
+  uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
+  for (int r = 1; r < c->w; r++) {
+    if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
+    const coll_detail_t *d = &c->pads[r]->detail[c->h], *d0 = &c->pads[0]->detail[c->h];
+    char mine[160], theirs[160];
+    const bool algo = d->algo != d0->algo;
+    describe(d, algo, theirs, sizeof theirs);
+    describe(d0, algo, mine, sizeof mine);
+    return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d called %s, rank 0 called %s%s",
+                      (unsigned long long)c->seq, r, theirs, mine,
+                      algo ? " (set the same SYMM_ALLREDUCE_ALGO or "
+                             "symm_comm_set_allreduce_algo on every rank)"
+                           : "");
+  }
+  return SYMM_SUCCESS;
+}
+
+/* The halves sit at fixed places (not at multiples of this call's need),
+ * so that a call of another size never lands on the half the previous call
+ * may still be read from. */
+size_t cpu_coll_half_capacity(const symm_tensor_t *s) {
+  return symm_tensor_nbytes(s) / 2 & ~(size_t)(SCRATCH_ALIGN - 1);
+}
+
+char *cpu_coll_half(const coll_t *c, int r) {
+  return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
+}
+
+/* Works on scratch s from now on: its pads, its round of this call (after
+ * the gate).  `grown`: the ranks just made s together inside this call, so
+ * every rank has left the calls before it. */
+symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
+  c->scratch = s;
+  c->half_stride = cpu_coll_half_capacity(s);
+  for (int r = 0; r < c->w; r++) {
+    void *p;
+    SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
+    c->pads[r] = p;
+  }
+  cpu_state_t *cs = cpu_state(c->comm);
+  if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
+  if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
+  c->round = &c->pads[0]->round[c->h].word;
+  c->syncs = 0;
+  SYMM_CHECK(gate(c));
+  return take_round(c);
+}
+
