@@ -12,6 +12,7 @@
 #include "fake_util.h"
 #include "harness.h"
 #include "kernels/coll_abi.h"
+#include "symm_backend.h"
 #include "symmem.h"
 
 /* The last launch of this process; false (name empty) when there is none. */

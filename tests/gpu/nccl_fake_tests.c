@@ -730,7 +730,8 @@ static int a2av_launch_rank(int rank, int size, void *arg) {
   (void)rank, (void)size, (void)arg;
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
-  symm_tensor_t *buf = alloc_u64(comm, 8192), *board = alloc_u64(comm, 8);
+  symm_tensor_t *buf = alloc_1d(comm, 8192, SYMM_DTYPE_U64);
+  symm_tensor_t *board = alloc_1d(comm, 8, SYMM_DTYPE_U64);
   ASSERT_MSG(buf && board, "alloc: %s", symm_last_error());
   ASSERT_OK(symm_tensor_rendezvous(buf));
   ASSERT_OK(symm_tensor_rendezvous(board));
