@@ -35,11 +35,13 @@
 enum { A2AV_HOST = 0, A2AV_DEV = 1, A2AV_DEV_2D = 2, A2AV_COMBINE = 3 };
 /* Chunks are cut into pieces of at least this many bytes, one block each
  * (blocks taken round-robin from the chunk's index on, so that small
- * chunks spread over the grid)... */
+ * chunks spread over the grid). */
 #define A2AV_MIN_PIECE 4096u
-/* ...and a piece of this size or more is copied by the whole block, a
- * smaller one by one warp. */
-#define A2AV_BLOCK_PIECE 2048u
+/* A block's pieces are copied in units of this many bytes, one warp each,
+ * round-robin: what a warp moves with COLL_UNROLL 16-byte loads a lane in
+ * flight.  Many small pieces keep every warp busy, and so does one large
+ * piece. */
+#define A2AV_UNIT (32u * 16u * COLL_UNROLL)
 
 struct a2av_piece {
   uint64_t src, dst, bytes;
@@ -261,19 +263,21 @@ static __device__ uint32_t a2av_list(const a2av_area &A, uint32_t n, Piece piece
       });
 }
 
-/* Copies the n pieces of A.list: big ones with the whole block, small ones
- * one warp each, round-robin. */
+/* Copies the n pieces of A.list in units of A2AV_UNIT: unit u of the
+ * pieces laid end to end goes to warp u % warps. */
 static __device__ void a2av_copy_list(const a2av_area &A, uint32_t n, bool vec) {
-  const uint32_t warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  uint32_t small = 0;
+  const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  uint32_t w0 = 0; /* the warp that takes the current piece's first unit */
   for (uint32_t m = 0; m < n; m++) {
     const a2av_piece p = A.list[m];
-    char *dst = (char *)(uintptr_t)p.dst;
-    const char *src = (const char *)(uintptr_t)p.src;
-    if (p.bytes >= A2AV_BLOCK_PIECE)
-      coll_copy_by(dst, src, p.bytes, vec, threadIdx.x, blockDim.x);
-    else if (small++ % nwarps == warp)
-      coll_copy_by(dst, src, p.bytes, vec, threadIdx.x & 31u, 32u);
+    const uint64_t units = (p.bytes + A2AV_UNIT - 1) / A2AV_UNIT;
+    for (uint64_t u = (warp + nw - w0) % nw; u < units; u += nw) {
+      const uint64_t off = u * A2AV_UNIT;
+      const uint64_t len = p.bytes - off < A2AV_UNIT ? p.bytes - off : A2AV_UNIT;
+      coll_copy_by((char *)(uintptr_t)(p.dst + off), (const char *)(uintptr_t)(p.src + off), len,
+                   vec, lane, 32u);
+    }
+    w0 = (uint32_t)((w0 + units) % nw);
   }
 }
 
