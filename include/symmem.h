@@ -93,6 +93,12 @@ extern "C" {
  * Local; never fails. */
 SYMM_API int symm_version(void);
 
+/* The CPUs this process may run on (its affinity, as symmem-run --bind-to
+ * or another launcher left it): "cpus 2 (bound: 1 of this host's 8)" or
+ * "cpus 0-7 (all 8 of this host: not bound)", NUL-terminated in out[cap]
+ * (truncated to fit); returns out.  Local, no communicator needed. */
+SYMM_API const char *symm_cpu_binding(char *out, size_t cap);
+
 /* ------------------------------------------------------------------------ */
 /* Results and errors                                                       */
 /* ------------------------------------------------------------------------ */
@@ -905,6 +911,50 @@ SYMM_API symm_result_t symm_signal_barrier(symm_tensor_t *tensor, int channel,
 SYMM_API int symm_signal_channels(const symm_tensor_t *tensor);
 
 /*
+ * One-sided puts and gets from the host, stream-ordered: no kernel of the
+ * caller's, no peer taking part.
+ *  - symm_put: `bytes` from src (this process's memory: host memory, or
+ *    device memory on GPU backends) to rank `peer`'s data of `tensor` at
+ *    byte dst_offset.
+ *  - symm_get: `bytes` of rank `peer`'s data of `tensor` from byte
+ *    src_offset into dst.
+ *  - symm_put_signal: symm_put, then symm_signal_put to `peer` on
+ *    `channel`: the peer's symm_signal_wait on that channel returns only
+ *    once the data has landed (the signal follows the copy on the stream;
+ *    host backend: the copy, then the signal's release store).
+ *  - symm_put_batch: n puts {peer, dst_offset, src, bytes} on one stream,
+ *    in order; all are checked before the first is issued.
+ * GPU backends copy with the copy engine (cuMemcpyAsync on `stream`, a
+ * cudaStream_t; NULL: the legacy default stream), leaving the SMs to
+ * kernels, and can be captured in a CUDA graph; the host backend copies at
+ * once (stream must be NULL).  peer may be this rank (a local copy).  What
+ * the peer reads without a signal or barrier in between is unordered with
+ * the copy, as with any remote write.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL tensor, src or dst with bytes > 0;
+ * peer out of range; the range [offset, offset + bytes) not inside the
+ * tensor's nbytes, both named; channel out of range; a stream on the
+ * host backend), SYMM_ERR_STATE (tensor not rendezvoused),
+ * SYMM_ERR_UNSUPPORTED (the peer is not load/store reachable and the
+ * backend has no put of its own: the message names the peer),
+ * SYMM_ERR_BACKEND (the copy could not be issued).  Local.
+ */
+SYMM_API symm_result_t symm_put(symm_tensor_t *tensor, int peer, size_t dst_offset,
+                                const void *src, size_t bytes, symm_stream_t stream);
+SYMM_API symm_result_t symm_get(symm_tensor_t *tensor, int peer, size_t src_offset, void *dst,
+                                size_t bytes, symm_stream_t stream);
+SYMM_API symm_result_t symm_put_signal(symm_tensor_t *tensor, int peer, size_t dst_offset,
+                                       const void *src, size_t bytes, int channel,
+                                       symm_stream_t stream);
+typedef struct symm_put_desc {
+  int peer;
+  size_t dst_offset;
+  const void *src;
+  size_t bytes;
+} symm_put_desc_t;
+SYMM_API symm_result_t symm_put_batch(symm_tensor_t *tensor, const symm_put_desc_t *puts,
+                                      size_t n, symm_stream_t stream);
+
+/*
  * Stream-ordered 32-bit writes (PyTorch symm_mem's stream_write_value32_
  * and memset32_), for flags and signal words of one's own protocols.
  * symm_write_value32 writes `value` to the 32-bit word at ptr after the
@@ -1216,6 +1266,9 @@ SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_al
 SYMM_API symm_result_t symm_all_reduce_algo(symm_comm_t *comm, size_t count, symm_dtype_t dtype,
                                             symm_algo_t *algo);
 
+/* On a communicator of one rank every collective below is its input: in
+ * place it returns at once, out of place it is one stream-ordered copy
+ * (GPU: cuMemcpyAsync, no kernel, no scratch), as NCCL does. */
 /* recvbuf[i] = op over ranks of sendbuf[i], i < count. */
 SYMM_API symm_result_t symm_all_reduce(symm_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, symm_dtype_t dtype, symm_redop_t op,

@@ -415,3 +415,222 @@ TEST_IMPL(bench_algo_env) {
   free(out);
   return 0;
 }
+
+/* --coll all_to_all_v: uniform and skewed splits, in and out of place,
+ * several dtypes, 2 to 4 ranks; every received value checked.  Sizes are
+ * what each rank sends: the count column is size / element size. */
+TEST_IMPL(bench_all_to_all_v) {
+  static const struct { int ranks; const char *args, *split; } cases[] = {
+      {2, "--dtype f32 --inplace 1", "skew 1 (fixed seed, the same for every sender); "
+                                     "rank p gets: 50.0% 50.0%"},
+      {2, "--dtype f32 --inplace 0 --skew 4", "skew 4 "},
+      {3, "--dtype bf16 --inplace 1 --skew 8", "skew 8 "},
+      {3, "--dtype i64 --inplace 0 --skew 1.5", "skew 1.5 "},
+      {4, "--dtype u8 --inplace 1 --skew 16", "skew 16 "},
+  };
+  char *out = malloc(OUT_CAP);
+  char args[512];
+  table_row_t rows[MAX_ROWS];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(args, sizeof args, "--coll all_to_all_v %s -b 12 -e 8K -f 5 -n 2 -w 1 -c 1",
+             cases[i].args);
+    int rc = run_bench(out, cases[i].ranks, args);
+    ASSERT_EQ(rc, 0);
+    assert_table_header(out);
+    ASSERT_STR_CONTAINS(out, "#  collective: all_to_all_v ");
+    ASSERT_STR_CONTAINS(out, "#  split: ");
+    ASSERT_STR_CONTAINS(out, cases[i].split);
+    int n = parse_table(out, rows, MAX_ROWS);
+    ASSERT_GE(n, 4);
+    for (int r = 0; r < n; r++) {
+      ASSERT(strcmp(rows[r].wrong, "0") == 0);
+      ASSERT(strcmp(rows[r].op, "none") == 0);
+      ASSERT(strcmp(rows[r].algo, "-") == 0);
+      ASSERT(rows[r].count > 0 && rows[r].bytes % rows[r].count == 0);
+      ASSERT(rows[r].time_us > 0);
+    }
+    ASSERT_STR_CONTAINS(out, "# Out of bounds values : 0 OK");
+  }
+  /* The shares of a skew of 4 at 2 ranks: 1 to 4, every sender alike. */
+  int rc = run_bench(out, 2, "--coll all_to_all_v --skew 4 -b 1K -e 1K -n 1 -w 0");
+  ASSERT_EQ(rc, 0);
+  ASSERT(strstr(out, "rank p gets: 20.0% 80.0%") || strstr(out, "rank p gets: 80.0% 20.0%"));
+  /* Wrong values are seen (rank 0's first 3 each size), and JSON says the split. */
+  rc = run_bench(out, 3, "--coll all_to_all_v --skew 2 -b 1K -e 4K -f 4 -n 1 -w 0 "
+                         "--inject-errors 3");
+  ASSERT_EQ(rc, 1);
+  ASSERT_STR_CONTAINS(out, "# Out of bounds values : 6 FAILED");
+  rc = run_bench(out, 2, "--coll all_to_all_v --skew 4 -b 1K -e 1K -n 1 -w 0 --json");
+  ASSERT_EQ(rc, 0);
+  const char *json = strstr(out, "{\"tool\":\"symmem-bench\"");
+  ASSERT(json != NULL);
+  test_assert_json_shape(json);
+  ASSERT_STR_CONTAINS(json, "\"collective\":\"all_to_all_v\"");
+  ASSERT_STR_CONTAINS(json, "\"skew\":4,\"shares\":[");
+  ASSERT_STR_CONTAINS(json, "{\"size_bytes\":1024,\"count\":256,\"type\":\"f32\",\"op\":\"none\"");
+  free(out);
+  return 0;
+}
+
+/* --skew and -g values the tool refuses, each with a message that says
+ * why; -g that does not divide the ranks is refused once they exist. */
+TEST_IMPL(bench_skew_groups_usage) {
+  static const char *const bad_skew[] = {"0.5", "0", "-2", "abc", "inf", "nan", "2x", "''"};
+  char *out = malloc(OUT_CAP);
+  for (size_t i = 0; i < sizeof bad_skew / sizeof bad_skew[0]; i++) {
+    int rc = run_fmt(out, "%s --coll all_to_all_v --skew %s", test_tool_path("symmem-bench"),
+                     bad_skew[i]);
+    ASSERT_EQ(rc, 2);
+    ASSERT_STR_CONTAINS(out, "symmem-bench: --skew needs a ratio S >= 1 (the largest peer's "
+                             "share over the smallest; 1: uniform), not '");
+    ASSERT_STR_CONTAINS(out, "usage: symmem-bench");
+  }
+  int rc = run_fmt(out, "%s --skew 2", test_tool_path("symmem-bench"));
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "--skew shapes the split of --coll all_to_all_v; --coll all_reduce "
+                           "has none");
+  static const char *const bad_groups[] = {"-g 0", "-g x", "--groups -1", "-g"};
+  for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+    rc = run_fmt(out, "%s %s", test_tool_path("symmem-bench"), bad_groups[i]);
+    ASSERT_EQ(rc, 2);
+    ASSERT_STR_CONTAINS(out, "-g");
+    ASSERT_STR_CONTAINS(out, "usage: symmem-bench");
+  }
+  rc = run_fmt(out, "%s --help", test_tool_path("symmem-bench"));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "all_to_all_v");
+  ASSERT_STR_CONTAINS(out, "--skew S");
+  ASSERT_STR_CONTAINS(out, "-g, --groups N");
+  ASSERT_STR_CONTAINS(out, "contiguous blocks");
+  rc = run_bench(out, 4, "-g 3 -b 8 -e 8");
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "symmem-bench: -g 3 does not divide the 4 ranks of this job");
+  ASSERT(strstr(out, "size(B)") == NULL);
+  rc = run_bench(out, 4, "-g 2 --coll broadcast --root 2 -b 8 -e 8");
+  ASSERT_EQ(rc, 2);
+  ASSERT_STR_CONTAINS(out, "--root 2 is not a rank of this job's 2-rank groups");
+  free(out);
+  return 0;
+}
+
+/* The group column of a table: the last field of a data row. */
+static int row_group(const char *out, int index) {
+  int n = 0;
+  for (const char *line = out; line && *line;
+       line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    const char *p = line;
+    while (*p == ' ') p++;
+    if (p == line || *p < '0' || *p > '9') continue;
+    if (n++ != index) continue;
+    const char *end = strchr(line, '\n'), *last = end ? end : line + strlen(line);
+    while (last > line && last[-1] == ' ') last--;
+    while (last > line && last[-1] != ' ') last--;
+    return atoi(last);
+  }
+  return -1;
+}
+
+/* -g: groups of consecutive ranks timed side by side, a row per group and
+ * size, each checked; the CSV gains a group column. */
+TEST_IMPL(bench_groups) {
+  char *out = malloc(OUT_CAP);
+  table_row_t rows[MAX_ROWS];
+  static const char *const colls[] = {"all_reduce", "all_to_all_v --skew 3", "all_gather"};
+  char args[256];
+  for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+    snprintf(args, sizeof args, "-g 2 --coll %s -b 1K -e 16K -f 4 -n 2 -w 1", colls[c]);
+    int rc = run_bench(out, 4, args);
+    ASSERT_EQ(rc, 0);
+    assert_table_header(out);
+    ASSERT_STR_CONTAINS(out, "#  backend: host  ranks: 4  devices: cpu,cpu,cpu,cpu");
+    ASSERT_STR_CONTAINS(out, "#  groups: 2 of 2 ranks, consecutive");
+    ASSERT_STR_CONTAINS(out, "algo  group\n");
+    int n = parse_table(out, rows, MAX_ROWS);
+    ASSERT_EQ(n, 6); /* 1, 4 and 16 KiB, twice */
+    for (int i = 0; i < n; i++) {
+      ASSERT_EQ(rows[i].bytes, (size_t)1024 << (2 * (i / 2)));
+      ASSERT(strcmp(rows[i].wrong, "0") == 0);
+      ASSERT_EQ(row_group(out, i), i % 2);
+      /* 2 ranks a group: busbw = algbw (all-reduce) or algbw / 2. */
+      ASSERT(rows[i].busbw <= rows[i].algbw * 1.001 + 0.001);
+    }
+    ASSERT_STR_CONTAINS(out, "# Out of bounds values : 0 OK");
+  }
+  int rc = run_bench(out, 4, "-g 2 -b 1K -e 4K -f 4 -n 2 -w 1 --csv");
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "time_us,algbw_gbps,busbw_gbps,wrong,nccl_time_us,ratio,algo,group\n");
+  ASSERT_EQ(count_occurrences(out, "\nall_reduce,host,2,1,"), 4);
+  ASSERT_EQ(count_occurrences(out, ",one_shot,0\n") + count_occurrences(out, ",two_shot,0\n"), 2);
+  ASSERT_EQ(count_occurrences(out, ",one_shot,1\n") + count_occurrences(out, ",two_shot,1\n"), 2);
+  rc = run_bench(out, 4, "-g 4 -b 1K -e 1K -n 2 -w 1 --json");
+  ASSERT_EQ(rc, 0);
+  const char *json = strstr(out, "{\"tool\":\"symmem-bench\"");
+  ASSERT(json != NULL);
+  test_assert_json_shape(json);
+  ASSERT_STR_CONTAINS(json, "\"groups\":4,\"group_ranks\":1");
+  for (int g = 0; g < 4; g++) {
+    char want[32];
+    snprintf(want, sizeof want, "\"group\":%d}", g);
+    ASSERT_EQ(count_occurrences(json, want), 1);
+  }
+  /* --plot draws a line per group (where gnuplot is installed). */
+  if (run_fmt(out, "command -v gnuplot") == 0) {
+    char dir[] = "/tmp/symm-bench-XXXXXX", png[128], args2[256];
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(png, sizeof png, "%s/groups.png", dir);
+    snprintf(args2, sizeof args2, "-g 2 -b 1K -e 4K -f 4 -n 2 -w 1 --plot %s", png);
+    rc = run_bench(out, 4, args2);
+    ASSERT_EQ(rc, 0);
+    ASSERT_STR_CONTAINS(out, "# plot: ");
+    ASSERT_EQ(access(png, F_OK), 0);
+    unlink(png);
+    rmdir(dir);
+  }
+  free(out);
+  return 0;
+}
+
+/* bench/compare_mpi.sh COLL=all_to_all_v on a tiny sweep, where Open MPI
+ * is installed: a table per ranks and skew with the split in its title,
+ * every size of both sides joined, ratio = MPI / symmem, nothing wrong. */
+TEST_IMPL(bench_compare_mpi_all_to_all_v) {
+  char *out = malloc(OUT_CAP);
+  if (run_fmt(out, "command -v mpicc && command -v mpirun") != 0) {
+    free(out);
+    printf("SKIP: Open MPI (mpicc, mpirun) is not installed; apt-get install openmpi-bin "
+           "libopenmpi-dev\n");
+    return TEST_SKIP;
+  }
+  char script[1024];
+  snprintf(script, sizeof script, "%s", __FILE__);
+  char *slash = strrchr(script, '/');
+  ASSERT(slash != NULL);
+  snprintf(slash, sizeof script - (size_t)(slash - script), "/../bench/compare_mpi.sh");
+  char build[1024];
+  snprintf(build, sizeof build, "%s/..", test_tool_path(""));
+  int rc = run_fmt(out, "COLL=all_to_all_v RANKS=2 SKEWS='1 4' MINBYTES=1K MAXBYTES=4K "
+                   "ROUNDS=1 ITERS=2 WARMUP=1 sh %s %s", script, build);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_CONTAINS(out, "# f32 all-to-all-v, 2 ranks, skew 1 (rank p gets: 50.0% 50.0%)");
+  ASSERT(strstr(out, "# f32 all-to-all-v, 2 ranks, skew 4 (rank p gets: 20.0% 80.0%)") ||
+         strstr(out, "# f32 all-to-all-v, 2 ranks, skew 4 (rank p gets: 80.0% 20.0%)"));
+  ASSERT_EQ(count_occurrences(out, "ratio = MPI / symmem (> 1: symmem faster)"), 2);
+  int rows = 0;
+  for (const char *line = out; line && *line;
+       line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    size_t bytes;
+    double mpi, inpl, r1, oop, r2;
+    int wrong;
+    if (sscanf(line, " %zu %lf %lf %lf %lf %lf %d", &bytes, &mpi, &inpl, &r1, &oop, &r2,
+               &wrong) != 7)
+      continue;
+    ASSERT(bytes == 1024 || bytes == 2048 || bytes == 4096);
+    ASSERT_EQ(wrong, 0);
+    ASSERT(r1 > 0.99 * mpi / inpl - 0.002 && r1 < 1.01 * mpi / inpl + 0.002);
+    ASSERT(r2 > 0.99 * mpi / oop - 0.002 && r2 < 1.01 * mpi / oop + 0.002);
+    rows++;
+  }
+  ASSERT_EQ(rows, 6);
+  free(out);
+  return 0;
+}

@@ -1285,3 +1285,36 @@ TEST_IMPL(coll_forged_zero_copy_offset) {
   ASSERT_EQ(test_run_ranks_timed(2, forged_offset_rank, NULL, 30000, 20000), 0);
   return 0;
 }
+
+/* One rank: every collective is its input, in and out of place, every op
+ * (avg too) and kind; no scratch is made. */
+static int one_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  int32_t in[7] = {5, -3, 7, 0, 11, -13, 2}, out[7];
+  for (int op = 0; op < SYMM_REDUCE_COUNT_; op++) {
+    memset(out, 0, sizeof out);
+    ASSERT_OK(symm_all_reduce(comm, in, out, 7, SYMM_DTYPE_I32, (symm_redop_t)op, NULL));
+    ASSERT_MSG(memcmp(in, out, sizeof in) == 0, "all_reduce %s", symm_redop_name(op));
+    ASSERT_OK(symm_reduce_scatter(comm, in, in, 7, SYMM_DTYPE_I32, (symm_redop_t)op, NULL));
+  }
+  memset(out, 0, sizeof out);
+  ASSERT_OK(symm_all_gather(comm, in, out, 7, SYMM_DTYPE_I32, NULL));
+  ASSERT_MSG(memcmp(in, out, sizeof in) == 0, "all_gather");
+  memset(out, 0, sizeof out);
+  ASSERT_OK(symm_all_to_all(comm, in, out, 7, SYMM_DTYPE_I32, NULL));
+  ASSERT_MSG(memcmp(in, out, sizeof in) == 0, "all_to_all");
+  memset(out, 0, sizeof out);
+  ASSERT_OK(symm_broadcast(comm, in, out, 7, SYMM_DTYPE_I32, 0, NULL));
+  ASSERT_MSG(memcmp(in, out, sizeof in) == 0, "broadcast");
+  ASSERT_RES(symm_broadcast(comm, in, out, 7, SYMM_DTYPE_I32, 1, NULL), SYMM_ERR_INVALID_ARG);
+  ASSERT_MSG(symm_comm_scratch_current(comm) == NULL, "a one-rank collective made a scratch");
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_one_rank) {
+  ASSERT_EQ(test_run_ranks(1, one_rank, NULL), 0);
+  return 0;
+}

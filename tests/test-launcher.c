@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1053,6 +1054,48 @@ TEST_IMPL(launcher_info_usage) {
   rc = run_fmt(out, NULL, "%s --help", test_tool_path("symmem-info"));
   ASSERT_EQ(rc, 0);
   ASSERT_STR_CONTAINS(out, "--env");
+  free(out);
+  return 0;
+}
+
+/* --bind-to: with a core per rank each rank runs on one core of its own
+ * (the ranks see it in their affinity and the library reports it), none
+ * leaves them on all of symmem-run's CPUs, core with too few cores and a
+ * bad value are usage errors; -v says the choice and each rank's CPUs. */
+TEST_IMPL(launcher_bind_to) {
+  char *out = malloc(OUT_CAP);
+  ASSERT(out);
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus < 2) {
+    printf("SKIP: this process may run on %d CPU; binding needs 2\n", cpus);
+    free(out);
+    return TEST_SKIP;
+  }
+  const char *run = test_tool_path("symmem-run"), *info = test_tool_path("symmem-info");
+  ASSERT_EQ(run_fmt(out, NULL, "%s -v -n 2 --bind-to core -- sh -c 'taskset -pc $$; %s | grep "
+                    "^binding'", run, info), 0);
+  ASSERT_STR_CONTAINS(out, "symmem-run: binding core: 2 ranks");
+  ASSERT_STR_CONTAINS(out, "symmem-run: rank 0: cpus ");
+  ASSERT_EQ(count_occurrences(out, "(bound: "), 2);
+  /* Two different single-core lists: "current affinity list: N". */
+  int got[2] = {-1, -1}, n = 0;
+  for (const char *p = strstr(out, "affinity list: "); p && n < 2;
+       p = strstr(p + 1, "affinity list: "))
+    got[n++] = atoi(p + strlen("affinity list: "));
+  ASSERT_EQ(n, 2);
+  ASSERT_NE(got[0], got[1]);
+  ASSERT_EQ(run_fmt(out, NULL, "%s -v -n 2 --bind-to none -- %s", run, info), 0);
+  ASSERT_EQ(count_occurrences(out, "not bound"), 2 + 2); /* -v's lines, symmem-info's */
+  ASSERT_EQ(run_fmt(out, NULL, "%s -n %d --bind-to core -- true", run, cpus + 1), 2);
+  ASSERT_STR_CONTAINS(out, "needs a core per rank");
+  ASSERT_EQ(run_fmt(out, NULL, "%s -v -n %d -- true", run, cpus + 1), 0);
+  ASSERT_STR_CONTAINS(out, "(default: more ranks than cores)");
+  ASSERT_EQ(run_fmt(out, NULL, "%s -n 1 --bind-to socket -- true", run), 2);
+  ASSERT_STR_CONTAINS(out, "--bind-to takes core, numa or none");
+  ASSERT_EQ(run_fmt(out, NULL, "%s -v -n 3 --bind-to numa -- true", run), 0);
+  ASSERT_STR_CONTAINS(out, "binding numa: 3 ranks");
   free(out);
   return 0;
 }

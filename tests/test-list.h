@@ -11,6 +11,7 @@
 #include "list-coll.h"
 #include "list-coll-v.h"
 #include "list-signal.h"
+#include "list-put.h"
 #include "list-split.h"
 #include "list-callbacks.h"
 #include "list-seam.h"

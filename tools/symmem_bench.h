@@ -39,6 +39,7 @@ typedef enum bench_coll {
   BENCH_REDUCE_SCATTER,
   BENCH_BROADCAST,
   BENCH_ALL_TO_ALL,
+  BENCH_ALL_TO_ALL_V,
   BENCH_COLL_COUNT_
 } bench_coll_t;
 extern const char *const coll_names[BENCH_COLL_COUNT_];
@@ -61,6 +62,8 @@ typedef struct bench_options {
   bench_format_t format;
   const char *plot;       /* PNG path or NULL */
   int inject;             /* testing: values corrupted per size on rank 0 */
+  double skew;            /* all_to_all_v: largest peer share / smallest (>= 1) */
+  int groups;             /* -g: groups timed side by side (divides the ranks) */
 } bench_options_t;
 /* Returns -1 to go on, else the exit status (0 for --help). */
 int parse_options(int argc, char **argv, bench_options_t *opt);
@@ -85,6 +88,7 @@ typedef struct size_result {
   int64_t wrong;    /* all ranks; -1 when not checked */
   double nccl_us;   /* slowest rank; < 0 when not measured */
   const char *algo; /* all-reduce: the algorithm that ran (symm_all_reduce_algo); else "-" */
+  int group;        /* -g: the group that ran it */
 } size_result_t;
 
 /* What each rank posts in the store for one size. */
@@ -98,15 +102,21 @@ typedef struct rank_report {
 typedef struct layout {
   size_t count;               /* the count argument of the call */
   size_t send_elems, recv_elems;
+  size_t most_elems;          /* the largest buffer of any rank (a symmetric tensor's) */
   size_t total_elems;         /* the printed count */
   unsigned char *send, *recv;
+  /* all_to_all_v: this rank's counts and packed displacements, per rank
+   * (every rank sends the same split: symmem_bench_split.h) */
+  const size_t *send_counts, *send_displs, *recv_counts, *recv_displs;
 } layout_t;
 
 typedef struct bench {
   bench_options_t opt;
-  symm_comm_t *comm;
-  symm_store_t *store;
-  int rank, size, device;
+  symm_comm_t *comm;          /* this rank's group (the world without -g) */
+  symm_comm_t *world;
+  symm_store_t *store;        /* the world's */
+  int rank, size, device;     /* in the group */
+  int world_rank, world_size, group;
   size_t esize;
   size_t buf_bytes;           /* of each buffer */
   symm_tensor_t *tensor;      /* --inplace 1 */
@@ -116,7 +126,9 @@ typedef struct bench {
   void *stream;               /* cudaStream_t on GPU backends */
   int *devices;               /* rank 0: every rank's device */
   bench_nccl_t nccl;
-  size_result_t results[BENCH_MAX_SIZES];
+  size_t *split;              /* all_to_all_v: 4 x size counts and displacements */
+  double *shares;             /* all_to_all_v: size shares (symmem_bench_split.h) */
+  size_result_t *results;     /* rank 0: sizes x groups */
   int n_results;
 } bench_t;
 
@@ -153,6 +165,9 @@ void bench_sync(bench_t *b);
 void mem_put(bench_t *b, void *dst, const void *host, size_t bytes);
 void mem_get(bench_t *b, void *host, const void *src, size_t bytes);
 void mem_poison(bench_t *b, void *dst, size_t bytes);
+/* "bench/g<group>/" then fmt: a store key of this rank's group. */
+void bench_key(const bench_t *b, char *key, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* symmem_bench_check.c */
 /* Fills the buffers, makes one call through `call`, counts wrong values. */
@@ -163,7 +178,7 @@ double bus_factor(const bench_t *b);
 const char *op_column(const bench_t *b);
 void print_table_header(const bench_t *b);
 void print_table_row(const bench_t *b, const size_result_t *r);
-void print_csv_header(void);
+void print_csv_header(const bench_t *b);
 void print_csv_row(const bench_t *b, const size_result_t *r);
 void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw);
 

@@ -193,6 +193,12 @@ static double expected_value(const bench_t *b, const layout_t *l, size_t k) {
   case BENCH_BROADCAST: return input_value(b, b->opt.root, k);
   case BENCH_ALL_TO_ALL:
     return input_value(b, (int)(k / per), (size_t)b->rank * per + k % per);
+  case BENCH_ALL_TO_ALL_V: {
+    /* Every rank sends the same split: rank q's range for this rank starts
+     * where this rank's own range for itself does. */
+    size_t mine = l->recv_counts[0];
+    return input_value(b, (int)(k / mine), l->send_displs[b->rank] + k % mine);
+  }
   default: return NAN;
   }
 }
@@ -216,7 +222,7 @@ int64_t check_once(bench_t *b, const layout_t *l, void (*call)(bench_t *, const 
   call(b, l);
   bench_sync(b);
   mem_get(b, b->host_result, l->recv, l->recv_elems * es);
-  if (b->rank == 0)
+  if (b->world_rank == 0)
     for (size_t i = 0; i < l->recv_elems && i < (size_t)b->opt.inject; i++)
       elem_store(b->host_result, dt, i, elem_load(b->host_result, dt, i) + 1);
   int64_t wrong = 0;

@@ -1,5 +1,6 @@
-/* symmem-bench's ground floor: dying with one message, and the benchmark's
- * buffers, CPU memory on the host backend and this rank's GPU otherwise.
+/* symmem-bench's ground floor: dying with one message, the benchmark's
+ * buffers, CPU memory on the host backend and this rank's GPU otherwise,
+ * and the store keys of a group.
  * The rest of the tool calls these; these call nothing of the rest. */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -94,3 +95,13 @@ void mem_poison(bench_t *b, void *dst, size_t bytes) {
   memset(dst, BENCH_POISON, bytes);
 }
 
+
+/* ---- the store: keys of this rank's group (groups share the world's store) */
+
+void bench_key(const bench_t *b, char *key, size_t len, const char *fmt, ...) {
+  int n = snprintf(key, len, "bench/g%d/", b->group);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < len) vsnprintf(key + n, len - (size_t)n, fmt, ap);
+  va_end(ap);
+}

@@ -57,6 +57,18 @@ void call_nccl(bench_t *b, const layout_t *l) {
     if (rc == 0) rc = n->lib.group_end();
     else n->lib.group_end();
     break;
+  case BENCH_ALL_TO_ALL_V:
+    rc = n->lib.group_start();
+    for (int p = 0; p < b->size && rc == 0; p++) {
+      rc = n->lib.send(l->send + l->send_displs[p] * b->esize, l->send_counts[p] * scale, dt, p,
+                       n->comm, b->stream);
+      if (rc == 0)
+        rc = n->lib.recv(l->recv + l->recv_displs[p] * b->esize, l->recv_counts[p] * scale, dt,
+                         p, n->comm, b->stream);
+    }
+    if (rc == 0) rc = n->lib.group_end();
+    else n->lib.group_end();
+    break;
   default: break;
   }
   if (rc != 0)
@@ -82,7 +94,8 @@ static bool nccl_usable_here(bench_t *b) {
   else if (!nvls || strcmp(nvls, "0") != 0)
     snprintf(n->why, sizeof n->why, "NCCL_NVLS_ENABLE=%s; the GPU safety rule (README) runs "
              "NCCL only with NCCL_NVLS_ENABLE=0", nvls ? nvls : "(unset)");
-  else if (b->opt.inplace && b->opt.coll == BENCH_ALL_TO_ALL)
+  else if (b->opt.inplace && (b->opt.coll == BENCH_ALL_TO_ALL ||
+                              b->opt.coll == BENCH_ALL_TO_ALL_V))
     snprintf(n->why, sizeof n->why, "NCCL has no in-place all-to-all; use --inplace 0");
   else
     return symm_nccl_lib_load(&n->lib, setting_value("SYMM_NCCL_LIB"), n->why, sizeof n->why);
@@ -100,7 +113,7 @@ static void post_gpu_identity(bench_t *b) {
   ident[len++] = ' ';
   if (cudaDeviceGetPCIBusId(ident + len, (int)sizeof ident - len, b->device) != cudaSuccess)
     snprintf(ident + len, sizeof ident - (size_t)len, "device %d", b->device);
-  snprintf(key, sizeof key, "bench/nccl/gpu/%d", b->rank);
+  bench_key(b, key, sizeof key, "nccl/gpu/%d", b->rank);
   BENCH_CHECK(symm_store_set(b->store, key, ident, strlen(ident) + 1));
 }
 
@@ -112,7 +125,7 @@ static void find_shared_gpu(bench_t *b, char *why, size_t why_len) {
   for (int r = 0; r < b->size && !why[0]; r++) {
     char key[64];
     size_t len = 0;
-    snprintf(key, sizeof key, "bench/nccl/gpu/%d", r);
+    bench_key(b, key, sizeof key, "nccl/gpu/%d", r);
     BENCH_CHECK(symm_store_get(b->store, key, ids[r], sizeof ids[r], &len, -1));
     ids[r][sizeof ids[r] - 1] = 0;
     for (int q = 0; q < r && !why[0]; q++)
@@ -142,7 +155,9 @@ static void post_nccl_verdict(bench_t *b, const char *why, const symm_nccl_uniqu
     len = sizeof *id;
     memcpy(msg + 1, id, len);
   }
-  BENCH_CHECK(symm_store_set(b->store, "bench/nccl/id", msg, 1 + len));
+  char key[64];
+  bench_key(b, key, sizeof key, "nccl/id");
+  BENCH_CHECK(symm_store_set(b->store, key, msg, 1 + len));
 }
 #endif
 
@@ -160,7 +175,7 @@ void nccl_setup(bench_t *b) {
   char key[64], verdict[sizeof n->why + 32];
   bool ok = nccl_usable_here(b);
   snprintf(verdict, sizeof verdict, "%s", ok ? "" : n->why);
-  snprintf(key, sizeof key, "bench/nccl/%d", b->rank);
+  bench_key(b, key, sizeof key, "nccl/%d", b->rank);
   BENCH_CHECK(symm_store_set(b->store, key, verdict, strlen(verdict) + 1));
   post_gpu_identity(b);
   symm_nccl_unique_id_t id;
@@ -169,7 +184,7 @@ void nccl_setup(bench_t *b) {
     /* The first rank's reason stands for all. */
     char why[sizeof verdict] = "";
     for (int r = 0; r < b->size && !why[0]; r++) {
-      snprintf(key, sizeof key, "bench/nccl/%d", r);
+      bench_key(b, key, sizeof key, "nccl/%d", r);
       BENCH_CHECK(symm_store_get(b->store, key, verdict, sizeof verdict, &len, -1));
       verdict[sizeof verdict - 1] = 0;
       if (verdict[0]) snprintf(why, sizeof why, "rank %d: %s", r, verdict);
@@ -182,15 +197,16 @@ void nccl_setup(bench_t *b) {
   /* A tag byte, then the id or the reason: told apart by length alone, a
    * reason of 127 characters (and its NUL) would pass for an id. */
   char reply[1 + (sizeof n->why > sizeof id ? sizeof n->why : sizeof id)];
-  BENCH_CHECK(symm_store_get(b->store, "bench/nccl/id", reply, sizeof reply, &len, -1));
+  bench_key(b, key, sizeof key, "nccl/id");
+  BENCH_CHECK(symm_store_get(b->store, key, reply, sizeof reply, &len, -1));
   if (len == 1 + sizeof id && reply[0] == BENCH_NCCL_TAG_ID) {
     memcpy(&id, reply + 1, sizeof id);
   } else if (len >= 1 && reply[0] == BENCH_NCCL_TAG_REFUSED) {
     snprintf(n->why, sizeof n->why, "%.*s", (int)(len - 1), reply + 1);
     return;
   } else {
-    bench_die("store key bench/nccl/id holds %zu bytes that are neither an NCCL id nor a "
-              "reason", len);
+    bench_die("store key %s holds %zu bytes that are neither an NCCL id nor a reason", key,
+              len);
   }
   /* On the nccl backend NCCL runs on the backend's own communicator, so
    * that its collectives work on the same registered windows as ours. */

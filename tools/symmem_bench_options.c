@@ -1,13 +1,16 @@
 /* symmem-bench's command line. */
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "symmem_bench.h"
 #include "tool_common.h"
 
 const char *const coll_names[BENCH_COLL_COUNT_] = {
-    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"};
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "all_to_all_v"};
 
 static void print_usage(FILE *out) {
   fprintf(out,
@@ -26,7 +29,9 @@ static void print_usage(FILE *out) {
           "                           (the #wrong column; default 1); with --graph, one\n"
           "                           replay of a graph capturing the call\n"
           "      --coll C             all_reduce (default), all_gather, reduce_scatter,\n"
-          "                           broadcast, all_to_all\n"
+          "                           broadcast, all_to_all, all_to_all_v\n"
+          "      --skew S             all_to_all_v: the largest peer's share over the\n"
+          "                           smallest, S >= 1 (default 1: uniform); see below\n"
           "      --op OP              sum (default), min, max, prod, avg (reductions only)\n"
           "      --dtype T            f32 (default), f16, bf16, f64, i8, i16, i32, i64, u8,\n"
           "                           u16, u32, u64, f8e4m3, f8e5m2\n"
@@ -35,6 +40,11 @@ static void print_usage(FILE *out) {
           "      --inplace 0|1        1 (default): buffers inside a symmetric tensor,\n"
           "                           in place; 0: ordinary memory, out of place\n"
           "      --root R             broadcast root (default 0)\n"
+          "  -g, --groups N           split the ranks into N groups of consecutive ranks\n"
+          "                           (contiguous blocks: group g holds ranks g*n/N ..\n"
+          "                           (g+1)*n/N - 1; N must divide the n ranks) and time\n"
+          "                           them all at once, side by side, one row per group\n"
+          "                           and size (default 1)\n"
           "      --graph              GPU: capture the timed calls in one CUDA graph\n"
           "      --nccl 0|1           GPU: also time NCCL where it loads (default 1)\n"
           "      --csv                print CSV instead of the table\n"
@@ -45,10 +55,17 @@ static void print_usage(FILE *out) {
           "  -h, --help               show this help\n"
           "\n"
           "Sizes are the bytes of the whole result (nccl-tests: all_gather,\n"
-          "reduce_scatter and all_to_all split them over the ranks).  time is the\n"
-          "mean per call of the slowest rank; algbw = size / time; busbw = algbw\n"
-          "times 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter,\n"
-          "all_to_all) or 1 (broadcast).  ratio = time / nccl_time.\n"
+          "reduce_scatter and all_to_all split them over the ranks); for\n"
+          "all_to_all_v the bytes each rank sends (on average over the ranks, and\n"
+          "exactly: every rank sends the same split).  all_to_all_v's split is\n"
+          "skewed like mixture-of-experts routing: rank p's share is\n"
+          "S^(k_p/(n-1)), k a permutation of the ranks drawn from a fixed seed, the\n"
+          "same for every sender, so the hottest rank receives S times what the\n"
+          "coldest does.  time is the mean per call of the slowest rank (of each\n"
+          "group with -g); algbw = size / time; busbw = algbw times 2(n-1)/n\n"
+          "(all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all,\n"
+          "all_to_all_v) or 1 (broadcast), n the ranks of a group.\n"
+          "ratio = time / nccl_time.\n"
           "NCCL runs only with NCCL_NVLS_ENABLE=0 (set when unset); SYMM_NCCL_LIB\n"
           "names the library (default libnccl.so.2).\n");
 }
@@ -76,8 +93,18 @@ bool coll_reduces(bench_coll_t coll) {
 
 enum {
   OPT_COLL = 256, OPT_OP, OPT_DTYPE, OPT_ALGO, OPT_INPLACE, OPT_ROOT, OPT_GRAPH, OPT_NCCL,
-  OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT
+  OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT, OPT_SKEW
 };
+
+/* --skew: a finite ratio >= 1. */
+static bool parse_skew(const char *text, double *skew) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || !isfinite(v) || v < 1.0) return false;
+  *skew = v;
+  return true;
+}
 
 /* The valid --coll names, comma-separated, into buf. */
 static const char *coll_list(char *buf, size_t len) {
@@ -88,9 +115,10 @@ static const char *coll_list(char *buf, size_t len) {
   return buf;
 }
 
-/* What the output flags chose, kept until every option is read. */
+/* What the output flags chose, and whether --skew was given, kept until
+ * every option is read. */
 typedef struct {
-  bool csv, json;
+  bool csv, json, skew;
 } output_flags_t;
 
 /* One option c with its argument; -1 to go on, else the exit status. */
@@ -166,6 +194,16 @@ static int parse_one(int c, const char *arg, char **argv, bench_options_t *opt,
     if (!tool_parse_int(arg, 0, 1 << 30, &opt->inject))
       return usage_error("--inject-errors needs a number >= 0, not '%s'", arg);
     return -1;
+  case OPT_SKEW:
+    if (!parse_skew(arg, &opt->skew))
+      return usage_error("--skew needs a ratio S >= 1 (the largest peer's share over the "
+                         "smallest; 1: uniform), not '%s'", arg);
+    out->skew = true;
+    return -1;
+  case 'g':
+    if (!tool_parse_int(arg, 1, 1 << 20, &opt->groups))
+      return usage_error("-g/--groups needs a number of groups >= 1, not '%s'", arg);
+    return -1;
   case 'h': print_usage(stdout); return 0;
   case ':': return usage_error("option %s needs a value", argv[optind - 1]);
   default:
@@ -181,6 +219,9 @@ static int check_options(bench_options_t *opt, const output_flags_t *out) {
   if (opt->min_bytes > opt->max_bytes)
     return usage_error("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", opt->min_bytes,
                        opt->max_bytes);
+  if (out->skew && opt->coll != BENCH_ALL_TO_ALL_V)
+    return usage_error("--skew shapes the split of --coll all_to_all_v; --coll %s has none",
+                       coll_names[opt->coll]);
   return -1;
 }
 
@@ -205,16 +246,19 @@ int parse_options(int argc, char **argv, bench_options_t *opt) {
       {"json", no_argument, NULL, OPT_JSON},
       {"plot", required_argument, NULL, OPT_PLOT},
       {"inject-errors", required_argument, NULL, OPT_INJECT},
+      {"skew", required_argument, NULL, OPT_SKEW},
+      {"groups", required_argument, NULL, 'g'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   *opt = (bench_options_t){.min_bytes = 8, .max_bytes = 32u << 20, .step_factor = 2,
                            .iters = 20, .warmup = 5, .check = 1, .coll = BENCH_ALL_REDUCE,
                            .op = SYMM_REDUCE_SUM, .dtype = SYMM_DTYPE_F32,
-                           .algo = SYMM_ALGO_AUTO, .inplace = 1, .nccl = 1};
+                           .algo = SYMM_ALGO_AUTO, .inplace = 1, .nccl = 1, .skew = 1.0,
+                           .groups = 1};
   output_flags_t out = {0};
   opterr = 0; /* our own messages, followed by the usage */
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:n:w:c:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:n:w:c:g:h", longopts, NULL)) != -1) {
     int status = parse_one(c, optarg ? optarg : "", argv, opt, &out);
     if (status >= 0) return status;
   }

@@ -34,6 +34,19 @@ static void gnuplot_string(FILE *out, const char *s) {
   fputc('\'', out);
 }
 
+/* One plot command: column `mine` (and NCCL's column `nccl`) against the
+ * size, a line per group. */
+static void plot_lines(FILE *gp, const bench_t *b, const char *data, int mine, int nccl) {
+  const char *name = b->opt.groups > 1 ? "sprintf('symmem group %d', g)" : "'symmem'";
+  const char *nccl_name = b->opt.groups > 1 ? "sprintf('nccl group %d', g)" : "'nccl'";
+  fprintf(gp, "plot for [g=0:%d] '%s' index g using 1:%d with linespoints title %s",
+          b->opt.groups - 1, data, mine, name);
+  if (b->nccl.used)
+    fprintf(gp, ", for [g=0:%d] '%s' index g using 1:%d with linespoints title %s",
+            b->opt.groups - 1, data, nccl, nccl_name);
+  fprintf(gp, "\n");
+}
+
 /* Draws time and bus bandwidth against size.  Returns 0, or 1 with the
  * reason on stderr. */
 int plot(const bench_t *b) {
@@ -50,13 +63,19 @@ int plot(const bench_t *b) {
     if (fd >= 0) close(fd);
     return BENCH_EXIT_FAIL;
   }
-  for (int i = 0; i < b->n_results; i++) {
-    const size_result_t *r = &b->results[i];
-    fprintf(f, "%zu %.6g %.6g ", r->bytes, r->time_us, r->busbw);
-    if (r->nccl_us > 0)
-      fprintf(f, "%.6g %.6g\n", r->nccl_us, (double)r->bytes / (r->nccl_us * 1e3) * bus_factor(b));
-    else
-      fprintf(f, "NaN NaN\n");
+  /* One data block per group (gnuplot's index), two blank lines apart. */
+  for (int g = 0; g < b->opt.groups; g++) {
+    for (int i = 0; i < b->n_results; i++) {
+      const size_result_t *r = &b->results[i];
+      if (r->group != g) continue;
+      fprintf(f, "%zu %.6g %.6g ", r->bytes, r->time_us, r->busbw);
+      if (r->nccl_us > 0)
+        fprintf(f, "%.6g %.6g\n", r->nccl_us,
+                (double)r->bytes / (r->nccl_us * 1e3) * bus_factor(b));
+      else
+        fprintf(f, "NaN NaN\n");
+    }
+    fprintf(f, "\n\n");
   }
   fclose(f);
   /* gnuplot draws to its stdout when it cannot open the output file, and
@@ -69,17 +88,16 @@ int plot(const bench_t *b) {
   }
   fprintf(gp, "set terminal pngcairo size 900,900 noenhanced\nset output ");
   gnuplot_string(gp, b->opt.plot);
-  fprintf(gp, "\nset datafile missing 'NaN'\nset multiplot layout 2,1 title '%s %s %s, %d ranks, "
+  fprintf(gp, "\nset datafile missing 'NaN'\nset multiplot layout 2,1 title '%s %s %s, %d ranks%s, "
               "%s backend%s'\n",
           coll_names[b->opt.coll], symm_dtype_name(b->opt.dtype), op_column(b), b->size,
-          symm_backend_name(symm_comm_backend(b->comm)), b->opt.graph ? ", graph" : "");
+          b->opt.groups > 1 ? " per group" : "", symm_backend_name(symm_comm_backend(b->comm)),
+          b->opt.graph ? ", graph" : "");
   fprintf(gp, "set logscale x 2\nset format x '%%.0b%%BB'\nset xlabel 'size'\nset grid\n"
               "set key top left\nset logscale y\nset ylabel 'time (us)'\n");
-  fprintf(gp, "plot '%s' using 1:2 with linespoints title 'symmem'%s\n", data,
-          b->nccl.used ? ", '' using 1:4 with linespoints title 'nccl'" : "");
+  plot_lines(gp, b, data, 2, 4);
   fprintf(gp, "unset logscale y\nset ylabel 'bus bandwidth (GB/s)'\n");
-  fprintf(gp, "plot '%s' using 1:3 with linespoints title 'symmem'%s\n", data,
-          b->nccl.used ? ", '' using 1:5 with linespoints title 'nccl'" : "");
+  plot_lines(gp, b, data, 3, 5);
   fprintf(gp, "unset multiplot\n");
   int st = pclose(gp);
   unlink(data);

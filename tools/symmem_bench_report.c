@@ -14,12 +14,19 @@ double bus_factor(const bench_t *b) {
   }
 }
 
+/* The sum of all_to_all_v's shares (they print as parts of the whole). */
+static double share_total(const bench_t *b) {
+  double t = 0;
+  for (int p = 0; p < b->size; p++) t += b->shares[p];
+  return t > 0 ? t : 1;
+}
+
 const char *op_column(const bench_t *b) {
   return coll_reduces(b->opt.coll) ? symm_redop_name(b->opt.op) : "none";
 }
 
 static void print_devices(const bench_t *b, FILE *out) {
-  for (int r = 0; r < b->size; r++) {
+  for (int r = 0; r < b->world_size; r++) {
     if (r) fputc(',', out);
     if (b->devices[r] < 0) fputs("cpu", out);
     else fprintf(out, "%d", b->devices[r]);
@@ -44,16 +51,28 @@ static void print_settings(void) {
   printf("%s\n", shown ? "" : " defaults");
 }
 
+/* all_to_all_v: the part of its size every rank sends each rank. */
+static void print_split(const bench_t *b) {
+  printf("#  split: skew %g (fixed seed, the same for every sender); rank p gets:", b->opt.skew);
+  for (int p = 0; p < b->size && p < 16; p++)
+    printf(" %.1f%%", 100.0 * b->shares[p] / share_total(b));
+  printf("%s\n", b->size > 16 ? " ..." : "");
+}
+
 void print_table_header(const bench_t *b) {
   const bench_options_t *o = &b->opt;
   int v = symm_version();
   printf("# symmem-bench %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
   printf("#  backend: %s  ranks: %d  devices: ", symm_backend_name(symm_comm_backend(b->comm)),
-         b->size);
+         b->world_size);
   print_devices(b, stdout);
   printf("\n#  collective: %s  dtype: %s  op: %s  algo: %s  inplace: %d  root: %d\n",
          coll_names[o->coll], symm_dtype_name(o->dtype), op_column(b), symm_algo_name(o->algo),
          o->inplace, o->root);
+  if (o->groups > 1)
+    printf("#  groups: %d of %d ranks, consecutive (group g: ranks %d*g .. %d*g+%d), timed "
+           "side by side; a row per group\n", o->groups, b->size, b->size, b->size, b->size - 1);
+  if (o->coll == BENCH_ALL_TO_ALL_V) print_split(b);
   printf("#  iterations: %d  warmup: %d  check: %d  graph: %d\n", o->iters, o->warmup, o->check,
          o->graph ? 1 : 0);
   print_settings();
@@ -69,6 +88,7 @@ void print_table_header(const bench_t *b) {
   printf("#%13s  %12s  %5s  %5s  %10s  %11s  %11s  %6s  %8s", "size(B)", "count(elems)", "type",
          "op", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo");
   if (b->nccl.used) printf("  %13s  %6s", "nccl_time(us)", "ratio");
+  if (o->groups > 1) printf("  %5s", "group");
   printf("\n");
   fflush(stdout);
 }
@@ -81,13 +101,15 @@ void print_table_row(const bench_t *b, const size_result_t *r) {
          symm_dtype_name(b->opt.dtype), op_column(b), r->time_us, r->algbw, r->busbw, wrong,
          r->algo);
   if (b->nccl.used) printf("  %13.2f  %6.3f", r->nccl_us, r->time_us / r->nccl_us);
+  if (b->opt.groups > 1) printf("  %5d", r->group);
   printf("\n");
   fflush(stdout);
 }
 
-void print_csv_header(void) {
+/* With -g a last column says the group (its ranks: the ranks column). */
+void print_csv_header(const bench_t *b) {
   printf("collective,backend,ranks,inplace,size_bytes,count,type,op,time_us,algbw_gbps,"
-         "busbw_gbps,wrong,nccl_time_us,ratio,algo\n");
+         "busbw_gbps,wrong,nccl_time_us,ratio,algo%s\n", b->opt.groups > 1 ? ",group" : "");
 }
 
 void print_csv_row(const bench_t *b, const size_result_t *r) {
@@ -98,7 +120,9 @@ void print_csv_row(const bench_t *b, const size_result_t *r) {
   printf(",");
   if (r->nccl_us >= 0) printf("%.3f,%.4f", r->nccl_us, r->time_us / r->nccl_us);
   else printf(",");
-  printf(",%s\n", r->algo);
+  printf(",%s", r->algo);
+  if (b->opt.groups > 1) printf(",%d", r->group);
+  printf("\n");
   fflush(stdout);
 }
 
@@ -119,16 +143,25 @@ void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) {
   printf("{\"tool\":\"symmem-bench\",\"version\":\"%d.%d.%d\",\"config\":{\"backend\":",
          v / 10000, v / 100 % 100, v % 100);
   json_string(stdout, symm_backend_name(symm_comm_backend(b->comm)));
-  printf(",\"ranks\":%d,\"devices\":[", b->size);
+  printf(",\"ranks\":%d,\"devices\":[", b->world_size);
   /* As the table says it: a GPU ordinal, or "cpu" for a host-backend rank. */
-  for (int r = 0; r < b->size; r++) {
+  for (int r = 0; r < b->world_size; r++) {
     if (b->devices[r] < 0) printf("%s\"cpu\"", r ? "," : "");
     else printf("%s%d", r ? "," : "", b->devices[r]);
   }
   printf("],\"collective\":\"%s\",\"dtype\":\"%s\",\"op\":\"%s\",\"algo\":\"%s\","
-         "\"inplace\":%d,\"root\":%d,\"iters\":%d,\"warmup\":%d,\"check\":%d,\"graph\":%d},",
+         "\"inplace\":%d,\"root\":%d,\"iters\":%d,\"warmup\":%d,\"check\":%d,\"graph\":%d,"
+         "\"groups\":%d,\"group_ranks\":%d",
          coll_names[o->coll], symm_dtype_name(o->dtype), op_column(b), symm_algo_name(o->algo),
-         o->inplace, o->root, o->iters, o->warmup, o->check, o->graph ? 1 : 0);
+         o->inplace, o->root, o->iters, o->warmup, o->check, o->graph ? 1 : 0, o->groups,
+         b->size);
+  if (o->coll == BENCH_ALL_TO_ALL_V) {
+    printf(",\"skew\":%.17g,\"shares\":[", o->skew);
+    for (int p = 0; p < b->size; p++)
+      printf("%s%.6g", p ? "," : "", b->shares[p] / share_total(b));
+    printf("]");
+  }
+  printf("},");
   printf("\"nccl\":{\"used\":%s,", b->nccl.used ? "true" : "false");
   if (b->nccl.used) printf("\"version\":%d}", b->nccl.lib.version);
   else {
@@ -148,7 +181,9 @@ void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) {
     if (r->nccl_us >= 0)
       printf(",\"nccl_time_us\":%.3f,\"ratio\":%.4f", r->nccl_us, r->time_us / r->nccl_us);
     else printf(",\"nccl_time_us\":null,\"ratio\":null");
-    printf(",\"algo\":\"%s\"}", r->algo);
+    printf(",\"algo\":\"%s\"", r->algo);
+    if (o->groups > 1) printf(",\"group\":%d", r->group);
+    printf("}");
   }
   printf("],\n\"out_of_bounds\":");
   if (o->check) printf("%lld", (long long)wrong_total);

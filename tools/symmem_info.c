@@ -201,6 +201,8 @@ static void print_report(const info_t *info) {
   printf("\n");
   print_selection(info);
   print_multicast(info);
+  char cpus[256];
+  printf("binding: %s\n", symm_cpu_binding(cpus, sizeof cpus));
   printf("\n");
   print_set_settings();
 }
@@ -272,7 +274,10 @@ static void print_json(const info_t *info) {
   json_string(info->backend_env_ok ? NULL : info->backend_error);
   printf(",\"multicast\":{\"allowed\":false,\"reason\":");
   json_string(info->multicast_why);
-  printf("},\"settings\":[");
+  char cpus[256];
+  printf("},\"binding\":");
+  json_string(symm_cpu_binding(cpus, sizeof cpus));
+  printf(",\"settings\":[");
   for (size_t i = 0; i < symm_setting_count(); i++) {
     symm_setting_info_t d;
     if (symm_setting_get(i, &d) != SYMM_SUCCESS) continue;

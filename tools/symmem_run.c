@@ -2,7 +2,8 @@
  * symmem-run: starts a job's key-value store and N ranks of a program on
  * this host.
  *
- *   symmem-run -n N [-p] [--bind ADDR] [--port P] [--timeout S] [--] PROG ARGS
+ *   symmem-run -n N [-p] [-v] [--bind-to core|numa|none] [--bind ADDR] [--port P]
+ *              [--timeout S] [--] PROG ARGS
  *
  * The store runs in this process (a thread of symm_store_server_*), so the
  * ranks are started with SYMM_STORE_EXTERNAL=1 and rank 0 does not serve one.
@@ -51,6 +52,7 @@
 #include <unistd.h>
 
 #include "symmem.h"
+#include "symmem_run_bind.h"
 #include "tool_common.h"
 
 extern char **environ;
@@ -72,6 +74,8 @@ typedef struct run_options {
   const char *bind;
   int port;
   double timeout_s; /* 0: none */
+  run_bind_t bind_to;
+  bool verbose;
   char **argv;      /* the program and its arguments */
 } run_options_t;
 
@@ -94,6 +98,7 @@ typedef struct rank_proc {
 
 typedef struct job {
   run_options_t opt;
+  run_binding_t binding;
   rank_proc_t *ranks;
   int started, running;
   symm_store_server_t *server;
@@ -196,6 +201,11 @@ static void print_usage(FILE *out) {
           "options:\n"
           "  -n, --np N          number of ranks, 1..%d (required)\n"
           "  -p, --prefix        start every output line of rank r with \"[r] \"\n"
+          "      --bind-to WHAT  core: each rank on a core of its own (all its hardware\n"
+          "                      threads), numa: the ranks round-robin over the NUMA\n"
+          "                      nodes, none; default: core when there is a core per\n"
+          "                      rank, else none (within symmem-run's own CPUs)\n"
+          "  -v, --verbose       say how the ranks are bound, and where each runs\n"
           "      --bind ADDR     address the store listens on (default 127.0.0.1)\n"
           "      --port P        port of the store (default: any free port)\n"
           "      --timeout SECS  stop the job after SECS seconds (exit status 124)\n"
@@ -231,30 +241,37 @@ static int usage_error(const char *fmt, ...) {
 }
 
 
-enum { OPT_BIND = 256, OPT_PORT, OPT_TIMEOUT, OPT_VERSION };
+enum { OPT_BIND = 256, OPT_PORT, OPT_TIMEOUT, OPT_VERSION, OPT_BIND_TO };
 
 /* Returns -1 to go on, else the exit status (0 for --help/--version). */
 static int parse_options(int argc, char **argv, run_options_t *opt) {
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
       {"prefix", no_argument, NULL, 'p'},
+      {"bind-to", required_argument, NULL, OPT_BIND_TO},
+      {"verbose", no_argument, NULL, 'v'},
       {"bind", required_argument, NULL, OPT_BIND},
       {"port", required_argument, NULL, OPT_PORT},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, OPT_VERSION},
       {NULL, 0, NULL, 0}};
-  *opt = (run_options_t){0, false, "127.0.0.1", 0, 0.0, NULL};
+  *opt = (run_options_t){0, false, "127.0.0.1", 0, 0.0, RUN_BIND_DEFAULT, false, NULL};
   opterr = 0; /* our own messages, followed by the usage */
   int c;
   /* '+': options end at PROGRAM, so its own options are left alone. */
-  while ((c = getopt_long(argc, argv, "+:n:ph", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+:n:phv", longopts, NULL)) != -1) {
     switch (c) {
     case 'n':
       if (!tool_parse_int(optarg, 1, RUN_MAX_RANKS, &opt->np))
         return usage_error("-n needs a number of ranks from 1 to 4096, not '%s'", optarg);
       break;
     case 'p': opt->prefix = true; break;
+    case 'v': opt->verbose = true; break;
+    case OPT_BIND_TO:
+      if (run_bind_parse(optarg, &opt->bind_to) != 0)
+        return usage_error("--bind-to takes core, numa or none, not '%s'", optarg);
+      break;
     case OPT_BIND:
       if (!*optarg) return usage_error("--bind needs an address");
       opt->bind = optarg;
@@ -415,6 +432,7 @@ __attribute__((noreturn)) static void exec_rank(const job_t *job, int rank, int 
   if (out_fds[0] >= 0) dup2(out_fds[0], 1);
   if (out_fds[1] >= 0) dup2(out_fds[1], 2);
   sigprocmask(SIG_SETMASK, mask, NULL);
+  run_bind_apply(&job->binding, rank);
   execvpe(job->opt.argv[0], job->opt.argv, envp);
   int err = errno;
   ssize_t w = write(err_report, &err, sizeof err);
@@ -927,6 +945,23 @@ static void report_exec_failure(const job_t *job, int err) {
   say("symmem-run: cannot execute '%s': %s\n", job->opt.argv[0], strerror(err));
 }
 
+/* The ranks' CPUs (--bind-to), said with -v. */
+static int plan_binding(job_t *job) {
+  char err[256];
+  if (run_bind_plan(job->opt.bind_to, job->opt.np, &job->binding, err, sizeof err) != 0) {
+    say("symmem-run: %s\n", err);
+    return -1;
+  }
+  if (!job->opt.verbose) return 0;
+  say("symmem-run: binding %s\n", job->binding.why);
+  for (int r = 0; r < job->opt.np; r++) {
+    char where[512];
+    run_bind_describe(&job->binding, r, where, sizeof where);
+    say("symmem-run: rank %d: %s\n", r, where);
+  }
+  return 0;
+}
+
 static int start_ranks(job_t *job) {
   rank_env_t env;
   if (rank_env_init(&env, job) != 0) {
@@ -1010,6 +1045,10 @@ int main(int argc, char **argv) {
   }
   make_store_addr(&job);
   if (job.opt.timeout_s > 0) job.deadline = now_ms() + (uint64_t)llround(job.opt.timeout_s * 1000);
+  if (plan_binding(&job) != 0) {
+    rc = RUN_EXIT_USAGE;
+    goto out;
+  }
 
   if (start_ranks(&job) != 0) record_exit(&job, 1);
   /* A job with missing ranks cannot make progress: stop the ones started. */
@@ -1018,6 +1057,7 @@ int main(int argc, char **argv) {
   rc = job.exit_code < 0 ? 0 : job.exit_code;
 
 out:
+  run_bind_free(&job.binding);
   symm_store_server_stop(job.server);
   free(job.ranks);
   free(job.scratch);

@@ -133,6 +133,7 @@ class Buffer(NamedTuple):
     dtype: DType
     device: int      # -1: CPU memory
     readonly: bool
+    shape: Tuple[int, ...]  # row-major sizes; () for a 0-d array
 
 
 def _contiguous(shape: Sequence[int], strides: Optional[Sequence[int]], unit: int) -> bool:
@@ -238,7 +239,8 @@ class Borrowed:
         if not _contiguous(shape, strides, 1):
             _not_contiguous(self.what)
         device = _device_of(t.device.device_type, t.device.device_id, self.what)
-        return Buffer((t.data or 0) + t.byte_offset, _numel(shape), dtype, device, readonly)
+        return Buffer((t.data or 0) + t.byte_offset, _numel(shape), dtype, device, readonly,
+                      tuple(int(s) for s in shape))
 
     def _from_interface(self, iface: Dict[str, Any], cuda: bool) -> Buffer:
         data = iface.get("data")
@@ -255,7 +257,8 @@ class Borrowed:
                 device = int(self.obj.__dlpack_device__()[1])
             except (AttributeError, TypeError):
                 device = 0
-        return Buffer(int(data[0] or 0), _numel(shape), dtype, device, bool(data[1]))
+        return Buffer(int(data[0] or 0), _numel(shape), dtype, device, bool(data[1]),
+                      tuple(int(s) for s in shape))
 
     def __exit__(self, *exc: Any) -> None:
         if self._managed and self._deleter:

@@ -170,6 +170,18 @@ _PROTOTYPES = [
                                  c_void_p]),
     ("symm_broadcast", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p]),
     ("symm_all_to_all", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),
+    ("symm_all_to_all_v", _R, [c_void_p, c_void_p, POINTER(c_size_t), POINTER(c_size_t),
+                               c_void_p, POINTER(c_size_t), POINTER(c_size_t), c_int, c_void_p]),
+    # The splits of the device-split forms are addresses of arrays (device
+    # memory on GPU backends), passed as they are.
+    ("symm_all_to_all_vdev", _R, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, c_size_t,
+                                  c_int, c_void_p, c_void_p, c_void_p]),
+    ("symm_all_to_all_vdev_2d", _R, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t,
+                                     c_size_t, c_int, c_void_p, c_void_p, c_int, c_size_t,
+                                     c_void_p]),
+    ("symm_all_to_all_vdev_2d_combine", _R, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t,
+                                             c_size_t, c_int, c_void_p, c_void_p, c_int,
+                                             c_void_p]),
     ("symm_comm_check_async_error", _R, [c_void_p]),
     ("symm_dlpack_capsule_destructor", None, [c_void_p]),
 ]

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import atexit
 import weakref
+from contextlib import ExitStack
 from ctypes import (byref, c_char_p, c_int, c_int64, c_size_t, c_void_p, create_string_buffer,
                     sizeof)
-from typing import (Any, Callable, Iterable, Iterator, MutableMapping, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+from typing import (Any, Callable, Iterable, Iterator, List, MutableMapping, NamedTuple,
+                    Optional, Sequence, Tuple, Union)
 
+from . import _splits
 from ._dlpack import Borrowed, Buffer
 from ._dtypes import dtype_of
 from ._lib import LIB, LIB_PATH, SymmConfig, SYMM_CONFIG_VERSION, text
@@ -17,6 +19,9 @@ from .tensor import _REGISTRY, SymmetricTensor, StreamLike, _TensorHandle, strea
 
 Shape = Union[int, Sequence[int]]
 Bytes = Union[bytes, bytearray, memoryview, str]
+# A splits array of the device-split all-to-alls: (name, array, the shapes
+# it may have, whether C writes it).
+SplitsArg = Tuple[str, Any, List[Tuple[int, ...]], bool]
 
 
 class _CommHandle:
@@ -482,11 +487,19 @@ class Communicator:
             invalid("%s is %s; the %s backend's collectives take %s" %
                     (what, have, self.backend, want))
 
-    # What the C entry point of each collective takes after comm, buffers
-    # and count: a refusal passes NULL buffers, which C refuses as it
-    # refuses any bad argument.
-    _REFUSAL_TAIL = {"all_reduce": (0, 0), "reduce_scatter": (0, 0), "broadcast": (0, 0),
-                     "all_gather": (0,), "all_to_all": (0,)}
+    # What the C entry point of each collective takes between comm and
+    # stream when this binding refuses the call: NULL buffers and arrays
+    # (and rows of 0 elements), which C refuses as it refuses any bad
+    # argument.
+    _REFUSAL_ARGS = {
+        "all_reduce": (None, None, 1, 0, 0), "reduce_scatter": (None, None, 1, 0, 0),
+        "broadcast": (None, None, 1, 0, 0), "all_gather": (None, None, 1, 0),
+        "all_to_all": (None, None, 1, 0),
+        "all_to_all_v": (None, None, None, None, None, None, 0),
+        "all_to_all_vdev": (None, 1, None, 1, 0, 0, None, None),
+        "all_to_all_vdev_2d": (None, 1, None, 1, 0, 0, None, None, 0, 0),
+        "all_to_all_vdev_2d_combine": (None, 1, None, 1, 0, 0, None, None, 0),
+    }
 
     def _refuse(self, name: str, s: Optional[int]) -> None:
         # An argument this binding refuses still counts as this rank's call,
@@ -497,7 +510,17 @@ class Communicator:
             ptr = self._ptr()
         except SymmemError:
             return  # a destroyed communicator: no call at all, as in C
-        getattr(LIB, "symm_" + name)(ptr, None, None, 1, *self._REFUSAL_TAIL[name], s)
+        getattr(LIB, "symm_" + name)(ptr, *self._REFUSAL_ARGS[name], s)
+
+    def _pair(self, name: str, bx: Buffer, bo: Buffer) -> None:
+        # The input and output of a collective: this rank's memory, the
+        # output writable, one dtype.
+        self._where(bx, "x")
+        self._where(bo, "out")
+        if bo.readonly:
+            invalid("%s: out is read-only" % name)
+        if bo.dtype != bx.dtype:
+            invalid("%s: x is %s but out is %s" % (name, bx.dtype.name, bo.dtype.name))
 
     def _run(self, name: str, x: Any, out: Any, stream: StreamLike,
              prepare: Callable[[], Tuple[Callable[[int, int], int], Any]]) -> Any:
@@ -510,12 +533,7 @@ class Communicator:
             counts, call = prepare()
             target = x if out is None else out
             with Borrowed(x, "x", s) as bx, Borrowed(target, "out", s) as bo:
-                self._where(bx, "x")
-                self._where(bo, "out")
-                if bo.readonly:
-                    invalid("%s: out is read-only" % name)
-                if bo.dtype != bx.dtype:
-                    invalid("%s: x is %s but out is %s" % (name, bx.dtype.name, bo.dtype.name))
+                self._pair(name, bx, bo)
                 count = counts(bx.numel, bo.numel)
                 called = True
                 check(call(self._ptr(), bx.ptr, bo.ptr, count, bx.dtype.code, s))
@@ -587,6 +605,163 @@ class Communicator:
                          lambda: (lambda a, b: self._sized("all_to_all", a, b, w, w),
                                   LIB.symm_all_to_all))
 
+    # -- all-to-all with a different amount for every pair of ranks ---------
+    def all_to_all_v(self, x: Any, send_counts: Sequence[int], out: Any,
+                     recv_counts: Sequence[int], send_displs: Optional[Sequence[int]] = None,
+                     recv_displs: Optional[Sequence[int]] = None, *,
+                     stream: StreamLike = None) -> Any:
+        """MPI_Alltoallv (``symm_all_to_all_v``): this rank sends
+        ``send_counts[p]`` elements of x from element ``send_displs[p]`` to
+        rank p, and receives ``recv_counts[p]`` elements from rank p into out
+        from element ``recv_displs[p]``.
+
+        Counts and displacements: sequences of ``size`` ints >= 0 (lists,
+        tuples, NumPy arrays), in elements of x's dtype; displacements None:
+        packed (each range right after the previous one).  ``recv_counts[p]``
+        must equal rank p's ``send_counts[rank]``: MismatchError on every
+        rank otherwise, naming both, and out is not written.  `x`, `out`:
+        contiguous arrays of one dtype on this rank's device, each range
+        inside its array (checked here: InvalidArgumentError before any data
+        moves); receive ranges must not overlap; x and out may.  The counts
+        are read during the call only (GPU: a CUDA graph replays those it
+        captured).  Collective.  Returns out."""
+        name = "all_to_all_v"
+        s, called, w = None, False, self.size
+        try:
+            s = stream_handle(stream)
+            sc = _splits.host_counts(name, "send_counts", send_counts, w)
+            rc = _splits.host_counts(name, "recv_counts", recv_counts, w)
+            sd = None if send_displs is None else _splits.host_counts(
+                name, "send_displs", send_displs, w)
+            rd = None if recv_displs is None else _splits.host_counts(
+                name, "recv_displs", recv_displs, w)
+            with Borrowed(x, "x", s) as bx, Borrowed(out, "out", s) as bo:
+                self._pair(name, bx, bo)
+                _splits.check_ranges(name, "x", bx.numel, sc, sd, "send")
+                _splits.check_ranges(name, "out", bo.numel, rc, rd, "receive")
+                args = [_splits.as_size_t(v) for v in (sc, sd, rc, rd)]
+                called = True
+                check(LIB.symm_all_to_all_v(self._ptr(), bx.ptr, args[0], args[1], bo.ptr,
+                                            args[2], args[3], bx.dtype.code, s))
+            return out
+        except BaseException:
+            if not called:
+                self._refuse(name, s)
+            raise
+
+    def _run_rows(self, name: str, x: Any, out: Any, stream: StreamLike,
+                  prepare: Callable[[], Tuple[List[SplitsArg], Callable[..., int]]]) -> Any:
+        """Runs device-split collective `name` on arrays of rows.  prepare()
+        checks the scalars and gives the splits arrays, each (name, array,
+        allowed shapes, written by C), and the C call: call(comm, send,
+        send_rows, recv, recv_rows, row_elems, dtype, *split addresses,
+        stream).  Whatever is refused before the C call is refused through
+        it too (_refuse)."""
+        s, called = None, False
+        try:
+            s = stream_handle(stream)
+            splits, call = prepare()
+            with ExitStack() as held:
+                bx = held.enter_context(Borrowed(x, "x", s))
+                bo = held.enter_context(Borrowed(out, "out", s))
+                self._pair(name, bx, bo)
+                send_rows, recv_rows, row_elems = _splits.rows_of(name, bx, bo)
+                addrs = []
+                for what, arr, shapes, writes in splits:
+                    b = held.enter_context(Borrowed(arr, what, s))
+                    self._where(b, what)
+                    _splits.check_splits(name, what, b, shapes, writes)
+                    addrs.append(b.ptr)
+                called = True
+                check(call(self._ptr(), bx.ptr, send_rows, bo.ptr, recv_rows, row_elems,
+                           bx.dtype.code, *addrs, s))
+            return out
+        except BaseException:
+            if not called:
+                self._refuse(name, s)
+            raise
+
+    def all_to_all_vdev(self, x: Any, out: Any, in_splits: Any, out_splits_offsets: Any, *,
+                        stream: StreamLike = None) -> Any:
+        """Mixture-of-experts all-to-all with counts in device memory
+        (``symm_all_to_all_vdev``, PyTorch's ``all_to_all_vdev``).
+
+        `x`, `out`: contiguous arrays of rows (a row: shape[1:], the same in
+        both; x's shape[0] rows are what this rank can send, out's what it
+        can receive), one dtype, this rank's device.  `in_splits`: int64,
+        shape (size,): ``in_splits[p]`` rows go to rank p, taken packed in
+        rank order from x.  `out_splits_offsets`: int64, shape (2, size),
+        written: row 0 the rows received from each rank, row 1 where they
+        start in out (packed in source-rank order).  Splits live where the
+        data does: device tensors on GPU backends, which the call reads
+        without synchronising the host (capturable in a CUDA graph); NumPy
+        arrays on the host backend.  Splits that are negative, exceed x, or
+        land past out are refused before any data moves: host backend
+        InvalidArgumentError on every rank; GPU backends nothing written and
+        the error from :meth:`check_async_error`.  Shapes, dtypes and places
+        are checked here (TypeError, InvalidArgumentError) before C is
+        called.  Collective.  Returns out."""
+        w = self.size
+
+        def prepare() -> Tuple[List[SplitsArg], Callable[..., int]]:
+            return ([("in_splits", in_splits, [(w,)], False),
+                     ("out_splits_offsets", out_splits_offsets, [(2, w)], True)],
+                    LIB.symm_all_to_all_vdev)
+        return self._run_rows("all_to_all_vdev", x, out, stream, prepare)
+
+    def all_to_all_vdev_2d(self, x: Any, out: Any, in_splits: Any, out_splits_offsets: Any,
+                           n_experts: int, major_align: int = 1, *,
+                           stream: StreamLike = None) -> Any:
+        """Mixture-of-experts dispatch (``symm_all_to_all_vdev_2d``, PyTorch's
+        ``all_to_all_vdev_2d``): `n_experts` experts per rank, expert e of
+        rank p being global expert ``p * n_experts + e``.
+
+        `in_splits`: int64, shape (size * n_experts,) or (size, n_experts):
+        the rows for each global expert, taken packed from x in that order.
+        Every rank receives expert-major: its local expert e's rows from rank
+        0, 1, ... in one block starting at a multiple of `major_align` rows
+        (an expert that got no rows has an empty, aligned block; 0 or 1: no
+        padding), and writes `out_splits_offsets`, int64 of shape
+        (2, n_experts * size) or (2, n_experts, size): [0][e * size + p] the
+        rows of expert e from rank p, [1][...] their first row in out.
+        `x`, `out`, where the splits live, errors: as
+        :meth:`all_to_all_vdev`; `n_experts` and `major_align` the same on
+        every rank.  Collective.  Returns out."""
+        name, w = "all_to_all_vdev_2d", self.size
+
+        def prepare() -> Tuple[List[SplitsArg], Callable[..., int]]:
+            ne = _splits.whole(name, "n_experts", n_experts, 1)
+            align = _splits.whole(name, "major_align", major_align, 0, (1 << 63) - 1)
+            return ([("in_splits", in_splits, [(w * ne,), (w, ne)], False),
+                     ("out_splits_offsets", out_splits_offsets, [(2, ne * w), (2, ne, w)], True)],
+                    lambda *a: LIB.symm_all_to_all_vdev_2d(*a[:-1], ne, align, a[-1]))
+        return self._run_rows(name, x, out, stream, prepare)
+
+    def all_to_all_vdev_2d_combine(self, x: Any, out: Any, in_splits_offsets: Any,
+                                   out_splits_offsets: Any, n_experts: int, *,
+                                   stream: StreamLike = None) -> Any:
+        """Mixture-of-experts combine, the inverse of :meth:`all_to_all_vdev_2d`
+        (``symm_all_to_all_vdev_2d_combine``, PyTorch's
+        ``all_to_all_vdev_2d_offset``).
+
+        `in_splits_offsets`: int64, shape (2, n_experts * size) or
+        (2, n_experts, size), as the dispatch's out_splits_offsets left it:
+        [0][e * size + p] rows at row [1][e * size + p] of x (local expert
+        e's rows for rank p) go back to rank p.  Every rank receives
+        rank-major and packed (rank 0's experts 0, 1, ..., then rank 1's:
+        the order of its dispatch input) and writes `out_splits_offsets`,
+        int64 of shape (2, size * n_experts) or (2, size, n_experts):
+        [0][q * n_experts + e] the rows from rank q's expert e, [1][...]
+        where they start in out.  Everything else as :meth:`all_to_all_vdev`.
+        Collective.  Returns out."""
+        name, w = "all_to_all_vdev_2d_combine", self.size
+
+        def prepare() -> Tuple[List[SplitsArg], Callable[..., int]]:
+            ne = _splits.whole(name, "n_experts", n_experts, 1)
+            return ([("in_splits_offsets", in_splits_offsets, [(2, ne * w), (2, ne, w)], False),
+                     ("out_splits_offsets", out_splits_offsets, [(2, w * ne), (2, w, ne)], True)],
+                    lambda *a: LIB.symm_all_to_all_vdev_2d_combine(*a[:-1], ne, a[-1]))
+        return self._run_rows(name, x, out, stream, prepare)
 
 def _backend_code(name: Optional[str]) -> int:
     if name is None:

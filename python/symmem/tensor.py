@@ -219,7 +219,8 @@ class View:
         self._handle.get()
         if not self.is_contiguous():
             _dlpack._not_contiguous("this view")
-        return _dlpack.Buffer(self.data_ptr, self.numel, self._dtype, self.device, False)
+        return _dlpack.Buffer(self.data_ptr, self.numel, self._dtype, self.device, False,
+                              tuple(self.shape))
 
     def __repr__(self) -> str:
         where = "cpu" if self.device < 0 else "cuda:%d" % self.device

@@ -50,16 +50,16 @@ class RankRun:
 
 @pytest.fixture
 def run_ranks():
-    """run_ranks(n, case, *args, env=None) runs ranks_cases.py CASE under
-    `symmem-run -n N` and returns a RankRun; each case asserts by itself and
-    prints "CASE ok" per rank."""
+    """run_ranks(n, case, *args, env=None, script="ranks_cases.py") runs
+    SCRIPT CASE under `symmem-run -n N` and returns a RankRun; each case
+    asserts by itself and prints "CASE ok" per rank."""
     import symmem
 
-    def run(n, case, *args, env=None, timeout=120):
+    def run(n, case, *args, env=None, timeout=120, script="ranks_cases.py"):
         full = dict(os.environ, SYMM_BACKEND="host", PYTHONUNBUFFERED="1")
         full.update(env or {})
         cmd = [symmem.tool_path("symmem-run"), "-n", str(n), "--timeout", str(timeout), "--",
-               sys.executable, os.path.join(HERE, "ranks_cases.py"), case] + list(args)
+               sys.executable, os.path.join(HERE, script), case] + list(args)
         proc = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               universal_newlines=True, timeout=timeout + 30)
         return RankRun(proc)

@@ -184,14 +184,24 @@ static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const 
                     comm->rank, comm->ops->name);
 }
 
+/* One rank: every fixed-size collective (any op of one value is that
+ * value, avg included) is its input: nothing in place, one stream-ordered
+ * copy out of place, no kernel, no scratch. */
+static symm_result_t run_alone(symm_comm_t *comm, const symm_coll_args_t *a) {
+  if (!a->recv_bytes || a->recvbuf == a->sendbuf) return SYMM_SUCCESS;
+  return comm->engine->copy(comm, a->recvbuf, a->sendbuf, a->recv_bytes, a->stream);
+}
+
 static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (comm->unreachable) return run_provider(comm, a, fn);
   symm_result_t res = check_args(comm, a, fn);
-  if (res != SYMM_SUCCESS) return abstain(comm, a, res, fn);
+  if (res != SYMM_SUCCESS) return comm->size == 1 ? res : abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
   symm_fault_point(SYMM_FAULT_COLLECTIVE, comm->rank);
   a->seq = comm->call.seq;
+  if (comm->size == 1 && a->kind != SYMM_COLL_ALL_TO_ALL_V && SYMM_OPS_HAS(comm->engine, 5, copy))
+    return run_alone(comm, a);
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));

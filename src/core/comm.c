@@ -879,9 +879,11 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   comm->engine = engine_for(comm->ops);
   comm->requested_device = rc->cfg.device;
   SYMM_CHECK_GOTO(start_engine_and_backend(comm), res, fail);
-  SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s", comm->index,
+  char cpus[256] = "";
+  if (symm_log_level() >= SYMM_LOG_INFO) symm_cpu_binding(cpus, sizeof cpus);
+  SYMM_INFO(INIT, "comm %d: rank %d/%d local %d/%d backend %s device %d job %s, %s", comm->index,
             comm->rank, comm->size, comm->local_rank, comm->local_size, comm->ops->name,
-            comm->device, comm->job_id);
+            comm->device, comm->job_id, cpus);
   comm->ready = true;
   *out = comm;
   return SYMM_SUCCESS;
@@ -903,10 +905,8 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   symm_result_t resolved = resolve_config(config, &rc);
-  if (resolved != SYMM_SUCCESS) {
-    release_channel(rc.owned);
-    return resolved;
-  }
+  if (resolved != SYMM_SUCCESS) release_channel(rc.owned);
+  SYMM_CHECK(resolved);
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
   /* Callbacks: numbered in this process, as the ranks make them in order. */

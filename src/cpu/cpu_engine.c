@@ -64,6 +64,13 @@ static size_t cpu_scratch_fixed(symm_comm_t *comm) {
   return 0;
 }
 
+static symm_result_t cpu_copy(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
+                              void *stream) {
+  (void)comm, (void)stream;
+  if (bytes) memmove(dst, src, bytes);
+  return SYMM_SUCCESS;
+}
+
 /* cpu_reduce takes every dtype with every op. */
 static bool cpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) {
   (void)comm, (void)dtype, (void)op;
@@ -71,7 +78,7 @@ static bool cpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) 
 }
 
 const symm_engine_ops_t symm_cpu_engine = {
-    .version = 4,
+    .version = 5,
     .name = "cpu",
     .mem_kind = SYMM_MEM_HOST,
     .init = cpu_init,
@@ -88,4 +95,5 @@ const symm_engine_ops_t symm_cpu_engine = {
     .call_end = cpu_call_end,
     .write32 = cpu_write32,
     .reduces = cpu_reduces,
+    .copy = cpu_copy,
 };

@@ -180,6 +180,8 @@ typedef struct ncu_uuid {
   X(cuMemFree, (ncu_deviceptr ptr))                                            \
   X(cuMemcpyHtoDAsync, (ncu_deviceptr dst, const void *src, size_t bytes,      \
                         ncu_stream stream))                                    \
+  X(cuMemcpyAsync, (ncu_deviceptr dst, ncu_deviceptr src, size_t bytes,        \
+                    ncu_stream stream))                                        \
   X(cuMemsetD8Async, (ncu_deviceptr dst, unsigned char value, size_t n,        \
                       ncu_stream stream))                                      \
   X(cuMemsetD32Async, (ncu_deviceptr dst, unsigned int value, size_t n,        \

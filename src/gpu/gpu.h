@@ -153,6 +153,10 @@ symm_result_t gpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor,
                          int channel, void *stream);
 
 /* gpu_device_copy.c. */
+/* engine->copy: cuMemcpyAsync on the caller's stream (unified addressing:
+ * host, device and peers' mappings alike). */
+symm_result_t gpu_copy(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
+                       void *stream);
 symm_result_t gpu_zero(symm_comm_t *comm, void *ptr, size_t bytes);
 symm_result_t gpu_write32(symm_comm_t *comm, void *ptr, uint32_t value, size_t count,
                           void *stream);

@@ -84,6 +84,22 @@ out:
   return res;
 }
 
+symm_result_t gpu_copy(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
+                       void *stream) {
+  symm_gpu_t *g = symm_gpu_of(comm);
+  if (!g) return symm_error(SYMM_ERR_STATE, "GPU copy: the engine is not started");
+  if (!bytes) return SYMM_SUCCESS;
+  ncu_context saved;
+  SYMM_CHECK(symm_gpu_enter(g, &saved));
+  symm_result_t res = SYMM_SUCCESS;
+  SYMM_CU_GOTO(g->drv->cuMemcpyAsync((ncu_deviceptr)(uintptr_t)dst,
+                                     (ncu_deviceptr)(uintptr_t)src, bytes, (ncu_stream)stream),
+               res, out, "cuMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
+out:
+  symm_gpu_leave(g, saved);
+  return res;
+}
+
 symm_result_t gpu_zero(symm_comm_t *comm, void *ptr, size_t bytes) {
   symm_gpu_t *g = symm_gpu_of(comm);
   if (!g) return symm_error(SYMM_ERR_STATE, "GPU zero: the engine is not started");

@@ -304,7 +304,7 @@ static bool gpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) 
 }
 
 const symm_engine_ops_t symm_gpu_engine = {
-    .version = 4,
+    .version = 5,
     .name = "gpu",
     .mem_kind = SYMM_MEM_DEVICE,
     .init = gpu_init,
@@ -322,4 +322,5 @@ const symm_engine_ops_t symm_gpu_engine = {
     .device_free = symm_gpu_device_free,
     .write32 = gpu_write32,
     .reduces = gpu_reduces,
+    .copy = gpu_copy,
 };

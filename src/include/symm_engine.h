@@ -100,6 +100,13 @@ typedef struct symm_engine_ops {
    * naming the engine. */
   bool (*reduces)(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op);
   /* members above: version 4 */
+  /* Copies `bytes` from src to dst, either of them this rank's memory of
+   * any kind the engine reaches or a peer's mapping, after the work on
+   * `stream` before it (GPU: cuMemcpyAsync on the copy engine, unified
+   * addressing; CPU: memmove at once).  The core has checked the ranges. */
+  symm_result_t (*copy)(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
+                        void *stream);
+  /* members above: version 5 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;

@@ -1109,6 +1109,28 @@ static ncu_result fk_launch(ncu_function fn, unsigned gx, unsigned gy, unsigned 
   return NCU_SUCCESS;
 }
 
+/* A copy between any two addresses (unified addressing), run at once and
+ * recorded in the launch log, in order with the launches, as a pseudo
+ * launch "cuMemcpyAsync" whose parameters are {dst, src, bytes}: tests see
+ * a put's copy before its signal kernel.  FAKECUDA_COPY_FAILS=1: refused. */
+static ncu_result fk_cuMemcpyAsync(ncu_deviceptr dst, ncu_deviceptr src, size_t n, ncu_stream s) {
+  (void)s;
+  ncu_result r = fk_need_ctx();
+  if (r) return r;
+  if (fk_env_int("FAKECUDA_COPY_FAILS", 0) || (n && (!dst || !src)))
+    return NCU_ERROR_INVALID_VALUE;
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  pthread_mutex_lock(&fk_lock);
+  fakecuda_launch_t *l = &fk_launches[fk_nlaunches++ % FK_MAX_LAUNCHES];
+  memset(l, 0, sizeof *l);
+  snprintf(l->name, sizeof l->name, "cuMemcpyAsync");
+  const uint64_t args[3] = {(uint64_t)dst, (uint64_t)src, (uint64_t)n};
+  l->param_bytes = sizeof args;
+  memcpy(l->params, args, sizeof args);
+  pthread_mutex_unlock(&fk_lock);
+  return NCU_SUCCESS;
+}
+
 /* FAKECUDA_LAUNCH_FAILS=1: plain launches fail as with a bad argument. */
 static ncu_result fk_cuLaunchKernel(ncu_function fn, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned shared,

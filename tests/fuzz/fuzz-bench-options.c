@@ -27,6 +27,9 @@ static void check_accepted(const bench_options_t *o) {
   if (o->format != BENCH_TABLE && o->format != BENCH_CSV && o->format != BENCH_JSON)
     fail("unknown format");
   if (o->plot && !*o->plot) fail("empty plot file accepted");
+  if (!(o->skew >= 1.0) || o->skew > 1e308) fail("a skew below 1 or not finite accepted");
+  if (o->skew != 1.0 && o->coll != BENCH_ALL_TO_ALL_V) fail("--skew accepted without all_to_all_v");
+  if (o->groups < 1) fail("fewer than one group accepted");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -246,6 +246,78 @@ TEST_IMPL(gpu_remote_view_memcpy) {
   return 0;
 }
 
+/* One-sided puts on the copy engine: from device and from host memory
+ * into the right neighbour, a get back from the left, put_signal rounds
+ * whose data is there when the signal is (checked by a kernel on the
+ * receiver's stream after the wait), and a batch; captured in a CUDA
+ * graph too. */
+TEST_IMPL(gpu_put_get) {
+  gpu_rank_t *c;
+  if (gpu_rank_get(SYMM_BACKEND_NATIVE, 2, &c)) return TEST_SKIP;
+  const size_t n = 262147; /* odd: the copy's tail */
+  const size_t bytes = n * sizeof(float);
+  const int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+  symm_tensor_t *t = alloc_f32_rendezvous(c, n);
+  float *h = malloc(bytes), *src = NULL;
+  ASSERT(h != NULL);
+  ASSERT_CUDA(cudaMalloc((void **)&src, bytes));
+  for (size_t i = 0; i < n; i++) h[i] = GPU_PATTERN(c->rank, i);
+  ASSERT_CUDA(cudaMemcpy(src, h, bytes, cudaMemcpyHostToDevice));
+  /* Device source, whole tensor; then a host source over the first 1001. */
+  ASSERT_OK(symm_put(t, right, 0, src, bytes, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  barrier(c);
+  ASSERT_MSG(pattern_mismatches(symm_tensor_data(t), n, left) == 0, "put from device");
+  ASSERT_OK(symm_get(t, left, 0, h, bytes, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += h[i] != GPU_PATTERN((left + c->size - 1) % c->size, i);
+  ASSERT_MSG(wrong == 0, "%zu elements of the get are wrong", wrong);
+  barrier(c);
+  /* put_signal rounds to the right: the receiver waits on its stream and a
+   * kernel checks the data right after; an ack lets the next round write. */
+  for (int k = 0; k < 20; k++) {
+    const size_t len = (size_t)(k * 7919) % n + 1;
+    ASSERT_OK(symm_put_signal(t, right, 0, src, len * sizeof(float), 0, c->stream));
+    ASSERT_OK(symm_signal_wait(t, left, 0, c->stream));
+    ASSERT_MSG(pattern_mismatches(symm_tensor_data(t), len, left) == 0,
+               "round %d: data not there at the signal", k);
+    ASSERT_OK(symm_signal_put(t, left, 1, c->stream));
+    ASSERT_OK(symm_signal_wait(t, right, 1, c->stream));
+  }
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  barrier(c);
+  /* A batch to every peer, captured in a graph and replayed twice. */
+  symm_put_desc_t puts[64];
+  ASSERT(c->size <= 64);
+  const size_t per = n / (size_t)c->size;
+  for (int p = 0; p < c->size; p++)
+    puts[p] = (symm_put_desc_t){p, (size_t)c->rank * per * sizeof(float), src,
+                                per * sizeof(float)};
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+  ASSERT_OK(symm_put_batch(t, puts, (size_t)c->size, c->stream));
+  ASSERT_CUDA(cudaStreamEndCapture(c->stream, &graph));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 2; rep++) ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  barrier(c);
+  ASSERT_CUDA(cudaMemcpy(h, symm_tensor_data(t), bytes, cudaMemcpyDeviceToHost));
+  wrong = 0;
+  for (int p = 0; p < c->size; p++)
+    for (size_t i = 0; i < per; i++) wrong += h[(size_t)p * per + i] != GPU_PATTERN(p, i);
+  ASSERT_MSG(wrong == 0, "%zu elements of the batch are wrong", wrong);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  barrier(c);
+  cudaFree(src);
+  free(h);
+  symm_tensor_free(t);
+  return 0;
+}
+
 /* The contiguous view holds every rank's data back to back; a kernel reads
  * all of it.  4 MiB of data is a multiple of the 2 MiB granularity, so the
  * header promises strides[0] == numel; 1000 floats is not. */

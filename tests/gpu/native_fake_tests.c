@@ -1403,6 +1403,92 @@ TEST_IMPL(native_fake_signal_launches) {
   return 0;
 }
 
+/* One-sided puts: a copy-engine copy (cuMemcpyAsync, no kernel) into the
+ * peer's mapping at the offset, on the caller's stream; put_signal's
+ * signal kernel comes after its copy; a get copies the other way; a
+ * refused copy is the backend error it is. */
+static int put_launch_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_u64(comm, 512);
+  ASSERT_MSG(t, "alloc");
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  void *const *ptrs = NULL;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  const int peer = 1 - rank;
+  unsigned char src[100];
+  memset(src, 0x5A + rank, sizeof src);
+  void *stream = (void *)(uintptr_t)0x1234;
+  long (*count)(void) = NULL;
+  bool (*get)(long, fakecuda_launch_t *) = NULL;
+  *(void **)&count = fake_sym("fakecuda_launch_count");
+  *(void **)&get = fake_sym("fakecuda_launch_get");
+  ASSERT_MSG(count && get, "the fake driver's launch log");
+  const long before = count();
+  ASSERT_OK(symm_put_signal(t, peer, 24, src, sizeof src, 0, stream));
+  ASSERT_EQ(count(), before + 2);
+  fakecuda_launch_t copy, sig;
+  ASSERT_MSG(get(before, &copy) && get(before + 1, &sig), "log");
+  uint64_t args[3];
+  memcpy(args, copy.params, sizeof args);
+  ASSERT_MSG(strcmp(copy.name, "cuMemcpyAsync") == 0 && strcmp(sig.name, "symm_signal_op") == 0,
+             "%s then %s", copy.name, sig.name);
+  ASSERT_MSG(args[0] == (uint64_t)(uintptr_t)ptrs[peer] + 24 &&
+                 args[1] == (uint64_t)(uintptr_t)src && args[2] == sizeof src,
+             "copy %#llx <- %#llx, %llu bytes", (unsigned long long)args[0],
+             (unsigned long long)args[1], (unsigned long long)args[2]);
+  ASSERT_OK(symm_comm_barrier(comm));
+  unsigned char back[100];
+  ASSERT_OK(symm_get(t, rank, 24, back, sizeof back, stream));
+  for (size_t i = 0; i < sizeof back; i++) ASSERT_EQ(back[i], 0x5A + peer);
+  setenv("FAKECUDA_COPY_FAILS", "1", 1);
+  ASSERT_RES(symm_put(t, peer, 0, src, 8, stream), SYMM_ERR_BACKEND);
+  ASSERT_STR_CONTAINS(symm_last_error(), "cuMemcpyAsync");
+  unsetenv("FAKECUDA_COPY_FAILS");
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_put_copies) {
+  ASSERT_JOB(2, put_launch_rank, NULL);
+  return 0;
+}
+
+/* One rank: an all-reduce out of place is one copy and no kernel, in place
+ * nothing at all. */
+static int alone_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *t = alloc_u64(comm, 1024);
+  ASSERT_MSG(t, "alloc");
+  uint64_t *d = symm_tensor_data(t);
+  long (*count)(void) = NULL;
+  bool (*get)(long, fakecuda_launch_t *) = NULL;
+  *(void **)&count = fake_sym("fakecuda_launch_count");
+  *(void **)&get = fake_sym("fakecuda_launch_get");
+  ASSERT_MSG(count && get, "the fake driver's launch log");
+  long before = count();
+  ASSERT_OK(symm_all_reduce(comm, d, d + 512, 512, SYMM_DTYPE_U64, SYMM_REDUCE_SUM, NULL));
+  fakecuda_launch_t l;
+  ASSERT_EQ(count(), before + 1);
+  ASSERT_MSG(get(before, &l) && strcmp(l.name, "cuMemcpyAsync") == 0, "%s", l.name);
+  before = count();
+  ASSERT_OK(symm_all_reduce(comm, d, d, 512, SYMM_DTYPE_U64, SYMM_REDUCE_AVG, NULL));
+  ASSERT_EQ(count(), before);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_one_rank) {
+  ASSERT_JOB(1, alone_rank, NULL);
+  return 0;
+}
+
 /* How kernels are launched: with programmatic dependent launch by default
  * (through cuLaunchKernelEx), plainly with SYMM_GPU_PDL=0 or a driver
  * without cuLaunchKernelEx; SYMM_COLL_MAX_BLOCKS caps every grid,

@@ -1,0 +1,3 @@
+/* One-sided puts and gets (tests/test-put.c). */
+TEST_ENTRY(ranks_put_get, 60)
+TEST_ENTRY(put_signal_order, 60)
