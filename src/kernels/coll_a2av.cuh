@@ -522,9 +522,9 @@ static __device__ void a2av_receive(const params_t &a, coll_ctx &c, const a2av_a
   a2av_pull(a, A);
 }
 
-/* Two blocks per SM: ranks that share a GPU (up to 8, whose grids then
- * hold at most 244 blocks together) must all be resident at once, since
- * the ordered mode waits for every block of its own rank. */
+/* Two blocks per SM: the ordered mode waits for every block of its own
+ * rank, so the grids of ranks that share a GPU must be resident together
+ * (at most 240 blocks, 3 ranks of 80; 264 fit an H100's 132 SMs). */
 extern "C" __global__ void __launch_bounds__(SYMM_COLL_THREADS, 2)
     symm_coll_all_to_all_v(const params_t a) {
   coll_after_prior_kernel();
