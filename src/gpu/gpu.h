@@ -7,6 +7,7 @@
  *   gpu_module.c       the kernel module (embedded or SYMM_COLL_KERNELS)
  *   gpu_coll_plan.c    algorithm, kernel, grid and scratch choices
  *   gpu_coll_launch.c  parameter blocks, launch with PDL, collective, abstain
+ *   gpu_coll_a2av.c    all-to-all-v's checks and parameters
  *   gpu_signal.c       stream-ordered signals (symm_signal_op)
  *   gpu_async.c        the pinned error record the kernels write, its poll
  *   gpu_device_copy.c  device copies of host data, zeroing
@@ -19,7 +20,7 @@
 #include "symm_engine.h"
 #include "symm_gpu.h"
 
-enum { GPU_COLL_KINDS = 9, GPU_COLL_DTYPES = SYMM_DTYPE_COUNT_ };
+enum { GPU_COLL_KINDS = 10, GPU_COLL_DTYPES = SYMM_DTYPE_COUNT_ };
 
 /* Bytes of a PCI bus id as the engine keeps and publishes it. */
 #define GPU_BUS_ID_BYTES 32
@@ -104,6 +105,17 @@ symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op, ncu_fu
 int gpu_coll_plan(const symm_gpu_t *g, int coll, symm_algo_t algo, uint64_t count, uint64_t es,
                   int world, uint64_t *seg, uint64_t *stage);
 uint64_t gpu_coll_scratch_bytes(uint64_t stage);
+/* All-to-all-v's grid (the same on every rank: world, n_experts and the
+ * settings decide it) and staging layout (coll_abi.h) for a rank that
+ * sends send_bytes at most. */
+typedef struct gpu_a2av_layout {
+  unsigned grid;
+  uint64_t table_bytes, plan_bytes; /* one block's */
+  uint64_t data_off;                /* the staged rows in a staging half */
+  uint64_t stage;                   /* bytes of a staging half it needs */
+} gpu_a2av_layout_t;
+void gpu_coll_a2av_layout(const symm_gpu_t *g, int world, int n_experts, uint64_t send_bytes,
+                          gpu_a2av_layout_t *l);
 uint64_t gpu_coll_ll_region(int world);
 uint64_t gpu_coll_ll128_region(int world);
 uint64_t gpu_coll_ll128_lines(uint64_t bytes);
@@ -125,6 +137,16 @@ ncu_result gpu_launch(symm_gpu_t *g, ncu_function fn, unsigned grid, unsigned th
                       void *stream, void *params);
 symm_result_t gpu_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_result_t gpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
+
+/* gpu_coll_a2av.c: the public function a call of args->v came from (for
+ * messages); the host's checks of an all-to-all-v call and its layout
+ * (errors as the header says; SYMM_ERR_UNSUPPORTED past
+ * SYMM_COLL_V_MAX_CHUNKS); the call's part of the parameters. */
+const char *gpu_a2av_name(const symm_coll_v_t *v);
+symm_result_t gpu_a2av_check(const symm_gpu_t *g, const symm_coll_args_t *args,
+                             gpu_a2av_layout_t *l);
+void gpu_a2av_fill(const symm_gpu_t *g, const symm_coll_args_t *args,
+                   const gpu_a2av_layout_t *l, symm_coll_params_t *p);
 
 /* gpu_signal.c. */
 symm_result_t gpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,

@@ -90,11 +90,22 @@ symm_result_t gpu_coll_function(symm_gpu_t *g, int kind, int dti, int op, ncu_fu
 
 /* The call (count included), the kernel and its launch shape: ranks whose
  * blocks differ (a different SYMM_COLL_LL_THREADS) would wait on peer
- * blocks of other indices even where their grids agree. */
+ * blocks of other indices even where their grids agree.  All-to-all-v:
+ * also its mode, n_experts, major_align as it runs and row bytes, not the
+ * counts or capacities, which differ by rank. */
 static uint32_t gpu_coll_sig(const symm_coll_args_t *args, int kind, unsigned grid,
                              unsigned threads) {
-  uint64_t f[3] = {symm_coll_signature(args), (uint64_t)kind, (uint64_t)threads << 32 | grid};
-  uint64_t h = symm_hash64(f, sizeof f, 0x636f6c6cull);
+  uint64_t f[7] = {symm_coll_signature(args), (uint64_t)kind, (uint64_t)threads << 32 | grid};
+  size_t n = 3;
+  const symm_coll_v_t *v = args->kind == SYMM_COLL_ALL_TO_ALL_V ? args->v : NULL;
+  if (v) {
+    f[3] = (uint64_t)v->mode;
+    f[4] = (uint64_t)v->n_experts;
+    f[5] = v->mode == SYMM_V_DEV_2D && v->major_align > 1 ? v->major_align : 1;
+    f[6] = v->row_elems * symm_dtype_size(args->dtype);
+    n = 7;
+  }
+  uint64_t h = symm_hash64(f, n * sizeof f[0], 0x636f6c6cull);
   return (uint32_t)(h ^ (h >> 32)) | 1u; /* never SYMM_COLL_SIG_REFUSED */
 }
 
@@ -233,9 +244,61 @@ static unsigned gpu_coll_shape(const symm_gpu_t *g, int kind, const symm_coll_pa
   return grid < 1 ? 1 : grid; /* count 0 */
 }
 
+/* An all-to-all-v refused on this rank with res (its message kept), after
+ * meeting the peers as a call refused by the core does (gpu_abstain). */
+static symm_result_t gpu_a2av_refuse(symm_comm_t *comm, const symm_coll_args_t *args,
+                                     symm_result_t res) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", symm_last_error());
+  (void)gpu_abstain(comm, args);
+  symm_error_restore(saved);
+  return res;
+}
+
+/*
+ * All-to-all-v (gpu_coll_a2av.c): staged in the scratch as it is (made at
+ * its default size if there is none yet), never grown, since the need
+ * differs by rank.  A rank whose rows do not fit still runs the kernel,
+ * which stages nothing and tells every peer why (each fails the call
+ * through symm_comm_check_async_error), and returns the error here too.
+ */
+static symm_result_t gpu_coll_a2av(symm_comm_t *comm, symm_gpu_t *g,
+                                   const symm_coll_args_t *args) {
+  gpu_a2av_layout_t l;
+  symm_result_t res = gpu_a2av_check(g, args, &l);
+  if (res != SYMM_SUCCESS) return gpu_a2av_refuse(comm, args, res);
+  ncu_function fn = NULL;
+  SYMM_CHECK(gpu_coll_function(g, SYMM_COLL_KERNEL_ALL_TO_ALL_V, 0, 0, &fn));
+  symm_coll_params_t p;
+  SYMM_CHECK(gpu_coll_base(comm, g, 0, &p));
+  gpu_a2av_fill(g, args, &l, &p);
+  const char *fname = gpu_a2av_name(args->v);
+  if (p.stage_half < l.data_off)
+    return gpu_a2av_refuse(comm, args, symm_error(SYMM_ERR_STATE, "%s: the collective scratch "
+                           "holds %llu staging bytes, less than the %llu of the call's tables: "
+                           "reserve more with symm_comm_reserve_scratch", fname,
+                           (unsigned long long)p.stage_half, (unsigned long long)l.data_off));
+  res = SYMM_SUCCESS;
+  if (p.stage_half < l.stage) {
+    p.v.refused = SYMM_COLL_WHY_SCRATCH;
+    res = symm_error(SYMM_ERR_STATE, "%s: rank %d stages %llu bytes (%zu send rows of %llu "
+                     "bytes, and tables), its collective scratch holds %llu; all-to-all-v does "
+                     "not grow the scratch (the need differs by rank): reserve "
+                     "symm_comm_scratch_bytes of the largest buffer with "
+                     "symm_comm_reserve_scratch first; every rank fails this call "
+                     "(symm_comm_check_async_error)", fname, g->rank,
+                     (unsigned long long)l.stage, args->v->send_rows,
+                     (unsigned long long)p.v.row_bytes, (unsigned long long)p.stage_half);
+  }
+  p.sig = gpu_coll_sig(args, SYMM_COLL_KERNEL_ALL_TO_ALL_V, l.grid, SYMM_COLL_THREADS);
+  SYMM_CHECK(gpu_coll_run(g, fn, l.grid, SYMM_COLL_THREADS, args->stream, &p, "all_to_all_v"));
+  return res;
+}
+
 symm_result_t gpu_collective(symm_comm_t *comm, const symm_coll_args_t *args) {
   symm_gpu_t *g = NULL;
   SYMM_CHECK(gpu_coll_usable(comm, &g));
+  if (args->kind == SYMM_COLL_ALL_TO_ALL_V) return gpu_coll_a2av(comm, g, args);
   const uint64_t es = symm_dtype_size(args->dtype);
   const uint64_t count = args->count;
 

@@ -20,7 +20,7 @@
 
 const char *const gpu_coll_kernel_names[GPU_COLL_KINDS] = {
     NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
-    "all_gather", "broadcast", "all_to_all", "ar_ll128"};
+    "all_gather", "broadcast", "all_to_all", "ar_ll128", "all_to_all_v"};
 
 /* Kernels that reduce, one per dtype and op. */
 bool gpu_coll_reducing(int kind) {
@@ -125,6 +125,28 @@ uint64_t gpu_coll_scratch_bytes(uint64_t stage) {
 }
 
 /*
+ * All-to-all-v: every block keeps a table and working arrays of its own
+ * in the staging half (coll_abi.h), one block per channel up to what
+ * gpu_coll_bw_blocks allows, fewer where those would pass
+ * SYMM_COLL_V_BLOCK_AREA (thousands of chunks), so that the staging need
+ * of a call is at most that area plus its send buffer.
+ */
+void gpu_coll_a2av_layout(const symm_gpu_t *g, int world, int n_experts, uint64_t send_bytes,
+                          gpu_a2av_layout_t *l) {
+  const uint64_t chunks = (uint64_t)world * (uint64_t)n_experts;
+  l->table_bytes = symm_coll_v_table_bytes(chunks);
+  l->plan_bytes = symm_coll_v_plan_bytes(chunks, (uint64_t)n_experts);
+  const uint64_t per = l->table_bytes + l->plan_bytes;
+  uint64_t grid = gpu_coll_bw_blocks(SYMM_COLL_KERNEL_ALL_TO_ALL_V,
+                                     (int)symm_coll_channels((unsigned)world), 0);
+  if (grid > SYMM_COLL_V_BLOCK_AREA / per) grid = SYMM_COLL_V_BLOCK_AREA / per;
+  if (g->max_blocks && grid > g->max_blocks) grid = g->max_blocks;
+  l->grid = grid < 1 ? 1u : (unsigned)grid;
+  l->data_off = (l->grid * per + 255) & ~(uint64_t)255;
+  l->stage = l->data_off + send_bytes;
+}
+
+/*
  * The kernel (SYMM_COLL_KERNEL_*, -1 for an unknown collective) that runs
  * collective `coll` (SYMM_COLL_*; all-reduce with `algo`) on `count`
  * elements of es bytes, and the bytes of one staging half it uses (see
@@ -153,6 +175,8 @@ int gpu_coll_plan(const symm_gpu_t *g, int coll, symm_algo_t algo, uint64_t coun
     case SYMM_COLL_ALL_GATHER: *stage = count * es; return SYMM_COLL_KERNEL_ALL_GATHER;
     case SYMM_COLL_BROADCAST: *stage = count * es; return SYMM_COLL_KERNEL_BROADCAST;
     case SYMM_COLL_ALL_TO_ALL: *stage = W * count * es; return SYMM_COLL_KERNEL_ALL_TO_ALL;
+    /* Staged per rank: gpu_coll_a2av_layout. */
+    case SYMM_COLL_ALL_TO_ALL_V: return SYMM_COLL_KERNEL_ALL_TO_ALL_V;
     default: return -1;
   }
 }
@@ -207,7 +231,9 @@ symm_algo_t gpu_allreduce_algo(symm_comm_t *comm, symm_algo_t asked, size_t byte
 /* The most any collective plans on buffers of at most max_bytes: every
  * kind, every dtype size, one- and two-shot (what auto and the fallbacks
  * resolve to; LL and LL128 stage nothing), with the count that fills the
- * larger buffer.  A staging half grows with the count, so that is the need. */
+ * larger buffer.  A staging half grows with the count, so that is the need.
+ * All-to-all-v stages its send buffer after its tables, which stay within
+ * SYMM_COLL_V_BLOCK_AREA whatever its n_experts. */
 symm_result_t gpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *bytes) {
   symm_gpu_t *g = NULL;
   SYMM_CHECK(gpu_coll_usable(comm, &g));
@@ -233,6 +259,7 @@ symm_result_t gpu_scratch_bytes(symm_comm_t *comm, size_t max_bytes, size_t *byt
       if (stage > most) most = stage;
     }
   }
+  if (SYMM_COLL_V_BLOCK_AREA + max_bytes > most) most = SYMM_COLL_V_BLOCK_AREA + max_bytes;
   *bytes = (size_t)gpu_coll_scratch_bytes(most);
   return SYMM_SUCCESS;
 }

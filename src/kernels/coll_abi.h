@@ -33,7 +33,7 @@
 /* Version of the protocol and layouts below: raised by every change that
  * kernels built from an older coll_kernels.cu would misread.  A kernel file
  * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
-#define SYMM_COLL_ABI_VERSION 4
+#define SYMM_COLL_ABI_VERSION 5
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -63,8 +63,11 @@
  * ranks' different recv buffers would send data to the wrong memory.) */
 #define SYMM_COLL_PAD_BYTES 4096u
 #define SYMM_COLL_PAD_LOCAL 4032u /* first byte of the local words */
-/* Local words (uint32): 0 epoch, 1 blocks counted, 2 timed out (sticky). */
+/* Local words (uint32): 0 epoch, 1 blocks counted, 2 timed out (sticky),
+ * 3 and 4 all-to-all-v's local barrier (blocks arrived, epoch passed). */
 #define SYMM_COLL_WORD_TIMED_OUT 2
+#define SYMM_COLL_WORD_ORDER_COUNT 3
+#define SYMM_COLL_WORD_ORDER_PASSED 4
 #define SYMM_COLL_PHASES 2u
 /* Channels (= most blocks of a kernel that exchanges headers). */
 #define SYMM_COLL_MAX_CHANNELS 128u
@@ -96,12 +99,37 @@ SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
  * `more`, so that the host still reports that a later collective failed.
  * Read and cleared by the host (gpu_poll_async_error). */
 typedef struct symm_coll_error {
-  uint32_t code;   /* symm_result_t: SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT */
-  uint32_t peer;   /* the rank that differed or never arrived */
+  uint32_t code;   /* symm_result_t: SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT,
+                      SYMM_ERR_INVALID_ARG (all-to-all-v's counts) */
+  uint32_t peer;   /* the rank that differed or never arrived; with `why`,
+                      the rank whose counts were refused */
   uint32_t kind;   /* SYMM_COLL_KERNEL_* of the kernel that saw it */
   uint32_t epoch;  /* device epoch of that kernel */
   uint32_t more;   /* code of an error recorded while `code` was unread, else 0 */
+  uint32_t why;    /* SYMM_COLL_WHY_*: what was wrong with the counts, else 0 */
+  uint32_t other;  /* SYMM_COLL_WHY_COUNT: the receiving rank; RECV_ROWS: the
+                      first source whose rows do not fit */
+  uint32_t mode;   /* all-to-all-v: symm_v_mode_t of the call */
+  uint64_t got;    /* the figures of `why` (see there) */
+  uint64_t limit;
 } symm_coll_error_t;
+
+/* symm_result_t's SYMM_ERR_INVALID_ARG, for the kernels. */
+#define SYMM_COLL_ERR_INVALID_ARG 1u
+
+/* What an all-to-all-v refused (symm_coll_error_t.why); `peer` is the rank
+ * whose counts were wrong.  Every rank of the call records the same one
+ * (the lowest rank's) and writes nothing. */
+enum {
+  SYMM_COLL_WHY_NEG_COUNT = 1,  /* got: the split's index, limit: its value (int64) */
+  SYMM_COLL_WHY_NEG_OFFSET = 2, /* got: the offset's index, limit: its value (int64) */
+  SYMM_COLL_WHY_SEND_ROWS = 3,  /* the rows it sends reach row `got`, send_rows `limit` */
+  SYMM_COLL_WHY_RECV_ROWS = 4,  /* its placement needs `got` rows, recv_rows is `limit` */
+  SYMM_COLL_WHY_COUNT = 5,      /* sent `got` to rank `other`, whose recv_counts says
+                                   `limit` (code SYMM_ERR_MISMATCH) */
+  SYMM_COLL_WHY_SCRATCH = 6     /* its staging needs `got` bytes, a staging half
+                                   holds `limit` (the host refused, see v.refused) */
+};
 
 /* Which kernel (also mixed into the signature). */
 enum {
@@ -112,8 +140,71 @@ enum {
   SYMM_COLL_KERNEL_ALL_GATHER = 5,
   SYMM_COLL_KERNEL_BROADCAST = 6,
   SYMM_COLL_KERNEL_ALL_TO_ALL = 7,
-  SYMM_COLL_KERNEL_AR_LL128 = 8
+  SYMM_COLL_KERNEL_AR_LL128 = 8,
+  SYMM_COLL_KERNEL_ALL_TO_ALL_V = 9
 };
+
+/* ---- all-to-all-v (coll_a2av.cuh) ----
+ * Chunks: a sender's rows for (destination q, local expert e), index
+ * q * n_experts + e, world x n_experts of them (n_experts 1 but in the 2-D
+ * modes), at most SYMM_COLL_V_MAX_CHUNKS.  Every block b of the kernel
+ * keeps its own copy of its rank's table of chunks, and stages and pulls
+ * its own pieces of every chunk: a reader may trust, after the header
+ * exchange on channel b, only what block b of the writer wrote.
+ * A staging half holds: [grid x table_bytes: per-block tables, each a
+ * symm_coll_v_header_t then world x n_experts symm_coll_v_entry_t]
+ * [grid x plan_bytes: per-block working arrays, read by their own block
+ * only] [at data_off: the rows staged, each at the row it has in sendbuf]. */
+#define SYMM_COLL_V_MAX_CHUNKS 4096
+/* Most bytes of the tables and plans of one staging half: the grid shrinks
+ * to fit (symm_comm_scratch_bytes counts on it). */
+#define SYMM_COLL_V_BLOCK_AREA ((uint64_t)4 << 20)
+typedef struct symm_coll_v_header {
+  uint32_t why, zero;  /* SYMM_COLL_WHY_* of the sender's own counts, 0: good */
+  uint64_t got, limit; /* its figures */
+  uint64_t rows;       /* rows the sender staged (sum of its chunks) */
+  /* The receiver's verdict on what it will receive, published before the
+   * second header exchange; every rank acts on the lowest rank's. */
+  uint32_t v_why, v_code, v_peer, v_other; /* symm_coll_error_t's fields */
+  uint64_t v_got, v_limit;
+} symm_coll_v_header_t;
+typedef struct symm_coll_v_entry {
+  uint64_t rows;   /* rows of the chunk */
+  uint64_t staged; /* its first row in the sender's staged rows */
+} symm_coll_v_entry_t;
+/* Bytes of one block's table and working arrays (rows, source, place and
+ * piece lists per chunk, an offset per expert). */
+SYMM_COLL_HD static inline uint64_t symm_coll_v_table_bytes(uint64_t chunks) {
+  return sizeof(symm_coll_v_header_t) + chunks * sizeof(symm_coll_v_entry_t);
+}
+SYMM_COLL_HD static inline uint64_t symm_coll_v_plan_bytes(uint64_t chunks, uint64_t experts) {
+  return chunks * 6 * 8 + (experts * 8 + 15) / 16 * 16;
+}
+
+/* What an all-to-all-v call adds to the parameters: its mode and row
+ * shape, the capacities and, for host counts, the counts themselves (in
+ * rows of row_bytes), copied here so that a captured graph replays them
+ * without reading host memory. */
+typedef struct symm_coll_v_params {
+  uint64_t send_counts[SYMM_COLL_MAX_WORLD], send_displs[SYMM_COLL_MAX_WORLD];
+  uint64_t recv_counts[SYMM_COLL_MAX_WORLD], recv_displs[SYMM_COLL_MAX_WORLD];
+  uint64_t in_splits;   /* device modes: int64 counts (and offsets: combine) */
+  uint64_t out_splits;  /* device modes: int64 [2][chunks] written by block 0 */
+  uint64_t row_bytes;   /* bytes per row */
+  uint64_t send_rows;   /* capacity of send, and of this rank's staged rows */
+  uint64_t recv_rows;   /* capacity of recv */
+  uint64_t major_align; /* SYMM_V_DEV_2D: each expert's block starts at a multiple */
+  uint64_t table_bytes; /* one block's table (symm_coll_v_table_bytes) */
+  uint64_t plan_bytes;  /* one block's working arrays (symm_coll_v_plan_bytes) */
+  uint64_t data_off;    /* the staged rows' offset in a staging half */
+  int32_t mode;         /* symm_v_mode_t */
+  int32_t n_experts;    /* chunks per destination */
+  int32_t ordered;      /* 1: a buffer written overlaps one read (recv and send,
+                           in place): every block of this rank has read before
+                           any block writes */
+  int32_t refused;      /* SYMM_COLL_WHY_SCRATCH: this rank stages nothing and
+                           tells its peers why, 0: a call to run */
+} symm_coll_v_params_t;
 
 /*
  * Parameters of one launch (passed by value), one launch per public call.
@@ -143,6 +234,7 @@ typedef struct symm_coll_params {
   int32_t vec;          /* 1: all buffers and segment offsets 16-byte aligned */
   int32_t kind;         /* SYMM_COLL_KERNEL_* */
   int32_t channels;     /* symm_coll_channels(world): header slots per phase */
+  symm_coll_v_params_t v; /* SYMM_COLL_KERNEL_ALL_TO_ALL_V only */
 } symm_coll_params_t;
 
 /* Parameters of the signal kernel (symm_signal_put / _wait / _barrier):

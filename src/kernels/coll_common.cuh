@@ -32,14 +32,15 @@ static __device__ __forceinline__ char *coll_stage(const params_t &a, int rank, 
 #define SYMM_COLL_UNROLL 4
 #endif
 enum { COLL_UNROLL = SYMM_COLL_UNROLL };
-static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uint64_t bytes,
-                                                 bool vec) {
+/* The same shared by threads t of nt (a warp's lanes, say). */
+static __device__ __forceinline__ void coll_copy_by(char *dst, const char *src, uint64_t bytes,
+                                                    bool vec, uint32_t t, uint32_t nt) {
   uint64_t done = 0;
   if (vec) {
-    const uint64_t nv = bytes / 16, bd = blockDim.x;
+    const uint64_t nv = bytes / 16, bd = nt;
     const uint4 *s = (const uint4 *)src;
     uint4 *d = (uint4 *)dst;
-    uint64_t i = threadIdx.x;
+    uint64_t i = t;
     for (; i + (COLL_UNROLL - 1) * bd < nv; i += COLL_UNROLL * bd) {
       uint4 x[COLL_UNROLL];
 #pragma unroll
@@ -50,7 +51,11 @@ static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uin
     for (; i < nv; i += bd) d[i] = s[i];
     done = nv * 16;
   }
-  for (uint64_t i = done + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  for (uint64_t i = done + t; i < bytes; i += nt) dst[i] = src[i];
+}
+static __device__ __forceinline__ void coll_copy(char *dst, const char *src, uint64_t bytes,
+                                                 bool vec) {
+  coll_copy_by(dst, src, bytes, vec, threadIdx.x, blockDim.x);
 }
 
 /* ----------------------------------------------------- dtypes and ops */

@@ -75,8 +75,15 @@ static __device__ __forceinline__ uint4 coll_ld_v4(uint64_t addr) {
   return v;
 }
 
+/* What an all-to-all-v found wrong with the counts: symm_coll_error_t's
+ * `why` and its figures. */
+struct coll_detail {
+  uint32_t why, other;
+  uint64_t got, limit;
+};
+
 static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_t code,
-                                   uint32_t peer) {
+                                   uint32_t peer, const coll_detail *d = NULL) {
   /* The record is pinned host memory, where GPUs without host-native
    * atomics (PCIe hosts) may not use atomics: plain stores, the code last.
    * Two blocks failing at once may both write; either error is reported. */
@@ -91,6 +98,11 @@ static __device__ void coll_record(const params_t &a, const coll_ctx &c, uint32_
     err->peer = peer;
     err->kind = (uint32_t)a.kind;
     err->epoch = c.e;
+    err->why = d ? d->why : 0u;
+    err->other = d ? d->other : 0u;
+    err->mode = d ? (uint32_t)a.v.mode : 0u;
+    err->got = d ? d->got : 0u;
+    err->limit = d ? d->limit : 0u;
     __threadfence_system();
     err->code = code;
   } else {

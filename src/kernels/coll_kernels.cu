@@ -8,7 +8,8 @@
  * coll_ctx.cuh (the protocol context), coll_common.cuh (partitions,
  * dtypes, reduction and push helpers), coll_all_reduce.cuh (one-shot,
  * two-shot), coll_ll.cuh, coll_ll128.cuh, coll_reduce_scatter.cuh,
- * coll_copy.cuh (all-gather, broadcast, all-to-all), signal_kernels.cuh;
+ * coll_copy.cuh (all-gather, broadcast, all-to-all), coll_a2av.cuh
+ * (all-to-all-v), signal_kernels.cuh;
  * the reducing kernels' entry points are instantiated at the end.
  *
  * Protocol (see coll_abi.h for the layouts)
@@ -105,6 +106,7 @@ __device__ unsigned char symm_coll_abi_version[SYMM_COLL_ABI_VERSION];
 #include "coll_ll128.cuh"
 #include "coll_reduce_scatter.cuh"
 #include "coll_copy.cuh"
+#include "coll_a2av.cuh"
 #include "signal_kernels.cuh"
 
 /* --------------------------------------------- reduction entry points */

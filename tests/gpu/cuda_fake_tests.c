@@ -17,6 +17,7 @@
 
 #include "backends/cuda/cuda.h"
 #include "symm_test_access.h"
+#include "fake_a2av.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -405,6 +406,32 @@ TEST_IMPL(cuda_fake_describe) {
   fakecuda_stats_t s = fake_stats();
   ASSERT_EQ(s.devallocs, 0);
   ASSERT_EQ(s.contexts, 0);
+  return 0;
+}
+
+
+/* ------------------------------------------------------- all-to-all-v */
+
+/* symm_all_to_all_v and symm_all_to_all_vdev launch the GPU engine's
+ * all-to-all-v kernel with the call's parameters (fake_a2av.h). */
+static int a2av_launch_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, 8192), *board = alloc_u64(comm, 8);
+  ASSERT_MSG(buf && board, "alloc: %s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(buf));
+  ASSERT_OK(symm_tensor_rendezvous(board));
+  if (fake_a2av_launches(comm, buf, board)) return 1;
+  symm_comm_barrier(comm);
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(cuda_fake_a2av_launch) {
+  ASSERT_EQ(run_cuda_job(3, a2av_launch_rank, NULL), 0);
   return 0;
 }
 

@@ -545,6 +545,534 @@ TEST_IMPL(gpu_coll_signals) {
   return 0;
 }
 
+/* ------------------------------------------------------ all-to-all-v */
+
+/* Counts of a call, the same on every rank (from a seed): rank s sends
+ * C[s][d * ne + e] rows (elements, host counts) to expert e of rank d. */
+typedef struct {
+  int W, ne;
+  size_t C[32 * 64];
+} a2av_counts_t;
+
+static size_t a2av_c(const a2av_counts_t *m, int s, int d, int e) {
+  return m->C[((size_t)s * m->W + d) * m->ne + e];
+}
+
+static uint32_t a2av_rand(uint32_t *x) {
+  *x = *x * 1664525u + 1013904223u;
+  return *x >> 8;
+}
+
+enum { PAT_RANDOM, PAT_SKEWED, PAT_ZEROS, PAT_SILENT, PAT_EMPTY_EXPERT };
+
+/* Counts up to `most` per chunk: random with zeros; skewed (rank 0 sends
+ * `most`, the others a few); all zero; random but the last rank sends
+ * nothing; random but local expert 1 of every rank gets nothing. */
+static void a2av_fill(a2av_counts_t *m, int W, int ne, int pattern, uint32_t seed, size_t most) {
+  m->W = W;
+  m->ne = ne;
+  for (int s = 0; s < W; s++)
+    for (int d = 0; d < W; d++)
+      for (int e = 0; e < ne; e++) {
+        size_t v = a2av_rand(&seed) % (most + 1);
+        if (v % 5 == 0) v = 0;
+        if (pattern == PAT_SKEWED) v = s == 0 ? most : v % 3;
+        if (pattern == PAT_ZEROS || (pattern == PAT_SILENT && s == W - 1) ||
+            (pattern == PAT_EMPTY_EXPERT && e == 1))
+          v = 0;
+        m->C[((size_t)s * W + d) * ne + e] = v;
+      }
+}
+
+/* Byte k of row i of rank s's sendbuf in case `salt`. */
+static unsigned char a2av_byte(int s, size_t i, size_t k, int salt) {
+  return (unsigned char)(s * 97 + i * 31 + k * 7 + (size_t)salt * 13);
+}
+
+/* rows x rb bytes of rank s's sendbuf, rows from `first` on, into dst. */
+static void a2av_rows(unsigned char *dst, int s, size_t first, size_t rows, size_t rb, int salt) {
+  for (size_t i = 0; i < rows; i++)
+    for (size_t k = 0; k < rb; k++) dst[i * rb + k] = a2av_byte(s, first + i, k, salt);
+}
+
+/* Device copies of n bytes of host memory, and the comparison back. */
+static void *a2av_upload(const void *h, size_t n) {
+  void *d = NULL;
+  ASSERT_CUDA(cudaMalloc(&d, n ? n : 16));
+  if (n) ASSERT_CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
+  return d;
+}
+static size_t a2av_diff(const void *d, const unsigned char *want, size_t n, size_t *first) {
+  unsigned char *h = malloc(n ? n : 1);
+  ASSERT(h != NULL);
+  if (n) ASSERT_CUDA(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  *first = (size_t)-1;
+  for (size_t i = 0; i < n; i++)
+    if (h[i] != want[i]) {
+      if (!bad) *first = i;
+      bad++;
+    }
+  free(h);
+  return bad;
+}
+
+/* The displacements of host counts c[0..W) (elements): packed, or in
+ * reverse order of rank with `gap` elements before each range. */
+static size_t a2av_displs(const size_t *c, int W, size_t gap, bool reverse, size_t *displs) {
+  size_t at = 0;
+  for (int k = 0; k < W; k++) {
+    const int p = reverse ? W - 1 - k : k;
+    at += gap;
+    displs[p] = at;
+    at += c[p];
+  }
+  return at;
+}
+
+/* symm_all_to_all_v of m (elements of dt) against a host reference:
+ * packed, or with gaps and reversed ranges (gaps of recv untouched); in
+ * place: one buffer, which holds the send data first. */
+static void a2av_host_case(coll_t *c, const a2av_counts_t *m, symm_dtype_t dt, bool gaps,
+                           bool in_place, int salt) {
+  const int W = c->size, R = c->rank;
+  const size_t es = symm_dtype_size(dt);
+  size_t sc[32], rc[32], sd[32], rd[32];
+  for (int p = 0; p < W; p++) sc[p] = a2av_c(m, R, p, 0), rc[p] = a2av_c(m, p, R, 0);
+  const size_t sn = a2av_displs(sc, W, gaps ? 1 : 0, gaps, sd);
+  const size_t rn = a2av_displs(rc, W, gaps ? 2 : 0, gaps, rd);
+  const size_t n = (in_place ? (sn > rn ? sn : rn) : sn) * es, rbytes = (in_place ? n : rn * es);
+  unsigned char *hs = malloc(n + 1), *want = malloc(rbytes + 1);
+  ASSERT(hs && want);
+  a2av_rows(hs, R, 0, n / es, es, salt);
+  if (in_place) memcpy(want, hs, rbytes);
+  else memset(want, 0xa5, rbytes);
+  void *dsend = a2av_upload(hs, n), *drecv = dsend;
+  if (!in_place) drecv = a2av_upload(want, rbytes); /* all 0xa5 still */
+  for (int p = 0; p < W; p++) /* rank p's elements for us sit at its sd for us */
+    if (rc[p]) {
+      size_t psd[32], pc[32];
+      for (int q = 0; q < W; q++) pc[q] = a2av_c(m, p, q, 0);
+      a2av_displs(pc, W, gaps ? 1 : 0, gaps, psd);
+      a2av_rows(want + rd[p] * es, p, psd[R], rc[p], es, salt);
+    }
+  ASSERT_OK(symm_all_to_all_v(c->comm, dsend, sc, gaps ? sd : NULL, drecv, rc, gaps ? rd : NULL,
+                              dt, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  size_t first;
+  const size_t bad = a2av_diff(drecv, want, rbytes, &first);
+  ASSERT_MSG(bad == 0, "all_to_all_v %s %s%s (case %d): %zu of %zu bytes wrong, first at %zu",
+             symm_dtype_name(dt), gaps ? "with gaps" : "packed", in_place ? ", in place" : "",
+             salt, bad, rbytes, first);
+  cudaFree(dsend);
+  if (!in_place) cudaFree(drecv);
+  free(hs);
+  free(want);
+}
+
+/* Reserves what symm_comm_scratch_bytes says for buffers of `bytes`: an
+ * all-to-all-v never grows the scratch itself. */
+static void a2av_reserve(coll_t *c, size_t bytes) {
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(c->comm, bytes, &need));
+  ASSERT_OK(symm_comm_reserve_scratch(c->comm, need));
+}
+
+/* Host counts: random, skewed, all zero, a rank that sends nothing, and
+ * large; packed and with gaps, in place; 1-, 4- and 8-byte elements. */
+TEST_IMPL(gpu_coll_a2av_host) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  const int W = c->size;
+  const size_t big = (size_t)1 << 18; /* elements a pair, at most */
+  a2av_reserve(c, (size_t)W * big * 4 + (size_t)W * 8 * 8);
+  a2av_counts_t *m = malloc(sizeof *m);
+  ASSERT(m != NULL);
+  const symm_dtype_t dts[3] = {SYMM_DTYPE_I32, SYMM_DTYPE_U8, SYMM_DTYPE_I64};
+  int salt = 0;
+  for (int pat = PAT_RANDOM; pat <= PAT_SILENT; pat++)
+    for (int d = 0; d < 3; d++)
+      for (int v = 0; v < 3; v++) {
+        a2av_fill(m, W, 1, pat, 1000u + (uint32_t)salt, 300);
+        a2av_host_case(c, m, dts[d], v == 1, v == 2, ++salt);
+      }
+  a2av_fill(m, W, 1, PAT_RANDOM, 77u, big); /* up to 1 MiB a pair */
+  a2av_host_case(c, m, SYMM_DTYPE_I32, false, false, ++salt);
+  a2av_host_case(c, m, SYMM_DTYPE_I32, true, true, ++salt);
+  free(m);
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* ---- device splits ---- */
+
+/* Which dispatch: symm_all_to_all_vdev, symm_all_to_all_vdev_2d. */
+enum { A2AV_1D = 1, A2AV_2D = 2 };
+
+/* One device-split call of counts m as rank R sees it: what it sends
+ * (in_splits, packed rank-major), what it must receive and where, the
+ * out_splits_offsets it must write, and the capacities that fit. */
+typedef struct {
+  int mode, ne;
+  size_t align, rb;            /* rows of rb bytes */
+  size_t send_rows, recv_rows; /* exactly what the call needs */
+  int64_t in[2 * 32 * 64], out[2 * 32 * 64];
+  size_t nin, nout;            /* int64 in in[], out[] */
+  unsigned char *send, *want;  /* send_rows, recv_rows rows */
+} a2av_call_t;
+
+/* Where rank s's rows for (d, e) start in its packed sendbuf. */
+static size_t a2av_send_off(const a2av_counts_t *m, int s, int d, int e) {
+  size_t at = 0;
+  for (int k = 0; k < d * m->ne + e; k++) at += a2av_c(m, s, k / m->ne, k % m->ne);
+  return at;
+}
+
+/* Rank R's dispatch (A2AV_1D, or A2AV_2D with align) of m; in
+ * place, recv's rows that receive nothing keep the send data. */
+static void a2av_dispatch_ref(const a2av_counts_t *m, int R, int mode, size_t align, size_t rb,
+                              int salt, bool in_place, a2av_call_t *k) {
+  const int W = m->W, ne = m->ne;
+  k->mode = mode, k->ne = ne, k->align = align ? align : 1, k->rb = rb;
+  k->nin = (size_t)W * ne, k->nout = 2 * (size_t)W * ne;
+  k->send_rows = a2av_send_off(m, R, W, 0);
+  for (int i = 0; i < W * ne; i++) k->in[i] = (int64_t)a2av_c(m, R, i / ne, i % ne);
+  size_t at = 0; /* expert-major blocks (2-D) or source order (1-D: ne 1) */
+  for (int e = 0; e < ne; e++) {
+    at = (at + k->align - 1) / k->align * k->align;
+    for (int s = 0; s < W; s++) {
+      const size_t i = (size_t)e * W + s;
+      k->out[i] = (int64_t)a2av_c(m, s, R, e);
+      k->out[k->nout / 2 + i] = (int64_t)at;
+      at += a2av_c(m, s, R, e);
+    }
+  }
+  k->recv_rows = at;
+  k->send = malloc(k->send_rows * rb + 1);
+  k->want = malloc(k->recv_rows * rb + 1);
+  ASSERT(k->send && k->want);
+  a2av_rows(k->send, R, 0, k->send_rows, rb, salt);
+  memset(k->want, 0xa5, k->recv_rows * rb);
+  if (in_place)
+    memcpy(k->want, k->send, (k->send_rows < k->recv_rows ? k->send_rows : k->recv_rows) * rb);
+  for (int e = 0; e < ne; e++)
+    for (int s = 0; s < W; s++) {
+      const size_t i = (size_t)e * W + s;
+      a2av_rows(k->want + (size_t)k->out[k->nout / 2 + i] * rb, s, a2av_send_off(m, s, R, e),
+                (size_t)k->out[i], rb, salt);
+    }
+}
+
+static void a2av_call_free(a2av_call_t *k) {
+  free(k->send);
+  free(k->want);
+}
+
+/* Device buffers of a call: send (spare rows after it), recv filled with
+ * 0xa5 (spare too), in_splits, out_splits_offsets filled with -7. */
+typedef struct {
+  void *send, *recv;
+  int64_t *in, *out;
+  size_t send_cap, recv_cap; /* rows */
+} a2av_dev_t;
+
+static void a2av_dev_make(const a2av_call_t *k, size_t spare, bool in_place, a2av_dev_t *b) {
+  b->send_cap = k->send_rows + spare;
+  b->recv_cap = k->recv_rows + spare;
+  if (in_place && b->recv_cap < b->send_cap) b->recv_cap = b->send_cap;
+  if (in_place) b->send_cap = b->recv_cap;
+  const size_t sb = b->send_cap * k->rb, rbytes = b->recv_cap * k->rb;
+  unsigned char *h = malloc(sb + rbytes + 1);
+  ASSERT(h != NULL);
+  memset(h, 0xa5, sb + rbytes);
+  memcpy(h, k->send, k->send_rows * k->rb);
+  b->send = a2av_upload(h, sb);
+  b->recv = in_place ? b->send : a2av_upload(h + sb, rbytes);
+  int64_t junk[2 * 32 * 64];
+  for (size_t i = 0; i < k->nout; i++) junk[i] = -7;
+  b->in = a2av_upload(k->in, k->nin * 8);
+  b->out = a2av_upload(junk, k->nout * 8);
+  free(h);
+}
+
+static void a2av_dev_free(a2av_dev_t *b) {
+  cudaFree(b->send);
+  if (b->recv != b->send) cudaFree(b->recv);
+  cudaFree(b->in);
+  cudaFree(b->out);
+}
+
+/* recv (its first recv_rows rows; the spare after them untouched unless in
+ * place) and out_splits_offsets as k says. */
+static void a2av_dev_check(const a2av_call_t *k, const a2av_dev_t *b, const char *what) {
+  size_t first;
+  size_t bad = a2av_diff(b->recv, k->want, k->recv_rows * k->rb, &first);
+  ASSERT_MSG(bad == 0, "%s: %zu of %zu bytes of recv wrong, first at %zu (row %zu)", what, bad,
+             k->recv_rows * k->rb, first, first / k->rb);
+  bad = a2av_diff(b->out, (const unsigned char *)k->out, k->nout * 8, &first);
+  ASSERT_MSG(bad == 0, "%s: out_splits_offsets wrong from byte %zu (entry %zu)", what, first,
+             first / 8);
+  if (b->recv == b->send) return;
+  const size_t spare = (b->recv_cap - k->recv_rows) * k->rb;
+  unsigned char *a5 = malloc(spare + 1);
+  ASSERT(a5 != NULL);
+  memset(a5, 0xa5, spare);
+  bad = a2av_diff((char *)b->recv + k->recv_rows * k->rb, a5, spare, &first);
+  ASSERT_MSG(bad == 0, "%s: %zu bytes written past the rows received", what, bad);
+  free(a5);
+}
+
+/* Runs k's dispatch on b. */
+static symm_result_t a2av_dev_run(coll_t *c, const a2av_call_t *k, const a2av_dev_t *b,
+                                  size_t row_elems, symm_dtype_t dt) {
+  if (k->mode == A2AV_1D)
+    return symm_all_to_all_vdev(c->comm, b->send, b->send_cap, b->recv, b->recv_cap, row_elems,
+                                dt, b->in, b->out, c->stream);
+  return symm_all_to_all_vdev_2d(c->comm, b->send, b->send_cap, b->recv, b->recv_cap, row_elems,
+                                 dt, b->in, b->out, k->ne, k->align, c->stream);
+}
+
+/* Combine of a 2-D dispatch: its recv and out_splits_offsets go back, and
+ * every rank gets its dispatch input again, packed rank-major, with its
+ * own in_splits as counts. */
+static void a2av_combine_check(coll_t *c, const a2av_call_t *k, const a2av_dev_t *b,
+                               size_t row_elems, symm_dtype_t dt, const char *what) {
+  const size_t n = (size_t)c->size * k->ne;
+  a2av_dev_t back = {NULL, NULL, NULL, NULL, b->send_cap, 0};
+  ASSERT_CUDA(cudaMalloc(&back.recv, back.send_cap * k->rb + 16));
+  ASSERT_CUDA(cudaMemset(back.recv, 0xa5, back.send_cap * k->rb + 16));
+  ASSERT_CUDA(cudaMalloc((void **)&back.out, 2 * n * 8));
+  ASSERT_OK(symm_all_to_all_vdev_2d_combine(c->comm, b->recv, b->recv_cap, back.recv,
+                                            back.send_cap, row_elems, dt, b->out, back.out,
+                                            k->ne, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  size_t first, bad = a2av_diff(back.recv, k->send, k->send_rows * k->rb, &first);
+  ASSERT_MSG(bad == 0, "%s, combined back: %zu of %zu bytes differ from the input, first at %zu",
+             what, bad, k->send_rows * k->rb, first);
+  int64_t want[2 * 32 * 64];
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    want[i] = k->in[i];
+    want[n + i] = (int64_t)at;
+    at += (size_t)k->in[i];
+  }
+  bad = a2av_diff(back.out, (const unsigned char *)want, 2 * n * 8, &first);
+  ASSERT_MSG(bad == 0, "%s, combined back: out_splits_offsets wrong at entry %zu", what,
+             first / 8);
+  cudaFree(back.recv);
+  cudaFree(back.out);
+}
+
+/* One dispatch (and its combine, 2-D) of m against the reference. */
+static void a2av_dev_case(coll_t *c, const a2av_counts_t *m, int mode, size_t align,
+                          size_t row_elems, symm_dtype_t dt, bool in_place, int salt) {
+  const size_t rb = row_elems * symm_dtype_size(dt);
+  a2av_call_t k;
+  a2av_dispatch_ref(m, c->rank, mode, align, rb, salt, in_place, &k);
+  a2av_dev_t b;
+  a2av_dev_make(&k, in_place ? 0 : 5 + (size_t)c->rank, in_place, &b);
+  char what[160];
+  snprintf(what, sizeof what, "%s, %d experts, align %zu, rows of %zu %s%s (case %d)",
+           mode == A2AV_1D ? "vdev" : "vdev_2d", m->ne, align, row_elems, symm_dtype_name(dt),
+           in_place ? ", in place" : "", salt);
+  ASSERT_OK(a2av_dev_run(c, &k, &b, row_elems, dt));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  a2av_dev_check(&k, &b, what);
+  if (mode == A2AV_2D && !in_place) a2av_combine_check(c, &k, &b, row_elems, dt, what);
+  a2av_dev_free(&b);
+  a2av_call_free(&k);
+}
+
+/* Device splits: 1-D, 2-D with major_align 1 and 16 and an expert that
+ * gets no rows, each combined back; skewed and silent ranks; rows of 6
+ * bytes (no vectors); in place; and chunks of MiB. */
+TEST_IMPL(gpu_coll_a2av_dev) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  const int W = c->size;
+  a2av_reserve(c, (size_t)W * 2 * 3000 * 512 + 16 * 512);
+  a2av_counts_t *m = malloc(sizeof *m);
+  ASSERT(m != NULL);
+  const symm_dtype_t bf = SYMM_DTYPE_BF16;
+  int salt = 100;
+  for (int pat = PAT_RANDOM; pat <= PAT_SILENT; pat++) {
+    a2av_fill(m, W, 1, pat, 2000u + (uint32_t)pat, 40);
+    a2av_dev_case(c, m, A2AV_1D, 1, 64, bf, false, ++salt);
+    a2av_dev_case(c, m, A2AV_1D, 1, 3, bf, false, ++salt);
+  }
+  a2av_dev_case(c, m, A2AV_1D, 1, 64, bf, true, ++salt);
+  const size_t aligns[3] = {0, 1, 16};
+  for (int pat = PAT_RANDOM; pat <= PAT_EMPTY_EXPERT; pat++)
+    for (int a = 0; a < 3; a++) {
+      a2av_fill(m, W, 3, pat, 3000u + (uint32_t)(pat * 3 + a), 30);
+      a2av_dev_case(c, m, A2AV_2D, aligns[a], 32, bf, false, ++salt);
+    }
+  a2av_fill(m, W, 4, PAT_EMPTY_EXPERT, 4000u, 30);
+  a2av_dev_case(c, m, A2AV_2D, 16, 3, bf, false, ++salt);
+  a2av_dev_case(c, m, A2AV_2D, 16, 64, bf, true, ++salt);
+  a2av_fill(m, W, 2, PAT_RANDOM, 5000u, 3000); /* chunks up to 1.5 MiB */
+  a2av_dev_case(c, m, A2AV_2D, 8, 256, bf, false, ++salt);
+  free(m);
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* Every rank reports `code` for the call just enqueued (with `needle` in
+ * its message) and recv was left as it was. */
+static void a2av_expect_refused(coll_t *c, symm_result_t code, const char *needle,
+                                const a2av_dev_t *b, size_t rb, const char *what) {
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_RES(symm_comm_check_async_error(c->comm), code);
+  ASSERT_MSG(strstr(symm_last_error(), needle), "%s: \"%s\" lacks \"%s\"", what,
+             symm_last_error(), needle);
+  if (c->rank == 0) printf("# %s: %s\n", what, symm_last_error());
+  const size_t n = b->recv_cap * rb;
+  unsigned char *a5 = malloc(n + 1);
+  ASSERT(a5 != NULL);
+  memset(a5, 0xa5, n);
+  size_t first, bad = a2av_diff(b->recv, a5, n, &first);
+  ASSERT_MSG(bad == 0, "%s: recv written (%zu bytes, first at %zu)", what, bad, first);
+  free(a5);
+  symm_comm_barrier(c->comm);
+}
+
+/* Refused calls: rows past one rank's recv_rows, a negative split, splits
+ * past send_rows, host counts that differ from the sender's: every rank
+ * reports it through symm_comm_check_async_error, no rank's recv is
+ * written, and the next call works. */
+TEST_IMPL(gpu_coll_a2av_errors) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 2)) return TEST_SKIP;
+  ASSERT_OK(symm_comm_reserve_scratch(c->comm, (size_t)32 << 20));
+  const int W = c->size, R = c->rank, last = W - 1;
+  a2av_counts_t *m = malloc(sizeof *m);
+  ASSERT(m != NULL);
+  a2av_fill(m, W, 1, PAT_RANDOM, 6000u, 40);
+  for (int s = 0; s < W; s++) m->C[(size_t)s * W + last] = 10; /* the last rank gets rows */
+  a2av_call_t k;
+  a2av_dispatch_ref(m, R, A2AV_1D, 1, 16, 1, false, &k);
+  a2av_dev_t b;
+  a2av_dev_make(&k, 0, false, &b);
+  const symm_dtype_t f32 = SYMM_DTYPE_F32;
+  /* The last rank's recv_rows one short. */
+  ASSERT_OK(symm_all_to_all_vdev(c->comm, b.send, b.send_cap, b.recv,
+                                 R == last ? b.recv_cap - 1 : b.recv_cap, 4, f32, b.in, b.out,
+                                 c->stream));
+  a2av_expect_refused(c, SYMM_ERR_INVALID_ARG, "fit recv_rows", &b, 16, "recv_rows short");
+  /* A negative split on rank 1. */
+  int64_t neg = -3;
+  if (R == 1) ASSERT_CUDA(cudaMemcpy(b.in, &neg, 8, cudaMemcpyHostToDevice));
+  ASSERT_OK(symm_all_to_all_vdev(c->comm, b.send, b.send_cap, b.recv, b.recv_cap, 4, f32, b.in,
+                                 b.out, c->stream));
+  a2av_expect_refused(c, SYMM_ERR_INVALID_ARG, "negative", &b, 16, "negative split");
+  ASSERT_CUDA(cudaMemcpy(b.in, k.in, 8, cudaMemcpyHostToDevice));
+  /* Rank 0's splits one row past its send_rows. */
+  ASSERT_OK(symm_all_to_all_vdev(c->comm, b.send, R == 0 ? b.send_cap - 1 : b.send_cap, b.recv,
+                                 b.recv_cap, 4, f32, b.in, b.out, c->stream));
+  a2av_expect_refused(c, SYMM_ERR_INVALID_ARG, "exceed its send_rows", &b, 16,
+                      "splits past send_rows");
+  /* Host counts: rank 0 expects one element more from the last rank. */
+  size_t sc[32], rc[32];
+  for (int p = 0; p < W; p++) sc[p] = a2av_c(m, R, p, 0), rc[p] = a2av_c(m, p, R, 0);
+  if (R == 0) rc[last]++;
+  ASSERT_OK(symm_all_to_all_v(c->comm, b.send, sc, NULL, b.recv, rc, NULL, SYMM_DTYPE_U8,
+                              c->stream));
+  a2av_expect_refused(c, SYMM_ERR_MISMATCH, "recv_counts says", &b, 16, "host counts differ");
+  /* The communicator still works. */
+  ASSERT_OK(a2av_dev_run(c, &k, &b, 4, f32));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  a2av_dev_check(&k, &b, "after the refusals");
+  a2av_dev_free(&b);
+  a2av_call_free(&k);
+  free(m);
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* A captured CUDA graph of a 1-D and a 2-D dispatch, replayed with new
+ * split values (and data) written into the device splits between replays,
+ * and of host counts, which replay the counts captured. */
+TEST_IMPL(gpu_coll_a2av_graph) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  const int W = c->size, R = c->rank;
+  const size_t most = 50, ne = 2, rb = 64;
+  /* Capacities that hold any counts up to `most`. */
+  const size_t cap = most * (size_t)W * ne + 16 * ne;
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(c->comm, cap * rb, &need));
+  ASSERT_OK(symm_comm_reserve_scratch(c->comm, need));
+  a2av_counts_t *m = malloc(sizeof *m);
+  ASSERT(m != NULL);
+  a2av_dev_t b[2];
+  for (int j = 0; j < 2; j++) {
+    a2av_call_t k0;
+    a2av_fill(m, W, j ? (int)ne : 1, PAT_ZEROS, 0, 0);
+    a2av_dispatch_ref(m, R, j ? A2AV_2D : A2AV_1D, 16, rb, 0, false, &k0);
+    a2av_dev_make(&k0, cap, false, &b[j]);
+    a2av_call_free(&k0);
+  }
+  a2av_fill(m, W, 1, PAT_RANDOM, 7000u, most);
+  a2av_call_t hk;
+  a2av_dispatch_ref(m, R, A2AV_1D, 1, 4, 9, false, &hk); /* host counts: 4-byte elements */
+  hk.nout = 0; /* host counts write no splits */
+  size_t sc[32], rc[32];
+  for (int p = 0; p < W; p++) sc[p] = a2av_c(m, R, p, 0), rc[p] = a2av_c(m, p, R, 0);
+  a2av_dev_t hb;
+  a2av_dev_make(&hk, 0, false, &hb);
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  ASSERT_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+  ASSERT_OK(symm_all_to_all_vdev(c->comm, b[0].send, cap, b[0].recv, cap, rb / 2,
+                                 SYMM_DTYPE_BF16, b[0].in, b[0].out, c->stream));
+  ASSERT_OK(symm_all_to_all_vdev_2d(c->comm, b[1].send, cap, b[1].recv, cap, rb / 2,
+                                    SYMM_DTYPE_BF16, b[1].in, b[1].out, (int)ne, 16, c->stream));
+  ASSERT_OK(symm_all_to_all_v(c->comm, hb.send, sc, NULL, hb.recv, rc, NULL, SYMM_DTYPE_I32,
+                              c->stream));
+  ASSERT_CUDA(cudaStreamEndCapture(c->stream, &graph));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 4; rep++) {
+    a2av_call_t k[2];
+    for (int j = 0; j < 2; j++) {
+      a2av_fill(m, W, j ? (int)ne : 1, rep == 2 ? PAT_SKEWED : PAT_RANDOM,
+                8000u + (uint32_t)(rep * 2 + j), most);
+      a2av_dispatch_ref(m, R, j ? A2AV_2D : A2AV_1D, 16, rb, 10 + rep, false, &k[j]);
+      ASSERT_CUDA(cudaMemcpy(b[j].in, k[j].in, k[j].nin * 8, cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemcpy(b[j].send, k[j].send, k[j].send_rows * rb, cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemset(b[j].recv, 0xa5, cap * rb));
+    }
+    ASSERT_CUDA(cudaMemset(hb.recv, 0xa5, hb.recv_cap * 4));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    symm_comm_barrier(c->comm); /* every rank's inputs are in place */
+    ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
+    ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+    ASSERT_OK(symm_comm_check_async_error(c->comm));
+    char what[64];
+    for (int j = 0; j < 2; j++) {
+      snprintf(what, sizeof what, "graph replay %d, %s", rep, j ? "vdev_2d" : "vdev");
+      b[j].recv_cap = cap; /* the spare check below counts from the rows received */
+      a2av_dev_check(&k[j], &b[j], what);
+      a2av_call_free(&k[j]);
+    }
+    snprintf(what, sizeof what, "graph replay %d, host counts", rep);
+    a2av_dev_check(&hk, &hb, what);
+    symm_comm_barrier(c->comm); /* the next replay's inputs after every rank read */
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (int j = 0; j < 2; j++) a2av_dev_free(&b[j]);
+  a2av_dev_free(&hb);
+  a2av_call_free(&hk);
+  free(m);
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
 /* The last rank never calls; the others get SYMM_ERR_TIMEOUT from the
  * device within about SYMM_TIMEOUT_MS instead of hanging.  Needs a short
  * timeout (run-gpu-tests.sh: SYMM_TIMEOUT_MS=3000), and leaves the

@@ -22,6 +22,7 @@
 #include "backends/native/native.h"
 #include "symm_test_access.h"
 #include "kernels/coll_abi.h"
+#include "fake_a2av.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -1941,6 +1942,228 @@ TEST_IMPL(native_fake_scratch_query) {
   int r = run_job(3, scratch_query_rank, NULL);
   unsetenv("FAKECUDA_DEVICES");
   ASSERT_EQ(r, 0);
+  return 0;
+}
+
+/* ------------------------------------------------------- all-to-all-v */
+
+/* The signature of the last launch, which must be all-to-all-v's. */
+static uint32_t a2av_sig(void) { return fake_a2av_params().sig; }
+
+/* A refused call still meets the peers: one block of the all-gather
+ * kernel with the refused signature (gpu_abstain). */
+static void expect_abstain(const char *what) {
+  fakecuda_launch_t l;
+  symm_coll_params_t p;
+  ASSERT_MSG(last_launch(&l) && strcmp(l.name, "symm_coll_all_gather") == 0 && l.grid == 1,
+             "%s: launched %s, %u blocks", what, l.name, l.grid);
+  memcpy(&p, l.params, sizeof p);
+  ASSERT_MSG(p.sig == SYMM_COLL_SIG_REFUSED, "%s: signature %x", what, p.sig);
+}
+
+/* The launches of every form: parameters as given, signatures that differ
+ * by mode, n_experts and major_align (0 and 1 alike) but not by rank,
+ * rank-independent grids, the vector and ordered flags. */
+static int a2av_launch_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  symm_tensor_t *buf = NULL, *board = NULL;
+  if (comm_with_board(rank, (1 << 20) / 8, &comm, &buf, &board)) return 1;
+  if (fake_a2av_launches(comm, buf, board)) return 1;
+  char *base = symm_tensor_data(buf);
+  int64_t *in = (int64_t *)base, *out = in + 512;
+  char *send = base + 65536, *recv = base + 524288;
+  const size_t sr = 64 + (size_t)rank, rr = 128;
+  const symm_dtype_t f32 = SYMM_DTYPE_F32;
+  /* 2-D, major_align 0 and 1 are the same call; 16 and 3 experts are not. */
+  uint32_t sig[6];
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, sr, recv, rr, 4, f32, in, out, 2, 0, NULL));
+  symm_coll_params_t p = fake_a2av_params();
+  fake_a2av_expect_dev(&p, SYMM_V_DEV_2D, send, sr, recv, rr, 16, in, out, 2, 1);
+  sig[0] = p.sig;
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, sr, recv, rr, 4, f32, in, out, 2, 1, NULL));
+  sig[1] = a2av_sig();
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, sr, recv, rr, 4, f32, in, out, 2, 16, NULL));
+  p = fake_a2av_params();
+  fake_a2av_expect_dev(&p, SYMM_V_DEV_2D, send, sr, recv, rr, 16, in, out, 2, 16);
+  sig[2] = p.sig;
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, sr, recv, rr, 4, f32, in, out, 3, 16, NULL));
+  sig[3] = a2av_sig();
+  ASSERT_OK(symm_all_to_all_vdev_2d_combine(comm, send, sr, recv, rr, 4, f32, in, out, 2, NULL));
+  p = fake_a2av_params();
+  fake_a2av_expect_dev(&p, SYMM_V_DEV_2D_COMBINE, send, sr, recv, rr, 16, in, out, 2, 1);
+  sig[4] = p.sig;
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, sr, recv, rr, 4, f32, in, out, NULL));
+  sig[5] = a2av_sig();
+  ASSERT_MSG(sig[0] == sig[1], "major_align 0 and 1 differ");
+  for (int i = 1; i < 6; i++)
+    for (int j = i + 1; j < 6; j++)
+      ASSERT_MSG(sig[i] != sig[j], "calls %d and %d have the same signature %x", i, j, sig[i]);
+  for (int i = 0; i < 6; i++)
+    ASSERT_MSG(same_on_all_ranks(comm, board, sig[i]), "signature %d differs by rank", i);
+  /* Rows of 6 bytes: no vectors; in place and splits in recv: ordered. */
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, sr, recv, rr, 3, SYMM_DTYPE_BF16, in, out, NULL));
+  p = fake_a2av_params();
+  ASSERT_MSG(p.vec == 0 && p.v.row_bytes == 6 && p.v.ordered == 0, "vec %d ordered %d", p.vec,
+             p.v.ordered);
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, sr, send, rr, 4, f32, in, out, NULL));
+  p = fake_a2av_params();
+  ASSERT_MSG(p.vec == 1 && p.v.ordered == 1, "in place: vec %d ordered %d", p.vec, p.v.ordered);
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, sr, recv, rr, 4, f32, (int64_t *)recv, out, NULL));
+  ASSERT_MSG(fake_a2av_params().v.ordered == 1, "in_splits inside recv: not ordered");
+  /* The grid: one block per channel up to 96 (gpu_coll_bw_blocks); with
+   * 2048 experts a rank (4096 chunks) the tables and plans of 4 MiB hold
+   * 15 blocks. */
+  fakecuda_launch_t l;
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, sr, recv, rr, 4, f32, in, out, NULL));
+  ASSERT_MSG(last_launch(&l) && l.grid == 96u && (unsigned)fake_a2av_params().channels >= 96u,
+             "vdev at 2 ranks: %u blocks", l.grid);
+  int64_t *big_in = (int64_t *)(base + 131072), *big_out = (int64_t *)(base + 196608);
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, 0, recv, 0, 1, SYMM_DTYPE_U8, big_in, big_out,
+                                    2048, 1, NULL));
+  p = fake_a2av_params();
+  ASSERT_MSG(last_launch(&l) && l.grid == 15u && p.v.data_off <= SYMM_COLL_V_BLOCK_AREA,
+             "4096 chunks: %u blocks, data at %llu", l.grid, (unsigned long long)p.v.data_off);
+  done_with_comm(comm, buf, board);
+  return 0;
+}
+
+TEST_IMPL(native_fake_a2av_launch) {
+  ASSERT_JOB(2, a2av_launch_rank, NULL);
+  return 0;
+}
+
+/* What the engine refuses before launching (each rank still meets its
+ * peers), and a send buffer that the scratch cannot stage: refused on that
+ * rank and, through the kernel, on every rank; symm_comm_scratch_bytes
+ * covers it. */
+static int a2av_refused_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  setenv("SYMM_SCRATCH_BYTES", "1048576", 1); /* 1 MiB of staging by default */
+  symm_comm_t *comm = NULL;
+  symm_tensor_t *buf = NULL, *board = NULL;
+  if (comm_with_board(rank, (8 << 20) / 8, &comm, &buf, &board)) return 1;
+  char *base = symm_tensor_data(buf);
+  int64_t *in = (int64_t *)base, *out = in + 512;
+  char *send = base + 65536, *recv = base + (4 << 20);
+  const symm_dtype_t u8 = SYMM_DTYPE_U8;
+  ASSERT_RES(symm_all_to_all_vdev_2d(comm, send, 16, recv, 16, 1, u8, in, out, 2049, 1, NULL),
+             SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "4098 chunks");
+  expect_abstain("4098 chunks");
+  ASSERT_RES(symm_all_to_all_vdev_2d(comm, send, 16, recv, 16, 1, u8, in, out, 2,
+                                     (size_t)1 << 33, NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "major_align");
+  expect_abstain("major_align");
+  ASSERT_RES(symm_all_to_all_vdev(comm, send, 16, recv, 16, 1, u8, in, (int64_t *)(recv + 8),
+                                  NULL),
+             SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "out_splits_offsets overlaps recvbuf");
+  expect_abstain("splits in recv");
+  /* Rank 1 sends 2 MiB, more than the 1 MiB of staging: it fails at once,
+   * and its kernel (launched all the same) tells the peers. */
+  const size_t rows = rank == 1 ? (size_t)2 << 20 : 1024;
+  symm_result_t r = symm_all_to_all_vdev(comm, send, rows, recv, 4096, 1, u8, in, out, NULL);
+  ASSERT_MSG(r == (rank == 1 ? SYMM_ERR_STATE : SYMM_SUCCESS), "rank %d: %s", rank,
+             symm_strerror(r));
+  if (rank == 1) ASSERT_STR_CONTAINS(symm_last_error(), "symm_comm_reserve_scratch");
+  symm_coll_params_t p = fake_a2av_params();
+  ASSERT_MSG(p.v.refused == (rank == 1 ? SYMM_COLL_WHY_SCRATCH : 0), "refused %d", p.v.refused);
+  ASSERT_MSG(same_on_all_ranks(comm, board, p.sig), "signature differs");
+  /* Reserved as symm_comm_scratch_bytes says for 2 MiB buffers: runs. */
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(comm, (size_t)2 << 20, &need));
+  ASSERT_OK(symm_comm_reserve_scratch(comm, need));
+  ASSERT_OK(symm_all_to_all_vdev(comm, send, rows, recv, 4096, 1, u8, in, out, NULL));
+  ASSERT_MSG(fake_a2av_params().v.refused == 0, "refused after reserving %zu bytes", need);
+  done_with_comm(comm, buf, board);
+  return 0;
+}
+
+TEST_IMPL(native_fake_a2av_refused) {
+  ASSERT_JOB(2, a2av_refused_rank, NULL);
+  return 0;
+}
+
+/* Records an all-to-all-v error as the kernel would and expects `code`
+ * and `want` in the message of symm_comm_check_async_error. */
+static void a2av_expect_message(symm_comm_t *comm, volatile symm_coll_error_t *err,
+                                const symm_coll_error_t *e, const char *want) {
+  err->peer = e->peer;
+  err->kind = SYMM_COLL_KERNEL_ALL_TO_ALL_V;
+  err->epoch = 3;
+  err->why = e->why;
+  err->other = e->other;
+  err->mode = e->mode;
+  err->got = e->got;
+  err->limit = e->limit;
+  err->code = e->code;
+  ASSERT_RES(symm_comm_check_async_error(comm), (symm_result_t)e->code);
+  ASSERT_STR_CONTAINS(symm_last_error(), "all_to_all_v kernel");
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  ASSERT_STR_CONTAINS(symm_last_error(), "no rank wrote anything");
+  ASSERT_MSG(err->code == 0 && err->why == 0 && err->got == 0, "record not cleared");
+}
+
+/* The kernel's refusals as symm_comm_check_async_error words them. */
+static int a2av_messages_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  symm_tensor_t *buf = NULL, *board = NULL;
+  if (comm_with_board(rank, 8192, &comm, &buf, &board)) return 1;
+  int64_t *in = symm_tensor_data(buf);
+  ASSERT_OK(symm_all_to_all_vdev(comm, in + 1024, 8, in + 4096, 8, 1, SYMM_DTYPE_I64, in, in + 64,
+                                 NULL));
+  volatile symm_coll_error_t *err = (volatile symm_coll_error_t *)(uintptr_t)fake_a2av_params().err;
+  const uint32_t inval = SYMM_ERR_INVALID_ARG;
+  const struct { symm_coll_error_t e; const char *want; } cases[] = {
+      {{inval, 2, 0, 0, 0, SYMM_COLL_WHY_RECV_ROWS, 1, SYMM_V_DEV, 70, 64},
+       "rank 2 got 70 rows, 64 fit recv_rows (from rank 1 on"},
+      {{inval, 1, 0, 0, 0, SYMM_COLL_WHY_SEND_ROWS, 0, SYMM_V_DEV_2D, 70, 64},
+       "rank 1's splits exceed its send_rows: they need 70 rows, 64 fit"},
+      {{SYMM_ERR_MISMATCH, 1, 0, 0, 0, SYMM_COLL_WHY_COUNT, 0, SYMM_V_HOST, 5, 4},
+       "rank 1 sent 5 elements to rank 0, rank 0's recv_counts says 4"},
+      {{inval, 0, 0, 0, 0, SYMM_COLL_WHY_NEG_COUNT, 0, SYMM_V_DEV, 3, (uint64_t)-2},
+       "rank 0's in_splits[3] is -2, negative"},
+      {{inval, 1, 0, 0, 0, SYMM_COLL_WHY_NEG_OFFSET, 0, SYMM_V_DEV_2D_COMBINE, 5, (uint64_t)-1},
+       "rank 1's in_splits_offsets[1][5] is -1"},
+      {{inval, 1, 0, 0, 0, SYMM_COLL_WHY_SCRATCH, 0, SYMM_V_DEV, 5000, 4096},
+       "rank 1 stages 5000 bytes, its collective scratch holds 4096"}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    a2av_expect_message(comm, err, &cases[k].e, cases[k].want);
+  ASSERT_OK(symm_comm_check_async_error(comm));
+  done_with_comm(comm, buf, board);
+  return 0;
+}
+
+TEST_IMPL(native_fake_a2av_messages) {
+  ASSERT_JOB(2, a2av_messages_rank, NULL);
+  return 0;
+}
+
+/* GPU collectives run at most SYMM_COLL_MAX_WORLD ranks: all-to-all-v on
+ * 33 refuses on every rank, naming the limit. */
+static int a2av_world_rank(int rank, int size, void *arg) {
+  (void)rank, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_u64(comm, 4096);
+  ASSERT_MSG(buf, "alloc");
+  int64_t *in = symm_tensor_data(buf);
+  ASSERT_MSG(size > SYMM_COLL_MAX_WORLD, "%d ranks", size);
+  ASSERT_RES(symm_all_to_all_vdev(comm, in + 1024, 8, in + 2048, 8, 1, SYMM_DTYPE_I64, in,
+                                  in + 128, NULL),
+             SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "32");
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_a2av_world_33) {
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_JOB(33, a2av_world_rank, NULL);
   return 0;
 }
 

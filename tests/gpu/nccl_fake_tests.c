@@ -21,6 +21,7 @@
 #include "backends/nccl/nccl.h"
 #include "symm_test_access.h"
 #include "fakenccl.h"
+#include "fake_a2av.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -989,6 +990,33 @@ TEST_IMPL(nccl_real_library) {
   const char *s = lib->get_error_string(SYMM_NCCL_IN_PROGRESS);
   ASSERT(s && *s);
   printf("every entry point resolves; ncclGetErrorString(ncclInProgress) = \"%s\"\n", s);
+  return 0;
+}
+
+
+/* ------------------------------------------------------- all-to-all-v */
+
+/* symm_all_to_all_v and symm_all_to_all_vdev launch the GPU engine's
+ * all-to-all-v kernel with the call's parameters (fake_a2av.h). */
+static int a2av_launch_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_tensor_t *buf = alloc_1d(comm, 8192, SYMM_DTYPE_U64);
+  symm_tensor_t *board = alloc_1d(comm, 8, SYMM_DTYPE_U64);
+  ASSERT_MSG(buf && board, "alloc: %s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(buf));
+  ASSERT_OK(symm_tensor_rendezvous(board));
+  if (fake_a2av_launches(comm, buf, board)) return 1;
+  symm_comm_barrier(comm);
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_a2av_launch) {
+  ASSERT_EQ(run_job(2, a2av_launch_rank, NULL), 0);
   return 0;
 }
 

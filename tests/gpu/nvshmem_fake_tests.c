@@ -21,6 +21,7 @@
 
 #include "backends/nvshmem/nvshmem_boot_abi.h"
 #include "backends/nvshmem/nvshmem_lib.h"
+#include "fake_a2av.h"
 #include "fake_util.h"
 #include "fakenvshmem.h"
 #include "harness.h"
@@ -921,6 +922,31 @@ TEST_IMPL(nvshmem_fake_unreachable_no_provider_coll) {
   setenv("FAKENVSHMEM_MISSING", "nvshmemx_float_sum_reduce_on_stream", 1);
   setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
   ASSERT_EQ(run_job(3, no_coll_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------------- all-to-all-v */
+
+/* symm_all_to_all_v and symm_all_to_all_vdev launch the GPU engine's
+ * all-to-all-v kernel with the call's parameters (fake_a2av.h). */
+static int a2av_launch_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  symm_tensor_t *buf = alloc_u64(comm, 8192), *board = alloc_u64(comm, 8);
+  ASSERT_MSG(buf && board, "alloc: %s", symm_last_error());
+  ASSERT_OK(symm_tensor_rendezvous(buf));
+  ASSERT_OK(symm_tensor_rendezvous(board));
+  if (fake_a2av_launches(comm, buf, board)) return 1;
+  symm_comm_barrier(comm);
+  symm_tensor_free(board);
+  symm_tensor_free(buf);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_a2av_launch) {
+  ASSERT_EQ(run_job(2, a2av_launch_rank, NULL), 0);
   return 0;
 }
 
