@@ -1348,13 +1348,23 @@ SYMM_API symm_result_t symm_all_to_all(symm_comm_t *comm, const void *sendbuf, v
  *    and [1][...], 2 x world x n_experts int64.  (PyTorch's
  *    all_to_all_vdev_2d_offset.)
  * A count that is negative, splits whose rows exceed send_rows, or rows
- * that would land past recv_rows are refused before any data moves: on
- * the host backend every rank returns SYMM_ERR_INVALID_ARG (the offending
- * rank's message names the counts and the capacity; its peers' name it),
- * on GPU backends the kernel writes nothing and the error comes from
- * symm_comm_check_async_error (SYMM_ERR_INVALID_ARG) on the rank that
- * found it; out_splits_offsets is then unspecified.  Never memory
- * corruption.  Rows of dtype elements only: byte-exact any layout.
+ * that would land past recv_rows are refused before any data moves, on
+ * every rank: the host backend returns SYMM_ERR_INVALID_ARG (the offending
+ * rank's message names the counts and the capacity; its peers' name it;
+ * host counts that do not add up: SYMM_ERR_MISMATCH), on GPU backends the
+ * kernel writes nothing on any rank and the same codes come from
+ * symm_comm_check_async_error; out_splits_offsets is then unspecified.
+ * Never memory corruption.  Offsets of chunks of 0 rows are not checked,
+ * and an empty expert's aligned block may start past recv_rows (nothing
+ * is written there).  out_splits_offsets must not overlap recvbuf
+ * (SYMM_ERR_INVALID_ARG).  Rows of dtype elements only: byte-exact any
+ * layout.
+ * GPU backends do not grow the scratch for these calls (the ranks' needs
+ * differ, growing is collective): reserve symm_comm_scratch_bytes of the
+ * largest buffer first (symm_comm_reserve_scratch); a rank whose rows do
+ * not fit returns SYMM_ERR_STATE at once and its peers get
+ * SYMM_ERR_INVALID_ARG from symm_comm_check_async_error.  They run at
+ * most 4096 chunks (world x n_experts; SYMM_ERR_UNSUPPORTED above).
  *
  * Collective; the same dtype, row_elems, n_experts and major_align on every
  * rank (SYMM_ERR_MISMATCH otherwise); counts and capacities differ by rank.
