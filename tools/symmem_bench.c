@@ -137,8 +137,12 @@ static void alloc_buffers(bench_t *b, const size_t *sizes, int n) {
   b->host_result = malloc(b->buf_bytes);
   if (!b->host_data || !b->host_result) bench_die("out of memory for %zu-byte staging", b->buf_bytes);
   /* Ordinary memory is staged through the communicator's scratch; growing
-   * it is collective and must not happen inside a timed loop or a graph. */
-  BENCH_CHECK(symm_comm_reserve_scratch(b->comm, b->buf_bytes));
+   * it is collective and must not happen inside a timed loop or a graph
+   * (and GPU all-to-all-v never grows it): what every collective on these
+   * buffers needs (symm_comm_scratch_bytes), before the first. */
+  size_t need = 0;
+  BENCH_CHECK(symm_comm_scratch_bytes(b->comm, b->buf_bytes, &need));
+  BENCH_CHECK(symm_comm_reserve_scratch(b->comm, need));
 }
 
 static void free_buffers(bench_t *b) {

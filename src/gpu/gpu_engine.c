@@ -186,9 +186,12 @@ static symm_result_t gpu_check_shared(const symm_gpu_t *g, const gpu_blob_t *con
  * collective kernels side by side, and a kernel's blocks spin until the
  * peers' blocks of the same call arrive: every sharing rank's grid must be
  * on the GPU at once, or blocks of one rank keep the other's off the SMs
- * until the timeout.  Grids are capped at one block per SM for each rank
- * of the most crowded GPU (SMs / ranks on it), unless SYMM_COLL_MAX_BLOCKS
- * says otherwise.  The same cap on every rank (a grid is part of the
+ * until the timeout.  Grids are capped at a quarter of the SMs for each
+ * rank of the most crowded GPU (SMs / (4 x ranks on it)): a 512-thread
+ * block may fill an SM's registers, and with programmatic dependent launch
+ * a rank's next kernel is resident beside its last (under MPS, 2 ranks on
+ * an H100 timed out with 66 blocks each, and ran with 8 or 32), unless
+ * SYMM_COLL_MAX_BLOCKS says otherwise.  The same cap on every rank (a grid is part of the
  * kernels' signature): the most sharing of any GPU, this GPU's SMs (the
  * ranks' GPUs are alike). */
 static void gpu_fit_shared(symm_gpu_t *g, const gpu_blob_t *const *b) {
@@ -204,7 +207,8 @@ static void gpu_fit_shared(symm_gpu_t *g, const gpu_blob_t *const *b) {
       g->drv->cuDeviceGetAttribute(&sms, NCU_DEV_ATTR_MULTIPROCESSOR_COUNT, g->dev) !=
           NCU_SUCCESS || sms <= 0)
     return;
-  g->max_blocks = (unsigned)(sms / most > 1 ? sms / most : 1);
+  const int cap = sms / (4 * most);
+  g->max_blocks = (unsigned)(cap > 1 ? cap : 1);
   SYMM_INFO(COLL, "%s: up to %d ranks share a GPU: collective grids capped at %u blocks (%d SMs)",
             g->name, most, g->max_blocks, sms);
 }

@@ -1486,10 +1486,10 @@ static int alone_rank(int rank, int size, void *arg) {
 }
 
 /* Ranks sharing one GPU: every grid fits beside the other ranks' (132 SMs
- * over 3 ranks: 44 blocks), unless SYMM_COLL_MAX_BLOCKS (arg) says more. */
+ * over 4 x 3 ranks: 11 blocks), unless SYMM_COLL_MAX_BLOCKS (arg) says more. */
 static int shared_grid_rank(int rank, int size, void *arg) {
   (void)rank;
-  const unsigned cap = arg ? 100u : 132u / (unsigned)size;
+  const unsigned cap = arg ? 100u : 132u / (4u * (unsigned)size);
   if (arg) setenv("SYMM_COLL_MAX_BLOCKS", "100", 1);
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
