@@ -46,6 +46,7 @@ test-sanitize:
 	  -DCMAKE_BUILD_TYPE=Debug -DSYMM_WITH_CUDA=OFF -DSYMM_SANITIZE=address,undefined
 	$(CMAKE) --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 600; rc=$$?; \
 	  sh $(CURDIR)/tests/print-skips.sh .; exit $$rc

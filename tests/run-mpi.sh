@@ -3,11 +3,13 @@
 # under <flavor>'s launcher (openmpi: mpirun.openmpi, mpich:
 # mpirun.mpich), host backend.  Exit 77 (SKIP) with the reason when that
 # MPI is not installed (.ci/install-deps installs both).
-# Usage: run-mpi.sh <flavor> <n> <mpi_job binary>
-flavor=$1 n=$2 prog=$3
+# Usage: run-mpi.sh <flavor> <n> <mpi_job binary> [TEXT]
+# TEXT: a line the output must also contain (e.g. the INFO line that names
+# the bootstrap), besides every rank's "ok" and a zero exit.
+flavor=$1 n=$2 prog=$3 want=${4:-}
 launcher=$(command -v "mpirun.$flavor")
 if [ -z "$launcher" ] || [ ! -x "$prog" ]; then
-  echo "SKIP: $flavor is not installed (no mpirun.$flavor or mpicc.$flavor when configured)"
+  echo "SKIP: no $flavor job here: mpirun.$flavor missing, or $prog not built (no mpicc.$flavor when configured, or a sanitizer build, whose library an MPI program built outside it cannot load)"
   exit 77
 fi
 flags=""
@@ -20,6 +22,10 @@ out=$(SYMM_BACKEND=host SYMM_TIMEOUT_MS=20000 "$launcher" $flags -n "$n" "$prog"
 rc=$?
 echo "$out"
 oks=$(echo "$out" | grep -c "^mpi_job: rank .* ok")
+if [ -n "$want" ] && ! echo "$out" | grep -qF "$want"; then
+  echo "FAIL: $flavor at $n ranks: no line says \"$want\""
+  exit 1
+fi
 [ "$rc" -eq 0 ] && [ "$oks" -eq "$n" ] && exit 0
 echo "FAIL: $flavor at $n ranks: exit $rc, $oks of $n ranks ok"
 exit 1

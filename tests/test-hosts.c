@@ -662,14 +662,19 @@ TEST_IMPL(hosts_pmix) {
   write_hostfile(&j, hostfile, 2);
   setenv("SYMM_BOOTSTRAP", "pmix", 1);
   setenv("SYMM_TIMEOUT_MS", "20000", 1);
+  /* The sanitizers' options reach the ranks on the other host too (make
+   * test-sanitize's leak suppressions for libpmix). */
+  setenv("ASAN_OPTIONS", getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "", 1);
+  setenv("LSAN_OPTIONS", getenv("LSAN_OPTIONS") ? getenv("LSAN_OPTIONS") : "", 1);
   /* The daemons reach mpirun over the bridge; Open MPI refuses root
    * unless told (its last option, so that the command is the same
    * otherwise). */
   char *argv[] = {"mpirun.openmpi", "--oversubscribe", "-n", "4", "--hostfile", hostfile,
                   "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", subnet,
-                  "-x", "SYMM_BOOTSTRAP", "-x", "SYMM_TIMEOUT_MS", "--allow-run-as-root",
+                  "-x", "SYMM_BOOTSTRAP", "-x", "SYMM_TIMEOUT_MS", "-x", "ASAN_OPTIONS",
+                  "-x", "LSAN_OPTIONS", "--allow-run-as-root",
                   prog, j.net.name[0], j.net.name[1], NULL};
-  if (geteuid() != 0) memmove(&argv[16], &argv[17], 4 * sizeof *argv);
+  if (geteuid() != 0) memmove(&argv[20], &argv[21], 4 * sizeof *argv);
   static char out[1 << 16];
   const int rc = run_in_host0(&j, argv, out, sizeof out, 60000);
   ns_hosts_close(&j.net);
