@@ -386,6 +386,35 @@ class SymmetricTensor:
         Collective."""
         check(LIB.symm_signal_barrier(self._h(), int(channel), stream_handle(stream)))
 
+    def put(self, peer: int, data: Any, *, offset: int = 0, signal: Optional[int] = None,
+            stream: StreamLike = None) -> None:
+        """Copies `data` (any contiguous array on this rank: NumPy, torch,
+        CuPy) into rank `peer`'s data of this tensor from byte `offset`,
+        one-sided and stream-ordered (``symm_put``; GPU backends: the copy
+        engine, no kernel).  `signal`: then signal the peer on that channel
+        (``symm_put_signal``): its :meth:`wait_signal` returns only once the
+        data has landed.  Host backend: at once, `stream` None."""
+        s = stream_handle(stream)
+        with _dlpack.Borrowed(data, "data", s) as b:
+            nbytes = b.numel * b.dtype.itemsize
+            if signal is None:
+                check(LIB.symm_put(self._h(), int(peer), int(offset), c_void_p(b.ptr), nbytes, s))
+            else:
+                check(LIB.symm_put_signal(self._h(), int(peer), int(offset), c_void_p(b.ptr),
+                                          nbytes, int(signal), s))
+
+    def get(self, peer: int, out: Any, *, offset: int = 0, stream: StreamLike = None) -> Any:
+        """Copies rank `peer`'s data of this tensor from byte `offset` into
+        `out` (a writable contiguous array on this rank, filled whole),
+        one-sided and stream-ordered (``symm_get``).  Returns `out`."""
+        s = stream_handle(stream)
+        with _dlpack.Borrowed(out, "out", s) as b:
+            if b.readonly:
+                invalid("get: out is read-only")
+            check(LIB.symm_get(self._h(), int(peer), int(offset), c_void_p(b.ptr),
+                               b.numel * b.dtype.itemsize, s))
+        return out
+
     def free(self) -> None:
         """Releases this object's hold on the memory.  The memory goes back
         to the communicator's pool once no view or DLPack consumer holds it

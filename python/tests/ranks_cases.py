@@ -396,6 +396,33 @@ def case_pad_size(comm):
         assert "signal pads" in str(e), e
 
 
+def case_put_get(comm):
+    # One-sided: every rank puts into its right neighbour at an odd offset,
+    # with a signal; the neighbour waits and checks; then gets it back.
+    import numpy as np
+    r, n = comm.rank, comm.size
+    right, left = (r + 1) % n, (r - 1) % n
+    with comm.empty((1001,), "uint8").rendezvous() as t:
+        t.local().numpy()[:] = 0
+        comm.barrier()
+        data = (np.arange(200, dtype=np.uint8) * 3 + r).astype(np.uint8)
+        t.put(right, data, offset=7, signal=0)
+        t.wait_signal(left, 0)
+        want = (np.arange(200, dtype=np.uint8) * 3 + left).astype(np.uint8)
+        got = t.local().numpy()
+        assert (got[7:207] == want).all() and not got[:7].any() and not got[207:].any()
+        back = np.zeros(200, dtype=np.uint8)
+        assert t.get(left, back, offset=7) is back
+        assert (back == (np.arange(200, dtype=np.uint8) * 3 + (left - 1) % n)).all()
+        try:
+            t.put(right, data, offset=900)
+        except symmem.InvalidArgumentError as e:
+            assert "not inside the tensor's 1001 bytes" in str(e), e
+        else:
+            raise AssertionError("a put past the end was not refused")
+        comm.barrier()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -73,3 +73,10 @@ def test_refused_in_python_takes_its_place(run_ranks, n):
     # the next all-reduce must be right on every rank.
     res = run_ranks(n, "refused", env={"CASE_TIMEOUT_MS": "5000"})
     assert res.rc == 0 and res.out.count("refused ok") == n, res
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_put_get(run_ranks, n):
+    # symm_put_signal / symm_get: data there at the signal, read back, refusals.
+    res = run_ranks(n, "put_get")
+    assert res.rc == 0 and res.out.count("put_get ok") == n, res
