@@ -412,6 +412,7 @@ def case_put_get(comm):
         got = t.local().numpy()
         assert (got[7:207] == want).all() and not got[:7].any() and not got[207:].any()
         back = np.zeros(200, dtype=np.uint8)
+        comm.barrier()  # the left neighbour's own data came from its left: landed by now
         assert t.get(left, back, offset=7) is back
         assert (back == (np.arange(200, dtype=np.uint8) * 3 + (left - 1) % n)).all()
         try:
