@@ -817,7 +817,6 @@ static const symm_engine_ops_t *engine_for(const symm_backend_ops_t *ops) {
 /* ------------------------------------------------------------------ init */
 
 static void teardown(symm_comm_t *comm);
-static void release_channel(symm_bootstrap_callbacks_t *channel);
 
 /* The ranks meet and agree on their settings: through the caller's
  * callbacks, or through the store (connected, served here if need be). */
@@ -846,7 +845,7 @@ static void abort_channel(symm_comm_t *comm, symm_result_t res) {
 static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t **out) {
   symm_comm_t *comm = calloc(1, sizeof *comm);
   if (!comm) {
-    release_channel(rc->owned);
+    symm_release_channel(rc->owned);
     return symm_error(SYMM_ERR_NO_MEMORY, "symm_comm_init: out of memory");
   }
   pthread_mutex_init(&comm->lock, NULL);
@@ -916,7 +915,7 @@ symm_result_t symm_comm_init(const symm_config_t *config, symm_comm_t **out) {
   resolved_config_t rc;
   memset(&rc, 0, sizeof rc);
   symm_result_t resolved = resolve_config(config, &rc);
-  if (resolved != SYMM_SUCCESS) release_channel(rc.owned);
+  if (resolved != SYMM_SUCCESS) symm_release_channel(rc.owned);
   SYMM_CHECK(resolved);
   symm_fault_arm(symm_settings()->SYMM_FAULT);
   uint64_t outer = symm_op_deadline_begin(rc.cfg.timeout_ms);
@@ -949,8 +948,7 @@ symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, in
   return create_child(parent, &rc, index, out);
 }
 
-/* A channel a split made: given back (its release callback) and freed. */
-static void release_channel(symm_bootstrap_callbacks_t *channel) {
+void symm_release_channel(symm_bootstrap_callbacks_t *channel) {
   if (!channel) return;
   if (channel->release) channel->release(channel->ctx);
   free(channel);
@@ -1038,7 +1036,7 @@ static void teardown(symm_comm_t *comm) {
   free(comm->host_ids);
   free(comm->host_names);
   symm_store_close(comm->store);
-  release_channel(comm->owned_callbacks);
+  symm_release_channel(comm->owned_callbacks);
   if (comm->server)
     symm_store_stop_serving(comm->server, comm->server_shared, (uint32_t)comm->index);
   symm_op_deadline_end(outer);

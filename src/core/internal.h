@@ -156,6 +156,9 @@ void symm_mempool_forget_comm(symm_comm_t *comm);
  * it.  The child keeps the parent alive (symm_comm_destroy). */
 symm_result_t symm_comm_create_child(symm_comm_t *parent, int rank, int size, int index,
                                      void *split_handle, symm_comm_t **out);
+/* A channel a split callback made (heap-allocated by the core): given
+ * back through its release callback, then freed.  NULL: nothing. */
+void symm_release_channel(symm_bootstrap_callbacks_t *channel);
 /* The same for a parent on callbacks: the child meets through `channel`
  * (made by the parent's split callback, owned by the child from now on,
  * even when this fails). */

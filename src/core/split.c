@@ -118,13 +118,6 @@ static int group_leader(const symm_comm_t *comm, const split_rec_t *all) {
   return comm->rank;
 }
 
-/* A channel split_channel made that no group will take. */
-static void release_unused_channel(symm_bootstrap_callbacks_t *channel) {
-  if (!channel) return;
-  if (channel->release) channel->release(channel->ctx);
-  free(channel);
-}
-
 /* A parent on callbacks: every parent rank has its channel split (opted-out
  * ranks too, with color -1, as MPI_Comm_split wants), then the ranks agree
  * that every split worked, so that none makes a group the others lack. */
@@ -152,8 +145,9 @@ static symm_result_t split_channel(symm_comm_t *comm, const split_rec_t *all, in
   }
   res = symm_comm_agree(comm, res, "symm_comm_split's channel");
   if (res != SYMM_SUCCESS || !member) {
-    if (child && member && child->release && child->allgather) child->release(child->ctx);
-    free(child);
+    /* What a failed split callback left is not a channel to release. */
+    if (child && !(member && child->allgather)) child->release = NULL;
+    symm_release_channel(child);
     child = NULL;
   }
   *channel = child;
@@ -194,7 +188,7 @@ static symm_result_t split_agreed(symm_comm_t *comm, const split_rec_t *mine, co
   void *handle = NULL;
   if (res == SYMM_SUCCESS && (res = provider_split(comm, all, &handle)) != SYMM_SUCCESS) {
     symm_error_context("symm_comm_split(color %d)", mine->color);
-    release_unused_channel(channel);
+    symm_release_channel(channel);
     channel = NULL;
   }
   if (res == SYMM_SUCCESS && mine->color != SYMM_SPLIT_NONE) {

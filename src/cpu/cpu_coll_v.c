@@ -173,12 +173,11 @@ static bool read_entry(vcall_t *x, int p, int e, chunk_t *out) {
 }
 
 /* Where chunk (p, e) lands, as the mode places it; *at runs on. */
-static uint64_t place(const vcall_t *x, int p, int e, uint64_t *at) {
+static uint64_t place(const vcall_t *x, int p, uint64_t *at) {
   const symm_coll_v_t *v = x->v;
   if (v->mode == SYMM_V_HOST) return v->recv_displs[p];
   if (v->mode == SYMM_V_DEV_2D && p == 0) /* a new expert block */
     *at = (*at + v->major_align - 1) / v->major_align * v->major_align;
-  (void)e;
   return *at;
 }
 
@@ -197,7 +196,7 @@ static void build_recv(vcall_t *x) {
       bad(x, V_COUNT, p, ch.rows, v->recv_counts[p]);
       return;
     }
-    const uint64_t dst = place(x, p, e, &at);
+    const uint64_t dst = place(x, p, &at);
     if (ch.rows && dst + ch.rows > furthest) furthest = dst + ch.rows;
     if (v->mode != SYMM_V_HOST) at = dst + ch.rows;
     x->dst[(size_t)p * (size_t)x->ne + (size_t)e] = (chunk_t){ch.rows, dst};
