@@ -12,26 +12,10 @@
  * Build and run (compare_mpi.sh does both):
  *   mpicc -O2 -o mpi_alltoallv bench/mpi_alltoallv.c -lm
  *   mpirun -np 2 ./mpi_alltoallv -b 1K -e 16M -f 2 -n 20 -w 5 -s 4 */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../tools/symmem_bench_split.h"
-
-static size_t parse_size(const char *text) {
-  char *end;
-  double v = strtod(text, &end);
-  size_t mult = 1;
-  switch (*end) {
-  case 'k': case 'K': mult = (size_t)1 << 10; break;
-  case 'm': case 'M': mult = (size_t)1 << 20; break;
-  case 'g': case 'G': mult = (size_t)1 << 30; break;
-  default: break;
-  }
-  return (size_t)(v * (double)mult);
-}
+#include "mpi_bench.h"
 
 /* symmem-bench's values for data movement (signed dtypes): 97 of them, so
  * that a value in the wrong place rarely matches. */
@@ -70,29 +54,26 @@ static long long check_once(const split_t *s, float *send, float *recv, int rank
   return wrong;
 }
 
+typedef struct {
+  split_t *s;
+  float *send, *recv;
+} call_t;
+
+static void one_call(void *arg) {
+  call_t *c = arg;
+  MPI_Alltoallv(c->send, c->s->send_counts, c->s->send_displs, MPI_FLOAT, c->recv,
+                c->s->recv_counts, c->s->recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv) {
-  size_t min_bytes = 1024, max_bytes = 16u << 20, factor = 2;
-  int iters = 20, warmup = 5, c;
-  double skew = 1.0;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:s:")) != -1) {
-    switch (c) {
-    case 'b': min_bytes = parse_size(optarg); break;
-    case 'e': max_bytes = parse_size(optarg); break;
-    case 'f': factor = (size_t)atol(optarg); break;
-    case 'n': iters = atoi(optarg); break;
-    case 'w': warmup = atoi(optarg); break;
-    case 's': skew = atof(optarg); break;
-    default:
-      fprintf(stderr, "usage: mpi_alltoallv [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
-                      "[-w WARMUP] [-s SKEW]\n");
-      return 2;
-    }
-  }
-  if (min_bytes < 4 || min_bytes > max_bytes || max_bytes / 4 > 0x7fffffff || factor < 2 ||
-      iters < 1 || warmup < 0 || !(skew >= 1.0)) {
-    fprintf(stderr, "mpi_alltoallv: bad sizes, counts or skew\n");
+  mpi_sweep_t o = {1024, 16u << 20, 2, 20, 5, 1.0, NULL};
+  if (mpi_bench_options(argc, argv, "s",
+                        "mpi_alltoallv [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] "
+                        "[-s SKEW]",
+                        &o))
     return 2;
-  }
+  size_t max_bytes = o.max_bytes;
+  double skew = o.skew;
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -118,23 +99,14 @@ int main(int argc, char **argv) {
     for (int p = 0; p < size; p++) printf(" %.1f%%", 100.0 * s.shares[p] / total);
     printf("\nsize_bytes,count,mpi_time_us,wrong\n");
   }
-  for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
+  for (size_t bytes = o.min_bytes; bytes <= max_bytes; bytes *= o.factor) {
     size_t n = bytes / sizeof(float);
     make_split(&s, n, rank, size, skew);
-    for (int i = 0; i < warmup; i++)
-      MPI_Alltoallv(send, s.send_counts, s.send_displs, MPI_FLOAT, recv, s.recv_counts,
-                    s.recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; i++)
-      MPI_Alltoallv(send, s.send_counts, s.send_displs, MPI_FLOAT, recv, s.recv_counts,
-                    s.recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
-    double mine = (MPI_Wtime() - t0) * 1e6 / iters, slowest = 0;
-    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    long long wrong = check_once(&s, send, recv, rank, size, n), all_wrong = 0;
-    MPI_Reduce(&wrong, &all_wrong, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0) printf("%zu,%zu,%.3f,%lld\n", n * sizeof(float), n, slowest, all_wrong);
-    if (bytes > max_bytes / factor) break;
+    call_t c = {&s, send, recv};
+    double us = mpi_bench_time(&o, one_call, &c);
+    long long wrong = mpi_bench_wrong(check_once(&s, send, recv, rank, size, n));
+    if (rank == 0) printf("%zu,%zu,%.3f,%lld\n", n * sizeof(float), n, us, wrong);
+    if (bytes > max_bytes / o.factor) break;
   }
   free(send);
   free(recv);
