@@ -26,7 +26,8 @@
 # memcheck, and the collectives under racecheck (shared-memory hazards in
 # the kernels).  The runs marked quick leave out the longest tests
 # (gpu_alloc_cycles_long, gpu_coll_ops_large).
-# Exits non-zero if any step failed.  compute-sanitizer does not count the
+# Exits non-zero if any step failed.  SYMM_GPU_TEST_STATE (below) lets a
+# run cut short go on where it stopped.  compute-sanitizer does not count the
 # driver errors that symmem provokes on purpose (the fabric-export probe, the
 # validate tests on non-VMM memory): those are checked by the tests.
 set -u
@@ -72,12 +73,22 @@ fi
 passed=0
 failed=0
 failed_steps=""
+# SYMM_GPU_TEST_STATE=FILE: each step that passes is recorded in FILE, and
+# a step FILE already records is not run again (counted as passed): a run
+# cut short by a time limit goes on where it stopped when started again.
+STATE=${SYMM_GPU_TEST_STATE:-}
 step() {
   name=$1
   shift
+  if [ -n "$STATE" ] && [ -f "$STATE" ] && grep -qxF "$name" "$STATE"; then
+    echo "=== $name: ok (passed in an earlier run, $STATE)"
+    passed=$((passed + 1))
+    return
+  fi
   echo "=== $name: $*"
   if timeout "$STEP_TIMEOUT" "$@"; then
     echo "=== $name: ok"
+    [ -n "$STATE" ] && echo "$name" >>"$STATE"
     passed=$((passed + 1))
   else
     echo "=== $name: FAILED (exit $?)"
