@@ -288,7 +288,7 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
  * symmem never waits on its own around a callback: a callback that
  * ignores timeout_ms makes symmem wait as long as it does.
  */
-#define SYMM_BOOTSTRAP_CALLBACKS_VERSION 1
+#define SYMM_BOOTSTRAP_CALLBACKS_VERSION 2
 typedef struct symm_bootstrap_callbacks {
   size_t size;          /* sizeof(symm_bootstrap_callbacks_t) as compiled by the caller */
   unsigned version;     /* SYMM_BOOTSTRAP_CALLBACKS_VERSION as compiled by the caller */
@@ -320,12 +320,41 @@ typedef struct symm_bootstrap_callbacks {
    * is destroyed); called for the channels `split` made, never for the
    * caller's own. */
   void (*release)(void *ctx);
+  /* members above: version 1 */
+  /*
+   * Notes: a side channel for what a rank must tell its peers while they
+   * wait outside the all-gather (its NCCL init failed; a peer it watches
+   * is gone).  Unlike the callbacks above they are not collective: one
+   * rank calls note_put alone, the others call note_get alone, now and
+   * then, while they wait; both return at once (they never wait for
+   * peers).  Keys and values are short strings (a key below 256 bytes, a
+   * value below 1024), a key unique per communicator (symmem prefixes
+   * it).  note_put: every rank of the channel may later read the value;
+   * a key put twice keeps its first value, at least as each reader sees
+   * it.  note_get: 0 with *found 1 and the value (cut to cap, always
+   * terminated), or 0 with *found 0 when no value reached this rank yet.
+   * lost_rank: a rank of the channel known to be gone (the launcher or
+   * runtime saw it exit), or -1 when none is, or it cannot say.  Any other
+   * return is an error code as above, which symmem treats as "nothing
+   * known".
+   * Optional, and all of a version-1 struct are absent: without notes a
+   * failure on one rank (ncclCommInitRank, the fd exchange) reaches the
+   * others only as their own SYMM_ERR_TIMEOUT at the deadline, and a rank
+   * gone in another PID namespace or on another host likewise, unless
+   * lost_rank says so.  symm_mpi_bootstrap fills note_put and note_get
+   * (point-to-point messages on a duplicate communicator).
+   */
+  int (*note_put)(void *ctx, const char *key, const char *value);
+  int (*note_get)(void *ctx, const char *key, char *value, size_t cap, int *found);
+  int (*lost_rank)(void *ctx);
+  /* members above: version 2 */
 } symm_bootstrap_callbacks_t;
 
 #define SYMM_BOOTSTRAP_CALLBACKS_INIT                                       \
   {                                                                         \
     sizeof(symm_bootstrap_callbacks_t), SYMM_BOOTSTRAP_CALLBACKS_VERSION,   \
-        -1, -1, -1, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL            \
+        -1, -1, -1, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
+        NULL, NULL                                                          \
   }
 
 /*

@@ -28,14 +28,37 @@ static void fdx_test_job(char *job, size_t cap) {
            rnd[3], rnd[4], rnd[5]);
 }
 
-/* symm_fdx_start on a communicator of the test's own, made of o: the fd
- * exchange reads it only while it starts. */
+/* The test's communicators of live fd exchanges (which ask them about
+ * lost ranks), freed by fdx_stop. */
+#define FDX_TEST_COMMS 16
+static struct {
+  symm_fdx_t *fdx;
+  symm_comm_t *comm;
+} fdx_comms[FDX_TEST_COMMS];
+
+/* symm_fdx_start on a communicator of the test's own, made of o. */
 static symm_result_t fdx_start_as(const symm_test_comm_opts_t *o, symm_fdx_t **out) {
   symm_comm_t *c = symm_test_comm_new(o);
   ASSERT(c != NULL);
   symm_result_t res = symm_fdx_start(c, out);
+  for (int i = 0; res == SYMM_SUCCESS && i < FDX_TEST_COMMS; i++)
+    if (!fdx_comms[i].comm) {
+      fdx_comms[i].fdx = *out, fdx_comms[i].comm = c;
+      return res;
+    }
+  ASSERT_MSG(res != SYMM_SUCCESS, "more than %d fd exchanges at once", FDX_TEST_COMMS);
   symm_test_comm_free(c);
   return res;
+}
+
+/* symm_fdx_stop, then frees its communicator. */
+static void fdx_stop(symm_fdx_t *fdx) {
+  symm_fdx_stop(fdx);
+  for (int i = 0; i < FDX_TEST_COMMS; i++)
+    if (fdx_comms[i].comm && fdx_comms[i].fdx == fdx) {
+      symm_test_comm_free(fdx_comms[i].comm);
+      fdx_comms[i].comm = NULL, fdx_comms[i].fdx = NULL;
+    }
 }
 
 static symm_fdx_t *fdx_test_start(const char *job, int rank, int size, int timeout_ms) {
@@ -338,7 +361,7 @@ static int fdx_all_pairs_rank(const fdx_member_t *m) {
   }
   fdx_barrier(m); /* nobody stops serving while others still fetch */
   ASSERT_EQ(symm_fdx_published(fdx), 1);
-  symm_fdx_stop(fdx);
+  fdx_stop(fdx);
   return 0;
 }
 
@@ -386,8 +409,8 @@ TEST_IMPL(fdx_not_found) {
   ASSERT_EQ(symm_fdx_published(a), 0);
   ASSERT_RES(symm_fdx_fetch(b, 0, 77, &fd), SYMM_ERR_NOT_FOUND);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -405,7 +428,7 @@ TEST_IMPL(fdx_no_server) {
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
   ASSERT_GE(took, 250);
   ASSERT_LT(took, 3000);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -431,7 +454,7 @@ TEST_IMPL(fdx_peer_gone_before_serving) {
   ASSERT_EQ(fd, -1);
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
   ASSERT_STR_CONTAINS(symm_last_error(), "is gone");
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -472,7 +495,7 @@ static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, ui
   printf("lost %d: %s after %llu ms: %s\n", lost, symm_strerror(res), (unsigned long long)*took,
          symm_last_error());
   ASSERT_EQ(fd, -1);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   symm_store_close(mine);
   symm_store_server_stop(st.server);
   return res;
@@ -518,7 +541,7 @@ TEST_IMPL(fdx_one_deadline) {
   t0 = test_now_ms();
   ASSERT_EQ(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_TIMEOUT);
   ASSERT_GE(test_now_ms() - t0, 350);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -556,11 +579,11 @@ TEST_IMPL(fdx_peer_lost) {
   ASSERT_EQ(fd, -1);
 
   ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_NOT_FOUND); /* reach c once */
-  symm_fdx_stop(c);
+  fdx_stop(c);
   t0 = test_now_ms();
   ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_PEER_LOST);
   ASSERT_LT(test_now_ms() - t0, 2000);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -595,7 +618,7 @@ static int fdx_foreign_client(const char *job, int serving) {
                    &mine) != SYMM_SUCCESS)
     return 14;
   symm_result_t res = symm_fdx_fetch(mine, 0, 1, &fd);
-  symm_fdx_stop(mine);
+  fdx_stop(mine);
   return res == SYMM_ERR_PERMISSION ? 0 : 15;
 }
 
@@ -611,7 +634,7 @@ static int fdx_foreign_server(const char *job, int ready, int quit) {
   if (symm_fdx_publish(fdx, 2, mem) != SYMM_SUCCESS) return 21;
   if (write(ready, "r", 1) != 1) return 22;
   fdx_read_byte(quit, 20000);
-  symm_fdx_stop(fdx);
+  fdx_stop(fdx);
   return 0;
 }
 
@@ -663,7 +686,7 @@ TEST_IMPL(fdx_uid_refused) {
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   close(ready[0]);
   close(mem);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -726,8 +749,8 @@ TEST_IMPL(fdx_malformed) {
   ASSERT_EQ(test_count_fds(), baseline);
   close(idle);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -760,8 +783,8 @@ TEST_IMPL(fdx_slow_reader) {
   fdx_check_memfd(fd, 4096, 4);
   close(fd);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -793,8 +816,8 @@ TEST_IMPL(fdx_fd_leak) {
   /* leave some published: stop must close them too */
   for (uint64_t id = 1; id <= 10; id++) ASSERT_OK(symm_fdx_publish(a, id, mem));
   ASSERT_EQ(test_count_fds(), steady + 10);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   ASSERT_EQ(test_count_fds(), baseline);
   close(mem);
   return 0;
@@ -843,8 +866,8 @@ TEST_IMPL(fdx_threads) {
     ASSERT_EQ(args[t].failures, 0);
   }
   for (int t = 0; t < 8; t++) close(mems[t]);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -864,8 +887,8 @@ TEST_IMPL(fdx_name_taken) {
   ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
   o.rank = 0, o.size = 0;
   ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
-  symm_fdx_stop(a);
-  symm_fdx_stop(NULL);
+  fdx_stop(a);
+  fdx_stop(NULL);
   return 0;
 }
 
@@ -959,7 +982,7 @@ TEST_IMPL(fdx_late_reply) {
   for (int i = 0; i < 2; i++) close(f.timed_out[i]), close(f.sent[i]), close(f.read_all[i]);
   ASSERT_EQ(f.answered, 1);
   close(f.listener);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -1463,7 +1486,7 @@ TEST_IMPL(fdx_names_squat_race) {
       close(fd);
     }
   close(mem);
-  for (int r = 0; r < N; r++) symm_fdx_stop(fdx[r]);
+  for (int r = 0; r < N; r++) fdx_stop(fdx[r]);
   close(quit[1]);
   int st = fdx_wait_child(squatter, 20000);
   close(said[0]);
@@ -1516,7 +1539,7 @@ TEST_IMPL(fdx_store_lost_rank_bounded) {
   /* The connection stays usable. */
   ASSERT_OK(symm_store_set(mine, "after", "x", 1));
   ASSERT_OK(symm_store_get(mine, "after", buf, sizeof buf, &len, 2000));
-  symm_fdx_stop(a);
+  fdx_stop(a);
   symm_store_close(unbounded);
   symm_store_close(mine);
   symm_store_server_stop(st.server);
