@@ -44,12 +44,17 @@ void cb_channel_map(void) {
   ASSERT(segment != MAP_FAILED);
 }
 
-/* Waits until every rank of ch published round `round`, or the deadline. */
+static bool pid_gone(int32_t pid);
+
+/* Waits until every rank of ch published round `round`: SYMM_ERR_PEER_LOST
+ * when one it waits for is gone, SYMM_ERR_TIMEOUT at the deadline. */
 static int wait_round(cb_channel_t *ch, uint64_t round, int timeout_ms) {
   const uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
   for (int r = 0; r < ch->size; r++)
-    while (atomic_load(&ch->r->seq[r]) < round) {
+    for (unsigned spins = 0; atomic_load(&ch->r->seq[r]) < round; spins++) {
       if (test_now_ms() >= end) return SYMM_ERR_TIMEOUT;
+      if (spins % 1024 == 1023 && pid_gone(atomic_load(&ch->r->pid[r])))
+        return SYMM_ERR_PEER_LOST;
       sched_yield();
     }
   return 0;

@@ -5,7 +5,8 @@
  * region per communicator; a split's groups get regions of their own.
  *
  * lost_rank plays a runtime that knows its processes: a rank whose pid
- * (recorded at cb_channel_open) names no process any more.  A channel of
+ * (recorded at cb_channel_open) names no process any more (the all-gather
+ * returns SYMM_ERR_PEER_LOST when it waits for such a rank).  A channel of
  * version 1 has neither notes nor lost_rank, as an older caller's. */
 #ifndef SYMM_TEST_CB_CHANNEL_H
 #define SYMM_TEST_CB_CHANNEL_H

@@ -5,10 +5,14 @@
  * groups work; no listening TCP socket is opened; a callback that fails
  * or stalls makes the calling function return its code within the
  * deadline; bad callbacks and disagreeing settings are refused. */
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cb_channel.h"
@@ -80,7 +84,10 @@ TEST_IMPL(callbacks_works_4) {
 
 /* Rank 1's all-gather fails from its round `at` on with the code in arg:
  * rank 1 returns that code, naming the callback; the others, whose
- * all-gather then waits for rank 1, time out within their deadline. */
+ * all-gather then waits for rank 1, time out within their deadline, or
+ * learn from the channel that a rank is gone once it returned and exited
+ * (rank 1, or a peer that learnt it first; cb_channel.h), which their
+ * error then names. */
 typedef struct {
   int code;
   uint64_t at;
@@ -103,6 +110,8 @@ static int fault_rank(int rank, int size, void *arg) {
   if (rank == 1) {
     ASSERT_RES(res, (symm_result_t)f->code);
     ASSERT_STR_CONTAINS(symm_last_error(), "the allgather callback failed on rank 1");
+  } else if (res == SYMM_ERR_PEER_LOST) {
+    ASSERT_STR_CONTAINS(symm_last_error(), "is gone, the callbacks say");
   } else {
     ASSERT_RES(res, SYMM_ERR_TIMEOUT);
   }
@@ -168,5 +177,53 @@ static int refused_rank(int rank, int size, void *arg) {
 TEST_IMPL(callbacks_refused) {
   cb_channel_map();
   ASSERT_EQ(test_run_ranks(3, refused_rank, NULL), 0);
+  return 0;
+}
+
+/* A rank killed in the middle of a rendezvous (after the exchange of
+ * infos, while its peers fetch its memory's fd): the others return
+ * SYMM_ERR_PEER_LOST naming it, well within the deadline, not a timeout
+ * with no reason. */
+static int fdx_lost_rank(int rank, int size, void *arg) {
+  _Atomic int *reported = arg; /* survivors that have their result */
+  cb_channel_forget_store();
+  setenv("SYMM_FAULT", "rendezvous:kill:2", 1);
+  cb_channel_t ch;
+  symm_bootstrap_callbacks_t cb;
+  cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+  const int timeout_ms = 20000;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(cb_channel_comm_init(&cb, SYMM_BACKEND_HOST, timeout_ms, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I64, &t));
+  const uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_tensor_rendezvous(t); /* rank 2 dies in it */
+  const uint64_t took = test_now_ms() - t0;
+  printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
+         symm_last_error());
+  ASSERT_RES(res, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+  ASSERT_MSG(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  /* No survivor exits before the others have their result: a survivor
+   * gone would be a second loss, which they might see first. */
+  atomic_fetch_add(reported, 1);
+  while (atomic_load(reported) < size - 1) sched_yield();
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(callbacks_fdx_peer_lost) {
+  cb_channel_map();
+  int status[3];
+  _Atomic int *reported = mmap(NULL, sizeof *reported, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT(reported != MAP_FAILED);
+  test_job_opts_t o = {.kill_rank = -1, .exit_status = status};
+  ASSERT_EQ(test_run_ranks_opts(3, fdx_lost_rank, (void *)reported, &o), 1);
+  munmap((void *)reported, sizeof *reported);
+  ASSERT_MSG(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL, "rank 2: status %#x",
+             status[2]);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "backends/util/fd_exchange.h"
 #include "bootstrap/store.h"
 #include "symm_test_access.h"
+#include "cb_channel.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -513,6 +514,83 @@ TEST_IMPL(fdx_store_says_lost) {
   ASSERT(!strstr(symm_last_error(), "rank 1 is lost"));
   /* Nobody lost: a server not up is waited for until the timeout. */
   ASSERT_EQ(fdx_fetch_with_store(2, -1, 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
+  return 0;
+}
+
+/* The same without a store, on the caller's callbacks (cb_channel.h):
+ * rank 0 of 3 fetches from rank 1, whose server never came up and whose
+ * pid it cannot watch.  `how`: 'L' the callbacks' lost_rank knows rank 1
+ * gone (its recorded pid was reaped), 'N' rank 2, which watched rank 1,
+ * left a note saying so, '1' callbacks of version 1 (neither), '-'
+ * nobody lost. */
+static symm_result_t fdx_fetch_with_callbacks(char how, int timeout_ms, uint64_t *took) {
+  cb_channel_map();
+  const int region = how == 'L' ? 1 : how == 'N' ? 2 : how == '1' ? 3 : 4;
+  cb_channel_t ch, watcher_ch;
+  symm_bootstrap_callbacks_t cb, watcher_cb;
+  if (how == 'L') {
+    pid_t child = fork();
+    if (child == 0) {
+      cb_channel_open(&ch, region, 1, 3, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+      _exit(0);
+    }
+    ASSERT(child > 0);
+    ASSERT_EQ(waitpid(child, NULL, 0), child); /* reaped: the pid names no process */
+  }
+  cb_channel_open(&ch, region, 0, 3, how == '1' ? 1 : SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+  symm_bootstrap_t *bs = NULL, *watcher_bs = NULL;
+  ASSERT_OK(symm_bootstrap_cb_init(&cb, timeout_ms, &bs));
+  if (how == 'N') {
+    /* Rank 2's view: it saw rank 1 go, and says so as the core does. */
+    int32_t pids[3] = {0, 0, 0};
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    ASSERT(child > 0);
+    ASSERT_EQ(waitpid(child, NULL, 0), child);
+    pids[1] = (int32_t)child;
+    cb_channel_open(&watcher_ch, region, 2, 3, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &watcher_cb);
+    ASSERT_OK(symm_bootstrap_cb_init(&watcher_cb, timeout_ms, &watcher_bs));
+    symm_comm_t *watcher = symm_test_comm_new(&(symm_test_comm_opts_t){
+        .rank = 2, .size = 3, .timeout_ms = timeout_ms, .pids = pids, .bootstrap = watcher_bs,
+        .prefix = "symm/fdxcb/"});
+    ASSERT(watcher != NULL);
+    ASSERT_EQ(symm_comm_lost_rank(watcher), 1);
+    symm_test_comm_free(watcher);
+  }
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = 3,
+                                                   .timeout_ms = timeout_ms, .bootstrap = bs,
+                                                   .prefix = "symm/fdxcb/"},
+                         &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  *took = test_now_ms() - t0;
+  printf("%c: %s after %llu ms: %s\n", how, symm_strerror(res), (unsigned long long)*took,
+         symm_last_error());
+  ASSERT_EQ(fd, -1);
+  fdx_stop(a);
+  bs->ops->fini(bs);
+  if (watcher_bs) watcher_bs->ops->fini(watcher_bs);
+  return res;
+}
+
+TEST_IMPL(fdx_callbacks_say_lost) {
+  uint64_t took;
+  ASSERT_EQ(fdx_fetch_with_callbacks('L', 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000); /* the timeout is 20 s */
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost (the bootstrap says so)");
+  ASSERT_EQ(fdx_fetch_with_callbacks('N', 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost (the bootstrap says so)");
+  /* Older callbacks, or nobody lost: a server not up is waited for until
+   * the timeout. */
+  ASSERT_EQ(fdx_fetch_with_callbacks('1', 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
+  ASSERT_EQ(fdx_fetch_with_callbacks('-', 400, &took), SYMM_ERR_TIMEOUT);
   ASSERT_GE(took, 350);
   return 0;
 }

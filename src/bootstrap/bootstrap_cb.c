@@ -25,17 +25,23 @@ static int remaining_ms(const symm_bootstrap_t *bs) {
   return ms > (uint64_t)bs->timeout_ms ? bs->timeout_ms : ms < 1 ? 1 : (int)ms;
 }
 
-/* A callback's return as symmem's result. */
-static symm_result_t cb_result(const symm_bootstrap_t *bs, int rc, const char *what) {
+static const symm_bootstrap_callbacks_t *cbs(const symm_bootstrap_t *bs) {
+  return ((const cb_bs_t *)bs->state)->cb;
+}
+
+static int cb_lost_rank(symm_bootstrap_t *bs);
+
+/* A callback's return as symmem's result; a lost peer is named where the
+ * callbacks' lost_rank knows it. */
+static symm_result_t cb_result(symm_bootstrap_t *bs, int rc, const char *what) {
   if (rc == 0) return SYMM_SUCCESS;
   const bool known = rc > 0 && rc <= SYMM_ERR_BACKEND_UNAVAILABLE;
   const symm_result_t code = known ? (symm_result_t)rc : SYMM_ERR_BACKEND;
-  return symm_error(code, "bootstrap: the %s callback failed on rank %d (returned %d%s%s)", what,
-                    bs->rank, rc, known ? ": " : "", known ? symm_strerror(code) : "");
-}
-
-static const symm_bootstrap_callbacks_t *cbs(const symm_bootstrap_t *bs) {
-  return ((const cb_bs_t *)bs->state)->cb;
+  const int lost = code == SYMM_ERR_PEER_LOST ? cb_lost_rank(bs) : -1;
+  char gone[64] = "";
+  if (lost >= 0) snprintf(gone, sizeof gone, "; rank %d is gone, the callbacks say", lost);
+  return symm_error(code, "bootstrap: the %s callback failed on rank %d (returned %d%s%s%s)", what,
+                    bs->rank, rc, known ? ": " : "", known ? symm_strerror(code) : "", gone);
 }
 
 static symm_result_t cb_allgather(symm_bootstrap_t *bs, const void *send, size_t len,
