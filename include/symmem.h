@@ -275,7 +275,10 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
  * symm_config_t).  symmem calls the callbacks from the thread that called
  * into symmem, only during calls that are collective over the
  * communicator (init, rendezvous, barrier, split, destroy's agreement),
- * in the same order on every rank; it keeps the pointer to this struct
+ * in the same order on every rank (the note callbacks and lost_rank
+ * excepted: each rank calls them alone, see below, also from the
+ * collectives and allocations that wait in a provider library such as
+ * NCCL); it keeps the pointer to this struct
  * and `ctx` until symm_comm_destroy returns, so both must live that long.
  *
  * Timeouts: every callback gets `timeout_ms`, what is left of the calling
@@ -468,7 +471,14 @@ typedef struct symm_comm symm_comm_t;
  * process's rank there), a process that never connected to this store,
  * and a store started afresh (rank 0's stops once none of its
  * communicators uses it).  Under symmem-run the launcher reports any of
- * its ranks' deaths (symm_store_server_mark_lost).
+ * its ranks' deaths (symm_store_server_mark_lost).  Without a store
+ * (symm_config_t.bootstrap) the same reports travel through the
+ * callbacks' notes and lost_rank where they have them (a rank that sees a
+ * peer's process gone notes it for the ranks that cannot see it); a rank
+ * whose NCCL init fails tells its peers there too.  Without them, and
+ * under a launcher that is not symmem-run (mpirun, srun: they end the
+ * whole job when a rank dies), a loss the pid watch below cannot see is a
+ * timeout.
  * Waits on shared memory (the shared-memory bootstrap's rounds, the host
  * backend's signals and collectives, the fd exchange) watch each peer of
  * this host and PID namespace through a pidfd opened at init and checked
