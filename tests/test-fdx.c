@@ -475,6 +475,23 @@ static symm_store_t *fdx_store_rank(const fdx_store_t *st, int rank) {
   return s;
 }
 
+/* Rank 0's fetch from rank 1 on a fresh fdx of opts, whose server never
+ * came up: the result, *took, and what it said after `what`. */
+static symm_result_t fdx_fetch_absent(const symm_test_comm_opts_t *opts, const char *what,
+                                      uint64_t *took) {
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(fdx_start_as(opts, &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  *took = test_now_ms() - t0;
+  printf("%s: %s after %llu ms: %s\n", what, symm_strerror(res), (unsigned long long)*took,
+         symm_last_error());
+  ASSERT_EQ(fd, -1);
+  fdx_stop(a);
+  return res;
+}
+
 /* Rank 0 of size ranks fetching from rank 1, whose server never came up,
  * after rank `lost` closed its store connection without BYE (-1: none). */
 static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, uint64_t *took) {
@@ -485,18 +502,13 @@ static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, ui
   if (lost >= 0) symm_store_abandon(fdx_store_rank(&st, lost));
   char job[48];
   fdx_test_job(job, sizeof job);
-  symm_fdx_t *a = NULL;
-  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = size,
-                                                   .timeout_ms = timeout_ms, .store = mine},
-                         &a));
-  int fd = 123;
-  uint64_t t0 = test_now_ms();
-  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
-  *took = test_now_ms() - t0;
-  printf("lost %d: %s after %llu ms: %s\n", lost, symm_strerror(res), (unsigned long long)*took,
-         symm_last_error());
-  ASSERT_EQ(fd, -1);
-  fdx_stop(a);
+  char what[32];
+  snprintf(what, sizeof what, "lost %d", lost);
+  symm_result_t res = fdx_fetch_absent(&(symm_test_comm_opts_t){.job_id = job, .rank = 0,
+                                                                .size = size,
+                                                                .timeout_ms = timeout_ms,
+                                                                .store = mine},
+                                       what, took);
   symm_store_close(mine);
   symm_store_server_stop(st.server);
   return res;
@@ -560,19 +572,13 @@ static symm_result_t fdx_fetch_with_callbacks(char how, int timeout_ms, uint64_t
   }
   char job[48];
   fdx_test_job(job, sizeof job);
-  symm_fdx_t *a = NULL;
-  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = 3,
-                                                   .timeout_ms = timeout_ms, .bootstrap = bs,
-                                                   .prefix = "symm/fdxcb/"},
-                         &a));
-  int fd = 123;
-  uint64_t t0 = test_now_ms();
-  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
-  *took = test_now_ms() - t0;
-  printf("%c: %s after %llu ms: %s\n", how, symm_strerror(res), (unsigned long long)*took,
-         symm_last_error());
-  ASSERT_EQ(fd, -1);
-  fdx_stop(a);
+  const char what[2] = {how, 0};
+  symm_result_t res = fdx_fetch_absent(&(symm_test_comm_opts_t){.job_id = job, .rank = 0,
+                                                                .size = 3,
+                                                                .timeout_ms = timeout_ms,
+                                                                .bootstrap = bs,
+                                                                .prefix = "symm/fdxcb/"},
+                                       what, took);
   bs->ops->fini(bs);
   if (watcher_bs) watcher_bs->ops->fini(watcher_bs);
   return res;
