@@ -275,7 +275,10 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
  * symm_config_t).  symmem calls the callbacks from the thread that called
  * into symmem, only during calls that are collective over the
  * communicator (init, rendezvous, barrier, split, destroy's agreement),
- * in the same order on every rank; it keeps the pointer to this struct
+ * in the same order on every rank (the note callbacks and lost_rank
+ * excepted: each rank calls them alone, see below, also from the
+ * collectives and allocations that wait in a provider library such as
+ * NCCL); it keeps the pointer to this struct
  * and `ctx` until symm_comm_destroy returns, so both must live that long.
  *
  * Timeouts: every callback gets `timeout_ms`, what is left of the calling
@@ -288,7 +291,7 @@ SYMM_API symm_result_t symm_setting_get(size_t index, symm_setting_info_t *info)
  * symmem never waits on its own around a callback: a callback that
  * ignores timeout_ms makes symmem wait as long as it does.
  */
-#define SYMM_BOOTSTRAP_CALLBACKS_VERSION 1
+#define SYMM_BOOTSTRAP_CALLBACKS_VERSION 2
 typedef struct symm_bootstrap_callbacks {
   size_t size;          /* sizeof(symm_bootstrap_callbacks_t) as compiled by the caller */
   unsigned version;     /* SYMM_BOOTSTRAP_CALLBACKS_VERSION as compiled by the caller */
@@ -320,12 +323,41 @@ typedef struct symm_bootstrap_callbacks {
    * is destroyed); called for the channels `split` made, never for the
    * caller's own. */
   void (*release)(void *ctx);
+  /* members above: version 1 */
+  /*
+   * Notes: a side channel for what a rank must tell its peers while they
+   * wait outside the all-gather (its NCCL init failed; a peer it watches
+   * is gone).  Unlike the callbacks above they are not collective: one
+   * rank calls note_put alone, the others call note_get alone, now and
+   * then, while they wait; both return at once (they never wait for
+   * peers).  Keys and values are short strings (a key below 256 bytes, a
+   * value below 1024), a key unique per communicator (symmem prefixes
+   * it).  note_put: every rank of the channel may later read the value;
+   * a key put twice keeps its first value, at least as each reader sees
+   * it.  note_get: 0 with *found 1 and the value (cut to cap, always
+   * terminated), or 0 with *found 0 when no value reached this rank yet.
+   * lost_rank: a rank of the channel known to be gone (the launcher or
+   * runtime saw it exit), or -1 when none is, or it cannot say.  Any other
+   * return is an error code as above, which symmem treats as "nothing
+   * known".
+   * Optional, and all of a version-1 struct are absent: without notes a
+   * failure on one rank (ncclCommInitRank, the fd exchange) reaches the
+   * others only as their own SYMM_ERR_TIMEOUT at the deadline, and a rank
+   * gone in another PID namespace or on another host likewise, unless
+   * lost_rank says so.  symm_mpi_bootstrap fills note_put and note_get
+   * (point-to-point messages on a duplicate communicator).
+   */
+  int (*note_put)(void *ctx, const char *key, const char *value);
+  int (*note_get)(void *ctx, const char *key, char *value, size_t cap, int *found);
+  int (*lost_rank)(void *ctx);
+  /* members above: version 2 */
 } symm_bootstrap_callbacks_t;
 
 #define SYMM_BOOTSTRAP_CALLBACKS_INIT                                       \
   {                                                                         \
     sizeof(symm_bootstrap_callbacks_t), SYMM_BOOTSTRAP_CALLBACKS_VERSION,   \
-        -1, -1, -1, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL            \
+        -1, -1, -1, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
+        NULL, NULL                                                          \
   }
 
 /*
@@ -439,7 +471,14 @@ typedef struct symm_comm symm_comm_t;
  * process's rank there), a process that never connected to this store,
  * and a store started afresh (rank 0's stops once none of its
  * communicators uses it).  Under symmem-run the launcher reports any of
- * its ranks' deaths (symm_store_server_mark_lost).
+ * its ranks' deaths (symm_store_server_mark_lost).  Without a store
+ * (symm_config_t.bootstrap) the same reports travel through the
+ * callbacks' notes and lost_rank where they have them (a rank that sees a
+ * peer's process gone notes it for the ranks that cannot see it); a rank
+ * whose NCCL init fails tells its peers there too.  Without them, and
+ * under a launcher that is not symmem-run (mpirun, srun: they end the
+ * whole job when a rank dies), a loss the pid watch below cannot see is a
+ * timeout.
  * Waits on shared memory (the shared-memory bootstrap's rounds, the host
  * backend's signals and collectives, the fd exchange) watch each peer of
  * this host and PID namespace through a pidfd opened at init and checked

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs tests/progs/mpi_job.c, built with <flavor>'s mpicc, on <n> ranks
 # under <flavor>'s launcher (openmpi: mpirun.openmpi, mpich:
-# mpirun.mpich), host backend.  Exit 77 (SKIP) with the reason when that
+# mpirun.mpich), host backend unless SYMM_BACKEND says another.  Exit 77 (SKIP) with the reason when that
 # MPI is not installed (.ci/install-deps installs both).
 # Usage: run-mpi.sh <flavor> <n> <mpi_job binary> [TEXT]
 # TEXT: a line the output must also contain (e.g. the INFO line that names
@@ -18,7 +18,7 @@ if [ "$flavor" = openmpi ]; then
   flags="--oversubscribe"
   [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
 fi
-out=$(SYMM_BACKEND=host SYMM_TIMEOUT_MS=20000 "$launcher" $flags -n "$n" "$prog" 2>&1)
+out=$(SYMM_BACKEND=${SYMM_BACKEND:-host} SYMM_TIMEOUT_MS=20000 "$launcher" $flags -n "$n" "$prog" 2>&1)
 rc=$?
 echo "$out"
 oks=$(echo "$out" | grep -c "^mpi_job: rank .* ok")

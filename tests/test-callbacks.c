@@ -5,135 +5,22 @@
  * groups work; no listening TCP socket is opened; a callback that fails
  * or stalls makes the calling function return its code within the
  * deadline; bad callbacks and disagreeing settings are refused. */
-#include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cb_channel.h"
 #include "harness.h"
 #include "listening.h"
 
-#define CH_MAX_W 8
-#define CH_SLOT ((size_t)256 << 10) /* bytes one rank sends in one round */
-#define CH_REGIONS 32
-
-/* One channel's region of the segment: per rank, the last round it
- * published, and its data of each round parity. */
-typedef struct {
-  _Atomic uint64_t seq[CH_MAX_W];
-  unsigned char data[2][CH_MAX_W][CH_SLOT];
-} ch_region_t;
-
-static ch_region_t *segment; /* CH_REGIONS regions, mapped before the fork */
-
-typedef struct {
-  ch_region_t *r;
-  int region, rank, size;
-  uint64_t round;
-  int splits;
-  /* Faults: from round fail_at on, rank fail_rank's allgather returns
-   * fail_code at once (SYMM_ERR_TIMEOUT: after waiting timeout_ms). */
-  int fail_rank, fail_code;
-  uint64_t fail_at;
-  int calls; /* allgather calls on this rank */
-} channel_t;
-
-static void map_segment(void) {
-  if (segment) return;
-  segment = mmap(NULL, sizeof(ch_region_t) * CH_REGIONS, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT(segment != MAP_FAILED);
-}
-
-/* Waits until every rank of ch published round `round`, or the deadline. */
-static int wait_round(channel_t *ch, uint64_t round, int timeout_ms) {
-  const uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
-  for (int r = 0; r < ch->size; r++)
-    while (atomic_load(&ch->r->seq[r]) < round) {
-      if (test_now_ms() >= end) return SYMM_ERR_TIMEOUT;
-      sched_yield();
-    }
-  return 0;
-}
-
-static int ch_allgather(void *ctx, const void *send, void *recv, size_t len, int timeout_ms) {
-  channel_t *ch = ctx;
-  ch->calls++;
-  if (ch->fail_code && ch->rank == ch->fail_rank && ch->round + 1 >= ch->fail_at) {
-    if (ch->fail_code == SYMM_ERR_TIMEOUT) usleep((useconds_t)timeout_ms * 1000);
-    return ch->fail_code;
-  }
-  if (len > CH_SLOT) return SYMM_ERR_INVALID_ARG;
-  const uint64_t k = ++ch->round;
-  /* Round k reuses the data of k - 2: every rank has read it once every
-   * rank published k - 1. */
-  int rc = k > 1 ? wait_round(ch, k - 1, timeout_ms) : 0;
-  if (rc) return rc;
-  memcpy(ch->r->data[k & 1][ch->rank], send, len);
-  atomic_store(&ch->r->seq[ch->rank], k);
-  if ((rc = wait_round(ch, k, timeout_ms))) return rc;
-  for (int r = 0; r < ch->size; r++) memcpy((char *)recv + (size_t)r * len, ch->r->data[k & 1][r], len);
-  return 0;
-}
-
-static void ch_init(channel_t *ch, int region, int rank, int size, symm_bootstrap_callbacks_t *cb);
-
-/* MPI_Comm_split's contract over the channel: the members of each color,
- * ranked by key, in a region named by the parent's region, its split
- * count and the color (distinct for the few splits a test makes). */
-static int ch_split(void *ctx, int color, int key, symm_bootstrap_callbacks_t *child,
-                    int timeout_ms) {
-  channel_t *ch = ctx;
-  int mine[2] = {color, key}, all[2 * CH_MAX_W];
-  int rc = ch_allgather(ch, mine, all, sizeof mine, timeout_ms);
-  if (rc) return rc;
-  ch->splits++;
-  if (color < 0) return 0;
-  int rank = 0, size = 0;
-  for (int r = 0; r < ch->size; r++) {
-    if (all[2 * r] != color) continue;
-    size++;
-    rank += all[2 * r + 1] < key || (all[2 * r + 1] == key && r < ch->rank);
-  }
-  const int region = 1 + (ch->region * 7 + ch->splits * 5 + color) % (CH_REGIONS - 1);
-  channel_t *sub = calloc(1, sizeof *sub);
-  if (!sub) return SYMM_ERR_NO_MEMORY;
-  ch_init(sub, region, rank, size, child);
-  return 0;
-}
-
-static void ch_release(void *ctx) { free(ctx); }
-
-static void ch_init(channel_t *ch, int region, int rank, int size,
-                    symm_bootstrap_callbacks_t *cb) {
-  ch->r = &segment[region];
-  ch->region = region;
-  ch->rank = rank;
-  ch->size = size;
-  *cb = (symm_bootstrap_callbacks_t)SYMM_BOOTSTRAP_CALLBACKS_INIT;
-  cb->rank = rank;
-  cb->world_size = size;
-  cb->ctx = ch;
-  cb->allgather = ch_allgather;
-  cb->split = ch_split;
-  cb->release = ch_release;
-}
-
-/* No store: the harness's store variables are gone. */
-static void forget_store(void) {
-  unsetenv("SYMM_STORE_ADDR");
-  unsetenv("SYMM_TOKEN");
-  unsetenv("MASTER_ADDR");
-}
-
 static symm_result_t init_on(symm_bootstrap_callbacks_t *cb, symm_comm_t **comm) {
-  symm_config_t cfg = SYMM_CONFIG_INIT;
-  cfg.bootstrap = cb;
-  return symm_comm_init(&cfg, comm);
+  return cb_channel_comm_init(cb, SYMM_BACKEND_AUTO, 0, comm);
 }
 
 /* Tensors, collectives, signals and a barrier on a communicator. */
@@ -156,10 +43,10 @@ static void check_works(symm_comm_t *comm) {
 
 static int works_rank(int rank, int size, void *arg) {
   (void)arg;
-  forget_store();
-  channel_t ch = {0};
+  cb_channel_forget_store();
+  cb_channel_t ch;
   symm_bootstrap_callbacks_t cb;
-  ch_init(&ch, 0, rank, size, &cb);
+  cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
   const int before = symm_test_listening_sockets();
   symm_comm_t *comm = NULL;
   ASSERT_OK(init_on(&cb, &comm));
@@ -184,20 +71,23 @@ static int works_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(callbacks_works_2) {
-  map_segment();
+  cb_channel_map();
   ASSERT_EQ(test_run_ranks(2, works_rank, NULL), 0);
   return 0;
 }
 
 TEST_IMPL(callbacks_works_4) {
-  map_segment();
+  cb_channel_map();
   ASSERT_EQ(test_run_ranks(4, works_rank, NULL), 0);
   return 0;
 }
 
 /* Rank 1's all-gather fails from its round `at` on with the code in arg:
  * rank 1 returns that code, naming the callback; the others, whose
- * all-gather then waits for rank 1, time out within their deadline. */
+ * all-gather then waits for rank 1, time out within their deadline, or
+ * learn from the channel that a rank is gone once it returned and exited
+ * (rank 1, or a peer that learnt it first; cb_channel.h), which their
+ * error then names. */
 typedef struct {
   int code;
   uint64_t at;
@@ -205,10 +95,10 @@ typedef struct {
 
 static int fault_rank(int rank, int size, void *arg) {
   const fault_t *f = arg;
-  forget_store();
-  channel_t ch = {0};
+  cb_channel_forget_store();
+  cb_channel_t ch;
   symm_bootstrap_callbacks_t cb;
-  ch_init(&ch, 0, rank, size, &cb);
+  cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
   ch.fail_rank = 1, ch.fail_code = f->code, ch.fail_at = f->at;
   symm_config_t cfg = SYMM_CONFIG_INIT;
   cfg.bootstrap = &cb;
@@ -220,6 +110,8 @@ static int fault_rank(int rank, int size, void *arg) {
   if (rank == 1) {
     ASSERT_RES(res, (symm_result_t)f->code);
     ASSERT_STR_CONTAINS(symm_last_error(), "the allgather callback failed on rank 1");
+  } else if (res == SYMM_ERR_PEER_LOST) {
+    ASSERT_STR_CONTAINS(symm_last_error(), "is gone, the callbacks say");
   } else {
     ASSERT_RES(res, SYMM_ERR_TIMEOUT);
   }
@@ -229,14 +121,14 @@ static int fault_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(callbacks_fail) {
-  map_segment();
+  cb_channel_map();
   fault_t f = {SYMM_ERR_PEER_LOST, 1};
   ASSERT_EQ(test_run_ranks(3, fault_rank, &f), 0);
   return 0;
 }
 
 TEST_IMPL(callbacks_stall) {
-  map_segment();
+  cb_channel_map();
   fault_t f = {SYMM_ERR_TIMEOUT, 3};
   ASSERT_EQ(test_run_ranks(3, fault_rank, &f), 0);
   return 0;
@@ -245,10 +137,10 @@ TEST_IMPL(callbacks_stall) {
 /* Callbacks refused as such, and settings the ranks disagree on. */
 static int refused_rank(int rank, int size, void *arg) {
   (void)arg;
-  forget_store();
-  channel_t ch = {0};
+  cb_channel_forget_store();
+  cb_channel_t ch;
   symm_bootstrap_callbacks_t cb;
-  ch_init(&ch, 0, rank, size, &cb);
+  cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
   symm_comm_t *comm = NULL;
   symm_bootstrap_callbacks_t bad = cb;
   bad.allgather = NULL;
@@ -283,7 +175,55 @@ static int refused_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(callbacks_refused) {
-  map_segment();
+  cb_channel_map();
   ASSERT_EQ(test_run_ranks(3, refused_rank, NULL), 0);
+  return 0;
+}
+
+/* A rank killed in the middle of a rendezvous (after the exchange of
+ * infos, while its peers fetch its memory's fd): the others return
+ * SYMM_ERR_PEER_LOST naming it, well within the deadline, not a timeout
+ * with no reason. */
+static int fdx_lost_rank(int rank, int size, void *arg) {
+  _Atomic int *reported = arg; /* survivors that have their result */
+  cb_channel_forget_store();
+  setenv("SYMM_FAULT", "rendezvous:kill:2", 1);
+  cb_channel_t ch;
+  symm_bootstrap_callbacks_t cb;
+  cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+  const int timeout_ms = 20000;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(cb_channel_comm_init(&cb, SYMM_BACKEND_HOST, timeout_ms, &comm));
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I64, &t));
+  const uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_tensor_rendezvous(t); /* rank 2 dies in it */
+  const uint64_t took = test_now_ms() - t0;
+  printf("rank %d: %s after %llu ms: %s\n", rank, symm_strerror(res), (unsigned long long)took,
+         symm_last_error());
+  ASSERT_RES(res, SYMM_ERR_PEER_LOST);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 2");
+  ASSERT_MSG(took < (uint64_t)timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+  /* No survivor exits before the others have their result: a survivor
+   * gone would be a second loss, which they might see first. */
+  atomic_fetch_add(reported, 1);
+  while (atomic_load(reported) < size - 1) sched_yield();
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(callbacks_fdx_peer_lost) {
+  cb_channel_map();
+  int status[3];
+  _Atomic int *reported = mmap(NULL, sizeof *reported, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT(reported != MAP_FAILED);
+  test_job_opts_t o = {.kill_rank = -1, .exit_status = status};
+  ASSERT_EQ(test_run_ranks_opts(3, fdx_lost_rank, (void *)reported, &o), 1);
+  munmap((void *)reported, sizeof *reported);
+  ASSERT_MSG(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL, "rank 2: status %#x",
+             status[2]);
   return 0;
 }

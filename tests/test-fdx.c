@@ -17,6 +17,7 @@
 #include "backends/util/fd_exchange.h"
 #include "bootstrap/store.h"
 #include "symm_test_access.h"
+#include "cb_channel.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -28,14 +29,37 @@ static void fdx_test_job(char *job, size_t cap) {
            rnd[3], rnd[4], rnd[5]);
 }
 
-/* symm_fdx_start on a communicator of the test's own, made of o: the fd
- * exchange reads it only while it starts. */
+/* The test's communicators of live fd exchanges (which ask them about
+ * lost ranks), freed by fdx_stop. */
+#define FDX_TEST_COMMS 16
+static struct {
+  symm_fdx_t *fdx;
+  symm_comm_t *comm;
+} fdx_comms[FDX_TEST_COMMS];
+
+/* symm_fdx_start on a communicator of the test's own, made of o. */
 static symm_result_t fdx_start_as(const symm_test_comm_opts_t *o, symm_fdx_t **out) {
   symm_comm_t *c = symm_test_comm_new(o);
   ASSERT(c != NULL);
   symm_result_t res = symm_fdx_start(c, out);
+  for (int i = 0; res == SYMM_SUCCESS && i < FDX_TEST_COMMS; i++)
+    if (!fdx_comms[i].comm) {
+      fdx_comms[i].fdx = *out, fdx_comms[i].comm = c;
+      return res;
+    }
+  ASSERT_MSG(res != SYMM_SUCCESS, "more than %d fd exchanges at once", FDX_TEST_COMMS);
   symm_test_comm_free(c);
   return res;
+}
+
+/* symm_fdx_stop, then frees its communicator. */
+static void fdx_stop(symm_fdx_t *fdx) {
+  symm_fdx_stop(fdx);
+  for (int i = 0; i < FDX_TEST_COMMS; i++)
+    if (fdx_comms[i].comm && fdx_comms[i].fdx == fdx) {
+      symm_test_comm_free(fdx_comms[i].comm);
+      fdx_comms[i].comm = NULL, fdx_comms[i].fdx = NULL;
+    }
 }
 
 static symm_fdx_t *fdx_test_start(const char *job, int rank, int size, int timeout_ms) {
@@ -338,7 +362,7 @@ static int fdx_all_pairs_rank(const fdx_member_t *m) {
   }
   fdx_barrier(m); /* nobody stops serving while others still fetch */
   ASSERT_EQ(symm_fdx_published(fdx), 1);
-  symm_fdx_stop(fdx);
+  fdx_stop(fdx);
   return 0;
 }
 
@@ -386,8 +410,8 @@ TEST_IMPL(fdx_not_found) {
   ASSERT_EQ(symm_fdx_published(a), 0);
   ASSERT_RES(symm_fdx_fetch(b, 0, 77, &fd), SYMM_ERR_NOT_FOUND);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -405,7 +429,7 @@ TEST_IMPL(fdx_no_server) {
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
   ASSERT_GE(took, 250);
   ASSERT_LT(took, 3000);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -431,7 +455,7 @@ TEST_IMPL(fdx_peer_gone_before_serving) {
   ASSERT_EQ(fd, -1);
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
   ASSERT_STR_CONTAINS(symm_last_error(), "is gone");
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -451,6 +475,23 @@ static symm_store_t *fdx_store_rank(const fdx_store_t *st, int rank) {
   return s;
 }
 
+/* Rank 0's fetch from rank 1 on a fresh fdx of opts, whose server never
+ * came up: the result, *took, and what it said after `what`. */
+static symm_result_t fdx_fetch_absent(const symm_test_comm_opts_t *opts, const char *what,
+                                      uint64_t *took) {
+  symm_fdx_t *a = NULL;
+  ASSERT_OK(fdx_start_as(opts, &a));
+  int fd = 123;
+  uint64_t t0 = test_now_ms();
+  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
+  *took = test_now_ms() - t0;
+  printf("%s: %s after %llu ms: %s\n", what, symm_strerror(res), (unsigned long long)*took,
+         symm_last_error());
+  ASSERT_EQ(fd, -1);
+  fdx_stop(a);
+  return res;
+}
+
 /* Rank 0 of size ranks fetching from rank 1, whose server never came up,
  * after rank `lost` closed its store connection without BYE (-1: none). */
 static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, uint64_t *took) {
@@ -461,18 +502,13 @@ static symm_result_t fdx_fetch_with_store(int size, int lost, int timeout_ms, ui
   if (lost >= 0) symm_store_abandon(fdx_store_rank(&st, lost));
   char job[48];
   fdx_test_job(job, sizeof job);
-  symm_fdx_t *a = NULL;
-  ASSERT_OK(fdx_start_as(&(symm_test_comm_opts_t){.job_id = job, .rank = 0, .size = size,
-                                                   .timeout_ms = timeout_ms, .store = mine},
-                         &a));
-  int fd = 123;
-  uint64_t t0 = test_now_ms();
-  symm_result_t res = symm_fdx_fetch(a, 1, 5, &fd);
-  *took = test_now_ms() - t0;
-  printf("lost %d: %s after %llu ms: %s\n", lost, symm_strerror(res), (unsigned long long)*took,
-         symm_last_error());
-  ASSERT_EQ(fd, -1);
-  symm_fdx_stop(a);
+  char what[32];
+  snprintf(what, sizeof what, "lost %d", lost);
+  symm_result_t res = fdx_fetch_absent(&(symm_test_comm_opts_t){.job_id = job, .rank = 0,
+                                                                .size = size,
+                                                                .timeout_ms = timeout_ms,
+                                                                .store = mine},
+                                       what, took);
   symm_store_close(mine);
   symm_store_server_stop(st.server);
   return res;
@@ -490,6 +526,77 @@ TEST_IMPL(fdx_store_says_lost) {
   ASSERT(!strstr(symm_last_error(), "rank 1 is lost"));
   /* Nobody lost: a server not up is waited for until the timeout. */
   ASSERT_EQ(fdx_fetch_with_store(2, -1, 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
+  return 0;
+}
+
+/* The same without a store, on the caller's callbacks (cb_channel.h):
+ * rank 0 of 3 fetches from rank 1, whose server never came up and whose
+ * pid it cannot watch.  `how`: 'L' the callbacks' lost_rank knows rank 1
+ * gone (its recorded pid was reaped), 'N' rank 2, which watched rank 1,
+ * left a note saying so, '1' callbacks of version 1 (neither), '-'
+ * nobody lost. */
+static symm_result_t fdx_fetch_with_callbacks(char how, int timeout_ms, uint64_t *took) {
+  cb_channel_map();
+  const int region = how == 'L' ? 1 : how == 'N' ? 2 : how == '1' ? 3 : 4;
+  cb_channel_t ch, watcher_ch;
+  symm_bootstrap_callbacks_t cb, watcher_cb;
+  if (how == 'L') {
+    pid_t child = fork();
+    if (child == 0) {
+      cb_channel_open(&ch, region, 1, 3, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+      _exit(0);
+    }
+    ASSERT(child > 0);
+    ASSERT_EQ(waitpid(child, NULL, 0), child); /* reaped: the pid names no process */
+  }
+  cb_channel_open(&ch, region, 0, 3, how == '1' ? 1 : SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);
+  symm_bootstrap_t *bs = NULL, *watcher_bs = NULL;
+  ASSERT_OK(symm_bootstrap_cb_init(&cb, timeout_ms, &bs));
+  if (how == 'N') {
+    /* Rank 2's view: it saw rank 1 go, and says so as the core does. */
+    int32_t pids[3] = {0, 0, 0};
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    ASSERT(child > 0);
+    ASSERT_EQ(waitpid(child, NULL, 0), child);
+    pids[1] = (int32_t)child;
+    cb_channel_open(&watcher_ch, region, 2, 3, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &watcher_cb);
+    ASSERT_OK(symm_bootstrap_cb_init(&watcher_cb, timeout_ms, &watcher_bs));
+    symm_comm_t *watcher = symm_test_comm_new(&(symm_test_comm_opts_t){
+        .rank = 2, .size = 3, .timeout_ms = timeout_ms, .pids = pids, .bootstrap = watcher_bs,
+        .prefix = "symm/fdxcb/"});
+    ASSERT(watcher != NULL);
+    ASSERT_EQ(symm_comm_lost_rank(watcher), 1);
+    symm_test_comm_free(watcher);
+  }
+  char job[48];
+  fdx_test_job(job, sizeof job);
+  const char what[2] = {how, 0};
+  symm_result_t res = fdx_fetch_absent(&(symm_test_comm_opts_t){.job_id = job, .rank = 0,
+                                                                .size = 3,
+                                                                .timeout_ms = timeout_ms,
+                                                                .bootstrap = bs,
+                                                                .prefix = "symm/fdxcb/"},
+                                       what, took);
+  bs->ops->fini(bs);
+  if (watcher_bs) watcher_bs->ops->fini(watcher_bs);
+  return res;
+}
+
+TEST_IMPL(fdx_callbacks_say_lost) {
+  uint64_t took;
+  ASSERT_EQ(fdx_fetch_with_callbacks('L', 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000); /* the timeout is 20 s */
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost (the bootstrap says so)");
+  ASSERT_EQ(fdx_fetch_with_callbacks('N', 20000, &took), SYMM_ERR_PEER_LOST);
+  ASSERT_LT(took, 2000);
+  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 is lost (the bootstrap says so)");
+  /* Older callbacks, or nobody lost: a server not up is waited for until
+   * the timeout. */
+  ASSERT_EQ(fdx_fetch_with_callbacks('1', 400, &took), SYMM_ERR_TIMEOUT);
+  ASSERT_GE(took, 350);
+  ASSERT_EQ(fdx_fetch_with_callbacks('-', 400, &took), SYMM_ERR_TIMEOUT);
   ASSERT_GE(took, 350);
   return 0;
 }
@@ -518,7 +625,7 @@ TEST_IMPL(fdx_one_deadline) {
   t0 = test_now_ms();
   ASSERT_EQ(symm_fdx_fetch(a, 1, 5, &fd), SYMM_ERR_TIMEOUT);
   ASSERT_GE(test_now_ms() - t0, 350);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -556,11 +663,11 @@ TEST_IMPL(fdx_peer_lost) {
   ASSERT_EQ(fd, -1);
 
   ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_NOT_FOUND); /* reach c once */
-  symm_fdx_stop(c);
+  fdx_stop(c);
   t0 = test_now_ms();
   ASSERT_RES(symm_fdx_fetch(a, 2, 9, &fd), SYMM_ERR_PEER_LOST);
   ASSERT_LT(test_now_ms() - t0, 2000);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -595,7 +702,7 @@ static int fdx_foreign_client(const char *job, int serving) {
                    &mine) != SYMM_SUCCESS)
     return 14;
   symm_result_t res = symm_fdx_fetch(mine, 0, 1, &fd);
-  symm_fdx_stop(mine);
+  fdx_stop(mine);
   return res == SYMM_ERR_PERMISSION ? 0 : 15;
 }
 
@@ -611,7 +718,7 @@ static int fdx_foreign_server(const char *job, int ready, int quit) {
   if (symm_fdx_publish(fdx, 2, mem) != SYMM_SUCCESS) return 21;
   if (write(ready, "r", 1) != 1) return 22;
   fdx_read_byte(quit, 20000);
-  symm_fdx_stop(fdx);
+  fdx_stop(fdx);
   return 0;
 }
 
@@ -663,7 +770,7 @@ TEST_IMPL(fdx_uid_refused) {
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   close(ready[0]);
   close(mem);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -726,8 +833,8 @@ TEST_IMPL(fdx_malformed) {
   ASSERT_EQ(test_count_fds(), baseline);
   close(idle);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -760,8 +867,8 @@ TEST_IMPL(fdx_slow_reader) {
   fdx_check_memfd(fd, 4096, 4);
   close(fd);
   close(mem);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -793,8 +900,8 @@ TEST_IMPL(fdx_fd_leak) {
   /* leave some published: stop must close them too */
   for (uint64_t id = 1; id <= 10; id++) ASSERT_OK(symm_fdx_publish(a, id, mem));
   ASSERT_EQ(test_count_fds(), steady + 10);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   ASSERT_EQ(test_count_fds(), baseline);
   close(mem);
   return 0;
@@ -843,8 +950,8 @@ TEST_IMPL(fdx_threads) {
     ASSERT_EQ(args[t].failures, 0);
   }
   for (int t = 0; t < 8; t++) close(mems[t]);
-  symm_fdx_stop(b);
-  symm_fdx_stop(a);
+  fdx_stop(b);
+  fdx_stop(a);
   return 0;
 }
 
@@ -864,8 +971,8 @@ TEST_IMPL(fdx_name_taken) {
   ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
   o.rank = 0, o.size = 0;
   ASSERT_RES(fdx_start_as(&o, &dup), SYMM_ERR_INVALID_ARG);
-  symm_fdx_stop(a);
-  symm_fdx_stop(NULL);
+  fdx_stop(a);
+  fdx_stop(NULL);
   return 0;
 }
 
@@ -959,7 +1066,7 @@ TEST_IMPL(fdx_late_reply) {
   for (int i = 0; i < 2; i++) close(f.timed_out[i]), close(f.sent[i]), close(f.read_all[i]);
   ASSERT_EQ(f.answered, 1);
   close(f.listener);
-  symm_fdx_stop(a);
+  fdx_stop(a);
   return 0;
 }
 
@@ -1463,7 +1570,7 @@ TEST_IMPL(fdx_names_squat_race) {
       close(fd);
     }
   close(mem);
-  for (int r = 0; r < N; r++) symm_fdx_stop(fdx[r]);
+  for (int r = 0; r < N; r++) fdx_stop(fdx[r]);
   close(quit[1]);
   int st = fdx_wait_child(squatter, 20000);
   close(said[0]);
@@ -1516,7 +1623,7 @@ TEST_IMPL(fdx_store_lost_rank_bounded) {
   /* The connection stays usable. */
   ASSERT_OK(symm_store_set(mine, "after", "x", 1));
   ASSERT_OK(symm_store_get(mine, "after", buf, sizeof buf, &len, 2000));
-  symm_fdx_stop(a);
+  fdx_stop(a);
   symm_store_close(unbounded);
   symm_store_close(mine);
   symm_store_server_stop(st.server);

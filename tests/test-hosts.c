@@ -13,10 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +22,7 @@
 #include "arena_backend.h"
 #include "bootstrap/store_proto.h"
 #include "harness.h"
+#include "cb_channel.h"
 #include "ns_hosts.h"
 #include "symm_test_access.h"
 
@@ -455,66 +453,18 @@ TEST_IMPL(hosts_native_fabric_handles) {
 
 /* ---- the caller's callbacks: no store at all ---------------------------- */
 
-/* An all-gather through a segment mapped before the ranks fork: it stays
- * shared across their network namespaces, as MPI's channel would reach
- * across real hosts.  One region per communicator; rounds alternate
- * between two data slots (round k reuses k - 2's, which every rank has
- * read once all published k - 1). */
-#define CB_SLOT 8192
-typedef struct {
-  _Atomic uint64_t seq[MAX_RANKS];
-  unsigned char data[2][MAX_RANKS][CB_SLOT];
-} cb_region_t;
-
-typedef struct {
-  cb_region_t *r;
-  int rank, size;
-  uint64_t round;
-} cb_channel_t;
-
-static int cb_wait_round(cb_channel_t *ch, uint64_t round, int timeout_ms) {
-  const uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
-  for (int r = 0; r < ch->size; r++)
-    while (atomic_load(&ch->r->seq[r]) < round) {
-      if (test_now_ms() >= end) return SYMM_ERR_TIMEOUT;
-      sched_yield();
-    }
-  return 0;
-}
-
-static int cb_allgather(void *ctx, const void *send, void *recv, size_t len, int timeout_ms) {
-  cb_channel_t *ch = ctx;
-  if (len > CB_SLOT) return SYMM_ERR_INVALID_ARG;
-  const uint64_t k = ++ch->round;
-  int rc = k > 1 ? cb_wait_round(ch, k - 1, timeout_ms) : 0;
-  if (rc) return rc;
-  memcpy(ch->r->data[k & 1][ch->rank], send, len);
-  atomic_store(&ch->r->seq[ch->rank], k);
-  if ((rc = cb_wait_round(ch, k, timeout_ms))) return rc;
-  for (int r = 0; r < ch->size; r++)
-    memcpy((char *)recv + (size_t)r * len, ch->r->data[k & 1][r], len);
-  return 0;
-}
-
-/* Init on region `region` of the segment, with `backend`. */
-static symm_result_t cb_init(cb_region_t *segment, int region, int rank, int size,
-                             symm_backend_t backend, cb_channel_t *ch,
-                             symm_bootstrap_callbacks_t *cb, symm_comm_t **comm) {
-  *ch = (cb_channel_t){.r = &segment[region], .rank = rank, .size = size};
-  *cb = (symm_bootstrap_callbacks_t)SYMM_BOOTSTRAP_CALLBACKS_INIT;
-  cb->rank = rank;
-  cb->world_size = size;
-  cb->ctx = ch;
-  cb->allgather = cb_allgather;
-  symm_config_t cfg = SYMM_CONFIG_INIT;
-  cfg.bootstrap = cb;
-  cfg.backend = backend;
-  return symm_comm_init(&cfg, comm);
+/* The tests' callbacks channel (cb_channel.h): its segment, mapped before
+ * the ranks fork, stays shared across their network namespaces, as MPI's
+ * channel would reach across real hosts.  One region per communicator. */
+static symm_result_t cb_init(int region, int rank, int size, symm_backend_t backend,
+                             cb_channel_t *ch, symm_bootstrap_callbacks_t *cb,
+                             symm_comm_t **comm) {
+  cb_channel_open(ch, region, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, cb);
+  return cb_channel_comm_init(cb, backend, 0, comm);
 }
 
 typedef struct {
   hosts_job_t job;
-  cb_region_t *segment; /* [2] */
 } cb_job_t;
 
 /* Through the callbacks, with no store to be found: the host backend is
@@ -530,11 +480,11 @@ static int callbacks_rank(int rank, int size, void *arg) {
   symm_bootstrap_callbacks_t cb;
   symm_comm_t *comm = NULL;
   const uint64_t t0 = test_now_ms();
-  symm_result_t res = cb_init(c->segment, 0, rank, size, SYMM_BACKEND_HOST, &ch, &cb, &comm);
+  symm_result_t res = cb_init(0, rank, size, SYMM_BACKEND_HOST, &ch, &cb, &comm);
   check_refused(&c->job, rank, res, test_now_ms() - t0, SYMM_ERR_UNSUPPORTED,
                 "it shares the memory of one host only");
   setenv("ARENA_UNREACHABLE", "hosts", 1);
-  ASSERT_OK(cb_init(c->segment, 1, rank, size, (symm_backend_t)ARENA_BACKEND_ID, &ch, &cb, &comm));
+  ASSERT_OK(cb_init(1, rank, size, (symm_backend_t)ARENA_BACKEND_ID, &ch, &cb, &comm));
   check_peers(&c->job, comm);
   check_memory(&c->job, comm);
   printf("rank %d on %s through the callbacks: local rank %d of %d\n", rank,
@@ -548,14 +498,11 @@ TEST_IMPL(hosts_callbacks) {
   const int host_of[] = {0, 1, 2, 0, 1};
   cb_job_t c;
   if (!job_open(&c.job, 3, 8, 5, host_of)) return TEST_SKIP;
-  c.segment = mmap(NULL, 2 * sizeof *c.segment, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT(c.segment != MAP_FAILED);
+  cb_channel_map();
   arena_backends_register();
   test_job_opts_t o = {.kill_rank = -1};
   int bad = ns_hosts_run_ranks(&c.job.net, 5, host_of, callbacks_rank, &c, &o);
   ns_hosts_close(&c.job.net);
-  munmap(c.segment, 2 * sizeof *c.segment);
   ASSERT_EQ(bad, 0);
   return 0;
 }

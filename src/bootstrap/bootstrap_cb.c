@@ -2,9 +2,11 @@
  * MPI, PMIx, a framework's store.  Every operation is one or two calls of
  * the caller's all-gather (or its broadcast), given what is left of the
  * calling operation's deadline; a callback's failure becomes the calling
- * function's error with the callback's code.  The bootstrap owns nothing
+ * function's error with the callback's code.  Notes and lost ranks go to
+ * the callbacks of version 2 that have them.  The bootstrap owns nothing
  * of the channel (a communicator releases the channels its split made). */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,17 +25,23 @@ static int remaining_ms(const symm_bootstrap_t *bs) {
   return ms > (uint64_t)bs->timeout_ms ? bs->timeout_ms : ms < 1 ? 1 : (int)ms;
 }
 
-/* A callback's return as symmem's result. */
-static symm_result_t cb_result(const symm_bootstrap_t *bs, int rc, const char *what) {
+static const symm_bootstrap_callbacks_t *cbs(const symm_bootstrap_t *bs) {
+  return ((const cb_bs_t *)bs->state)->cb;
+}
+
+static int cb_lost_rank(symm_bootstrap_t *bs);
+
+/* A callback's return as symmem's result; a lost peer is named where the
+ * callbacks' lost_rank knows it. */
+static symm_result_t cb_result(symm_bootstrap_t *bs, int rc, const char *what) {
   if (rc == 0) return SYMM_SUCCESS;
   const bool known = rc > 0 && rc <= SYMM_ERR_BACKEND_UNAVAILABLE;
   const symm_result_t code = known ? (symm_result_t)rc : SYMM_ERR_BACKEND;
-  return symm_error(code, "bootstrap: the %s callback failed on rank %d (returned %d%s%s)", what,
-                    bs->rank, rc, known ? ": " : "", known ? symm_strerror(code) : "");
-}
-
-static const symm_bootstrap_callbacks_t *cbs(const symm_bootstrap_t *bs) {
-  return ((const cb_bs_t *)bs->state)->cb;
+  const int lost = code == SYMM_ERR_PEER_LOST ? cb_lost_rank(bs) : -1;
+  char gone[64] = "";
+  if (lost >= 0) snprintf(gone, sizeof gone, "; rank %d is gone, the callbacks say", lost);
+  return symm_error(code, "bootstrap: the %s callback failed on rank %d (returned %d%s%s%s)", what,
+                    bs->rank, rc, known ? ": " : "", known ? symm_strerror(code) : "", gone);
 }
 
 static symm_result_t cb_allgather(symm_bootstrap_t *bs, const void *send, size_t len,
@@ -92,18 +100,58 @@ static symm_result_t cb_allgatherv(symm_bootstrap_t *bs, const void *send, size_
   return res;
 }
 
+/* The caller's note callback `member`, NULL where its struct predates
+ * notes (version 1) or leaves it out. */
+#define CB_NOTE(cb, member)                                                              \
+  ((cb)->version >= 2 && (cb)->size >= offsetof(symm_bootstrap_callbacks_t, member) +    \
+                                           sizeof((cb)->member)                          \
+       ? (cb)->member                                                                    \
+       : NULL)
+
+static symm_result_t cb_note_put(symm_bootstrap_t *bs, const char *key, const char *value) {
+  const symm_bootstrap_callbacks_t *cb = cbs(bs);
+  int (*put)(void *, const char *, const char *) = CB_NOTE(cb, note_put);
+  if (!put) return symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: the callbacks keep no notes");
+  return cb_result(bs, put(cb->ctx, key, value), "note_put");
+}
+
+static symm_result_t cb_note_get(symm_bootstrap_t *bs, const char *key, char *value, size_t cap,
+                                 bool *found) {
+  const symm_bootstrap_callbacks_t *cb = cbs(bs);
+  int (*get)(void *, const char *, char *, size_t, int *) = CB_NOTE(cb, note_get);
+  *found = false;
+  if (!get) return symm_error(SYMM_ERR_UNSUPPORTED, "bootstrap: the callbacks keep no notes");
+  if (cap == 0) return SYMM_SUCCESS;
+  int got = 0;
+  value[0] = 0;
+  SYMM_CHECK(cb_result(bs, get(cb->ctx, key, value, cap, &got), "note_get"));
+  value[cap - 1] = 0; /* a callback that filled the buffer to its end */
+  *found = got != 0;
+  return SYMM_SUCCESS;
+}
+
+static int cb_lost_rank(symm_bootstrap_t *bs) {
+  const symm_bootstrap_callbacks_t *cb = cbs(bs);
+  int (*lost)(void *) = CB_NOTE(cb, lost_rank);
+  const int r = lost ? lost(cb->ctx) : -1;
+  return r >= 0 && r < bs->size ? r : -1; /* an error code, or a rank out of range: none */
+}
+
 static void cb_fini(symm_bootstrap_t *bs) {
   free(bs->state);
   free(bs);
 }
 
 static const symm_bootstrap_ops_t cb_bootstrap_ops = {
-    .version = 1,
+    .version = 2,
     .name = "callbacks",
     .allgather = cb_allgather,
     .broadcast = cb_broadcast,
     .fini = cb_fini,
     .allgatherv = cb_allgatherv,
+    .note_put = cb_note_put,
+    .note_get = cb_note_get,
+    .lost_rank = cb_lost_rank,
 };
 
 symm_result_t symm_bootstrap_cb_init(const symm_bootstrap_callbacks_t *cb, int timeout_ms,

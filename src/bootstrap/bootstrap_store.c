@@ -229,13 +229,43 @@ static void store_fini(symm_bootstrap_t *bs) {
   free(bs);
 }
 
+/* Notes are plain keys; the store's compare-and-set keeps the first. */
+static symm_result_t store_note_put(symm_bootstrap_t *bs, const char *key, const char *value) {
+  store_bs_t *s = bs->state;
+  return symm_store_compare_set_own(s->store, key, NULL, 0, value, strlen(value), NULL, 0, NULL);
+}
+
+static symm_result_t store_note_get(symm_bootstrap_t *bs, const char *key, char *value,
+                                    size_t cap, bool *found) {
+  store_bs_t *s = bs->state;
+  const char *keys[1] = {key};
+  int present = 0;
+  size_t len = 0;
+  *found = false;
+  SYMM_CHECK(symm_store_check(s->store, keys, 1, &present));
+  if (!present || cap == 0) return SYMM_SUCCESS;
+  SYMM_CHECK(symm_store_get(s->store, key, value, cap - 1, &len, 0));
+  value[len < cap ? len : cap - 1] = 0;
+  *found = true;
+  return SYMM_SUCCESS;
+}
+
+/* The store server's marks: a rank whose connection closed without BYE,
+ * whose pid vanished, or that symmem-run saw exit. */
+static int store_lost_rank(symm_bootstrap_t *bs) {
+  return symm_store_lost_rank(((store_bs_t *)bs->state)->store);
+}
+
 static const symm_bootstrap_ops_t store_bootstrap_ops = {
-    .version = 1,
+    .version = 2,
     .name = "store",
     .allgather = store_allgather,
     .broadcast = store_broadcast,
     .fini = store_fini,
     .allgatherv = store_gather,
+    .note_put = store_note_put,
+    .note_get = store_note_get,
+    .lost_rank = store_lost_rank,
 };
 
 symm_result_t symm_bootstrap_store_init(symm_store_t *store, const char *prefix, int rank,

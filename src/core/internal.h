@@ -81,6 +81,7 @@ struct symm_comm {
   char (*host_names)[SYMM_HOST_NAME_BYTES]; /* [size], each rank's host name as it said
                                                (cut to SYMM_HOST_NAME_BYTES - 1) */
   bool single_host;
+  bool lost_noted;           /* this rank told the others of a peer gone (notes.c) */
   uint64_t next_mem_id;
   uint64_t rendezvous_seq;
   uint64_t alloc_seq;        /* collective allocations made (caps.collective_alloc) */

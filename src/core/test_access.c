@@ -17,10 +17,22 @@ symm_comm_t *symm_test_comm_new(const symm_test_comm_opts_t *o) {
   snprintf(c->name_nonce, sizeof c->name_nonce, "%s", o->name_nonce ? o->name_nonce : "");
   c->pids = o->pids;
   c->store = o->store;
+  snprintf(c->prefix, sizeof c->prefix, "%s", o->prefix ? o->prefix : "");
+  /* The store answers through a bootstrap of its own, as a real
+   * communicator's; another bootstrap is the caller's. */
+  c->bootstrap = o->bootstrap;
+  if (o->store && symm_bootstrap_store_init(o->store, c->prefix, c->rank, c->size,
+                                            c->timeout_ms, &c->store_bootstrap) != SYMM_SUCCESS) {
+    free(c);
+    return NULL;
+  }
   return c;
 }
 
-void symm_test_comm_free(symm_comm_t *c) { free(c); }
+void symm_test_comm_free(symm_comm_t *c) {
+  if (c && c->store_bootstrap) c->store_bootstrap->ops->fini(c->store_bootstrap);
+  free(c);
+}
 
 const symm_backend_ops_t *symm_test_comm_ops(const symm_comm_t *c) { return c->ops; }
 void symm_test_comm_set_ops(symm_comm_t *c, const symm_backend_ops_t *ops) { c->ops = ops; }

@@ -323,6 +323,21 @@ const char *symm_comm_key_prefix(const symm_comm_t *comm);
 int32_t symm_comm_peer_pid(const symm_comm_t *comm, int peer);
 /* The first peer whose process this process sees gone, or -1. */
 int symm_comm_first_gone(const symm_comm_t *comm);
+/* A peer known to be gone, or -1: one this process sees gone (then
+ * noted for the peers that cannot see it), one the bootstrap's server or
+ * launcher marked lost (the store; the callbacks' lost_rank), or one a
+ * peer noted.  Asks the bootstrap (a round trip to the store): call it
+ * now and then while waiting, not in a tight loop. */
+int symm_comm_lost_rank(symm_comm_t *comm);
+/* Notes through the communicator's bootstrap, for what one rank must tell
+ * peers that wait outside its rounds (a failed NCCL call).  `name` is
+ * short and the same on every rank; the communicator's prefix is added.
+ * Not collective; neither waits for peers.  put: the first value of a
+ * name stays; false when the bootstrap keeps no notes or could not take
+ * it.  get: true with the value (cut to cap) once some rank put it.
+ * Neither changes the thread's error message. */
+bool symm_comm_note_put(symm_comm_t *comm, const char *name, const char *value);
+bool symm_comm_note_get(symm_comm_t *comm, const char *name, char *value, size_t cap);
 /* Whether rank `peer` runs on this host. */
 bool symm_comm_peer_same_host(const symm_comm_t *comm, int peer);
 /* Rank `peer`'s host name as it said at init, for messages (hosts are

@@ -10,7 +10,7 @@
 /* ------------------------------------------------------------- bootstrap */
 typedef struct symm_bootstrap symm_bootstrap_t;
 typedef struct symm_bootstrap_ops {
-  int version; /* 1 */
+  int version; /* 2 */
   const char *name;
   /* Gathers `len` bytes from every rank into recv[rank * len].  Collective. */
   symm_result_t (*allgather)(symm_bootstrap_t *bs, const void *send, size_t len, void *recv);
@@ -24,6 +24,20 @@ typedef struct symm_bootstrap_ops {
   symm_result_t (*allgatherv)(symm_bootstrap_t *bs, const void *send, size_t len,
                               void **values, size_t *lens);
   /* members above: version 1 */
+  /* Notes: what one rank tells its peers while they wait outside the
+   * bootstrap's rounds (a failed NCCL call, a peer seen gone).  Not
+   * collective; they return at once, never waiting for peers.  `key` is
+   * whole (the communicator's prefix in it), a value a short string.
+   * Optional: NULL where the bootstrap has no such channel (its callers
+   * then learn at their own deadline).  note_put: the key's first value
+   * stays.  note_get: *found false when no rank put the key yet. */
+  symm_result_t (*note_put)(symm_bootstrap_t *bs, const char *key, const char *value);
+  symm_result_t (*note_get)(symm_bootstrap_t *bs, const char *key, char *value, size_t cap,
+                            bool *found);
+  /* Optional: a rank that the bootstrap's server or launcher saw gone,
+   * or -1 (none, or it cannot say now). */
+  int (*lost_rank)(symm_bootstrap_t *bs);
+  /* members above: version 2 */
 } symm_bootstrap_ops_t;
 
 struct symm_bootstrap {

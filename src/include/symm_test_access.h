@@ -34,7 +34,10 @@ typedef struct {
   const char *job_id;     /* at most 63 characters; NULL: "" */
   const char *name_nonce; /* at most 16 characters; NULL: "" */
   int32_t *pids;          /* [size], or NULL: no peer watched */
-  symm_store_t *store;    /* or NULL */
+  symm_store_t *store;    /* or NULL; asked about lost ranks through a store
+                             bootstrap the communicator makes and frees */
+  symm_bootstrap_t *bootstrap; /* or NULL: the bootstrap for notes and lost ranks */
+  const char *prefix;     /* its key prefix; NULL: "" */
 } symm_test_comm_opts_t;
 
 /* A communicator that was never initialised, with only opts' fields set:

@@ -20,6 +20,7 @@
 
 #include "backends/nccl/nccl.h"
 #include "symm_test_access.h"
+#include "cb_channel.h"
 #include "fakenccl.h"
 #include "fake_a2av.h"
 #include "fake_util.h"
@@ -616,6 +617,61 @@ TEST_IMPL(nccl_fake_init_fails_on_one_rank) {
   int timeout_ms = 20000;
   setenv("FAKENCCL_INIT_FAIL_RANK", "1", 1);
   ASSERT_EQ(run_job_opts(3, init_fail_rank, &timeout_ms, timeout_ms, NULL), 0);
+  return 0;
+}
+
+/* init_fail_rank on the caller's callbacks (no store anywhere) of
+ * `version`, with timeout_ms. */
+typedef struct {
+  unsigned version;
+  int timeout_ms;
+} cb_fail_t;
+
+static int init_fail_cb_rank(int rank, int size, void *arg) {
+  const cb_fail_t *f = arg;
+  cb_channel_forget_store();
+  cb_channel_t ch;
+  symm_bootstrap_callbacks_t cb;
+  cb_channel_open(&ch, 0, rank, size, f->version, &cb);
+  uint64_t start = test_now_ms();
+  symm_comm_t *comm = NULL;
+  symm_result_t res = cb_channel_comm_init(&cb, SYMM_BACKEND_NCCL, f->timeout_ms, &comm);
+  uint64_t took = test_now_ms() - start;
+  printf("rank %d: %s after %llu ms (%d note looks): %s\n", rank, symm_strerror(res),
+         (unsigned long long)took, ch.note_gets, symm_last_error());
+  ASSERT_MSG(res != SYMM_SUCCESS && !comm, "init: %s", symm_strerror(res));
+  if (rank == 1) ASSERT_STR_CONTAINS(symm_last_error(), "FAKENCCL_INIT_FAIL_RANK");
+  if (f->version >= 2) {
+    /* Told through the notes while they waited in NCCL. */
+    ASSERT_STR_CONTAINS(symm_last_error(), "rank 1");
+    ASSERT_MSG(took < (uint64_t)f->timeout_ms / 2, "took %llu ms", (unsigned long long)took);
+    if (rank != 1) ASSERT_MSG(ch.note_gets > 0, "rank %d never looked at the notes", rank);
+  } else {
+    /* No notes: the peers learn no sooner than their wait in NCCL ends,
+     * yet within the deadline. */
+    ASSERT_EQ(ch.note_gets, 0);
+    ASSERT_MSG(took < (uint64_t)f->timeout_ms + 2000, "took %llu ms", (unsigned long long)took);
+  }
+  return 0;
+}
+
+/* The same on the caller's callbacks: rank 1's failure reaches the
+ * others through the callbacks' notes, well before the timeout. */
+TEST_IMPL(nccl_fake_init_fails_callbacks) {
+  cb_channel_map();
+  cb_fail_t f = {SYMM_BOOTSTRAP_CALLBACKS_VERSION, 20000};
+  setenv("FAKENCCL_INIT_FAIL_RANK", "1", 1);
+  ASSERT_EQ(run_job_opts(3, init_fail_cb_rank, &f, f.timeout_ms, NULL), 0);
+  return 0;
+}
+
+/* Callbacks of version 1 (no notes): still accepted; the failure ends
+ * the others' init within their deadline, which they wait out in NCCL. */
+TEST_IMPL(nccl_fake_init_fails_callbacks_v1) {
+  cb_channel_map();
+  cb_fail_t f = {1, 1500};
+  setenv("FAKENCCL_INIT_FAIL_RANK", "1", 1);
+  ASSERT_EQ(run_job_opts(3, init_fail_cb_rank, &f, f.timeout_ms, NULL), 0);
   return 0;
 }
 

@@ -7,7 +7,8 @@
  * Each rank checks that init opened no listening TCP socket, then uses the
  * communicator (a symmetric tensor written by the left neighbour,
  * all-reduce, all-to-all-v, a group from a split) and checks every result;
- * it prints "mpi_job: rank R of N ok", or FAIL and exits non-zero. */
+ * it prints "mpi_job: rank R of N ok", or FAIL and exits non-zero.
+ * With SYMM_JOB_INIT_FAILS_ON it checks a failing init instead (below). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* readlink (listening.h) */
 #endif
@@ -16,6 +17,8 @@
 #endif
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "symmem.h"
 #ifdef SYMM_JOB_MPI
@@ -107,7 +110,33 @@ static symm_result_t job_init(int *argc, char ***argv, symm_comm_t **comm, int *
 static void job_fini(void) {}
 #endif
 
+/* SYMM_JOB_INIT_FAILS_ON=r (the backend made to fail on rank r, as the
+ * fake NCCL's FAKENCCL_INIT_FAIL_RANK does): init must fail on every rank,
+ * each naming rank r, within half of SYMM_TIMEOUT_MS: the peers that wait
+ * in the backend learn of it through the bootstrap's notes. */
+static int expect_init_failure(int *argc, char ***argv, int on) {
+  const char *t = getenv("SYMM_TIMEOUT_MS");
+  const double limit = (t ? atoi(t) : 60000) / 2000.0;
+  char want[32];
+  int before = -1;
+  symm_comm_t *comm = NULL;
+  const time_t start = time(NULL);
+  symm_result_t res = job_init(argc, argv, &comm, &before);
+  const double took = difftime(time(NULL), start);
+  snprintf(want, sizeof want, "rank %d", on);
+  CHECK(res != SYMM_SUCCESS && !comm, "init succeeded");
+  CHECK(strstr(symm_last_error(), want), "init failed (%s) without naming %s",
+        symm_strerror(res), want);
+  CHECK(took <= limit, "init failed after %.0f s, more than %.0f s", took, limit);
+  printf("mpi_job: rank %d ok (init failed as rank %d's did: %s)\n", rank, on,
+         symm_last_error());
+  job_fini();
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  const char *fails_on = getenv("SYMM_JOB_INIT_FAILS_ON");
+  if (fails_on && *fails_on) return expect_init_failure(&argc, &argv, atoi(fails_on));
   int before = -1;
   symm_comm_t *comm = NULL;
   CHECK(job_init(&argc, &argv, &comm, &before) == SYMM_SUCCESS, "symm_comm_init");

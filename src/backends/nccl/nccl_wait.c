@@ -4,10 +4,11 @@
  * initialisation, window registrations and collectives may then return
  * ncclInProgress, and nccl_call polls ncclCommGetAsyncError until they are
  * done, within the communicator's timeout.  Between polls it watches the
- * peers' processes (SYMM_ERR_PEER_LOST naming the rank) and the store key
- * where a rank whose NCCL call failed says so (its peers would otherwise
- * wait in NCCL for it): either way the communicator is aborted, since NCCL
- * cannot finish an operation a rank left.
+ * peers (SYMM_ERR_PEER_LOST naming a rank gone: symm_comm_lost_rank) and
+ * the bootstrap's note where a rank whose NCCL call failed says so (its
+ * peers would otherwise wait in NCCL for it), on every bootstrap that
+ * keeps notes: either way the communicator is aborted, since NCCL cannot
+ * finish an operation a rank left.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdio.h>
@@ -17,8 +18,8 @@
 #include "backends/nccl/nccl.h"
 #include "symm_backoff.h"
 
-#define NCCL_FAIL_KEY "nccl-failed"
-#define NCCL_LOOK_NS 20000000ull /* peers and the store: every 20 ms */
+#define NCCL_FAIL_NOTE "nccl-failed"
+#define NCCL_LOOK_NS 20000000ull /* peers and the notes: every 20 ms */
 
 const char *nccl_result_text(const nccl_state_t *st, int res) {
   static const char *const names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
@@ -41,40 +42,17 @@ void nccl_abort(nccl_state_t *st) {
   st->failed = true;
 }
 
-static void fail_key(symm_comm_t *comm, char *key, size_t cap) {
-  snprintf(key, cap, "%s" NCCL_FAIL_KEY, symm_comm_key_prefix(comm));
-}
-
 void nccl_publish_failure(symm_comm_t *comm, symm_result_t code) {
-  if (!symm_comm_store(comm)) return; /* callbacks: the peers time out instead */
-  char key[256], msg[768];
-  fail_key(comm, key, sizeof key);
+  char msg[768];
   snprintf(msg, sizeof msg, "%d:%s", (int)code, symm_last_error());
-  /* Best effort: a peer that does not see it times out instead. */
-  char saved[1024];
-  snprintf(saved, sizeof saved, "%s", symm_last_error());
-  /* The first failure stays: later ones are its consequences. */
-  symm_store_compare_set_own(symm_comm_store(comm), key, NULL, 0, msg, strlen(msg), NULL, 0,
-                             NULL);
-  symm_error_restore(saved);
+  /* Best effort: a peer that does not see it times out instead.  The
+   * first failure stays: later ones are its consequences. */
+  symm_comm_note_put(comm, NCCL_FAIL_NOTE, msg);
 }
 
 /* Another rank's published failure, if any: its code and message. */
 static bool peer_failure(symm_comm_t *comm, symm_result_t *code, char *msg, size_t cap) {
-  if (!symm_comm_store(comm)) return false;
-  char key[256];
-  fail_key(comm, key, sizeof key);
-  const char *keys[1] = {key};
-  int present = 0;
-  size_t len = 0;
-  char saved[1024];
-  snprintf(saved, sizeof saved, "%s", symm_last_error());
-  bool got = symm_store_check(symm_comm_store(comm), keys, 1, &present) == SYMM_SUCCESS &&
-             present &&
-             symm_store_get(symm_comm_store(comm), key, msg, cap - 1, &len, 0) == SYMM_SUCCESS;
-  symm_error_restore(saved);
-  if (!got) return false;
-  msg[len < cap ? len : cap - 1] = 0;
+  if (!symm_comm_note_get(comm, NCCL_FAIL_NOTE, msg, cap)) return false;
   char *colon = strchr(msg, ':');
   *code = colon ? (symm_result_t)atoi(msg) : SYMM_ERR_BACKEND;
   if (colon) memmove(msg, colon + 1, strlen(colon + 1) + 1);
@@ -108,10 +86,10 @@ static symm_result_t nccl_wait(symm_comm_t *comm, nccl_state_t *st, const char *
     char msg[768];
     if (symm_now_ns() >= next_look) {
       next_look = symm_now_ns() + NCCL_LOOK_NS;
-      if ((peer = symm_comm_first_gone(comm)) >= 0) {
+      if ((peer = symm_comm_lost_rank(comm)) >= 0) {
         nccl_abort(st);
-        return symm_error(SYMM_ERR_PEER_LOST, "nccl: rank %d exited while rank %d waited in "
-                          "%s; the NCCL communicator is aborted", peer, st->rank, what);
+        return symm_error(SYMM_ERR_PEER_LOST, "nccl: rank %d is gone (exited or lost) while rank %d "
+                          "waited in %s; the NCCL communicator is aborted", peer, st->rank, what);
       }
       symm_result_t code;
       if (peer_failure(comm, &code, msg, sizeof msg)) {

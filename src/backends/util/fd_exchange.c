@@ -36,9 +36,9 @@
 #define FDX_ACCEPT_PAUSE_MS 100
 /* Longest sleep between connect attempts while a peer's server is not up. */
 #define FDX_RETRY_MAX_MS 50
-/* How often, while a peer's server refuses connections, the store is asked
- * whether that peer is lost. */
-#define FDX_STORE_LOOK_MS 100
+/* How often, while a peer's server refuses connections, the communicator's
+ * bootstrap is asked whether a rank is lost. */
+#define FDX_LOST_LOOK_MS 100
 #define FDX_DEFAULT_TIMEOUT_MS 60000
 #define FDX_NAME_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) + 1)
 
@@ -78,7 +78,7 @@ struct symm_fdx {
   size_t count, cap;
 
   struct fdx_peer *peers; /* [size] */
-  symm_store_t *store;    /* the communicator's, to ask about lost ranks; NULL: none */
+  symm_comm_t *comm;      /* to ask about lost ranks (it outlives the fdx); NULL: none */
   char host[72];          /* this rank's host name, for messages */
 
   /* Owned by the server thread (and by stop, after the join). */
@@ -490,7 +490,7 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
   char name[FDX_NAME_MAX];
   fdx_printable_name(&addr, len, name, sizeof name);
   int delay_ms = 1;
-  uint64_t store_look_ns = 0;
+  uint64_t lost_look_ns = 0;
   for (;;) {
     int sock;
     SYMM_SYSCHECK(sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
@@ -524,17 +524,18 @@ static symm_result_t fdx_connect(symm_fdx_t *fdx, int peer, struct fdx_peer *p,
     if (absent && p->pid > 0 && symm_process_gone(p->pid))
       return symm_error(SYMM_ERR_PEER_LOST, "rank %d (pid %d) is gone: its fd server %s never "
                         "answered", peer, (int)p->pid, name);
-    /* The store knows of losses the pid cannot show (another PID
-     * namespace, a pid not known): a rank it lost never does its part. */
-    if (absent && fdx->store && symm_now_ns() >= store_look_ns) {
-      store_look_ns = symm_now_ns() + FDX_STORE_LOOK_MS * 1000000ull;
-      int lost = symm_store_lost_rank(fdx->store);
+    /* The bootstrap knows of losses the pid cannot show (another PID
+     * namespace, a pid not known): the store's or launcher's marks, a
+     * peer's note.  A rank lost never does its part. */
+    if (absent && fdx->comm && symm_now_ns() >= lost_look_ns) {
+      lost_look_ns = symm_now_ns() + FDX_LOST_LOOK_MS * 1000000ull;
+      int lost = symm_comm_lost_rank(fdx->comm);
       if (lost == peer)
-        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so): its fd "
+        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the bootstrap says so): its fd "
                           "server %s never answered", peer, name);
       if (lost >= 0 && lost < fdx->size)
-        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the store says so); rank %d's "
-                          "fd server %s had not answered yet", lost, peer, name);
+        return symm_error(SYMM_ERR_PEER_LOST, "rank %d is lost (the bootstrap says so); rank "
+                          "%d's fd server %s had not answered yet", lost, peer, name);
     }
     if (!absent && err != EAGAIN && err != EINTR) {
       errno = err;
@@ -772,7 +773,7 @@ static symm_fdx_t *fdx_alloc(const symm_comm_t *comm) {
   fdx->pfds_cap = fdx->conns_cap + 2;
   fdx->pfds = malloc(fdx->pfds_cap * sizeof *fdx->pfds);
   fdx->size = symm_comm_size(comm); /* also what stop uses to tear peers down */
-  fdx->store = symm_comm_store((symm_comm_t *)comm); /* only used, never changed */
+  fdx->comm = (symm_comm_t *)comm; /* asked about lost ranks, never changed */
   if (!fdx->peers || !fdx->conns || !fdx->pfds) {
     free(fdx->peers);
     fdx->peers = NULL;

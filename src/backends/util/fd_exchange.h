@@ -91,7 +91,8 @@ symm_result_t symm_fdx_check_memfd(int fd, int peer, uint64_t bytes);
 socklen_t symm_fdx_address(const char *space, int index, int rank,
                            struct sockaddr_un *addr);
 
-/* Starts the server for comm's (job id, name nonce, index, rank).
+/* Starts the server for comm's (job id, name nonce, index, rank); comm
+ * must outlive the fdx (its fetches ask it about lost ranks).
  * SYMM_ERR_SYSTEM if the socket name is taken or cannot be bound. */
 symm_result_t symm_fdx_start(const symm_comm_t *comm, symm_fdx_t **fdx);
 /* Stops the server thread, closes every published fd and connection. */
@@ -105,8 +106,10 @@ void symm_fdx_unpublish(symm_fdx_t *fdx, uint64_t id);
  * communicator knows to run on another host (the message names both
  * hosts), SYMM_ERR_NOT_FOUND (peer has no such id), SYMM_ERR_PEER_LOST
  * (peer's server gone, its process gone, or, while its server refuses
- * connections, a rank that the communicator's store has recorded lost: the
- * message names that rank), SYMM_ERR_PERMISSION (refused), SYMM_ERR_TIMEOUT.
+ * connections, a rank that the communicator's bootstrap knows lost
+ * (symm_comm_lost_rank: the store's or launcher's marks, the callbacks'
+ * lost_rank, a peer's note): the message names that rank),
+ * SYMM_ERR_PERMISSION (refused), SYMM_ERR_TIMEOUT.
  * Thread-safe. */
 symm_result_t symm_fdx_fetch(symm_fdx_t *fdx, int peer, uint64_t id, int *fd);
 /* Number of fds currently published (for leak tests). */
