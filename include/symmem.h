@@ -1249,12 +1249,14 @@ typedef enum symm_algo {
   SYMM_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather */
   SYMM_ALGO_LL = 3,       /* low-latency: data and flags in one packet (GPU) */
   SYMM_ALGO_LL128 = 4,    /* low-latency, 128-byte lines of 120 data bytes and a flag (GPU) */
-  SYMM_ALGO_COUNT_ = 5
+  SYMM_ALGO_CE = 5,       /* the GPU's copy engines: data moved by cuMemcpyAsync, no SM
+                             (all-gather, broadcast, all-to-all(-v); symm_comm_set_copy_algo) */
+  SYMM_ALGO_COUNT_ = 6
 } symm_algo_t;
 
 
 /* "sum", "min", "max", "prod", "avg" / "auto", "one_shot", "two_shot", "ll",
- * "ll128"; NULL out of range. */
+ * "ll128", "ce"; NULL out of range. */
 SYMM_API const char *symm_redop_name(symm_redop_t op);
 SYMM_API const char *symm_algo_name(symm_algo_t algo);
 /* Parses those names; SYMM_ERR_INVALID_ARG (listing valid names) otherwise. */
@@ -1292,7 +1294,9 @@ SYMM_API symm_result_t symm_comm_scratch_bytes(symm_comm_t *comm, size_t max_byt
  * default).  Local.  What a call runs (symm_all_reduce_algo) must be the
  * same on every rank: ranks whose choices run different algorithms get
  * SYMM_ERR_MISMATCH; choices that run the same agree (e.g. LL and one-shot
- * on the host; on native, LL too large for its area and LL128). */
+ * on the host; on native, LL too large for its area and LL128).
+ * SYMM_ALGO_CE is SYMM_ERR_UNSUPPORTED: an all-reduce reduces, and the copy
+ * engines only copy (so does a reduce-scatter, which keeps its kernel). */
 SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo);
 
 /* The all-reduce algorithm this communicator was told to use: the one set
@@ -1301,6 +1305,52 @@ SYMM_API symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo
  * symm_all_reduce_algo).  Local.  Errors: SYMM_ERR_INVALID_ARG (NULL comm
  * or algo). */
 SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_algo_t *algo);
+
+/*
+ * Algorithm of the collectives that only move data: symm_all_gather,
+ * symm_broadcast, symm_all_to_all and symm_all_to_all_v (SYMM_COPY_ALGO=
+ * auto|ce sets the default, the same on every rank).  Local.
+ *  - SYMM_ALGO_AUTO: the engine's own (GPU: the collective kernels).
+ *  - SYMM_ALGO_CE, GPU backends: the copy engines.  A call enqueues on
+ *    `stream` a barrier of one 32-thread block (the signal kernel: every
+ *    rank's earlier work on its stream is done), one cuMemcpyAsync per
+ *    rank of this rank's piece into that rank's collective scratch, a
+ *    second barrier (every piece has arrived), and the copy of this rank's
+ *    scratch into recvbuf (all-to-all-v: one per source rank).  No SM
+ *    moves data, so a kernel on another stream (a GEMM) keeps every SM;
+ *    nothing is read back, so calls can be captured in CUDA graphs once the
+ *    scratch is reserved (symm_comm_scratch_bytes covers them).  Scratch:
+ *    the fixed-size calls stage what a rank receives (world x count
+ *    elements; broadcast: count) and grow it as their kernels do;
+ *    all-to-all-v never grows it and gives each pair of ranks an equal
+ *    slot of the staging (symm_comm_scratch_bytes(comm, B) / world, less
+ *    the 28 MiB of LL areas): a rank that sends or receives more returns
+ *    SYMM_ERR_STATE.  The barriers compare the ranks' calls (their
+ *    signatures; all-to-all-v also each pair's count): a rank whose call
+ *    differs, or was refused, makes its peers record SYMM_ERR_MISMATCH
+ *    (symm_comm_check_async_error); the copies, enqueued by the host, run
+ *    anyway, inside the scratch and each rank's own recvbuf, whose content
+ *    is then undefined.  All-to-all-v: the receiver of a count that differs
+ *    from its sender's reports it.  Ranks running ce where their peers run
+ *    the kernels for the same call wait for each other until
+ *    SYMM_TIMEOUT_MS (a device-side SYMM_ERR_TIMEOUT).
+ *    Refused with SYMM_ERR_UNSUPPORTED naming the reason, never run by
+ *    another algorithm: the device-split forms (symm_all_to_all_vdev*:
+ *    their counts are in device memory, and the host that issues the
+ *    copies would have to wait for them, which no graph could capture;
+ *    the peers get SYMM_ERR_MISMATCH), and peers that are not load/store
+ *    reachable (ranks of other hosts under nccl or nvshmem, whose own
+ *    collectives run under SYMM_ALGO_AUTO).  SYMM_ALGO_AUTO never picks
+ *    the copy engines: they win only where SMs are scarce, which the
+ *    library cannot see.
+ *  - SYMM_ALGO_CE, host backend: the same as SYMM_ALGO_AUTO (the CPU
+ *    engine's collectives are the calling thread's copies already).
+ * symm_comm_set_copy_algo: SYMM_ERR_INVALID_ARG for NULL comm or another
+ * algorithm.  symm_comm_copy_algo: the one set (SYMM_ERR_INVALID_ARG for
+ * NULL comm or algo).
+ */
+SYMM_API symm_result_t symm_comm_set_copy_algo(symm_comm_t *comm, symm_algo_t algo);
+SYMM_API symm_result_t symm_comm_copy_algo(const symm_comm_t *comm, symm_algo_t *algo);
 
 /*
  * The algorithm symm_all_reduce runs for `count` elements of `dtype` on this

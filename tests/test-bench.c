@@ -262,6 +262,32 @@ TEST_IMPL(bench_collectives) {
   return 0;
 }
 
+/* --algo ce: on the host backend the collectives that move data run the
+ * CPU's copies (the algo column says ce, every value right); an all-reduce
+ * or reduce-scatter is refused, naming why. */
+TEST_IMPL(bench_algo_ce_host) {
+  char *out = malloc(OUT_CAP);
+  static const char *const moves[] = {"all_gather", "broadcast", "all_to_all", "all_to_all_v"};
+  char args[256];
+  for (size_t i = 0; i < sizeof moves / sizeof moves[0]; i++) {
+    snprintf(args, sizeof args, "--coll %s --algo ce -b 12 -e 4K -f 7 -n 2 -w 1 -c 1", moves[i]);
+    ASSERT_EQ(run_bench(out, 2, args), 0);
+    table_row_t rows[MAX_ROWS];
+    int n = parse_table(out, rows, MAX_ROWS);
+    ASSERT_GE(n, 3);
+    for (int r = 0; r < n; r++) {
+      ASSERT(strcmp(rows[r].wrong, "0") == 0);
+      ASSERT_MSG(strcmp(rows[r].algo, "ce") == 0, "%s: algo %s", moves[i], rows[r].algo);
+    }
+  }
+  ASSERT_NE(run_bench(out, 2, "--coll all_reduce --algo ce -b 64 -e 64 -n 1 -w 0"), 0);
+  ASSERT_STR_CONTAINS(out, "only copy");
+  ASSERT_NE(run_bench(out, 2, "--coll reduce_scatter --algo ce -b 64 -e 64 -n 1 -w 0"), 0);
+  ASSERT_STR_CONTAINS(out, "only copy");
+  free(out);
+  return 0;
+}
+
 /* The check must see wrong values: corrupted ones are counted, the footer
  * says FAILED and the exit status is 1. */
 TEST_IMPL(bench_detects_wrong) {

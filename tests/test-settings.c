@@ -333,9 +333,15 @@ TEST_IMPL(settings_listing) {
   }
   for (size_t i = 0; i < n; i++) {
     const char *const *ch = t[i].choices;
-    if (!strcmp(t[i].name, "SYMM_ALLREDUCE_ALGO"))
-      for (int k = 0; k < SYMM_ALGO_COUNT_; k++)
+    /* Every algorithm but the copy engines reduces; they alone copy. */
+    if (!strcmp(t[i].name, "SYMM_ALLREDUCE_ALGO")) {
+      for (int k = 0; k < SYMM_ALGO_CE; k++)
         ASSERT(ch[k] && !strcmp(ch[k], symm_algo_name((symm_algo_t)k)));
+      ASSERT_PTR_EQ(ch[SYMM_ALGO_CE], NULL);
+    }
+    if (!strcmp(t[i].name, "SYMM_COPY_ALGO"))
+      ASSERT(!strcmp(ch[0], symm_algo_name(SYMM_ALGO_AUTO)) &&
+             !strcmp(ch[1], symm_algo_name(SYMM_ALGO_CE)) && !ch[2]);
   }
   symm_settings_t s;
   setenv("SYMM_DEBUG", "trace", 1);

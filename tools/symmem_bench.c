@@ -384,6 +384,9 @@ static size_result_t *record(bench_t *b, const layout_t *l, int index, int g) {
   if (o->coll == BENCH_ALL_REDUCE &&
       symm_all_reduce_algo(b->comm, l->count, o->dtype, &algo) == SYMM_SUCCESS)
     r->algo = symm_algo_name(algo);
+  else if (o->coll != BENCH_REDUCE_SCATTER && symm_comm_copy_algo(b->comm, &algo) ==
+           SYMM_SUCCESS && algo == SYMM_ALGO_CE)
+    r->algo = symm_algo_name(algo);
   return r;
 }
 
@@ -471,8 +474,11 @@ static int start(bench_t *b) {
    * (symm_comm_init checked the name), and the header says so. */
   if (!b->opt.algo_given)
     BENCH_CHECK(symm_comm_allreduce_algo(b->comm, &b->opt.algo));
-  else if (b->opt.coll == BENCH_ALL_REDUCE)
-    BENCH_CHECK(symm_comm_set_allreduce_algo(b->comm, b->opt.algo));
+  else if (b->opt.coll == BENCH_ALL_REDUCE || b->opt.coll == BENCH_REDUCE_SCATTER)
+    BENCH_CHECK(symm_comm_set_allreduce_algo(b->comm, b->opt.algo)); /* ce: refused */
+  else
+    BENCH_CHECK(symm_comm_set_copy_algo(b->comm, b->opt.algo == SYMM_ALGO_CE ? SYMM_ALGO_CE
+                                                                            : SYMM_ALGO_AUTO));
   return -1;
 }
 

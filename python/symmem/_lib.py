@@ -202,6 +202,8 @@ _PROTOTYPES = [
     ("symm_comm_reserve_scratch", _R, [c_void_p, c_size_t]),
     ("symm_comm_set_allreduce_algo", _R, [c_void_p, c_int]),
     ("symm_comm_allreduce_algo", _R, [c_void_p, POINTER(c_int)]),
+    ("symm_comm_set_copy_algo", _R, [c_void_p, c_int]),
+    ("symm_comm_copy_algo", _R, [c_void_p, POINTER(c_int)]),
     ("symm_all_reduce_algo", _R, [c_void_p, c_size_t, c_int, POINTER(c_int)]),
     ("symm_all_reduce", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p]),
     ("symm_all_gather", _R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),

@@ -456,10 +456,26 @@ class Communicator:
         check(LIB.symm_comm_reserve_scratch(ptr, n))
 
     def set_allreduce_algo(self, algo: str) -> None:
-        """All-reduce algorithm: "auto", "one_shot", "two_shot", "ll", "ll128"."""
+        """All-reduce algorithm: "auto", "one_shot", "two_shot", "ll", "ll128"
+        ("ce" raises UnsupportedError: the copy engines do not reduce)."""
         code = c_int()
         check(LIB.symm_algo_from_name(str(algo).encode(), byref(code)))
         check(LIB.symm_comm_set_allreduce_algo(self._ptr(), code.value))
+
+    def set_copy_algo(self, algo: str) -> None:
+        """Algorithm of all_gather, broadcast, all_to_all(_v): "auto" (the
+        GPU's kernels) or "ce" (the GPU's copy engines, no SM moves data; on
+        the host backend the same CPU copies as auto)."""
+        code = c_int()
+        check(LIB.symm_algo_from_name(str(algo).encode(), byref(code)))
+        check(LIB.symm_comm_set_copy_algo(self._ptr(), code.value))
+
+    @property
+    def copy_algo(self) -> str:
+        """The copy algorithm set (set_copy_algo, else SYMM_COPY_ALGO)."""
+        code = c_int()
+        check(LIB.symm_comm_copy_algo(self._ptr(), byref(code)))
+        return text(LIB.symm_algo_name(code.value)) or "?"
 
     def allreduce_algo(self, count: int, dtype: Any = "float32") -> str:
         """The algorithm all_reduce runs for `count` elements of `dtype`."""

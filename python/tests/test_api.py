@@ -111,6 +111,14 @@ def test_init_and_properties(comm):
     assert comm.allreduce_algo(1024) in ("one_shot", "two_shot")
     comm.set_allreduce_algo("two_shot")
     assert comm.allreduce_algo(1024) == "two_shot"
+    assert comm.copy_algo == "auto"
+    comm.set_copy_algo("ce")  # the host backend's copies are the CPU's either way
+    assert comm.copy_algo == "ce"
+    with pytest.raises(symmem.UnsupportedError):
+        comm.set_allreduce_algo("ce")
+    with pytest.raises(symmem.InvalidArgumentError):
+        comm.set_copy_algo("ll")
+    comm.set_copy_algo("auto")
     comm.reserve_scratch(1 << 16)
     comm.check_async_error()
     with pytest.raises(symmem.UnsupportedError):

@@ -14,7 +14,27 @@ symm_result_t symm_comm_set_allreduce_algo(symm_comm_t *comm, symm_algo_t algo) 
   if (!comm || (unsigned)algo >= SYMM_ALGO_COUNT_)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_set_allreduce_algo: %s",
                       comm ? "algorithm out of range" : "comm is NULL");
+  if (algo == SYMM_ALGO_CE)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_comm_set_allreduce_algo: the copy engines "
+                      "(ce) only copy, and an all-reduce reduces: ce runs all-gather, "
+                      "broadcast and all-to-all(-v) (symm_comm_set_copy_algo)");
   comm->allreduce_algo = algo;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_comm_set_copy_algo(symm_comm_t *comm, symm_algo_t algo) {
+  if (!comm || (algo != SYMM_ALGO_AUTO && algo != SYMM_ALGO_CE))
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_set_copy_algo: %s",
+                      comm ? "algorithm is neither auto nor ce" : "comm is NULL");
+  comm->copy_algo = algo;
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_comm_copy_algo(const symm_comm_t *comm, symm_algo_t *algo) {
+  if (!comm || !algo)
+    return symm_error(SYMM_ERR_INVALID_ARG, "symm_comm_copy_algo: %s is NULL",
+                      comm ? "algo" : "comm");
+  *algo = comm->copy_algo;
   return SYMM_SUCCESS;
 }
 
@@ -47,7 +67,8 @@ symm_result_t symm_comm_check_async_error(symm_comm_t *comm) {
 uint64_t symm_coll_signature(const symm_coll_args_t *a) {
   /* Ranks that run different all-reduce algorithms would pair up different
    * buffers and phases: the algorithm is part of the call. */
-  uint64_t algo = a->kind == SYMM_COLL_ALL_REDUCE ? (uint64_t)a->algo : 0;
+  uint64_t algo = a->kind == SYMM_COLL_ALL_REDUCE || a->algo == SYMM_ALGO_CE ? (uint64_t)a->algo
+                                                                             : 0;
   const symm_coll_v_t *v = a->kind == SYMM_COLL_ALL_TO_ALL_V ? a->v : NULL;
   uint64_t fields[8] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dtype,
                         (uint64_t)a->op, (uint64_t)(int64_t)a->root, algo,
@@ -167,6 +188,21 @@ static symm_result_t abstain(symm_comm_t *comm, symm_coll_args_t *a, symm_result
   return symm_error(err, "%s", saved);
 }
 
+/* Whether collective `kind` only moves data (what SYMM_ALGO_CE runs). */
+static bool moves_only(symm_coll_kind_t kind) {
+  return kind == SYMM_COLL_ALL_GATHER || kind == SYMM_COLL_BROADCAST ||
+         kind == SYMM_COLL_ALL_TO_ALL || kind == SYMM_COLL_ALL_TO_ALL_V;
+}
+
+/* The copy engines, where asked for a collective that moves data: in
+ * a->algo (SYMM_ALGO_CE) when the engine has them; an engine without
+ * them (the CPU's, whose copies are the thread's memcpy) runs its own. */
+static void pick_copy_algo(const symm_comm_t *comm, symm_coll_args_t *a) {
+  if (comm->copy_algo == SYMM_ALGO_CE && moves_only(a->kind) &&
+      SYMM_OPS_HAS(comm->engine, 6, ce_collective))
+    a->algo = SYMM_ALGO_CE;
+}
+
 /* Some peer is not load/store reachable: the provider's own collective, if
  * the backend has one. */
 static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
@@ -174,6 +210,11 @@ static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const 
   if (res != SYMM_SUCCESS) return res;
   char who[256];
   symm_comm_unreachable_list(comm, who, sizeof who);
+  if (comm->copy_algo == SYMM_ALGO_CE && moves_only(a->kind)) /* never another algorithm */
+    return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the copy engines (copy algorithm ce) write "
+                      "the peers' memory, and %s not load/store reachable from rank %d with "
+                      "the %s backend; symm_comm_set_copy_algo(comm, SYMM_ALGO_AUTO) runs the "
+                      "backend's own collectives", fn, who, comm->rank, comm->ops->name);
   if (a->kind == SYMM_COLL_ALL_TO_ALL_V) /* providers take no device-side counts */
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d; "
                       "the %s backend's own collectives do not run all-to-all-v", fn, who,
@@ -182,6 +223,21 @@ static symm_result_t run_provider(symm_comm_t *comm, symm_coll_args_t *a, const 
   return symm_error(SYMM_ERR_UNSUPPORTED, "%s: %s not load/store reachable from rank %d with "
                     "the %s backend, which runs no collectives of its own", fn, who,
                     comm->rank, comm->ops->name);
+}
+
+/* What SYMM_ALGO_CE cannot run, refused with the reason (never another
+ * algorithm in its place): the device-split all-to-all-v forms, whose
+ * counts the host would have to read back (a synchronisation, which a
+ * graph could not capture). */
+static symm_result_t check_ce(const symm_comm_t *comm, const symm_coll_args_t *a,
+                              const char *fn) {
+  if (a->algo != SYMM_ALGO_CE || a->kind != SYMM_COLL_ALL_TO_ALL_V || a->v->mode == SYMM_V_HOST)
+    return SYMM_SUCCESS;
+  return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the copy engines (copy algorithm ce) take their "
+                    "sizes from the host, and this call's counts are in device memory that "
+                    "the host would have to wait for; use symm_all_to_all_v, or "
+                    "symm_comm_set_copy_algo(comm, SYMM_ALGO_AUTO) on the %s backend", fn,
+                    comm->ops->name);
 }
 
 /* One rank: every fixed-size collective (any op of one value is that
@@ -194,7 +250,12 @@ static symm_result_t run_alone(symm_comm_t *comm, const symm_coll_args_t *a) {
 
 static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (comm->unreachable) return run_provider(comm, a, fn);
+  pick_copy_algo(comm, a);
   symm_result_t res = check_args(comm, a, fn);
+  if (res == SYMM_SUCCESS) res = check_ce(comm, a, fn);
+  if (res != SYMM_SUCCESS && a->algo == SYMM_ALGO_CE && a->kind == SYMM_COLL_ALL_TO_ALL_V &&
+      a->v->mode != SYMM_V_HOST)
+    a->algo = SYMM_ALGO_AUTO; /* its peers run the kernel or refuse alike */
   if (res != SYMM_SUCCESS) return comm->size == 1 ? res : abstain(comm, a, res, fn);
   /* The engine sizes and grows the scratch itself (host: after the ranks
    * agreed on the call, so a mismatched rank never grows it alone). */
@@ -205,6 +266,7 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));
+  if (a->algo == SYMM_ALGO_CE) return comm->engine->ce_collective(comm, a);
   return comm->engine->collective(comm, a);
 }
 

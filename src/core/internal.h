@@ -92,6 +92,7 @@ struct symm_comm {
   /* Collectives */
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
   symm_algo_t allreduce_algo;
+  symm_algo_t copy_algo;     /* all-gather, broadcast, all-to-all(-v): AUTO or CE */
   uint64_t coll_seq;         /* the last number a communicator-wide call took */
   uint64_t host_seq;         /* the same for host calls where the engine has no
                                 host_call (GPU: collectives only enqueue) */

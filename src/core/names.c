@@ -14,7 +14,7 @@ static const unsigned char dtype_sizes[SYMM_DTYPE_COUNT_] = {2, 2, 4, 8, 1, 2, 4
                                                              1, 2, 4, 8, 1, 1};
 static const char *const redop_names[SYMM_REDUCE_COUNT_] = {"sum", "min", "max", "prod", "avg"};
 static const char *const algo_names[SYMM_ALGO_COUNT_] = {"auto", "one_shot", "two_shot", "ll",
-                                                           "ll128"};
+                                                           "ll128", "ce"};
 
 /* The index of `name` (any case) among names[0..n); else -1 with
  * "unknown <what> "name"; valid names: ..." as the thread's error. */

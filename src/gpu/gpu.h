@@ -8,6 +8,7 @@
  *   gpu_coll_plan.c    algorithm, kernel, grid and scratch choices
  *   gpu_coll_launch.c  parameter blocks, launch with PDL, collective, abstain
  *   gpu_coll_a2av.c    all-to-all-v's checks and parameters
+ *   gpu_coll_ce.c      the copy-engine collectives (SYMM_ALGO_CE)
  *   gpu_signal.c       stream-ordered signals (symm_signal_op)
  *   gpu_async.c        the pinned error record the kernels write, its poll
  *   gpu_device_copy.c  device copies of host data, zeroing
@@ -20,7 +21,7 @@
 #include "symm_engine.h"
 #include "symm_gpu.h"
 
-enum { GPU_COLL_KINDS = 10, GPU_COLL_DTYPES = SYMM_DTYPE_COUNT_ };
+enum { GPU_COLL_KINDS = 11, GPU_COLL_DTYPES = SYMM_DTYPE_COUNT_ };
 
 /* Bytes of a PCI bus id as the engine keeps and publishes it. */
 #define GPU_BUS_ID_BYTES 32
@@ -137,6 +138,15 @@ ncu_result gpu_launch(symm_gpu_t *g, ncu_function fn, unsigned grid, unsigned th
                       void *stream, void *params);
 symm_result_t gpu_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_result_t gpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
+/* The parameters a launch starts from, on a scratch with at least `stage`
+ * staging bytes per half (grown, collectively, if needed). */
+symm_result_t gpu_coll_base(symm_comm_t *comm, symm_gpu_t *g, uint64_t stage,
+                            symm_coll_params_t *p);
+
+/* gpu_coll_ce.c: engine->ce_collective, and the part of a call refused on
+ * this rank (engine->abstain with args->algo SYMM_ALGO_CE). */
+symm_result_t gpu_ce_collective(symm_comm_t *comm, const symm_coll_args_t *args);
+symm_result_t gpu_ce_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 
 /* gpu_coll_a2av.c: the public function a call of args->v came from (for
  * messages); the host's checks of an all-to-all-v call and its layout
@@ -148,7 +158,8 @@ symm_result_t gpu_a2av_check(const symm_gpu_t *g, const symm_coll_args_t *args,
 void gpu_a2av_fill(const symm_gpu_t *g, const symm_coll_args_t *args,
                    const gpu_a2av_layout_t *l, symm_coll_params_t *p);
 
-/* gpu_signal.c. */
+/* gpu_signal.c; gpu_signal_launch: one launch of symm_signal_op with p. */
+symm_result_t gpu_signal_launch(symm_gpu_t *g, symm_signal_params_t *p, void *stream);
 symm_result_t gpu_signal(symm_comm_t *comm, int op, const symm_tensor_t *tensor, int peer,
                          int channel, void *stream);
 

@@ -190,8 +190,8 @@ static void gpu_coll_zero_copy(symm_comm_t *comm, const symm_gpu_t *g,
  * that it need not grow never joins the growth: a timeout, which the
  * message explains.
  */
-static symm_result_t gpu_coll_base(symm_comm_t *comm, symm_gpu_t *g, uint64_t stage,
-                                   symm_coll_params_t *p) {
+symm_result_t gpu_coll_base(symm_comm_t *comm, symm_gpu_t *g, uint64_t stage,
+                            symm_coll_params_t *p) {
   symm_tensor_t *scratch = NULL;
   symm_result_t res = symm_comm_scratch(comm, gpu_coll_scratch_bytes(stage), &scratch);
   if (res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST)

@@ -20,7 +20,8 @@
 
 const char *const gpu_coll_kernel_names[GPU_COLL_KINDS] = {
     NULL, "ar_one_shot", "ar_two_shot", "ar_ll", "reduce_scatter",
-    "all_gather", "broadcast", "all_to_all", "ar_ll128", "all_to_all_v"};
+    "all_gather", "broadcast", "all_to_all", "ar_ll128", "all_to_all_v",
+    "copy_engine"};
 
 /* Kernels that reduce, one per dtype and op. */
 bool gpu_coll_reducing(int kind) {

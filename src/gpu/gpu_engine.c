@@ -335,8 +335,13 @@ static bool gpu_reduces(symm_comm_t *comm, symm_dtype_t dtype, symm_redop_t op) 
          SYMM_SUCCESS;
 }
 
+/* A refused call meets the peers as the algorithm they run would. */
+static symm_result_t gpu_abstain_any(symm_comm_t *comm, const symm_coll_args_t *args) {
+  return args->algo == SYMM_ALGO_CE ? gpu_ce_abstain(comm, args) : gpu_abstain(comm, args);
+}
+
 const symm_engine_ops_t symm_gpu_engine = {
-    .version = 5,
+    .version = 6,
     .name = "gpu",
     .mem_kind = SYMM_MEM_DEVICE,
     .init = gpu_init,
@@ -346,7 +351,7 @@ const symm_engine_ops_t symm_gpu_engine = {
     .allreduce_algo = gpu_allreduce_algo,
     .scratch_bytes = gpu_scratch_bytes,
     .collective = gpu_collective,
-    .abstain = gpu_abstain,
+    .abstain = gpu_abstain_any,
     .signal = gpu_signal,
     .poll_async_error = gpu_poll_async_error,
     .zero = gpu_zero,
@@ -355,4 +360,5 @@ const symm_engine_ops_t symm_gpu_engine = {
     .write32 = gpu_write32,
     .reduces = gpu_reduces,
     .copy = gpu_copy,
+    .ce_collective = gpu_ce_collective,
 };

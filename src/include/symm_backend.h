@@ -466,7 +466,9 @@ typedef struct symm_coll_args {
   symm_redop_t op;
   int root;
   symm_algo_t algo;     /* all-reduce: what runs (never AUTO), resolved by the core
-                           through the engine's allreduce_algo */
+                           through the engine's allreduce_algo; all-gather,
+                           broadcast, all-to-all(-v): SYMM_ALGO_CE on the copy
+                           engines (engine->ce_collective), else AUTO */
   symm_stream_t stream;
   uint64_t seq;         /* 1, 2, ... per communicator: epochs and mismatch checks */
   const symm_coll_v_t *v; /* SYMM_COLL_ALL_TO_ALL_V only, else NULL; count is
@@ -487,8 +489,9 @@ uint64_t symm_comm_next_coll_seq(symm_comm_t *comm);
 #define SYMM_COLL_SIG_REFUSED 0u
 /* Stable 64-bit description of a collective for cross-rank comparison:
  * kind, count, dtype, op, root and, for all-reduce, the algorithm that
- * runs, for all-to-all-v the mode, n_experts and major_align (not the
- * counts, which differ by rank); never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
+ * runs (SYMM_ALGO_CE too for the collectives that move data), for
+ * all-to-all-v the mode, n_experts and major_align (not the counts, which
+ * differ by rank); never SYMM_COLL_SIG_REFUSED nor SYMM_COLL_SIG_HOST_CALL (symm_engine.h). */
 uint64_t symm_coll_signature(const symm_coll_args_t *args);
 /* Whether collective `kind` (SYMM_COLL_*) reduces: all-reduce, reduce-scatter. */
 static inline bool symm_coll_reduces(int kind) {

@@ -107,6 +107,15 @@ typedef struct symm_engine_ops {
   symm_result_t (*copy)(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
                         void *stream);
   /* members above: version 5 */
+  /* Optional: runs or enqueues a collective that only moves data
+   * (all-gather, broadcast, all-to-all, all-to-all-v with host counts)
+   * asked for with SYMM_ALGO_CE (args->algo), on the copy engines: no
+   * kernel moves data.  Where NULL the core runs `collective` instead
+   * (the CPU engine: its collectives are the calling thread's copies
+   * already).  A call that failed the core's checks still goes to
+   * `abstain`, with args->algo SYMM_ALGO_CE. */
+  symm_result_t (*ce_collective)(symm_comm_t *comm, const symm_coll_args_t *args);
+  /* members above: version 6 */
 } symm_engine_ops_t;
 
 extern const symm_engine_ops_t symm_cpu_engine;

@@ -33,7 +33,7 @@
 /* Version of the protocol and layouts below: raised by every change that
  * kernels built from an older coll_kernels.cu would misread.  A kernel file
  * (SYMM_COLL_KERNELS) must carry the same (see symm_coll_abi_version). */
-#define SYMM_COLL_ABI_VERSION 5
+#define SYMM_COLL_ABI_VERSION 6
 
 /* Most ranks a GPU collective supports: the peers' pointers travel in the
  * kernel parameters (2 x 8 bytes per rank), not in device memory. */
@@ -46,13 +46,16 @@
 /* ---- signal pad of the scratch tensor (SYMM_SIGNAL_PAD_MIN_BYTES = 4096) ----
  * [headers: 2 phases x channels x world x 2 parities x 4 bytes (an epoch
  *  with its top bit set; the reader zeroes the slot after use)]
+ * [copy-engine slots at symm_coll_ce_off: world x 4 bytes, the barriers
+ *  of the copy-engine collectives (SYMM_SIGNAL_OP_CE): rank r's value
+ *  for this rank in word r, consumed (zeroed) by this rank]
  * [announces at symm_coll_announce_off: world x 2 parities x 32 bytes
  *  {epoch, signature, epoch, 32 bits of the zero-copy key} and, written
  *  only when zero copy is offered, {epoch | top bit, key low, epoch,
  *  key high}: the set top bit keeps a never-written slot from matching
  *  when the epoch wraps to 0]
  * [local words at SYMM_COLL_PAD_LOCAL: epoch, blocks counted, timed out]
- * Peers write only headers and announces; the local words are this rank's
+ * Peers write only headers, copy-engine slots and announces; the local words are this rank's
  * own.  The pad is zeroed when the scratch is made and header slots are
  * zeroed again when read, so a header is never stale; announces are
  * rewritten by every kernel and compared by their full epoch: each 8-byte
@@ -75,8 +78,11 @@
 SYMM_COLL_HD static inline unsigned symm_coll_announce_off(unsigned world) {
   return SYMM_COLL_PAD_LOCAL - 2u * SYMM_COLL_ANNOUNCE_BYTES * world;
 }
+SYMM_COLL_HD static inline unsigned symm_coll_ce_off(unsigned world) {
+  return symm_coll_announce_off(world) - 4u * world;
+}
 SYMM_COLL_HD static inline unsigned symm_coll_channels(unsigned world) {
-  unsigned n = symm_coll_announce_off(world) / (4u * 2u * SYMM_COLL_PHASES * world);
+  unsigned n = symm_coll_ce_off(world) / (4u * 2u * SYMM_COLL_PHASES * world);
   return n > SYMM_COLL_MAX_CHANNELS ? SYMM_COLL_MAX_CHANNELS : n;
 }
 
@@ -141,7 +147,8 @@ enum {
   SYMM_COLL_KERNEL_BROADCAST = 6,
   SYMM_COLL_KERNEL_ALL_TO_ALL = 7,
   SYMM_COLL_KERNEL_AR_LL128 = 8,
-  SYMM_COLL_KERNEL_ALL_TO_ALL_V = 9
+  SYMM_COLL_KERNEL_ALL_TO_ALL_V = 9,
+  SYMM_COLL_KERNEL_CE = 10 /* the copy-engine collectives' barrier (symm_signal_op) */
 };
 
 /* ---- all-to-all-v (coll_a2av.cuh) ----
@@ -239,14 +246,25 @@ typedef struct symm_coll_params {
 
 /* Parameters of the signal kernel (symm_signal_put / _wait / _barrier):
  * one block of SYMM_SIGNAL_THREADS threads; errors go to the collectives'
- * error record with kind 0. */
+ * error record with kind 0.
+ * Op SYMM_SIGNAL_OP_CE is the barrier of the copy-engine collectives
+ * (src/gpu/gpu_coll_ce.c): pads[r] is rank r's copy-engine slots
+ * (symm_coll_ce_off of the scratch pad), channel 0; thread t puts
+ * put_value[t] into peer t's slot of this rank, waits for peer t's slot
+ * here and compares what came with want_value[t]: a value that differs is
+ * SYMM_ERR_MISMATCH, recorded with kind SYMM_COLL_KERNEL_CE.  Values are
+ * never 0 (a valid call's are odd, a refused call's 2). */
 #define SYMM_SIGNAL_THREADS 32
+#define SYMM_SIGNAL_OP_CE 4
+#define SYMM_SIGNAL_CE_REFUSED 2u
 typedef struct symm_signal_params {
   uint64_t pads[SYMM_COLL_MAX_WORLD]; /* every rank's pad of the tensor, as mapped here */
   uint64_t err;                       /* symm_coll_error_t * (device view) */
   uint64_t timeout_ns;
-  int32_t op; /* 1 put, 2 wait, 3 barrier (SYMM_SIGNAL_* of core/internal.h) */
+  int32_t op; /* 1 put, 2 wait, 3 barrier (SYMM_SIGNAL_* of core/internal.h), 4 CE */
   int32_t rank, world, peer, channel;
+  uint32_t put_value[SYMM_COLL_MAX_WORLD];  /* SYMM_SIGNAL_OP_CE: for peer r */
+  uint32_t want_value[SYMM_COLL_MAX_WORLD]; /* SYMM_SIGNAL_OP_CE: from peer r */
 } symm_signal_params_t;
 
 #endif /* SYMM_COLL_ABI_H */

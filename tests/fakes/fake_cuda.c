@@ -58,7 +58,11 @@
  * Kernels: a module is a name table and a launch runs nothing; it is
  * recorded (fakecuda_launch_count / fakecuda_launch_get) with its kernel
  * name, grid, block and parameter block, so that CPU tests can check what
- * the backend asks the GPU to do.  cuMemHostAlloc is calloc, its device
+ * the backend asks the GPU to do.  One exception: the copy-engine
+ * collectives' barrier (symm_signal_op with op SYMM_SIGNAL_OP_CE) runs on
+ * the host when launched, as the kernel would (puts, waits, value checks,
+ * timeout, the error record), since copies run at once too: together they
+ * keep the protocol's order across processes, and the data arrives.  cuMemHostAlloc is calloc, its device
  * pointer the same address.
  */
 #ifndef _GNU_SOURCE
@@ -78,10 +82,15 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu/cu_driver.h"
 #include "fakecuda.h"
+
+/* symm_result_t's codes the kernels record (SYMM_DEV_ERR_*). */
+#define SYMM_DEV_MISMATCH_CODE 4u
+#define SYMM_DEV_TIMEOUT_CODE 5u
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAX_DEVICES 16
@@ -1087,6 +1096,61 @@ static ncu_result fk_cuModuleGetFunction(ncu_function *fn, ncu_module m, const c
   return NCU_SUCCESS;
 }
 
+/* The error record's fields, as the kernel records them. */
+static void fk_ce_fail(const symm_signal_params_t *a, uint32_t code, int peer) {
+  volatile symm_coll_error_t *e = (volatile symm_coll_error_t *)(uintptr_t)a->err;
+  if (!e) return;
+  if (e->code) {
+    e->more = code;
+    return;
+  }
+  e->peer = (uint32_t)peer;
+  e->kind = SYMM_COLL_KERNEL_CE;
+  atomic_thread_fence(memory_order_seq_cst);
+  e->code = code;
+}
+
+static uint64_t fk_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* SYMM_SIGNAL_OP_CE on the host: every put (waiting for the slot to be
+ * consumed), then every wait, the value compared; the kernel's threads do
+ * the same per peer at once. */
+static void fk_ce_barrier(const symm_signal_params_t *a) {
+  const uint64_t deadline = fk_now_ns() + a->timeout_ns;
+  const struct timespec nap = {0, 20000};
+  for (int t = 0; t < a->world; t++) {
+    if (t == a->rank) continue;
+    _Atomic uint32_t *slot = (_Atomic uint32_t *)(uintptr_t)a->pads[t] + a->rank;
+    uint32_t zero = 0;
+    while (!atomic_compare_exchange_strong(slot, &zero, a->put_value[t])) {
+      zero = 0;
+      if (fk_now_ns() > deadline) {
+        fk_ce_fail(a, SYMM_DEV_TIMEOUT_CODE, t);
+        return;
+      }
+      nanosleep(&nap, NULL);
+    }
+  }
+  for (int t = 0; t < a->world; t++) {
+    if (t == a->rank) continue;
+    _Atomic uint32_t *slot = (_Atomic uint32_t *)(uintptr_t)a->pads[a->rank] + t;
+    uint32_t v;
+    while ((v = atomic_load(slot)) == 0) {
+      if (fk_now_ns() > deadline) {
+        fk_ce_fail(a, SYMM_DEV_TIMEOUT_CODE, t);
+        return;
+      }
+      nanosleep(&nap, NULL);
+    }
+    atomic_store(slot, 0u);
+    if (v != a->want_value[t]) fk_ce_fail(a, SYMM_DEV_MISMATCH_CODE, t);
+  }
+}
+
 static ncu_result fk_launch(ncu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                             unsigned by, unsigned bz, void **params, void **extra, int pdl) {
   ncu_result r = fk_need_ctx();
@@ -1105,7 +1169,10 @@ static ncu_result fk_launch(ncu_function fn, unsigned gx, unsigned gy, unsigned 
   l->param_bytes = strcmp(l->name, "symm_signal_op") == 0 ? sizeof(symm_signal_params_t)
                                                           : sizeof(symm_coll_params_t);
   memcpy(l->params, params[0], l->param_bytes);
+  const bool ce = l->param_bytes == sizeof(symm_signal_params_t) &&
+                  ((const symm_signal_params_t *)params[0])->op == SYMM_SIGNAL_OP_CE;
   pthread_mutex_unlock(&fk_lock);
+  if (ce) fk_ce_barrier((const symm_signal_params_t *)params[0]);
   return NCU_SUCCESS;
 }
 

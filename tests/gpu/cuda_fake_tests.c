@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda.h"
 #include "symm_test_access.h"
 #include "fake_a2av.h"
+#include "fake_ce.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -432,6 +433,12 @@ static int a2av_launch_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(cuda_fake_a2av_launch) {
   ASSERT_EQ(run_cuda_job(3, a2av_launch_rank, NULL), 0);
+  return 0;
+}
+
+/* Copy-engine collectives (fake_ce.h) on cuMemAlloc memory and IPC. */
+TEST_IMPL(cuda_fake_ce_collectives) {
+  ASSERT_EQ(run_cuda_job(3, fake_ce_rank, NULL), 0);
   return 0;
 }
 

@@ -1073,6 +1073,137 @@ TEST_IMPL(gpu_coll_a2av_graph) {
   return 0;
 }
 
+/* ------------------------------------------------- copy-engine (ce) */
+
+/* The collectives that move data on the copy engines (SYMM_ALGO_CE):
+ * all-gather, broadcast and all-to-all at every size class (one element
+ * to several MiB), in place and out of place, bytes to 8-byte elements;
+ * all-to-all-v with host counts, packed, with gaps, in place. */
+TEST_IMPL(gpu_coll_ce) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  c->algo = SYMM_ALGO_CE;
+  const size_t sizes[] = {1, 7, 1003, 65537, ((size_t)1 << 20) + 5, ((size_t)3 << 20) + 1};
+  const symm_dtype_t dts[] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_U8, SYMM_DTYPE_I64};
+  int salt = 5000;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int d = 0; d < 4; d++)
+      for (int ip = 0; ip < 2; ip++) {
+        if (sizes[s] > 65537 && d % 2 != ip) continue; /* keep the large cases few */
+        run_case(c, K_AG, dts[d], SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+        run_case(c, K_BC, dts[d], SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+        run_case(c, K_A2A, dts[d], SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+      }
+  const int W = c->size;
+  a2av_reserve(c, (size_t)W * W * 300 * 8 * 2);
+  a2av_counts_t *m = malloc(sizeof *m);
+  ASSERT(m != NULL);
+  for (int pat = PAT_RANDOM; pat <= PAT_SILENT; pat++)
+    for (int v = 0; v < 3; v++) {
+      a2av_fill(m, W, 1, pat, 7000u + (uint32_t)salt, 300);
+      a2av_host_case(c, m, v ? SYMM_DTYPE_I64 : SYMM_DTYPE_U8, v == 1, v == 2, ++salt);
+    }
+  free(m);
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* Copy-engine all-gather, all-to-all and broadcast captured in one CUDA
+ * graph replay correctly: the barriers carry no host-side counter. */
+TEST_IMPL(gpu_coll_ce_graph) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  const size_t n = 4099;
+  const int W = c->size, root = W - 1;
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(c->comm, n * W * sizeof(float), &need));
+  ASSERT_OK(symm_comm_reserve_scratch(c->comm, need));
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  float *in = NULL, *ag = NULL, *a2a = NULL, *bc = NULL;
+  ASSERT_CUDA(cudaMalloc((void **)&in, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&ag, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&a2a, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&bc, n * sizeof(float)));
+  float *h = malloc(n * W * sizeof(float));
+  ASSERT(h != NULL);
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  ASSERT_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+  ASSERT_OK(symm_all_gather(c->comm, in, ag, n, SYMM_DTYPE_F32, c->stream));
+  ASSERT_OK(symm_all_to_all(c->comm, in, a2a, n, SYMM_DTYPE_F32, c->stream));
+  ASSERT_OK(symm_broadcast(c->comm, in, bc, n, SYMM_DTYPE_F32, root, c->stream));
+  ASSERT_CUDA(cudaStreamEndCapture(c->stream, &graph));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 5; rep++) {
+    const int salt = 300 + rep;
+    for (size_t i = 0; i < n * W; i++)
+      h[i] = (float)value(c->rank, i, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
+    ASSERT_CUDA(cudaMemcpy(in, h, n * W * sizeof(float), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
+    symm_comm_barrier(c->comm); /* every rank's input is in place before any reads it */
+    ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
+    ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+    ASSERT_OK(symm_comm_check_async_error(c->comm));
+    size_t bad = 0;
+    ASSERT_CUDA(cudaMemcpy(h, ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n * W; i++)
+      bad += h[i] != (float)value((int)(i / n), i % n, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
+    ASSERT_CUDA(cudaMemcpy(h, a2a, n * W * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n * W; i++)
+      bad += h[i] != (float)value((int)(i / n), (size_t)c->rank * n + i % n, salt,
+                                  SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
+    ASSERT_CUDA(cudaMemcpy(h, bc, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+      bad += h[i] != (float)value(root, i, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
+    ASSERT_MSG(bad == 0, "ce graph replay %d: %zu wrong", rep, bad);
+    symm_comm_barrier(c->comm);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(in);
+  cudaFree(ag);
+  cudaFree(a2a);
+  cudaFree(bc);
+  free(h);
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* Copy-engine calls that differ between ranks: every rank sees
+ * SYMM_ERR_MISMATCH, none hangs, the next matching call works; the
+ * device-split all-to-all-v is refused naming why. */
+TEST_IMPL(gpu_coll_ce_mismatch) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 2)) return TEST_SKIP;
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  c->algo = SYMM_ALGO_CE;
+  void *buf = NULL;
+  ASSERT_CUDA(cudaMalloc(&buf, (size_t)64 * c->size));
+  ASSERT_OK(symm_all_gather(c->comm, buf, buf, c->rank == 0 ? 8 : 9, SYMM_DTYPE_U8, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_RES(symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "copy-engine collective");
+  int64_t *splits = NULL;
+  ASSERT_CUDA(cudaMalloc((void **)&splits, sizeof(int64_t) * 3 * 32));
+  ASSERT_CUDA(cudaMemset(splits, 0, sizeof(int64_t) * 3 * 32));
+  ASSERT_RES(symm_all_to_all_vdev(c->comm, buf, 8, buf, 8, 1, SYMM_DTYPE_U8, splits, splits + 32,
+                                  c->stream),
+             SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "device memory");
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  (void)symm_comm_check_async_error(c->comm); /* every rank met the others as refused */
+  ASSERT_RES(symm_comm_set_allreduce_algo(c->comm, SYMM_ALGO_CE), SYMM_ERR_UNSUPPORTED);
+  run_case(c, K_AG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 1000, false, 9001);
+  cudaFree(splits);
+  cudaFree(buf);
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
 /* The last rank never calls; the others get SYMM_ERR_TIMEOUT from the
  * device within about SYMM_TIMEOUT_MS instead of hanging.  Needs a short
  * timeout (run-gpu-tests.sh: SYMM_TIMEOUT_MS=3000), and leaves the

@@ -23,6 +23,7 @@
 #include "symm_test_access.h"
 #include "kernels/coll_abi.h"
 #include "fake_a2av.h"
+#include "fake_ce.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -1455,6 +1456,20 @@ static int put_launch_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(native_fake_put_copies) {
   ASSERT_JOB(2, put_launch_rank, NULL);
+  return 0;
+}
+
+/* Copy-engine collectives (fake_ce.h): 2 ranks on their own GPUs, 4 ranks
+ * sharing GPUs. */
+TEST_IMPL(native_fake_ce_collectives) {
+  ASSERT_EQ(run_job(2, fake_ce_rank, NULL), 0);
+  return 0;
+}
+
+TEST_IMPL(native_fake_ce_collectives_4_shared) {
+  setenv("FAKECUDA_DEVICES", "2", 1);
+  setenv("SYMM_ALLOW_SHARED_DEVICE", "1", 1);
+  ASSERT_EQ(run_job(4, fake_ce_rank, NULL), 0);
   return 0;
 }
 
