@@ -39,6 +39,7 @@ static symm_result_t host_check_layout(symm_comm_t *comm, const symm_mem_t *loca
 
 symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map) {
+  if (local->user) return host_map_user_peer(comm, local, peer, info, map);
   SYMM_CHECK(host_check_layout(comm, local, peer, info));
   int fd = -1;
   SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
