@@ -811,6 +811,78 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
                                          symm_tensor_t **tensor);
 
 /*
+ * Memory the caller already has, described for symm_tensor_register.
+ * Always start from SYMM_USER_MEM_INIT (size and version, as
+ * symm_config_t), then set what the backend needs:
+ *  - ptr: where the tensor's data starts in this process.
+ *  - host backend: fd, a memfd (memfd_create) or a regular file open for
+ *    reading and writing, and fd_offset, the file offset that ptr maps;
+ *    [ptr, ptr + bytes) must lie in one MAP_SHARED mapping of that file.
+ *    symmem duplicates fd (the caller may close its own) and peers map
+ *    the file from it.
+ *  - GPU backends: ptr is device memory of the communicator's device (fd
+ *    stays -1): native, inside a cuMemCreate allocation mapped with
+ *    cuMemMap (the physical allocation is shared, so it must have been
+ *    created with a shareable handle type the communicator uses, e.g.
+ *    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); cuda, inside a cuMemAlloc
+ *    allocation (CUDA IPC); nccl, any buffer NCCL can register as a window
+ *    (ncclMemAlloc's, or VMM memory); nvshmem, a buffer that
+ *    nvshmemx_buffer_register_symmetric accepts.
+ */
+#define SYMM_USER_MEM_VERSION 1
+typedef struct symm_user_mem {
+  size_t size;        /* sizeof(symm_user_mem_t) */
+  int version;        /* SYMM_USER_MEM_VERSION */
+  void *ptr;          /* the data in this process */
+  int fd;             /* host: memfd or file mapped MAP_SHARED at ptr; else -1 */
+  uint64_t fd_offset; /* host: the file offset ptr maps */
+} symm_user_mem_t;
+#define SYMM_USER_MEM_INIT {sizeof(symm_user_mem_t), SYMM_USER_MEM_VERSION, NULL, -1, 0}
+
+/*
+ * Makes memory the caller already has symmetric: a tensor of shape
+ * sizes[0..ndim) and dtype whose data is the caller's memory `mem`
+ * (symm_user_mem_t above), row-major from mem->ptr.  Then, as for an
+ * allocated tensor, symm_tensor_rendezvous maps the peers, and every view
+ * (local, remote; not the contiguous one), signal, one-sided put and
+ * collective works on it, zero copy included.  The signal pad lives in a
+ * small allocation of the library's beside it (symm_tensor_signal_pad;
+ * the smallest allocation the backend makes), zeroed.
+ * Collective on every backend: every rank calls it with the same shape and
+ * dtype, in the same order; ranks that differ all get SYMM_ERR_MISMATCH.
+ * A rank that refuses its own arguments makes every rank fail: that rank
+ * with its own error, its peers with the same code and a message naming
+ * it; nothing stays registered anywhere.
+ * The caller keeps ownership: symm_tensor_free of a registered tensor
+ * unmaps the peers' memory and frees the library's pad and handles, never
+ * the caller's memory, which stays as it was (never pooled).  Freeing or
+ * unmapping the memory while it is registered is undefined (peers may
+ * still write to it); the host backend warns at symm_tensor_free when it
+ * finds the memory gone, and shrinking the file under a peer's mapping
+ * makes that peer take SIGBUS when it touches the lost pages (seal a memfd
+ * with F_SEAL_SHRINK to rule that out).
+ * Errors (on every rank alike): SYMM_ERR_INVALID_ARG (NULL comm, mem, ptr
+ * or tensor; a descriptor of another size or version; a bad shape or
+ * dtype; memory that overlaps a live tensor's, a registered one's
+ * included, the message naming it: the same range registered twice is
+ * refused so; host: an fd that is not a memfd or regular file open for
+ * reading and writing, a file shorter than fd_offset + the bytes, ptr
+ * not mapped from fd at fd_offset, private memory, which cannot be shared
+ * ("private anonymous memory (malloc, MAP_PRIVATE | MAP_ANONYMOUS) cannot
+ * be shared"; a MAP_PRIVATE file mapping likewise); native: memory not of
+ * a VMM allocation, of another device, or whose allocation cannot be
+ * exported as the communicator shares memory; cuda: memory not of
+ * cuMemAlloc), SYMM_ERR_UNSUPPORTED (a backend that cannot register
+ * memory, the message naming those that can; nvshmem: the loaded NVSHMEM
+ * has no nvshmemx_buffer_register_symmetric, the message naming its
+ * version), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST,
+ * SYMM_ERR_NO_MEMORY, SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND from below.
+ */
+SYMM_API symm_result_t symm_tensor_register(symm_comm_t *comm, const symm_user_mem_t *mem,
+                                            const int64_t *sizes, int ndim, symm_dtype_t dtype,
+                                            symm_tensor_t **tensor);
+
+/*
  * Makes every rank's buffer of this tensor accessible from every other rank.
  * Collective: every rank calls it for its own tensor, in the same order.  The
  * ranks first compare shapes and dtypes; if any rank differs, every rank gets

@@ -12,6 +12,7 @@
 #include "list-coll-v.h"
 #include "list-signal.h"
 #include "list-put.h"
+#include "list-register.h"
 #include "list-split.h"
 #include "list-callbacks.h"
 #include "list-seam.h"

@@ -296,9 +296,13 @@ TEST_IMPL(seam_table_checked) {
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "split_release");
   t.split = NULL;
-  t.version = 6;
+  t.caps.registers_user = true;
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
-  ASSERT_STR_CONTAINS(symm_last_error(), "a version in 1..5");
+  ASSERT_STR_CONTAINS(symm_last_error(), "register_user and deregister_user (version 6)");
+  t.caps.registers_user = false;
+  t.version = 7;
+  ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "a version in 1..6");
   t.version = 1;
   t.map_peer = NULL;
   ASSERT_RES(symm_backend_register(&t), SYMM_ERR_INVALID_ARG);

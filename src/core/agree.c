@@ -39,6 +39,7 @@ static const char *step_name(uint32_t op) {
     case SYMM_TAG_COLLECTIVE: return "its collective";
     case SYMM_TAG_SPLIT: return "its exchange of colors";
     case SYMM_TAG_PROVIDER: return "its provider library's bootstrap round";
+    case SYMM_TAG_REGISTER: return "its registration of the user's memory";
     default: return "an unknown step";
   }
 }

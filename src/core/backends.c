@@ -24,7 +24,7 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
  * kind, and for every capability it claims the members it implies.  NULL
  * if it holds all that, else what it lacks. */
 const char *symm_backend_table_lacks(const symm_backend_ops_t *o) {
-  if (o->version < 1 || o->version > 5) return "a version in 1..5";
+  if (o->version < 1 || o->version > 6) return "a version in 1..6";
   if (o->mem_kind != SYMM_MEM_HOST && o->mem_kind != SYMM_MEM_DEVICE)
     return "a mem_kind (SYMM_MEM_HOST or SYMM_MEM_DEVICE)";
   if (!o->probe || !o->init || !o->fini || !o->granularity || !o->alloc || !o->free ||
@@ -43,6 +43,9 @@ const char *symm_backend_table_lacks(const symm_backend_ops_t *o) {
     return "caps.collective_alloc, which caps.collective_free implies";
   if (o->version >= 4 && o->split && !o->split_release)
     return "split_release, which split implies";
+  if (o->caps.registers_user &&
+      (o->version < 6 || !o->register_user || !o->deregister_user))
+    return "register_user and deregister_user (version 6), which caps.registers_user implies";
   return NULL;
 }
 

@@ -121,7 +121,8 @@ enum {
   SYMM_TAG_FREE = 6,     /* a collective free's allocation */
   SYMM_TAG_COLLECTIVE = 7, /* an engine collective meeting a host call (symm_comm_meet_host_call) */
   SYMM_TAG_SPLIT = 8,    /* symm_comm_split's colors and keys */
-  SYMM_TAG_PROVIDER = 9  /* a provider library's own round (symm_comm_provider_allgather) */
+  SYMM_TAG_PROVIDER = 9, /* a provider library's own round (symm_comm_provider_allgather) */
+  SYMM_TAG_REGISTER = 10 /* symm_tensor_register's shapes and local verdicts */
 };
 /* Starts communicator-wide call `fn` (desc: its arguments in brief, as
  * printf); inside another call it is a step of that one and changes
@@ -220,8 +221,19 @@ struct symm_tensor {
   uint64_t alloc_seq;         /* collective allocations: the comm's alloc_seq at alloc */
   bool registered;            /* ops->register_mem succeeded */
   bool mempool;               /* a block of symm_mempool_alloc */
+  /* A registered tensor (symm_tensor_register, mem.user): the library's
+   * allocation whose signal pad is this tensor's (internal, linked and
+   * freed with it); NULL for an allocated tensor, whose pad is its own. */
+  struct symm_tensor *pad_tensor;
   struct symm_tensor *prev, *next;
 };
+
+/* The tensor whose allocation holds t's signal pads (mem.pad_offset,
+ * peers[r].base + infos[r].pad_offset): t itself, or a registered
+ * tensor's pad_tensor.  Every reader of a pad goes through it. */
+static inline const struct symm_tensor *symm_tensor_pad_holder(const struct symm_tensor *t) {
+  return t->pad_tensor ? t->pad_tensor : t;
+}
 
 /* SYMM_SUCCESS for a tensor handle that may be used; SYMM_ERR_INVALID_ARG
  * for NULL, SYMM_ERR_STATE (naming fn) for one whose communicator was
@@ -276,6 +288,15 @@ bool symm_pool_add_locked(symm_comm_t *comm, symm_tensor_t *t);
 symm_result_t symm_pool_drain(symm_comm_t *comm, symm_tensor_t ***list, size_t *n,
                               size_t *bytes);
 
+/* tensor.c: a tensor struct of comm with its arrays and a fresh mem id,
+ * no memory yet (symm_tensor_destroy frees it); link puts a live tensor
+ * in comm's list; retire takes it out and pools it when `pool` and there
+ * is room, else destroys it (a registered tensor: never pooled; its pad
+ * tensor, detached, retired the same way). */
+symm_result_t symm_tensor_shell(symm_comm_t *comm, symm_tensor_t **out);
+void symm_tensor_link(symm_comm_t *comm, symm_tensor_t *t);
+void symm_tensor_retire(symm_comm_t *comm, symm_tensor_t *t, bool pool);
+
 /* tensor.c: symm_tensor_alloc for a caller that must know, on failure,
  * whether this rank failed alone (*alone: its peers may have succeeded and
  * be on their way to the rendezvous), as the scratch's growth must. */
@@ -301,6 +322,10 @@ symm_result_t symm_registry_add_reserved(const void *base, size_t len, symm_tens
                                          int rank);
 void symm_registry_unreserve(size_t n);
 void symm_registry_remove(const void *base);
+/* Whether [base, base + len) overlaps a live entry: the first one's range,
+ * tensor and rank. */
+bool symm_registry_overlap(const void *base, size_t len, const void **ebase, size_t *elen,
+                           symm_tensor_t **tensor, int *rank);
 /* Returns the entry containing ptr: its range start/len, tensor, rank. */
 bool symm_registry_find(const void *ptr, const void **base, size_t *len,
                         symm_tensor_t **tensor, int *rank);

@@ -127,6 +127,26 @@ bool symm_registry_find(const void *ptr, const void **base, size_t *len,
   return found;
 }
 
+bool symm_registry_overlap(const void *base, size_t len, const void **ebase, size_t *elen,
+                           symm_tensor_t **tensor, int *rank) {
+  const uintptr_t b = (uintptr_t)base;
+  bool found = false;
+  pthread_rwlock_rdlock(&registry_lock);
+  size_t pos = upper_bound(b);
+  const registry_entry_t *e = NULL;
+  if (pos > 0 && entries[pos - 1].base + entries[pos - 1].len > b) e = &entries[pos - 1];
+  else if (pos < n_entries && b + len > entries[pos].base) e = &entries[pos];
+  if (e) {
+    *ebase = (const void *)e->base;
+    *elen = e->len;
+    *tensor = e->tensor;
+    *rank = e->rank;
+    found = true;
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  return found;
+}
+
 size_t symm_registry_count(void) {
   pthread_rwlock_rdlock(&registry_lock);
   size_t n = n_entries;

@@ -34,25 +34,35 @@ static symm_result_t register_peers(symm_tensor_t *t, size_t *used) {
 typedef struct {
   int32_t ndim, dtype;
   int64_t sizes[SYMM_MAX_DIMS];
+  int32_t kind;      /* RDV_* below: only the same kinds pair up */
+  int32_t reserved;
   uint64_t peer_sig; /* signature of the peer ids this allocation maps now */
   int32_t status;    /* SYMM_SUCCESS, or why this rank has nothing to exchange */
   char why[256];     /* with a status: this rank's message, for its peers' */
   symm_exchange_info_t info;
 } rendezvous_info_t;
 
+/* What a rendezvous maps: an allocation, the user's registered memory
+ * (mapped by the backend's registration path), or a registered tensor's
+ * pad allocation, whose round comes first. */
+enum { RDV_ALLOC = 0, RDV_USER = 1, RDV_PAD = 2 };
+
 static void describe_shape(const rendezvous_info_t *r, char *out, size_t cap) {
+  static const char *const kinds[] = {"", " of registered memory", " (a registered tensor's pad)"};
   size_t n = (size_t)snprintf(out, cap, "[");
   for (int d = 0; d < r->ndim && d < SYMM_MAX_DIMS && n < cap; d++)
     n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? ", " : "", (long long)r->sizes[d]);
-  if (n < cap) snprintf(out + n, cap - n, "] %s", symm_dtype_name((symm_dtype_t)r->dtype) ?
-                        symm_dtype_name((symm_dtype_t)r->dtype) : "?");
+  if (n < cap)
+    snprintf(out + n, cap - n, "] %s%s", symm_dtype_name((symm_dtype_t)r->dtype) ?
+             symm_dtype_name((symm_dtype_t)r->dtype) : "?",
+             r->kind >= 0 && r->kind <= RDV_PAD ? kinds[r->kind] : " (unknown kind)");
 }
 
 static symm_result_t check_same_shape(const symm_tensor_t *t, const rendezvous_info_t *all) {
   const rendezvous_info_t *mine = &all[t->comm->rank];
   for (int r = 0; r < t->comm->size; r++) {
     const rendezvous_info_t *o = &all[r];
-    if (o->ndim == mine->ndim && o->dtype == mine->dtype &&
+    if (o->ndim == mine->ndim && o->dtype == mine->dtype && o->kind == mine->kind &&
         memcmp(o->sizes, mine->sizes, sizeof o->sizes) == 0)
       continue;
     char a[160], b[160];
@@ -96,7 +106,7 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
   return res;
 }
 
-static symm_result_t rendezvous(symm_tensor_t *t);
+static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind);
 
 static void shape_info(rendezvous_info_t *info, const int64_t *sizes, int ndim,
                        symm_dtype_t dtype) {
@@ -118,8 +128,13 @@ symm_result_t symm_tensor_rendezvous(symm_tensor_t *t) {
   if (t->rendezvoused) return SYMM_SUCCESS; /* alike on every rank: no round */
   rendezvous_info_t shape;
   shape_info(&shape, t->sizes, t->ndim, t->dtype);
+  shape.kind = t->mem.user ? RDV_USER : RDV_ALLOC;
   rendezvous_call_begin(t->comm, &shape);
-  symm_result_t res = rendezvous(t);
+  /* A registered tensor's pads are in its pad tensor: mapped first, in a
+   * round of their own (agreed, so alike on every rank). */
+  symm_result_t res = SYMM_SUCCESS;
+  if (t->pad_tensor && !t->pad_tensor->rendezvoused) res = rendezvous(t->pad_tensor, RDV_PAD);
+  if (res == SYMM_SUCCESS) res = rendezvous(t, shape.kind);
   symm_call_end(t->comm);
   return res;
 }
@@ -167,10 +182,11 @@ symm_result_t symm_rendezvous_refused(symm_comm_t *comm, const int64_t *sizes, i
   return res;
 }
 
-static symm_result_t rendezvous(symm_tensor_t *t) {
+static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind) {
   symm_comm_t *comm = t->comm;
   rendezvous_info_t mine;
   shape_info(&mine, t->sizes, t->ndim, t->dtype);
+  mine.kind = kind;
   mine.peer_sig = t->peer_sig;
   mine.info.id = t->mem.id;
   mine.info.alloc_bytes = t->mem.alloc_bytes;

@@ -20,8 +20,9 @@ static symm_result_t put_any(symm_tensor_t *t, int peer, int channel, symm_strea
   if (symm_tensor_peer_data(t)[peer])
     return comm->engine->signal(comm, SYMM_SIGNAL_PUT, t, peer, channel, stream);
   const size_t slot = (size_t)channel * (size_t)comm->size + (size_t)comm->rank;
-  return comm->ops->one_sided(comm, SYMM_ONE_SIDED_SIGNAL, &t->peers[peer], peer,
-                              (size_t)t->infos[peer].pad_offset + slot * 4, NULL, 4, stream);
+  const symm_tensor_t *h = symm_tensor_pad_holder(t);
+  return comm->ops->one_sided(comm, SYMM_ONE_SIDED_SIGNAL, &h->peers[peer], peer,
+                              (size_t)h->infos[peer].pad_offset + slot * 4, NULL, 4, stream);
 }
 
 /* Signals on a communicator with peers that only the provider reaches:

@@ -29,8 +29,7 @@ static void unlink_tensor(symm_comm_t *comm, symm_tensor_t *t) {
 
 /* ----------------------------------------------------------------- alloc */
 
-static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t nbytes,
-                                  size_t alloc_bytes, symm_tensor_t **out) {
+symm_result_t symm_tensor_shell(symm_comm_t *comm, symm_tensor_t **out) {
   symm_tensor_t *t = calloc(1, sizeof *t);
   if (t) {
     t->peers = calloc((size_t)comm->size, sizeof *t->peers);
@@ -48,13 +47,21 @@ static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t 
   }
   t->state = SYMM_TENSOR_LIVE;
   t->comm = comm;
-  t->mem.data_offset = data_offset;
-  t->mem.alloc_bytes = alloc_bytes;
   t->mem.pad_bytes = comm->pad_bytes;
   t->mem.device = comm->device;
   pthread_mutex_lock(&comm->lock);
   t->mem.id = ++comm->next_mem_id;
   pthread_mutex_unlock(&comm->lock);
+  *out = t;
+  return SYMM_SUCCESS;
+}
+
+static symm_result_t fresh_tensor(symm_comm_t *comm, size_t data_offset, size_t nbytes,
+                                  size_t alloc_bytes, symm_tensor_t **out) {
+  symm_tensor_t *t;
+  SYMM_CHECK(symm_tensor_shell(comm, &t));
+  t->mem.data_offset = data_offset;
+  t->mem.alloc_bytes = alloc_bytes;
   symm_result_t res = comm->ops->alloc(comm, &t->mem);
   if (res != SYMM_SUCCESS) {
     t->mem.base = NULL;
@@ -273,11 +280,15 @@ symm_result_t symm_tensor_alloc_step(symm_comm_t *comm, const int64_t *sizes, in
     symm_tensor_destroy(t);
     return res;
   }
+  symm_tensor_link(comm, t);
+  *out = t;
+  return SYMM_SUCCESS;
+}
+
+void symm_tensor_link(symm_comm_t *comm, symm_tensor_t *t) {
   pthread_mutex_lock(&comm->lock);
   link_tensor(comm, t);
   pthread_mutex_unlock(&comm->lock);
-  *out = t;
-  return SYMM_SUCCESS;
 }
 
 symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndim,
@@ -290,13 +301,24 @@ symm_result_t symm_tensor_alloc(symm_comm_t *comm, const int64_t *sizes, int ndi
 
 /* ------------------------------------------------------------------ free */
 
-/* Puts t in the pool when `pool` and there is room, else releases it. */
-static void retire_tensor(symm_comm_t *comm, symm_tensor_t *t, bool pool) {
+/* The user's memory is never pooled: a registered tensor is released,
+ * and its pad tensor goes the way of an allocation. */
+void symm_tensor_retire(symm_comm_t *comm, symm_tensor_t *t, bool pool) {
+  symm_tensor_t *pad = t->pad_tensor;
   pthread_mutex_lock(&comm->lock);
   unlink_tensor(comm, t);
-  const bool pooled = pool && symm_pool_add_locked(comm, t);
+  const bool pooled = pool && !t->mem.user && symm_pool_add_locked(comm, t);
   pthread_mutex_unlock(&comm->lock);
   if (!pooled) symm_tensor_destroy(t);
+  if (pad) {
+    symm_tensor_detach(pad);
+    symm_tensor_retire(comm, pad, pool);
+  }
+}
+
+/* The allocation a free may pool: a registered tensor's pad tensor. */
+static size_t poolable_bytes(const symm_tensor_t *t) {
+  return symm_tensor_pad_holder(t)->mem.alloc_bytes;
 }
 
 /* What the ranks compare before a collective free. */
@@ -312,7 +334,7 @@ typedef struct {
  * allocation goes to the pool only where every rank would pool it (else
  * one rank would wait in the provider's free for the others). */
 static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
-  free_args_t mine = {t->alloc_seq, symm_pool_has_room(comm, t->mem.alloc_bytes), 0};
+  free_args_t mine = {t->alloc_seq, symm_pool_has_room(comm, poolable_bytes(t)), 0};
   free_args_t *all = calloc((size_t)comm->size, sizeof *all);
   if (!all) return symm_error(SYMM_ERR_NO_MEMORY, "symm_tensor_free: out of memory");
   symm_result_t res = symm_comm_allgather_op(comm, SYMM_TAG_FREE, &mine, sizeof mine, all);
@@ -330,7 +352,7 @@ static symm_result_t free_collective(symm_comm_t *comm, symm_tensor_t *t) {
   free(all);
   if (res != SYMM_SUCCESS) return res;
   symm_tensor_detach(t);
-  retire_tensor(comm, t, pool);
+  symm_tensor_retire(comm, t, pool);
   return SYMM_SUCCESS;
 }
 
@@ -356,7 +378,7 @@ symm_result_t symm_tensor_free(symm_tensor_t *t) {
     return res;
   }
   symm_tensor_detach(t);
-  retire_tensor(comm, t, symm_pool_has_room(comm, t->mem.alloc_bytes));
+  symm_tensor_retire(comm, t, symm_pool_has_room(comm, poolable_bytes(t)));
   return SYMM_SUCCESS;
 }
 

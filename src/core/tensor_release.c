@@ -61,7 +61,10 @@ void symm_tensor_release(symm_tensor_t *t, bool orphan) {
     for (int r = 0; r < comm->size; r++)
       if (r != comm->rank) symm_tensor_unmap_peer(t, r);
   if (t->registered) comm->ops->deregister_mem(comm, &t->mem);
-  if (t->mem.base) comm->ops->free(comm, &t->mem);
+  /* The user's memory stays theirs: only what registering it made goes. */
+  if (t->mem.base && t->mem.user) comm->ops->deregister_user(comm, &t->mem);
+  else if (t->mem.base) comm->ops->free(comm, &t->mem);
+  t->pad_tensor = NULL; /* released on its own, as the comm's list or retire says */
   free(t->peers);
   free(t->infos);
   free(t->peer_data);
@@ -94,7 +97,10 @@ void symm_tensor_detach(symm_tensor_t *t) {
 /* Releases `n` tensors; where free is collective, in the order of their
  * allocation, which is the same on every rank. */
 static int by_alloc_seq(const void *a, const void *b) {
-  uint64_t x = (*(symm_tensor_t *const *)a)->alloc_seq, y = (*(symm_tensor_t *const *)b)->alloc_seq;
+  const symm_tensor_t *ta = *(symm_tensor_t *const *)a, *tb = *(symm_tensor_t *const *)b;
+  uint64_t x = ta->alloc_seq, y = tb->alloc_seq;
+  /* A registered tensor shares its pad tensor's number and goes first. */
+  if (x == y) return (tb->pad_tensor != NULL) - (ta->pad_tensor != NULL);
   return x < y ? -1 : x > y;
 }
 

@@ -131,10 +131,11 @@ symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pa
   if (!t || !pad) return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_signal_pad: NULL argument");
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_signal_pad"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_signal_pad"));
+  const symm_tensor_t *h = symm_tensor_pad_holder(t);
   if (rank == t->comm->rank) {
-    *pad = (char *)t->mem.base + t->mem.pad_offset;
-  } else if (t->peers[rank].base) {
-    *pad = (char *)t->peers[rank].base + t->infos[rank].pad_offset;
+    *pad = (char *)h->mem.base + h->mem.pad_offset;
+  } else if (h->peers[rank].base) {
+    *pad = (char *)h->peers[rank].base + h->infos[rank].pad_offset;
   } else {
     return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_signal_pad: rank %d not reachable", rank);
   }
@@ -152,6 +153,10 @@ symm_result_t symm_tensor_contiguous_view(symm_tensor_t *t, symm_view_t *view) {
     return symm_error(SYMM_ERR_UNSUPPORTED, "contiguous view needs the %s backend (this "
                       "communicator uses %s)", who, comm->ops->name);
   }
+  if (t->mem.user)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "symm_tensor_contiguous_view: the tensor is the "
+                      "user's registered memory, whose ranks' pieces need not fall on the "
+                      "backend's granularity (use symm_tensor_remote_view per rank)");
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_contiguous_view: tensor not rendezvoused yet");
   if (t->ndim >= SYMM_MAX_DIMS)

@@ -57,6 +57,14 @@ typedef struct symm_mem {
   /* Bytes of the signal pad (the communicator's, set by the core before
    * alloc): a multiple of SYMM_SIGNAL_PAD_MIN_BYTES. */
   size_t pad_bytes;
+  /* The user's memory (register_user, symm_tensor_register), set by the
+   * core: base + data_offset is the user's pointer, alloc_bytes -
+   * data_offset the tensor's bytes exactly, and there is no pad here (it
+   * lives in a library allocation beside it).  A peer's exchange info of
+   * such a tensor describes the peer's registration too (the core pairs
+   * only registrations with registrations), so map_peer, export_mem and
+   * validate tell the two apart by local->user. */
+  bool user;
 } symm_mem_t;
 
 /* A peer's memory as mapped into this process. */
@@ -121,6 +129,9 @@ typedef struct symm_backend_caps {
   bool device_peer_array;
   /* backend_handle gives the provider's communicator (ncclComm_t). */
   bool backend_handle;
+  /* register_user makes the user's memory symmetric (symm_tensor_register;
+   * ops version 6). */
+  bool registers_user;
 } symm_backend_caps_t;
 
 /* ------------------------------------------------------------ the ops table */
@@ -133,7 +144,7 @@ typedef struct symm_backend_caps {
  * ones are made by every rank of the communicator in the same order.
  */
 typedef struct symm_backend_ops {
-  int version; /* 1 to 5 */
+  int version; /* 1 to 6 */
   const char *name;
   symm_backend_t id;
   symm_mem_kind_t mem_kind;
@@ -256,6 +267,25 @@ typedef struct symm_backend_ops {
   symm_result_t (*one_sided)(symm_comm_t *comm, int op, const symm_peer_map_t *map, int peer,
                              size_t offset, void *local, size_t bytes, void *stream);
   /* members above: version 5 */
+  /* Optional: makes memory the user has symmetric (symm_tensor_register).
+   * `user` is the caller's descriptor (its size and version checked),
+   * `nbytes` the tensor's bytes from user->ptr; mem->id, device, pad_bytes
+   * and user are set.  Fills base, data_offset (base + data_offset ==
+   * user->ptr) and alloc_bytes (== data_offset + nbytes), and priv; never
+   * takes ownership of the memory.  Refuses memory it cannot share with
+   * SYMM_ERR_INVALID_ARG and the reason, a provider that cannot register
+   * with SYMM_ERR_UNSUPPORTED.  Local; collective with caps.registers or
+   * caps.collective_alloc (the core agreed on every rank's arguments and
+   * calls it on every rank).  After it, export_mem and map_peer see the
+   * allocation with mem->user set. */
+  symm_result_t (*register_user)(symm_comm_t *comm, const symm_user_mem_t *user, size_t nbytes,
+                                 symm_mem_t *mem);
+  /* Required with register_user: releases what it made (handles, the
+   * provider's registration), never the user's memory.  Collective where
+   * register_user is and caps.collective_free says so (the core checked
+   * that every rank releases this registration now), else local. */
+  void (*deregister_user)(symm_comm_t *comm, symm_mem_t *mem);
+  /* members above: version 6 */
 } symm_backend_ops_t;
 
 /*

@@ -411,6 +411,61 @@ TEST_IMPL(cuda_fake_describe) {
 }
 
 
+/* ---------------------------------------------- registered memory */
+
+/* The user's own cuMemAlloc memory, registered at an offset inside the
+ * allocation: peers open its IPC handle and reach the data; host memory
+ * is refused on every rank; the free leaves the user's memory as it was. */
+static int register_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  symm_gpu_t *gpu = symm_gpu_of(comm);
+  const symm_cu_driver_t *drv = symm_gpu_driver(gpu);
+  const size_t n = 4096, at = 512;
+  ncu_context saved;
+  ncu_deviceptr d = 0;
+  ASSERT_OK(symm_gpu_enter(gpu, &saved));
+  ASSERT_EQ(drv->cuMemAlloc(&d, (2u << 20)), NCU_SUCCESS);
+  symm_gpu_leave(gpu, saved);
+  uint64_t *mine = (uint64_t *)(uintptr_t)(d + at);
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  int64_t sizes[1] = {(int64_t)n};
+  symm_tensor_t *t = NULL;
+  /* Host memory on rank 1: every rank refuses. */
+  uint64_t *host = calloc(n, sizeof *host);
+  m.ptr = rank == 1 ? (void *)host : (void *)mine;
+  ASSERT_RES(symm_tensor_register(comm, &m, sizes, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "is not device memory");
+  m.ptr = mine;
+  ASSERT_OK(symm_tensor_register(comm, &m, sizes, 1, SYMM_DTYPE_U64, &t));
+  ASSERT_MSG(symm_tensor_mem(t)->data_offset == at, "data at +%zu",
+             symm_tensor_mem(t)->data_offset);
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_MSG(exchange_ring(rank, comm, t, n) == 0, "ring over registered memory");
+  void *pad = NULL;
+  ASSERT_OK(symm_tensor_signal_pad(t, (rank + 1) % size, &pad));
+  ASSERT_MSG((char *)pad < (char *)mine || (char *)pad >= (char *)(mine + n) + (2u << 20),
+             "the pad lies in the user's allocation");
+  ASSERT_OK(symm_tensor_free(t));
+  const int writer = (rank + size - 1) % size;
+  for (size_t i = 0; i < n; i += 61) ASSERT_EQ(mine[i], pattern(writer, i));
+  ASSERT_OK(symm_gpu_enter(gpu, &saved));
+  ASSERT_EQ(drv->cuMemFree(d), NCU_SUCCESS);
+  symm_gpu_leave(gpu, saved);
+  free(host);
+  symm_comm_destroy(comm);
+  fakecuda_stats_t s = fake_stats();
+  ASSERT_MSG(s.ipc_opens == 0 && s.devallocs == 0, "%ld opens %ld blocks left", s.ipc_opens,
+             s.devallocs);
+  return 0;
+}
+
+TEST_IMPL(cuda_fake_register_user) {
+  ASSERT_EQ(run_cuda_job(3, register_rank, NULL), 0);
+  return 0;
+}
+
 /* ------------------------------------------------------- all-to-all-v */
 
 /* symm_all_to_all_v and symm_all_to_all_vdev launch the GPU engine's

@@ -687,3 +687,91 @@ TEST_IMPL(gpu_alloc_cycles_long) {
   alloc_cycles(c, 1000);
   return 0;
 }
+
+/* The user's own memory registered: a VMM allocation (native) or
+ * cudaMalloc memory (cuda), then rendezvous, an in-place all-reduce on it
+ * and a signal barrier through its pad, and the memory intact after the
+ * free.  Runs under SYMM_BACKEND=native or cuda; skips elsewhere. */
+static void *register_user_mem(gpu_rank_t *c, size_t bytes, ncu_mem_handle *h, ncu_deviceptr *va) {
+  const symm_backend_t b = symm_comm_backend(c->comm);
+  if (b == SYMM_BACKEND_CUDA) {
+    void *d = NULL;
+    ASSERT_CUDA(cudaMalloc(&d, bytes));
+    return d;
+  }
+  symm_gpu_t *gpu = symm_gpu_of(c->comm);
+  const symm_cu_driver_t *drv = symm_gpu_driver(gpu);
+  ncu_alloc_prop prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = NCU_ALLOC_PINNED;
+  prop.requested_handle_types = NCU_HANDLE_POSIX_FD;
+  prop.location.type = NCU_LOCATION_DEVICE;
+  prop.location.id = symm_comm_device(c->comm);
+  ncu_access_desc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = NCU_ACCESS_READWRITE;
+  ncu_context saved;
+  ASSERT_OK(symm_gpu_enter(gpu, &saved));
+  ASSERT_EQ(drv->cuMemCreate(h, bytes, &prop, 0), NCU_SUCCESS);
+  ASSERT_EQ(drv->cuMemAddressReserve(va, bytes, 0, 0, 0), NCU_SUCCESS);
+  ASSERT_EQ(drv->cuMemMap(*va, bytes, 0, *h, 0), NCU_SUCCESS);
+  ASSERT_EQ(drv->cuMemSetAccess(*va, bytes, &acc, 1), NCU_SUCCESS);
+  symm_gpu_leave(gpu, saved);
+  return (void *)(uintptr_t)*va;
+}
+
+static void register_user_free(gpu_rank_t *c, void *p, size_t bytes, ncu_mem_handle h,
+                               ncu_deviceptr va) {
+  if (symm_comm_backend(c->comm) == SYMM_BACKEND_CUDA) {
+    ASSERT_CUDA(cudaFree(p));
+    return;
+  }
+  symm_gpu_t *gpu = symm_gpu_of(c->comm);
+  const symm_cu_driver_t *drv = symm_gpu_driver(gpu);
+  ncu_context saved;
+  ASSERT_OK(symm_gpu_enter(gpu, &saved));
+  drv->cuMemUnmap(va, bytes);
+  drv->cuMemAddressFree(va, bytes);
+  drv->cuMemRelease(h);
+  symm_gpu_leave(gpu, saved);
+}
+
+TEST_IMPL(gpu_register_user) {
+  gpu_rank_t *c;
+  if (gpu_rank_get(SYMM_BACKEND_AUTO, 2, &c)) return TEST_SKIP;
+  const symm_backend_t b = symm_comm_backend(c->comm);
+  if (b != SYMM_BACKEND_NATIVE && b != SYMM_BACKEND_CUDA)
+    return gpu_skip("registers native or cuda memory; this job runs %s", symm_backend_name(b));
+  const size_t bytes = (size_t)2 << 20, n = bytes / sizeof(float);
+  ncu_mem_handle h = 0;
+  ncu_deviceptr va = 0;
+  float *mine = register_user_mem(c, bytes, &h, &va);
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  int64_t sizes[1] = {(int64_t)n};
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_register(c->comm, &m, sizes, 1, SYMM_DTYPE_F32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  float *hbuf = malloc(bytes);
+  ASSERT(hbuf != NULL);
+  for (size_t i = 0; i < n; i++) hbuf[i] = (float)(c->rank + 1);
+  ASSERT_CUDA(cudaMemcpy(mine, hbuf, bytes, cudaMemcpyHostToDevice));
+  barrier(c);
+  ASSERT_OK(symm_all_reduce(c->comm, mine, mine, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream));
+  ASSERT_OK(symm_signal_barrier(t, 0, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_OK(symm_comm_check_async_error(c->comm));
+  ASSERT_EQ(gpu_pad_nonzero_bytes(t, c->rank), 0);
+  barrier(c);
+  ASSERT_OK(symm_tensor_free(t));
+  ASSERT_CUDA(cudaMemcpy(hbuf, mine, bytes, cudaMemcpyDeviceToHost));
+  const float want = (float)(c->size * (c->size + 1) / 2);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += hbuf[i] != want;
+  ASSERT_MSG(wrong == 0, "%zu elements of the all-reduce on registered memory are wrong", wrong);
+  free(hbuf);
+  register_user_free(c, mine, bytes, h, va);
+  barrier(c);
+  return 0;
+}

@@ -2182,6 +2182,88 @@ TEST_IMPL(native_fake_a2av_world_33) {
   return 0;
 }
 
+/* ---------------------------------------------- registered memory */
+
+/* A VMM allocation of the user's: created with the communicator's handle
+ * types, mapped read-write here.  *va, *h for the release. */
+static void *user_vmm(symm_comm_t *comm, size_t bytes, ncu_mem_handle *h, ncu_deviceptr *va) {
+  native_state_t *st = state_of(comm);
+  ncu_alloc_prop prop = native_alloc_prop(st->ordinal, st->handle_types);
+  ncu_context saved;
+  if (symm_gpu_enter(st->gpu, &saved) != SYMM_SUCCESS) return NULL;
+  bool ok = st->drv->cuMemCreate(h, bytes, &prop, 0) == NCU_SUCCESS &&
+            st->drv->cuMemAddressReserve(va, bytes, st->gran, 0, 0) == NCU_SUCCESS &&
+            st->drv->cuMemMap(*va, bytes, 0, *h, 0) == NCU_SUCCESS &&
+            native_grant_access(st, *va, bytes, NULL, 1, bytes) == SYMM_SUCCESS;
+  symm_gpu_leave(st->gpu, saved);
+  return ok ? (void *)(uintptr_t)*va : NULL;
+}
+
+static void user_vmm_free(symm_comm_t *comm, size_t bytes, ncu_mem_handle h, ncu_deviceptr va) {
+  native_state_t *st = state_of(comm);
+  ncu_context saved;
+  if (symm_gpu_enter(st->gpu, &saved) != SYMM_SUCCESS) return;
+  st->drv->cuMemUnmap(va, bytes);
+  st->drv->cuMemAddressFree(va, bytes);
+  st->drv->cuMemRelease(h);
+  symm_gpu_leave(st->gpu, saved);
+}
+
+/* The refusals symm_validate gives, on every rank alike: cuMemAlloc
+ * memory (not VMM) and a pointer off the granularity. */
+static void register_refusals(symm_comm_t *comm, void *good, void *plain) {
+  const int rank = symm_comm_rank(comm);
+  int64_t n = 1024;
+  symm_tensor_t *t = NULL;
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = rank == 0 ? plain : good;
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "is not VMM memory");
+  m.ptr = rank == 1 ? (char *)good + 256 : good;
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), "misaligned to the granularity");
+}
+
+static int register_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const size_t bytes = state_of(comm)->gran, n = bytes / 8 / 2;
+  ncu_mem_handle h;
+  ncu_deviceptr va;
+  uint64_t *mine = user_vmm(comm, bytes, &h, &va);
+  void *plain = plain_alloc(comm, bytes);
+  ASSERT_MSG(mine && plain, "the user's memory");
+  register_refusals(comm, mine, plain);
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  int64_t sizes[1] = {(int64_t)n};
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_register(comm, &m, sizes, 1, SYMM_DTYPE_U64, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_validate(comm, mine, n * 8));
+  symm_view_t dst;
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &dst));
+  for (size_t i = 0; i < n; i++) ((uint64_t *)dst.data)[i] = pattern(rank, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  const int writer = (rank + size - 1) % size;
+  for (size_t i = 0; i < n; i += 97) ASSERT_EQ(mine[i], pattern(writer, i));
+  symm_view_t cv;
+  ASSERT_RES(symm_tensor_contiguous_view(t, &cv), SYMM_ERR_UNSUPPORTED);
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_OK(symm_tensor_free(t));
+  for (size_t i = 0; i < n; i += 97) ASSERT_EQ(mine[i], pattern(writer, i));
+  user_vmm_free(comm, bytes, h, va);
+  plain_free(comm, plain);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(native_fake_register_user) {
+  ASSERT_EQ(run_job(2, register_rank, NULL), 0);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const fake_test_t native_fake_tests[] = {

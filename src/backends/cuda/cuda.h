@@ -65,5 +65,9 @@ SYMM_BACKEND_DECLARE_REQUIRED(cuda);
 symm_result_t cuda_startup(symm_comm_t *comm, const symm_blob_t *all);
 void cuda_describe(FILE *out);
 symm_result_t cuda_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
+/* cuda_register.c: the user's cuMemAlloc memory (symm_tensor_register). */
+symm_result_t cuda_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                 symm_mem_t *mem);
+void cuda_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
 
 #endif /* SYMM_CUDA_BACKEND_H */

@@ -31,9 +31,11 @@ static symm_result_t cuda_check_peer(const cuda_state_t *st, const symm_mem_t *l
   if (memcmp(b->mark, CUDA_BLOB_MARK, sizeof CUDA_BLOB_MARK) != 0)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "cuda: rank %d sent an exchange blob without a CUDA IPC handle", peer);
-  if (info->alloc_bytes == 0 || info->alloc_bytes > b->driver_bytes ||
-      info->data_offset < local->pad_bytes || info->data_offset >= info->alloc_bytes ||
-      info->pad_offset + local->pad_bytes > info->data_offset)
+  /* The user's memory (a registration) has no pad in front of its data. */
+  const bool pad_ok = local->user || (info->data_offset >= local->pad_bytes &&
+                                      info->pad_offset + local->pad_bytes <= info->data_offset);
+  if (info->alloc_bytes == 0 || info->alloc_bytes > b->driver_bytes || !pad_ok ||
+      info->data_offset >= info->alloc_bytes)
     return symm_error(SYMM_ERR_PROTOCOL,
                       "cuda: rank %d describes allocation %llu as %llu bytes (driver %llu) with "
                       "data at %llu and its signal pad at %llu", peer,

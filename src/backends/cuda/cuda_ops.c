@@ -6,13 +6,15 @@
 #include "backends/cuda/cuda.h"
 
 const symm_backend_ops_t symm_cuda_ops = {
-    .version = 1,
+    .version = 6,
     .name = "cuda",
     .id = SYMM_BACKEND_CUDA,
     .mem_kind = SYMM_MEM_DEVICE,
-    .caps = {.takes_stream = true, .device_peer_array = true},
+    .caps = {.takes_stream = true, .device_peer_array = true, .registers_user = true},
     SYMM_BACKEND_REQUIRED_MEMBERS(cuda),
     .startup = cuda_startup,
     .export_mem = cuda_export_mem,
     .describe = cuda_describe,
+    .register_user = cuda_register_user,
+    .deregister_user = cuda_deregister_user,
 };

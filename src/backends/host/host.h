@@ -16,6 +16,10 @@ typedef struct {
  * peers can fetch it at any time. */
 typedef struct {
   int fd;
+  /* A registration (mem->user): the user's file, where the pages peers
+   * map start in it, and the file's identity (to see it unmapped). */
+  uint64_t file_offset;
+  uint64_t dev, ino;
 } host_mem_t;
 
 static inline host_state_t *host_state(const symm_comm_t *comm) {
@@ -37,5 +41,12 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
                                   void **base, size_t *stride, void **priv);
 void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
+/* host_register.c: symm_tensor_register's memfds and files. */
+symm_result_t host_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                 symm_mem_t *mem);
+void host_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
+/* Puts a registration's page-aligned file offset (host_mem_t.file_offset)
+ * at the start of the exchange blob, for the peers' map_peer. */
+symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
 
 #endif

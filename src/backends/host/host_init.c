@@ -49,12 +49,15 @@ void host_fini(symm_comm_t *comm) {
 size_t host_granularity(symm_comm_t *comm) { return host_state(comm)->page; }
 
 const symm_backend_ops_t symm_host_ops = {
-    .version = 1,
+    .version = 6,
     .name = "host",
     .id = SYMM_BACKEND_HOST,
     .mem_kind = SYMM_MEM_HOST,
-    .caps = {.contiguous_view = true},
+    .caps = {.contiguous_view = true, .registers_user = true},
     SYMM_BACKEND_REQUIRED_MEMBERS(host),
+    .export_mem = host_export_mem,
     .contiguous_map = host_contiguous_map,
     .contiguous_unmap = host_contiguous_unmap,
+    .register_user = host_register_user,
+    .deregister_user = host_deregister_user,
 };

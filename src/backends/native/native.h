@@ -172,5 +172,21 @@ symm_result_t native_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                     size_t *stride, void **priv);
 void native_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
 symm_result_t native_validate(symm_comm_t *comm, const void *ptr, size_t nbytes);
+/* native_validate's checks with the context current, and the mapping that
+ * holds p (its start and size). */
+symm_result_t native_validate_range(const native_state_t *st, const void *ptr, size_t nbytes);
+symm_result_t native_mapping_of(const native_state_t *st, ncu_deviceptr p, ncu_deviceptr *start,
+                                size_t *size);
+/* native_alloc.c: the data chunk's handle exported (fd published under
+ * a->id, or a->fabric), and unpublished. */
+symm_result_t native_export_data(native_state_t *st, native_alloc_t *a);
+void native_unpublish(native_state_t *st, native_alloc_t *a);
+/* native_register.c: the user's VMM memory (symm_tensor_register): one
+ * chunk, the user's mapping's handle retained (never mapped nor freed by
+ * us); the blob carries its mapped bytes at NATIVE_BLOB_USER_BYTES_AT. */
+#define NATIVE_BLOB_USER_BYTES_AT 64
+symm_result_t native_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                   symm_mem_t *mem);
+void native_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
 
 #endif /* SYMM_NATIVE_H */

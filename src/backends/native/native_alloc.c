@@ -108,7 +108,7 @@ void native_alloc_release(native_state_t *st, native_alloc_t *a) {
  * the heap grew): the fd goes to the fd exchange (which keeps a dup, so our
  * copy is closed at once), the fabric handle stays in the allocation until
  * export_mem copies it into the exchange blob. */
-static symm_result_t native_export_data(native_state_t *st, native_alloc_t *a) {
+symm_result_t native_export_data(native_state_t *st, native_alloc_t *a) {
   symm_result_t res = SYMM_SUCCESS;
   int i = a->data_chunk;
   if (st->kind == NATIVE_HANDLE_FABRIC) {
@@ -127,7 +127,7 @@ out:
   return res;
 }
 
-static void native_unpublish(native_state_t *st, native_alloc_t *a) {
+void native_unpublish(native_state_t *st, native_alloc_t *a) {
   if (a->published) symm_fdx_unpublish(st->fdx, a->id);
   a->published = false;
 }

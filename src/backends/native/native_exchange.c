@@ -44,6 +44,8 @@ symm_result_t native_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchang
     uint64_t heap_id = native_is_split(a) ? a->heap->heap_id : 0;
     memcpy(info->blob + NATIVE_BLOB_HEAP_AT, &heap_id, sizeof heap_id);
   }
+  /* A registration is one chunk: the second fabric handle's room is free. */
+  if (mem->user) memcpy(info->blob + NATIVE_BLOB_USER_BYTES_AT, &a->size, sizeof(uint64_t));
   return SYMM_SUCCESS;
 }
 
@@ -51,6 +53,15 @@ static uint64_t native_blob_heap_id(const symm_exchange_info_t *info) {
   uint64_t heap_id;
   memcpy(&heap_id, info->blob + NATIVE_BLOB_HEAP_AT, sizeof heap_id);
   return heap_id;
+}
+
+static symm_result_t native_check_peer_path(const native_state_t *st, int peer) {
+  if (symm_gpu_peer_access(st->gpu, peer) == 0)
+    return symm_error(SYMM_ERR_UNSUPPORTED,
+                      "native: GPU %d cannot access rank %d's GPU %s (cuDeviceCanAccessPeer = 0: "
+                      "no NVLink or PCIe peer path)", st->ordinal, peer,
+                      symm_gpu_peer_bus_id(st->gpu, peer));
+  return SYMM_SUCCESS;
 }
 
 /* Why `peer` cannot be mapped at all from here, before any driver call. */
@@ -77,12 +88,7 @@ static symm_result_t native_check_reachable(const native_state_t *st, int peer,
                         "native: rank %d's allocation %llu %s a pad heap chunk", peer,
                         (unsigned long long)info->id, split ? "lacks" : "names");
   }
-  if (symm_gpu_peer_access(st->gpu, peer) == 0)
-    return symm_error(SYMM_ERR_UNSUPPORTED,
-                      "native: GPU %d cannot access rank %d's GPU %s (cuDeviceCanAccessPeer = 0: "
-                      "no NVLink or PCIe peer path)", st->ordinal, peer,
-                      symm_gpu_peer_bus_id(st->gpu, peer));
-  return SYMM_SUCCESS;
+  return native_check_peer_path(st, peer);
 }
 
 /* The pad window of a split allocation: the peer's heap chunk, imported on
@@ -135,14 +141,45 @@ out:
   return res;
 }
 
+/* A peer's registration of its user's memory: one chunk of the mapped
+ * bytes its blob gives, holding this rank's span after data_offset. */
+static symm_result_t native_user_layout(const native_state_t *st, const symm_mem_t *local,
+                                        int peer, const symm_exchange_info_t *info,
+                                        native_alloc_t *a) {
+  uint64_t bytes;
+  memcpy(&bytes, info->blob + NATIVE_BLOB_USER_BYTES_AT, sizeof bytes);
+  const uint64_t span = local->alloc_bytes - local->data_offset;
+  if (bytes == 0 || bytes % st->gran_min != 0 || info->alloc_bytes > bytes ||
+      info->data_offset >= info->alloc_bytes || info->alloc_bytes - info->data_offset != span ||
+      (st->kind == NATIVE_HANDLE_FD &&
+       memcmp(info->blob, NATIVE_BLOB_FD_MARK, sizeof NATIVE_BLOB_FD_MARK) != 0))
+    return symm_error(SYMM_ERR_PROTOCOL, "native: rank %d describes its registration %llu as "
+                      "%llu bytes with data at %llu in a mapping of %llu bytes (this rank's "
+                      "data: %llu bytes)", peer, (unsigned long long)info->id,
+                      (unsigned long long)info->alloc_bytes,
+                      (unsigned long long)info->data_offset, (unsigned long long)bytes,
+                      (unsigned long long)span);
+  SYMM_CHECK(native_check_peer_path(st, peer));
+  a->size = a->len[0] = (size_t)bytes;
+  a->nchunks = 1;
+  a->slot = -1;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t native_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                               const symm_exchange_info_t *info, symm_peer_map_t *map) {
   native_state_t *st = symm_backend_state(comm);
-  SYMM_CHECK(native_check_reachable(st, peer, info));
+  if (!local->user) SYMM_CHECK(native_check_reachable(st, peer, info));
   native_alloc_t *a = calloc(1, sizeof *a);
   if (!a) return symm_error(SYMM_ERR_NO_MEMORY, "native map_peer: out of memory");
   a->id = info->id;
-  native_layout(st, (size_t)info->alloc_bytes, (size_t)info->data_offset, a);
+  symm_result_t checked = SYMM_SUCCESS;
+  if (local->user) checked = native_user_layout(st, local, peer, info, a);
+  else native_layout(st, (size_t)info->alloc_bytes, (size_t)info->data_offset, a);
+  if (checked != SYMM_SUCCESS) {
+    free(a);
+    return checked;
+  }
 
   ncu_context saved;
   symm_result_t res = symm_gpu_enter(st->gpu, &saved);

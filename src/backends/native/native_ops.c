@@ -6,11 +6,12 @@
 #include "backends/native/native.h"
 
 const symm_backend_ops_t symm_native_ops = {
-    .version = 1,
+    .version = 6,
     .name = "native",
     .id = SYMM_BACKEND_NATIVE,
     .mem_kind = SYMM_MEM_DEVICE,
-    .caps = {.takes_stream = true, .contiguous_view = true, .device_peer_array = true},
+    .caps = {.takes_stream = true, .contiguous_view = true, .device_peer_array = true,
+             .registers_user = true},
     SYMM_BACKEND_REQUIRED_MEMBERS(native),
     .startup = native_startup,
     .export_mem = native_export_mem,
@@ -18,4 +19,6 @@ const symm_backend_ops_t symm_native_ops = {
     .contiguous_unmap = native_contiguous_unmap,
     .validate = native_validate,
     .describe = native_describe,
+    .register_user = native_register_user,
+    .deregister_user = native_deregister_user,
 };

@@ -32,8 +32,8 @@ static bool native_is_own(const native_state_t *st, const void *ptr, bool *known
 }
 
 /* The mapping containing p: its start and size. */
-static symm_result_t native_mapping_of(const native_state_t *st, ncu_deviceptr p,
-                                       ncu_deviceptr *start, size_t *size) {
+symm_result_t native_mapping_of(const native_state_t *st, ncu_deviceptr p, ncu_deviceptr *start,
+                                size_t *size) {
   void *b = NULL;
   size_t s = 0;
   if (st->drv->cuPointerGetAttribute(&b, NCU_PTR_ATTR_MAPPING_BASE, p) == NCU_SUCCESS &&
@@ -125,8 +125,7 @@ static symm_result_t native_check_mapping(const native_state_t *st, ncu_devicept
   return native_check_access(st, cur);
 }
 
-static symm_result_t native_validate_range(const native_state_t *st, const void *ptr,
-                                           size_t nbytes) {
+symm_result_t native_validate_range(const native_state_t *st, const void *ptr, size_t nbytes) {
   ncu_deviceptr p = (ncu_deviceptr)(uintptr_t)ptr, end = p + nbytes, cur = p;
   bool known;
   ncu_deviceptr reg_start, reg_end;
