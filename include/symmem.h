@@ -1387,8 +1387,10 @@ SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_al
  *    `stream` a barrier of one 32-thread block (the signal kernel: every
  *    rank's earlier work on its stream is done), one cuMemcpyAsync per
  *    rank of this rank's piece into that rank's collective scratch, a
- *    second barrier (every piece has arrived), and the copy of this rank's
- *    scratch into recvbuf (all-to-all-v: one per source rank).  No SM
+ *    second barrier (every piece has arrived), the copy of this rank's
+ *    scratch into recvbuf (all-to-all-v: one per source rank), and a
+ *    third barrier (every rank has copied its scratch out, so the next
+ *    collective may write into it).  No SM
  *    moves data, so a kernel on another stream (a GEMM) keeps every SM;
  *    nothing is read back, so calls can be captured in CUDA graphs once the
  *    scratch is reserved (symm_comm_scratch_bytes covers them).  Scratch:

@@ -14,7 +14,13 @@
  *      times the slot size);
  *   3. a second barrier: every rank's copies into this rank's scratch
  *      are complete (a signal follows its stream's copies);
- *   4. local copies from this rank's scratch into recvbuf.
+ *   4. local copies from this rank's scratch into recvbuf;
+ *   5. a third barrier: every rank has copied its staging out.  Without
+ *      it a peer past the second barrier could start an SM collective
+ *      whose first act pushes into this rank's staging (one-shot,
+ *      two-shot and all-to-all-v push into the half of their epoch's
+ *      parity before any exchange, trusting that the kernel before them
+ *      ended everywhere) while step 4 still reads it.
  * Staging in the scratch, never in the peers' recvbuf, keeps every write
  * of a call inside library memory and the caller's own buffers, whatever
  * a peer passes, and lets sendbuf and recvbuf overlap (every read of
@@ -133,7 +139,7 @@ static symm_result_t ce_plan_v(const symm_gpu_t *g, const symm_coll_args_t *a, u
   return SYMM_SUCCESS;
 }
 
-/* Issues the call's copies and barriers (steps 1 to 4 above). */
+/* Issues the call's copies and barriers (steps 1 to 5 above). */
 static symm_result_t ce_issue(symm_comm_t *comm, symm_gpu_t *g, const symm_coll_params_t *base,
                               const ce_call_t *c, void *stream) {
   const int W = g->size, me = g->rank;
@@ -145,11 +151,11 @@ static symm_result_t ce_issue(symm_comm_t *comm, symm_gpu_t *g, const symm_coll_
   }
   SYMM_CHECK(ce_barrier(comm, g, base, c->put, c->want, stream));
   if (c->recv_whole)
-    return gpu_copy(comm, c->recv_at[0], ce_stage(base, me), c->recv_len[0], stream);
-  for (int q = 0; q < W; q++)
+    SYMM_CHECK(gpu_copy(comm, c->recv_at[0], ce_stage(base, me), c->recv_len[0], stream));
+  for (int q = 0; !c->recv_whole && q < W; q++)
     SYMM_CHECK(gpu_copy(comm, c->recv_at[q], ce_stage(base, me) + (uint64_t)q * c->slot,
                         c->recv_len[q], stream));
-  return SYMM_SUCCESS;
+  return ce_barrier(comm, g, base, c->put, c->want, stream);
 }
 
 /* A call of this rank that cannot run (refused here, after the core's
@@ -161,7 +167,8 @@ static symm_result_t ce_refuse(symm_comm_t *comm, symm_gpu_t *g, const symm_coll
                                void *stream) {
   uint32_t put[SYMM_COLL_MAX_WORLD], want[SYMM_COLL_MAX_WORLD] = {0};
   for (int r = 0; r < SYMM_COLL_MAX_WORLD; r++) put[r] = SYMM_SIGNAL_CE_REFUSED;
-  SYMM_CHECK(ce_barrier(comm, g, base, put, want, stream));
+  for (int k = 0; k < 2; k++) /* the three barriers of a call */
+    SYMM_CHECK(ce_barrier(comm, g, base, put, want, stream));
   return ce_barrier(comm, g, base, put, want, stream);
 }
 

@@ -80,8 +80,9 @@ static inline char *fake_ce_stage(symm_comm_t *comm, int r) {
 }
 
 /* An all-gather of n bytes a rank, out of place or in place: barrier, a
- * copy to every rank (the next rank first), barrier, one copy into recv;
- * every rank's piece in recv. */
+ * copy to every rank (the next rank first), barrier, one copy into recv,
+ * barrier (every rank's staging read: the next collective may push into
+ * it); every rank's piece in recv. */
 static inline void fake_ce_all_gather(symm_comm_t *comm, size_t n, bool in_place) {
   const int rank = symm_comm_rank(comm), W = symm_comm_size(comm);
   fake_ce_log_t log = fake_ce_log();
@@ -97,7 +98,7 @@ static inline void fake_ce_all_gather(symm_comm_t *comm, size_t n, bool in_place
     for (size_t i = 0; i < n; i++) ASSERT_EQ(recv[(size_t)r * n + i], fake_ce_byte(r, 0, i));
   ASSERT_EQ(recv[n * (size_t)W], 0xEE);
   const long copies = n ? W + 1 : 0;
-  ASSERT_EQ(log.count(), before + 2 + copies);
+  ASSERT_EQ(log.count(), before + 3 + copies);
   fake_ce_expect_barrier(log, before, comm);
   for (int k = 1; n && k <= W; k++) {
     const int p = (rank + k) % W;
@@ -105,6 +106,7 @@ static inline void fake_ce_all_gather(symm_comm_t *comm, size_t n, bool in_place
   }
   fake_ce_expect_barrier(log, before + 1 + (n ? W : 0), comm);
   if (n) fake_ce_expect_copy(log, before + 2 + W, recv, fake_ce_stage(comm, rank), n * (size_t)W);
+  fake_ce_expect_barrier(log, before + 2 + copies, comm);
   if (!in_place) free(send);
   free(recv);
 }
@@ -155,9 +157,10 @@ static inline void fake_ce_all_to_all_v(symm_comm_t *comm) {
   const long before = log.count();
   ASSERT_OK(symm_all_to_all_v(comm, send, sc, NULL, recv, rc, rd, SYMM_DTYPE_U8, NULL));
   ASSERT_OK(symm_comm_check_async_error(comm));
-  ASSERT_EQ(log.count(), before + 2 + 2 * W);
+  ASSERT_EQ(log.count(), before + 3 + 2 * W);
   fake_ce_expect_barrier(log, before, comm);
   fake_ce_expect_barrier(log, before + 1 + W, comm);
+  fake_ce_expect_barrier(log, before + 2 + 2 * W, comm);
   for (int p = 0; p < W; p++)
     for (size_t i = 0; i < rc[p]; i++) ASSERT_EQ(recv[rd[p] + i], fake_ce_byte(p, rank, i));
   free(send);
