@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "harness.h"
 #include "symm_gpu.h"
 #include "symmem.h"
 
@@ -84,6 +85,19 @@ static inline void fake_user_plain_free(symm_comm_t *comm, void *p) {
   if (symm_gpu_enter(gpu, &saved) != SYMM_SUCCESS) return;
   symm_gpu_driver(gpu)->cuMemFree((ncu_deviceptr)(uintptr_t)p);
   symm_gpu_leave(gpu, saved);
+}
+
+/* symm_tensor_register of n u64s refused on every rank with
+ * SYMM_ERR_INVALID_ARG and a message naming `needle`, when rank `who`
+ * passes `odd` and every other rank `good`. */
+static inline void fake_user_refused(symm_comm_t *comm, int who, void *odd, void *good, int64_t n,
+                                     const char *needle) {
+  symm_tensor_t *t = NULL;
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = symm_comm_rank(comm) == who ? odd : good;
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
+  ASSERT_STR_CONTAINS(symm_last_error(), needle);
+  ASSERT(t == NULL);
 }
 
 #endif /* SYMM_FAKE_USER_MEM_H */
