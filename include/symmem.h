@@ -825,9 +825,16 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  *    cuMemMap (the physical allocation is shared, so it must have been
  *    created with a shareable handle type the communicator uses, e.g.
  *    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); cuda, inside a cuMemAlloc
- *    allocation (CUDA IPC); nccl, any buffer NCCL can register as a window
- *    (ncclMemAlloc's, or VMM memory); nvshmem, a buffer that
- *    nvshmemx_buffer_register_symmetric accepts.
+ *    allocation (CUDA IPC); nccl, inside a cuMemCreate mapping of this
+ *    GPU (ncclMemAlloc's or the caller's own), ptr on a 4096-byte
+ *    boundary of its allocation and the window's whole 4 KiB pages inside
+ *    it (NCCL registers the window collectively: ncclCommWindowRegister);
+ *    nvshmem, ptr at the start of a cuMemCreate mapping of this GPU
+ *    created with a shareable handle type, which
+ *    nvshmemx_buffer_register_symmetric registers whole (NVSHMEM's
+ *    dynamic VMM heap, i.e. NVSHMEM_DISABLE_CUDA_VMM unset, and a
+ *    mapping size that is a multiple of NVSHMEM_CUMEM_GRANULARITY, the
+ *    same on every rank).
  */
 #define SYMM_USER_MEM_VERSION 1
 typedef struct symm_user_mem {
@@ -872,7 +879,13 @@ typedef struct symm_user_mem {
  * be shared"; a MAP_PRIVATE file mapping likewise); native: memory not of
  * a VMM allocation, of another device, or whose allocation cannot be
  * exported as the communicator shares memory; cuda: memory not of
- * cuMemAlloc), SYMM_ERR_UNSUPPORTED (a backend that cannot register
+ * cuMemAlloc; nccl: memory not of a VMM mapping of this GPU, a window
+ * off a 4096-byte boundary of its allocation or running past it; nvshmem:
+ * memory not of a VMM mapping of this GPU, ptr not its mapping's start,
+ * no shareable handle type, or what NVSHMEM itself refuses on every rank
+ * (no VMM heap, a size off its granularity) -- the refusals a provider
+ * would make inside its collective call are made before it, so no rank
+ * is left waiting there), SYMM_ERR_UNSUPPORTED (a backend that cannot register
  * memory, the message naming those that can; nvshmem: the loaded NVSHMEM
  * has no nvshmemx_buffer_register_symmetric, the message naming its
  * version), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64,
-                    c_size_t, c_uint, c_uint32, c_void_p)
+                    c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 from typing import Optional
 
 SYMM_MAX_DIMS = 8
@@ -73,6 +73,15 @@ class SymmConfig(Structure):
         ("signal_pad_bytes", c_size_t),  # version 2
         ("bootstrap", POINTER(SymmBootstrapCallbacks)),  # version 3
     ]
+
+
+class SymmUserMem(Structure):
+    """symm_user_mem_t: memory the caller has, for symm_tensor_register."""
+    _fields_ = [("size", c_size_t), ("version", c_int), ("ptr", c_void_p), ("fd", c_int),
+                ("fd_offset", c_uint64)]
+
+
+SYMM_USER_MEM_VERSION = 1
 
 
 class SymmView(Structure):
@@ -164,6 +173,8 @@ _PROTOTYPES = [
     ("symm_store_delete", _R, [c_void_p, c_char_p]),
     ("symm_store_check", _R, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
     ("symm_tensor_alloc", _R, [c_void_p, POINTER(c_int64), c_int, c_int, POINTER(c_void_p)]),
+    ("symm_tensor_register", _R, [c_void_p, POINTER(SymmUserMem), POINTER(c_int64), c_int, c_int,
+                                  POINTER(c_void_p)]),
     ("symm_tensor_rendezvous", _R, [c_void_p]),
     ("symm_tensor_is_rendezvoused", c_int, [c_void_p]),
     ("symm_tensor_data", c_void_p, [c_void_p]),

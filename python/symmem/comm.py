@@ -12,7 +12,8 @@ from typing import (Any, Callable, Iterable, Iterator, List, MutableMapping, Nam
 from . import _splits
 from ._dlpack import Borrowed, Buffer
 from ._dtypes import dtype_of
-from ._lib import LIB, LIB_PATH, SymmConfig, SYMM_CONFIG_VERSION, text
+from ._lib import (LIB, LIB_PATH, SymmConfig, SYMM_CONFIG_VERSION, SYMM_USER_MEM_VERSION,
+                   SymmUserMem, text)
 from .bootstrap import Hold, channel_for
 from .errors import (NotFoundError, Result, StateError, SymmemError, TimeoutError, check,
                      invalid, make_error)
@@ -348,6 +349,45 @@ class Communicator:
             raise
         check(LIB.symm_tensor_alloc(ptr, sizes, len(dims), dt.code, byref(out)))
         return SymmetricTensor(self, _TensorHandle(out.value, self._handle))
+
+    def register(self, array: Any, fd: Optional[int] = None, fd_offset: int = 0
+                 ) -> SymmetricTensor:
+        """Makes memory the caller already has symmetric (``symm_tensor_register``):
+        a tensor of `array`'s shape and dtype whose data is `array`'s memory,
+        which the tensor keeps alive and never frees.  Collective: every rank
+        registers the same shape and dtype; then :meth:`SymmetricTensor.rendezvous`
+        as for :meth:`empty`.
+
+        `array`: a contiguous, writable array with ``__dlpack__`` or the array
+        interface.  On the host backend it must lie in a ``MAP_SHARED``
+        mapping of a memfd or regular file, passed as `fd` (symmem keeps a
+        duplicate), with `fd_offset` the file offset of its first byte, e.g.
+        ``numpy.frombuffer(mmap.mmap(fd, n), "float32")`` over
+        ``os.memfd_create``; private memory (a plain NumPy array) is refused
+        with that reason.  On GPU backends a tensor of the communicator's
+        device (PyTorch, CuPy): native, nccl and nvshmem take VMM memory
+        (``cuMemCreate``), cuda ``cudaMalloc`` memory.  A rank whose
+        arguments are refused fails every rank (InvalidArgumentError).
+        """
+        ptr, out = self._ptr(), c_void_p()
+        um = SymmUserMem(sizeof(SymmUserMem), SYMM_USER_MEM_VERSION, None,
+                         -1 if fd is None else int(fd), int(fd_offset))
+        with ExitStack() as stack:
+            try:
+                buf = stack.enter_context(Borrowed(array, "register's array"))
+                if buf.readonly:
+                    invalid("register's array is read-only; its peers write to it")
+                dims = buf.shape if buf.shape else (1,)
+                sizes = (c_int64 * len(dims))(*dims)
+            except BaseException:
+                # Refused here, it is refused by C too, so that the call
+                # keeps its place on every rank (its peers fail naming it).
+                LIB.symm_tensor_register(ptr, None, None, 0, 0, byref(out))
+                raise
+            um.ptr = buf.ptr
+            check(LIB.symm_tensor_register(ptr, byref(um), sizes, len(dims), buf.dtype.code,
+                                           byref(out)))
+        return SymmetricTensor(self, _TensorHandle(out.value, self._handle, keep=array))
 
     # -- the allocator for memory managers -----------------------------------
     def empty_array(self, shape: Shape, dtype: Any = "float32") -> Any:

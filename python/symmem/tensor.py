@@ -40,11 +40,15 @@ class _TensorHandle:
     that the communicator outlives its tensors.
     """
 
-    __slots__ = ("ptr", "comm", "_free", "__weakref__")
+    __slots__ = ("ptr", "comm", "_free", "keep", "__weakref__")
 
-    def __init__(self, ptr: int, comm: "_CommHandle", owned: bool = True) -> None:
+    def __init__(self, ptr: int, comm: "_CommHandle", owned: bool = True,
+                 keep: Any = None) -> None:
         self.ptr: Optional[int] = ptr
         self.comm = comm
+        # A registered tensor's memory is the caller's object: it lives as
+        # long as the tensor and every view and capsule of it.
+        self.keep = keep
         # A block of the allocator (symm_mempool_alloc) is its memory
         # manager's to free, not this handle's.
         self._free: Callable[[Any], Any] = LIB.symm_tensor_free if owned else (lambda p: 0)
@@ -56,6 +60,7 @@ class _TensorHandle:
 
     def close(self) -> None:
         ptr, self.ptr = self.ptr, None
+        self.keep = None  # registered memory: the caller's again
         # A destroyed communicator has freed its tensors already.
         if ptr is not None and self.comm.ptr is not None:
             self._free(ptr)

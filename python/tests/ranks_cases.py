@@ -424,6 +424,35 @@ def case_put_get(comm):
         comm.barrier()
 
 
+def case_register(comm):
+    # The caller's memfd mapping made symmetric: stores through remote
+    # views land in every rank's own mapping, which outlives the tensor;
+    # private memory is refused on every rank, naming the reason.
+    import mmap
+    import numpy as np
+    r, n = comm.rank, comm.size
+    fd = os.memfd_create("register-case")
+    os.ftruncate(fd, 2 * mmap.PAGESIZE)
+    mm = mmap.mmap(fd, 2 * mmap.PAGESIZE)
+    mine = np.frombuffer(mm, dtype=np.int32, offset=mmap.PAGESIZE, count=100)
+    try:
+        comm.register(np.zeros(100, dtype=np.int32), fd=fd)
+    except symmem.InvalidArgumentError as e:
+        assert "cannot be shared" in str(e), e
+    else:
+        raise AssertionError("private memory was registered")
+    with comm.register(mine, fd=fd, fd_offset=mmap.PAGESIZE).rendezvous() as t:
+        os.close(fd)  # symmem keeps its own
+        assert t.shape == (100,) and t.local().data_ptr == mine.ctypes.data
+        t.remote((r + 1) % n).numpy()[:] = np.arange(100, dtype=np.int32) * 10 + r
+        comm.barrier()
+        assert (mine == np.arange(100, dtype=np.int32) * 10 + (r - 1) % n).all()
+        comm.barrier()
+    assert (mine == np.arange(100, dtype=np.int32) * 10 + (r - 1) % n).all()
+    del t, mine
+    mm.close()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

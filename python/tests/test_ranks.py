@@ -80,3 +80,10 @@ def test_put_get(run_ranks, n):
     # symm_put_signal / symm_get: data there at the signal, read back, refusals.
     res = run_ranks(n, "put_get")
     assert res.rc == 0 and res.out.count("put_get ok") == n, res
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_register_memfd(run_ranks, n):
+    # The caller's memfd mapping registered on the host backend (issue 28).
+    res = run_ranks(n, "register", env={"CASE_TIMEOUT_MS": "10000"})
+    assert res.rc == 0 and res.out.count("register ok") == n, res

@@ -69,7 +69,9 @@ static symm_result_t check_args(symm_comm_t *comm, const symm_user_mem_t *um,
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend cannot register memory it did "
                       "not allocate (the %s backend can)", fn, comm->ops->name, who);
   }
-  return check_overlap(um->ptr, *nbytes);
+  SYMM_CHECK(check_overlap(um->ptr, *nbytes));
+  if (SYMM_OPS_HAS(comm->ops, 6, check_user)) SYMM_CHECK(comm->ops->check_user(comm, um, *nbytes));
+  return SYMM_SUCCESS;
 }
 
 /* The round: every rank's shape and verdict.  A rank that refused its

@@ -285,6 +285,14 @@ typedef struct symm_backend_ops {
    * register_user is and caps.collective_free says so (the core checked
    * that every rank releases this registration now), else local. */
   void (*deregister_user)(symm_comm_t *comm, symm_mem_t *mem);
+  /* Optional, local: this rank's verdict on the user's memory before the
+   * ranks agree to register it: every refusal of register_user that needs
+   * no peer.  Where register_user is a collective call into the provider
+   * (NCCL's window, NVSHMEM's symmetric registration), a rank refused
+   * inside it would leave its peers waiting in the provider: with
+   * check_user the refusal travels in the core's first round instead, and
+   * no rank calls the provider.  Same errors as register_user. */
+  symm_result_t (*check_user)(symm_comm_t *comm, const symm_user_mem_t *user, size_t nbytes);
   /* members above: version 6 */
 } symm_backend_ops_t;
 

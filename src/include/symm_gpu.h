@@ -75,6 +75,21 @@ symm_result_t symm_gpu_zero(symm_gpu_t *gpu, ncu_deviceptr ptr, size_t bytes);
 symm_result_t symm_gpu_device_copy(symm_comm_t *comm, const void *host, size_t bytes, void **dev);
 void symm_gpu_device_free(symm_comm_t *comm, void *dev);
 
+/* The cuMemCreate mapping that holds the user's [ptr, ptr + nbytes) on
+ * this rank's GPU (gpu_vmm.c), for providers that register only such
+ * memory: its mapping's start and size and the handle types the physical
+ * allocation was created exportable as.  SYMM_ERR_INVALID_ARG with the
+ * reason for memory that is not device memory, not VMM (cuMemAlloc, a
+ * caching allocator's), of another GPU, or not within one mapping.  Local;
+ * enters the context itself. */
+typedef struct symm_gpu_vmm {
+  ncu_deviceptr start;
+  size_t size;
+  int handle_types;
+} symm_gpu_vmm_t;
+symm_result_t symm_gpu_vmm_of(symm_gpu_t *gpu, const void *ptr, size_t nbytes,
+                              symm_gpu_vmm_t *out);
+
 /* Records a failed driver call as the thread's error, "<what> failed:
  * CUDA_ERROR_X (text)", raised where the call failed (symm_error), and
  * returns SYMM_ERR_NO_MEMORY for out-of-memory, else SYMM_ERR_BACKEND. */

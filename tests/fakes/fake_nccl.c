@@ -21,7 +21,12 @@
  *  - ncclMemAlloc is cuMemCreate + map of the fake driver, so the GPU engine
  *    can zero and check it like any device memory;
  *  - ncclCommWindowRegister is collective: each rank publishes its memory's
- *    POSIX fd in the segment, imports and maps every peer's, then waits
+ *    POSIX fd in the segment (an ncclMemAlloc block's, or the physical
+ *    allocation under any other VMM mapping, which it retains for the
+ *    window's life, as NCCL does with user buffers; memory that is not
+ *    VMM fails with ncclUnhandledCudaError, a window off a 4 KiB boundary
+ *    of its allocation with ncclInvalidArgument), imports and maps every
+ *    peer's, then waits
  *    until every rank mapped (in progress on a non-blocking communicator,
  *    without any timeout of its own: a lost peer hangs it, as in NCCL);
  *    ncclGetPeerDevicePointer gives those mappings;
@@ -90,7 +95,8 @@ enum { FN_OK = 0, FN_ESYS = 2, FN_EINVAL = 4, FN_EUSAGE = 5, FN_EREMOTE = 6, FN_
 typedef struct {
   _Atomic uint64_t seq; /* registration published, 0: none yet */
   int32_t pid, fd;
-  uint64_t size;
+  uint64_t size;        /* the allocation's bytes, which peers map */
+  uint64_t offset;      /* where the window starts in it */
 } fn_pub_t;
 
 /* One rank's part in its communicator's n-th ncclCommSplit. */
@@ -151,9 +157,16 @@ typedef struct fn_window {
   uint64_t seq;
   int slot;
   void *local;
-  size_t size, mapped_size;
-  uintptr_t peer[FN_MAX_RANKS];
+  size_t size;
+  uintptr_t peer[FN_MAX_RANKS];      /* each rank's window start, mapped here */
+  uintptr_t peer_map[FN_MAX_RANKS];  /* the peer's whole allocation, mapped here */
+  size_t peer_size[FN_MAX_RANKS];
   ncu_mem_handle peer_h[FN_MAX_RANKS];
+  /* A window on memory not from ncclMemAlloc (the user's VMM memory): the
+   * physical allocation's handle NCCL retains, and its exported fd. */
+  bool user;
+  ncu_mem_handle user_h;
+  int user_fd;
 } fn_window_t;
 
 typedef struct fn_comm {
@@ -510,10 +523,14 @@ static bool fn_reaches(const fn_comm_t *c, int peer) {
 
 static void fn_window_free(fn_window_t *w) {
   for (int r = 0; r < w->comm->nranks; r++)
-    if (w->peer[r] && r != w->comm->rank) {
-      fn_unmap(w->peer[r], w->mapped_size);
+    if (w->peer_map[r] && r != w->comm->rank) {
+      fn_unmap(w->peer_map[r], w->peer_size[r]);
       fn_drv.cuMemRelease(w->peer_h[r]);
     }
+  if (w->user) {
+    if (w->user_fd >= 0) close(w->user_fd);
+    fn_drv.cuMemRelease(w->user_h);
+  }
   free(w);
 }
 
@@ -531,11 +548,13 @@ static bool fn_import_all(fn_comm_t *c, fn_window_t *w) {
     bool ok = fd >= 0 && fn_drv.cuMemImportFromShareableHandle(
                              &h, (void *)(intptr_t)fd, NCU_HANDLE_POSIX_FD) == NCU_SUCCESS;
     if (fd >= 0) close(fd);
-    if (!ok || fn_map(h, w->mapped_size, &w->peer[r]) != FN_OK) {
+    if (!ok || fn_map(h, p->size, &w->peer_map[r]) != FN_OK) {
       c->async = fn_fail(FN_ESYS, "fake NCCL: cannot map a peer's window");
       return false;
     }
     w->peer_h[r] = h;
+    w->peer_size[r] = p->size;
+    w->peer[r] = w->peer_map[r] + p->offset;
   }
   atomic_store(&c->seg->mapped[w->slot][c->rank], w->seq);
   return true;
@@ -563,6 +582,8 @@ static int fn_progress(fn_comm_t *c) {
   pthread_mutex_lock(&fn_lock);
   fn_stats.registrations++;
   fn_stats.live_windows++;
+  fn_stats.user_windows += w->user;
+  fn_stats.live_user_windows += w->user;
   pthread_mutex_unlock(&fn_lock);
   return FN_OK;
 }
@@ -573,26 +594,70 @@ static bool fn_progress_done(fn_comm_t *c, void *arg) {
   return r != FN_INPROGRESS;
 }
 
+/* The memory under a window, as NCCL checks it: an ncclMemAlloc block
+ * (its exported fd, kept with the block), else any VMM mapping of the
+ * fake driver (the user's: its handle retained and exported for the
+ * window's life), the window 4 KiB aligned in it and inside it.  Memory
+ * that is not VMM fails in the driver call, as NCCL's cuMem calls do. */
+static int fn_window_memory(void *buf, size_t size, int flags, fn_window_t *w, int *fd,
+                            uint64_t *span, uint64_t *offset) {
+  if (size % 4096 || !(flags & 1))
+    return fn_fail(FN_EINVAL, "fake NCCL: a window is whole 4 KiB pages, NCCL_WIN_COLL_SYMMETRIC");
+  const ncu_deviceptr p = (ncu_deviceptr)(uintptr_t)buf;
+  fn_alloc_t *a = fn_alloc_of(buf, false);
+  ncu_deviceptr start = 0;
+  size_t bytes = 0;
+  w->user_fd = -1;
+  if (a) {
+    start = a->va, bytes = a->size;
+  } else if (fn_drv.cuMemRetainAllocationHandle(&w->user_h, buf) != NCU_SUCCESS) {
+    return fn_fail(1, "fake NCCL: cuMemRetainAllocationHandle failed: the buffer is not VMM "
+                   "memory (ncclUnhandledCudaError)");
+  } else {
+    w->user = true;
+    fn_drv.cuPointerGetAttribute(&start, NCU_PTR_ATTR_RANGE_START, p);
+    fn_drv.cuPointerGetAttribute(&bytes, NCU_PTR_ATTR_RANGE_SIZE, p);
+  }
+  int res = FN_OK;
+  if ((p - start) % 4096 != 0)
+    res = fn_fail(FN_EINVAL, "fake NCCL: Window address must be suitably aligned");
+  else if (p - start + size > bytes)
+    res = fn_fail(FN_EINVAL, "fake NCCL: the window runs past its allocation");
+  else if (a && a->fd < 0 &&
+           fn_drv.cuMemExportToShareableHandle(&a->fd, a->h, NCU_HANDLE_POSIX_FD, 0) != NCU_SUCCESS)
+    res = fn_fail(FN_ESYS, "fake NCCL: export failed");
+  else if (!a && fn_drv.cuMemExportToShareableHandle(&w->user_fd, w->user_h, NCU_HANDLE_POSIX_FD,
+                                                     0) != NCU_SUCCESS)
+    res = fn_fail(FN_ESYS, "fake NCCL: the user's memory cannot be exported as a POSIX fd");
+  if (res != FN_OK) {
+    if (w->user) fn_drv.cuMemRelease(w->user_h);
+    return res;
+  }
+  *fd = a ? a->fd : w->user_fd;
+  *span = bytes;
+  *offset = p - start;
+  return FN_OK;
+}
+
 static int fn_ncclCommWindowRegister(void *comm, void *buf, size_t size, void **win, int flags) {
   fn_comm_t *c = comm;
   if (!c || !win || !buf || !size) return fn_fail(FN_EINVAL, "ncclCommWindowRegister: bad argument");
   *win = NULL;
   if (c->pending) return fn_fail(FN_EUSAGE, "a registration is in progress");
   if (fn_env_int("FAKENCCL_NULL_WINDOW", 0)) return FN_OK; /* no symmetric support */
-  fn_alloc_t *a = fn_alloc_of(buf, false);
-  if (!a || (uintptr_t)buf != a->va || size > a->size || size % 4096 || !(flags & 1))
-    return fn_fail(FN_EINVAL, "fake NCCL: a window must be a whole ncclMemAlloc block, 4 KiB "
-                   "aligned, NCCL_WIN_COLL_SYMMETRIC");
-  if (a->fd < 0 && fn_drv.cuMemExportToShareableHandle(&a->fd, a->h, NCU_HANDLE_POSIX_FD, 0) !=
-                       NCU_SUCCESS)
-    return fn_fail(FN_ESYS, "fake NCCL: export failed");
   fn_window_t *w = calloc(1, sizeof *w);
+  int fd = -1;
+  uint64_t span = 0, offset = 0;
+  int res = fn_window_memory(buf, size, flags, w, &fd, &span, &offset);
+  if (res != FN_OK) {
+    free(w);
+    return res;
+  }
   w->comm = c;
   w->seq = ++c->windows;
   w->slot = (int)(w->seq % FN_SLOTS);
   w->local = buf;
   w->size = size;
-  w->mapped_size = a->size;
   c->pending = w;
   c->pending_out = (fn_window_t **)win;
   if (fn_switch_at("FAKENCCL_STALL_REGISTER", c->rank, w->seq)) {
@@ -601,20 +666,25 @@ static int fn_ncclCommWindowRegister(void *comm, void *buf, size_t size, void **
   }
   fn_pub_t *p = &c->seg->pub[w->slot][c->rank];
   p->pid = getpid();
-  p->fd = a->fd;
-  p->size = a->size;
+  p->fd = fd;
+  p->size = span;
+  p->offset = offset;
   atomic_store(&p->seq, w->seq);
   if (fn_switch_at("FAKENCCL_EXIT_IN_REGISTER", c->rank, w->seq)) _exit(3);
   if (!c->blocking) return fn_progress(c);
-  int res = fn_wait(c, fn_progress_done, NULL);
+  res = fn_wait(c, fn_progress_done, NULL);
   return res != FN_OK ? res : c->async ? c->async : FN_OK;
 }
 
 static int fn_ncclCommWindowDeregister(void *comm, void *win) {
   if (!comm || !win) return FN_OK;
+  const bool user = ((fn_window_t *)win)->user;
   fn_window_free(win);
   pthread_mutex_lock(&fn_lock);
   fn_stats.live_windows--;
+  fn_stats.deregistrations++;
+  fn_stats.live_user_windows -= user;
+  fn_stats.user_deregistrations += user;
   pthread_mutex_unlock(&fn_lock);
   return FN_OK;
 }

@@ -27,6 +27,14 @@
  *    NVSHMEM), and nvshmem_malloc checks that every PE asks for the same
  *    size in the same order: otherwise it aborts the process, which is
  *    what the core's mismatch check must prevent;
+ *  - nvshmemx_buffer_register_symmetric is collective too (the same size
+ *    on every PE): it checks the user's buffer on each PE first (VMM
+ *    memory of the fake driver, the start of its mapping, whole pages),
+ *    then every PE exports its buffer's handle and maps every PE's back to
+ *    back in a reservation of its own, whose own slot is the symmetric
+ *    address nvshmem_ptr translates; nvshmemx_buffer_unregister_symmetric
+ *    undoes it (FAKENVSHMEM_MISSING takes them away, as a library without
+ *    them);
  *  - the on-stream collectives run for real on the host (the stream is
  *    ignored: they complete before they return), refuse buffers outside
  *    the symmetric heap (as NVSHMEM requires) and check that every PE
@@ -108,8 +116,20 @@ static bool fk_hidden(const char *name) {
 typedef struct fk_ctl {
   atomic_uint joined, arrived, generation, failed; /* failed: 1 + the PE */
   int32_t pid[FK_MAX_PES], fd[FK_MAX_PES];
+  int32_t reg_fd[FK_MAX_PES]; /* a registration in progress: each PE's exported buffer */
   uint64_t op_n[FK_MAX_PES], op_arg[FK_MAX_PES]; /* what each PE is calling */
 } fk_ctl_t;
+
+/* A buffer registered with nvshmemx_buffer_register_symmetric: every
+ * PE's buffer mapped here, back to back, as NVSHMEM maps them into its
+ * heap's address space; this PE's slot is the symmetric address. */
+typedef struct fk_reg {
+  size_t bytes;
+  ncu_deviceptr va;
+  ncu_mem_handle h[FK_MAX_PES];
+  bool have_h[FK_MAX_PES], mapped[FK_MAX_PES];
+  struct fk_reg *next;
+} fk_reg_t;
 
 typedef struct fk_block {
   size_t off, size;
@@ -128,6 +148,7 @@ static struct {
   bool have_h[FK_MAX_PES], mapped[FK_MAX_PES];
   int export_fd;
   fk_block_t *blocks;
+  fk_reg_t *regs;
   uint64_t ops;              /* collective calls made (malloc, free, collectives) */
   size_t grown;              /* bytes of the heap "mapped" so far (plugin bootstrap) */
   fakenvshmem_stats_t stats;
@@ -330,7 +351,14 @@ static int fk_make_heaps(void) {
   return fk_barrier("init: mapping heaps");
 }
 
+static void fk_reg_free(fk_reg_t *r);
+
 static void fk_teardown(void) {
+  while (fk.regs) { /* left registered: counted in live_registered */
+    fk_reg_t *r = fk.regs;
+    fk.regs = r->next;
+    fk_reg_free(r);
+  }
   if (fk.cu) fk_unmap_heaps();
   for (fk_block_t *b = fk.blocks, *next; b; b = next) {
     next = b->next;
@@ -666,6 +694,123 @@ static void fk_nvshmem_free(void *ptr) {
   abort();
 }
 
+/* ----------------------------------------------- registered buffers */
+
+static void fk_reg_free(fk_reg_t *r) {
+  for (int p = 0; p < fk.npes; p++) {
+    if (r->mapped[p]) fk.cu->cuMemUnmap(r->va + (size_t)p * r->bytes, r->bytes);
+    if (r->have_h[p]) fk.cu->cuMemRelease(r->h[p]);
+  }
+  if (r->va) fk.cu->cuMemAddressFree(r->va, r->bytes * (size_t)fk.npes);
+  free(r);
+}
+
+/* Maps PE p's registered buffer (its fd published in the control
+ * segment; this PE's own handle for itself) into its slot. */
+static int fk_reg_map(fk_reg_t *r, int p) {
+  if (p != fk.pe) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)fk.ctl->pid[p], (int)fk.ctl->reg_fd[p]);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ncu_result res = fk.cu->cuMemImportFromShareableHandle(&r->h[p], (void *)(intptr_t)fd,
+                                                            NCU_HANDLE_POSIX_FD);
+    close(fd);
+    if (res != NCU_SUCCESS) return -1;
+    r->have_h[p] = true;
+  }
+  ncu_deviceptr at = r->va + (size_t)p * r->bytes;
+  if (fk.cu->cuMemMap(at, r->bytes, 0, r->h[p], 0) != NCU_SUCCESS) return -1;
+  r->mapped[p] = true;
+  ncu_access_desc acc = {{NCU_LOCATION_DEVICE, 0}, NCU_ACCESS_READWRITE};
+  return fk.cu->cuMemSetAccess(at, r->bytes, &acc, 1) == NCU_SUCCESS ? 0 : -1;
+}
+
+/* NVSHMEM's checks of the user's buffer, made on this PE alone (so a PE
+ * that fails them leaves the others waiting in the exchange, as NVSHMEM
+ * does): VMM memory, the start of its mapping, whole pages, inside it. */
+static bool fk_reg_check(void *buf, size_t size, ncu_mem_handle *h) {
+  ncu_deviceptr start = 0;
+  size_t bytes = 0;
+  if (fk.cu->cuMemRetainAllocationHandle(h, buf) != NCU_SUCCESS) {
+    fprintf(stderr, "fakenvshmem: PE %d: %p is not VMM memory\n", fk.pe, buf);
+    return false;
+  }
+  fk.cu->cuPointerGetAttribute(&start, NCU_PTR_ATTR_RANGE_START, (ncu_deviceptr)(uintptr_t)buf);
+  fk.cu->cuPointerGetAttribute(&bytes, NCU_PTR_ATTR_RANGE_SIZE, (ncu_deviceptr)(uintptr_t)buf);
+  if (start == (ncu_deviceptr)(uintptr_t)buf && size % FK_ALIGN == 0 && size <= bytes) return true;
+  fprintf(stderr, "fakenvshmem: PE %d: %p (%zu bytes) is not the start of a mapping of whole "
+          "pages holding it\n", fk.pe, buf, size);
+  fk.cu->cuMemRelease(*h);
+  return false;
+}
+
+/* Every PE publishes its buffer, then maps every PE's. */
+static int fk_reg_exchange(fk_reg_t *r) {
+  int fd = -1;
+  int rc = fk.cu->cuMemExportToShareableHandle(&fd, r->h[fk.pe], NCU_HANDLE_POSIX_FD, 0) ==
+                   NCU_SUCCESS ? 0 : -1;
+  fk.ctl->reg_fd[fk.pe] = fd;
+  if (fk_barrier("buffer_register_symmetric: publishing") || rc) rc = -1;
+  if (!rc && fk.cu->cuMemAddressReserve(&r->va, r->bytes * (size_t)fk.npes, 0, 0, 0) != NCU_SUCCESS)
+    rc = -1;
+  for (int p = 0; p < fk.npes && !rc; p++) rc = fk_reg_map(r, p);
+  if (fk_barrier("buffer_register_symmetric: mapping")) rc = -1;
+  if (fd >= 0) close(fd);
+  return rc;
+}
+
+FK_EXPORT(void *, nvshmemx_buffer_register_symmetric, (void *buf, size_t size, int flags))
+static void *fk_nvshmemx_buffer_register_symmetric(void *buf, size_t size, int flags) {
+  (void)flags;
+  fk_reg_t *r = calloc(1, sizeof *r);
+  if (!fk.up || !buf || !size || !r || !fk_reg_check(buf, size, &r->h[fk.pe])) {
+    free(r);
+    return NULL;
+  }
+  r->have_h[fk.pe] = true;
+  r->bytes = size;
+  if (fk_enter("nvshmemx_buffer_register_symmetric", size) || fk_reg_exchange(r)) {
+    fk_reg_free(r);
+    return NULL;
+  }
+  r->next = fk.regs;
+  fk.regs = r;
+  fk.stats.registrations++;
+  fk.stats.live_registered++;
+  return (void *)(uintptr_t)(r->va + (size_t)fk.pe * size);
+}
+
+FK_EXPORT(int, nvshmemx_buffer_unregister_symmetric, (void *sym, size_t size))
+static int fk_nvshmemx_buffer_unregister_symmetric(void *sym, size_t size) {
+  fk_reg_t **pp = &fk.regs;
+  while (*pp && ((*pp)->va + (size_t)fk.pe * (*pp)->bytes != (ncu_deviceptr)(uintptr_t)sym ||
+                 (*pp)->bytes != size))
+    pp = &(*pp)->next;
+  if (!fk.up || !*pp) {
+    fprintf(stderr, "fakenvshmem: PE %d: unregister of %p (%zu bytes): not registered\n", fk.pe,
+            sym, size);
+    return FK_ERR;
+  }
+  fk_reg_t *r = *pp;
+  if (fk_enter("nvshmemx_buffer_unregister_symmetric", size)) return FK_ERR;
+  *pp = r->next;
+  fk_reg_free(r);
+  fk.stats.unregistrations++;
+  fk.stats.live_registered--;
+  return 0;
+}
+
+/* A registered buffer's copy of PE pe for p, or NULL. */
+static void *fk_reg_ptr(const void *p, int pe) {
+  for (fk_reg_t *r = fk.regs; r; r = r->next) {
+    ncu_deviceptr mine = r->va + (size_t)fk.pe * r->bytes, at = (ncu_deviceptr)(uintptr_t)p;
+    if (at >= mine && at < mine + r->bytes)
+      return (void *)(uintptr_t)(r->va + (size_t)pe * r->bytes + (at - mine));
+  }
+  return NULL;
+}
+
 static bool fk_unreachable(int pe) {
   return pe != fk.pe && (fk_in_list("FAKENVSHMEM_UNREACHABLE", pe) ||
                          fk_in_list("FAKENVSHMEM_UNREACHABLE", fk.pe));
@@ -674,7 +819,8 @@ static bool fk_unreachable(int pe) {
 FK_EXPORT(void *, nvshmem_ptr, (const void *ptr, int pe))
 static void *fk_nvshmem_ptr(const void *ptr, int pe) {
   long long off = fk_heap_off(ptr, 1);
-  if (off < 0 || pe < 0 || pe >= fk.npes || fk_unreachable(pe)) return NULL;
+  if (pe < 0 || pe >= fk.npes || fk_unreachable(pe)) return NULL;
+  if (off < 0) return fk_reg_ptr(ptr, pe);
   return fk_base(pe) + off;
 }
 

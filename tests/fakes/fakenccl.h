@@ -17,6 +17,10 @@ typedef struct fakenccl_stats {
   long aborts;          /* ncclCommAbort calls */
   long splits;          /* ncclCommSplit calls */
   long unique_ids;      /* ncclGetUniqueId calls */
+  long deregistrations; /* ncclCommWindowDeregister calls on a window */
+  /* Windows on memory that is not ncclMemAlloc's (the user's VMM memory):
+   * registered, live now, deregistered. */
+  long user_windows, live_user_windows, user_deregistrations;
 } fakenccl_stats_t;
 
 #endif

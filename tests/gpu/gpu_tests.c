@@ -688,10 +688,13 @@ TEST_IMPL(gpu_alloc_cycles_long) {
   return 0;
 }
 
-/* The user's own memory registered: a VMM allocation (native) or
- * cudaMalloc memory (cuda), then rendezvous, an in-place all-reduce on it
- * and a signal barrier through its pad, and the memory intact after the
- * free.  Runs under SYMM_BACKEND=native or cuda; skips elsewhere. */
+/* The user's own memory registered: cudaMalloc memory (cuda) or a VMM
+ * allocation (native, nccl as a window, nvshmem through
+ * nvshmemx_buffer_register_symmetric: a whole mapping of
+ * NVSHMEM_CUMEM_GRANULARITY bytes where that is set, else 2 MiB), then
+ * rendezvous, an in-place all-reduce on it and a signal barrier through
+ * its pad, and the memory intact after the free.  Runs under every GPU
+ * backend (run-gpu-tests.sh runs it under each one available). */
 static void *register_user_mem(gpu_rank_t *c, size_t bytes, ncu_mem_handle *h, ncu_deviceptr *va) {
   const symm_backend_t b = symm_comm_backend(c->comm);
   if (b == SYMM_BACKEND_CUDA) {
@@ -741,9 +744,10 @@ TEST_IMPL(gpu_register_user) {
   gpu_rank_t *c;
   if (gpu_rank_get(SYMM_BACKEND_AUTO, 2, &c)) return TEST_SKIP;
   const symm_backend_t b = symm_comm_backend(c->comm);
-  if (b != SYMM_BACKEND_NATIVE && b != SYMM_BACKEND_CUDA)
-    return gpu_skip("registers native or cuda memory; this job runs %s", symm_backend_name(b));
-  const size_t bytes = (size_t)2 << 20, n = bytes / sizeof(float);
+  const char *g = getenv("NVSHMEM_CUMEM_GRANULARITY");
+  const size_t bytes = b == SYMM_BACKEND_NVSHMEM && g && *g ? (size_t)strtoull(g, NULL, 0)
+                                                            : (size_t)2 << 20;
+  const size_t n = bytes / sizeof(float);
   ncu_mem_handle h = 0;
   ncu_deviceptr va = 0;
   float *mine = register_user_mem(c, bytes, &h, &va);

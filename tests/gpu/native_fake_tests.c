@@ -24,6 +24,7 @@
 #include "kernels/coll_abi.h"
 #include "fake_a2av.h"
 #include "fake_ce.h"
+#include "fake_user_mem.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -61,26 +62,6 @@ static int run_job_tmo(int n, test_rank_fn fn, void *arg, int symm_timeout_ms) {
 static int run_job(int n, test_rank_fn fn, void *arg) { return run_job_tmo(n, fn, arg, 15000); }
 
 static native_state_t *state_of(symm_comm_t *comm) { return symm_backend_state(comm); }
-
-/* Ordinary (cuMemAlloc) device memory of comm's context, not symmetric:
- * what the collectives stage.  NULL on failure. */
-static void *plain_alloc(symm_comm_t *comm, size_t bytes) {
-  symm_gpu_t *gpu = symm_gpu_of(comm);
-  ncu_context saved;
-  ncu_deviceptr d = 0;
-  if (symm_gpu_enter(gpu, &saved) != SYMM_SUCCESS) return NULL;
-  if (symm_gpu_driver(gpu)->cuMemAlloc(&d, bytes) != NCU_SUCCESS) d = 0;
-  symm_gpu_leave(gpu, saved);
-  return (void *)(uintptr_t)d;
-}
-
-static void plain_free(symm_comm_t *comm, void *p) {
-  symm_gpu_t *gpu = symm_gpu_of(comm);
-  ncu_context saved;
-  if (!p || symm_gpu_enter(gpu, &saved) != SYMM_SUCCESS) return;
-  symm_gpu_driver(gpu)->cuMemFree((ncu_deviceptr)(uintptr_t)p);
-  symm_gpu_leave(gpu, saved);
-}
 
 /* Driver handles the pad heap holds by design until symm_comm_destroy: our
  * heap chunks and the peers' chunks we imported. */
@@ -1168,7 +1149,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     }
   }
   /* Ordinary device memory: staged, no key. */
-  void *plain = plain_alloc(comm, big);
+  void *plain = fake_user_plain(comm, big);
   ASSERT_MSG(plain, "cuMemAlloc");
   ASSERT_OK(
       symm_all_reduce(comm, plain, plain, (8 << 20) / 2, SYMM_DTYPE_BF16, SYMM_REDUCE_SUM, NULL));
@@ -1206,7 +1187,7 @@ static int coll_launch_rank(int rank, int size, void *arg) {
     ASSERT_MSG((p.zc != 0) == (k == 1), "all-gather of %zu bytes: zc %u",
                ag_elems[k] * 8 * (size_t)size, p.zc);
   }
-  plain_free(comm, plain);
+  fake_user_plain_free(comm, plain);
   done_with_comm(comm, buf, board);
   return 0;
 }
@@ -1228,7 +1209,7 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
                             {21848, "symm_coll_ar_ll128_bf16_sum"},
                             {699048, "symm_coll_ar_ll128_bf16_sum"},
                             {699052, "symm_coll_ar_two_shot_bf16_sum"}};
-  void *buf = plain_alloc(comm, 1 << 20);
+  void *buf = fake_user_plain(comm, 1 << 20);
   ASSERT_MSG(buf, "cuMemAlloc");
   fakecuda_launch_t l;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
@@ -1264,7 +1245,7 @@ static int coll_choices_4_rank(int rank, int size, void *arg) {
     ASSERT_MSG(zp.sig & 1u, "count 0 of %s: signature %x is not a valid call's", kernel[k], zp.sig);
   }
   ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_AUTO));
-  plain_free(comm, buf);
+  fake_user_plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1286,7 +1267,7 @@ static int nonce_order_rank(int rank, int size, void *arg) {
   ASSERT_MSG(board && other, "alloc");
   ASSERT_OK(symm_tensor_rendezvous(board));
   ASSERT_OK(symm_comm_reserve_scratch(comm, (size_t)64 << 20));
-  void *buf = plain_alloc(comm, 4096);
+  void *buf = fake_user_plain(comm, 4096);
   ASSERT_MSG(buf, "cuMemAlloc");
   if (rank != 0) ASSERT_OK(symm_tensor_rendezvous(other));
   ASSERT_OK(symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
@@ -1296,7 +1277,7 @@ static int nonce_order_rank(int rank, int size, void *arg) {
   symm_coll_params_t p;
   memcpy(&p, l.params, sizeof p);
   ASSERT_MSG(same_on_all_ranks(comm, board, p.nonce), "nonce %u differs between ranks", p.nonce);
-  plain_free(comm, buf);
+  fake_user_plain_free(comm, buf);
   symm_tensor_free(other);
   symm_tensor_free(board);
   symm_comm_destroy(comm);
@@ -1865,7 +1846,7 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   symm_comm_t *comm = NULL;
   ASSERT_OK(symm_comm_init(NULL, &comm));
   const size_t big = (size_t)16 << 20;
-  void *buf = plain_alloc(comm, big);
+  void *buf = fake_user_plain(comm, big);
   ASSERT_MSG(buf, "cuMemAlloc");
   /* Both ranks: a small call that reserves the default scratch. */
   symm_result_t r = symm_all_reduce(comm, buf, buf, 1024, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
@@ -1884,7 +1865,7 @@ static int scratch_growth_rank(int rank, int size, void *arg) {
   } else {
     ASSERT_OK(r);
   }
-  plain_free(comm, buf);
+  fake_user_plain_free(comm, buf);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1914,7 +1895,7 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   const size_t lo = SYMM_COLL_STAGE_OFF + 2 * (size_t)size * B;
   ASSERT_MSG(need >= lo && need <= lo + 2 * ((size_t)size * 512 + 256),
              "%zu bytes for %zu-byte buffers at %d ranks", need, B, size);
-  void *send = plain_alloc(comm, B), *recv = plain_alloc(comm, B);
+  void *send = fake_user_plain(comm, B), *recv = fake_user_plain(comm, B);
   ASSERT_MSG(send && recv, "cuMemAlloc");
   /* The first scratch: the default SYMM_SCRATCH_BYTES (32 MiB) of staging
    * after the LL areas. */
@@ -1945,8 +1926,8 @@ static int scratch_query_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_scratch_bytes(comm, 2 * B, &more));
   ASSERT_MSG(more > need, "%zu bytes for twice the buffer, %zu for once", more, need);
   ASSERT_RES(symm_comm_scratch_bytes(comm, SIZE_MAX / 2, &more), SYMM_ERR_INVALID_ARG);
-  plain_free(comm, send);
-  plain_free(comm, recv);
+  fake_user_plain_free(comm, send);
+  fake_user_plain_free(comm, recv);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -2212,16 +2193,8 @@ static void user_vmm_free(symm_comm_t *comm, size_t bytes, ncu_mem_handle h, ncu
 /* The refusals symm_validate gives, on every rank alike: cuMemAlloc
  * memory (not VMM) and a pointer off the granularity. */
 static void register_refusals(symm_comm_t *comm, void *good, void *plain) {
-  const int rank = symm_comm_rank(comm);
-  int64_t n = 1024;
-  symm_tensor_t *t = NULL;
-  symm_user_mem_t m = SYMM_USER_MEM_INIT;
-  m.ptr = rank == 0 ? plain : good;
-  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
-  ASSERT_STR_CONTAINS(symm_last_error(), "is not VMM memory");
-  m.ptr = rank == 1 ? (char *)good + 256 : good;
-  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_INVALID_ARG);
-  ASSERT_STR_CONTAINS(symm_last_error(), "misaligned to the granularity");
+  fake_user_refused(comm, 0, plain, good, 1024, "is not VMM memory");
+  fake_user_refused(comm, 1, (char *)good + 256, good, 1024, "misaligned to the granularity");
 }
 
 static int register_rank(int rank, int size, void *arg) {
@@ -2232,7 +2205,7 @@ static int register_rank(int rank, int size, void *arg) {
   ncu_mem_handle h;
   ncu_deviceptr va;
   uint64_t *mine = user_vmm(comm, bytes, &h, &va);
-  void *plain = plain_alloc(comm, bytes);
+  void *plain = fake_user_plain(comm, bytes);
   ASSERT_MSG(mine && plain, "the user's memory");
   register_refusals(comm, mine, plain);
   symm_user_mem_t m = SYMM_USER_MEM_INIT;
@@ -2254,7 +2227,7 @@ static int register_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_tensor_free(t));
   for (size_t i = 0; i < n; i += 97) ASSERT_EQ(mine[i], pattern(writer, i));
   user_vmm_free(comm, bytes, h, va);
-  plain_free(comm, plain);
+  fake_user_plain_free(comm, plain);
   symm_comm_destroy(comm);
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "cb_channel.h"
 #include "fakenccl.h"
 #include "fake_a2av.h"
+#include "fake_user_mem.h"
 #include "fake_util.h"
 #include "harness.h"
 
@@ -1073,6 +1074,82 @@ static int a2av_launch_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(nccl_fake_a2av_launch) {
   ASSERT_EQ(run_job(2, a2av_launch_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------ registered memory */
+
+/* The refusals, on every rank alike and before any NCCL call (no window
+ * registered, nothing aborted): cuMemAlloc memory, and a window that does
+ * not start on a 4 KiB boundary of its allocation. */
+static int register_refusals(symm_comm_t *comm, void *good, void *plain) {
+  const long before = fakenccl_stats_of().registrations;
+  fake_user_refused(comm, 0, plain, good, 1000, "is not VMM memory");
+  fake_user_refused(comm, 1, (char *)good + 256, good, 1000, "4096-byte boundary");
+  fakenccl_stats_t s = fakenccl_stats_of();
+  ASSERT_MSG(s.registrations == before && s.aborts == 0,
+             "registrations %ld (before %ld), aborts %ld", s.registrations, before, s.aborts);
+  return 0;
+}
+
+/* Stores through remote views of registered memory land in the peer's
+ * own buffer; the peers' pointers are NCCL's (the window's). */
+static int register_stores(symm_comm_t *comm, symm_tensor_t *t, uint64_t *mine, int64_t n) {
+  const int rank = symm_comm_rank(comm), size = symm_comm_size(comm);
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+  for (int64_t i = 0; i < n; i++) ((uint64_t *)v.data)[i] = (uint64_t)value_at(rank, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  const int left = (rank + size - 1) % size;
+  for (int64_t i = 0; i < n; i++) ASSERT_EQ(mine[i], (uint64_t)value_at(left, i));
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_MSG(ptrs[rank] == mine, "own pointer %p, the user's %p", ptrs[rank], (void *)mine);
+  ASSERT_OK(symm_comm_barrier(comm));
+  return 0;
+}
+
+static int register_user_rank(int rank, int size, void *arg) {
+  (void)arg, (void)size;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  fake_user_vmm_t um;
+  const size_t gran = fake_user_granularity(comm);
+  char *base = fake_user_vmm(comm, gran, &um);
+  void *plain = fake_user_plain(comm, gran);
+  ASSERT_MSG(base && plain && gran >= 3 * 4096, "the user's memory (granularity %zu)", gran);
+  if (register_refusals(comm, base, plain)) return 1;
+  /* A window 4 KiB into the allocation, of a size that is no whole page. */
+  uint64_t *mine = (uint64_t *)(base + 4096);
+  int64_t n = 1000;
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t));
+  fakenccl_stats_t s = fakenccl_stats_of();
+  ASSERT_MSG(s.user_windows == 1 && s.live_user_windows == 1, "user windows %ld live %ld",
+             s.user_windows, s.live_user_windows);
+  if (register_stores(comm, t, mine, n)) return 1;
+  ASSERT_OK(symm_tensor_free(t));
+  s = fakenccl_stats_of();
+  ASSERT_MSG(s.live_user_windows == 0 && s.user_deregistrations == 1,
+             "after free: live user windows %ld, deregistered %ld", s.live_user_windows,
+             s.user_deregistrations);
+  const int left = (rank + size - 1) % size;
+  for (int64_t i = 0; i < n; i++) ASSERT_EQ(mine[i], (uint64_t)value_at(left, i));
+  fake_user_vmm_free(comm, &um); /* the user's to release: the driver still has it */
+  fake_user_plain_free(comm, plain);
+  symm_comm_destroy(comm); /* the pad's ncclMemAlloc block and window go */
+  s = fakenccl_stats_of();
+  ASSERT_MSG(s.live_windows == 0 && s.live_allocs == 0 && s.user_deregistrations == 1,
+             "left: windows %ld allocs %ld, user deregistrations %ld", s.live_windows,
+             s.live_allocs, s.user_deregistrations);
+  return 0;
+}
+
+TEST_IMPL(nccl_fake_register_user) {
+  ASSERT_EQ(run_job(2, register_user_rank, NULL), 0);
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "backends/nvshmem/nvshmem_boot_abi.h"
 #include "backends/nvshmem/nvshmem_lib.h"
 #include "fake_a2av.h"
+#include "fake_user_mem.h"
 #include "fake_util.h"
 #include "fakenvshmem.h"
 #include "harness.h"
@@ -947,6 +948,107 @@ static int a2av_launch_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(nvshmem_fake_a2av_launch) {
   ASSERT_EQ(run_job(2, a2av_launch_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------ registered memory */
+
+static uint64_t reg_value(int writer, size_t i) { return (uint64_t)writer << 40 | i; }
+
+/* Refused on every rank alike before NVSHMEM is called (nothing
+ * registered, no PE left waiting): cuMemAlloc memory, and a pointer that
+ * is not its mapping's start. */
+static int register_refusals(symm_comm_t *comm, void *good, void *plain) {
+  fake_user_refused(comm, 0, plain, good, 512, "is not VMM memory");
+  fake_user_refused(comm, 1, (char *)good + 4096, good, 512, "registers whole mappings");
+  ASSERT_MSG(fakenvshmem_stats_of().registrations == 0, "registered %ld",
+             fakenvshmem_stats_of().registrations);
+  return 0;
+}
+
+/* A ring of stores through remote views (nvshmem_ptr of NVSHMEM's
+ * symmetric address for the buffer) into every rank's own memory. */
+static int register_ring(symm_comm_t *comm, symm_tensor_t *t, const uint64_t *mine, size_t n) {
+  const int rank = symm_comm_rank(comm), size = symm_comm_size(comm);
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  symm_view_t v;
+  ASSERT_OK(symm_tensor_remote_view(t, (rank + 1) % size, &v));
+  for (size_t i = 0; i < n; i++) ((uint64_t *)v.data)[i] = reg_value(rank, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(mine[i], reg_value((rank + size - 1) % size, i));
+  void *const *ptrs;
+  ASSERT_OK(symm_tensor_peer_ptrs(t, &ptrs));
+  ASSERT_MSG(ptrs[rank] == mine, "own pointer %p, the user's %p", ptrs[rank], (void *)mine);
+  ASSERT_OK(symm_comm_barrier(comm));
+  return 0;
+}
+
+static int register_user_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  const size_t gran = fake_user_granularity(comm), n = gran / 8 / 2;
+  fake_user_vmm_t um;
+  uint64_t *mine = fake_user_vmm(comm, gran, &um);
+  void *plain = fake_user_plain(comm, gran);
+  ASSERT_MSG(mine && plain, "the user's memory");
+  if (register_refusals(comm, mine, plain)) return 1;
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  int64_t sizes[1] = {(int64_t)n};
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_register(comm, &m, sizes, 1, SYMM_DTYPE_U64, &t));
+  fakenvshmem_stats_t s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.registrations == 1 && s.live_registered == 1, "registered %ld, live %ld",
+             s.registrations, s.live_registered);
+  if (register_ring(comm, t, mine, n)) return 1;
+  ASSERT_OK(symm_tensor_free(t)); /* collective: unregisters on every PE */
+  s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.unregistrations == 1 && s.live_registered == 0, "unregistered %ld, live %ld",
+             s.unregistrations, s.live_registered);
+  for (size_t i = 0; i < n; i += 101) ASSERT_EQ(mine[i], reg_value((rank + size - 1) % size, i));
+  fake_user_vmm_free(comm, &um);
+  fake_user_plain_free(comm, plain);
+  symm_comm_destroy(comm);
+  s = fakenvshmem_stats_of();
+  ASSERT_MSG(s.live == 0 && s.live_registered == 0 && s.unregistrations == 1,
+             "left: %ld allocations, %ld registrations", s.live, s.live_registered);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_register_user) {
+  ASSERT_EQ(run_job(2, register_user_rank, NULL), 0);
+  return 0;
+}
+
+/* An NVSHMEM without nvshmemx_buffer_register_symmetric: refused on every
+ * rank, naming the loaded version; the communicator stays usable. */
+static int register_missing_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  fake_user_vmm_t um;
+  void *mine = fake_user_vmm(comm, fake_user_granularity(comm), &um);
+  ASSERT_MSG(mine, "the user's memory");
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  int64_t n = 64;
+  symm_tensor_t *t = NULL;
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "NVSHMEM 3.1.4");
+  ASSERT_STR_CONTAINS(symm_last_error(), "nvshmemx_buffer_register_symmetric");
+  t = alloc_u64(comm, n);
+  ASSERT_MSG(t, "alloc after the refusal: %s", symm_last_error());
+  ASSERT_OK(symm_tensor_free(t));
+  fake_user_vmm_free(comm, &um);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_register_missing) {
+  setenv("FAKENVSHMEM_MISSING", "nvshmemx_buffer_register_symmetric", 1);
+  setenv("FAKENVSHMEM_VERSION", "3.1.4", 1);
+  ASSERT_EQ(run_job(2, register_missing_rank, NULL), 0);
   return 0;
 }
 

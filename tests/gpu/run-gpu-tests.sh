@@ -128,6 +128,19 @@ for be in cuda nccl nvshmem; do
       "$RUN" -n 2 -- "$COLL" $COLL_QUICK
   fi
 done
+# The user's own memory registered on every provider backend (native ran
+# it above): NVSHMEM registers whole mappings of its granularity, set to
+# the 2 MiB the test allocates.
+for be in cuda nccl nvshmem; do
+  if ! "$INFO" | grep -Eq "^  $be +available"; then
+    echo "=== gpu_register_user on $be: skipped ($be not available here)"
+  elif [ "$be" = nccl ] && [ "$ngpu" -lt 2 ]; then
+    echo "=== gpu_register_user on nccl: skipped (NCCL needs one GPU per rank, $ngpu GPU here)"
+  else
+    step "gpu_register_user on $be, 2 ranks" env $two_rank_env SYMM_BACKEND=$be \
+      NVSHMEM_CUMEM_GRANULARITY=2097152 "$RUN" -n 2 -- "$PROG" gpu_register_user
+  fi
+done
 # NVSHMEM both ways: above through symmem's bootstrap plugin (auto, where
 # the plugin is found), here from rank 0's unique id.
 if "$INFO" | grep -Eq "^  nvshmem +available"; then

@@ -60,7 +60,7 @@ typedef struct nccl_split_child {
 
 /* One allocation (symm_mem_t.priv). */
 typedef struct nccl_alloc {
-  void *ptr;               /* ncclMemAlloc's */
+  void *ptr;               /* ncclMemAlloc's, or the user's (register_user) */
   symm_nccl_window_t win;  /* NULL until registered */
   uint64_t window_seq;     /* 1, 2, ...: the collective registration it was */
 } nccl_alloc_t;
@@ -106,6 +106,12 @@ symm_result_t nccl_startup(symm_comm_t *comm, const symm_blob_t *all);
 void nccl_describe(FILE *out);
 symm_result_t nccl_register(symm_comm_t *comm, symm_mem_t *mem);
 void nccl_deregister(symm_comm_t *comm, symm_mem_t *mem);
+/* The user's memory as a window (nccl_register.c): the seam's check_user,
+ * register_user and deregister_user. */
+symm_result_t nccl_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes);
+symm_result_t nccl_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                 symm_mem_t *mem);
+void nccl_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
 symm_result_t nccl_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
 bool nccl_peer_reachable(symm_comm_t *comm, int peer);
 void nccl_unreachable_why(symm_comm_t *comm, int peer, char *out, size_t len);

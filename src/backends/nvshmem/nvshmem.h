@@ -69,7 +69,8 @@ symm_result_t nvsh_instance_join(symm_comm_t *comm, nvsh_state_t *st,
                                  const nvsh_rank_info_t *const *ranks);
 /* Drops st's reference; the last one finalises NVSHMEM (collective). */
 void nvsh_instance_leave(symm_comm_t *comm, nvsh_state_t *st);
-/* The count of nvshmem_malloc calls this instance made, after one more. */
+/* The count of heap calls this instance made (nvshmem_malloc, and
+ * nvshmemx_buffer_register_symmetric), after one more. */
 uint64_t nvsh_instance_count_malloc(void);
 
 /* NVSHMEM over symmem's bootstrap (nvshmem_boot.c). */
@@ -90,6 +91,16 @@ symm_result_t nvsh_boot_start(symm_comm_t *comm, const nvsh_lib_t *lib, int rank
  * whose call goes into NVSHMEM now (NULL after: a round then fails). */
 void nvsh_boot_use(symm_comm_t *comm);
 
+/* The user's memory registered with NVSHMEM (symm_mem_t.priv of a
+ * registration, nvshmem_register.c): NVSHMEM's symmetric address for it,
+ * the bytes registered, and which heap call of the instance made it (the
+ * peers' must be the same one). */
+typedef struct nvsh_user {
+  void *sym;
+  size_t bytes;
+  uint64_t nth;
+} nvsh_user_t;
+
 /* Ops implemented in the files of this folder (nvshmem_ops.c tables them). */
 SYMM_BACKEND_DECLARE_REQUIRED(nvsh);
 symm_result_t nvsh_startup(symm_comm_t *comm, const symm_blob_t *all);
@@ -97,5 +108,9 @@ symm_result_t nvsh_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_
 bool nvsh_peer_reachable(symm_comm_t *comm, int peer);
 symm_result_t nvsh_collective(symm_comm_t *comm, const symm_coll_args_t *args);
 void nvsh_describe(FILE *out);
+symm_result_t nvsh_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes);
+symm_result_t nvsh_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                 symm_mem_t *mem);
+void nvsh_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
 
 #endif /* SYMM_NVSHMEM_H */

@@ -67,9 +67,19 @@ void nvsh_free(symm_comm_t *comm, symm_mem_t *mem) {
   mem->priv = NULL;
 }
 
+/* Which heap call made the memory, and its symmetric address (for
+ * nvshmem_ptr): an allocation's own, or a registration's (mem->user). */
+static uint64_t nvsh_nth(const symm_mem_t *mem) {
+  return mem->user ? ((const nvsh_user_t *)mem->priv)->nth : (uint64_t)(uintptr_t)mem->priv;
+}
+
+static const void *nvsh_sym(const symm_mem_t *mem) {
+  return mem->user ? ((const nvsh_user_t *)mem->priv)->sym : mem->base;
+}
+
 symm_result_t nvsh_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
   (void)comm;
-  nvsh_alloc_info_t a = {(uint64_t)(uintptr_t)mem->priv};
+  nvsh_alloc_info_t a = {nvsh_nth(mem)};
   memcpy(info->blob, &a, sizeof a);
   return SYMM_SUCCESS;
 }
@@ -79,13 +89,13 @@ symm_result_t nvsh_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer
   nvsh_state_t *st = symm_backend_state(comm);
   nvsh_alloc_info_t a;
   memcpy(&a, info->blob, sizeof a);
-  const uint64_t mine = (uint64_t)(uintptr_t)local->priv;
+  const uint64_t mine = nvsh_nth(local);
   if (a.nth != mine || info->alloc_bytes != local->alloc_bytes)
     return symm_error(SYMM_ERR_MISMATCH, "nvshmem: rank %d's tensor is nvshmem_malloc #%llu of "
                       "%llu bytes, this rank's #%llu of %zu: not the same symmetric allocation",
                       peer, (unsigned long long)a.nth, (unsigned long long)info->alloc_bytes,
                       (unsigned long long)mine, local->alloc_bytes);
-  map->base = st->lib->ptr(local->base, peer);
+  map->base = st->lib->ptr(nvsh_sym(local), peer);
   map->priv = NULL;
   const bool reachable = nvsh_peer_reachable(comm, peer);
   if (!map->base && reachable)

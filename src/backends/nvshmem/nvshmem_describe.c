@@ -29,6 +29,11 @@ void nvsh_describe(FILE *out) {
   else
     fprintf(out, "collectives beyond load/store: NVSHMEM's on-stream team reduce, reducescatter, "
             "fcollect, broadcast, alltoall\n");
+  if (lib->buffer_register_symmetric && lib->buffer_unregister_symmetric)
+    fprintf(out, "user memory (symm_tensor_register): nvshmemx_buffer_register_symmetric\n");
+  else
+    fprintf(out, "user memory (symm_tensor_register): refused: NVSHMEM %d.%d.%d has no "
+            "nvshmemx_buffer_register_symmetric\n", lib->major, lib->minor, lib->patch);
   const char *nvls = getenv("NVSHMEM_DISABLE_NVLS");
   fprintf(out, "NVLS: off (NVSHMEM_DISABLE_NVLS=1 set at init; now %s)\n", nvls ? nvls : "unset");
 }

@@ -169,6 +169,10 @@ bool nvsh_lib_load(nvsh_lib_t *lib, const char *name, char *why, size_t cap) {
   nvsh_optional(lib, (void **)&lib->fcollectmem_on_stream, "nvshmemx_fcollectmem_on_stream");
   nvsh_optional(lib, (void **)&lib->broadcastmem_on_stream, "nvshmemx_broadcastmem_on_stream");
   nvsh_optional(lib, (void **)&lib->alltoallmem_on_stream, "nvshmemx_alltoallmem_on_stream");
+  *(void **)&lib->buffer_register_symmetric = dlsym(lib->handle,
+                                                    "nvshmemx_buffer_register_symmetric");
+  *(void **)&lib->buffer_unregister_symmetric = dlsym(lib->handle,
+                                                      "nvshmemx_buffer_unregister_symmetric");
   return true;
 fail:
   dlclose(lib->handle);

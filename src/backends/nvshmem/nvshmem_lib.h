@@ -104,7 +104,11 @@ typedef struct nvsh_lib {
                                 int root, void *stream);
   int (*alltoallmem_on_stream)(int32_t team, void *dest, const void *src, size_t bytes,
                                void *stream);
-  int coll_missing;        /* optional entry points the library lacks */
+  /* Optional: the user's memory made symmetric (symm_tensor_register);
+   * NULL where the library lacks them. */
+  void *(*buffer_register_symmetric)(void *ptr, size_t bytes, int flags);
+  int (*buffer_unregister_symmetric)(void *sym, size_t bytes);
+  int coll_missing;        /* optional collective entry points the library lacks */
   char first_missing[64];  /* the first of them, "" if none */
 } nvsh_lib_t;
 

@@ -1,0 +1,115 @@
+/*
+ * The user's memory made symmetric on the nvshmem backend
+ * (symm_tensor_register): nvshmemx_buffer_register_symmetric maps the
+ * user's VMM allocation into NVSHMEM's symmetric address space (collective
+ * over the instance), and nvshmem_ptr of that address gives the peers'.
+ * The entry point is looked up in the loaded library (NVSHMEM 3.x, in the
+ * 3.7 headers read); where it is missing, registration is refused naming
+ * the version.  NVSHMEM checks the buffer inside the collective call and
+ * answers NULL on the rank it refuses, after which its peers would wait
+ * for that rank: check_user makes the checks that can differ between
+ * ranks first (the memory, its device, its place in the mapping), so that
+ * every rank refuses alike before any calls NVSHMEM.  Deregistration is
+ * nvshmemx_buffer_unregister_symmetric, collective as the free that
+ * orders it; the user's memory is never released here.
+ */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include <stdlib.h>
+
+#include "backends/nvshmem/nvshmem.h"
+
+symm_result_t nvsh_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes) {
+  nvsh_state_t *st = symm_backend_state(comm);
+  const nvsh_lib_t *lib = st->lib;
+  if (!lib->buffer_register_symmetric || !lib->buffer_unregister_symmetric)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "nvshmem: NVSHMEM %d.%d.%d (%s) has no %s, which "
+                      "registering memory the library did not allocate needs (a newer NVSHMEM "
+                      "3.x has it; the native and cuda backends register such memory too)",
+                      lib->major, lib->minor, lib->patch, lib->path,
+                      lib->buffer_register_symmetric ? "nvshmemx_buffer_unregister_symmetric"
+                                                     : "nvshmemx_buffer_register_symmetric");
+  symm_gpu_vmm_t v;
+  symm_result_t res = symm_gpu_vmm_of(st->gpu, u->ptr, nbytes, &v);
+  if (res != SYMM_SUCCESS) {
+    symm_error_context("nvshmem: nvshmemx_buffer_register_symmetric of %p", u->ptr);
+    return res;
+  }
+  if ((ncu_deviceptr)(uintptr_t)u->ptr != v.start)
+    return symm_error(SYMM_ERR_INVALID_ARG, "nvshmem: %p lies %llu bytes into its mapping "
+                      "[%#llx, +%zu bytes); NVSHMEM registers whole mappings: pass the start of "
+                      "one", u->ptr, (ncu_deviceptr)(uintptr_t)u->ptr - v.start, v.start, v.size);
+  if (!(v.handle_types & (NCU_HANDLE_POSIX_FD | NCU_HANDLE_FABRIC)))
+    return symm_error(SYMM_ERR_INVALID_ARG, "nvshmem: the allocation at %p was created with no "
+                      "shareable handle type (requested 0x%x); NVSHMEM shares it as its heap's "
+                      "(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or FABRIC across nodes)",
+                      u->ptr, v.handle_types);
+  return SYMM_SUCCESS;
+}
+
+/* Registers [ptr, ptr + bytes) (the whole mapping) on every PE. */
+static symm_result_t nvsh_register(symm_comm_t *comm, nvsh_state_t *st, void *ptr, size_t bytes,
+                                   nvsh_user_t *r) {
+  ncu_context saved;
+  SYMM_CHECK(symm_gpu_enter(st->gpu, &saved));
+  nvsh_boot_use(comm); /* the exchange of handles is a round of NVSHMEM's bootstrap */
+  r->sym = st->lib->buffer_register_symmetric(ptr, bytes, 0);
+  nvsh_boot_use(NULL);
+  r->nth = nvsh_instance_count_malloc();
+  symm_gpu_leave(st->gpu, saved);
+  r->bytes = bytes;
+  if (r->sym) return SYMM_SUCCESS;
+  /* Every PE made the same checks of the same size: they all fail. */
+  return symm_error(SYMM_ERR_INVALID_ARG, "nvshmem: nvshmemx_buffer_register_symmetric(%p, %zu "
+                    "bytes) returned NULL: NVSHMEM registers memory only on its dynamic VMM "
+                    "heap (NVSHMEM_DISABLE_CUDA_VMM unset), in sizes that are multiples of its "
+                    "NVSHMEM_CUMEM_GRANULARITY and the same on every PE; NVSHMEM's log says "
+                    "which", ptr, bytes);
+}
+
+symm_result_t nvsh_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
+                                 symm_mem_t *mem) {
+  nvsh_state_t *st = symm_backend_state(comm);
+  nvsh_user_t *r = calloc(1, sizeof *r);
+  if (!r) return symm_error(SYMM_ERR_NO_MEMORY, "nvshmem: out of memory");
+  symm_gpu_vmm_t v;
+  symm_result_t res = symm_gpu_vmm_of(st->gpu, u->ptr, nbytes, &v);
+  if (res == SYMM_SUCCESS) res = nvsh_register(comm, st, u->ptr, v.size, r);
+  if (res != SYMM_SUCCESS) {
+    free(r);
+    return res;
+  }
+  mem->base = u->ptr;
+  mem->data_offset = 0;
+  mem->alloc_bytes = nbytes;
+  mem->pad_offset = 0;
+  mem->device = symm_gpu_ordinal(st->gpu);
+  mem->priv = r;
+  SYMM_TRACE(BACKEND, "nvshmem: the user's %p (%zu bytes) registered at %p, heap call #%llu",
+             u->ptr, v.size, r->sym, (unsigned long long)r->nth);
+  return SYMM_SUCCESS;
+}
+
+void nvsh_deregister_user(symm_comm_t *comm, symm_mem_t *mem) {
+  nvsh_state_t *st = symm_backend_state(comm);
+  nvsh_user_t *r = mem->priv;
+  if (!st || !r) return;
+  int gone = symm_comm_first_gone(comm);
+  if (gone >= 0) {
+    SYMM_WARN(BACKEND, "nvshmem: rank %d's process is gone; the registration of %p stays "
+              "(nvshmemx_buffer_unregister_symmetric is collective and would wait for it)",
+              gone, mem->base);
+  } else {
+    ncu_context saved = NULL;
+    bool entered = symm_gpu_enter(st->gpu, &saved) == SYMM_SUCCESS;
+    nvsh_boot_use(comm);
+    int rc = st->lib->buffer_unregister_symmetric(r->sym, r->bytes);
+    nvsh_boot_use(NULL);
+    if (entered) symm_gpu_leave(st->gpu, saved);
+    if (rc != 0)
+      SYMM_WARN(BACKEND, "nvshmem: nvshmemx_buffer_unregister_symmetric(%p, %zu bytes) failed: "
+                "%d", r->sym, r->bytes, rc);
+  }
+  free(r);
+  mem->priv = NULL;
+  mem->base = NULL;
+}
