@@ -345,7 +345,12 @@ typedef struct symm_bootstrap_callbacks {
    * others only as their own SYMM_ERR_TIMEOUT at the deadline, and a rank
    * gone in another PID namespace or on another host likewise, unless
    * lost_rank says so.  symm_mpi_bootstrap fills note_put and note_get
-   * (point-to-point messages on a duplicate communicator).
+   * (point-to-point messages on a duplicate communicator); so do the PMIx
+   * bootstrap (values committed to the PMIx server without a fence: read
+   * at once by the ranks of the putter's node, by the others only at
+   * their deadline) and the Python package's store (one with `check`)
+   * and mpi4py channels.  None of these has lost_rank: their launchers
+   * end the whole job when a rank dies.
    */
   int (*note_put)(void *ctx, const char *key, const char *value);
   int (*note_get)(void *ctx, const char *key, char *value, size_t cap, int *found);

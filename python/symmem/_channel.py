@@ -29,10 +29,14 @@ class Channel:
 
     Attributes: `rank` and `size` (this rank and the number of ranks),
     `local_rank` and `local_size` (on this host; -1: symmem works them out
-    from the host names).  `broadcast`, `barrier`, `split` and `abort` are
-    optional: None (the default) makes symmem do without them (broadcast
-    and barrier through :meth:`allgather`; :meth:`Communicator.split
-    <symmem.Communicator.split>` refused without `split`).
+    from the host names).  `broadcast`, `barrier`, `split`, `abort`,
+    `note_put`, `note_get` and `lost_rank` are optional: None (the default)
+    makes symmem do without them (broadcast and barrier through
+    :meth:`allgather`; :meth:`Communicator.split
+    <symmem.Communicator.split>` refused without `split`; without notes a
+    rank whose NCCL init failed is known to its peers only at their
+    deadline).  The note calls and lost_rank are not collective and never
+    wait; what they raise counts as "nothing known".
     """
 
     rank: int = -1
@@ -58,6 +62,18 @@ class Channel:
     #: abort(code, reason): this rank failed a step its peers may still
     #: wait in; make their calls return if the channel can.
     abort: Optional[object] = None
+    #: note_put(key, value): tell every rank of the channel `value` (str)
+    #: under `key` (str), at once, without waiting for them; the first
+    #: value put under a key stays.  Not collective: one rank calls it
+    #: alone (its NCCL init failed), while its peers wait elsewhere.
+    note_put: Optional[object] = None
+    #: note_get(key) -> str or None: the value a rank put under `key`, or
+    #: None when none reached this rank yet; returns at once.  Not
+    #: collective: each rank calls it alone while it waits.
+    note_get: Optional[object] = None
+    #: lost_rank() -> int: a rank known to be gone (its launcher or
+    #: runtime saw it exit), or -1; returns at once.
+    lost_rank: Optional[object] = None
 
     def release(self) -> None:
         """symmem is done with the channel (every communicator on it is

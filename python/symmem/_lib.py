@@ -14,13 +14,13 @@ from typing import Optional
 
 SYMM_MAX_DIMS = 8
 SYMM_CONFIG_VERSION = 3
-SYMM_BOOTSTRAP_CALLBACKS_VERSION = 1
+SYMM_BOOTSTRAP_CALLBACKS_VERSION = 2
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class SymmBootstrapCallbacks(Structure):
-    """``symm_bootstrap_callbacks_t`` (version 1); its function types follow."""
+    """``symm_bootstrap_callbacks_t`` (version 2); its function types follow."""
 
 
 # int (*allgather)(void *ctx, const void *send, void *recv, size_t len, int timeout_ms)
@@ -35,6 +35,12 @@ ABORT_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 SPLIT_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_int, POINTER(SymmBootstrapCallbacks), c_int)
 # void (*release)(void *ctx)
 RELEASE_FN = CFUNCTYPE(None, c_void_p)
+# int (*note_put)(void *ctx, const char *key, const char *value)
+NOTE_PUT_FN = CFUNCTYPE(c_int, c_void_p, c_char_p, c_char_p)
+# int (*note_get)(void *ctx, const char *key, char *value, size_t cap, int *found)
+NOTE_GET_FN = CFUNCTYPE(c_int, c_void_p, c_char_p, c_void_p, c_size_t, POINTER(c_int))
+# int (*lost_rank)(void *ctx)
+LOST_RANK_FN = CFUNCTYPE(c_int, c_void_p)
 
 SymmBootstrapCallbacks._fields_ = [
     ("size", c_size_t),
@@ -50,6 +56,9 @@ SymmBootstrapCallbacks._fields_ = [
     ("abort", ABORT_FN),
     ("split", SPLIT_FN),
     ("release", RELEASE_FN),
+    ("note_put", NOTE_PUT_FN),  # version 2
+    ("note_get", NOTE_GET_FN),
+    ("lost_rank", LOST_RANK_FN),
 ]
 
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._channel import Channel, Deadline
 from .errors import TimeoutError
+
+_NOTE_TAG = 0x534E  # on the notes' own duplicate: no other message uses it
+# Sends still pending when their channel was released: MPI may still read
+# their buffers, so they stay (a few hundred bytes, after a failure only).
+_UNSENT: List[Any] = []
 
 
 def mpi_module(obj: Any) -> Any:
@@ -31,7 +36,12 @@ class MPIChannel(Channel):
     order as usual.  A split waits for every rank in an Ibarrier polled to
     the deadline, then calls Split (MPI has no non-blocking split).
     local_rank and local_size come from Split_type(COMM_TYPE_SHARED).
-    :meth:`release` frees the duplicate (unless MPI is finalized by then).
+    Notes travel on a second duplicate, so they never meet the
+    collectives: note_put sends ``key\\0value`` to every other rank at once
+    (Isend), note_get receives whatever has arrived (Iprobe, Recv) and
+    answers from what this rank heard; the first value of a key stays.  No
+    lost_rank: MPI does not say which rank is gone.
+    :meth:`release` frees the duplicates (unless MPI is finalized by then).
     The calls come from the thread that calls into symmem
     (MPI_THREAD_FUNNELED is enough when that is the main thread).
     """
@@ -41,6 +51,9 @@ class MPIChannel(Channel):
         self.mpi, self.comm = mpi, dup
         self.rank, self.size = dup.Get_rank(), dup.Get_size()
         self._pending: List[Any] = []  # (request, buffers) that timed out
+        self._notes_comm = dup.Dup()
+        self._heard: Dict[str, str] = {}  # notes put or received, first value kept
+        self._sends: List[Any] = []  # (request, buffer) of note_put
         local = dup.Split_type(mpi.COMM_TYPE_SHARED, self.rank)
         try:
             self.local_rank, self.local_size = local.Get_rank(), local.Get_size()
@@ -86,6 +99,33 @@ class MPIChannel(Channel):
     def barrier(self, timeout_ms: int) -> None:  # type: ignore[override]
         self._complete(self.comm.Ibarrier(), None, timeout_ms, "Ibarrier")
 
+    def _drain_notes(self) -> None:
+        """Receives every note that has arrived."""
+        status = self.mpi.Status()
+        comm = self._notes_comm
+        while comm.Iprobe(source=self.mpi.ANY_SOURCE, tag=_NOTE_TAG, status=status):
+            buf = bytearray(status.Get_count(self.mpi.BYTE))
+            comm.Recv([buf, self.mpi.BYTE], source=status.Get_source(), tag=_NOTE_TAG)
+            key, _, value = bytes(buf).partition(b"\0")
+            self._heard.setdefault(key.decode("utf-8", "replace"),
+                                   value.decode("utf-8", "replace"))
+
+    def note_put(self, key: str, value: str) -> None:  # type: ignore[override]
+        self._drain_notes()
+        if key in self._heard:
+            return
+        self._heard[key] = value
+        text = bytearray(key.encode("utf-8") + b"\0" + value.encode("utf-8"))
+        self._sends = [s for s in self._sends if not s[0].Test()]
+        for r in range(self.size):
+            if r != self.rank:
+                req = self._notes_comm.Isend([text, self.mpi.BYTE], dest=r, tag=_NOTE_TAG)
+                self._sends.append((req, text))
+
+    def note_get(self, key: str) -> Optional[str]:  # type: ignore[override]
+        self._drain_notes()
+        return self._heard.get(key)
+
     def split(self, color: int, key: int,  # type: ignore[override]
               timeout_ms: int) -> Optional["MPIChannel"]:
         self.barrier(timeout_ms)
@@ -96,5 +136,12 @@ class MPIChannel(Channel):
 
     def release(self) -> None:
         comm, self.comm = self.comm, None
-        if comm is not None and not self.mpi.Is_finalized():
-            comm.Free()
+        if comm is None or self.mpi.Is_finalized():
+            return
+        self._drain_notes()
+        for req, text in self._sends:
+            if not req.Test():
+                req.Free()
+                _UNSENT.append(text)
+        self._notes_comm.Free()
+        comm.Free()

@@ -41,9 +41,17 @@ class StoreChannel(Channel):
     channel of their own under ``<prefix>s<split number>.<color>/``, the
     same name on every member, distinct from every other group's.
 
-    Only `wait` is bounded by the deadline: `set`, `get`, `add` and
-    `delete_key` are expected to answer at once (torch's stores bound them
-    by their own timeout).  A round that failed leaves its keys.
+    Notes (where the store has ``check(keys) -> bool``, as torch's have;
+    else none, and :attr:`note_put` and :attr:`note_get` are None): a note
+    is ``<prefix>note/<key>``, set by the rank whose ``add`` of 1 to
+    ``<prefix>note/<key>/claim`` gave 1, so the first value stays; a rank
+    reads it with ``check`` then ``get``, never ``wait``.  Notes are few
+    (a failure) and stay in the store.  No lost_rank: a store cannot tell
+    who is gone.
+
+    Only `wait` is bounded by the deadline: `set`, `get`, `add`, `check`
+    and `delete_key` are expected to answer at once (torch's stores bound
+    them by their own timeout).  A round that failed leaves its keys.
     """
 
     def __init__(self, store: Any, rank: int, size: int, prefix: str) -> None:
@@ -54,6 +62,10 @@ class StoreChannel(Channel):
         self._delete = delete if callable(delete) else None
         multi_get = getattr(store, "multi_get", None)
         self._multi_get = multi_get if callable(multi_get) else None
+        check = getattr(store, "check", None)
+        self._check = check if callable(check) else None
+        if self._check is None:
+            self.note_put = self.note_get = None
 
     def __repr__(self) -> str:
         return "<symmem StoreChannel %r rank %d of %d on %r>" % (self.prefix, self.rank,
@@ -109,6 +121,17 @@ class StoreChannel(Channel):
             self.store.set(base + "go", b"1")
         self._wait([base + "go"], deadline)
         self._finish(base, [base + "in", base + "go"])
+
+    def note_put(self, key: str, value: str) -> None:  # type: ignore[override]
+        name = "%snote/%s" % (self.prefix, key)
+        if int(self.store.add(name + "/claim", 1)) == 1:
+            self.store.set(name, value.encode("utf-8"))
+
+    def note_get(self, key: str) -> Optional[str]:  # type: ignore[override]
+        name = "%snote/%s" % (self.prefix, key)
+        if not self._check([name]):  # type: ignore[misc]
+            return None
+        return bytes(self.store.get(name)).decode("utf-8", "replace")
 
     def split(self, color: int, key: int,  # type: ignore[override]
               timeout_ms: int) -> Optional["StoreChannel"]:

@@ -6,7 +6,8 @@ no store and no port (under torchrun, torch's own store is enough):
 - a key-value store: ``torch.distributed.Store`` (TCPStore, FileStore,
   PrefixStore, HashStore), or any object with ``set(key, bytes)``,
   ``get(key) -> bytes``, ``add(key, int) -> int`` and ``wait(keys,
-  timeout: datetime.timedelta)`` (:class:`StoreChannel`); rank and world
+  timeout: datetime.timedelta)`` (:class:`StoreChannel`; notes where it
+  has ``check(keys) -> bool`` too, as torch's stores do); rank and world
   size come from init's `rank` and `world_size`, else from the launcher's
   environment (SYMM_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
   SLURM_PROCID and the matching sizes);
@@ -15,7 +16,8 @@ no store and no port (under torchrun, torch's own store is enough):
   default group), else through ``all_gather_object`` on the group, whose
   own timeout then applies (:class:`ProcessGroupChannel`);
 - an mpi4py communicator: a duplicate of it, non-blocking collectives
-  polled to the deadline, groups from Split (:class:`MPIChannel`);
+  polled to the deadline, groups from Split, notes as point-to-point
+  messages on a second duplicate (:class:`MPIChannel`);
 - a :class:`Channel` of your own.
 
 Which one is told by type and by duck typing; torch and mpi4py are never
@@ -38,8 +40,9 @@ from ctypes import sizeof
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ._channel import Channel, Deadline, result_of
-from ._lib import (ABORT_FN, ALLGATHER_FN, BARRIER_FN, BROADCAST_FN, RELEASE_FN, SPLIT_FN,
-                   SYMM_BOOTSTRAP_CALLBACKS_VERSION, SymmBootstrapCallbacks)
+from ._lib import (ABORT_FN, ALLGATHER_FN, BARRIER_FN, BROADCAST_FN, LOST_RANK_FN, NOTE_GET_FN,
+                   NOTE_PUT_FN, RELEASE_FN, SPLIT_FN, SYMM_BOOTSTRAP_CALLBACKS_VERSION,
+                   SymmBootstrapCallbacks)
 from ._mpi_channel import MPIChannel, mpi_module
 from ._store_channel import StoreChannel, looks_like_store
 from ._torch_channel import ProcessGroupChannel, group_channel, torch_distributed
@@ -134,6 +137,41 @@ def _release(ctx: int) -> None:
         ch.release()
 
 
+def _note_put(ctx: int, key: bytes, value: bytes) -> int:
+    _CHANNELS[ctx].note_put(key.decode("utf-8", "replace"),  # type: ignore[misc]
+                            value.decode("utf-8", "replace"))
+    return 0
+
+
+def _note_get(ctx: int, key: bytes, buf: int, cap: int, found: Any) -> int:
+    value = _CHANNELS[ctx].note_get(key.decode("utf-8", "replace"))  # type: ignore[misc]
+    found[0] = 0 if value is None else 1
+    if value is not None and cap > 0:
+        data = str(value).encode("utf-8")[:cap - 1] + b"\0"
+        ctypes.memmove(buf, data, len(data))
+    return 0
+
+
+def _lost_rank(ctx: int) -> int:
+    rank = _CHANNELS[ctx].lost_rank()  # type: ignore[misc]
+    return int(rank) if rank is not None and int(rank) >= 0 else -1
+
+
+def _aside(fn: Callable[..., int]) -> Callable[..., int]:
+    """A note or lost_rank body: its result, or the code of what it
+    raised, which C takes as "nothing known"; the cause kept for a failing
+    call stays as it is (these are called while other calls wait)."""
+    def call(*args: Any) -> int:
+        try:
+            return fn(*args)
+        except BaseException as e:  # noqa: BLE001 (C has no way to hear of it)
+            try:
+                return result_of(e)
+            except BaseException:
+                return int(Result.BACKEND)
+    return call
+
+
 def _quiet(fn: Callable[..., None]) -> Callable[..., None]:
     """A callback body with no result (abort, release): what it raises is
     dropped, and the cause kept for the failing call stays as it is."""
@@ -153,6 +191,9 @@ _C_BARRIER = BARRIER_FN(_guarded(_barrier))
 _C_SPLIT = SPLIT_FN(_guarded(_split))
 _C_ABORT = ABORT_FN(_quiet(_abort))
 _C_RELEASE = RELEASE_FN(_quiet(_release))
+_C_NOTE_PUT = NOTE_PUT_FN(_aside(_note_put))
+_C_NOTE_GET = NOTE_GET_FN(_aside(_note_get))
+_C_LOST_RANK = LOST_RANK_FN(_aside(_lost_rank))
 
 
 def _register(ch: Channel) -> int:
@@ -173,6 +214,9 @@ def _fill(cb: SymmBootstrapCallbacks, ch: Channel, ctx: int) -> None:
     cb.abort = _C_ABORT if ch.abort is not None else ABORT_FN()
     cb.split = _C_SPLIT if ch.split is not None else SPLIT_FN()
     cb.release = _C_RELEASE
+    cb.note_put = _C_NOTE_PUT if ch.note_put is not None else NOTE_PUT_FN()
+    cb.note_get = _C_NOTE_GET if ch.note_get is not None else NOTE_GET_FN()
+    cb.lost_rank = _C_LOST_RANK if ch.lost_rank is not None else LOST_RANK_FN()
 
 
 def _env_int(names: Sequence[str]) -> Optional[int]:

@@ -2,8 +2,10 @@
 the caller's (a store, a torch.distributed group, an mpi4py communicator),
 with no symmem store anywhere.
 
-  python bootstrap_cases.py CASE RANK SIZE ADDR   (pystore, torch_store, torch_group)
-  mpirun -n N python bootstrap_cases.py mpi        (rank and size from MPI)
+  python bootstrap_cases.py CASE RANK SIZE ADDR   (pystore, torch_store, torch_group,
+                                                   pystore_init_fails)
+  mpirun -n N python bootstrap_cases.py mpi        (mpi, mpi_timeout, mpi_init_fails:
+                                                   rank and size from MPI)
 
 Every rank checks that symmem opened no listening TCP socket, that
 tensors, all-reduce, all_to_all_v and groups work, and prints
@@ -217,14 +219,65 @@ def case_mpi_timeout():
     print("mpi_timeout ok rank %d" % r, flush=True)
 
 
+def expect_init_failure(bootstrap, me, case, **kw):
+    """The backend is made to fail on rank 1 (the fake NCCL's
+    FAKENCCL_INIT_FAIL_RANK): init must fail on every rank, each naming
+    rank 1, within half the deadline: the peers that wait in NCCL learn of
+    it through the bootstrap's notes, else only at their deadline."""
+    import time
+    start = time.monotonic()
+    try:
+        symmem.init(bootstrap=bootstrap, timeout_ms=TIMEOUT_MS, **kw).close()
+        raise AssertionError("init passed with a failing rank")
+    except symmem.SymmemError as e:
+        took = time.monotonic() - start
+        assert "rank 1" in str(e), e
+        assert took <= TIMEOUT_MS / 2000.0, "init failed after %.1f s: %s" % (took, e)
+    print("%s ok rank %d" % (case, me), flush=True)
+
+
+def case_pystore_init_fails(rank, size, addr):
+    """The pure-Python store's notes carry rank 1's failure."""
+    from pystore import StoreClient
+    expect_init_failure(StoreClient(addr), rank, "pystore_init_fails", rank=rank,
+                        world_size=size)
+
+
+def case_mpi_notes():
+    """The mpi4py channel's notes: the last rank's note reaches every
+    rank, its second value does not replace the first; then init with a
+    failing rank 1 (with more than one rank)."""
+    import time
+    from mpi4py import MPI
+    from symmem.bootstrap import MPIChannel
+    world = MPI.COMM_WORLD
+    r, w = world.Get_rank(), world.Get_size()
+    ch = MPIChannel.of(MPI, world)
+    if r == w - 1:
+        ch.note_put("k", "first")
+        ch.note_put("k", "second")
+    end = time.monotonic() + TIMEOUT_MS / 1000.0
+    while ch.note_get("k") is None and time.monotonic() < end:
+        time.sleep(0.001)
+    assert ch.note_get("k") == "first", ch.note_get("k")
+    assert ch.note_get("absent") is None
+    world.Barrier()
+    ch.release()
+    if w > 1:
+        expect_init_failure(world, r, "mpi_init_fails")
+    print("mpi_notes ok rank %d" % r, flush=True)
+
+
 def main():
     case = sys.argv[1]
-    if case in ("mpi", "mpi_timeout"):
-        {"mpi": case_mpi, "mpi_timeout": case_mpi_timeout}[case]()
+    mpi_cases = {"mpi": case_mpi, "mpi_timeout": case_mpi_timeout, "mpi_notes": case_mpi_notes}
+    if case in mpi_cases:
+        mpi_cases[case]()
         return 0
     rank, size, addr = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     {"pystore": case_pystore, "torch_store": case_torch_store,
-     "torch_group": case_torch_group}[case](rank, size, addr)
+     "torch_group": case_torch_group,
+     "pystore_init_fails": case_pystore_init_fails}[case](rank, size, addr)
     return 0
 
 

@@ -37,12 +37,13 @@ def _rank_env(extra=None):
     return env
 
 
-def _run_ranks(n, case, addr, timeout=120):
-    """Runs bootstrap_cases.py CASE r n ADDR for every rank r; their
-    return codes and output (stderr included)."""
+def _run_ranks(n, case, addr, timeout=120, env=None):
+    """Runs bootstrap_cases.py CASE r n ADDR for every rank r (with `env`
+    added to their environment); their return codes and output (stderr
+    included)."""
     script = os.path.join(HERE, "bootstrap_cases.py")
     procs = [subprocess.Popen([sys.executable, script, case, str(r), str(n), addr],
-                              env=_rank_env(), stdout=subprocess.PIPE,
+                              env=_rank_env(env), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, universal_newlines=True)
              for r in range(n)]
     outs, rcs = [], []
@@ -56,6 +57,20 @@ def _run_ranks(n, case, addr, timeout=120):
         rcs.append(p.returncode)
     return rcs, "\n".join("--- rank %d (exit %s)\n%s" % (r, rc, o)
                           for r, (rc, o) in enumerate(zip(rcs, outs)))
+
+
+def _failing_nccl_env():
+    """The environment that makes the nccl backend's init fail on rank 1:
+    the fake CUDA driver and fake NCCL of the C build beside the library
+    under test (SYMMEM_LIBRARY); SKIP where they are not there."""
+    lib = os.environ.get("SYMMEM_LIBRARY", "")
+    fakes = os.path.join(os.path.dirname(lib), "tests", "fakes")
+    cuda, nccl = (os.path.join(fakes, "libsymm-fake%s.so" % n) for n in ("cuda", "nccl"))
+    if not (os.path.exists(cuda) and os.path.exists(nccl)):
+        pytest.skip("no fake CUDA and NCCL beside SYMMEM_LIBRARY (%r; they are built with the "
+                    "C tests): a failing NCCL init cannot be made here" % lib)
+    return dict(SYMM_BACKEND="nccl", SYMM_CUDA_LIB=cuda, SYMM_NCCL_LIB=nccl,
+                SYMM_ALLOW_SHARED_DEVICE="1", FAKENCCL_INIT_FAIL_RANK="1")
 
 
 def _need(name):
@@ -86,6 +101,19 @@ def test_store_ranks(n):
     assert rcs == [0] * n, out
     assert out.count("pystore ok") == n and out.count("pystore again ok") == n, out
     assert left == [], left
+
+
+def test_store_notes_carry_a_failure():
+    # Rank 1's NCCL init fails; the others, waiting in NCCL, read its note
+    # from the pure-Python store and fail naming rank 1, well before their
+    # deadline (without notes they would time out).
+    env = _failing_nccl_env()
+    with StoreServer() as server:
+        rcs, out = _run_ranks(3, "pystore_init_fails", server.addr, env=env)
+        notes = [k for k in server.store.keys() if "/note/" in k]
+    assert rcs == [0] * 3, out
+    assert out.count("pystore_init_fails ok") == 3, out
+    assert any(k.endswith("note/nccl-failed") for k in notes), notes
 
 
 # -- one process: the store's behaviour and its failures ------------------
@@ -195,6 +223,66 @@ def test_store_channel_operations(multi_get):
         return sub and sub.rank
     assert _on_threads(n, rank) == [None, 1, 0, 0]
     assert store.keys() == [], store.keys()
+
+
+def _c_note_get(hold, key, cap=64):
+    """note_get called as C calls it: (return code, found, value)."""
+    import ctypes
+    buf, found = ctypes.create_string_buffer(cap), ctypes.c_int(-1)
+    rc = hold.struct.note_get(hold.struct.ctx, key, ctypes.addressof(buf), cap,
+                              ctypes.byref(found))
+    return rc, found.value, buf.value
+
+
+def test_store_channel_notes_through_the_callbacks():
+    # Two ranks' channels on one store, their notes called through the C
+    # struct: the first value of a key stays, a missing key is not found
+    # (at once, no wait), a long value is cut to the reader's buffer.
+    store = LocalStore()
+    holds = [sb.Hold(sb.StoreChannel(store, r, 2, "n/")) for r in range(2)]
+    try:
+        put = holds[1].struct
+        assert put.version == 2 and not put.lost_rank
+        assert put.note_put(put.ctx, b"k", b"first") == 0
+        assert put.note_put(put.ctx, b"k", b"second") == 0
+        assert holds[0].channel.note_get("k") == "first"
+        assert _c_note_get(holds[0], b"k") == (0, 1, b"first")
+        assert _c_note_get(holds[0], b"absent") == (0, 0, b"")
+        assert holds[0].struct.note_put(holds[0].struct.ctx, b"long", b"x" * 100) == 0
+        assert _c_note_get(holds[1], b"long", cap=8) == (0, 1, b"x" * 7)
+    finally:
+        for h in holds:
+            h.close()
+    assert store.keys() == ["n/note/k", "n/note/k/claim", "n/note/long", "n/note/long/claim"]
+
+
+def test_store_without_check_keeps_no_notes():
+    store = LocalStore()
+    store.check = None  # not callable: no way to ask without waiting
+    hold = sb.Hold(sb.StoreChannel(store, 0, 1, "n/"))
+    try:
+        assert not hold.struct.note_put and not hold.struct.note_get
+    finally:
+        hold.close()
+
+
+def test_channel_note_exceptions_mean_nothing_known():
+    class Broken(sb.Channel):
+        rank, size = 0, 1
+
+        def note_get(self, key):
+            raise ConnectionResetError("gone")
+
+        def lost_rank(self):
+            return 3
+
+    hold = sb.Hold(Broken())
+    try:
+        assert _c_note_get(hold, b"k")[0] == int(symmem.Result.PEER_LOST)
+        assert hold.struct.lost_rank(hold.struct.ctx) == 3
+        assert not hold.struct.note_put
+    finally:
+        hold.close()
 
 
 def test_store_channel_without_delete_key():
@@ -352,14 +440,14 @@ def test_torch_process_group(n):
         assert out.count(case + " ok") == n, out
 
 
-def _mpirun(n, case):
+def _mpirun(n, case, env=None):
     _need("mpi4py.MPI")
     mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpirun")
     if not mpirun:
         pytest.skip("no mpirun here: the mpi4py bootstrap is not tested")
     cmd = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n", str(n), sys.executable,
            os.path.join(HERE, "bootstrap_cases.py"), case]
-    proc = subprocess.run(cmd, env=_rank_env(), stdout=subprocess.PIPE,
+    proc = subprocess.run(cmd, env=_rank_env(env), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=180)
     return proc.returncode, proc.stdout
 
@@ -368,6 +456,16 @@ def _mpirun(n, case):
 def test_mpi4py_communicator(n):
     rc, out = _mpirun(n, "mpi")
     assert rc == 0 and out.count("mpi ok") == n, out
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_mpi4py_notes(n):
+    # Notes on the channel's own duplicate; with 3 ranks, rank 1's failing
+    # NCCL init is named by every rank well within the deadline.
+    env = _failing_nccl_env() if n > 1 else None
+    rc, out = _mpirun(n, "mpi_notes", env)
+    assert rc == 0 and out.count("mpi_notes ok") == n, out
+    assert out.count("mpi_init_fails ok") == (n if n > 1 else 0), out
 
 
 def test_mpi4py_late_rank_times_out():

@@ -7,8 +7,22 @@
  * then gets every member's value.  A channel is the job's ranks (the
  * wildcard) or a group made by split: its members' job ranks and an id
  * that every member derives alike (parent id, split number, color), so
- * keys of different groups and rounds never meet.  The structs below are
- * the PMIx ABI's (v3 and later: pmix_value_t of 32 bytes). */
+ * keys of different groups and rounds never meet.
+ *
+ * Notes go through the same store without a fence: note_put puts and
+ * commits "symm.<channel>.note.<key>"; note_get asks for it from each
+ * member in turn with PMIX_IMMEDIATE, which makes the server answer from
+ * what it holds now (not found, at once) instead of holding the request
+ * until the value comes.  A server holds at once what the clients of its
+ * own node commit; what a rank on another node commits after the last
+ * fence it fetches only on request from that node, which IMMEDIATE
+ * forbids, so a note reaches the ranks of the putter's node and the
+ * others learn at their deadline.  PMIx keeps the last value put under a
+ * key and the members' values differ, so each channel remembers the
+ * notes it put or read, and the first one of a key stays.  No lost_rank:
+ * Open MPI's launcher ends the whole job when a rank exits early, and
+ * tells the others no event before it does.  The structs below are the
+ * PMIx ABI's (v3 and later: pmix_value_t of 32 bytes). */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <dlfcn.h>
 #include <pthread.h>
@@ -29,6 +43,7 @@
 #define PX_UINT16 13
 #define PX_UINT32 14
 #define PX_INT 6
+#define PX_STRING 3
 #define PX_BYTE_OBJECT 27
 #define PX_GLOBAL 3
 #define PX_ERR_TIMEOUT (-24)
@@ -45,6 +60,7 @@ typedef struct {
   union {
     bool flag;
     int integer;
+    char *string;
     uint16_t uint16;
     uint32_t uint32;
     struct {
@@ -91,11 +107,18 @@ static struct {
   bool exit_hook; /* px_finalize_at_exit is registered */
 } px = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* A note this channel put or read: "key\0value\0". */
+typedef struct px_note {
+  struct px_note *next;
+  char text[];
+} px_note_t;
+
 typedef struct {
   uint64_t id, round;
   int splits;
   int rank, size;
   uint32_t *members; /* [size] job ranks; NULL: the whole job */
+  px_note_t *notes;  /* the first value of each key, as this rank knows it */
 } px_chan_t;
 
 static symm_result_t px_load(char *why, size_t cap) {
@@ -232,8 +255,83 @@ static int px_allgather(void *ctx, const void *send, void *recv, size_t len, int
   return rc;
 }
 
+static px_note_t *px_note_find(const px_chan_t *ch, const char *key) {
+  for (px_note_t *n = ch->notes; n; n = n->next)
+    if (strcmp(n->text, key) == 0) return n;
+  return NULL;
+}
+
+static void px_note_keep(px_chan_t *ch, const char *key, const char *value) {
+  const size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
+  px_note_t *n = malloc(sizeof *n + kl + vl);
+  if (!n) return; /* a reader asks again; a putter may put again */
+  memcpy(n->text, key, kl);
+  memcpy(n->text + kl, value, vl);
+  n->next = ch->notes;
+  ch->notes = n;
+}
+
+static void px_note_key(const px_chan_t *ch, const char *key, char *out, size_t cap) {
+  snprintf(out, cap, "symm.%016llx.note.%s", (unsigned long long)ch->id, key);
+}
+
+static int px_note_put(void *ctx, const char *key, const char *value) {
+  px_chan_t *ch = ctx;
+  if (px_note_find(ch, key)) return 0; /* the first value stays */
+  char pkey[PX_KEYLEN];
+  px_note_key(ch, key, pkey, sizeof pkey);
+  px_value_t v;
+  memset(&v, 0, sizeof v);
+  v.type = PX_STRING;
+  v.data.string = (char *)value;
+  int rc = px_status(px.lib.put(PX_GLOBAL, pkey, &v));
+  if (!rc) rc = px_status(px.lib.commit());
+  if (!rc) px_note_keep(ch, key, value);
+  return rc;
+}
+
+/* Member r's value of the note, if its node's server holds it now. */
+static bool px_note_ask(const px_chan_t *ch, int r, const char *pkey, char *value, size_t cap) {
+  px_info_t now;
+  memset(&now, 0, sizeof now);
+  snprintf(now.key, sizeof now.key, "pmix.immediate");
+  now.value.type = PX_BOOL;
+  now.value.data.flag = true;
+  px_proc_t p = px_member(ch, r);
+  px_value_t *got = NULL;
+  const bool found = px.lib.get(&p, pkey, &now, 1, &got) == 0 && got &&
+                     got->type == PX_STRING && got->data.string;
+  if (found) snprintf(value, cap, "%s", got->data.string);
+  if (got && got->type == PX_STRING) free(got->data.string);
+  free(got);
+  return found;
+}
+
+static int px_note_get(void *ctx, const char *key, char *value, size_t cap, int *found) {
+  px_chan_t *ch = ctx;
+  const px_note_t *n = px_note_find(ch, key);
+  *found = n != NULL;
+  if (n) {
+    snprintf(value, cap, "%s", n->text + strlen(n->text) + 1);
+    return 0;
+  }
+  char pkey[PX_KEYLEN], text[1024];
+  px_note_key(ch, key, pkey, sizeof pkey);
+  for (int r = 0; r < ch->size && !*found; r++)
+    if (r != ch->rank && px_note_ask(ch, r, pkey, text, sizeof text)) {
+      px_note_keep(ch, key, text);
+      snprintf(value, cap, "%s", text);
+      *found = 1;
+    }
+  return 0;
+}
+
 static void px_release(void *ctx) {
   px_chan_t *ch = ctx;
+  for (px_note_t *n = ch->notes, *next; n; n = next) {
+    next = n->next;
+    free(n);
+  }
   free(ch->members);
   free(ch);
 }
@@ -293,6 +391,8 @@ static void px_fill(px_chan_t *ch, symm_bootstrap_callbacks_t *cb) {
   cb->allgather = px_allgather;
   cb->split = px_split;
   cb->release = px_release;
+  cb->note_put = px_note_put;
+  cb->note_get = px_note_get;
 }
 
 bool symm_pmix_present(void) {

@@ -21,7 +21,6 @@
 
 #include "symm_error.h"
 #include "symm_settings.h"
-#include "symm_store_own.h"
 #include "symm_util.h"
 
 /* The smallest signal pad, and the unit of every pad's size: an
