@@ -1401,25 +1401,36 @@ SYMM_API symm_result_t symm_comm_allreduce_algo(const symm_comm_t *comm, symm_al
  * symm_broadcast, symm_all_to_all and symm_all_to_all_v (SYMM_COPY_ALGO=
  * auto|ce sets the default, the same on every rank).  Local.
  *  - SYMM_ALGO_AUTO: the engine's own (GPU: the collective kernels).
- *  - SYMM_ALGO_CE, GPU backends: the copy engines.  A call enqueues on
- *    `stream` a barrier of one 32-thread block (the signal kernel: every
- *    rank's earlier work on its stream is done), one cuMemcpyAsync per
- *    rank of this rank's piece into that rank's collective scratch, a
- *    second barrier (every piece has arrived), the copy of this rank's
- *    scratch into recvbuf (all-to-all-v: one per source rank), and a
- *    third barrier (every rank has copied its scratch out, so the next
- *    collective may write into it).  No SM
- *    moves data, so a kernel on another stream (a GEMM) keeps every SM;
- *    nothing is read back, so calls can be captured in CUDA graphs once the
- *    scratch is reserved (symm_comm_scratch_bytes covers them).  Scratch:
- *    the fixed-size calls stage what a rank receives (world x count
- *    elements; broadcast: count) and grow it as their kernels do;
- *    all-to-all-v never grows it and gives each pair of ranks an equal
- *    slot of the staging (symm_comm_scratch_bytes(comm, B) / world, less
- *    the 28 MiB of LL areas): a rank that sends or receives more returns
+ *  - SYMM_ALGO_CE, GPU backends: the copy engines, in one of two paths.
+ *    Direct, where the buffer holding every rank's pieces lies in a
+ *    rendezvoused tensor at the same offset on every rank (all-gather and
+ *    broadcast: recvbuf, else for all-gather sendbuf; all-to-all: sendbuf
+ *    not overlapping recvbuf): this rank's own piece is copied into its
+ *    recvbuf (out of place only), a barrier of one 32-thread block (the
+ *    signal kernel: every rank reached the call), one cuMemcpyAsync per
+ *    source rank straight from that rank's buffer into this rank's
+ *    recvbuf, a second barrier (no peer reads this rank's buffers any
+ *    more) and a third (as the staged path's).  Nothing is staged: no size limit, no scratch growth.  Staged,
+ *    otherwise (and always for all-to-all-v): the barrier, one
+ *    cuMemcpyAsync per rank of this rank's piece into that rank's
+ *    collective scratch, a second barrier (every piece has arrived), the
+ *    copy of this rank's scratch into recvbuf (all-to-all-v: one per
+ *    source rank), and a third barrier (every rank has copied its scratch
+ *    out, so the next collective may write into it).  Either way a rank writes only its own recvbuf and
+ *    library memory.  No SM moves data, so a kernel on another stream (a
+ *    GEMM) keeps every SM; nothing is read back, so calls can be captured
+ *    in CUDA graphs once the scratch is reserved (symm_comm_scratch_bytes
+ *    covers them).  Scratch of the staged path: the fixed-size calls stage
+ *    what a rank receives (world x count elements; broadcast: count) and
+ *    grow it as their kernels do; all-to-all-v never grows it and gives
+ *    each pair of ranks an equal slot of the staging
+ *    (symm_comm_scratch_bytes(comm, B) / world, less the 28 MiB of LL
+ *    areas): a rank that sends or receives more returns
  *    SYMM_ERR_STATE.  The barriers compare the ranks' calls (their
- *    signatures; all-to-all-v also each pair's count): a rank whose call
- *    differs, or was refused, makes its peers record SYMM_ERR_MISMATCH
+ *    signatures and paths: every rank must pass its buffers alike, all in
+ *    the same symmetric place or none; all-to-all-v also each pair's
+ *    count): a rank whose call or path differs, or was refused, makes its
+ *    peers record SYMM_ERR_MISMATCH
  *    (symm_comm_check_async_error); the copies, enqueued by the host, run
  *    anyway, inside the scratch and each rank's own recvbuf, whose content
  *    is then undefined.  All-to-all-v: the receiver of a count that differs

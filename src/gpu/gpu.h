@@ -143,6 +143,13 @@ symm_result_t gpu_abstain(symm_comm_t *comm, const symm_coll_args_t *args);
 symm_result_t gpu_coll_base(symm_comm_t *comm, symm_gpu_t *g, uint64_t stage,
                             symm_coll_params_t *p);
 
+/* Whether [ptr, ptr + bytes) lies, on this rank, in a rendezvoused tensor
+ * of comm that every rank maps: then peer[r] is rank r's memory at the
+ * same offset as this rank maps it, and *key a hash of the tensor and the
+ * offset that is the same on every rank passing the same place. */
+bool gpu_coll_symm_range(symm_comm_t *comm, const symm_gpu_t *g, const void *ptr,
+                         uint64_t bytes, uint64_t peer[SYMM_COLL_MAX_WORLD], uint64_t *key);
+
 /* gpu_coll_ce.c: engine->ce_collective, and the part of a call refused on
  * this rank (engine->abstain with args->algo SYMM_ALGO_CE). */
 symm_result_t gpu_ce_collective(symm_comm_t *comm, const symm_coll_args_t *args);

@@ -89,8 +89,9 @@ static void gpu_async_message(const symm_comm_t *comm, symm_result_t code,
     gpu_async_a2av(e, msg + n, cap - (size_t)n);
   } else if (code == SYMM_ERR_MISMATCH && kind == SYMM_COLL_KERNEL_CE)
     snprintf(msg, cap, "a copy-engine collective on rank %d: rank %u's call differs (kind, "
-             "count, dtype, root, algorithm, or the all-to-all-v counts between the two), "
-             "or was refused there; the call's recvbuf is undefined", rank, peer);
+             "count, dtype, root, algorithm, the all-to-all-v counts between the two, or "
+             "where its buffers lie: in a symmetric tensor at the same offset on some ranks "
+             "only), or was refused there; the call's recvbuf is undefined", rank, peer);
   else if (code == SYMM_ERR_TIMEOUT && kind == SYMM_COLL_KERNEL_CE)
     snprintf(msg, cap, "a copy-engine collective on rank %d: rank %u did not arrive within %d "
              "ms; the communicator's collectives are unusable from now on", rank, peer,

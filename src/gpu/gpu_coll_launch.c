@@ -154,6 +154,27 @@ static symm_result_t gpu_coll_describe_scratch(symm_comm_t *comm, symm_gpu_t *g,
   return SYMM_SUCCESS;
 }
 
+bool gpu_coll_symm_range(symm_comm_t *comm, const symm_gpu_t *g, const void *ptr,
+                         uint64_t bytes, uint64_t peer[SYMM_COLL_MAX_WORLD], uint64_t *key) {
+  symm_tensor_t *t;
+  int rank;
+  size_t offset;
+  if (!ptr || !symm_tensor_find(ptr, &t, &rank, &offset)) return false;
+  void *const *peer_data = symm_tensor_peer_data(t);
+  if (symm_tensor_comm(t) != comm || !symm_tensor_is_rendezvoused(t) || rank != g->rank ||
+      !peer_data)
+    return false;
+  const uint64_t off = offset, nbytes = symm_tensor_nbytes(t);
+  if (off > nbytes || bytes > nbytes - off) return false;
+  for (int r = 0; r < g->size; r++) {
+    if (!peer_data[r]) return false; /* not load/store reachable */
+    peer[r] = (uint64_t)(uintptr_t)peer_data[r] + off;
+  }
+  uint64_t f[2] = {symm_tensor_peer_sig(t), off};
+  *key = symm_hash64(f, sizeof f, 0x7a63ull);
+  return true;
+}
+
 /* Two-shot (its reduced segments) and all-gather (its pieces) write
  * straight into the peers' recv when recv lies in a rendezvoused tensor of
  * this communicator: p->zc is a key of the tensor and offset, and
@@ -162,21 +183,10 @@ static symm_result_t gpu_coll_describe_scratch(symm_comm_t *comm, symm_gpu_t *g,
  * (or another offset) still work, staged. */
 static void gpu_coll_zero_copy(symm_comm_t *comm, const symm_gpu_t *g,
                                const symm_coll_args_t *args, symm_coll_params_t *p) {
-  symm_tensor_t *t;
-  int rank;
-  size_t offset;
+  uint64_t h = 0;
   p->zc = 0;
   p->zc_key = 0;
-  if (!symm_tensor_find(args->recvbuf, &t, &rank, &offset)) return;
-  void *const *peer_data = symm_tensor_peer_data(t);
-  if (symm_tensor_comm(t) != comm || !symm_tensor_is_rendezvoused(t) || rank != g->rank ||
-      !peer_data)
-    return;
-  const uint64_t off = offset, nbytes = symm_tensor_nbytes(t);
-  if (off > nbytes || args->recv_bytes > nbytes - off) return;
-  for (int r = 0; r < g->size; r++) p->peer_recv[r] = (uint64_t)(uintptr_t)peer_data[r] + off;
-  uint64_t f[2] = {symm_tensor_peer_sig(t), off};
-  uint64_t h = symm_hash64(f, sizeof f, 0x7a63ull);
+  if (!gpu_coll_symm_range(comm, g, args->recvbuf, args->recv_bytes, p->peer_recv, &h)) return;
   p->zc = (uint32_t)(h ^ (h >> 32)) | 1u;
   p->zc_key = h;
 }

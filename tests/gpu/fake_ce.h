@@ -135,7 +135,7 @@ static inline void fake_ce_all_to_all_broadcast(symm_comm_t *comm, size_t n) {
 /* All-to-all-v with host counts: rank r sends (r + p) % 3 + 1 + extra[p]
  * bytes to rank p, packed; receives in reverse rank order.  One copy per
  * rank with data each way. */
-static inline void fake_ce_all_to_all_v(symm_comm_t *comm) {
+static inline void fake_ce_all_to_all_v(symm_comm_t *comm, uint8_t *send_at, uint8_t *recv_at) {
   const int rank = symm_comm_rank(comm), W = symm_comm_size(comm);
   size_t sc[SYMM_COLL_MAX_WORLD], rc[SYMM_COLL_MAX_WORLD], rd[SYMM_COLL_MAX_WORLD];
   size_t total_s = 0, total_r = 0;
@@ -149,7 +149,8 @@ static inline void fake_ce_all_to_all_v(symm_comm_t *comm) {
     rd[p] = (size_t)at;
     at += (int)rc[p];
   }
-  uint8_t *send = malloc(total_s), *recv = malloc(total_r);
+  uint8_t *send = send_at ? send_at : malloc(total_s), *recv = recv_at ? recv_at
+                                                                         : malloc(total_r);
   ASSERT_MSG(send && recv, "out of memory");
   for (int p = 0, at = 0; p < W; at += (int)sc[p], p++)
     for (size_t i = 0; i < sc[p]; i++) send[(size_t)at + i] = fake_ce_byte(rank, p, i);
@@ -163,8 +164,195 @@ static inline void fake_ce_all_to_all_v(symm_comm_t *comm) {
   fake_ce_expect_barrier(log, before + 2 + 2 * W, comm);
   for (int p = 0; p < W; p++)
     for (size_t i = 0; i < rc[p]; i++) ASSERT_EQ(recv[rd[p] + i], fake_ce_byte(p, rank, i));
-  free(send);
+  if (!send_at) free(send);
+  if (!recv_at) free(recv);
+}
+
+/* A rendezvoused tensor of `bytes` for the direct path: this rank's
+ * data and every rank's mapping of it. */
+typedef struct fake_ce_symm {
+  symm_tensor_t *t;
+  uint8_t *mine;
+  uint8_t *peer[SYMM_COLL_MAX_WORLD];
+  size_t bytes;
+} fake_ce_symm_t;
+
+static inline fake_ce_symm_t fake_ce_symm_make(symm_comm_t *comm, size_t bytes) {
+  fake_ce_symm_t s;
+  memset(&s, 0, sizeof s);
+  int64_t n = (int64_t)bytes;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &s.t));
+  ASSERT_OK(symm_tensor_rendezvous(s.t));
+  void *const *data = NULL;
+  ASSERT_OK(symm_tensor_peer_ptrs(s.t, &data));
+  for (int r = 0; r < symm_comm_size(comm); r++) s.peer[r] = data[r];
+  s.mine = symm_tensor_data(s.t);
+  s.bytes = bytes;
+  return s;
+}
+
+/* Entries [at, at + n) of the log are the direct path's copies, in
+ * order: into dst[k] from src[k], len bytes each. */
+static inline void fake_ce_expect_pulls(fake_ce_log_t log, long at, int n, uint8_t *const *dst,
+                                        uint8_t *const *src, size_t len) {
+  for (int k = 0; k < n; k++) fake_ce_expect_copy(log, at + k, dst[k], src[k], len);
+}
+
+/* A direct all-gather of n bytes a rank into recvbuf at `off` of s (in
+ * place or from ordinary memory): the own piece copied into its slot
+ * (out of place only), a barrier, one copy from every peer's slot of its
+ * recvbuf (the next rank first), two barriers, and nothing else. */
+static inline void fake_ce_direct_gather(symm_comm_t *comm, fake_ce_symm_t *s, size_t off,
+                                         size_t n, bool in_place) {
+  const int rank = symm_comm_rank(comm), W = symm_comm_size(comm);
+  fake_ce_log_t log = fake_ce_log();
+  uint8_t *recv = s->mine + off, *send = in_place ? recv + n * (size_t)rank : malloc(n);
+  ASSERT_MSG(send, "out of memory");
+  memset(recv, 0xEE, n * (size_t)W);
+  for (size_t i = 0; i < n; i++) send[i] = fake_ce_byte(rank, 0, i);
+  ASSERT_OK(symm_comm_barrier(comm)); /* no peer reads before this rank's input is there */
+  const long before = log.count();
+  ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_U8, NULL));
+  ASSERT_OK(symm_comm_check_async_error(comm));
+  for (int r = 0; r < W; r++)
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(recv[(size_t)r * n + i], fake_ce_byte(r, 0, i));
+  const long pre = in_place ? 0 : 1;
+  ASSERT_EQ(log.count(), before + pre + 3 + (W - 1));
+  if (pre) fake_ce_expect_copy(log, before, recv + (size_t)rank * n, send, n);
+  fake_ce_expect_barrier(log, before + pre, comm);
+  uint8_t *dst[SYMM_COLL_MAX_WORLD], *src[SYMM_COLL_MAX_WORLD];
+  for (int k = 1; k < W; k++) {
+    const int p = (rank + k) % W;
+    dst[k - 1] = recv + (size_t)p * n;
+    src[k - 1] = s->peer[p] + off + (size_t)p * n;
+  }
+  fake_ce_expect_pulls(log, before + pre + 1, W - 1, dst, src, n);
+  fake_ce_expect_barrier(log, before + pre + W, comm);
+  fake_ce_expect_barrier(log, before + pre + W + 1, comm);
+  if (!in_place) free(send);
+  ASSERT_OK(symm_comm_barrier(comm)); /* every peer read this rank's recvbuf */
+}
+
+/* Direct calls that read the peers' sendbuf (all-gather whose recvbuf is
+ * ordinary memory, all-to-all): a barrier, one copy per rank (its own
+ * last) straight into recvbuf, two barriers (the third every call meets). */
+static inline void fake_ce_direct_from_send(symm_comm_t *comm, fake_ce_symm_t *s, size_t n,
+                                            bool a2a) {
+  const int rank = symm_comm_rank(comm), W = symm_comm_size(comm);
+  fake_ce_log_t log = fake_ce_log();
+  const size_t pieces = a2a ? (size_t)W : 1;
+  uint8_t *send = s->mine + 256, *recv = malloc(n * (size_t)W);
+  ASSERT_MSG(recv, "out of memory");
+  for (size_t q = 0; q < pieces; q++)
+    for (size_t i = 0; i < n; i++) send[q * n + i] = fake_ce_byte(rank, (int)q, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  const long before = log.count();
+  if (a2a) ASSERT_OK(symm_all_to_all(comm, send, recv, n, SYMM_DTYPE_U8, NULL));
+  else ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_U8, NULL));
+  ASSERT_OK(symm_comm_check_async_error(comm));
+  for (int r = 0; r < W; r++)
+    for (size_t i = 0; i < n; i++)
+      ASSERT_EQ(recv[(size_t)r * n + i], fake_ce_byte(r, a2a ? rank : 0, i));
+  ASSERT_EQ(log.count(), before + 3 + W);
+  fake_ce_expect_barrier(log, before, comm);
+  uint8_t *dst[SYMM_COLL_MAX_WORLD], *src[SYMM_COLL_MAX_WORLD];
+  for (int k = 1; k <= W; k++) {
+    const int p = (rank + k) % W;
+    dst[k - 1] = recv + (size_t)p * n;
+    src[k - 1] = s->peer[p] + 256 + (a2a ? (size_t)rank * n : 0);
+  }
+  fake_ce_expect_pulls(log, before + 1, W, dst, src, n);
+  fake_ce_expect_barrier(log, before + 1 + W, comm);
+  fake_ce_expect_barrier(log, before + 2 + W, comm);
   free(recv);
+  ASSERT_OK(symm_comm_barrier(comm));
+}
+
+/* A direct broadcast of n bytes from the last rank into recvbuf in s:
+ * the root copies its sendbuf into its recvbuf (out of place) and meets
+ * three barriers; every other rank copies once, from the root's recvbuf. */
+static inline void fake_ce_direct_bcast(symm_comm_t *comm, fake_ce_symm_t *s, size_t n,
+                                        bool in_place) {
+  const int rank = symm_comm_rank(comm), W = symm_comm_size(comm), root = W - 1;
+  fake_ce_log_t log = fake_ce_log();
+  uint8_t *recv = s->mine + 512, *send = in_place ? recv : malloc(n);
+  ASSERT_MSG(send, "out of memory");
+  memset(recv, 0xEE, n);
+  for (size_t i = 0; rank == root && i < n; i++) send[i] = fake_ce_byte(root, 3, i);
+  ASSERT_OK(symm_comm_barrier(comm));
+  const long before = log.count();
+  ASSERT_OK(symm_broadcast(comm, rank == root ? send : NULL, recv, n, SYMM_DTYPE_U8, root,
+                           NULL));
+  ASSERT_OK(symm_comm_check_async_error(comm));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(recv[i], fake_ce_byte(root, 3, i));
+  const long pre = rank == root && !in_place ? 1 : 0, pulls = rank == root ? 0 : 1;
+  ASSERT_EQ(log.count(), before + pre + 3 + pulls);
+  if (pre) fake_ce_expect_copy(log, before, recv, send, n);
+  fake_ce_expect_barrier(log, before + pre, comm);
+  if (pulls) fake_ce_expect_copy(log, before + 1, recv, s->peer[root] + 512, n);
+  fake_ce_expect_barrier(log, before + pre + 1 + pulls, comm);
+  fake_ce_expect_barrier(log, before + pre + 2 + pulls, comm);
+  if (!in_place) free(send);
+  ASSERT_OK(symm_comm_barrier(comm));
+}
+
+/* Ranks that disagree on the direct path (rank 0's recvbuf in the tensor,
+ * the others' in ordinary memory; then the tensor at offsets that differ
+ * by rank): every rank records SYMM_ERR_MISMATCH, and no rank's tensor is
+ * written outside its own recvbuf (the pulls write only their own). */
+static inline void fake_ce_direct_disagree(symm_comm_t *comm, fake_ce_symm_t *s) {
+  const int rank = symm_comm_rank(comm), W = symm_comm_size(comm);
+  const size_t n = 1000, off = (size_t)rank * 256;
+  uint8_t *plain = malloc(n * (size_t)W), send[1000];
+  ASSERT_MSG(plain, "out of memory");
+  memset(send, rank + 1, n);
+  for (int layout = 0; layout < 2; layout++) {
+    memset(s->mine, 0xAB, s->bytes);
+    ASSERT_OK(symm_comm_barrier(comm));
+    uint8_t *recv = layout == 0 ? (rank == 0 ? s->mine : plain) : s->mine + off;
+    ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_U8, NULL));
+    ASSERT_RES(symm_comm_check_async_error(comm), SYMM_ERR_MISMATCH);
+    ASSERT_STR_CONTAINS(symm_last_error(), "symmetric tensor");
+    ASSERT_OK(symm_comm_barrier(comm)); /* every rank's copies are done */
+    const uint8_t *lo = recv, *hi = recv + n * (size_t)W;
+    for (size_t i = 0; i < s->bytes; i++)
+      if (s->mine + i < lo || s->mine + i >= hi) ASSERT_EQ(s->mine[i], 0xAB);
+  }
+  free(plain);
+}
+
+/* The direct path at every size class, in place and out of place, above
+ * the scratch's size without growing it, allocating nothing; all-to-all-v
+ * on symmetric buffers stays staged and right; disagreeing ranks. */
+static inline void fake_ce_direct(symm_comm_t *comm) {
+  const int W = symm_comm_size(comm);
+  symm_tensor_t *scratch = symm_comm_scratch_current(comm);
+  ASSERT_MSG(scratch, "no scratch after copy-engine calls");
+  const size_t S = symm_tensor_nbytes(scratch), big = S / (size_t)W + 4099;
+  fake_ce_symm_t s = fake_ce_symm_make(comm, big * (size_t)W + 4096);
+  static const size_t sizes[] = {1, 7, 4099, (size_t)1 << 20};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (int ip = 0; ip < 2; ip++) {
+      fake_ce_direct_gather(comm, &s, ip ? 0 : 768, sizes[k], ip);
+      fake_ce_direct_bcast(comm, &s, sizes[k], ip);
+    }
+  fake_ce_direct_from_send(comm, &s, 4099, false);
+  fake_ce_direct_from_send(comm, &s, 4099, true);
+  const fakecuda_stats_t a = fake_stats();
+  fake_ce_direct_gather(comm, &s, 0, big, true); /* W x big bytes: more than the scratch */
+  fake_ce_direct_gather(comm, &s, 0, big, false);
+  fake_ce_direct_from_send(comm, &s, big - 256 / (size_t)W - 1, true);
+  const fakecuda_stats_t b = fake_stats();
+  ASSERT_EQ(b.handles, a.handles);
+  ASSERT_EQ(b.mappings, a.mappings);
+  ASSERT_EQ(b.devallocs, a.devallocs);
+  ASSERT_MSG(symm_comm_scratch_current(comm) == scratch &&
+             symm_tensor_nbytes(scratch) == S, "the direct path grew the scratch");
+  fake_ce_all_to_all_v(comm, s.mine, s.mine + s.bytes / 2);
+  fake_ce_direct_disagree(comm, &s);
+  fake_ce_direct_gather(comm, &s, 0, 33, false); /* the next agreeing call runs */
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(s.t);
 }
 
 /* Ranks whose calls differ: every rank's barrier sees another value and
@@ -226,7 +414,7 @@ static inline void fake_ce_no_allocation(symm_comm_t *comm) {
   const fakecuda_stats_t a = fake_stats();
   ASSERT_MSG(a.handles >= 0, "fakecuda_stats");
   fake_ce_all_gather(comm, 1000, false);
-  fake_ce_all_to_all_v(comm);
+  fake_ce_all_to_all_v(comm, NULL, NULL);
   const fakecuda_stats_t b = fake_stats();
   ASSERT_EQ(b.handles, a.handles);
   ASSERT_EQ(b.mappings, a.mappings);
@@ -246,8 +434,9 @@ static inline int fake_ce_rank(int rank, int size, void *arg) {
     fake_ce_all_gather(comm, sizes[k], true);
     fake_ce_all_to_all_broadcast(comm, sizes[k]);
   }
-  fake_ce_all_to_all_v(comm);
+  fake_ce_all_to_all_v(comm, NULL, NULL);
   fake_ce_no_allocation(comm);
+  fake_ce_direct(comm);
   fake_ce_mismatch(comm);
   fake_ce_refusals(comm);
   fake_ce_all_gather(comm, 33, false);

@@ -28,6 +28,7 @@ typedef struct coll {
   cudaStream_t stream;
   symm_algo_t algo; /* the all-reduce algorithm set last (for messages) */
   void *recv_buf;   /* not NULL: run_case's recv (and in place, send) buffer */
+  void *send_buf;   /* not NULL: run_case's send buffer where recv_buf is not it */
 } coll_t;
 
 /* The rank's communicator (gpu_harness.h) for a test of min_ranks ranks
@@ -217,6 +218,7 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
   /* Input: global index g of this rank's send buffer holds value(R, g). */
   for (size_t i = 0; i < send_n; i++) put(dt, h, i, value(R, i, salt, op, dt, W));
   if (c->recv_buf && in_place) dsend = c->recv_buf;
+  else if (c->send_buf) dsend = c->send_buf;
   else ASSERT_CUDA(cudaMalloc(&dsend, buf_n * es));
   if (c->recv_buf && !in_place) drecv = c->recv_buf;
   else if (!in_place) ASSERT_CUDA(cudaMalloc(&drecv, buf_n * es));
@@ -265,7 +267,7 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
              kind_names[kind], symm_dtype_name(dt), symm_redop_name(op), n,
              in_place ? "in place" : "out of place", symm_algo_name(c->algo), wrong, recv_n,
              first, get(dt, out, first));
-  if (dsend != c->recv_buf) cudaFree(dsend);
+  if (dsend != c->recv_buf && dsend != c->send_buf) cudaFree(dsend);
   if (!in_place && drecv != c->recv_buf) cudaFree(drecv);
   free(h);
   free(out);
@@ -1110,63 +1112,171 @@ TEST_IMPL(gpu_coll_ce) {
   return 0;
 }
 
-/* Copy-engine all-gather, all-to-all and broadcast captured in one CUDA
- * graph replay correctly: the barriers carry no host-side counter. */
-TEST_IMPL(gpu_coll_ce_graph) {
-  coll_t c0, *c = &c0;
-  if (coll_begin(c, 1)) return TEST_SKIP;
-  const size_t n = 4099;
+/* The buffers of ce_graph: n x W floats of input, all-gather and
+ * all-to-all output, n of broadcast output. */
+typedef struct ce_graph_bufs {
+  float *in, *ag, *a2a, *bc;
+} ce_graph_bufs_t;
+
+/* Copy-engine all-gather, all-to-all and broadcast on b captured in one
+ * CUDA graph replay correctly, with new input every replay. */
+static void ce_graph_run(coll_t *c, const ce_graph_bufs_t *b, size_t n, const char *what) {
   const int W = c->size, root = W - 1;
-  size_t need = 0;
-  ASSERT_OK(symm_comm_scratch_bytes(c->comm, n * W * sizeof(float), &need));
-  ASSERT_OK(symm_comm_reserve_scratch(c->comm, need));
-  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
-  float *in = NULL, *ag = NULL, *a2a = NULL, *bc = NULL;
-  ASSERT_CUDA(cudaMalloc((void **)&in, n * W * sizeof(float)));
-  ASSERT_CUDA(cudaMalloc((void **)&ag, n * W * sizeof(float)));
-  ASSERT_CUDA(cudaMalloc((void **)&a2a, n * W * sizeof(float)));
-  ASSERT_CUDA(cudaMalloc((void **)&bc, n * sizeof(float)));
   float *h = malloc(n * W * sizeof(float));
   ASSERT(h != NULL);
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   ASSERT_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
-  ASSERT_OK(symm_all_gather(c->comm, in, ag, n, SYMM_DTYPE_F32, c->stream));
-  ASSERT_OK(symm_all_to_all(c->comm, in, a2a, n, SYMM_DTYPE_F32, c->stream));
-  ASSERT_OK(symm_broadcast(c->comm, in, bc, n, SYMM_DTYPE_F32, root, c->stream));
+  ASSERT_OK(symm_all_gather(c->comm, b->in, b->ag, n, SYMM_DTYPE_F32, c->stream));
+  ASSERT_OK(symm_all_to_all(c->comm, b->in, b->a2a, n, SYMM_DTYPE_F32, c->stream));
+  ASSERT_OK(symm_broadcast(c->comm, b->in, b->bc, n, SYMM_DTYPE_F32, root, c->stream));
   ASSERT_CUDA(cudaStreamEndCapture(c->stream, &graph));
   ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 5; rep++) {
     const int salt = 300 + rep;
     for (size_t i = 0; i < n * W; i++)
       h[i] = (float)value(c->rank, i, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_CUDA(cudaMemcpy(in, h, n * W * sizeof(float), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemcpy(b->in, h, n * W * sizeof(float), cudaMemcpyHostToDevice));
     ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
     symm_comm_barrier(c->comm); /* every rank's input is in place before any reads it */
     ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
     ASSERT_CUDA(cudaStreamSynchronize(c->stream));
     ASSERT_OK(symm_comm_check_async_error(c->comm));
     size_t bad = 0;
-    ASSERT_CUDA(cudaMemcpy(h, ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(h, b->ag, n * W * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n * W; i++)
       bad += h[i] != (float)value((int)(i / n), i % n, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_CUDA(cudaMemcpy(h, a2a, n * W * sizeof(float), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(h, b->a2a, n * W * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n * W; i++)
       bad += h[i] != (float)value((int)(i / n), (size_t)c->rank * n + i % n, salt,
                                   SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_CUDA(cudaMemcpy(h, bc, n * sizeof(float), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(h, b->bc, n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
       bad += h[i] != (float)value(root, i, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_MSG(bad == 0, "ce graph replay %d: %zu wrong", rep, bad);
+    ASSERT_MSG(bad == 0, "%s graph replay %d: %zu wrong", what, rep, bad);
     symm_comm_barrier(c->comm);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaFree(in);
-  cudaFree(ag);
-  cudaFree(a2a);
-  cudaFree(bc);
   free(h);
+}
+
+/* Copy-engine all-gather, all-to-all and broadcast on ordinary device
+ * memory (staged) captured in one CUDA graph replay correctly: the
+ * barriers carry no host-side counter. */
+TEST_IMPL(gpu_coll_ce_graph) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  const size_t n = 4099;
+  const int W = c->size;
+  size_t need = 0;
+  ASSERT_OK(symm_comm_scratch_bytes(c->comm, n * W * sizeof(float), &need));
+  ASSERT_OK(symm_comm_reserve_scratch(c->comm, need));
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  ce_graph_bufs_t b;
+  ASSERT_CUDA(cudaMalloc((void **)&b.in, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&b.ag, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&b.a2a, n * W * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc((void **)&b.bc, n * sizeof(float)));
+  ce_graph_run(c, &b, n, "ce staged");
+  cudaFree(b.in);
+  cudaFree(b.ag);
+  cudaFree(b.a2a);
+  cudaFree(b.bc);
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* A rendezvoused tensor of `bytes` (this rank's data). */
+static symm_tensor_t *ce_tensor(coll_t *c, size_t bytes) {
+  int64_t n = (int64_t)bytes;
+  symm_tensor_t *t = NULL;
+  ASSERT_OK(symm_tensor_alloc(c->comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  return t;
+}
+
+/* The copy engines' direct path: buffers inside a symmetric tensor at the
+ * same offset on every rank (recvbuf: all-gather and broadcast read the
+ * peers' recvbuf; sendbuf: all-gather and all-to-all read the peers'
+ * sendbuf), in place and out of place, up to outputs larger than the
+ * default scratch (the direct path stages nothing), and captured in a
+ * CUDA graph.  Layouts the direct path does not take (all-to-all into a
+ * symmetric recvbuf, broadcast from a symmetric sendbuf) run staged. */
+TEST_IMPL(gpu_coll_ce_direct) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 1)) return TEST_SKIP;
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  c->algo = SYMM_ALGO_CE;
+  const int W = c->size;
+  const size_t big = ((size_t)40 << 20) / ((size_t)W * 4) + 4099; /* W x big floats > 40 MiB */
+  const size_t sizes[] = {1, 1003, 65537, big};
+  symm_tensor_t *ts = ce_tensor(c, big * W * 4 + 4096), *tr = ce_tensor(c, big * W * 4 + 4096);
+  int salt = 9100;
+  for (int layout = 0; layout < 3; layout++) {
+    /* 0: recvbuf symmetric; 1: sendbuf symmetric; 2: both. */
+    c->recv_buf = layout != 1 ? symm_tensor_data(tr) : NULL;
+    c->send_buf = layout != 0 ? (char *)symm_tensor_data(ts) + 256 : NULL;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+      for (int ip = 0; ip < 2; ip++) {
+        run_case(c, K_AG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+        run_case(c, K_BC, s % 2 ? SYMM_DTYPE_BF16 : SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s],
+                 ip, ++salt);
+        run_case(c, K_A2A, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, sizes[s], ip, ++salt);
+      }
+  }
+  c->recv_buf = c->send_buf = NULL;
+  const size_t n = 4099;
+  ce_graph_bufs_t b = {(float *)symm_tensor_data(ts), (float *)symm_tensor_data(tr), NULL,
+                       (float *)symm_tensor_data(tr) + n * W + 64};
+  ASSERT_CUDA(cudaMalloc((void **)&b.a2a, n * W * sizeof(float)));
+  ce_graph_run(c, &b, n, "ce direct");
+  cudaFree(b.a2a);
+  symm_comm_barrier(c->comm);
+  symm_tensor_free(ts);
+  symm_tensor_free(tr);
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
+  symm_comm_barrier(c->comm);
+  return 0;
+}
+
+/* Ranks that disagree on the copy engines' direct path (rank 0's recvbuf
+ * in a symmetric tensor, the others' in ordinary memory): every rank
+ * records SYMM_ERR_MISMATCH naming where the buffers lie, and no rank's
+ * tensor outside its own recvbuf is written. */
+TEST_IMPL(gpu_coll_ce_direct_mismatch) {
+  coll_t c0, *c = &c0;
+  if (coll_begin(c, 2)) return TEST_SKIP;
+  ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_CE));
+  const int W = c->size;
+  const size_t n = 1000, bytes = n * W + 4096;
+  symm_tensor_t *t = ce_tensor(c, bytes);
+  void *plain = NULL, *send = NULL;
+  ASSERT_CUDA(cudaMalloc(&plain, n * W));
+  ASSERT_CUDA(cudaMalloc(&send, n));
+  ASSERT_CUDA(cudaMemset(send, c->rank + 1, n));
+  ASSERT_CUDA(cudaMemset(symm_tensor_data(t), 0xAB, bytes));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  symm_comm_barrier(c->comm);
+  void *recv = c->rank == 0 ? symm_tensor_data(t) : plain;
+  ASSERT_OK(symm_all_gather(c->comm, send, recv, n, SYMM_DTYPE_U8, c->stream));
+  ASSERT_CUDA(cudaStreamSynchronize(c->stream));
+  ASSERT_RES(symm_comm_check_async_error(c->comm), SYMM_ERR_MISMATCH);
+  ASSERT_STR_CONTAINS(symm_last_error(), "symmetric tensor");
+  symm_comm_barrier(c->comm);
+  unsigned char *h = malloc(bytes);
+  ASSERT(h != NULL);
+  ASSERT_CUDA(cudaMemcpy(h, symm_tensor_data(t), bytes, cudaMemcpyDeviceToHost));
+  size_t touched = 0;
+  for (size_t i = c->rank == 0 ? n * W : 0; i < bytes; i++) touched += h[i] != 0xAB;
+  ASSERT_MSG(touched == 0, "rank %d: %zu bytes of the tensor outside recvbuf written", c->rank,
+             touched);
+  run_case(c, K_AG, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, 1000, false, 9201);
+  free(h);
+  cudaFree(plain);
+  cudaFree(send);
+  symm_tensor_free(t);
   ASSERT_OK(symm_comm_set_copy_algo(c->comm, SYMM_ALGO_AUTO));
   symm_comm_barrier(c->comm);
   return 0;
