@@ -1099,3 +1099,28 @@ TEST_IMPL(launcher_bind_to) {
   free(out);
   return 0;
 }
+
+/* The CPU engine's waits spin while the host's ranks have a CPU each among
+ * the CPUs they run on together (ranks bound a core each included, though
+ * each sees one CPU), and yield at once with more ranks than that. */
+TEST_IMPL(launcher_bind_spin) {
+  char *out = malloc(OUT_CAP);
+  ASSERT(out);
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus < 2) {
+    printf("SKIP: this process may run on %d CPU; binding needs 2\n", cpus);
+    free(out);
+    return TEST_SKIP;
+  }
+  const char *run = test_tool_path("symmem-run"), *bench = test_tool_path("symmem-bench");
+  ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n 2 --bind-to core -- %s -b 8 -e 8 -n 1 -w 0",
+                    run, bench), 0);
+  ASSERT_EQ(count_occurrences(out, "CPU engine: waits spin, then yield"), 2);
+  ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n %d --bind-to none -- %s -b 8 -e 8 -n 1 "
+                    "-w 0", run, cpus + 1, bench), 0);
+  ASSERT_EQ(count_occurrences(out, "CPU engine: waits yield at once"), cpus + 1);
+  free(out);
+  return 0;
+}
