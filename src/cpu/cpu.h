@@ -15,7 +15,8 @@ typedef struct {
   size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, the same on every rank */
   uint64_t left;      /* the last call this rank left (its pad's copy: cpu_coll.c) */
   uint64_t all_left;  /* every rank has left every call up to this one */
-  uint64_t arrived[2];/* per parity: the last call whose round this rank arrived at */
+  void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
+  const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
   bool spin;          /* waits spin before they yield (cpu_engine.c) */
 } cpu_state_t;
 
