@@ -533,6 +533,44 @@ static int skewed_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* Two-shot on symmetric tensors (zero copy), in place on rank 0 only: a
+ * rank in place keeps its reduced chunk in its own buffer, which its
+ * peers may read there only when every rank is in place; here rank 1's
+ * buffer still holds its input, so the chunks must come from the staging. */
+static int in_place_mixed_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  int64_t n = 100000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
+  int32_t *buf = symm_tensor_data(t), *out = malloc(sizeof *out * (size_t)n);
+  ASSERT(out);
+  for (int it = 0; it < 4; it++) {
+    const bool in_place = (rank + it) % 2 == 0;
+    int32_t *recv = in_place ? buf : out;
+    for (int64_t i = 0; i < n; i++) buf[i] = (int32_t)(rank * 1000 + i % 977 + it);
+    ASSERT_OK(symm_all_reduce(comm, buf, recv, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t want = (int32_t)(1000 * size * (size - 1) / 2 + size * (i % 977 + it));
+      if (recv[i] != want)
+        TEST_FAIL_("rank %d iteration %d element %lld: %d, want %d", rank, it, (long long)i,
+                   recv[i], want);
+    }
+    ASSERT_OK(symm_comm_barrier(comm));
+  }
+  free(out);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_two_shot_in_place_mixed) {
+  ASSERT_EQ(test_run_ranks(2, in_place_mixed_rank, NULL), 0);
+  return 0;
+}
+
 TEST_IMPL(coll_small_skewed) {
   ASSERT_EQ(test_run_ranks(3, skewed_rank, NULL), 0);
   return 0;
