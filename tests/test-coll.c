@@ -866,19 +866,6 @@ TEST_IMPL(coll_small_peer_killed) {
   return 0;
 }
 
-/* Whether process pid is stopped (SIGSTOP): its state in /proc. */
-static bool process_stopped(pid_t pid) {
-  char path[64], stat[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = 0;
-  const char *paren = strrchr(stat, ')');
-  return paren && (paren[2] == 'T' || paren[2] == 't');
-}
-
 /* The last rank stops itself (SIGSTOP) before an 8-byte all-reduce: the
  * others time out at their deadline, naming it.  Rank 0 then resumes it;
  * its call, late, fails at once instead of succeeding alone, and every
@@ -923,7 +910,7 @@ static int frozen_rank(int rank, int size, void *arg) {
       char pid[16] = "";
       size_t len = 0;
       ASSERT_OK(symm_store_get(store, "test/frozen/pid", pid, sizeof pid, &len, -1));
-      while (!process_stopped(atoi(pid))) sched_yield(); /* it stops itself */
+      while (symm_process_state(atoi(pid)) != 'T') sched_yield(); /* it stops itself */
       ASSERT_EQ(kill(atoi(pid), SIGCONT), 0);
     }
   }
