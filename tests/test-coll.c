@@ -533,10 +533,11 @@ static int skewed_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-/* Two-shot on symmetric tensors (zero copy), in place on rank 0 only: a
- * rank in place keeps its reduced chunk in its own buffer, which its
- * peers may read there only when every rank is in place; here rank 1's
- * buffer still holds its input, so the chunks must come from the staging. */
+/* Two-shot on symmetric tensors (zero copy), in place on one rank and out
+ * of place on the other, alternating: a rank in place overwrites its
+ * buffer with its reduced chunk while the peer may still read its input
+ * there, and a rank's reduced chunk must reach the peer whatever the
+ * peer's own placement. */
 static int in_place_mixed_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = init_comm();

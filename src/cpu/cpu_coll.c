@@ -100,15 +100,6 @@ static bool two_shot(const symm_coll_args_t *a) {
   return a->kind == SYMM_COLL_ALL_REDUCE && a->algo == SYMM_ALGO_TWO_SHOT;
 }
 
-/* Two-shot on a symmetric tensor read where it lies (zero copy), in place
- * on every rank (each says so in its detail; all decide alike): each
- * rank's reduced chunk stays in its buffer, where the peers read it. */
-static bool all_in_place(const coll_t *c) {
-  for (int r = 0; r < c->w; r++)
-    if (!c->pads[r]->detail[c->h].in_place) return false;
-  return true;
-}
-
 static bool rank_sends(const coll_t *c, int r) {
   return c->a->kind != SYMM_COLL_BROADCAST || r == c->a->root;
 }
@@ -243,49 +234,35 @@ static void all_reduce_one_shot(coll_t *c) {
   cpu_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
 }
 
-/* Where rank r's reduced chunk is read from: its OUT, or, in place on a
- * symmetric tensor (reduced_in_place), its own buffer. */
-static const char *reduced_chunk(const coll_t *c, int r, size_t lo) {
-  if (!c->reduced_in_place) return cpu_coll_half(c, r) + c->out_off;
-  return (const char *)symm_tensor_peer_data(c->zero_copy)[r] + c->pads[r]->slot[c->h].brief.offset +
-         lo * c->esize;
-}
-
-/* Rank r reduces chunk r, then everybody gathers the chunks, starting with
- * rank + 1's so that the ranks read different pads at once.  A rank's
- * reduced chunk goes into its recvbuf piece by piece while the piece is
- * still in L1 (an L1-sized bounce at the start of OUT), where writing
- * recvbuf cannot touch send data not yet read: recvbuf is sendbuf itself
- * (each piece of it is read before it is written; no peer reads this
- * rank's chunk of it) or lies apart from it.  Peers gather it from OUT,
- * or, in place on a symmetric tensor, from recvbuf itself: then each byte
- * is written once, and the ranks leave together (PHASE_GATHERED), because
- * a caller may rewrite recvbuf as soon as the call returns. */
+/* Rank r reduces chunk r into its OUT, then everybody gathers the chunks,
+ * starting with rank + 1's so that the ranks read different pads at once. */
 static symm_result_t all_reduce_two_shot(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   size_t lo, hi;
   chunk_range(c, c->me, &lo, &hi);
   for (int r = 0; r < c->w; r++) c->src[r] += lo * c->esize;
+  /* My own chunk straight into recvbuf too, piece by piece while the piece
+   * is still in L1, where writing recvbuf cannot touch send data not yet
+   * read: recvbuf is sendbuf itself (each piece of it is read before it is
+   * written) or lies apart from it. */
   char *out = cpu_coll_half(c, c->me) + c->out_off;
   char *mine = (char *)a->recvbuf + lo * c->esize;
-  const bool direct = a->recvbuf == a->sendbuf ||
-                      !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
-  const bool bounce = c->reduced_in_place; /* OUT is only the bounce */
+  bool direct = a->recvbuf == a->sendbuf ||
+                !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
   size_t n = hi - lo, step = direct ? REDUCE_PIECE_BYTES / c->esize : n;
   const char *in[STACK_RANKS], **ip = c->w <= STACK_RANKS ? in : c->src;
   for (size_t p = 0; p < n; p += step) {
     size_t len = n - p < step ? n - p : step, off = p * c->esize;
     if (ip != c->src)
       for (int r = 0; r < c->w; r++) ip[r] = c->src[r] + off;
-    char *to = bounce ? out : out + off;
-    cpu_reduce(to, (const void *const *)ip, c->w, len, a->dtype, a->op);
-    if (direct && (bounce || p + len < n)) memcpy(mine + off, to, len * c->esize);
+    cpu_reduce(out + off, (const void *const *)ip, c->w, len, a->dtype, a->op);
+    if (direct && p + len < n) memcpy(mine + off, out + off, len * c->esize);
     if (ip == c->src)
       for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
   }
   SYMM_CHECK(cpu_coll_arrive(c, PHASE_DONE));
   /* The last piece after the arrival: peers need not wait for it. */
-  if (direct && !bounce && n) {
+  if (direct && n) {
     size_t last = (n - 1) / step * step;
     memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
   }
@@ -295,9 +272,10 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (direct && r == c->me) continue;
     chunk_range(c, r, &lo, &hi);
     if (hi > lo)
-      memcpy((char *)a->recvbuf + lo * c->esize, reduced_chunk(c, r, lo), (hi - lo) * c->esize);
+      memcpy((char *)a->recvbuf + lo * c->esize, cpu_coll_half(c, r) + c->out_off,
+             (hi - lo) * c->esize);
   }
-  return bounce ? cpu_coll_sync(c, PHASE_GATHERED, "finish reading") : SYMM_SUCCESS;
+  return SYMM_SUCCESS;
 }
 
 static void reduce_scatter(coll_t *c) {
@@ -374,8 +352,6 @@ static symm_result_t run(coll_t *c) {
     late |= g != 0 && rank_sends(c, r);
   }
   if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
-  c->zero_copy = zero_copy ? z.t : NULL;
-  c->reduced_in_place = zero_copy && two_shot(a) && all_in_place(c);
   if (!zero_copy && late) {
     if (sends && z.group) stage(c);
     SYMM_CHECK(cpu_coll_sync(c, PHASE_STAGED, "stage its data"));

@@ -12,9 +12,8 @@
 
 #define SCRATCH_ALIGN 64
 
-/* A flag is PHASES * seq + phase; PHASE_GIVEN_UP marks call seq given up. */
-enum { PHASE_GIVEN_UP = 0, PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3,
-       PHASE_GATHERED = 4, PHASES = 8 };
+/* A flag is 4 * seq + phase; PHASE_GIVEN_UP marks call seq given up. */
+enum { PHASE_GIVEN_UP = 0, PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
 
 typedef struct {
   uint64_t sig;
@@ -34,7 +33,6 @@ typedef struct {
   uint64_t count;
   int32_t kind, dtype, op, root;
   int32_t algo;    /* all-reduce: the algorithm that runs */
-  int32_t in_place;/* recvbuf is sendbuf */
   uint64_t need;   /* all-to-all-v: bytes of this rank's staging (table, data) */
   /* all-to-all-v: this rank's verdict [0] on its own counts, published with
    * its first arrival, [1] on what it receives, with its second: apart, so
@@ -47,7 +45,7 @@ typedef struct {
  * calls, the data. */
 #define INLINE_BYTES 32
 typedef struct {
-  _Alignas(64) _Atomic uint64_t flag; /* PHASES * seq + phase of this parity's last call */
+  _Alignas(64) _Atomic uint64_t flag; /* 4 * seq + phase of this parity's last call */
   coll_brief_t brief;
   unsigned char data[INLINE_BYTES]; /* send data of calls that fit (inline) */
 } coll_slot_t;
@@ -75,8 +73,6 @@ typedef struct {
   size_t half_stride;   /* where the second half starts: half the scratch */
   coll_pad_t **pads;    /* [w] */
   const char **src;     /* [w] where rank r's send data is read */
-  symm_tensor_t *zero_copy; /* the tensor every rank's data lies in, or NULL */
-  bool reduced_in_place; /* two-shot: every rank's chunk stays in its recvbuf */
   symm_tensor_t *scratch;
   uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;

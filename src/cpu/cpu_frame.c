@@ -214,8 +214,7 @@ void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset) {
   coll_pad_t *p = c->pads[c->me];
   p->slot[c->h].brief = (coll_brief_t){c->sig, group, offset};
   p->detail[c->h] = (coll_detail_t){c->whole->count, (int32_t)a->kind, (int32_t)a->dtype,
-                                    (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo,
-                                    a->recvbuf == a->sendbuf};
+                                    (int32_t)a->op, (int32_t)a->root, (int32_t)a->algo};
 }
 
 /* The call of detail d; with `algo`, the all-reduce algorithm too. */
