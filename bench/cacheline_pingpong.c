@@ -2,7 +2,9 @@
  * line back and forth through shared memory (a flag and its payload in the
  * same line, as the CPU engine's small-message path does), and the copy
  * bandwidth of one core (a STREAM-style copy of a buffer well above the
- * last-level cache).  Prints one line each, and the numbers as
+ * last-level cache; bench/stream_copy.c copies on several cores at once).
+ * The loops are floor.c's, which symmem-bench runs between its ranks.
+ * Prints one line each, and the numbers as
  * "floor: round_trip_ns=... copy_gbps=..." for scripts.
  *
  *   cacheline_pingpong [-c CPU_A,CPU_B] [-n ROUNDS] [-m COPY_MIB]
@@ -10,26 +12,15 @@
  * Both processes are pinned (default: the first two CPUs this process may
  * use); the copy runs on CPU_A. */
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-typedef struct {
-  _Alignas(64) _Atomic uint64_t ping; /* A -> B: round number */
-  _Alignas(64) _Atomic uint64_t pong; /* B -> A */
-} line_t;
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
+#include "floor.h"
 
 static void pin(int cpu) {
   cpu_set_t s;
@@ -38,64 +29,22 @@ static void pin(int cpu) {
   if (sched_setaffinity(0, sizeof s, &s) != 0) perror("sched_setaffinity");
 }
 
-static inline void relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-/* Median of the round trips of `rounds` handoffs, in ns. */
+/* Median round trip between CPUs a and b, in ns (floor.c's loops). */
 static double ping_pong(int a, int b, long rounds) {
-  line_t *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  floor_line_t *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (l == MAP_FAILED) return -1;
   memset(l, 0, sizeof *l);
   pid_t pid = fork();
   if (pid == 0) {
     pin(b);
-    for (uint64_t k = 1; k <= (uint64_t)rounds + 1000; k++) {
-      while (atomic_load_explicit(&l->ping, memory_order_acquire) != k) relax();
-      atomic_store_explicit(&l->pong, k, memory_order_release);
-    }
+    floor_pong(l, rounds);
     _exit(0);
   }
   pin(a);
-  double *rt = malloc(sizeof *rt * (size_t)rounds);
-  for (uint64_t k = 1; k <= (uint64_t)rounds + 1000; k++) {
-    const uint64_t t0 = now_ns();
-    atomic_store_explicit(&l->ping, k, memory_order_release);
-    while (atomic_load_explicit(&l->pong, memory_order_acquire) != k) relax();
-    if (k > 1000) rt[k - 1001] = (double)(now_ns() - t0);
-  }
+  const double rt = floor_ping(l, rounds);
   waitpid(pid, NULL, 0);
   munmap(l, sizeof *l);
-  /* The median: insensitive to the interrupts a shared machine brings. */
-  for (long i = 1; i < rounds; i++)
-    for (long j = i; j > 0 && rt[j - 1] > rt[j]; j--) {
-      double t = rt[j];
-      rt[j] = rt[j - 1], rt[j - 1] = t;
-    }
-  double m = rt[rounds / 2];
-  free(rt);
-  return m;
-}
-
-/* Best of 5 copies of mib MiB, in GB/s (bytes copied per second). */
-static double copy_bw(size_t mib) {
-  const size_t n = mib << 20;
-  char *src = malloc(n), *dst = malloc(n);
-  if (!src || !dst) return -1;
-  memset(src, 1, n);
-  memset(dst, 2, n);
-  double best = 0;
-  for (int i = 0; i < 5; i++) {
-    const uint64_t t0 = now_ns();
-    memcpy(dst, src, n);
-    const double gbps = (double)n / (double)(now_ns() - t0);
-    if (gbps > best) best = gbps;
-  }
-  free(src);
-  free(dst);
-  return best;
+  return rt;
 }
 
 int main(int argc, char **argv) {
@@ -119,7 +68,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   const double rt = ping_pong(a, b, rounds);
-  const double bw = copy_bw(mib);
+  const double bw = floor_copy_gbps(mib << 20, 5);
   printf("cache-line round trip, CPUs %d and %d: %.0f ns (median of %ld)\n", a, b, rt, rounds);
   printf("copy bandwidth, one core (CPU %d), %zu MiB memcpy: %.2f GB/s (best of 5)\n", a, mib,
          bw);

@@ -1234,7 +1234,12 @@ SYMM_API symm_result_t symm_tensor_free(symm_tensor_t *tensor);
  *    legacy default stream); calls are stream-ordered, do not synchronise
  *    the host and do not allocate, so they can be captured in CUDA graphs
  *    once the scratch is reserved.  Must be NULL for the host backend, where
- *    every call is synchronous.  The collectives and stream-ordered signals
+ *    every call is synchronous: the calling thread waits for its peers,
+ *    spinning with `pause` while this host's ranks have a CPU each among
+ *    the CPUs they run on together (else yielding at once), then backing
+ *    off; a wait ends at the call's deadline (SYMM_ERR_TIMEOUT) or when
+ *    the peer's process is gone (SYMM_ERR_PEER_LOST), and the call then
+ *    fails on every rank, never succeeding on some and failing on others.  The collectives and stream-ordered signals
  *    of one communicator share its scratch and a device-side sequence: on
  *    GPUs, two of them must never run at the same time.  Enqueue them on
  *    one stream, or order their streams yourself (an event recorded after

@@ -1,6 +1,7 @@
 /* symmem-bench (tests/test-bench.c), on the host backend. */
 TEST_ENTRY(bench_table, 120)
 TEST_ENTRY(bench_csv, 120)
+TEST_ENTRY(bench_floor, 120)
 TEST_ENTRY(bench_json, 120)
 TEST_ENTRY(bench_sizes, 120)
 TEST_ENTRY(bench_collectives, 300)

@@ -196,6 +196,36 @@ TEST_IMPL(bench_json) {
   return 0;
 }
 
+/* The floor on the host: measured between the ranks, said in the header,
+ * and every row read against it (a multiple of the round trip up to 4 KiB,
+ * a fraction of the copy bandwidth above); --floor 0 leaves it out. */
+TEST_IMPL(bench_floor) {
+  char *out = malloc(OUT_CAP);
+  ASSERT_EQ(run_bench(out, 2, "-b 8 -e 64K -f 8 -n 2 -w 1"), 0);
+  ASSERT_STR_CONTAINS(out, "#  floor: cache-line round trip ");
+  ASSERT_STR_CONTAINS(out, "  floor\n");
+  table_row_t rows[MAX_ROWS];
+  ASSERT_EQ(parse_table(out, rows, MAX_ROWS), 5);
+  int small = 0, large = 0;
+  for (const char *p = strstr(out, "\n     "); p; p = strstr(p + 1, "\n     ")) {
+    const char *end = strchr(p + 1, '\n');
+    if (!end) break;
+    small += end[-2] == 'r' && end[-1] == 't';
+    large += end[-1] == '%';
+  }
+  ASSERT_EQ(small, 4); /* 8 B to 4 KiB */
+  ASSERT_EQ(large, 1); /* 32 KiB */
+  ASSERT_EQ(run_bench(out, 2, "-b 8 -e 64K -f 8 -n 2 -w 1 --json"), 0);
+  ASSERT_STR_CONTAINS(out, "\"floor\":{\"round_trip_ns\":");
+  ASSERT_EQ(count_occurrences(out, "\"round_trips\":"), 4);
+  ASSERT_EQ(count_occurrences(out, "\"copy_fraction\":"), 1);
+  ASSERT_EQ(run_bench(out, 2, "-b 8 -e 8 -n 2 -w 1 --floor 0"), 0);
+  ASSERT_STR_CONTAINS(out, "#  floor: not measured (--floor 0)");
+  ASSERT(strstr(out, "rt\n") == NULL);
+  free(out);
+  return 0;
+}
+
 TEST_IMPL(bench_sizes) {
   char *out = malloc(OUT_CAP);
   table_row_t rows[MAX_ROWS];

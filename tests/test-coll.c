@@ -5,6 +5,7 @@
  * copy) and mixed; rounding of f16/bf16; mismatched calls, a rank that
  * never arrives, count 0 and bad arguments. */
 #include <math.h>
+#include <signal.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -429,6 +430,37 @@ TEST_IMPL(coll_ops_4) { run_ops(4, true, NULL); return 0; }
 TEST_IMPL(coll_ops_5) { run_ops(5, false, NULL); return 0; }
 TEST_IMPL(coll_ops_8) { run_ops(8, false, "64K"); return 0; }
 
+/* The small path: the CPU engine carries a call of up to 32 bytes in the
+ * cache line of its flag.  Every dtype with every op, at one element and
+ * on both sides of those 32 bytes, out of place and in place. */
+static int small_ops_rank(int rank, int size, void *arg) {
+  (void)arg;
+  job_t j = {.comm = init_comm(), .rank = rank, .size = size};
+  int64_t n = 4096;
+  ASSERT_OK(symm_tensor_alloc(j.comm, &n, 1, SYMM_DTYPE_U8, &j.sym));
+  ASSERT_OK(symm_tensor_rendezvous(j.sym));
+  for (size_t d = 0; d < sizeof reduce_dtypes / sizeof *reduce_dtypes; d++) {
+    const size_t inline_n = 32 / symm_dtype_size(reduce_dtypes[d]);
+    const size_t counts[] = {1, inline_n - 1, inline_n, inline_n + 1};
+    for (int op = 0; op < SYMM_REDUCE_COUNT_; op++)
+      for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        if (!counts[c]) continue;
+        check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, counts[c], P_MALLOC, SYMM_ALGO_AUTO);
+        check_case(&j, K_ALL_REDUCE, reduce_dtypes[d], op, counts[c], P_IN_PLACE, SYMM_ALGO_AUTO);
+      }
+  }
+  if (rank == 0) printf("%d ranks: %d small all-reduces checked\n", size, j.calls);
+  ASSERT_OK(symm_comm_barrier(j.comm));
+  symm_tensor_free(j.sym);
+  symm_comm_destroy(j.comm);
+  return 0;
+}
+
+TEST_IMPL(coll_small_ops) {
+  ASSERT_EQ(test_run_ranks(3, small_ops_rank, NULL), 0);
+  return 0;
+}
+
 /* ---------------------- back to back: reuse of scratch halves and buffers */
 /* No barrier between calls, and every rank rewrites its buffer as soon as
  * a call returns: a peer still reading it (or a half of the scratch reused
@@ -467,6 +499,81 @@ static int back_to_back_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_back_to_back) {
   ASSERT_EQ(test_run_ranks(3, back_to_back_rank, NULL), 0);
+  return 0;
+}
+
+/* Small calls back to back with the ranks out of step: on a changing
+ * third of the iterations one rank does some work before its call, so
+ * that the others run ahead into the next call and write its slot and
+ * scratch half while the slow rank may still be reading the last one.  A
+ * rank that overwrote what a peer had not read yet shows as a wrong sum.
+ * Counts cross the 32 bytes the flag's cache line carries; in place and
+ * out of place alternate. */
+static int skewed_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  int32_t buf[16], out[16];
+  volatile uint64_t sink = 0;
+  for (int it = 0; it < 20000; it++) {
+    const uint64_t h = (uint64_t)it * 0x9e3779b97f4a7c15ull;
+    if ((int)(h >> 60) % size == rank && (h >> 58) % 3 == 0)
+      for (uint64_t k = (h >> 40) % 20000; k; k--) sink += k;
+    const size_t count = 1 + (size_t)(it % 12);
+    int32_t *recv = it & 1 ? buf : out;
+    for (size_t i = 0; i < count; i++) buf[i] = it * 5 + rank * 11 + (int32_t)i;
+    ASSERT_OK(symm_all_reduce(comm, buf, recv, count, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (size_t i = 0; i < count; i++) {
+      const int32_t want = size * (it * 5 + (int32_t)i) + 11 * size * (size - 1) / 2;
+      if (recv[i] != want)
+        TEST_FAIL_("rank %d iteration %d element %zu: %d, want %d", rank, it, i, recv[i], want);
+    }
+  }
+  (void)sink;
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* Two-shot on symmetric tensors (zero copy), in place on one rank and out
+ * of place on the other, alternating: a rank in place overwrites its
+ * buffer with its reduced chunk while the peer may still read its input
+ * there, and a rank's reduced chunk must reach the peer whatever the
+ * peer's own placement. */
+static int in_place_mixed_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  int64_t n = 100000;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  ASSERT_OK(symm_comm_set_allreduce_algo(comm, SYMM_ALGO_TWO_SHOT));
+  int32_t *buf = symm_tensor_data(t), *out = malloc(sizeof *out * (size_t)n);
+  ASSERT(out);
+  for (int it = 0; it < 4; it++) {
+    const bool in_place = (rank + it) % 2 == 0;
+    int32_t *recv = in_place ? buf : out;
+    for (int64_t i = 0; i < n; i++) buf[i] = (int32_t)(rank * 1000 + i % 977 + it);
+    ASSERT_OK(symm_all_reduce(comm, buf, recv, (size_t)n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t want = (int32_t)(1000 * size * (size - 1) / 2 + size * (i % 977 + it));
+      if (recv[i] != want)
+        TEST_FAIL_("rank %d iteration %d element %lld: %d, want %d", rank, it, (long long)i,
+                   recv[i], want);
+    }
+    ASSERT_OK(symm_comm_barrier(comm));
+  }
+  free(out);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_two_shot_in_place_mixed) {
+  ASSERT_EQ(test_run_ranks(2, in_place_mixed_rank, NULL), 0);
+  return 0;
+}
+
+TEST_IMPL(coll_small_skewed) {
+  ASSERT_EQ(test_run_ranks(3, skewed_rank, NULL), 0);
   return 0;
 }
 
@@ -721,7 +828,7 @@ static int absent_rank(int rank, int size, void *arg) {
 /* The last rank is SIGKILLed before it calls: the others get PEER_LOST
  * (its process is gone), not a timeout 20 s later. */
 static int killed_before_call_rank(int rank, int size, void *arg) {
-  (void)arg;
+  const size_t count = arg ? *(const size_t *)arg : 16;
   symm_comm_t *comm = init_comm();
   check_recovers(comm, rank, size);
   if (rank == size - 1) {
@@ -730,7 +837,7 @@ static int killed_before_call_rank(int rank, int size, void *arg) {
     return 1;
   }
   float x[16] = {0};
-  ASSERT_RES(symm_all_reduce(comm, x, x, 16, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+  ASSERT_RES(symm_all_reduce(comm, x, x, count, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
              SYMM_ERR_PEER_LOST);
   char want[32];
   snprintf(want, sizeof want, "rank %d (pid", size - 1);
@@ -747,6 +854,75 @@ TEST_IMPL(coll_peer_killed) {
 
 TEST_IMPL(coll_timeout) {
   ASSERT_EQ(test_run_ranks_timed(3, absent_rank, NULL, 30000, SHORT_TIMEOUT_MS), 0);
+  return 0;
+}
+
+/* The same on the small path (8 bytes, in the flag's cache line): the
+ * peers are waiting for the killed rank's line when it dies. */
+TEST_IMPL(coll_small_peer_killed) {
+  static size_t count = 2;
+  test_job_opts_t o = {.timeout_ms = 30000, .store_timeout_ms = 20000,
+                       .kill_rank = 2, .kill_after_ms = 200};
+  ASSERT_EQ(test_run_ranks_opts(3, killed_before_call_rank, &count, &o), 1);
+  return 0;
+}
+
+/* The last rank stops itself (SIGSTOP) before an 8-byte all-reduce: the
+ * others time out at their deadline, naming it.  Rank 0 then resumes it;
+ * its call, late, fails at once instead of succeeding alone, and every
+ * rank gets back in step with a barrier and a checked all-reduce. */
+static int frozen_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  symm_store_t *store = symm_comm_store(comm);
+  float x[2] = {1, 2};
+  if (rank == size - 1) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    ASSERT_OK(symm_store_set(store, "test/frozen/pid", pid, strlen(pid) + 1));
+    raise(SIGSTOP);
+    const uint64_t start = test_now_ms();
+    ASSERT_RES(symm_all_reduce(comm, x, x, 2, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+               SYMM_ERR_TIMEOUT);
+    ASSERT_STR_CONTAINS(symm_last_error(), "came late");
+    ASSERT_LT(test_now_ms() - start, (uint64_t)SHORT_TIMEOUT_MS / 2);
+    printf("rank %d (resumed): %s\n", rank, symm_last_error());
+  } else {
+    test_store_await(store, "test/frozen/pid");
+    const uint64_t start = test_now_ms();
+    ASSERT_RES(symm_all_reduce(comm, x, x, 2, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
+               SYMM_ERR_TIMEOUT);
+    const uint64_t took = test_now_ms() - start;
+    char want[32];
+    snprintf(want, sizeof want, "rank %d", size - 1);
+    ASSERT_STR_CONTAINS(symm_last_error(), want);
+    ASSERT_GE(took, SHORT_TIMEOUT_MS - 100);
+    ASSERT_LE(took, SHORT_TIMEOUT_MS + 3000);
+    printf("rank %d: %s after %llu ms\n", rank, symm_last_error(), (unsigned long long)took);
+    char key[48];
+    snprintf(key, sizeof key, "test/frozen/gave_up/%d", rank);
+    ASSERT_OK(symm_store_set(store, key, "1", 1));
+    if (rank == 0) {
+      for (int r = 1; r < size - 1; r++) {
+        snprintf(key, sizeof key, "test/frozen/gave_up/%d", r);
+        test_store_await(store, key);
+      }
+      char pid[16] = "";
+      size_t len = 0;
+      ASSERT_OK(symm_store_get(store, "test/frozen/pid", pid, sizeof pid, &len, -1));
+      while (symm_process_state(atoi(pid)) != 'T') sched_yield(); /* it stops itself */
+      ASSERT_EQ(kill(atoi(pid), SIGCONT), 0);
+    }
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  check_recovers(comm, rank, size);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(coll_small_frozen) {
+  ASSERT_EQ(test_run_ranks_timed(3, frozen_rank, NULL, 30000, SHORT_TIMEOUT_MS), 0);
   return 0;
 }
 

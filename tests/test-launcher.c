@@ -1058,21 +1058,26 @@ TEST_IMPL(launcher_info_usage) {
   return 0;
 }
 
+/* The CPUs this process may run on; 0 (after a SKIP line) when fewer than
+ * the 2 that binding needs. */
+static int cpus_to_bind(void) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus >= 2) return cpus;
+  printf("SKIP: this process may run on %d CPU; binding needs 2\n", cpus);
+  return 0;
+}
+
 /* --bind-to: with a core per rank each rank runs on one core of its own
  * (the ranks see it in their affinity and the library reports it), none
  * leaves them on all of symmem-run's CPUs, core with too few cores and a
  * bad value are usage errors; -v says the choice and each rank's CPUs. */
 TEST_IMPL(launcher_bind_to) {
+  const int cpus = cpus_to_bind();
+  if (!cpus) return TEST_SKIP;
   char *out = malloc(OUT_CAP);
   ASSERT(out);
-  cpu_set_t mine;
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  const int cpus = CPU_COUNT(&mine);
-  if (cpus < 2) {
-    printf("SKIP: this process may run on %d CPU; binding needs 2\n", cpus);
-    free(out);
-    return TEST_SKIP;
-  }
   const char *run = test_tool_path("symmem-run"), *info = test_tool_path("symmem-info");
   ASSERT_EQ(run_fmt(out, NULL, "%s -v -n 2 --bind-to core -- sh -c 'taskset -pc $$; %s | grep "
                     "^binding'", run, info), 0);
@@ -1096,6 +1101,25 @@ TEST_IMPL(launcher_bind_to) {
   ASSERT_STR_CONTAINS(out, "--bind-to takes core, numa or none");
   ASSERT_EQ(run_fmt(out, NULL, "%s -v -n 3 --bind-to numa -- true", run), 0);
   ASSERT_STR_CONTAINS(out, "binding numa: 3 ranks");
+  free(out);
+  return 0;
+}
+
+/* The CPU engine's waits spin while the host's ranks have a CPU each among
+ * the CPUs they run on together (ranks bound a core each included, though
+ * each sees one CPU), and yield at once with more ranks than that. */
+TEST_IMPL(launcher_bind_spin) {
+  const int cpus = cpus_to_bind();
+  if (!cpus) return TEST_SKIP;
+  char *out = malloc(OUT_CAP);
+  ASSERT(out);
+  const char *run = test_tool_path("symmem-run"), *bench = test_tool_path("symmem-bench");
+  ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n 2 --bind-to core -- %s -b 8 -e 8 -n 1 -w 0",
+                    run, bench), 0);
+  ASSERT_EQ(count_occurrences(out, "CPU engine: waits spin, then yield"), 2);
+  ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n %d --bind-to none -- %s -b 8 -e 8 -n 1 "
+                    "-w 0", run, cpus + 1, bench), 0);
+  ASSERT_EQ(count_occurrences(out, "CPU engine: waits yield at once"), cpus + 1);
   free(out);
   return 0;
 }

@@ -497,6 +497,7 @@ int main(int argc, char **argv) {
   gather_devices(&b);
   alloc_buffers(&b, sizes, n_sizes);
   nccl_setup(&b);
+  measure_floor(&b);
 
   rc = run_sweep(&b, sizes, n_sizes);
 

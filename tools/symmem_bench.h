@@ -6,6 +6,8 @@
  *   symmem_bench_check.c    element values, the reference, the checked call
  *   symmem_bench_report.c   the table, CSV and JSON
  *   symmem_bench_plot.c     the gnuplot picture
+ *   symmem_bench_floor.c    the host floor: a cache line's round trip, a
+ *                           core's copy bandwidth (bench/floor.c)
  *   symmem_bench_nccl.c     NCCL timed on the same buffers and stream
  *                           (libnccl through src/backends/nccl/nccl_lib.c)
  */
@@ -64,6 +66,7 @@ typedef struct bench_options {
   int inject;             /* testing: values corrupted per size on rank 0 */
   double skew;            /* all_to_all_v: largest peer share / smallest (>= 1) */
   int groups;             /* -g: groups timed side by side (divides the ranks) */
+  int floor;              /* host: measure the floor and print against it */
 } bench_options_t;
 /* Returns -1 to go on, else the exit status (0 for --help). */
 int parse_options(int argc, char **argv, bench_options_t *opt);
@@ -130,6 +133,9 @@ typedef struct bench {
   double *shares;             /* all_to_all_v: size shares (symmem_bench_split.h) */
   size_result_t *results;     /* rank 0: sizes x groups */
   int n_results;
+  double floor_rt_ns;         /* 0: not measured (floor_why says why) */
+  double floor_copy_gbps;
+  char floor_why[64];
 } bench_t;
 
 /* Ends this rank with "symmem-bench: rank R: message" (exit 1). */
@@ -191,5 +197,14 @@ void nccl_teardown(bench_t *b);
 #ifdef SYMM_HAVE_CUDA
 void call_nccl(bench_t *b, const layout_t *l);
 #endif
+
+/* symmem_bench_floor.c: the floor, measured between the ranks on the host
+ * (collective over the world); sizes up to FLOOR_SMALL_BYTES print as
+ * multiples of its round trip, larger ones as busbw over its copy
+ * bandwidth (floor_ratio: -1 when not measured). */
+#define FLOOR_SMALL_BYTES 4096
+void measure_floor(bench_t *b);
+bool floor_small(const size_result_t *r);
+double floor_ratio(const bench_t *b, const size_result_t *r);
 
 #endif /* SYMM_BENCH_H */

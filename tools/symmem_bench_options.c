@@ -49,6 +49,11 @@ static void print_usage(FILE *out) {
           "                           and size (default 1)\n"
           "      --graph              GPU: capture the timed calls in one CUDA graph\n"
           "      --nccl 0|1           GPU: also time NCCL where it loads (default 1)\n"
+          "      --floor 0|1          host: measure a cache line's round trip between\n"
+          "                           ranks 0 and 1 and a core's copy bandwidth, and\n"
+          "                           print sizes up to 4 KiB as multiples of the\n"
+          "                           round trip, larger ones as busbw over the copy\n"
+          "                           bandwidth (the floor column; default 1)\n"
           "      --csv                print CSV instead of the table\n"
           "      --json               print one JSON object instead of the table\n"
           "      --plot FILE.png      also draw time and bus bandwidth with gnuplot\n"
@@ -95,7 +100,7 @@ bool coll_reduces(bench_coll_t coll) {
 
 enum {
   OPT_COLL = 256, OPT_OP, OPT_DTYPE, OPT_ALGO, OPT_INPLACE, OPT_ROOT, OPT_GRAPH, OPT_NCCL,
-  OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT, OPT_SKEW
+  OPT_CSV, OPT_JSON, OPT_PLOT, OPT_INJECT, OPT_SKEW, OPT_FLOOR
 };
 
 /* --skew: a finite ratio >= 1. */
@@ -186,6 +191,10 @@ static int parse_one(int c, const char *arg, char **argv, bench_options_t *opt,
     if (!tool_parse_int(arg, 0, 1, &opt->nccl))
       return usage_error("--nccl takes 0 or 1, not '%s'", arg);
     return -1;
+  case OPT_FLOOR:
+    if (!tool_parse_int(arg, 0, 1, &opt->floor))
+      return usage_error("--floor takes 0 or 1, not '%s'", arg);
+    return -1;
   case OPT_CSV: out->csv = true; return -1;
   case OPT_JSON: out->json = true; return -1;
   case OPT_PLOT:
@@ -249,6 +258,7 @@ int parse_options(int argc, char **argv, bench_options_t *opt) {
       {"plot", required_argument, NULL, OPT_PLOT},
       {"inject-errors", required_argument, NULL, OPT_INJECT},
       {"skew", required_argument, NULL, OPT_SKEW},
+      {"floor", required_argument, NULL, OPT_FLOOR},
       {"groups", required_argument, NULL, 'g'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -256,7 +266,7 @@ int parse_options(int argc, char **argv, bench_options_t *opt) {
                            .iters = 20, .warmup = 5, .check = 1, .coll = BENCH_ALL_REDUCE,
                            .op = SYMM_REDUCE_SUM, .dtype = SYMM_DTYPE_F32,
                            .algo = SYMM_ALGO_AUTO, .inplace = 1, .nccl = 1, .skew = 1.0,
-                           .groups = 1};
+                           .groups = 1, .floor = 1};
   output_flags_t out = {0};
   opterr = 0; /* our own messages, followed by the usage */
   int c;

@@ -84,13 +84,27 @@ void print_table_header(const bench_t *b) {
     printf("# nccl: not used (%s)\n", b->nccl.why);
   printf("#  time: mean per call of the slowest rank; busbw = algbw * %s\n",
          o->coll == BENCH_ALL_REDUCE ? "2(n-1)/n" : o->coll == BENCH_BROADCAST ? "1" : "(n-1)/n");
+  if (b->floor_rt_ns > 0)
+    printf("#  floor: cache-line round trip %.0f ns (ranks 0 and 1), copy %.2f GB/s per core "
+           "(every rank copying at once); floor column: time / round trip up to %d B, then "
+           "busbw / copy\n", b->floor_rt_ns, b->floor_copy_gbps, FLOOR_SMALL_BYTES);
+  else
+    printf("#  floor: not measured (%s)\n", b->floor_why);
   printf("#\n");
   printf("#%13s  %12s  %5s  %5s  %10s  %11s  %11s  %6s  %8s", "size(B)", "count(elems)", "type",
          "op", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo");
   if (b->nccl.used) printf("  %13s  %6s", "nccl_time(us)", "ratio");
   if (o->groups > 1) printf("  %5s", "group");
+  if (b->floor_rt_ns > 0) printf("  %7s", "floor");
   printf("\n");
   fflush(stdout);
+}
+
+/* "3.1rt" (a multiple of the round trip) or "45%" (of the copy bandwidth). */
+static void floor_text(const bench_t *b, const size_result_t *r, char *out, size_t cap) {
+  const double f = floor_ratio(b, r);
+  if (floor_small(r)) snprintf(out, cap, "%.1frt", f);
+  else snprintf(out, cap, "%.0f%%", 100 * f);
 }
 
 void print_table_row(const bench_t *b, const size_result_t *r) {
@@ -102,6 +116,11 @@ void print_table_row(const bench_t *b, const size_result_t *r) {
          r->algo);
   if (b->nccl.used) printf("  %13.2f  %6.3f", r->nccl_us, r->time_us / r->nccl_us);
   if (b->opt.groups > 1) printf("  %5d", r->group);
+  if (b->floor_rt_ns > 0) {
+    char f[32];
+    floor_text(b, r, f, sizeof f);
+    printf("  %7s", f);
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -162,6 +181,9 @@ void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) {
     printf("]");
   }
   printf("},");
+  if (b->floor_rt_ns > 0)
+    printf("\"floor\":{\"round_trip_ns\":%.1f,\"copy_gbps\":%.3f},", b->floor_rt_ns,
+           b->floor_copy_gbps);
   printf("\"nccl\":{\"used\":%s,", b->nccl.used ? "true" : "false");
   if (b->nccl.used) printf("\"version\":%d}", b->nccl.lib.version);
   else {
@@ -178,6 +200,8 @@ void print_json(const bench_t *b, int64_t wrong_total, double avg_busbw) {
            r->algbw, r->busbw);
     if (r->wrong >= 0) printf("%lld", (long long)r->wrong);
     else printf("null");
+    const double f = floor_ratio(b, r);
+    if (f >= 0) printf(",\"%s\":%.4f", floor_small(r) ? "round_trips" : "copy_fraction", f);
     if (r->nccl_us >= 0)
       printf(",\"nccl_time_us\":%.3f,\"ratio\":%.4f", r->nccl_us, r->time_us / r->nccl_us);
     else printf(",\"nccl_time_us\":null,\"ratio\":null");

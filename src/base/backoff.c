@@ -62,6 +62,11 @@ void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks
   b->deadline = deadline_ns ? deadline_ns : 1; /* 0 would mean "not started" */
 }
 
+void symm_backoff_allow_spin(symm_backoff_t *b, bool spin) {
+  b->spin_ns = spin ? SPIN_NS : 0;
+  b->spinning = spin;
+}
+
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid) { b->pid = pid; }
 
 /* The clock is read every 64 spins only. */

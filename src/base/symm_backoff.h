@@ -31,6 +31,11 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here);
  * of each. */
 void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here);
 void symm_backoff_reset(symm_backoff_t *b);
+/* After start: whether to spin before yielding, as the caller knows
+ * better than ranks_here against this process's CPUs (ranks each bound
+ * to a CPU of its own see one CPU, yet none waits for a descheduled
+ * peer). */
+void symm_backoff_allow_spin(symm_backoff_t *b, bool spin);
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid);
 bool symm_backoff_pause(symm_backoff_t *b);
 

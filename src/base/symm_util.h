@@ -64,6 +64,9 @@ symm_result_t symm_file_size_check(size_t bytes, const char *what);
 /* Process pid (on this host, in this PID namespace) is gone, or a zombie
  * nobody reaped yet. */
 bool symm_process_gone(int32_t pid);
+/* Process pid's state letter in /proc (R, S, T stopped, Z ...), 0 when it
+ * cannot be read. */
+char symm_process_state(int32_t pid);
 /* The first rank of pids[0..n) other than `self` whose process is gone
  * (symm_process_gone; a pid of 0 is not watched), or -1. */
 int symm_first_gone(const int32_t *pids, int n, int self);

@@ -157,19 +157,23 @@ void symm_random_bytes(void *buf, size_t len) {
 }
 
 /* A rank's process is gone, or a zombie nobody reaped yet. */
-bool symm_process_gone(int32_t pid) {
-  const int watched = symm_peer_watch_gone(pid); /* a pidfd, where init opened one */
-  if (watched >= 0) return watched;
-  if (kill(pid, 0) != 0) return errno == ESRCH;
+char symm_process_state(int32_t pid) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   FILE *f = fopen(path, "r");
-  if (!f) return false;
+  if (!f) return 0;
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = 0;
   const char *paren = strrchr(buf, ')'); /* the state follows "(comm) " */
-  return paren && paren[1] == ' ' && paren[2] == 'Z';
+  return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+bool symm_process_gone(int32_t pid) {
+  const int watched = symm_peer_watch_gone(pid); /* a pidfd, where init opened one */
+  if (watched >= 0) return watched;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  return symm_process_state(pid) == 'Z';
 }
 
 int symm_first_gone(const int32_t *pids, int n, int self) {

@@ -15,7 +15,9 @@ typedef struct {
   size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, the same on every rank */
   uint64_t left;      /* the last call this rank left (its pad's copy: cpu_coll.c) */
   uint64_t all_left;  /* every rank has left every call up to this one */
-  uint64_t arrived[2];/* per parity: the last call whose round this rank arrived at */
+  void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
+  const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
+  bool spin;          /* waits spin before they yield (cpu_engine.c) */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -26,6 +28,7 @@ static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
  * ranks call for, and failing early if peer's process goes. */
 static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm, int peer) {
   symm_backoff_start(b, symm_comm_timeout_ms(comm), symm_comm_local_size(comm));
+  symm_backoff_allow_spin(b, cpu_state(comm)->spin);
   symm_backoff_watch(b, symm_comm_peer_pid(comm, peer));
 }
 

@@ -7,45 +7,50 @@
  *                    arrived, descriptor published, send data readable;
  *                    2: staged, only after a late staging round; 3: done,
  *                    two-shot: my chunk is reduced, zero copy: I no longer
- *                    read peers' buffers).  Read for messages and to watch
- *                    the process of a rank that does not come.
+ *                    read peers' buffers), or 4 * seq: call seq was given
+ *                    up before this rank arrived.
  *   .brief           signature of the call and, for zero copy, the group
  *                    (peer_sig of the rendezvous) and offset of sendbuf.
  *   .data            send data of calls of at most INLINE_BYTES (not
- *                    two-shot): one cache line carries signature and data.
+ *                    two-shot): one cache line carries flag, signature and
+ *                    data, so a small call costs each rank one cache-line
+ *                    handoff per peer.
  *   detail[seq & 1]  the arguments, for the mismatch message.
  *   left             the last call this rank has left (returned from,
  *                    whatever the result, or given up before arriving).
- *   round[seq & 1]   rank 0's pad only: the round of the calls of that
- *                    parity (base/symm_shm_round.h).
- * A call synchronises by arriving at its round (after publishing what it
- * publishes) and waiting until every rank has, once per phase.  The round
- * is all or nothing: a rank that stops waiting gives the round up, which
- * succeeds only while an arrival is missing, and a rank that comes later
- * finds it given up and fails too.  So no call succeeds on some ranks and
- * fails on others, and a rank resumed after its peers gave up never pairs
- * with their later calls.  Every rank publishes before it arrives and
- * compares all signatures after the first round, so ranks that disagree all
- * return SYMM_ERR_MISMATCH before any data moves.  Calls that agree over
- * the bootstrap (barrier, rendezvous, collective alloc and free) share the
+ * A call synchronises by arriving (after publishing what it publishes: a
+ * compare-and-swap of its own flag) and waiting until every peer's flag
+ * shows that phase, once per phase.  The call is all or nothing: a rank
+ * that stops waiting (its deadline, a lost peer) marks the flag of the
+ * rank it waits for given up, a compare-and-swap that succeeds only while
+ * that rank has not arrived; that rank's own arrival is a compare-and-swap
+ * too, so it either arrives first or finds the mark and fails.  Once a
+ * flag is marked no rank can see every arrival, and every rank fails (at
+ * once where it reads the mark); once every rank arrived no mark can be
+ * made, and every rank succeeds.  A rank that leaves a call without
+ * arriving (its gate timed out) never arrives later, and its `left` tells
+ * the peers waiting for it.  So no call succeeds on some ranks and fails
+ * on others, and a rank resumed after its peers gave up never pairs with
+ * their later calls.  Every rank publishes before it arrives and compares
+ * all signatures after the first phase, so ranks that disagree all return
+ * SYMM_ERR_MISMATCH before any data moves.  Calls that agree over the
+ * bootstrap (barrier, rendezvous, collective alloc and free) share the
  * numbers: a rank in one arrives with SYMM_COLL_SIG_HOST_CALL
  * (cpu_host_call), and every rank in a collective of that number then
  * meets it in its bootstrap round (symm_comm_meet_host_call), where all of
- * them fail with the mismatch.  Waits poll with backoff (spin ~20 us, then
- * sched_yield up to 1 ms, then nanosleep growing to 64 us; no spinning at
- * all when this host has more ranks than CPUs) so that oversubscribed
- * ranks still progress, and end at the call's deadline (one for the whole
- * call) with SYMM_ERR_TIMEOUT naming the ranks that did not get there.
+ * them fail with the mismatch.  Waits spin with `pause`, then back off
+ * (base/backoff.c: sched_yield up to 1 ms, then nanosleep growing to
+ * 64 us; no spinning at all when this host has more ranks than the CPUs
+ * its ranks run on) so that oversubscribed ranks still progress, and end
+ * at the call's deadline (one for the whole call) with SYMM_ERR_TIMEOUT
+ * naming the ranks that did not get there.  Nothing on the way takes a
+ * lock or makes a system call until a wait has spun for ~20 us.
  *
- * Reuse.  Call seq reuses the slot, the round word and the scratch half of
- * call seq - 2.  A rank may write them only once every rank has left
- * seq - 2 (gate): known at once when the first round of seq - 1
- * completed (every rank arrived at seq - 1, so every rank left seq - 2),
- * else read from the peers' `left` and waited for.  A rank that cannot
- * pass the gate in time gives the call up without arriving; its call_end
- * gives up the round if a peer already took it, and a rank that took the
- * round after a slow gate looks at the peers' `left` once more, so one of
- * the two always sees the other.
+ * Reuse.  Call seq reuses the slot and the scratch half of call seq - 2.
+ * A rank may write them only once every rank has left seq - 2 (gate):
+ * known at once when every rank arrived at seq - 1 (so every rank left
+ * seq - 2), else read from the peers' `left` and waited for.  A rank that
+ * cannot pass the gate in time gives the call up without arriving.
  *
  * Buffers.  The scratch data is cut in two halves used by seq parity, each
  * holding IN (staged send data) then OUT (two-shot's reduced chunk); the
@@ -72,7 +77,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symm_shm_round.h"
 #include "cpu/cpu.h"
 #include "cpu/cpu_coll_int.h"
 
@@ -144,7 +148,7 @@ static symm_result_t prepare_scratch(coll_t *c) {
     SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
     SYMM_CHECK(cpu_coll_check_match(c));
   }
-  SYMM_CHECK(symm_comm_scratch(c->comm, need ? need : 1, &s));
+  SYMM_CHECK(cpu_coll_grow(c, need ? need : 1, &s));
   return cpu_coll_attach(c, s, true);
 }
 
@@ -444,13 +448,14 @@ static symm_result_t host_arrival(coll_t *c) {
 }
 
 /* Host call `seq` (engine->host_call): an arrival no collective makes,
- * in the slot of its parity and the round of the call, once the gate
- * allows (within the call's deadline: the host call's own round has what
- * is left).  A rank that cannot pass the gate publishes nothing; its
- * call_end gives the round up. */
+ * in the slot of its parity, once the gate allows (within the call's
+ * deadline: the host call's own round has what is left).  A rank that
+ * cannot pass the gate publishes nothing; its call_end's `left` tells the
+ * peers. */
 void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
   symm_coll_args_t none = {.kind = SYMM_COLL_ALL_REDUCE, .seq = seq};
   symm_result_t res = with_frame(comm, &none, host_arrival);
+  cpu_state(comm)->pad_of = NULL; /* the host call may change the scratch */
   if (res != SYMM_SUCCESS) {
     SYMM_INFO(COLL, "host call #%llu: not announced on the pads: %s", (unsigned long long)seq,
               symm_last_error());
@@ -458,35 +463,28 @@ void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
   }
 }
 
-/* engine->call_end: this rank has left every call up to `last`.  Its
- * pad's left says so (peers' gates read it); then any round of those
- * calls that a peer took over but this rank never arrived at is given up,
- * so that no such round can complete and its peers fail at once.  The
- * store of left comes first (sequentially consistent, as the word's
- * operations): a peer that takes a round over after this look reads the
- * new left (take_round). */
+/* engine->call_end: this rank has left every call up to `last`; its
+ * pad's left says so (peers' gates read it, and a peer waiting for an
+ * arrival of this rank that will not come reads it too).  The pad is the
+ * one the call attached, unless the scratch may have changed since (a host
+ * call); then it is looked up, keeping the call's own message the last
+ * error. */
 void cpu_call_end(symm_comm_t *comm, uint64_t last) {
   cpu_state_t *cs = cpu_state(comm);
   if (!cs) return;
   symm_tensor_t *scratch = symm_comm_scratch_current(comm);
-  const uint64_t before = cs->left;
   if (last > cs->left) cs->left = last;
   if (!scratch) return;
-  void *mine, *first;
-  char saved[1024]; /* the call's own message stays the last error */
-  snprintf(saved, sizeof saved, "%s", symm_last_error());
-  if (symm_tensor_signal_pad(scratch, symm_comm_rank(comm), &mine) != SYMM_SUCCESS ||
-      symm_tensor_signal_pad(scratch, 0, &first) != SYMM_SUCCESS) {
+  void *mine = cs->pad;
+  if (cs->pad_of != scratch) {
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", symm_last_error());
+    const symm_result_t res = symm_tensor_signal_pad(scratch, symm_comm_rank(comm), &mine);
     symm_error_restore(saved);
-    return;
+    if (res != SYMM_SUCCESS) return;
   }
-  atomic_store(&((coll_pad_t *)mine)->left, cs->left);
-  coll_pad_t *p0 = first;
-  for (int h = 0; h < 2; h++) {
-    uint64_t at = symm_round_seq(atomic_load(&p0->round[h].word));
-    if (at > before && at <= last && cs->arrived[h] != at)
-      symm_round_give_up(&p0->round[h].word, at, UINT32_MAX);
-  }
+  cs->pad_of = NULL;
+  atomic_store_explicit(&((coll_pad_t *)mine)->left, cs->left, memory_order_release);
 }
 
 /* Runs body on a frame for one call of comm. */

@@ -8,12 +8,12 @@
 
 #include <stdatomic.h>
 
-#include "symm_shm_round.h"
 #include "cpu/cpu.h"
 
 #define SCRATCH_ALIGN 64
 
-enum { PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
+/* A flag is 4 * seq + phase; PHASE_GIVEN_UP marks call seq given up. */
+enum { PHASE_GIVEN_UP = 0, PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
 
 typedef struct {
   uint64_t sig;
@@ -51,13 +51,8 @@ typedef struct {
 } coll_slot_t;
 
 typedef struct {
-  _Alignas(64) symm_round_word_t word;
-} coll_round_t;
-
-typedef struct {
   coll_slot_t slot[2];
   _Alignas(64) coll_detail_t detail[2];
-  coll_round_t round[2];        /* used in rank 0's pad */
   _Alignas(64) _Atomic uint64_t left; /* the last call this rank has left */
 } coll_pad_t;
 
@@ -79,20 +74,19 @@ typedef struct {
   coll_pad_t **pads;    /* [w] */
   const char **src;     /* [w] where rank r's send data is read */
   symm_tensor_t *scratch;
-  symm_round_word_t *round; /* this call's round, in rank 0's pad */
-  uint32_t syncs;       /* arrivals of this rank at the round so far */
-  bool slow_gate;       /* the gate read the peers' left */
   uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;
 
 /* The frame's steps (cpu_frame.c). */
 const char *cpu_coll_kind_name(int kind);
-/* Works on scratch s from now on (its pads; the gate; this call's round). */
+/* Works on scratch s from now on (its pads; the gate). */
 symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown);
+/* Makes the communicator's scratch at least `bytes` (collective), into *s. */
+symm_result_t cpu_coll_grow(coll_t *c, size_t bytes, symm_tensor_t **s);
 /* Arrives at `phase` and waits for every rank to, or fails the call. */
 symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what);
 /* Its two halves: arrives at `phase` (after what it published), and waits
- * until every rank arrived as often. */
+ * until every rank arrived there. */
 symm_result_t cpu_coll_arrive(coll_t *c, int phase);
 symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what);
 /* Whether some rank arrived in a host call of this number. */

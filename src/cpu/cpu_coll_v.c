@@ -1,4 +1,4 @@
-/* CPU engine: all-to-all-v, on the frame and rounds of cpu_coll.c.
+/* CPU engine: all-to-all-v, on the frame of cpu_coll.c.
  *
  * Every rank stages what it sends in its own scratch half: a table of
  * world x n_experts chunks {rows, first row in the staged data}, indexed
@@ -239,7 +239,7 @@ static void write_splits(const vcall_t *x) {
 static symm_result_t stage_all(vcall_t *x) {
   coll_t *c = x->c;
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
-  if (!s) SYMM_CHECK(symm_comm_scratch(c->comm, 1, &s)); /* as any first call of nothing */
+  if (!s) SYMM_CHECK(cpu_coll_grow(c, 1, &s)); /* as any first call of nothing */
   SYMM_CHECK(cpu_coll_attach(c, s, false));
   const uint64_t mine = need_of(x);
   if (!x->verdict.code && mine <= cpu_coll_half_capacity(s)) stage(x);
@@ -255,7 +255,7 @@ static symm_result_t stage_all(vcall_t *x) {
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_all_to_all_v #%llu: a rank stages %llu bytes, "
                       "more than a scratch tensor can hold", (unsigned long long)c->seq,
                       (unsigned long long)most);
-  SYMM_CHECK(symm_comm_scratch(c->comm, 2 * (size_t)most, &s));
+  SYMM_CHECK(cpu_coll_grow(c, 2 * (size_t)most, &s));
   SYMM_CHECK(cpu_coll_attach(c, s, true));
   stage(x);
   publish(x);

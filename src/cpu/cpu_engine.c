@@ -1,41 +1,78 @@
 /* The CPU engine's table: init and startup (the ranks agree on how they
- * slice all-reduces), zeroing, and the members cpu_coll.c and cpu_signal.c
+ * slice all-reduces, and learn whether their waits may spin), zeroing, and the members cpu_coll.c and cpu_signal.c
  * implement. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
 
+/* What a rank tells its peers at init: how it slices all-reduces, and the
+ * CPUs it may run on (a bit per CPU). */
+typedef struct {
+  uint64_t slice_bytes;
+  uint64_t cpus[CPU_SETSIZE / 64];
+} cpu_blob_t;
+
 static symm_result_t cpu_init(symm_comm_t *comm, symm_blob_t *blob) {
   cpu_state_t *st = calloc(1, sizeof *st);
-  uint64_t *slice = malloc(sizeof *slice);
-  if (!st || !slice) {
+  cpu_blob_t *b = calloc(1, sizeof *b);
+  if (!st || !b) {
     free(st);
-    free(slice);
+    free(b);
     return symm_error(SYMM_ERR_NO_MEMORY, "CPU engine: out of memory");
   }
   st->slice_bytes = symm_settings()->SYMM_HOST_SLICE_BYTES;
-  *slice = st->slice_bytes;
+  b->slice_bytes = st->slice_bytes;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) b->cpus[c / 64] |= UINT64_C(1) << (c % 64);
   symm_engine_set_state(comm, st);
-  *blob = (symm_blob_t){slice, sizeof *slice};
+  *blob = (symm_blob_t){b, sizeof *b};
   return SYMM_SUCCESS;
+}
+
+/* Waits spin only while this host's ranks have a CPU each among the CPUs
+ * they may run on together: ranks bound one to a core each see a single
+ * CPU of their own, yet their peers run meanwhile; more ranks than those
+ * CPUs, and the peer waited for is likely off its CPU, so a wait yields
+ * at once.  An unknown affinity (an empty set) counts as no spinning. */
+static bool spin_here(const symm_comm_t *comm, const cpu_blob_t *all) {
+  uint64_t both[CPU_SETSIZE / 64] = {0};
+  int ranks = 0, cpus = 0;
+  for (int r = 0; r < symm_comm_size(comm); r++) {
+    if (!symm_comm_peer_same_host(comm, r)) continue;
+    ranks++;
+    for (size_t i = 0; i < CPU_SETSIZE / 64; i++) both[i] |= all[r].cpus[i];
+  }
+  for (size_t i = 0; i < CPU_SETSIZE / 64; i++) cpus += __builtin_popcountll(both[i]);
+  return ranks <= cpus;
 }
 
 /* Ranks must slice all-reduces alike (run_sliced pairs slices up by
  * position): SYMM_HOST_SLICE_BYTES is compared once, here. */
 static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
-  const uint64_t mine = cpu_state(comm)->slice_bytes;
-  for (int r = 0; r < symm_comm_size(comm); r++) {
-    uint64_t theirs = 0;
-    if (all[r].len == sizeof theirs) memcpy(&theirs, all[r].data, sizeof theirs);
-    if (all[r].len != sizeof theirs || theirs != mine)
-      return symm_error(SYMM_ERR_MISMATCH, "CPU collectives: SYMM_HOST_SLICE_BYTES is %llu on "
-                        "rank %d and %llu on rank %d; it must be the same on every rank",
-                        (unsigned long long)theirs, r, (unsigned long long)mine,
-                        symm_comm_rank(comm));
+  cpu_state_t *st = cpu_state(comm);
+  const int w = symm_comm_size(comm);
+  cpu_blob_t *blobs = calloc((size_t)w, sizeof *blobs);
+  if (!blobs) return symm_error(SYMM_ERR_NO_MEMORY, "CPU engine: out of memory");
+  for (int r = 0; r < w; r++) {
+    if (all[r].len == sizeof *blobs) memcpy(&blobs[r], all[r].data, sizeof *blobs);
+    if (all[r].len == sizeof *blobs && blobs[r].slice_bytes == st->slice_bytes) continue;
+    free(blobs);
+    return symm_error(SYMM_ERR_MISMATCH, "CPU collectives: SYMM_HOST_SLICE_BYTES is %llu on "
+                      "rank %d and %llu on rank %d; it must be the same on every rank",
+                      (unsigned long long)blobs[r].slice_bytes, r,
+                      (unsigned long long)st->slice_bytes, symm_comm_rank(comm));
   }
+  st->spin = spin_here(comm, blobs);
+  free(blobs);
+  SYMM_INFO(COLL, "CPU engine: waits %s", st->spin ? "spin, then yield"
+                                                     : "yield at once (more ranks than CPUs here)");
   return SYMM_SUCCESS;
 }
 

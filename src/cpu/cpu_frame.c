@@ -1,6 +1,6 @@
 /* CPU engine: the frame every collective runs on, as cpu_coll.c's top
- * describes: waiting on the round of a call (arrivals, the gate, the
- * errors of a call given up), the descriptors and the mismatch check, the
+ * describes: the arrivals of a call and the waits for them (the gate,
+ * the errors of a call given up), the descriptors and the mismatch check, the
  * scratch halves.  The collectives themselves are in cpu_coll.c and
  * cpu_coll_v.c. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
@@ -60,7 +60,7 @@ static symm_result_t timeout_error(const coll_t *c, uint64_t target, const char 
                     missing > 1 ? "s" : "", missing ? list : "(none left)", what);
 }
 
-/* This call's round was given up by a peer before every rank arrived:
+/* This call was given up by a peer before every rank arrived:
  * `late`, this rank arrived after that (it was slow, or stopped; a peer
  * whose process is gone without leaving the call makes it PEER_LOST:
  * that loss is why the others gave up, or ends the job anyway; one that
@@ -99,64 +99,67 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
                     n ? "rank " : "a peer", who, symm_comm_timeout_ms(c->comm));
 }
 
-/* The first peer below `target`, whose process a wait watches. */
-static int first_behind(const coll_t *c, uint64_t target) {
-  for (int k = 1; k < c->w; k++) {
-    int r = (c->me + k) % c->w;
-    if (flag_of(c, r) < target) return r;
-  }
-  return -1;
-}
-
 static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
   symm_backoff_start_until(b, c->deadline, symm_comm_local_size(c->comm));
+  symm_backoff_allow_spin(b, cpu_state(c->comm)->spin);
   symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
 }
 
-/* This rank arrives at `phase` of the call: its flag, then the round. */
+/* The flag that says call seq was given up: below every arrival at it,
+ * above every flag of the calls before. */
+static uint64_t given_up_flag(const coll_t *c) { return c->seq * PHASES + PHASE_GIVEN_UP; }
+
+/* This rank arrives at `phase` of the call: its flag, after what it
+ * published, unless a peer marked the call given up first. */
 symm_result_t cpu_coll_arrive(coll_t *c, int phase) {
-  atomic_store_explicit(&c->pads[c->me]->slot[c->h].flag, c->seq * PHASES + (uint64_t)phase,
-                        memory_order_release);
-  c->syncs++;
-  cpu_state(c->comm)->arrived[c->h] = c->seq;
-  if (symm_round_arrive(c->round, c->seq, c->syncs * (uint32_t)c->w) == SYMM_ROUND_GIVEN_UP)
-    return given_up_error(c, true, 0);
+  _Atomic uint64_t *flag = &c->pads[c->me]->slot[c->h].flag;
+  uint64_t was = atomic_load_explicit(flag, memory_order_relaxed);
+  do {
+    if (was == given_up_flag(c)) return given_up_error(c, true, 0);
+  } while (!atomic_compare_exchange_weak_explicit(flag, &was, c->seq * PHASES + (uint64_t)phase,
+                                                  memory_order_release, memory_order_relaxed));
   return SYMM_SUCCESS;
 }
 
-/* Waits until every rank arrived at `phase` as often as this rank has.
- * At the deadline, or with a peer's process gone, it gives the round up,
- * unless the round completed meanwhile. */
-symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what) {
-  const uint32_t target = c->syncs * (uint32_t)c->w;
-  const uint64_t flag_target = c->seq * PHASES + (uint64_t)phase;
-  symm_round_state_t st = symm_round_state(c->round, c->seq, target);
-  if (st == SYMM_ROUND_WAIT) {
-    int watched = first_behind(c, flag_target);
-    symm_backoff_t b;
-    start_backoff(c, &b, watched);
-    unsigned polls = 0;
-    while ((st = symm_round_state(c->round, c->seq, target)) == SYMM_ROUND_WAIT) {
-      if (symm_backoff_pause(&b)) {
-        if ((++polls & 255) == 0 && watched >= 0 && flag_of(c, watched) >= flag_target)
-          symm_backoff_watch(&b, (watched = first_behind(c, flag_target)) >= 0
-                                     ? symm_comm_peer_pid(c->comm, watched) : 0);
-        continue;
-      }
-      if (!symm_round_give_up(c->round, c->seq, target)) break; /* completed after all */
-      if (b.lost)
-        return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it "
-                          "did not %s", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq,
-                          watched, (int)symm_comm_peer_pid(c->comm, watched), what);
-      return timeout_error(c, flag_target, what);
+/* Waits until rank r arrived at `target` (or later).  At the deadline, or
+ * with r's process gone, it marks r's flag given up, which succeeds only
+ * while r has not arrived: then r can no longer arrive, no rank can see
+ * every arrival, and the call fails on every rank.  A rank that left the
+ * call without arriving will not arrive: its `left` says so. */
+static symm_result_t wait_rank(coll_t *c, int r, uint64_t target, const char *what) {
+  _Atomic uint64_t *flag = &c->pads[r]->slot[c->h].flag;
+  symm_backoff_t b;
+  start_backoff(c, &b, r);
+  for (unsigned polls = 1;; polls++) {
+    uint64_t f = atomic_load_explicit(flag, memory_order_acquire);
+    if (f >= target) return SYMM_SUCCESS;
+    if (f == given_up_flag(c)) return given_up_error(c, false, target);
+    if (symm_backoff_pause(&b)) {
+      /* left before the flag: a rank leaves after its last arrival. */
+      if ((polls & 255) == 0 && left_of(c, r) >= c->seq && flag_of(c, r) < target)
+        return given_up_error(c, false, target);
+      continue;
     }
-    if (st == SYMM_ROUND_GIVEN_UP) return given_up_error(c, false, flag_target);
-  } else if (st == SYMM_ROUND_GIVEN_UP) {
-    return given_up_error(c, false, flag_target);
+    if (!atomic_compare_exchange_strong(flag, &f, given_up_flag(c))) continue; /* it moved */
+    if (b.lost)
+      return symm_error(SYMM_ERR_PEER_LOST, "symm_%s #%llu: rank %d (pid %d) is gone; it did not "
+                        "%s", cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r,
+                        (int)symm_comm_peer_pid(c->comm, r), what);
+    return timeout_error(c, target, what);
+  }
+}
+
+/* Waits until every rank arrived at `phase`: one cache line per peer,
+ * read where it is already there, waited for where it is not. */
+symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what) {
+  const uint64_t target = c->seq * PHASES + (uint64_t)phase;
+  for (int k = 1; k < c->w; k++) {
+    const int r = (c->me + k) % c->w;
+    if (flag_of(c, r) < target) SYMM_CHECK(wait_rank(c, r, target, what));
   }
   /* Every rank arrived at this call, so every rank has left the one before. */
   cpu_state_t *cs = cpu_state(c->comm);
-  if (c->syncs == 1 && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
+  if (cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
   return SYMM_SUCCESS;
 }
 
@@ -165,14 +168,12 @@ symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what) {
   return cpu_coll_wait(c, phase, what);
 }
 
-/* Waits until every peer has left call seq - 2, whose slot, round word and
- * scratch half this call reuses.  A peer that already left this call gave
- * it up without arriving: it fails here at once. */
+/* Waits until every peer has left call seq - 2, whose slot and scratch
+ * half this call reuses.  A peer that already left this call gave it up
+ * without arriving: it fails here at once. */
 static symm_result_t gate(coll_t *c) {
   cpu_state_t *cs = cpu_state(c->comm);
-  c->slow_gate = false;
   if (c->seq <= cs->all_left + 2) return SYMM_SUCCESS;
-  c->slow_gate = true;
   const uint64_t need = c->seq - 2;
   symm_backoff_t b;
   bool started = false;
@@ -204,20 +205,6 @@ static symm_result_t gate(coll_t *c) {
                       (unsigned long long)c->seq, symm_comm_timeout_ms(c->comm), slow,
                       (unsigned long long)least + 1);
   }
-}
-
-/* Takes this call's round word over from call seq - 2.  After a slow gate
- * a peer may have given this call up without arriving and looked at the
- * word before this rank took it: its left says so. */
-static symm_result_t take_round(coll_t *c) {
-  if (!symm_round_take(c->round, c->seq)) return given_up_error(c, true, 0);
-  if (!c->slow_gate) return SYMM_SUCCESS;
-  for (int r = 0; r < c->w; r++)
-    if (r != c->me && left_of(c, r) >= c->seq) {
-      symm_round_give_up(c->round, c->seq, UINT32_MAX);
-      return given_up_error(c, true, 0);
-    }
-  return SYMM_SUCCESS;
 }
 
 /* --------------------------------------------- descriptors, mismatches */
@@ -300,9 +287,9 @@ char *cpu_coll_half(const coll_t *c, int r) {
   return (char *)symm_tensor_peer_data(c->scratch)[r] + (size_t)c->h * c->half_stride;
 }
 
-/* Works on scratch s from now on: its pads, its round of this call (after
- * the gate).  `grown`: the ranks just made s together inside this call, so
- * every rank has left the calls before it. */
+/* Works on scratch s from now on: its pads (after the gate).  `grown`:
+ * the ranks just made s together inside this call, so every rank has left
+ * the calls before it. */
 symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
   c->scratch = s;
   c->half_stride = cpu_coll_half_capacity(s);
@@ -314,9 +301,12 @@ symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
   cpu_state_t *cs = cpu_state(c->comm);
   if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
   if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
-  c->round = &c->pads[0]->round[c->h].word;
-  c->syncs = 0;
-  SYMM_CHECK(gate(c));
-  return take_round(c);
+  cs->pad = c->pads[c->me];
+  cs->pad_of = s;
+  return gate(c);
 }
 
+symm_result_t cpu_coll_grow(coll_t *c, size_t bytes, symm_tensor_t **s) {
+  cpu_state(c->comm)->pad_of = NULL; /* the scratch it names may go */
+  return symm_comm_scratch(c->comm, bytes, s);
+}

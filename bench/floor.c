@@ -1,0 +1,68 @@
+/* The floor of a CPU collective (floor.h). */
+#include "floor.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static int by_value(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double floor_ping(floor_line_t *l, long rounds) {
+  double *rt = malloc(sizeof *rt * (size_t)rounds);
+  for (uint64_t k = 1; k <= (uint64_t)(rounds + FLOOR_WARMUP); k++) {
+    const uint64_t t0 = now_ns();
+    atomic_store_explicit(&l->ping, k, memory_order_release);
+    while (atomic_load_explicit(&l->pong, memory_order_acquire) != k) relax();
+    if (rt && k > FLOOR_WARMUP) rt[k - FLOOR_WARMUP - 1] = (double)(now_ns() - t0);
+  }
+  if (!rt) return -1;
+  qsort(rt, (size_t)rounds, sizeof *rt, by_value);
+  const double median = rt[rounds / 2];
+  free(rt);
+  return median;
+}
+
+void floor_pong(floor_line_t *l, long rounds) {
+  for (uint64_t k = 1; k <= (uint64_t)(rounds + FLOOR_WARMUP); k++) {
+    while (atomic_load_explicit(&l->ping, memory_order_acquire) != k) relax();
+    atomic_store_explicit(&l->pong, k, memory_order_release);
+  }
+}
+
+double floor_copy_gbps(size_t bytes, int reps) {
+  char *src = malloc(bytes), *dst = malloc(bytes);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return -1;
+  }
+  memset(src, 1, bytes); /* every page touched before the clock starts */
+  memset(dst, 2, bytes);
+  double best = 0;
+  for (int i = 0; i < reps; i++) {
+    const uint64_t t0 = now_ns();
+    memcpy(dst, src, bytes);
+    const double gbps = (double)bytes / (double)(now_ns() - t0);
+    if (gbps > best) best = gbps;
+  }
+  free(src);
+  free(dst);
+  return best;
+}

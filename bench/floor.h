@@ -1,0 +1,37 @@
+/*
+ * The floor of a CPU collective, measured (floor.c): the round trip of one
+ * cache line between two processes, and the copy bandwidth of a core.
+ * bench/cacheline_pingpong.c and bench/stream_copy.c print them on their
+ * own; symmem-bench measures them between its own ranks and prints its
+ * times against them.
+ */
+#ifndef SYMM_BENCH_FLOOR_H
+#define SYMM_BENCH_FLOOR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Shared by the two sides of a ping-pong: a flag each, in lines of their
+ * own, so that every handoff moves one line one way. */
+typedef struct {
+  _Alignas(64) _Atomic uint64_t ping; /* the pinging side's round number */
+  _Alignas(64) _Atomic uint64_t pong; /* the answering side's */
+} floor_line_t;
+
+/* Rounds before the timed ones, on both sides (the line and the code warm). */
+#define FLOOR_WARMUP 1000
+
+/* The pinging side: `rounds` timed round trips after FLOOR_WARMUP; returns
+ * their median in ns (a shared machine's interrupts do not move it), or a
+ * negative number when out of memory.  The other side runs floor_pong with
+ * the same rounds on the same line, zeroed before either starts. */
+double floor_ping(floor_line_t *l, long rounds);
+void floor_pong(floor_line_t *l, long rounds);
+
+/* STREAM's copy (dst[i] = src[i]) of `bytes`, each way, `reps` times: the
+ * best in GB/s (bytes copied per second), or a negative number when out of
+ * memory.  Buffers well above the last-level cache measure memory. */
+double floor_copy_gbps(size_t bytes, int reps);
+
+#endif /* SYMM_BENCH_FLOOR_H */
