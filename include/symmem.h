@@ -656,6 +656,25 @@ SYMM_API symm_result_t symm_store_check(symm_store_t *store,
                                         const char *const *keys, size_t n,
                                         int *present);
 
+/* What a store server has served since it started, counted by the server:
+ * connections that proved the token, requests (every message a client
+ * sent, the handshake's and this query's included) and their bytes
+ * (headers included), and the bytes of its replies sent.  Over the store
+ * bootstrap (SYMM_BOOTSTRAP_SHM=0, or ranks on several hosts) a bootstrap
+ * all-gather of N ranks costs about 2N requests and N replies each
+ * carrying all N contributions; over shared memory none. */
+typedef struct symm_store_stats {
+  uint64_t connections;
+  uint64_t requests;
+  uint64_t request_bytes;
+  uint64_t reply_bytes;
+} symm_store_stats_t;
+
+/* Asks the store's server for its counters (one request, counted in
+ * *stats; its reply not yet).  Local.  Errors as for every store call;
+ * SYMM_ERR_INVALID_ARG for NULL arguments. */
+SYMM_API symm_result_t symm_store_stats(symm_store_t *store, symm_store_stats_t *stats);
+
 /*
  * Serving the store in a launcher.  A process that starts a job's ranks
  * (as symmem-run does) may serve their store itself: it starts a server,
@@ -709,6 +728,10 @@ SYMM_API void symm_store_server_mark_lost(symm_store_server_t *server, int rank)
  * with SYMM_ERR_PEER_LOST) but logged at INFO instead of as a warning.
  * NULL server or pid <= 0: nothing.  Thread-safe. */
 SYMM_API void symm_store_server_expect_gone(symm_store_server_t *server, int32_t pid);
+/* The server's counters now (see symm_store_stats).  Thread-safe; NULL
+ * server or stats: nothing. */
+SYMM_API void symm_store_server_stats(const symm_store_server_t *server,
+                                      symm_store_stats_t *stats);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 SYMM_API void symm_store_server_stop(symm_store_server_t *server);
 
