@@ -43,10 +43,20 @@ static uint64_t read_start_time(const char *path, long *pid_field) {
 }
 
 /* Whether /proc shows this process's own PID namespace (a container may
- * mount its host's): only then does /proc/<pid> name our pid's process. */
+ * mount its host's): only then does /proc/<pid> name our pid's process.
+ * Read once per process (a child forked into another namespace asks
+ * again): a communicator of hundreds of ranks watches every peer. */
 static bool proc_is_ours(void) {
+  static _Atomic long asked_by; /* the pid that read `ours`, 0: nobody yet */
+  static _Atomic bool ours;
+  const long me = (long)getpid();
+  if (atomic_load_explicit(&asked_by, memory_order_acquire) == me)
+    return atomic_load_explicit(&ours, memory_order_relaxed);
   long pid = -1;
-  return read_start_time("/proc/self/stat", &pid) != 0 && pid == (long)getpid();
+  const bool now = read_start_time("/proc/self/stat", &pid) != 0 && pid == me;
+  atomic_store_explicit(&ours, now, memory_order_relaxed);
+  atomic_store_explicit(&asked_by, me, memory_order_release);
+  return now;
 }
 
 uint64_t symm_process_start_time(int32_t pid) {
@@ -126,9 +136,9 @@ bool symm_peer_watch_add(int32_t pid, uint64_t start) {
     w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
   }
-  const uint64_t now = start && proc_is_ours() ? symm_process_start_time(pid) : 0;
-  if (start && proc_is_ours() && now != start) w->gone = true;
-  w->by_start = w->pidfd < 0 && start && proc_is_ours();
+  const bool by_proc = start && proc_is_ours();
+  if (by_proc && symm_process_start_time(pid) != start) w->gone = true;
+  w->by_start = w->pidfd < 0 && by_proc;
   if (w->gone && w->pidfd >= 0) {
     close(w->pidfd);
     w->pidfd = -1;

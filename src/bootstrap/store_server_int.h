@@ -266,7 +266,7 @@ void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, int32_t pid,
 
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
-void srv_rescan_pending(symm_store_server_t *s);
+void srv_rescan_pending(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
 void srv_expire_pending(symm_store_server_t *s, uint64_t now);
 void srv_do_keys_op(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
                     uint32_t id, const uint8_t *body, uint32_t body_len,

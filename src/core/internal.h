@@ -91,6 +91,9 @@ struct symm_comm {
   /* Collectives */
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
   symm_algo_t allreduce_algo;
+  /* Users' tensors map a peer on its first use (SYMM_MAP_PEERS on_use and
+   * the backend's caps.map_on_use); the library's own map every peer. */
+  bool map_on_use;
   uint64_t coll_seq;         /* the last number a communicator-wide call took */
   uint64_t host_seq;         /* the same for host calls where the engine has no
                                 host_call (GPU: collectives only enqueue) */
@@ -209,6 +212,8 @@ struct symm_tensor {
   symm_peer_map_t *peers;     /* [size]; peers[rank] unused */
   symm_exchange_info_t *infos;/* [size] from the last rendezvous */
   uint64_t peer_sig;          /* hash of infos[].id the peers map */
+  bool on_use;                /* its peers are mapped on first use (symm_tensor_map_peer) */
+  bool all_mapped;            /* every reachable peer of infos[] is mapped */
   void **peer_data;           /* [size] data pointers */
   void *contig_base;
   size_t contig_stride, contig_bytes;
@@ -279,6 +284,16 @@ symm_result_t symm_pool_drain(symm_comm_t *comm, symm_tensor_t ***list, size_t *
  * be on their way to the rendezvous), as the scratch's growth must. */
 symm_result_t symm_tensor_alloc_step(symm_comm_t *comm, const int64_t *sizes, int ndim,
                                      symm_dtype_t dtype, symm_tensor_t **out, bool *alone);
+
+/* rendezvous.c.  Maps rank r's memory of a rendezvoused tensor if it is
+ * not mapped yet (a tensor whose peers are mapped on use): SYMM_SUCCESS
+ * (also for this rank, and for a peer that is not load/store reachable,
+ * whose pointer stays NULL), or the mapping's error (SYMM_ERR_PEER_LOST
+ * for a peer whose process is gone).  Thread-safe. */
+symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r);
+/* The same for every peer, for what touches them all (peer pointer
+ * arrays, contiguous views, signal barriers, collectives in place). */
+symm_result_t symm_tensor_map_peers(symm_tensor_t *t);
 
 /* rendezvous.c: takes this rank's place in a rendezvous of sizes[ndim] of
  * dtype that it cannot make (`failure`, the last error), so that its peers

@@ -57,6 +57,7 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
                       (int)comm->pad_bytes);
+  SYMM_CHECK(op == SYMM_SIGNAL_BARRIER ? symm_tensor_map_peers(t) : symm_tensor_map_peer(t, peer));
   const bool provider = SYMM_OPS_HAS(comm->ops, 5, one_sided);
   if (!provider &&
       (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0)) {

@@ -37,5 +37,6 @@ symm_result_t host_contiguous_map(symm_comm_t *comm, const symm_mem_t *local,
                                   const symm_peer_map_t *maps, const symm_exchange_info_t *infos,
                                   void **base, size_t *stride, void **priv);
 void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *priv);
+symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
 
 #endif

@@ -4,8 +4,12 @@
  * fd itself and this rank's own allocation of the same tensor: a bad value
  * fails the mapping, and the rendezvous agrees on that on every rank. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "host.h"
@@ -37,11 +41,69 @@ static symm_result_t host_check_layout(symm_comm_t *comm, const symm_mem_t *loca
                     (unsigned long long)span);
 }
 
+/* What export_mem puts in the blob: where the owner holds the memfd and
+ * which file it is, so that a peer can open it through /proc. */
+#define HOST_BLOB_MAGIC 0x44465048u /* "HPFD" in memory order */
+typedef struct {
+  uint32_t magic;
+  int32_t fd;
+  uint64_t ino, dev;
+} host_blob_t;
+
+symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
+  (void)comm;
+  const host_mem_t *hm = mem->priv;
+  struct stat st;
+  host_blob_t b = {.magic = HOST_BLOB_MAGIC, .fd = hm->fd};
+  if (fstat(hm->fd, &st) == 0) {
+    b.ino = (uint64_t)st.st_ino;
+    b.dev = (uint64_t)st.st_dev;
+  } else {
+    b.magic = 0; /* peers fetch it from the fd server */
+  }
+  memcpy(info->blob, &b, sizeof b);
+  return SYMM_SUCCESS;
+}
+
+/* Opens the peer's memfd through /proc/<pid>/fd/<n>: one local open, no
+ * round trip to the peer's fd server, which at hundreds of ranks on a few
+ * CPUs waits for the scheduler each time.  The kernel allows it to
+ * processes of the same user only; the file must be the one the owner
+ * announced (inode and device), so a pid or fd number used anew never
+ * passes.  *fd -1 with SYMM_SUCCESS: not this way (another PID namespace,
+ * the process not dumpable, the file not the one announced), the fd
+ * server decides.  SYMM_ERR_PEER_LOST when the peer's process is gone. */
+static symm_result_t host_open_by_proc(symm_comm_t *comm, int peer,
+                                       const symm_exchange_info_t *info, int *fd) {
+  *fd = -1;
+  host_blob_t b;
+  memcpy(&b, info->blob, sizeof b);
+  const int32_t pid = symm_comm_peer_pid(comm, peer);
+  if (b.magic != HOST_BLOB_MAGIC || b.fd < 0 || pid <= 0) return SYMM_SUCCESS;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)b.fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0) {
+    if (symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "host backend: rank %d (pid %d) is gone; its "
+                        "memory cannot be mapped", peer, (int)pid);
+    return SYMM_SUCCESS;
+  }
+  struct stat st;
+  if (fstat(f, &st) != 0 || (uint64_t)st.st_ino != b.ino || (uint64_t)st.st_dev != b.dev) {
+    close(f);
+    return SYMM_SUCCESS;
+  }
+  *fd = f;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map) {
   SYMM_CHECK(host_check_layout(comm, local, peer, info));
   int fd = -1;
-  SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
+  SYMM_CHECK(host_open_by_proc(comm, peer, info, &fd));
+  if (fd < 0) SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
   symm_result_t res = SYMM_SUCCESS;
   SYMM_CHECK_GOTO(symm_fdx_check_memfd(fd, peer, info->alloc_bytes), res, out);
   void *p = mmap(NULL, info->alloc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
