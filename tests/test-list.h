@@ -23,3 +23,4 @@
 #include "list-identity.h"
 #include "list-limits.h"
 #include "list-hosts.h"
+#include "list-scale.h"
