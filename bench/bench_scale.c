@@ -32,6 +32,11 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Bytes of a STATS request (a header) and of its reply (header, status,
+ * lost rank, four counters), on the store's wire (store_proto.h). */
+#define SCALE_STATS_REQUEST 16
+#define SCALE_STATS_REPLY (16 + 8 + 4 * 8)
+
 /* The phases' end times and lengths, reduced over the ranks. */
 enum { T_START, T_INIT, T_RDV, T_BARRIER, T_ALLREDUCE, T_COUNT };
 
@@ -104,10 +109,12 @@ int main(int argc, char **argv) {
   CHECK(symm_all_reduce(comm, starts, firsts, 2, SYMM_DTYPE_F64, SYMM_REDUCE_MAX, NULL));
   const double first_start = -firsts[0], last_start = firsts[1];
   if (rank == 0) {
-    /* Each stats request counts itself; the later one is the rounds'. */
+    /* Each stats request counts itself, and the first one's reply goes
+     * out after it was read: neither belongs to the rounds. */
+    const double queries = SCALE_STATS_REQUEST + SCALE_STATS_REPLY;
     const double msgs = (double)(after.requests - before.requests - 1) / rounds;
-    const double rbytes = (double)(after.request_bytes + after.reply_bytes - before.request_bytes -
-                                   before.reply_bytes) / rounds;
+    const double rbytes = ((double)(after.request_bytes + after.reply_bytes - before.request_bytes -
+                                    before.reply_bytes) - queries) / rounds;
     if (header)
       printf("%5s %9s %9s %13s %10s %12s %13s %14s %15s\n", "ranks", "spread_ms", "init_ms",
              "rendezvous_ms", "barrier_ms", "allreduce_ms", "store_msgs/ag", "store_bytes/ag",
