@@ -151,14 +151,18 @@ symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r) {
   symm_comm_t *comm = t->comm;
   pthread_mutex_lock(&comm->lock);
   symm_result_t res = t->peers[r].base ? SYMM_SUCCESS : map_on_use_locked(t, r);
-  if (res == SYMM_SUCCESS && !t->all_mapped) t->all_mapped = every_peer_mapped(t);
   pthread_mutex_unlock(&comm->lock);
   return res;
 }
 
+/* all_mapped is set here and by the rendezvous only: one pass over the
+ * peers, not one per peer mapped. */
 symm_result_t symm_tensor_map_peers(symm_tensor_t *t) {
-  for (int r = 0; r < t->comm->size && !t->all_mapped; r++)
-    SYMM_CHECK(symm_tensor_map_peer(t, r));
+  if (!t->rendezvoused || !t->on_use || t->all_mapped) return SYMM_SUCCESS;
+  for (int r = 0; r < t->comm->size; r++) SYMM_CHECK(symm_tensor_map_peer(t, r));
+  pthread_mutex_lock(&t->comm->lock);
+  t->all_mapped = every_peer_mapped(t);
+  pthread_mutex_unlock(&t->comm->lock);
   return SYMM_SUCCESS;
 }
 
