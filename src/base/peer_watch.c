@@ -92,6 +92,8 @@ typedef struct {
   int refs;
   bool gone;      /* known gone: stays so */
   bool by_start;  /* no pidfd: compare the start time at each look */
+  bool opened;    /* pidfd and start time looked at (open_watch) */
+  bool with_pidfd; /* use_pidfd when the watch was added */
 } watch_t;
 
 static struct {
@@ -129,20 +131,7 @@ bool symm_peer_watch_add(int32_t pid, uint64_t start) {
     watches.cap = cap;
   }
   w = &watches.v[watches.n++];
-  *w = (watch_t){.pid = pid, .start = start, .pidfd = -1, .refs = 1};
-  /* Opened first, checked after: if pid shows the published start time
-   * now, it did when the pidfd was opened, so the pidfd is that process's. */
-  if (use_pidfd) {
-    w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
-  }
-  const bool by_proc = start && proc_is_ours();
-  if (by_proc && symm_process_start_time(pid) != start) w->gone = true;
-  w->by_start = w->pidfd < 0 && by_proc;
-  if (w->gone && w->pidfd >= 0) {
-    close(w->pidfd);
-    w->pidfd = -1;
-  }
+  *w = (watch_t){.pid = pid, .start = start, .pidfd = -1, .refs = 1, .with_pidfd = use_pidfd};
 out:
   pthread_mutex_unlock(&watches.lock);
   return ok;
@@ -161,11 +150,34 @@ void symm_peer_watch_remove(int32_t pid, uint64_t start) {
   pthread_mutex_unlock(&watches.lock);
 }
 
+/* Under the lock: opens w's pidfd and checks the start time, at the
+ * first look rather than when the watch is added, so that a communicator
+ * of N ranks costs each rank the peers it waits for, not N opens and N
+ * reads of /proc.  Opened first, checked after: if pid shows the published
+ * start time now, it did when the pidfd was opened, so the pidfd is that
+ * process's; and a pid that a dead rank left and another process took
+ * since shows another start time (gone), as it would have at the add. */
+static void open_watch(watch_t *w) {
+  w->opened = true;
+  if (w->with_pidfd) {
+    w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+    if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
+  }
+  const bool by_proc = w->start && proc_is_ours();
+  if (by_proc && symm_process_start_time(w->pid) != w->start) w->gone = true;
+  w->by_start = w->pidfd < 0 && by_proc;
+  if (w->gone && w->pidfd >= 0) {
+    close(w->pidfd);
+    w->pidfd = -1;
+  }
+}
+
 int symm_peer_watch_gone(int32_t pid) {
   pthread_mutex_lock(&watches.lock);
   watch_t *w = find(pid, UINT64_MAX);
   int gone = -1;
   if (!w) goto out;
+  if (!w->opened) open_watch(w);
   if (!w->gone && w->pidfd >= 0) {
     /* Readable once the process has exited, zombie or reaped. */
     struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
