@@ -92,8 +92,7 @@ typedef struct {
   int refs;
   bool gone;      /* known gone: stays so */
   bool by_start;  /* no pidfd: compare the start time at each look */
-  bool opened;    /* pidfd and start time looked at (open_watch) */
-  bool with_pidfd; /* use_pidfd when the watch was added */
+  bool checked;   /* the start time looked at (check_start) */
 } watch_t;
 
 static struct {
@@ -131,7 +130,11 @@ bool symm_peer_watch_add(int32_t pid, uint64_t start) {
     watches.cap = cap;
   }
   w = &watches.v[watches.n++];
-  *w = (watch_t){.pid = pid, .start = start, .pidfd = -1, .refs = 1, .with_pidfd = use_pidfd};
+  *w = (watch_t){.pid = pid, .start = start, .pidfd = -1, .refs = 1};
+  if (use_pidfd) {
+    w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
+  }
 out:
   pthread_mutex_unlock(&watches.lock);
   return ok;
@@ -150,19 +153,15 @@ void symm_peer_watch_remove(int32_t pid, uint64_t start) {
   pthread_mutex_unlock(&watches.lock);
 }
 
-/* Under the lock: opens w's pidfd and checks the start time, at the
- * first look rather than when the watch is added, so that a communicator
- * of N ranks costs each rank the peers it waits for, not N opens and N
- * reads of /proc.  Opened first, checked after: if pid shows the published
- * start time now, it did when the pidfd was opened, so the pidfd is that
- * process's; and a pid that a dead rank left and another process took
- * since shows another start time (gone), as it would have at the add. */
-static void open_watch(watch_t *w) {
-  w->opened = true;
-  if (w->with_pidfd) {
-    w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
-    if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
-  }
+/* Under the lock: checks w's start time, at the first look rather than
+ * when the watch is added (the pidfd is opened then), so that a
+ * communicator of N ranks costs each rank a read of /proc per peer it
+ * waits for, not N.  As safe: the pidfd was opened after the process that
+ * published `start` had started; if pid shows that start time now, that
+ * process has held pid since it started, so when the pidfd was opened
+ * too; if it shows another, that process is gone. */
+static void check_start(watch_t *w) {
+  w->checked = true;
   const bool by_proc = w->start && proc_is_ours();
   if (by_proc && symm_process_start_time(w->pid) != w->start) w->gone = true;
   w->by_start = w->pidfd < 0 && by_proc;
@@ -177,7 +176,7 @@ int symm_peer_watch_gone(int32_t pid) {
   watch_t *w = find(pid, UINT64_MAX);
   int gone = -1;
   if (!w) goto out;
-  if (!w->opened) open_watch(w);
+  if (!w->checked) check_start(w);
   if (!w->gone && w->pidfd >= 0) {
     /* Readable once the process has exited, zombie or reaped. */
     struct pollfd p = {.fd = w->pidfd, .events = POLLIN};

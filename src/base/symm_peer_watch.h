@@ -1,6 +1,6 @@
 /*
  * Peers' processes watched by what cannot be reused: a pidfd opened when
- * the peer is first looked at, checked against the start time it published, so
+ * the peer became known, checked against the start time it published, so
  * that a dead rank whose pid the kernel gave to another process is still
  * seen as gone (peer_watch.c).  Not installed.
  */
@@ -17,10 +17,10 @@
 uint64_t symm_process_start_time(int32_t pid);
 
 /* Starts watching pid, which published start time `start` (0: unknown).
- * The first look (symm_peer_watch_gone) opens a pidfd for pid, then reads
+ * It opens a pidfd for pid; the first look (symm_peer_watch_gone) reads
  * pid's start time: where that is not `start`, the process that published
- * is gone already and pid names another process or none, and the watch
- * says gone from now on.  Where
+ * is gone and pid names another process or none, and the watch says gone
+ * from now on.  Where
  * pidfd_open is missing (old kernels, valgrind) the start time is read at
  * each look instead.  Watches are counted: each add has its remove.
  * false: out of memory (pid is then watched by kill(pid, 0) as before). */
