@@ -2,3 +2,4 @@
 TEST_ENTRY(scale_store_messages_linear, 240)
 TEST_ENTRY(scale_map_on_use_dead_peer, 60)
 TEST_ENTRY(scale_map_on_use_maps_what_is_used, 60)
+TEST_ENTRY(scale_map_on_use_threads, 60)

@@ -3,6 +3,7 @@
  * host backend's way) keep the fault model: a peer gone before its first
  * use is SYMM_ERR_PEER_LOST at that use, never a crash.  Counts, never
  * times. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,5 +159,66 @@ static int used_peers_rank(int rank, int size, void *arg) {
 TEST_IMPL(scale_map_on_use_maps_what_is_used) {
   ASSERT_EQ(test_run_ranks(4, used_peers_rank, NULL), 0);
   ASSERT_EQ(test_run_ranks(4, used_peers_rank, (void *)1), 0);
+  return 0;
+}
+
+/* Threads that take their first views of the same peers at once: each
+ * peer is mapped once (one pointer for every thread, one mapping's bytes
+ * per peer), and the stores through any thread's view arrive. */
+#define VIEW_THREADS 4
+typedef struct {
+  symm_tensor_t *t;
+  int size;
+  void *seen[8];
+} view_thread_t;
+
+static void *take_views(void *arg) {
+  view_thread_t *v = arg;
+  for (int k = 0; k < v->size; k++) {
+    symm_view_t view;
+    ASSERT_OK(symm_tensor_remote_view(v->t, k, &view));
+    v->seen[k] = view.data;
+  }
+  return NULL;
+}
+
+static int threads_views_rank(int rank, int size, void *arg) {
+  (void)arg;
+  ASSERT(size <= 8);
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const int64_t n = 16 << 20;
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_U8, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  pthread_t th[VIEW_THREADS];
+  view_thread_t v[VIEW_THREADS];
+  /* Threads that do nothing first: their stacks, which the C library
+   * keeps for the next threads, are mapped before the count starts. */
+  for (int i = 0; i < VIEW_THREADS; i++) {
+    v[i] = (view_thread_t){.t = t, .size = 0};
+    ASSERT_EQ(pthread_create(&th[i], NULL, take_views, &v[i]), 0);
+  }
+  for (int i = 0; i < VIEW_THREADS; i++) ASSERT_EQ(pthread_join(th[i], NULL), 0);
+  const size_t m0 = test_mapped_bytes();
+  for (int i = 0; i < VIEW_THREADS; i++) {
+    v[i] = (view_thread_t){.t = t, .size = size};
+    ASSERT_EQ(pthread_create(&th[i], NULL, take_views, &v[i]), 0);
+  }
+  for (int i = 0; i < VIEW_THREADS; i++) ASSERT_EQ(pthread_join(th[i], NULL), 0);
+  ASSERT_EQ(peers_in(m0, test_mapped_bytes(), (size_t)n), size - 1);
+  for (int i = 1; i < VIEW_THREADS; i++)
+    for (int k = 0; k < size; k++) ASSERT_PTR_EQ(v[i].seen[k], v[0].seen[k]);
+  ((unsigned char *)v[rank % VIEW_THREADS].seen[(rank + 1) % size])[1] = (unsigned char)(rank + 1);
+  ASSERT_OK(symm_comm_barrier(comm));
+  ASSERT_EQ(((unsigned char *)symm_tensor_data(t))[1], (rank + size - 1) % size + 1);
+  ASSERT_OK(symm_comm_barrier(comm));
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(scale_map_on_use_threads) {
+  ASSERT_EQ(test_run_ranks(3, threads_views_rank, NULL), 0);
   return 0;
 }

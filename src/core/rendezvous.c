@@ -139,14 +139,18 @@ static symm_result_t map_on_use_locked(symm_tensor_t *t, int r) {
     symm_tensor_unmap_peer(t, r);
     return res;
   }
-  t->peer_data[r] = data;
   symm_tensor_drop_device_arrays(t); /* they were made without this peer */
+  /* Published last: a thread that sees the pointer (without the lock,
+   * symm_tensor_map_peer's first look) sees the mapping behind it. */
+  __atomic_store_n(&t->peer_data[r], data, __ATOMIC_RELEASE);
   SYMM_TRACE(ALLOC, "mem %llu: rank %d mapped on first use", (unsigned long long)t->mem.id, r);
   return SYMM_SUCCESS;
 }
 
 symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r) {
-  if (!t->rendezvoused || !t->on_use || r == t->comm->rank || t->peer_data[r] || t->all_mapped)
+  if (!t->rendezvoused || !t->on_use || r == t->comm->rank ||
+      __atomic_load_n(&t->peer_data[r], __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&t->all_mapped, __ATOMIC_ACQUIRE))
     return SYMM_SUCCESS;
   symm_comm_t *comm = t->comm;
   pthread_mutex_lock(&comm->lock);
@@ -158,10 +162,11 @@ symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r) {
 /* all_mapped is set here and by the rendezvous only: one pass over the
  * peers, not one per peer mapped. */
 symm_result_t symm_tensor_map_peers(symm_tensor_t *t) {
-  if (!t->rendezvoused || !t->on_use || t->all_mapped) return SYMM_SUCCESS;
+  if (!t->rendezvoused || !t->on_use || __atomic_load_n(&t->all_mapped, __ATOMIC_ACQUIRE))
+    return SYMM_SUCCESS;
   for (int r = 0; r < t->comm->size; r++) SYMM_CHECK(symm_tensor_map_peer(t, r));
   pthread_mutex_lock(&t->comm->lock);
-  t->all_mapped = every_peer_mapped(t);
+  __atomic_store_n(&t->all_mapped, every_peer_mapped(t), __ATOMIC_RELEASE);
   pthread_mutex_unlock(&t->comm->lock);
   return SYMM_SUCCESS;
 }
