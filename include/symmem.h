@@ -700,6 +700,25 @@ SYMM_API symm_result_t symm_store_check(symm_store_t *store,
                                         const char *const *keys, size_t n,
                                         int *present);
 
+/* What a store server has served since it started, counted by the server:
+ * connections that proved the token, requests (every message a client
+ * sent, the handshake's and this query's included) and their bytes
+ * (headers included), and the bytes of its replies sent.  Over the store
+ * bootstrap (SYMM_BOOTSTRAP_SHM=0, or ranks on several hosts) a bootstrap
+ * all-gather of N ranks costs about 2N requests and N replies each
+ * carrying all N contributions; over shared memory none. */
+typedef struct symm_store_stats {
+  uint64_t connections;
+  uint64_t requests;
+  uint64_t request_bytes;
+  uint64_t reply_bytes;
+} symm_store_stats_t;
+
+/* Asks the store's server for its counters (one request, counted in
+ * *stats; its reply not yet).  Local.  Errors as for every store call;
+ * SYMM_ERR_INVALID_ARG for NULL arguments. */
+SYMM_API symm_result_t symm_store_stats(symm_store_t *store, symm_store_stats_t *stats);
+
 /*
  * Serving the store in a launcher.  A process that starts a job's ranks
  * (as symmem-run does) may serve their store itself: it starts a server,
@@ -753,6 +772,10 @@ SYMM_API void symm_store_server_mark_lost(symm_store_server_t *server, int rank)
  * with SYMM_ERR_PEER_LOST) but logged at INFO instead of as a warning.
  * NULL server or pid <= 0: nothing.  Thread-safe. */
 SYMM_API void symm_store_server_expect_gone(symm_store_server_t *server, int32_t pid);
+/* The server's counters now (see symm_store_stats).  Thread-safe; NULL
+ * server or stats: nothing. */
+SYMM_API void symm_store_server_stats(const symm_store_server_t *server,
+                                      symm_store_stats_t *stats);
 /* Stops the thread, closes every connection, frees everything.  NULL ok. */
 SYMM_API void symm_store_server_stop(symm_store_server_t *server);
 
@@ -927,6 +950,19 @@ SYMM_API symm_result_t symm_tensor_register(symm_comm_t *comm, const symm_user_m
  * it is out of memory) still meets its peers' exchange: every rank returns
  * at once, that rank with its own error, its peers with the same code and
  * a message naming it ("rank 1 could not take part (out of memory): ...").
+ *
+ * When peers are mapped.  With SYMM_MAP_PEERS=on_use (the default) on a
+ * backend whose mapping is local and cheap (host), the rendezvous
+ * exchanges and checks shapes but maps no peer: this rank maps a peer's
+ * memory the first time it uses it (symm_tensor_remote_view,
+ * symm_tensor_signal_pad, symm_put / symm_get, the signals), and every
+ * peer at once for symm_tensor_peer_ptrs, the device arrays, the
+ * contiguous view, a signal barrier, and a collective whose buffer lies
+ * in the tensor; so a rank of hundreds that uses a few peers maps a few.
+ * The mapping errors listed above then come from that first use, on this
+ * rank only, and a peer whose process is gone by then is
+ * SYMM_ERR_PEER_LOST there.  With SYMM_MAP_PEERS=at_rendezvous, and on
+ * the other backends, every peer is mapped here, as described above.
  */
 SYMM_API symm_result_t symm_tensor_rendezvous(symm_tensor_t *tensor);
 
@@ -957,6 +993,11 @@ SYMM_API symm_result_t symm_tensor_local_view(const symm_tensor_t *tensor,
  * SYMM_ERR_UNSUPPORTED (peer not load/store reachable with this backend;
  * with nccl: NCCL maps no pointer to it, or the NCCL found predates 2.29.2,
  * the first with ncclGetPeerDevicePointer, which the message names).
+ * Where peers are mapped on use (symm_tensor_rendezvous), the first view
+ * of a peer maps it, and may also return what the rendezvous's mapping
+ * returns: SYMM_ERR_PEER_LOST for a peer whose process is gone,
+ * SYMM_ERR_PROTOCOL, SYMM_ERR_SYSTEM, SYMM_ERR_NO_MEMORY ...  Thread-safe
+ * against other views of the same tensor.
  */
 SYMM_API symm_result_t symm_tensor_remote_view(const symm_tensor_t *tensor,
                                                int rank, symm_view_t *view);
@@ -964,7 +1005,9 @@ SYMM_API symm_result_t symm_tensor_remote_view(const symm_tensor_t *tensor,
 /*
  * Host array of world_size data pointers, index r = rank r's buffer (entry
  * for this rank = symm_tensor_data).  Owned by the tensor.  Local; requires a
- * rendezvoused tensor (SYMM_ERR_STATE otherwise).
+ * rendezvoused tensor (SYMM_ERR_STATE otherwise).  Maps every peer not
+ * mapped yet (symm_tensor_rendezvous), with the errors of a first view
+ * (SYMM_ERR_PEER_LOST for a peer that is gone ...).
  */
 SYMM_API symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *tensor,
                                              void *const **ptrs);
@@ -997,7 +1040,9 @@ SYMM_API symm_result_t symm_tensor_signal_pad_ptrs_device(symm_tensor_t *tensor,
  * Signal pad of rank `rank` (this process's mapping of it):
  * symm_comm_signal_pad_bytes(comm) bytes, zeroed at allocation, in front of
  * the data (at a lower address of the same symmetric allocation).
- * Local; remote ranks need a rendezvoused tensor (SYMM_ERR_STATE).
+ * Local; remote ranks need a rendezvoused tensor (SYMM_ERR_STATE); the
+ * first use of a peer maps it, with the errors of a first view
+ * (symm_tensor_remote_view).
  */
 SYMM_API symm_result_t symm_tensor_signal_pad(const symm_tensor_t *tensor,
                                               int rank, void **pad);

@@ -188,6 +188,7 @@ static int fdx_lost_rank(int rank, int size, void *arg) {
   _Atomic int *reported = arg; /* survivors that have their result */
   cb_channel_forget_store();
   setenv("SYMM_FAULT", "rendezvous:kill:2", 1);
+  setenv("SYMM_MAP_PEERS", "at_rendezvous", 1); /* the fetch in the rendezvous is tested */
   cb_channel_t ch;
   symm_bootstrap_callbacks_t cb;
   cb_channel_open(&ch, 0, rank, size, SYMM_BOOTSTRAP_CALLBACKS_VERSION, &cb);

@@ -36,6 +36,7 @@
 #include "bootstrap/store.h"
 #include "harness.h"
 #include "int_list.h"
+#include "symm_test_access.h"
 
 /* Scheduling on a loaded 2-core machine: 750 ms was seen exceeded (a
  * barrier's survivor back after 2777 ms at 1000 ms + 250 ms of slack, load
@@ -614,11 +615,19 @@ typedef struct {
   int pid_pipe[2], go_pipe[2], done_pipe[2];
 } silent_job_t;
 
+/* The peers map at rendezvous and through the fd servers (no blob for
+ * /proc: no export_mem), which is what is tested. */
+static symm_backend_ops_t silent_fdx_ops;
+
 static int silent_fdx_rank(int rank, int size, void *arg) {
   (void)size;
   silent_job_t *j = arg;
   symm_comm_t *comm = NULL;
+  setenv("SYMM_MAP_PEERS", "at_rendezvous", 1);
   ASSERT_OK(symm_comm_init(NULL, &comm));
+  silent_fdx_ops = *symm_test_comm_ops(comm);
+  silent_fdx_ops.export_mem = NULL;
+  symm_test_comm_set_ops(comm, &silent_fdx_ops);
   int64_t shape[1] = {1024};
   symm_tensor_t *t = NULL;
   ASSERT_OK(symm_tensor_alloc(comm, shape, 1, SYMM_DTYPE_F32, &t));

@@ -1212,11 +1212,22 @@ static int fdx_bad_fd(fdx_bad_fd_t kind, size_t bytes) {
 /* Rank 1 swaps its tensor's published fd for a bad one; every rank's
  * rendezvous must fail saying why, rank 1's included (from the agreement);
  * then, the real one back,
- * the same tensor rendezvouses and carries data. */
+ * the same tensor rendezvouses and carries data.  The peers map at
+ * rendezvous (SYMM_MAP_PEERS=at_rendezvous: the agreement is what is
+ * tested), and fetch from rank 1's fd server, its tensors' blobs saying
+ * nothing of /proc (no export_mem). */
+static symm_backend_ops_t fdx_server_only_ops;
+
 static int bad_fd_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
+  setenv("SYMM_MAP_PEERS", "at_rendezvous", 1);
   ASSERT_OK(symm_comm_init(NULL, &comm));
+  if (rank == 1) {
+    fdx_server_only_ops = *symm_test_comm_ops(comm);
+    fdx_server_only_ops.export_mem = NULL;
+    symm_test_comm_set_ops(comm, &fdx_server_only_ops);
+  }
   for (int kind = 0; kind < BAD_KINDS; kind++) {
     int64_t n = 8192 * (kind + 1); /* no pooled allocation, whose peers map it already */
     symm_tensor_t *t;
@@ -1283,11 +1294,11 @@ static const fdx_bad_layout_t fdx_bad_layouts[] = {
 
 static const fdx_bad_layout_t *fdx_lie; /* what rank 1's next export says; NULL: the truth */
 static symm_backend_ops_t fdx_lying_ops;
-static const symm_backend_ops_t *fdx_true_ops; /* the host backend's, which tells the truth */
+static symm_result_t (*fdx_true_export)(symm_comm_t *, symm_mem_t *, symm_exchange_info_t *);
 
 static symm_result_t fdx_lying_export(symm_comm_t *comm, symm_mem_t *mem,
                                       symm_exchange_info_t *info) {
-  if (fdx_true_ops->export_mem) ASSERT_OK(fdx_true_ops->export_mem(comm, mem, info));
+  ASSERT_OK(fdx_true_export(comm, mem, info));
   const fdx_bad_layout_t *b = fdx_lie;
   if (!b) return SYMM_SUCCESS;
   info->alloc_bytes += (uint64_t)b->d_alloc;
@@ -1300,10 +1311,12 @@ static symm_result_t fdx_lying_export(symm_comm_t *comm, symm_mem_t *mem,
 static int bad_layout_rank(int rank, int size, void *arg) {
   (void)arg;
   symm_comm_t *comm = NULL;
+  setenv("SYMM_MAP_PEERS", "at_rendezvous", 1); /* the agreement on a refusal is tested */
   ASSERT_OK(symm_comm_init(NULL, &comm));
   if (rank == 1) {
-    fdx_true_ops = symm_test_comm_ops(comm);
-    fdx_lying_ops = *fdx_true_ops;
+    fdx_true_export = symm_test_comm_ops(comm)->export_mem; /* the host backend's: the truth */
+    ASSERT(fdx_true_export != NULL);
+    fdx_lying_ops = *symm_test_comm_ops(comm);
     fdx_lying_ops.export_mem = fdx_lying_export;
     symm_test_comm_set_ops(comm, &fdx_lying_ops);
   }

@@ -24,3 +24,4 @@
 #include "list-identity.h"
 #include "list-limits.h"
 #include "list-hosts.h"
+#include "list-scale.h"

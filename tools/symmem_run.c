@@ -205,7 +205,8 @@ static void print_usage(FILE *out) {
           "                      threads), numa: the ranks round-robin over the NUMA\n"
           "                      nodes, none; default: core when there is a core per\n"
           "                      rank, else none (within symmem-run's own CPUs)\n"
-          "  -v, --verbose       say how the ranks are bound, and where each runs\n"
+          "  -v, --verbose       say how the ranks are bound, and where each runs; at the\n"
+          "                      end, what the store served (connections, requests, bytes)\n"
           "      --bind ADDR     address the store listens on (default 127.0.0.1)\n"
           "      --port P        port of the store (default: any free port)\n"
           "      --timeout SECS  stop the job after SECS seconds (exit status 124)\n"
@@ -945,6 +946,15 @@ static void report_exec_failure(const job_t *job, int err) {
   say("symmem-run: cannot execute '%s': %s\n", job->opt.argv[0], strerror(err));
 }
 
+/* What the store served over the job, said with -v at its end. */
+static void say_store_stats(const symm_store_server_t *server) {
+  symm_store_stats_t st;
+  symm_store_server_stats(server, &st);
+  say("symmem-run: store served %llu connections, %llu requests (%llu bytes), replied "
+      "%llu bytes\n", (unsigned long long)st.connections, (unsigned long long)st.requests,
+      (unsigned long long)st.request_bytes, (unsigned long long)st.reply_bytes);
+}
+
 /* The ranks' CPUs (--bind-to), said with -v. */
 static int plan_binding(job_t *job) {
   char err[256];
@@ -1055,6 +1065,7 @@ int main(int argc, char **argv) {
   if (job.started < job.opt.np) begin_stop(&job);
   run_loop(&job);
   rc = job.exit_code < 0 ? 0 : job.exit_code;
+  if (job.opt.verbose) say_store_stats(job.server);
 
 out:
   run_bind_free(&job.binding);

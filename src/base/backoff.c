@@ -1,9 +1,12 @@
 /* Waiting for another process's store to shared memory (the host backend's
  * flags, the shared-memory bootstrap's slots).
  * Spin about 20 us, then sched_yield up to 1 ms, then nanosleep growing to
- * 64 us; no spinning at all when this host has more ranks than CPUs, where
- * the rank waited for is likely not running and spinning would only keep it
- * off its CPU. */
+ * 64 us.  When this host has more ranks than CPUs, the rank waited for is
+ * likely not running, and every wake-up of a waiter takes a CPU from the
+ * ranks that have work: no spinning and no yielding (a yield among a
+ * hundred runnable waiters is a context switch each time), and sleeps that
+ * grow to 64 us times the ranks per CPU, at most 1 ms, so that the waiters
+ * of a host wake about as often in all as one would alone. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -15,6 +18,8 @@
 #define SPIN_NS 20000ull
 #define YIELD_NS 1000000ull
 #define SLEEP_MAX_NS 64000ull
+#define SLEEP_CROWDED_MAX_NS 1000000ull /* the longest sleep when ranks outnumber CPUs */
+#define SLEEP_CROWDED_FIRST_NS 16000ull
 #define LIVENESS_NS 20000000ull /* look at the waited-for process every 20 ms */
 
 static inline void cpu_relax(void) {
@@ -42,13 +47,21 @@ static int usable_cpus(void) {
  * clock read costs as much as a short wait): `since` 0 means not yet. */
 void symm_backoff_reset(symm_backoff_t *b) {
   b->since = 0;
-  b->sleep_ns = 1000;
+  b->sleep_ns = b->crowded ? SLEEP_CROWDED_FIRST_NS : 1000;
   b->iter = 0;
   b->spinning = b->spin_ns > 0;
 }
 
 void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
-  b->spin_ns = ranks_here > usable_cpus() ? 0 : SPIN_NS;
+  const int cpus = usable_cpus();
+  b->crowded = ranks_here > cpus;
+  b->spin_ns = b->crowded ? 0 : SPIN_NS;
+  b->sleep_max_ns = SLEEP_MAX_NS;
+  if (b->crowded) {
+    const uint64_t per_cpu = (uint64_t)((ranks_here + cpus - 1) / cpus);
+    b->sleep_max_ns = SLEEP_MAX_NS * per_cpu < SLEEP_CROWDED_MAX_NS ? SLEEP_MAX_NS * per_cpu
+                                                                    : SLEEP_CROWDED_MAX_NS;
+  }
   symm_backoff_reset(b);
   b->deadline = 0;
   b->next_check = 0;
@@ -95,12 +108,15 @@ bool symm_backoff_pause(symm_backoff_t *b) {
     return true;
   }
   b->spinning = false;
-  if (waited < YIELD_NS) {
+  if (waited < YIELD_NS && !b->crowded) {
     sched_yield();
     return true;
   }
-  struct timespec ts = {0, (long)b->sleep_ns};
+  /* Never past the deadline: a wait ends at it, not a sleep later. */
+  uint64_t nap = b->sleep_ns < b->deadline - now ? b->sleep_ns : b->deadline - now;
+  struct timespec ts = {0, (long)nap};
   nanosleep(&ts, NULL);
-  if (b->sleep_ns < SLEEP_MAX_NS) b->sleep_ns *= 2;
+  if (b->sleep_ns < b->sleep_max_ns) b->sleep_ns *= 2;
+  if (b->sleep_ns > b->sleep_max_ns) b->sleep_ns = b->sleep_max_ns;
   return true;
 }

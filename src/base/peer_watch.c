@@ -43,10 +43,20 @@ static uint64_t read_start_time(const char *path, long *pid_field) {
 }
 
 /* Whether /proc shows this process's own PID namespace (a container may
- * mount its host's): only then does /proc/<pid> name our pid's process. */
+ * mount its host's): only then does /proc/<pid> name our pid's process.
+ * Read once per process (a child forked into another namespace asks
+ * again): a communicator of hundreds of ranks watches every peer. */
 static bool proc_is_ours(void) {
+  static _Atomic long asked_by; /* the pid that read `ours`, 0: nobody yet */
+  static _Atomic bool ours;
+  const long me = (long)getpid();
+  if (atomic_load_explicit(&asked_by, memory_order_acquire) == me)
+    return atomic_load_explicit(&ours, memory_order_relaxed);
   long pid = -1;
-  return read_start_time("/proc/self/stat", &pid) != 0 && pid == (long)getpid();
+  const bool now = read_start_time("/proc/self/stat", &pid) != 0 && pid == me;
+  atomic_store_explicit(&ours, now, memory_order_relaxed);
+  atomic_store_explicit(&asked_by, me, memory_order_release);
+  return now;
 }
 
 uint64_t symm_process_start_time(int32_t pid) {
@@ -82,6 +92,7 @@ typedef struct {
   int refs;
   bool gone;      /* known gone: stays so */
   bool by_start;  /* no pidfd: compare the start time at each look */
+  bool checked;   /* the start time looked at (check_start) */
 } watch_t;
 
 static struct {
@@ -120,18 +131,9 @@ bool symm_peer_watch_add(int32_t pid, uint64_t start) {
   }
   w = &watches.v[watches.n++];
   *w = (watch_t){.pid = pid, .start = start, .pidfd = -1, .refs = 1};
-  /* Opened first, checked after: if pid shows the published start time
-   * now, it did when the pidfd was opened, so the pidfd is that process's. */
   if (use_pidfd) {
     w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (w->pidfd < 0 && errno == ESRCH) w->gone = true;
-  }
-  const uint64_t now = start && proc_is_ours() ? symm_process_start_time(pid) : 0;
-  if (start && proc_is_ours() && now != start) w->gone = true;
-  w->by_start = w->pidfd < 0 && start && proc_is_ours();
-  if (w->gone && w->pidfd >= 0) {
-    close(w->pidfd);
-    w->pidfd = -1;
   }
 out:
   pthread_mutex_unlock(&watches.lock);
@@ -151,11 +153,30 @@ void symm_peer_watch_remove(int32_t pid, uint64_t start) {
   pthread_mutex_unlock(&watches.lock);
 }
 
+/* Under the lock: checks w's start time, at the first look rather than
+ * when the watch is added (the pidfd is opened then), so that a
+ * communicator of N ranks costs each rank a read of /proc per peer it
+ * waits for, not N.  As safe: the pidfd was opened after the process that
+ * published `start` had started; if pid shows that start time now, that
+ * process has held pid since it started, so when the pidfd was opened
+ * too; if it shows another, that process is gone. */
+static void check_start(watch_t *w) {
+  w->checked = true;
+  const bool by_proc = w->start && proc_is_ours();
+  if (by_proc && symm_process_start_time(w->pid) != w->start) w->gone = true;
+  w->by_start = w->pidfd < 0 && by_proc;
+  if (w->gone && w->pidfd >= 0) {
+    close(w->pidfd);
+    w->pidfd = -1;
+  }
+}
+
 int symm_peer_watch_gone(int32_t pid) {
   pthread_mutex_lock(&watches.lock);
   watch_t *w = find(pid, UINT64_MAX);
   int gone = -1;
   if (!w) goto out;
+  if (!w->checked) check_start(w);
   if (!w->gone && w->pidfd >= 0) {
     /* Readable once the process has exited, zombie or reaped. */
     struct pollfd p = {.fd = w->pidfd, .events = POLLIN};

@@ -10,6 +10,12 @@
  * see the other. */
 #include "symm_shm_round.h"
 
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #define COUNT_BITS 20
 #define MARK ((uint64_t)1 << COUNT_BITS)
 #define SEQ_SHIFT (COUNT_BITS + 1)
@@ -58,4 +64,24 @@ bool symm_round_give_up(symm_round_word_t *word, uint64_t seq, uint32_t target) 
     if (target != UINT32_MAX && word_count(w) >= target) return false;
     if (atomic_compare_exchange_weak(word, &w, w | MARK)) return true;
   }
+}
+
+/* The word's low 32 bits, where the count and the mark live: what every
+ * change of the word changes.  A futex of processes that share the
+ * memory (no FUTEX_PRIVATE_FLAG). */
+static uint32_t *low_half(symm_round_word_t *word) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return (uint32_t *)word + 1;
+#else
+  return (uint32_t *)word;
+#endif
+}
+
+void symm_round_block(symm_round_word_t *word, uint64_t seen, uint64_t timeout_ns) {
+  struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+  (void)syscall(SYS_futex, low_half(word), FUTEX_WAIT, (uint32_t)seen, &ts, NULL, 0);
+}
+
+void symm_round_wake(symm_round_word_t *word) {
+  (void)syscall(SYS_futex, low_half(word), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }

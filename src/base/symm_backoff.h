@@ -15,10 +15,12 @@
  * (symm_op_deadline_begin), whichever comes first, or, with lost set, once
  * the process named by watch is gone (looked at every 20 ms: by the pidfd
  * opened at init where there is one, symm_peer_watch.h).  ranks_here: processes of the job
- * on this host (more than CPUs: no spinning).  reset restarts the backoff,
+ * on this host (more than CPUs: no spinning nor yielding, and longer sleeps,
+ * up to 1 ms).  reset restarts the backoff,
  * not the deadline, after progress. */
 typedef struct {
-  uint64_t deadline, since, sleep_ns, spin_ns, next_check;
+  uint64_t deadline, since, sleep_ns, spin_ns, next_check, sleep_max_ns;
+  bool crowded; /* more ranks on this host than CPUs: sleep, never spin or yield */
   int timeout_ms;
   unsigned iter;
   bool spinning;

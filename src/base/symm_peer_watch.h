@@ -17,9 +17,10 @@
 uint64_t symm_process_start_time(int32_t pid);
 
 /* Starts watching pid, which published start time `start` (0: unknown).
- * It opens a pidfd for pid, then reads pid's start time: where that is not
- * `start`, the process that published is gone already and pid names
- * another process or none, and the watch says gone from now on.  Where
+ * It opens a pidfd for pid; the first look (symm_peer_watch_gone) reads
+ * pid's start time: where that is not `start`, the process that published
+ * is gone and pid names another process or none, and the watch says gone
+ * from now on.  Where
  * pidfd_open is missing (old kernels, valgrind) the start time is read at
  * each look instead.  Watches are counted: each add has its remove.
  * false: out of memory (pid is then watched by kill(pid, 0) as before). */

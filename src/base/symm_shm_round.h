@@ -52,5 +52,16 @@ symm_round_state_t symm_round_state(symm_round_word_t *word, uint64_t seq, uint3
 bool symm_round_give_up(symm_round_word_t *word, uint64_t seq, uint32_t target);
 /* The round number in the word (for messages). */
 uint64_t symm_round_seq(uint64_t word);
+/* Blocks the calling thread until the word may have changed from `seen`
+ * (a value it read), a symm_round_wake, or timeout_ns, whichever comes
+ * first; returns at once where the word moved already.  For waits on a
+ * host with more ranks than CPUs, where a waiter that wakes to look takes
+ * a CPU from a rank with work: the waiter sleeps in the kernel (a futex
+ * on the word's half that every arrival, mark and take changes) and costs
+ * nothing until the round moves.  Spurious returns are allowed. */
+void symm_round_block(symm_round_word_t *word, uint64_t seen, uint64_t timeout_ns);
+/* Wakes every thread of any process blocked on the word: the arrival that
+ * completes a round and a rank that gives it up call it. */
+void symm_round_wake(symm_round_word_t *word);
 
 #endif /* SYMM_SHM_ROUND_H */

@@ -22,8 +22,10 @@
  * Contributions larger than a buffer go through the store under a per-round
  * key, and the slot carries a marker instead.  Waits back off as the host
  * backend's do (symm_backoff_*: spin, yield, sleep) and are bounded by the
- * timeout; a rank whose process is gone is reported as lost (all ranks
- * share the host, so its pid says). */
+ * timeout; with more ranks than CPUs a wait for a round sleeps in the
+ * kernel on the round's word instead (symm_round_block), which the last
+ * arrival or a rank giving up wakes.  A rank whose process is gone is
+ * reported as lost (all ranks share the host, so its pid says). */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BOOTSTRAP
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +46,9 @@
 #define SHM_MAGIC 0x53594d42534d4832ull /* "SYMBSMH2" */
 #define SHM_BUF_BYTES (16u << 10)
 #define SHM_IN_STORE UINT32_MAX          /* len marker: the data is in the store */
+/* Longest sleep in the kernel of a crowded wait between looks at the
+ * deadline and the peers' processes. */
+#define SHM_BLOCK_NS (20ull * 1000000ull)
 
 typedef struct {
   _Alignas(64) _Atomic uint64_t published;
@@ -161,6 +166,17 @@ static symm_result_t gate(symm_bootstrap_t *bs, uint64_t seq, uint64_t deadline_
   }
 }
 
+/* Blocks until round seq's word moves, SHM_BLOCK_NS or the deadline;
+ * true when the round is no longer waiting. */
+static bool block_on_round(symm_round_word_t *word, uint64_t seq, uint32_t all,
+                           uint64_t deadline_ns) {
+  const uint64_t seen = atomic_load(word), now = symm_now_ns();
+  if (symm_round_state(word, seq, all) != SYMM_ROUND_WAIT) return true;
+  if (now >= deadline_ns) return false;
+  symm_round_block(word, seen, deadline_ns - now < SHM_BLOCK_NS ? deadline_ns - now : SHM_BLOCK_NS);
+  return symm_round_state(word, seq, all) != SYMM_ROUND_WAIT;
+}
+
 /* Waits until every rank arrived at round seq; at the deadline, or with a
  * peer's process gone, gives the round up unless it completed meanwhile. */
 static symm_result_t wait_round(symm_bootstrap_t *bs, symm_round_word_t *word, uint64_t seq,
@@ -174,14 +190,20 @@ static symm_result_t wait_round(symm_bootstrap_t *bs, symm_round_word_t *word, u
     symm_backoff_watch(&b, r >= 0 ? ((shm_bs_t *)bs->state)->pids[r] : 0);
     unsigned polls = 0;
     while ((st = symm_round_state(word, seq, all)) == SYMM_ROUND_WAIT) {
+      /* More ranks than CPUs: sleep in the kernel until the round moves
+       * (the last arrival wakes the word), looking at the deadline and
+       * the peers every SHM_BLOCK_NS. */
+      if (b.crowded && block_on_round(word, seq, all, deadline_ns)) break;
       if (symm_backoff_pause(&b)) {
-        if ((++polls & 255) == 0 && (r = first_missing(bs, seq)) >= 0)
+        if ((++polls & (b.crowded ? 7u : 255u)) == 0 && (r = first_missing(bs, seq)) >= 0)
           symm_backoff_watch(&b, ((shm_bs_t *)bs->state)->pids[r]);
         continue;
       }
       if (!symm_round_give_up(word, seq, all)) return SYMM_SUCCESS; /* completed after all */
+      symm_round_wake(word);
       return wait_error(bs, first_missing(bs, seq), b.lost, seq, "arrive");
     }
+    st = symm_round_state(word, seq, all);
   }
   if (st == SYMM_ROUND_DONE) return SYMM_SUCCESS;
   /* Given up by a peer while this rank waited: for the ranks still missing. */
@@ -196,7 +218,8 @@ static void leave(symm_bootstrap_t *bs, uint64_t seq) {
   shm_bs_t *s = bs->state;
   const int b = (int)(seq & 1);
   atomic_store(&s->seg->slots[bs->rank].left, seq);
-  if (!s->arrived[b]) symm_round_give_up(&s->seg->round[b].word, seq, UINT32_MAX);
+  if (!s->arrived[b] && symm_round_give_up(&s->seg->round[b].word, seq, UINT32_MAX))
+    symm_round_wake(&s->seg->round[b].word);
 }
 
 /* Puts this rank's contribution to round seq in place, then arrives. */
@@ -217,8 +240,10 @@ static symm_result_t contribute(symm_bootstrap_t *bs, uint64_t seq, const void *
   }
   atomic_store_explicit(&mine->published, seq, memory_order_release);
   s->arrived[b] = true;
-  if (symm_round_arrive(&s->seg->round[b].word, seq, (uint32_t)bs->size) == SYMM_ROUND_GIVEN_UP)
-    return late_error(bs, seq);
+  const symm_round_state_t st = symm_round_arrive(&s->seg->round[b].word, seq,
+                                                  (uint32_t)bs->size);
+  if (st == SYMM_ROUND_GIVEN_UP) return late_error(bs, seq);
+  if (st == SYMM_ROUND_DONE) symm_round_wake(&s->seg->round[b].word); /* the last arrival */
   return SYMM_SUCCESS;
 }
 

@@ -7,7 +7,7 @@
  *   store_client_handle.c   the handle's settings and its end (BYE, close,
  *                           abandon)
  *   store_client_gather.c   MGET and the bootstrap's exchange
- *   store_client_wait.c     WAIT, CHECK and the lost-rank probe
+ *   store_client_wait.c     WAIT, CHECK, the lost-rank probe and STATS
  *   store_client_ops.c      the requests on one key (set, get, add,
  *                           compare_set, delete)
  *   store_client_check.c    checks of the callers' arguments

@@ -1,5 +1,6 @@
 /* The store client's requests that ask whether keys are there: WAIT,
- * CHECK, and the lost-rank probe (a WAIT that does not wait). */
+ * CHECK, and the lost-rank probe (a WAIT that does not wait); and STATS,
+ * the server's counters. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_STORE
 
 #include "store_client_int.h"
@@ -54,6 +55,30 @@ symm_result_t symm_store_check(symm_store_t *store, const char *const *keys,
       res = cli_bad_reply(store, "check", rep.r.err ? rep.r.err : "bad presence flag");
     else
       *present = all;
+  }
+  cli_unlock(store);
+  return res;
+}
+
+symm_result_t symm_store_stats(symm_store_t *store, symm_store_stats_t *stats) {
+  if (!store || !stats) return symm_error(SYMM_ERR_INVALID_ARG, "store stats: NULL argument");
+  cli_lock(store);
+  size_t at = cli_begin(store, SYMM_OP_STATS);
+  cli_reply_t rep;
+  symm_result_t res = cli_call_plain(store, SYMM_OP_STATS, at, "stats", &rep);
+  if (res == SYMM_SUCCESS && rep.status != SYMM_SUCCESS) {
+    res = symm_error(rep.status, "store stats: server says %s", symm_strerror(rep.status));
+  } else if (res == SYMM_SUCCESS) {
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++) v[i] = (uint64_t)symm_proto_get_i64(&rep.r);
+    if (!symm_proto_end(&rep.r)) {
+      res = cli_bad_reply(store, "stats", rep.r.err);
+    } else {
+      stats->connections = v[0];
+      stats->requests = v[1];
+      stats->request_bytes = v[2];
+      stats->reply_bytes = v[3];
+    }
   }
   cli_unlock(store);
   return res;

@@ -39,6 +39,10 @@
  *   DEL    key                      -
  *   CHECK  keys                     u8 all_present
  *   BYE    -                        (no reply: the server closes)
+ *   STATS  -                        u64 connections, u64 requests,
+ *                                   u64 request bytes, u64 reply bytes
+ *                                   (symm_store_stats_t, this request
+ *                                   counted, its reply not yet)
  *
  * The handshake: both sides prove they hold the job's token without
  * sending it, so that whoever answers on the store's port (another user
@@ -120,12 +124,13 @@ enum symm_proto_op {
   SYMM_OP_CHECK = 9,
   SYMM_OP_BYE = 10,
   SYMM_OP_AUTH = 11,
-  SYMM_OP_COUNT_ = 12
+  SYMM_OP_STATS = 12,
+  SYMM_OP_COUNT_ = 13
 };
 
 static inline const char *symm_proto_op_name(unsigned op) {
   static const char *const names[SYMM_OP_COUNT_] = {
-      "?", "HELLO", "SET", "GET", "ADD", "CAS", "WAIT", "MGET", "DEL", "CHECK", "BYE", "AUTH"};
+      "?", "HELLO", "SET", "GET", "ADD", "CAS", "WAIT", "MGET", "DEL", "CHECK", "BYE", "AUTH", "STATS"};
   return op < SYMM_OP_COUNT_ ? names[op] : "?";
 }
 
@@ -148,7 +153,8 @@ static inline size_t symm_proto_max_body(unsigned op) {
     case SYMM_OP_MGET: return 4 + SYMM_PROTO_KEYS_FIELD;
     case SYMM_OP_DEL: return SYMM_PROTO_KEY_FIELD;
     case SYMM_OP_CHECK: return SYMM_PROTO_KEYS_FIELD;
-    case SYMM_OP_BYE: return 0;
+    case SYMM_OP_BYE:
+    case SYMM_OP_STATS: return 0;
     default: return 0;
   }
 }

@@ -319,6 +319,10 @@ int symm_store_server_port(const symm_store_server_t *server) {
   return server ? server->port : -1;
 }
 
+void symm_store_server_stats(const symm_store_server_t *server, symm_store_stats_t *stats) {
+  if (server && stats) srv_stats_read(server, stats);
+}
+
 symm_result_t symm_store_server_drain_comm(symm_store_server_t *server, uint32_t comm,
                                            int timeout_ms) {
   if (!server) return symm_error(SYMM_ERR_INVALID_ARG, "store: server is NULL");

@@ -147,6 +147,7 @@ void srv_flush(symm_store_server_t *s, srv_conn_t *c) {
                      c->out.len - c->out_start, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       c->out_start += (size_t)n;
+      atomic_fetch_add_explicit(&s->n_reply_bytes, (uint64_t)n, memory_order_relaxed);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -259,6 +260,7 @@ static void srv_do_auth(symm_store_server_t *s, srv_conn_t *c, uint32_t id,
     return;
   }
   c->authed = true;
+  atomic_fetch_add_explicit(&s->n_connections, 1, memory_order_relaxed);
   srv_unauthed_unlink(s, c);
   c->rank = rank;
   c->comm = rank >= 0 ? c->hello_comm : SYMM_STORE_NO_COMM;
@@ -292,6 +294,7 @@ static void srv_dispatch(symm_store_server_t *s, srv_conn_t *c,
       srv_do_keys_op(s, c, h->opcode, h->id, body, h->body_len, &r);
       break;
     case SYMM_OP_DEL: srv_do_del(s, c, h->id, &r); break;
+    case SYMM_OP_STATS: srv_do_stats(s, c, h->id); break;
     case SYMM_OP_BYE:
       c->said_bye = true;
       srv_conn_close(s, c, false);
@@ -364,6 +367,8 @@ void srv_process(symm_store_server_t *s, srv_conn_t *c) {
   while (srv_ready(s, c, &h, &size)) {
     const uint8_t *msg = c->in + c->in_start;
     c->in_start += (size_t)size;
+    atomic_fetch_add_explicit(&s->n_requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->n_request_bytes, (uint64_t)size, memory_order_relaxed);
     srv_dispatch(s, c, &h, msg + SYMM_PROTO_HEADER_BYTES);
   }
   /* Check the next header now rather than while building the poll set,

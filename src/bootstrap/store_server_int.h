@@ -28,6 +28,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "store_proto.h"
@@ -180,6 +181,9 @@ struct symm_store_server {
     unsigned logged;     /* logged one by one in this window */
     unsigned long quiet; /* counted only */
   } refusals;
+  /* What the server has served (symm_store_stats_t): written by the
+   * thread, read by any (symm_store_server_stats). */
+  _Atomic uint64_t n_connections, n_requests, n_request_bytes, n_reply_bytes;
   srv_proc_t **procs;   /* the clients' processes (store_server_proc.c) */
   size_t nprocs, procs_cap;
   uint64_t host_hash, ns_ino, ns_dev; /* this process's, to tell whose pid it can watch */
@@ -215,6 +219,9 @@ struct symm_store_server {
 size_t srv_reply_begin(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
 void srv_reply_end(srv_conn_t *c, size_t at);
 void srv_reply_status(srv_conn_t *c, uint8_t op, uint32_t id, symm_result_t status, int lost_rank);
+/* The server's counters as they are now; STATS's reply of them. */
+void srv_stats_read(const symm_store_server_t *s, symm_store_stats_t *out);
+void srv_do_stats(symm_store_server_t *s, srv_conn_t *c, uint32_t id);
 
 /* ------------------------------------------------- store_server_table.c */
 uint64_t srv_hash(const srv_table_t *t, const char *key, size_t len);
@@ -259,7 +266,7 @@ void srv_mark_lost(symm_store_server_t *s, uint32_t comm, int rank, int32_t pid,
 
 void srv_pending_free(symm_store_server_t *s, srv_conn_t *c);
 void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
-void srv_rescan_pending(symm_store_server_t *s);
+void srv_rescan_pending(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash);
 void srv_expire_pending(symm_store_server_t *s, uint64_t now);
 void srv_do_keys_op(symm_store_server_t *s, srv_conn_t *c, uint8_t op,
                     uint32_t id, const uint8_t *body, uint32_t body_len,

@@ -99,7 +99,8 @@ void srv_do_del(symm_store_server_t *s, srv_conn_t *c, uint32_t id, symm_proto_r
   uint16_t klen;
   const char *key = symm_proto_get_key(r, &klen);
   if (!symm_proto_end(r)) return; /* malformed: r->err, the dispatcher closes */
-  bool found = srv_table_remove(&s->table, key, klen, srv_hash(&s->table, key, klen));
+  const uint64_t h = srv_hash(&s->table, key, klen);
+  bool found = srv_table_remove(&s->table, key, klen, h);
   srv_reply_status(c, SYMM_OP_DEL, id, found ? SYMM_SUCCESS : SYMM_ERR_NOT_FOUND, -1);
-  if (found && s->npending) srv_rescan_pending(s);
+  if (found && s->npending) srv_rescan_pending(s, key, klen, h);
 }

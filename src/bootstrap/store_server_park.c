@@ -171,13 +171,22 @@ void srv_wake(symm_store_server_t *s, const char *key, uint16_t len, uint64_t ha
   }
 }
 
-/* After a delete: keys once seen may be gone, so recount from the start. */
-void srv_rescan_pending(symm_store_server_t *s) {
+/* After key was deleted: a parked request that counted it present counts
+ * from it again.  Only the keys before next_missing are looked at, by
+ * their hashes first, and nothing is looked up in the table: a bootstrap
+ * round, whose every rank deletes a key of an older round while its
+ * peers wait in the new one, costs the server no more than its keys. */
+void srv_rescan_pending(symm_store_server_t *s, const char *key, uint16_t len, uint64_t hash) {
   for (size_t i = 0; i < s->nconns && s->npending; i++) {
     srv_pending_t *p = s->conns[i]->pending;
     if (s->conns[i]->dead || !p) continue;
-    p->next_missing = 0;
-    srv_pending_advance(s, p);
+    for (uint32_t k = 0; k < p->next_missing; k++) {
+      const srv_keyref_t *m = &p->keys[k];
+      if (m->hash == hash && m->len == len && memcmp(m->key, key, len) == 0) {
+        p->next_missing = k;
+        break;
+      }
+    }
   }
 }
 

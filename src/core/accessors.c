@@ -113,7 +113,9 @@ const symm_mem_t *symm_tensor_mem(const symm_tensor_t *t) { return &t->mem; }
 void *const *symm_tensor_peer_data(const symm_tensor_t *t) {
   return t->rendezvoused ? t->peer_data : NULL;
 }
-uint64_t symm_tensor_peer_sig(const symm_tensor_t *t) { return t->peer_sig; }
+uint64_t symm_tensor_peer_sig(const symm_tensor_t *t) {
+  return t->on_use && !t->all_mapped ? 0 : t->peer_sig;
+}
 void *symm_tensor_peer_data_device(const symm_tensor_t *t) { return t->peer_data_dev; }
 
 

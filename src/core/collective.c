@@ -248,6 +248,22 @@ static symm_result_t run_alone(symm_comm_t *comm, const symm_coll_args_t *a) {
   return comm->engine->copy(comm, a->recvbuf, a->sendbuf, a->recv_bytes, a->stream);
 }
 
+/* A buffer inside this rank's data of a rendezvoused tensor whose peers
+ * are mapped on use gets every peer mapped, so that the engine may read
+ * the peers' copies where they lie (zero copy).  A mapping that fails
+ * leaves the tensor's peer signature 0, and the call stages its data
+ * instead: nothing fails here. */
+static void map_peers_of_buffer(symm_comm_t *comm, const void *buf) {
+  const void *base;
+  size_t len;
+  symm_tensor_t *t;
+  int r;
+  if (!buf || !symm_registry_find(buf, &base, &len, &t, &r) || r != comm->rank ||
+      t->comm != comm || !t->rendezvoused || !t->on_use || t->all_mapped)
+    return;
+  if (symm_tensor_map_peers(t) != SYMM_SUCCESS) symm_error_clear();
+}
+
 static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
   if (comm->unreachable) return run_provider(comm, a, fn);
   pick_copy_algo(comm, a);
@@ -263,6 +279,8 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   a->seq = comm->call.seq;
   if (comm->size == 1 && a->kind != SYMM_COLL_ALL_TO_ALL_V && SYMM_OPS_HAS(comm->engine, 5, copy))
     return run_alone(comm, a);
+  map_peers_of_buffer(comm, a->sendbuf);
+  map_peers_of_buffer(comm, a->recvbuf);
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));

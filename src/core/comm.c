@@ -876,6 +876,7 @@ static symm_result_t comm_create(resolved_config_t *rc, int index, symm_comm_t *
   comm->allreduce_algo = algo;
   SYMM_CHECK_GOTO(symm_algo_from_name(symm_settings()->SYMM_COPY_ALGO.name, &algo), res, fail);
   comm->copy_algo = algo;
+  comm->map_on_use = symm_settings()->SYMM_MAP_PEERS.index == 0;
   SYMM_CHECK_GOTO(meet(comm, rc), res, fail);
   SYMM_CHECK_GOTO(agree_identity(comm, rc), res, fail);
   SYMM_CHECK_GOTO(upgrade_bootstrap(comm), res, fail);

@@ -93,6 +93,9 @@ struct symm_comm {
   symm_tensor_t *scratch;    /* staging for buffers that are not symmetric */
   symm_algo_t allreduce_algo;
   symm_algo_t copy_algo;     /* all-gather, broadcast, all-to-all(-v): AUTO or CE */
+  /* Users' tensors map a peer on its first use (SYMM_MAP_PEERS on_use and
+   * the backend's caps.map_on_use); the library's own map every peer. */
+  bool map_on_use;
   uint64_t coll_seq;         /* the last number a communicator-wide call took */
   uint64_t host_seq;         /* the same for host calls where the engine has no
                                 host_call (GPU: collectives only enqueue) */
@@ -212,6 +215,8 @@ struct symm_tensor {
   symm_peer_map_t *peers;     /* [size]; peers[rank] unused */
   symm_exchange_info_t *infos;/* [size] from the last rendezvous */
   uint64_t peer_sig;          /* hash of infos[].id the peers map */
+  bool on_use;                /* its peers are mapped on first use (symm_tensor_map_peer) */
+  bool all_mapped;            /* every reachable peer of infos[] is mapped */
   void **peer_data;           /* [size] data pointers */
   void *contig_base;
   size_t contig_stride, contig_bytes;
@@ -302,6 +307,16 @@ void symm_tensor_retire(symm_comm_t *comm, symm_tensor_t *t, bool pool);
  * be on their way to the rendezvous), as the scratch's growth must. */
 symm_result_t symm_tensor_alloc_step(symm_comm_t *comm, const int64_t *sizes, int ndim,
                                      symm_dtype_t dtype, symm_tensor_t **out, bool *alone);
+
+/* rendezvous.c.  Maps rank r's memory of a rendezvoused tensor if it is
+ * not mapped yet (a tensor whose peers are mapped on use): SYMM_SUCCESS
+ * (also for this rank, and for a peer that is not load/store reachable,
+ * whose pointer stays NULL), or the mapping's error (SYMM_ERR_PEER_LOST
+ * for a peer whose process is gone).  Thread-safe. */
+symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r);
+/* The same for every peer, for what touches them all (peer pointer
+ * arrays, contiguous views, signal barriers, collectives in place). */
+symm_result_t symm_tensor_map_peers(symm_tensor_t *t);
 
 /* rendezvous.c: takes this rank's place in a rendezvous of sizes[ndim] of
  * dtype that it cannot make (`failure`, the last error), so that its peers

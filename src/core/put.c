@@ -29,6 +29,7 @@ static symm_result_t check_one_sided(symm_tensor_t *t, int peer, size_t offset, 
   if (!comm->caps.takes_stream && stream)
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: the %s backend takes no stream (pass NULL)", fn,
                       comm->ops->name);
+  SYMM_CHECK(symm_tensor_map_peer(t, peer));
   if (!symm_tensor_peer_data(t)[peer] && !SYMM_OPS_HAS(comm->ops, 5, one_sided))
     return symm_error(SYMM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank "
                       "%d with the %s backend, which has no put of its own", fn, peer,

@@ -1,7 +1,11 @@
 /* Rendezvous: every rank's allocation exchanged, its shape checked against
  * every peer's, the peers mapped and registered, all within one timeout and
- * agreed on by every rank. */
+ * agreed on by every rank.  Where the backend maps a peer cheaply at any
+ * time (caps.map_on_use) a user's tensor maps each peer on its first use
+ * instead (symm_tensor_map_peer): a rank that uses a few peers of hundreds
+ * maps a few, and a peer gone by then is SYMM_ERR_PEER_LOST at that use. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_ALLOC
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -104,6 +108,77 @@ static symm_result_t map_missing_peers(symm_tensor_t *t, const rendezvous_info_t
     t->peers[r].peer_id = all[r].info.id;
   }
   return res;
+}
+
+/* Unmaps the peers whose mapping is not of the allocation they advertise
+ * now (a pooled tensor's peers that changed), keeping the others, for a
+ * tensor that maps the rest on use. */
+static void unmap_stale_peers(symm_tensor_t *t, const rendezvous_info_t *all) {
+  for (int r = 0; r < t->comm->size; r++)
+    if (r != t->comm->rank && t->peers[r].base &&
+        (t->peers[r].peer_id != all[r].info.id ||
+         memcmp(&t->infos[r], &all[r].info, offsetof(symm_exchange_info_t, blob)) != 0))
+      symm_tensor_unmap_peer(t, r);
+}
+
+/* Whether every peer this rank can reach is mapped. */
+static bool every_peer_mapped(const symm_tensor_t *t) {
+  const symm_comm_t *comm = t->comm;
+  const bool asks = SYMM_OPS_HAS(comm->ops, 2, peer_reachable);
+  for (int r = 0; r < comm->size; r++)
+    if (r != comm->rank && !t->peers[r].base &&
+        (!asks || comm->ops->peer_reachable((symm_comm_t *)comm, r)))
+      return false;
+  return true;
+}
+
+/* Maps peer r of a tensor mapped on use (comm->lock held). */
+static symm_result_t map_on_use_locked(symm_tensor_t *t, int r) {
+  symm_comm_t *comm = t->comm;
+  symm_result_t res = comm->ops->map_peer(comm, &t->mem, r, &t->infos[r], &t->peers[r]);
+  if (res != SYMM_SUCCESS) {
+    memset(&t->peers[r], 0, sizeof t->peers[r]);
+    symm_error_context("mapping rank %d's memory on its first use", r);
+    return res;
+  }
+  if (!t->peers[r].base) return SYMM_SUCCESS; /* not load/store reachable */
+  t->peers[r].peer_id = t->infos[r].id;
+  char *data = (char *)t->peers[r].base + t->infos[r].data_offset;
+  res = symm_registry_add(data, t->infos[r].alloc_bytes - t->infos[r].data_offset, t, r);
+  if (res != SYMM_SUCCESS) {
+    symm_tensor_unmap_peer(t, r);
+    return res;
+  }
+  symm_tensor_drop_device_arrays(t); /* they were made without this peer */
+  /* Published last: a thread that sees the pointer (without the lock,
+   * symm_tensor_map_peer's first look) sees the mapping behind it. */
+  __atomic_store_n(&t->peer_data[r], data, __ATOMIC_RELEASE);
+  SYMM_TRACE(ALLOC, "mem %llu: rank %d mapped on first use", (unsigned long long)t->mem.id, r);
+  return SYMM_SUCCESS;
+}
+
+symm_result_t symm_tensor_map_peer(symm_tensor_t *t, int r) {
+  if (!t->rendezvoused || !t->on_use || r == t->comm->rank ||
+      __atomic_load_n(&t->peer_data[r], __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&t->all_mapped, __ATOMIC_ACQUIRE))
+    return SYMM_SUCCESS;
+  symm_comm_t *comm = t->comm;
+  pthread_mutex_lock(&comm->lock);
+  symm_result_t res = t->peers[r].base ? SYMM_SUCCESS : map_on_use_locked(t, r);
+  pthread_mutex_unlock(&comm->lock);
+  return res;
+}
+
+/* all_mapped is set here and by the rendezvous only: one pass over the
+ * peers, not one per peer mapped. */
+symm_result_t symm_tensor_map_peers(symm_tensor_t *t) {
+  if (!t->rendezvoused || !t->on_use || __atomic_load_n(&t->all_mapped, __ATOMIC_ACQUIRE))
+    return SYMM_SUCCESS;
+  for (int r = 0; r < t->comm->size; r++) SYMM_CHECK(symm_tensor_map_peer(t, r));
+  pthread_mutex_lock(&t->comm->lock);
+  __atomic_store_n(&t->all_mapped, every_peer_mapped(t), __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&t->comm->lock);
+  return SYMM_SUCCESS;
 }
 
 static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind);
@@ -222,7 +297,11 @@ static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind) {
   uint64_t sig = ids_signature(all, comm->size);
   bool all_cached = true;
   for (int r = 0; r < comm->size; r++) all_cached &= all[r].peer_sig == sig;
-  if (!all_cached) {
+  /* The same on every rank: the setting is agreed, the backend one. */
+  t->on_use = comm->map_on_use && comm->caps.map_on_use && !t->internal;
+  if (t->on_use) {
+    unmap_stale_peers(t, all);
+  } else if (!all_cached) {
     /* Rank-local mapping can fail on one rank only; agree so that nobody
      * returns success while a peer could not map.  Until it succeeds, the
      * slots it unmapped are not what peer_sig says. */
@@ -242,6 +321,7 @@ static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind) {
   }
   SYMM_CHECK_GOTO(register_peers(t, &used), res, out);
   t->peer_sig = sig;
+  t->all_mapped = every_peer_mapped(t);
   t->rendezvoused = true;
   comm->rendezvous_seq++;
   SYMM_TRACE(ALLOC, "rendezvous of mem %llu done (%s)", (unsigned long long)t->mem.id,

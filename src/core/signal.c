@@ -58,9 +58,15 @@ static symm_result_t signal_run(symm_tensor_t *t, int op, int peer, int channel,
     return symm_error(SYMM_ERR_INVALID_ARG, "%s: channel %d outside [0, %d) (%d ranks share "
                       "a %d-byte pad)", fn, channel, channels, comm->size,
                       (int)comm->pad_bytes);
+  /* A put and a barrier store into peers' pads: mapped now if mapped on
+   * use.  A wait reads this rank's own pad only. */
+  if (op == SYMM_SIGNAL_BARRIER) SYMM_CHECK(symm_tensor_map_peers(t));
+  if (op == SYMM_SIGNAL_PUT) SYMM_CHECK(symm_tensor_map_peer(t, peer));
+  const bool unmapped = op != SYMM_SIGNAL_BARRIER && !symm_tensor_peer_data(t)[peer] &&
+                        !(op == SYMM_SIGNAL_WAIT && t->on_use);
   const bool provider = SYMM_OPS_HAS(comm->ops, 5, one_sided);
   if (!provider &&
-      (op != SYMM_SIGNAL_BARRIER ? !symm_tensor_peer_data(t)[peer] : comm->unreachable != 0)) {
+      (op != SYMM_SIGNAL_BARRIER ? unmapped : comm->unreachable != 0)) {
     char who[256];
     if (op != SYMM_SIGNAL_BARRIER)
       snprintf(who, sizeof who, "rank %d", peer);

@@ -56,6 +56,7 @@ symm_result_t symm_tensor_remote_view(const symm_tensor_t *t, int rank, symm_vie
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_remote_view: NULL argument");
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_remote_view"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_remote_view"));
+  SYMM_CHECK(symm_tensor_map_peer((symm_tensor_t *)t, rank));
   if (!t->peer_data[rank]) {
     char why[384] = "";
     if (SYMM_OPS_HAS(t->comm->ops, 3, unreachable_why))
@@ -73,6 +74,7 @@ symm_result_t symm_tensor_peer_ptrs(const symm_tensor_t *t, void *const **ptrs) 
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_peer_ptrs"));
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "symm_tensor_peer_ptrs: tensor not rendezvoused yet");
+  SYMM_CHECK(symm_tensor_map_peers((symm_tensor_t *)t));
   *ptrs = t->peer_data;
   return SYMM_SUCCESS;
 }
@@ -84,7 +86,8 @@ static symm_result_t check_device_array(const symm_tensor_t *t, const char *fn,
   if (!t->rendezvoused)
     return symm_error(SYMM_ERR_STATE, "%s: tensor not rendezvoused yet", fn);
   symm_comm_t *comm = t->comm;
-  if (comm->caps.device_peer_array && comm->engine->device_copy) return SYMM_SUCCESS;
+  if (comm->caps.device_peer_array && comm->engine->device_copy)
+    return symm_tensor_map_peers((symm_tensor_t *)t);
   char who[128];
   symm_backend_names_with(offsetof(symm_backend_caps_t, device_peer_array), who, sizeof who);
   return symm_error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend gives no device array of peer "
@@ -132,6 +135,7 @@ symm_result_t symm_tensor_signal_pad(const symm_tensor_t *t, int rank, void **pa
   SYMM_CHECK(symm_tensor_usable(t, "symm_tensor_signal_pad"));
   SYMM_CHECK(check_peer(t, rank, "symm_tensor_signal_pad"));
   const symm_tensor_t *h = symm_tensor_pad_holder(t);
+  SYMM_CHECK(symm_tensor_map_peer((symm_tensor_t *)h, rank));
   if (rank == t->comm->rank) {
     *pad = (char *)h->mem.base + h->mem.pad_offset;
   } else if (h->peers[rank].base) {
@@ -162,6 +166,7 @@ symm_result_t symm_tensor_contiguous_view(symm_tensor_t *t, symm_view_t *view) {
   if (t->ndim >= SYMM_MAX_DIMS)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_tensor_contiguous_view: ndim %d leaves no room "
                       "for the rank dimension (max %d)", t->ndim, SYMM_MAX_DIMS);
+  SYMM_CHECK(symm_tensor_map_peers(t));
   if (!t->contig_base) {
     void *base = NULL, *priv = NULL;
     size_t stride = 0;

@@ -131,6 +131,10 @@ typedef struct symm_backend_caps {
   /* register_user makes the user's memory symmetric (symm_tensor_register;
    * ops version 6). */
   bool registers_user;
+  /* map_peer is local, cheap to call at any time and fails for a peer
+   * that is gone (PEER_LOST): the core may map a peer on its first use
+   * instead of every peer at rendezvous (SYMM_MAP_PEERS). */
+  bool map_on_use;
 } symm_backend_caps_t;
 
 /* ------------------------------------------------------------ the ops table */
@@ -428,10 +432,15 @@ void symm_comm_abort_bootstrap(symm_comm_t *comm, symm_result_t code, const char
 bool symm_tensor_find(const void *ptr, symm_tensor_t **t, int *rank, size_t *offset);
 const symm_mem_t *symm_tensor_mem(const symm_tensor_t *t);
 /* After rendezvous: rank r's data as this process loads and stores it
- * (peer_data[rank] is the local data), NULL before. */
+ * (peer_data[rank] is the local data), NULL before, and NULL for a peer
+ * not mapped yet of a tensor that maps its peers on use (the core maps
+ * them all before it hands such a tensor to an engine: the collectives'
+ * scratch always, a user's buffer where symm_tensor_peer_sig says so). */
 void *const *symm_tensor_peer_data(const symm_tensor_t *t);
 /* Hash of the allocations every rank's rendezvous mapped: equal on every
- * rank exactly when they rendezvoused the same tensors. */
+ * rank exactly when they rendezvoused the same tensors; 0 while a peer of
+ * a tensor mapped on use is not mapped yet (then no peer may rely on this
+ * rank's mappings of it). */
 uint64_t symm_tensor_peer_sig(const symm_tensor_t *t);
 /* The device copy of symm_tensor_peer_data (made on first use; device
  * memory only), NULL when there is none. */

@@ -162,7 +162,8 @@ static void model_reply(model_t *m, uint8_t op, symm_proto_reader_t *q, uint32_t
   bool ok = status == SYMM_SUCCESS;
   uint16_t klen = 0;
   const char *key = op == SYMM_OP_HELLO || op == SYMM_OP_WAIT || op == SYMM_OP_MGET ||
-                    op == SYMM_OP_CHECK ? NULL : symm_proto_get_key(q, &klen);
+                    op == SYMM_OP_CHECK || op == SYMM_OP_STATS ? NULL
+                                                              : symm_proto_get_key(q, &klen);
   model_key_t *k = key ? model_find(m, key, klen) : NULL;
   if (status == SYMM_ERR_TIMEOUT && len) { /* the missing keys (check_reply) */
     uint32_t n = symm_proto_get_u32(&r);
@@ -233,6 +234,10 @@ static void model_reply(model_t *m, uint8_t op, symm_proto_reader_t *q, uint32_t
   case SYMM_OP_CHECK:
     if (!ok || symm_proto_get_u8(&r) != model_keys(m, q, NULL, h))
       bad_reply("CHECK is not the model's", h);
+    break;
+  case SYMM_OP_STATS: /* four counters; this request counted */
+    if (!ok) bad_reply("STATS failed", h);
+    for (int i = 0; i < 4; i++) symm_proto_get_i64(&r);
     break;
   default: return; /* HELLO: nothing stored */
   }

@@ -45,8 +45,8 @@ void host_contiguous_unmap(symm_comm_t *comm, void *base, size_t bytes, void *pr
 symm_result_t host_register_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes,
                                  symm_mem_t *mem);
 void host_deregister_user(symm_comm_t *comm, symm_mem_t *mem);
-/* Puts a registration's page-aligned file offset (host_mem_t.file_offset)
- * at the start of the exchange blob, for the peers' map_peer. */
+/* host_exchange.c: what peers need to open this rank's memfd or
+ * registered file (through /proc, else its fd server) and map it. */
 symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info);
 
 #endif

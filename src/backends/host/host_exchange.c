@@ -4,7 +4,9 @@
  * fd itself and this rank's own allocation of the same tensor: a bad value
  * fails the mapping, and the rendezvous agrees on that on every rank. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -39,6 +41,35 @@ static symm_result_t host_check_layout(symm_comm_t *comm, const symm_mem_t *loca
                     (unsigned long long)span);
 }
 
+/* What export_mem puts in the blob: where the owner holds the memfd (or
+ * a registration's file) and which file it is, so that a peer can open it
+ * through /proc, and for a registration where in the file the pages that
+ * peers map start (page-aligned). */
+#define HOST_BLOB_MAGIC 0x44465048u /* "HPFD" in memory order */
+typedef struct {
+  uint32_t magic;
+  int32_t fd;
+  uint64_t ino, dev;
+  uint64_t file_offset;
+} host_blob_t;
+_Static_assert(sizeof(host_blob_t) <= SYMM_EXCHANGE_BLOB_BYTES, "host blob too large");
+
+symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
+  (void)comm;
+  const host_mem_t *hm = mem->priv;
+  struct stat st;
+  host_blob_t b = {.magic = HOST_BLOB_MAGIC, .fd = hm->fd,
+                   .file_offset = mem->user ? hm->file_offset : 0};
+  if (fstat(hm->fd, &st) == 0) {
+    b.ino = (uint64_t)st.st_ino;
+    b.dev = (uint64_t)st.st_dev;
+  } else {
+    b.magic = 0; /* peers fetch it from the fd server */
+  }
+  memcpy(info->blob, &b, sizeof b);
+  return SYMM_SUCCESS;
+}
+
 /* A peer's registration (local->user: every rank's is): its file's pages
  * from the blob's file offset, with this rank's tensor bytes after
  * data_offset.  *file_offset: where the mapping starts in the file. */
@@ -46,7 +77,9 @@ static symm_result_t host_check_user_layout(symm_comm_t *comm, const symm_mem_t 
                                             const symm_exchange_info_t *info,
                                             uint64_t *file_offset) {
   const uint64_t page = host_state(comm)->page;
-  memcpy(file_offset, info->blob, sizeof *file_offset);
+  host_blob_t b;
+  memcpy(&b, info->blob, sizeof b);
+  *file_offset = b.file_offset;
   const uint64_t span = local->alloc_bytes - local->data_offset;
   if (info->data_offset < page && info->data_offset <= info->alloc_bytes &&
       info->alloc_bytes - info->data_offset == span && *file_offset % page == 0 &&
@@ -70,13 +103,47 @@ static symm_result_t host_check_user_file(int fd, int peer, uint64_t end) {
                     (unsigned long long)end);
 }
 
+/* Opens the peer's memfd through /proc/<pid>/fd/<n>: one local open, no
+ * round trip to the peer's fd server, which at hundreds of ranks on a few
+ * CPUs waits for the scheduler each time.  The kernel allows it to
+ * processes of the same user only; the file must be the one the owner
+ * announced (inode and device), so a pid or fd number used anew never
+ * passes.  *fd -1 with SYMM_SUCCESS: not this way (another PID namespace,
+ * the process not dumpable, the file not the one announced), the fd
+ * server decides.  SYMM_ERR_PEER_LOST when the peer's process is gone. */
+static symm_result_t host_open_by_proc(symm_comm_t *comm, int peer,
+                                       const symm_exchange_info_t *info, int *fd) {
+  *fd = -1;
+  host_blob_t b;
+  memcpy(&b, info->blob, sizeof b);
+  const int32_t pid = symm_comm_peer_pid(comm, peer);
+  if (b.magic != HOST_BLOB_MAGIC || b.fd < 0 || pid <= 0) return SYMM_SUCCESS;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)b.fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0) {
+    if (symm_process_gone(pid))
+      return symm_error(SYMM_ERR_PEER_LOST, "host backend: rank %d (pid %d) is gone; its "
+                        "memory cannot be mapped", peer, (int)pid);
+    return SYMM_SUCCESS;
+  }
+  struct stat st;
+  if (fstat(f, &st) != 0 || (uint64_t)st.st_ino != b.ino || (uint64_t)st.st_dev != b.dev) {
+    close(f);
+    return SYMM_SUCCESS;
+  }
+  *fd = f;
+  return SYMM_SUCCESS;
+}
+
 symm_result_t host_map_peer(symm_comm_t *comm, const symm_mem_t *local, int peer,
                             const symm_exchange_info_t *info, symm_peer_map_t *map) {
   uint64_t offset = 0;
   if (local->user) SYMM_CHECK(host_check_user_layout(comm, local, peer, info, &offset));
   else SYMM_CHECK(host_check_layout(comm, local, peer, info));
   int fd = -1;
-  SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
+  SYMM_CHECK(host_open_by_proc(comm, peer, info, &fd));
+  if (fd < 0) SYMM_CHECK(symm_fdx_fetch(host_state(comm)->fdx, peer, info->id, &fd));
   symm_result_t res = SYMM_SUCCESS;
   SYMM_CHECK_GOTO(local->user ? host_check_user_file(fd, peer, offset + info->alloc_bytes)
                               : symm_fdx_check_memfd(fd, peer, info->alloc_bytes),

@@ -53,7 +53,7 @@ const symm_backend_ops_t symm_host_ops = {
     .name = "host",
     .id = SYMM_BACKEND_HOST,
     .mem_kind = SYMM_MEM_HOST,
-    .caps = {.contiguous_view = true, .registers_user = true},
+    .caps = {.contiguous_view = true, .registers_user = true, .map_on_use = true},
     SYMM_BACKEND_REQUIRED_MEMBERS(host),
     .export_mem = host_export_mem,
     .contiguous_map = host_contiguous_map,

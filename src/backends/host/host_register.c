@@ -147,11 +147,3 @@ void host_deregister_user(symm_comm_t *comm, symm_mem_t *mem) {
   mem->priv = NULL;
   mem->base = NULL;
 }
-
-symm_result_t host_export_mem(symm_comm_t *comm, symm_mem_t *mem, symm_exchange_info_t *info) {
-  (void)comm;
-  if (!mem->user) return SYMM_SUCCESS;
-  const host_mem_t *hm = mem->priv;
-  memcpy(info->blob, &hm->file_offset, sizeof hm->file_offset);
-  return SYMM_SUCCESS;
-}
