@@ -1107,7 +1107,8 @@ TEST_IMPL(launcher_bind_to) {
 
 /* The CPU engine's waits spin while the host's ranks have a CPU each among
  * the CPUs they run on together (ranks bound a core each included, though
- * each sees one CPU), and yield at once with more ranks than that. */
+ * each sees one CPU), yield at once with more ranks than that, and sleep
+ * with more than 4 ranks a CPU. */
 TEST_IMPL(launcher_bind_spin) {
   const int cpus = cpus_to_bind();
   if (!cpus) return TEST_SKIP;
@@ -1116,10 +1117,13 @@ TEST_IMPL(launcher_bind_spin) {
   const char *run = test_tool_path("symmem-run"), *bench = test_tool_path("symmem-bench");
   ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n 2 --bind-to core -- %s -b 8 -e 8 -n 1 -w 0",
                     run, bench), 0);
-  ASSERT_EQ(count_occurrences(out, "CPU engine: waits spin, then yield"), 2);
+  ASSERT_EQ(count_occurrences(out, "CPUs here: waits spin, then yield"), 2);
   ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n %d --bind-to none -- %s -b 8 -e 8 -n 1 "
                     "-w 0", run, cpus + 1, bench), 0);
-  ASSERT_EQ(count_occurrences(out, "CPU engine: waits yield at once"), cpus + 1);
+  ASSERT_EQ(count_occurrences(out, "CPUs here: waits yield at once"), cpus + 1);
+  ASSERT_EQ(run_fmt(out, NULL, "SYMM_DEBUG=INFO %s -n %d --bind-to none -- %s -b 8 -e 8 -n 1 "
+                    "-w 0", run, 4 * cpus + 1, bench), 0);
+  ASSERT_EQ(count_occurrences(out, "CPUs here: waits sleep"), 4 * cpus + 1);
   free(out);
   return 0;
 }

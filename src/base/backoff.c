@@ -1,12 +1,13 @@
 /* Waiting for another process's store to shared memory (the host backend's
  * flags, the shared-memory bootstrap's slots).
  * Spin about 20 us, then sched_yield up to 1 ms, then nanosleep growing to
- * 64 us.  When this host has more ranks than CPUs, the rank waited for is
- * likely not running, and every wake-up of a waiter takes a CPU from the
- * ranks that have work: no spinning and no yielding (a yield among a
- * hundred runnable waiters is a context switch each time), and sleeps that
- * grow to 64 us times the ranks per CPU, at most 1 ms, so that the waiters
- * of a host wake about as often in all as one would alone. */
+ * 64 us.  With more ranks on this host than CPUs the rank waited for is
+ * likely not running: no spinning, and a yield hands the CPU to it.  With
+ * more than CROWDED_PER_CPU ranks a CPU (hundreds of ranks on a few CPUs)
+ * a yield would mostly wake another waiter, and every wake-up takes a CPU
+ * from the ranks that have work: no yielding either, and sleeps that grow
+ * to 64 us times the ranks per CPU, at most 1 ms, so that the waiters of a
+ * host wake about as often in all as one would alone. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 #define SLEEP_MAX_NS 64000ull
 #define SLEEP_CROWDED_MAX_NS 1000000ull /* the longest sleep when ranks outnumber CPUs */
 #define SLEEP_CROWDED_FIRST_NS 16000ull
+#define CROWDED_PER_CPU 4 /* more ranks a CPU than this: crowded */
 #define LIVENESS_NS 20000000ull /* look at the waited-for process every 20 ms */
 
 static inline void cpu_relax(void) {
@@ -52,16 +54,22 @@ void symm_backoff_reset(symm_backoff_t *b) {
   b->spinning = b->spin_ns > 0;
 }
 
-void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
-  const int cpus = usable_cpus();
-  b->crowded = ranks_here > cpus;
-  b->spin_ns = b->crowded ? 0 : SPIN_NS;
+/* Spinning, yielding and the longest sleep, for ranks_here ranks on cpus. */
+static void fit(symm_backoff_t *b, int ranks_here, int cpus) {
+  if (cpus < 1) cpus = 1;
+  b->ranks_here = ranks_here;
+  b->crowded = ranks_here > CROWDED_PER_CPU * cpus;
+  b->spin_ns = ranks_here > cpus ? 0 : SPIN_NS;
   b->sleep_max_ns = SLEEP_MAX_NS;
   if (b->crowded) {
     const uint64_t per_cpu = (uint64_t)((ranks_here + cpus - 1) / cpus);
     b->sleep_max_ns = SLEEP_MAX_NS * per_cpu < SLEEP_CROWDED_MAX_NS ? SLEEP_MAX_NS * per_cpu
                                                                     : SLEEP_CROWDED_MAX_NS;
   }
+}
+
+void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
+  fit(b, ranks_here, usable_cpus());
   symm_backoff_reset(b);
   b->deadline = 0;
   b->next_check = 0;
@@ -75,9 +83,10 @@ void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks
   b->deadline = deadline_ns ? deadline_ns : 1; /* 0 would mean "not started" */
 }
 
-void symm_backoff_allow_spin(symm_backoff_t *b, bool spin) {
-  b->spin_ns = spin ? SPIN_NS : 0;
-  b->spinning = spin;
+void symm_backoff_host_cpus(symm_backoff_t *b, int cpus) {
+  if (cpus < 1) return;
+  fit(b, b->ranks_here, cpus);
+  symm_backoff_reset(b);
 }
 
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid) { b->pid = pid; }

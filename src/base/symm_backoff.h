@@ -14,13 +14,14 @@
  * 64 spins after start) or the calling thread's operation deadline has
  * (symm_op_deadline_begin), whichever comes first, or, with lost set, once
  * the process named by watch is gone (looked at every 20 ms: by the pidfd
- * opened at init where there is one, symm_peer_watch.h).  ranks_here: processes of the job
- * on this host (more than CPUs: no spinning nor yielding, and longer sleeps,
- * up to 1 ms).  reset restarts the backoff,
- * not the deadline, after progress. */
+ * opened at init where there is one, symm_peer_watch.h).  ranks_here:
+ * processes of the job on this host (more than CPUs: no spinning; more
+ * than 4 a CPU: no yielding either, and longer sleeps, up to 1 ms).  reset
+ * restarts the backoff, not the deadline, after progress. */
 typedef struct {
   uint64_t deadline, since, sleep_ns, spin_ns, next_check, sleep_max_ns;
-  bool crowded; /* more ranks on this host than CPUs: sleep, never spin or yield */
+  bool crowded; /* more than 4 ranks a CPU on this host: sleep, never spin or yield */
+  int ranks_here;
   int timeout_ms;
   unsigned iter;
   bool spinning;
@@ -33,11 +34,11 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here);
  * of each. */
 void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here);
 void symm_backoff_reset(symm_backoff_t *b);
-/* After start: whether to spin before yielding, as the caller knows
- * better than ranks_here against this process's CPUs (ranks each bound
- * to a CPU of its own see one CPU, yet none waits for a descheduled
- * peer). */
-void symm_backoff_allow_spin(symm_backoff_t *b, bool spin);
+/* After start: the CPUs this host's ranks may run on together, where the
+ * caller knows them (ranks each bound to a CPU of its own see one CPU in
+ * their affinity, yet none waits for a descheduled peer); the backoff
+ * then weighs ranks_here against these.  cpus < 1: unknown, no change. */
+void symm_backoff_host_cpus(symm_backoff_t *b, int cpus);
 void symm_backoff_watch(symm_backoff_t *b, int32_t pid);
 bool symm_backoff_pause(symm_backoff_t *b);
 

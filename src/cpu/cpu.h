@@ -17,7 +17,7 @@ typedef struct {
   uint64_t all_left;  /* every rank has left every call up to this one */
   void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
   const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
-  bool spin;          /* waits spin before they yield (cpu_engine.c) */
+  int host_cpus;      /* CPUs this host's ranks run on together (cpu_engine.c) */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -28,7 +28,7 @@ static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
  * ranks call for, and failing early if peer's process goes. */
 static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm, int peer) {
   symm_backoff_start(b, symm_comm_timeout_ms(comm), symm_comm_local_size(comm));
-  symm_backoff_allow_spin(b, cpu_state(comm)->spin);
+  symm_backoff_host_cpus(b, cpu_state(comm)->host_cpus);
   symm_backoff_watch(b, symm_comm_peer_pid(comm, peer));
 }
 

@@ -36,21 +36,19 @@ static symm_result_t cpu_init(symm_comm_t *comm, symm_blob_t *blob) {
   return SYMM_SUCCESS;
 }
 
-/* Waits spin only while this host's ranks have a CPU each among the CPUs
- * they may run on together: ranks bound one to a core each see a single
- * CPU of their own, yet their peers run meanwhile; more ranks than those
- * CPUs, and the peer waited for is likely off its CPU, so a wait yields
- * at once.  An unknown affinity (an empty set) counts as no spinning. */
-static bool spin_here(const symm_comm_t *comm, const cpu_blob_t *all) {
+/* The CPUs this host's ranks may run on together (ranks bound one to a
+ * core each see a single CPU of their own, yet their peers run
+ * meanwhile): waits weigh this host's ranks against them
+ * (symm_backoff_host_cpus).  An unknown affinity (an empty set) adds none. */
+static int host_cpus(const symm_comm_t *comm, const cpu_blob_t *all) {
   uint64_t both[CPU_SETSIZE / 64] = {0};
-  int ranks = 0, cpus = 0;
+  int cpus = 0;
   for (int r = 0; r < symm_comm_size(comm); r++) {
     if (!symm_comm_peer_same_host(comm, r)) continue;
-    ranks++;
     for (size_t i = 0; i < CPU_SETSIZE / 64; i++) both[i] |= all[r].cpus[i];
   }
   for (size_t i = 0; i < CPU_SETSIZE / 64; i++) cpus += __builtin_popcountll(both[i]);
-  return ranks <= cpus;
+  return cpus;
 }
 
 /* Ranks must slice all-reduces alike (run_sliced pairs slices up by
@@ -69,10 +67,13 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
                       (unsigned long long)blobs[r].slice_bytes, r,
                       (unsigned long long)st->slice_bytes, symm_comm_rank(comm));
   }
-  st->spin = spin_here(comm, blobs);
+  st->host_cpus = host_cpus(comm, blobs);
   free(blobs);
-  SYMM_INFO(COLL, "CPU engine: waits %s", st->spin ? "spin, then yield"
-                                                     : "yield at once (more ranks than CPUs here)");
+  const int ranks = symm_comm_local_size(comm), cpus = st->host_cpus;
+  SYMM_INFO(COLL, "CPU engine: %d ranks on %d CPUs here: waits %s", ranks, cpus,
+            ranks <= cpus ? "spin, then yield"
+            : ranks <= 4 * cpus ? "yield at once (more ranks than CPUs)"
+                                : "sleep (more than 4 ranks a CPU)");
   return SYMM_SUCCESS;
 }
 

@@ -101,7 +101,7 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
 
 static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
   symm_backoff_start_until(b, c->deadline, symm_comm_local_size(c->comm));
-  symm_backoff_allow_spin(b, cpu_state(c->comm)->spin);
+  symm_backoff_host_cpus(b, cpu_state(c->comm)->host_cpus);
   symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
 }
 
