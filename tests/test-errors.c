@@ -110,16 +110,22 @@ static void errors_job(char *job, size_t cap) {
   snprintf(job, cap, "err%d-%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3]);
 }
 
-static symm_fdx_t *errors_fdx(int rank, int size, int timeout_ms) {
+/* An fd exchange on a test communicator, which it asks about lost ranks
+ * while it waits: *comm is freed after symm_fdx_stop (errors_fdx_stop). */
+static symm_fdx_t *errors_fdx(int rank, int size, int timeout_ms, symm_comm_t **comm) {
   char job[64];
   errors_job(job, sizeof job);
-  symm_comm_t *c = symm_test_comm_new(&(symm_test_comm_opts_t){
+  *comm = symm_test_comm_new(&(symm_test_comm_opts_t){
       .job_id = job, .rank = rank, .size = size, .timeout_ms = timeout_ms});
-  ASSERT(c != NULL);
+  ASSERT(*comm != NULL);
   symm_fdx_t *fdx = NULL;
-  ASSERT_OK(symm_fdx_start(c, &fdx));
-  symm_test_comm_free(c);
+  ASSERT_OK(symm_fdx_start(*comm, &fdx));
   return fdx;
+}
+
+static void errors_fdx_stop(symm_fdx_t *fdx, symm_comm_t *comm) {
+  symm_fdx_stop(fdx);
+  symm_test_comm_free(comm);
 }
 
 /* Two levels of checks of this file above the fd exchange's own; each
@@ -146,7 +152,8 @@ out:
  * line, in that order, without the message. */
 TEST_IMPL(errors_origin_trail) {
   log_to_file("INFO", NULL);
-  symm_fdx_t *fdx = errors_fdx(0, 2, 100);
+  symm_comm_t *fdx_comm = NULL;
+  symm_fdx_t *fdx = errors_fdx(0, 2, 100, &fdx_comm);
   int fd = -1;
   symm_result_t res = fetch_outer(fdx, 1, &fd);
   ASSERT(res == SYMM_ERR_TIMEOUT || res == SYMM_ERR_PEER_LOST);
@@ -178,7 +185,7 @@ TEST_IMPL(errors_origin_trail) {
   line_origin(raised, file, sizeof file, &raised_line);
   ASSERT_NE(fdx_line, raised_line);
   ASSERT_EQ(count_of(text, arrow), 3);
-  symm_fdx_stop(fdx);
+  errors_fdx_stop(fdx, fdx_comm);
   log_remove();
   return 0;
 }
@@ -188,7 +195,8 @@ TEST_IMPL(errors_origin_trail) {
  * strerror, the log line is publish's. */
 TEST_IMPL(errors_syscheck_origin) {
   log_to_file("INFO", NULL);
-  symm_fdx_t *fdx = errors_fdx(0, 1, 1000);
+  symm_comm_t *fdx_comm = NULL;
+  symm_fdx_t *fdx = errors_fdx(0, 1, 1000, &fdx_comm);
   int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(close(fd), 0); /* a number that is not open now */
@@ -199,7 +207,7 @@ TEST_IMPL(errors_syscheck_origin) {
     TEST_FAIL_("last error \"%s\", expected \"%s\"", symm_last_error(), want);
   assert_raised(log_read(), SYMM_ERR_SYSTEM, want, "fd_exchange.c");
   ASSERT_EQ(symm_fdx_published(fdx), 0);
-  symm_fdx_stop(fdx);
+  errors_fdx_stop(fdx, fdx_comm);
   log_remove();
   return 0;
 }
@@ -230,7 +238,8 @@ TEST_IMPL(errors_comm_init_origin) {
  * (ALL) stays; an internal error is a WARN line whatever is selected. */
 TEST_IMPL(errors_subsystem) {
   log_to_file("INFO", "INIT");
-  symm_fdx_t *fdx = errors_fdx(0, 2, 1000);
+  symm_comm_t *fdx_comm = NULL;
+  symm_fdx_t *fdx = errors_fdx(0, 2, 1000, &fdx_comm);
   int fd = -1;
   ASSERT_RES(fetch_outer(fdx, 5, &fd), SYMM_ERR_INVALID_ARG);
   ASSERT_STR_CONTAINS(symm_last_error(), "rank 5 out of range");
@@ -248,7 +257,7 @@ TEST_IMPL(errors_subsystem) {
   ASSERT_STR_CONTAINS(line, " symm WARN registry.c:");
   line_origin(line, file, sizeof file, &lineno);
   ASSERT_GT(lineno, 0);
-  symm_fdx_stop(fdx);
+  errors_fdx_stop(fdx, fdx_comm);
   log_remove();
   return 0;
 }
