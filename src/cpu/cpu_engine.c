@@ -61,11 +61,11 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   for (int r = 0; r < w; r++) {
     if (all[r].len == sizeof *blobs) memcpy(&blobs[r], all[r].data, sizeof *blobs);
     if (all[r].len == sizeof *blobs && blobs[r].slice_bytes == st->slice_bytes) continue;
+    const unsigned long long theirs = blobs[r].slice_bytes;
     free(blobs);
     return symm_error(SYMM_ERR_MISMATCH, "CPU collectives: SYMM_HOST_SLICE_BYTES is %llu on "
-                      "rank %d and %llu on rank %d; it must be the same on every rank",
-                      (unsigned long long)blobs[r].slice_bytes, r,
-                      (unsigned long long)st->slice_bytes, symm_comm_rank(comm));
+                      "rank %d and %llu on rank %d; it must be the same on every rank", theirs,
+                      r, (unsigned long long)st->slice_bytes, symm_comm_rank(comm));
   }
   st->host_cpus = host_cpus(comm, blobs);
   free(blobs);

@@ -755,6 +755,16 @@ TEST_IMPL(gpu_register_user) {
   m.ptr = mine;
   int64_t sizes[1] = {(int64_t)n};
   symm_tensor_t *t = NULL;
+  const char *on = getenv("SYMM_NVSHMEM_REGISTER");
+  if (b == SYMM_BACKEND_NVSHMEM && !(on && strcmp(on, "on") == 0)) {
+    /* Off by default: refused on every rank, nothing handed to NVSHMEM. */
+    ASSERT_RES(symm_tensor_register(c->comm, &m, sizes, 1, SYMM_DTYPE_F32, &t),
+               SYMM_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_NVSHMEM_REGISTER=on");
+    register_user_free(c, mine, bytes, h, va);
+    barrier(c);
+    return 0;
+  }
   ASSERT_OK(symm_tensor_register(c->comm, &m, sizes, 1, SYMM_DTYPE_F32, &t));
   ASSERT_OK(symm_tensor_rendezvous(t));
   float *hbuf = malloc(bytes);

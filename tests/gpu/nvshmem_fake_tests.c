@@ -1017,7 +1017,35 @@ static int register_user_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(nvshmem_fake_register_user) {
+  setenv("SYMM_NVSHMEM_REGISTER", "on", 1);
   ASSERT_EQ(run_job(2, register_user_rank, NULL), 0);
+  return 0;
+}
+
+/* By default (SYMM_NVSHMEM_REGISTER=off) registration is refused on every
+ * rank, naming the setting, and nothing reaches NVSHMEM. */
+static int register_off_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size, (void)arg;
+  symm_comm_t *comm = comm_or_null();
+  ASSERT_MSG(comm, "%s", symm_last_error());
+  fake_user_vmm_t um;
+  void *mine = fake_user_vmm(comm, fake_user_granularity(comm), &um);
+  ASSERT_MSG(mine, "the user's memory");
+  symm_user_mem_t m = SYMM_USER_MEM_INIT;
+  m.ptr = mine;
+  int64_t n = 64;
+  symm_tensor_t *t = NULL;
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_UNSUPPORTED);
+  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_NVSHMEM_REGISTER=on");
+  ASSERT_EQ(fakenvshmem_stats_of().registrations, 0);
+  fake_user_vmm_free(comm, &um);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(nvshmem_fake_register_off) {
+  unsetenv("SYMM_NVSHMEM_REGISTER");
+  ASSERT_EQ(run_job(2, register_off_rank, NULL), 0);
   return 0;
 }
 
@@ -1046,6 +1074,7 @@ static int register_missing_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(nvshmem_fake_register_missing) {
+  setenv("SYMM_NVSHMEM_REGISTER", "on", 1);
   setenv("FAKENVSHMEM_MISSING", "nvshmemx_buffer_register_symmetric", 1);
   setenv("FAKENVSHMEM_VERSION", "3.1.4", 1);
   ASSERT_EQ(run_job(2, register_missing_rank, NULL), 0);

@@ -11,7 +11,9 @@
  * ranks first (the memory, its device, its place in the mapping), so that
  * every rank refuses alike before any calls NVSHMEM.  Deregistration is
  * nvshmemx_buffer_unregister_symmetric, collective as the free that
- * orders it; the user's memory is never released here.
+ * orders it; the user's memory is never released here.  Off unless
+ * SYMM_NVSHMEM_REGISTER=on: its first run on a GPU (NVSHMEM 3.4.5, H100)
+ * failed inside NVSHMEM and faulted the context.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
@@ -21,6 +23,12 @@
 symm_result_t nvsh_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes) {
   nvsh_state_t *st = symm_backend_state(comm);
   const nvsh_lib_t *lib = st->lib;
+  if (symm_settings()->SYMM_NVSHMEM_REGISTER.index == 0)
+    return symm_error(SYMM_ERR_UNSUPPORTED, "nvshmem: registering the user's memory with "
+                      "NVSHMEM is off (SYMM_NVSHMEM_REGISTER=on tries it): with NVSHMEM 3.4.5 on "
+                      "an H100, nvshmemx_buffer_register_symmetric failed inside NVSHMEM (cuMemMap "
+                      "of the user buffer, CUDA error 801) and then faulted the context; the "
+                      "native and cuda backends register such memory");
   if (!lib->buffer_register_symmetric || !lib->buffer_unregister_symmetric)
     return symm_error(SYMM_ERR_UNSUPPORTED, "nvshmem: NVSHMEM %d.%d.%d (%s) has no %s, which "
                       "registering memory the library did not allocate needs (a newer NVSHMEM "
