@@ -862,7 +862,9 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  *    nvshmemx_buffer_register_symmetric registers whole (NVSHMEM's
  *    dynamic VMM heap, i.e. NVSHMEM_DISABLE_CUDA_VMM unset, and a
  *    mapping size that is a multiple of NVSHMEM_CUMEM_GRANULARITY, the
- *    same on every rank).
+ *    same on every rank), only with SYMM_NVSHMEM_REGISTER=on: off by
+ *    default, since its first GPU run (NVSHMEM 3.4.5, H100) failed inside
+ *    NVSHMEM and faulted the context.
  */
 #define SYMM_USER_MEM_VERSION 1
 typedef struct symm_user_mem {
@@ -914,9 +916,9 @@ typedef struct symm_user_mem {
  * (no VMM heap, a size off its granularity) -- the refusals a provider
  * would make inside its collective call are made before it, so no rank
  * is left waiting there), SYMM_ERR_UNSUPPORTED (a backend that cannot register
- * memory, the message naming those that can; nvshmem: the loaded NVSHMEM
- * has no nvshmemx_buffer_register_symmetric, the message naming its
- * version), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST,
+ * memory, the message naming those that can; nvshmem: SYMM_NVSHMEM_REGISTER
+ * is off, or the loaded NVSHMEM has no nvshmemx_buffer_register_symmetric,
+ * the message naming its version), SYMM_ERR_MISMATCH, SYMM_ERR_TIMEOUT, SYMM_ERR_PEER_LOST,
  * SYMM_ERR_NO_MEMORY, SYMM_ERR_SYSTEM / SYMM_ERR_BACKEND from below.
  */
 SYMM_API symm_result_t symm_tensor_register(symm_comm_t *comm, const symm_user_mem_t *mem,
