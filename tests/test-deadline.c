@@ -268,7 +268,7 @@ static void dl_frozen_case(int n, int frozen, dl_freeze_t when, int timeout_ms,
      * store, it has said HELLO and waits in init for the others: stop it
      * there, then let the others (waiting at the gate) start at once. */
     symm_store_t *tool = dl_tool_client(&j);
-    char key[64], buf[256];
+    char key[64], buf[4096]; /* the agreed settings: grows with them */
     size_t len = 0;
     snprintf(key, sizeof key, "symm/c0/settings/%d", frozen);
     ASSERT_OK(symm_store_get(tool, key, buf, sizeof buf, &len, 20000));
