@@ -66,6 +66,20 @@ typedef struct symm_mem {
   bool user;
 } symm_mem_t;
 
+/* What a backend's register_user fills in: the user's nbytes at
+ * data_offset of the mapping that starts at base (the pad lives in the
+ * tensor's pad tensor: pad_offset 0), on `device`, with the backend's
+ * own record. */
+static inline void symm_mem_set_user(symm_mem_t *mem, void *base, size_t data_offset,
+                                     size_t nbytes, int device, void *priv) {
+  mem->base = base;
+  mem->data_offset = data_offset;
+  mem->alloc_bytes = data_offset + nbytes;
+  mem->pad_offset = 0;
+  mem->device = device;
+  mem->priv = priv;
+}
+
 /* A peer's memory as mapped into this process. */
 typedef struct symm_peer_map {
   void *base;          /* mapping of the peer's whole allocation */

@@ -1022,10 +1022,12 @@ TEST_IMPL(nvshmem_fake_register_user) {
   return 0;
 }
 
-/* By default (SYMM_NVSHMEM_REGISTER=off) registration is refused on every
- * rank, naming the setting, and nothing reaches NVSHMEM. */
-static int register_off_rank(int rank, int size, void *arg) {
-  (void)rank, (void)size, (void)arg;
+/* A registration refused with SYMM_ERR_UNSUPPORTED on every rank, the
+ * message naming each of `why` (NULL-terminated), before anything reached
+ * NVSHMEM; the communicator stays usable. */
+static int register_refused_rank(int rank, int size, void *arg) {
+  (void)rank, (void)size;
+  const char *const *why = arg;
   symm_comm_t *comm = comm_or_null();
   ASSERT_MSG(comm, "%s", symm_last_error());
   fake_user_vmm_t um;
@@ -1036,35 +1038,8 @@ static int register_off_rank(int rank, int size, void *arg) {
   int64_t n = 64;
   symm_tensor_t *t = NULL;
   ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_UNSUPPORTED);
-  ASSERT_STR_CONTAINS(symm_last_error(), "SYMM_NVSHMEM_REGISTER=on");
+  for (; *why; why++) ASSERT_STR_CONTAINS(symm_last_error(), *why);
   ASSERT_EQ(fakenvshmem_stats_of().registrations, 0);
-  fake_user_vmm_free(comm, &um);
-  symm_comm_destroy(comm);
-  return 0;
-}
-
-TEST_IMPL(nvshmem_fake_register_off) {
-  unsetenv("SYMM_NVSHMEM_REGISTER");
-  ASSERT_EQ(run_job(2, register_off_rank, NULL), 0);
-  return 0;
-}
-
-/* An NVSHMEM without nvshmemx_buffer_register_symmetric: refused on every
- * rank, naming the loaded version; the communicator stays usable. */
-static int register_missing_rank(int rank, int size, void *arg) {
-  (void)rank, (void)size, (void)arg;
-  symm_comm_t *comm = comm_or_null();
-  ASSERT_MSG(comm, "%s", symm_last_error());
-  fake_user_vmm_t um;
-  void *mine = fake_user_vmm(comm, fake_user_granularity(comm), &um);
-  ASSERT_MSG(mine, "the user's memory");
-  symm_user_mem_t m = SYMM_USER_MEM_INIT;
-  m.ptr = mine;
-  int64_t n = 64;
-  symm_tensor_t *t = NULL;
-  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_UNSUPPORTED);
-  ASSERT_STR_CONTAINS(symm_last_error(), "NVSHMEM 3.1.4");
-  ASSERT_STR_CONTAINS(symm_last_error(), "nvshmemx_buffer_register_symmetric");
   t = alloc_u64(comm, n);
   ASSERT_MSG(t, "alloc after the refusal: %s", symm_last_error());
   ASSERT_OK(symm_tensor_free(t));
@@ -1073,11 +1048,22 @@ static int register_missing_rank(int rank, int size, void *arg) {
   return 0;
 }
 
+/* By default (SYMM_NVSHMEM_REGISTER=off): refused naming the setting. */
+TEST_IMPL(nvshmem_fake_register_off) {
+  unsetenv("SYMM_NVSHMEM_REGISTER");
+  static const char *const why[] = {"SYMM_NVSHMEM_REGISTER=on", NULL};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)why), 0);
+  return 0;
+}
+
+/* An NVSHMEM without nvshmemx_buffer_register_symmetric: refused naming
+ * the loaded version. */
 TEST_IMPL(nvshmem_fake_register_missing) {
   setenv("SYMM_NVSHMEM_REGISTER", "on", 1);
   setenv("FAKENVSHMEM_MISSING", "nvshmemx_buffer_register_symmetric", 1);
   setenv("FAKENVSHMEM_VERSION", "3.1.4", 1);
-  ASSERT_EQ(run_job(2, register_missing_rank, NULL), 0);
+  static const char *const why[] = {"NVSHMEM 3.1.4", "nvshmemx_buffer_register_symmetric", NULL};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)why), 0);
   return 0;
 }
 

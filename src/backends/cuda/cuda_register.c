@@ -58,12 +58,7 @@ out:
     free(a);
     return res;
   }
-  mem->base = (void *)(uintptr_t)a->ptr;
-  mem->data_offset = (size_t)(p - a->ptr);
-  mem->alloc_bytes = mem->data_offset + nbytes;
-  mem->pad_offset = 0;
-  mem->device = st->ordinal;
-  mem->priv = a;
+  symm_mem_set_user(mem, (void *)(uintptr_t)a->ptr, (size_t)(p - a->ptr), nbytes, st->ordinal, a);
   return SYMM_SUCCESS;
 }
 

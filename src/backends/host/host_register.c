@@ -115,15 +115,11 @@ symm_result_t host_register_user(symm_comm_t *comm, const symm_user_mem_t *u, si
                      "host backend: duplicating fd %d", u->fd);
   SYMM_CHECK_GOTO(symm_fdx_publish(host_state(comm)->fdx, mem->id, hm->fd), res, fail);
   /* Peers map whole pages: from the page that holds ptr. */
-  mem->data_offset = (size_t)(u->fd_offset % page);
-  hm->file_offset = u->fd_offset - mem->data_offset;
+  const size_t in_page = (size_t)(u->fd_offset % page);
+  hm->file_offset = u->fd_offset - in_page;
   hm->dev = (uint64_t)st.st_dev;
   hm->ino = (uint64_t)st.st_ino;
-  mem->base = (char *)u->ptr - mem->data_offset;
-  mem->alloc_bytes = mem->data_offset + nbytes;
-  mem->pad_offset = 0;
-  mem->device = -1;
-  mem->priv = hm;
+  symm_mem_set_user(mem, (char *)u->ptr - in_page, in_page, nbytes, -1, hm);
   return SYMM_SUCCESS;
 fail:
   if (hm->fd >= 0) close(hm->fd);

@@ -54,12 +54,7 @@ symm_result_t native_register_user(symm_comm_t *comm, const symm_user_mem_t *u, 
     free(a);
     return res;
   }
-  mem->base = (void *)(uintptr_t)start;
-  mem->data_offset = (size_t)(p - start);
-  mem->alloc_bytes = mem->data_offset + nbytes;
-  mem->pad_offset = 0;
-  mem->device = st->ordinal;
-  mem->priv = a;
+  symm_mem_set_user(mem, (void *)(uintptr_t)start, (size_t)(p - start), nbytes, st->ordinal, a);
   return SYMM_SUCCESS;
 }
 

@@ -60,12 +60,7 @@ symm_result_t nccl_register_user(symm_comm_t *comm, const symm_user_mem_t *u, si
   }
   a->ptr = u->ptr;
   a->window_seq = st->windows;
-  mem->base = u->ptr;
-  mem->data_offset = 0;
-  mem->alloc_bytes = nbytes;
-  mem->pad_offset = 0;
-  mem->device = symm_gpu_ordinal(st->gpu);
-  mem->priv = a;
+  symm_mem_set_user(mem, u->ptr, 0, nbytes, symm_gpu_ordinal(st->gpu), a);
   SYMM_TRACE(BACKEND, "nccl: window %llu on the user's %p (%zu bytes)",
              (unsigned long long)a->window_seq, u->ptr, window_bytes(nbytes));
   return SYMM_SUCCESS;

@@ -86,12 +86,7 @@ symm_result_t nvsh_register_user(symm_comm_t *comm, const symm_user_mem_t *u, si
     free(r);
     return res;
   }
-  mem->base = u->ptr;
-  mem->data_offset = 0;
-  mem->alloc_bytes = nbytes;
-  mem->pad_offset = 0;
-  mem->device = symm_gpu_ordinal(st->gpu);
-  mem->priv = r;
+  symm_mem_set_user(mem, u->ptr, 0, nbytes, symm_gpu_ordinal(st->gpu), r);
   SYMM_TRACE(BACKEND, "nvshmem: the user's %p (%zu bytes) registered at %p, heap call #%llu",
              u->ptr, v.size, r->sym, (unsigned long long)r->nth);
   return SYMM_SUCCESS;
