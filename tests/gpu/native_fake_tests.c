@@ -22,6 +22,7 @@
 #include "backends/native/native.h"
 #include "symm_test_access.h"
 #include "kernels/coll_abi.h"
+#include "backends/native/native_ext.h"
 #include "fake_a2av.h"
 #include "fake_ce.h"
 #include "fake_user_mem.h"
@@ -2226,6 +2227,12 @@ static int register_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_barrier(comm));
   ASSERT_OK(symm_tensor_free(t));
   for (size_t i = 0; i < n; i += 97) ASSERT_EQ(mine[i], pattern(writer, i));
+  /* The pad tensor went with it (pooled at most): no pad-heap slot is
+   * left in use once the pool is trimmed. */
+  ASSERT_OK(symm_comm_pool_trim(comm, NULL));
+  native_heap_info_t heap;
+  ASSERT_OK(native_heap_info(comm, &heap));
+  ASSERT_MSG(heap.slots_used == 0, "pad heap after the free: %ld slots used", heap.slots_used);
   user_vmm_free(comm, bytes, h, va);
   fake_user_plain_free(comm, plain);
   symm_comm_destroy(comm);
