@@ -3,8 +3,9 @@
  * Spin about 20 us, then sched_yield up to 1 ms, then nanosleep growing to
  * 64 us.  With more ranks on this host than CPUs the rank waited for is
  * likely not running: no spinning, and a yield hands the CPU to it.  With
- * more than CROWDED_PER_CPU ranks a CPU (hundreds of ranks on a few CPUs)
- * a yield would mostly wake another waiter, and every wake-up takes a CPU
+ * more than SYMM_BACKOFF_CROWDED_PER_CPU (4) ranks a CPU (hundreds of ranks
+ * on a few CPUs) a yield would mostly wake another waiter, and every
+ * wake-up takes a CPU
  * from the ranks that have work: no yielding either, and sleeps that grow
  * to 64 us times the ranks per CPU, at most 1 ms, so that the waiters of a
  * host wake about as often in all as one would alone. */
@@ -21,7 +22,6 @@
 #define SLEEP_MAX_NS 64000ull
 #define SLEEP_CROWDED_MAX_NS 1000000ull /* the longest sleep when ranks outnumber CPUs */
 #define SLEEP_CROWDED_FIRST_NS 16000ull
-#define CROWDED_PER_CPU 4 /* more ranks a CPU than this: crowded */
 #define LIVENESS_NS 20000000ull /* look at the waited-for process every 20 ms */
 
 static inline void cpu_relax(void) {
@@ -58,7 +58,7 @@ void symm_backoff_reset(symm_backoff_t *b) {
 static void fit(symm_backoff_t *b, int ranks_here, int cpus) {
   if (cpus < 1) cpus = 1;
   b->ranks_here = ranks_here;
-  b->crowded = ranks_here > CROWDED_PER_CPU * cpus;
+  b->crowded = ranks_here > SYMM_BACKOFF_CROWDED_PER_CPU * cpus;
   b->spin_ns = ranks_here > cpus ? 0 : SPIN_NS;
   b->sleep_max_ns = SLEEP_MAX_NS;
   if (b->crowded) {

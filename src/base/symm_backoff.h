@@ -18,6 +18,9 @@
  * processes of the job on this host (more than CPUs: no spinning; more
  * than 4 a CPU: no yielding either, and longer sleeps, up to 1 ms).  reset
  * restarts the backoff, not the deadline, after progress. */
+/* More ranks a CPU than this: waits only sleep (no spinning, no yield). */
+#define SYMM_BACKOFF_CROWDED_PER_CPU 4
+
 typedef struct {
   uint64_t deadline, since, sleep_ns, spin_ns, next_check, sleep_max_ns;
   bool crowded; /* more than 4 ranks a CPU on this host: sleep, never spin or yield */

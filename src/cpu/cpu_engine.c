@@ -1,5 +1,6 @@
 /* The CPU engine's table: init and startup (the ranks agree on how they
- * slice all-reduces, and learn whether their waits may spin), zeroing, and the members cpu_coll.c and cpu_signal.c
+ * slice all-reduces, and learn the CPUs their waits weigh the ranks
+ * against), zeroing, and the members cpu_coll.c and cpu_signal.c
  * implement. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <sched.h>
@@ -70,10 +71,11 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   st->host_cpus = host_cpus(comm, blobs);
   free(blobs);
   const int ranks = symm_comm_local_size(comm), cpus = st->host_cpus;
+  const bool crowded = ranks > SYMM_BACKOFF_CROWDED_PER_CPU * cpus;
   SYMM_INFO(COLL, "CPU engine: %d ranks on %d CPUs here: waits %s", ranks, cpus,
             ranks <= cpus ? "spin, then yield"
-            : ranks <= 4 * cpus ? "yield at once (more ranks than CPUs)"
-                                : "sleep (more than 4 ranks a CPU)");
+            : crowded     ? "sleep (more than 4 ranks a CPU)"
+                          : "yield at once (more ranks than CPUs)");
   return SYMM_SUCCESS;
 }
 

@@ -21,7 +21,8 @@ static symm_result_t native_share_user(native_state_t *st, ncu_deviceptr start, 
   a->nchunks = 1;
   a->slot = -1;
   ncu_result cu = st->drv->cuMemRetainAllocationHandle(&a->h[0], (void *)(uintptr_t)start);
-  if (cu != NCU_SUCCESS) return symm_gpu_fail(cu, "native: cuMemRetainAllocationHandle(%#llx)", start);
+  if (cu != NCU_SUCCESS)
+    return symm_gpu_fail(cu, "native: cuMemRetainAllocationHandle(%#llx)", start);
   a->have_h[0] = true;
   return native_export_data(st, a);
 }
