@@ -258,6 +258,7 @@ static void map_peers_of_buffer(symm_comm_t *comm, const void *buf) {
   size_t len;
   symm_tensor_t *t;
   int r;
+  if (!comm->map_on_use || !comm->caps.map_on_use) return; /* every tensor maps at rendezvous */
   if (!buf || !symm_registry_find(buf, &base, &len, &t, &r) || r != comm->rank ||
       t->comm != comm || !t->rendezvoused || !t->on_use || t->all_mapped)
     return;
