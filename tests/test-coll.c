@@ -572,6 +572,89 @@ TEST_IMPL(coll_two_shot_in_place_mixed) {
   return 0;
 }
 
+/* All-gather and all-to-all on a symmetric tensor, 3 ranks, every mix of
+ * placements: rank r in place where bit r of the mask is set, else out of
+ * place from the tensor into another part of it.  The all-gather reads
+ * the peers' pieces where they lie whatever the mix; the all-to-all swaps
+ * blocks pairwise in the peers' memory when every rank is in place, reads
+ * in place when none is, and stages the in-place ranks' data late when
+ * they are mixed (a swap and a pull cannot meet).  Each rank's log
+ * (SYMM_DEBUG=TRACE) says which path every call took, and every result is
+ * checked. */
+#define ZC_COUNT 20011 /* i32 per piece: 80 KB, above the zero-copy threshold */
+static void zc_fill(int32_t *p, size_t n, int rank, int block, int mask) {
+  for (size_t i = 0; i < n; i++) p[i] = (int32_t)(rank << 24 | block << 20 | mask << 16) + (int32_t)(i % 65521);
+}
+
+static int zero_copy_mixed_rank(int rank, int size, void *arg) {
+  const char *dir = arg;
+  char pattern[256];
+  snprintf(pattern, sizeof pattern, "%s/zc-%d.log", dir, rank);
+  setenv("SYMM_DEBUG", "TRACE", 1);
+  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
+  setenv("SYMM_DEBUG_FILE", pattern, 1);
+  symm_comm_t *comm = init_comm();
+  const size_t n = ZC_COUNT, whole = n * (size_t)size;
+  int64_t len = (int64_t)(2 * whole);
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &len, 1, SYMM_DTYPE_I32, &t));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  int32_t *buf = symm_tensor_data(t), *out = buf + whole, *want = malloc(whole * sizeof *want);
+  ASSERT(want);
+  for (int mask = 0; mask < 1 << size; mask++) {
+    const bool mine = mask >> rank & 1;
+    int32_t *recv = mine ? buf : out;
+    /* All-gather: piece r comes from rank r. */
+    zc_fill(mine ? buf + (size_t)rank * n : buf, n, rank, 0, mask);
+    ASSERT_OK(symm_all_gather(comm, mine ? buf + (size_t)rank * n : buf, recv, n, SYMM_DTYPE_I32,
+                              NULL));
+    for (int r = 0; r < size; r++) zc_fill(want + (size_t)r * n, n, r, 0, mask);
+    if (memcmp(recv, want, whole * sizeof *want) != 0)
+      TEST_FAIL_("rank %d: all_gather, mask %d: wrong result", rank, mask);
+    /* All-to-all: block b of rank r's send data goes to rank b. */
+    for (int b = 0; b < size; b++) zc_fill(buf + (size_t)b * n, n, rank, b, mask);
+    ASSERT_OK(symm_all_to_all(comm, buf, recv, n, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) zc_fill(want + (size_t)r * n, n, r, rank, mask);
+    if (memcmp(recv, want, whole * sizeof *want) != 0)
+      TEST_FAIL_("rank %d: all_to_all, mask %d: wrong result", rank, mask);
+  }
+  free(want);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+
+  /* The paths, in call order. */
+  FILE *f = fopen(pattern, "r");
+  ASSERT(f != NULL);
+  char line[512];
+  int call = 0;
+  while (fgets(line, sizeof line, f)) {
+    const bool a2a = strstr(line, "symm_all_to_all #") != NULL;
+    if (!a2a && !strstr(line, "symm_all_gather #")) continue;
+    if (!strstr(line, ": zero copy") && !strstr(line, ": staged")) continue; /* other traces */
+    const int mask = call / 2, all = (1 << size) - 1;
+    const char *path_want = !a2a || mask == 0 ? ": zero copy\n"
+                            : mask == all    ? ": zero copy, pairwise swap"
+                                             : ": staged late";
+    if (!strstr(line, path_want))
+      TEST_FAIL_("rank %d: call %d (mask %d) took another path: %s", rank, call, mask, line);
+    call++;
+  }
+  fclose(f);
+  ASSERT_EQ(call, 2 << size);
+  return 0;
+}
+
+TEST_IMPL(coll_zero_copy_in_place_mixed) {
+  char dir[] = "/tmp/symm-zc-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  int rc = test_run_ranks(3, zero_copy_mixed_rank, dir);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ASSERT_EQ(system(cmd), 0);
+  ASSERT_EQ(rc, 0);
+  return 0;
+}
+
 TEST_IMPL(coll_small_skewed) {
   ASSERT_EQ(test_run_ranks(3, skewed_rank, NULL), 0);
   return 0;

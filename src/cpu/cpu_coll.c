@@ -66,7 +66,12 @@
  * instead of staging.  If every rank published the same group, peers read
  * each other's buffers in place (peer_data[r] + offset[r]) and end with an
  * exit barrier (phase 3), because a caller may rewrite sendbuf as soon as
- * the call returns.  Otherwise the ranks that did not stage copy now and
+ * the call returns.  In place counts too where nobody writes a rank's send
+ * data during the call: an all-gather's piece `me` of recvbuf, and an
+ * all-to-all on every rank in place, which exchanges block r of rank me
+ * with block me of rank r in the peers' memory (each pair splits the work;
+ * every block is moved once, with no staging), published under a group of
+ * its own so that it never meets ranks that pull.  Otherwise the ranks that did not stage copy now and
  * everybody waits for phase 2.  Two-shot all-reduce needs no exit barrier:
  * its phase 3 already follows the last read of any sendbuf, which is also
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
@@ -84,6 +89,7 @@
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
 #define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
+#define SWAP_PIECE_BYTES 4096                 /* in-place all-to-all: bounce buffer on the stack */
 
 
 /* auto: two-shot from 4 KiB on, where it was faster than one-shot
@@ -102,6 +108,28 @@ static bool two_shot(const symm_coll_args_t *a) {
 
 static bool rank_sends(const coll_t *c, int r) {
   return c->a->kind != SYMM_COLL_BROADCAST || r == c->a->root;
+}
+
+/* Whether this rank's call is in place: its send data is where its own
+ * piece of the result goes (all-gather: piece `me` of recvbuf; all-to-all,
+ * broadcast: recvbuf itself). */
+static bool in_place(const coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  switch (a->kind) {
+    case SYMM_COLL_ALL_GATHER:
+      return a->sendbuf == (const char *)a->recvbuf + (size_t)c->me * a->send_bytes;
+    case SYMM_COLL_ALL_TO_ALL:
+    case SYMM_COLL_BROADCAST: return a->sendbuf == a->recvbuf;
+    default: return false;
+  }
+}
+
+/* The group an in-place all-to-all publishes: never that of an
+ * out-of-place one, so that ranks zero-copy together only when all of them
+ * swap in place or all of them pull (never 0, which means staged). */
+static uint64_t swap_group(uint64_t group) {
+  uint64_t g = group ^ 0x9e3779b97f4a7c15ull;
+  return g ? g : 1;
 }
 
 /* ------------------------------------------------------------- scratch */
@@ -200,13 +228,16 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
   const size_t nbytes = symm_tensor_nbytes(t);
   if (sends) {
     if (off > nbytes || a->send_bytes > nbytes - off) return z;
-    bool same = a->kind == SYMM_COLL_BROADCAST && a->sendbuf == a->recvbuf;
-    if (!same && !two_shot(a) &&
+    /* In place, nobody writes this rank's send data during the call:
+     * all-gather ranks write the other pieces of their own recvbuf, and an
+     * all-to-all's pairwise swap moves each block exactly once. */
+    if (!in_place(c) && !two_shot(a) &&
         overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes))
       return z;
   }
   z.t = t;
   z.group = symm_tensor_peer_sig(t);
+  if (a->kind == SYMM_COLL_ALL_TO_ALL && in_place(c)) z.group = swap_group(z.group);
   z.offset = off;
   return z;
 }
@@ -288,15 +319,50 @@ static void all_gather(coll_t *c) {
   size_t bytes = c->a->send_bytes;
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
-    memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r], bytes);
+    if (r != c->me || !in_place(c))
+      memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r], bytes);
+  }
+}
+
+/* Exchanges a and b, n bytes, through a buffer that stays in L1: each byte
+ * read once and written once where it lies. */
+static void swap_bytes(char *a, char *b, size_t n) {
+  _Alignas(64) char tmp[SWAP_PIECE_BYTES];
+  for (size_t p = 0; p < n; p += sizeof tmp) {
+    size_t len = n - p < sizeof tmp ? n - p : sizeof tmp;
+    memcpy(tmp, a + p, len);
+    memcpy(a + p, b + p, len);
+    memcpy(b + p, tmp, len);
+  }
+}
+
+/* In-place all-to-all on buffers read in place: block r of my buffer and
+ * block me of rank r's are exchanged, and nothing else touches either, so
+ * the pair shares the work: the lower rank swaps the first half (whole
+ * cache lines), the higher the rest.  The exit barrier (phase 3) follows. */
+static void all_to_all_swap(coll_t *c) {
+  size_t bytes = c->a->send_bytes / (size_t)c->w;
+  size_t half = symm_round_up(bytes / 2, SCRATCH_ALIGN);
+  if (half > bytes) half = bytes;
+  for (int k = 1; k < c->w; k++) {
+    int r = (c->me + k) % c->w;
+    char *mine = (char *)c->a->recvbuf + (size_t)r * bytes;
+    char *theirs = (char *)c->src[r] + (size_t)c->me * bytes;
+    size_t lo = c->me < r ? 0 : half, hi = c->me < r ? half : bytes;
+    swap_bytes(mine + lo, theirs + lo, hi - lo);
   }
 }
 
 static void all_to_all(coll_t *c) {
+  if (c->zero_copy && in_place(c)) {
+    all_to_all_swap(c);
+    return;
+  }
   size_t bytes = c->a->send_bytes / (size_t)c->w;
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
-    memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r] + (size_t)c->me * bytes, bytes);
+    if (r != c->me || !in_place(c))
+      memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r] + (size_t)c->me * bytes, bytes);
   }
 }
 
@@ -351,6 +417,7 @@ static symm_result_t run(coll_t *c) {
     zero_copy &= g == group0;
     late |= g != 0 && rank_sends(c, r);
   }
+  c->zero_copy = zero_copy;
   if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
   if (!zero_copy && late) {
     if (sends && z.group) stage(c);
@@ -362,7 +429,9 @@ static symm_result_t run(coll_t *c) {
                                  : cpu_coll_half(c, r);
   if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
   SYMM_TRACE(COLL, "symm_%s #%llu: %s", cpu_coll_kind_name(a->kind), (unsigned long long)c->seq,
-             zero_copy ? "zero copy" : late ? "staged late" : "staged");
+             !zero_copy ? (late ? "staged late" : "staged")
+             : a->kind == SYMM_COLL_ALL_TO_ALL && in_place(c) ? "zero copy, pairwise swap"
+                                                            : "zero copy");
 
   switch (a->kind) {
     case SYMM_COLL_ALL_REDUCE:

@@ -74,6 +74,7 @@ typedef struct {
   coll_pad_t **pads;    /* [w] */
   const char **src;     /* [w] where rank r's send data is read */
   symm_tensor_t *scratch;
+  bool zero_copy;       /* src[] are the peers' buffers, read in place */
   uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;
 
