@@ -44,6 +44,10 @@ static double now_us(void) { return (double)tool_now_ns() / 1e3; }
 /* all_to_all_v: every rank sends n elements, split over the ranks by the
  * shares of symmem_bench_split.h and packed in rank order; it receives its
  * own count from every rank, packed in rank order. */
+/* Where an all-to-all-v's receive buffer starts in the symmetric tensor,
+ * in elements: past the n elements of send data, on a 64-element line. */
+static size_t a2av_recv_at(size_t n) { return (n + 63) & ~(size_t)63; }
+
 static void split_layout(bench_t *b, size_t n, layout_t *l) {
   size_t world = (size_t)b->size, *sc = b->split, *sd = sc + world, *rc = sd + world,
          *rd = rc + world, largest = 0;
@@ -56,7 +60,10 @@ static void split_layout(bench_t *b, size_t n, layout_t *l) {
   }
   l->count = l->send_elems = l->total_elems = n;
   l->recv_elems = world * sc[b->rank];
-  l->most_elems = n > world * largest ? n : world * largest; /* the hottest rank's */
+  /* The hottest rank's; a symmetric tensor holds the send data and, after
+   * it, the receive buffer (see layout_for). */
+  l->most_elems = b->opt.inplace ? a2av_recv_at(n) + world * largest
+                                 : n > world * largest ? n : world * largest;
   l->send_counts = sc;
   l->send_displs = sd;
   l->recv_counts = rc;
@@ -94,12 +101,16 @@ static layout_t layout_for(bench_t *b, size_t bytes) {
     return l;
   }
   /* In place as nccl-tests and NCCL define it: gathers send from their own
-   * slot of the result, scatters receive into their own slot of the input. */
+   * slot of the result, scatters receive into their own slot of the input.
+   * All-to-all-v, whose sizes differ by rank, sends and receives apart in
+   * the tensor, as MoE dispatch and combine do (peers then read the send
+   * data where it lies). */
   unsigned char *base = symm_tensor_data(b->tensor);
   size_t slot = (size_t)b->rank * l.count * b->esize;
   l.send = l.recv = base;
   if (b->opt.coll == BENCH_ALL_GATHER) l.send = base + slot;
   if (b->opt.coll == BENCH_REDUCE_SCATTER) l.recv = base + slot;
+  if (b->opt.coll == BENCH_ALL_TO_ALL_V) l.recv = base + a2av_recv_at(l.count) * b->esize;
   return l;
 }
 

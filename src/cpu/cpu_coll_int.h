@@ -33,6 +33,7 @@ typedef struct {
   uint64_t count;
   int32_t kind, dtype, op, root;
   int32_t algo;    /* all-reduce: the algorithm that runs */
+  int32_t in_place; /* all-to-all-v: this rank's send data is read where it lies */
   uint64_t need;   /* all-to-all-v: bytes of this rank's staging (table, data) */
   /* all-to-all-v: this rank's verdict [0] on its own counts, published with
    * its first arrival, [1] on what it receives, with its second: apart, so

@@ -20,13 +20,33 @@
  *     rank that found the fault, before any data moves;
  *  5. it copies, and the device forms write out_splits_offsets.
  * No exit barrier: receivers read the senders' scratch halves, which the
- * call two numbers later reuses only after every rank left this one. */
+ * call two numbers later reuses only after every rank left this one.
+ *
+ * Zero copy.  A sender whose sendbuf (its whole capacity, send_rows rows)
+ * lies in a rendezvoused tensor of this comm, apart from its recvbuf,
+ * publishes the tensor's group and its offset, whatever it sends, so that
+ * ranks on symmetric buffers agree.  If it sends at least
+ * ZERO_COPY_MIN_BYTES (or its data does not fit the scratch) it stages
+ * only its table, whose entries then count rows of sendbuf, and says so
+ * (detail.in_place); else it stages as usual, a copy being cheaper than
+ * the exit barrier for little data.  If every rank published the same
+ * group, receivers copy from the in-place senders' buffers where they lie
+ * (every entry checked against the room the tensor has past the sender's
+ * offset), and the call ends with an exit barrier (phase 3) when any
+ * sender was read in place, since it may rewrite sendbuf once it returns.
+ * If not, and no scratch growth restages everybody anyway, the in-place
+ * senders stage now and every rank syncs once more (phase 2) before
+ * reading tables; the counts are then checked at phase 3. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu_coll_int.h"
+
+/* Senders on symmetric buffers sending at least this are read in place
+ * (cpu_coll.c's threshold: below it a copy beats another barrier). */
+#define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
 
 enum { V_OK = 0, V_NEGATIVE, V_SEND_OVER, V_RECV_OVER, V_COUNT, V_PROTOCOL };
 
@@ -46,6 +66,12 @@ typedef struct {
   chunk_t *dst;           /* [chunks] what it receives (from p, expert e: p * ne + e) */
   uint64_t *from;         /* [chunks] where in p's staged data, checked */
   coll_verdict_t verdict; /* this rank's */
+  symm_tensor_t *zt;      /* the tensor of sendbuf, read in place, or NULL */
+  uint64_t zgroup, zoff;  /* what this rank publishes: its group, sendbuf's offset */
+  bool in_place;          /* this rank's data is to be read where it lies */
+  bool zero_copy;         /* every rank published the same group */
+  bool any_in_place;      /* ... and some are read in place: an exit barrier */
+  bool late;              /* some ranks staged after the first sync */
 } vcall_t;
 
 static chunk_t *table_of(const vcall_t *x, int r) { return (chunk_t *)cpu_coll_half(x->c, r); }
@@ -116,12 +142,46 @@ static void stage(vcall_t *x) {
   }
 }
 
+/* Zero copy: the table alone, its entries counting rows of sendbuf. */
+static void stage_table(vcall_t *x) {
+  chunk_t *t = table_of(x, x->c->me);
+  for (size_t i = 0; i < x->chunks; i++) t[i] = x->src[i];
+}
+
+static bool overlap(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) {
+  return an && bn && a < b + bn && b < a + an;
+}
+
+/* Whether peers may read this rank's send data where it lies: x->zt and
+ * the group and offset it publishes, or nothing.  A miss is no error. */
+static void zero_copy_candidate(vcall_t *x) {
+  const coll_t *c = x->c;
+  const symm_coll_v_t *v = x->v;
+  uint64_t send_bytes, recv_bytes;
+  symm_tensor_t *t;
+  int rank;
+  size_t off;
+  if (x->verdict.code || __builtin_mul_overflow(v->send_rows, (uint64_t)x->row_bytes, &send_bytes) ||
+      __builtin_mul_overflow(v->recv_rows, (uint64_t)x->row_bytes, &recv_bytes) ||
+      !symm_tensor_find(c->a->sendbuf, &t, &rank, &off) ||
+      symm_tensor_comm(t) != c->comm || !symm_tensor_is_rendezvoused(t) || rank != c->me)
+    return;
+  const size_t nbytes = symm_tensor_nbytes(t);
+  if (off > nbytes || send_bytes > nbytes - off ||
+      overlap((uintptr_t)c->a->sendbuf, send_bytes, (uintptr_t)c->a->recvbuf, recv_bytes))
+    return;
+  x->zgroup = symm_tensor_peer_sig(t); /* 0 while a peer is not mapped: staged */
+  x->zt = x->zgroup ? t : NULL;
+  x->zoff = off;
+}
+
 /* ---------------------------------------------------------- the verdicts */
 
 static void publish(vcall_t *x) {
-  cpu_coll_publish(x->c, 0, 0);
+  cpu_coll_publish(x->c, x->zgroup, x->zoff);
   coll_detail_t *d = &x->c->pads[x->c->me]->detail[x->c->h];
   d->need = need_of(x);
+  d->in_place = x->in_place;
   d->verdict[0] = x->verdict;
 }
 
@@ -150,8 +210,8 @@ static symm_result_t verdicts(const coll_t *c, int which) {
                           v->peer, a, r, v->peer, b);
       default:
         return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d's table for rank %d is "
-                          "past the %llu bytes it staged; no rank moved any data", fn, seq,
-                          v->peer, r, b);
+                          "past the %llu bytes of data it offers; no rank moved any data", fn,
+                          seq, v->peer, r, b);
     }
   }
   return SYMM_SUCCESS;
@@ -159,16 +219,30 @@ static symm_result_t verdicts(const coll_t *c, int which) {
 
 /* ---------------------------------------------------------- the receiver */
 
-/* Peer p's entry for this rank's chunk e, checked against what p staged. */
+/* Bytes of p's data its table may point into: what it staged, or (zero
+ * copy) the room of the tensor past p's sendbuf (a pad is read, never
+ * trusted); false when even that is inconsistent. */
+static bool data_room(const vcall_t *x, int p, uint64_t *room) {
+  const coll_t *c = x->c;
+  if (x->zero_copy && c->pads[p]->detail[c->h].in_place) {
+    const uint64_t off = c->pads[p]->slot[c->h].brief.offset, nbytes = symm_tensor_nbytes(x->zt);
+    *room = off <= nbytes ? nbytes - off : 0;
+    return off <= nbytes;
+  }
+  const uint64_t need = c->pads[p]->detail[c->h].need;
+  *room = need >= x->table_bytes ? need - x->table_bytes : 0;
+  return need >= x->table_bytes;
+}
+
+/* Peer p's entry for this rank's chunk e, checked against p's data. */
 static bool read_entry(vcall_t *x, int p, int e, chunk_t *out) {
   const coll_t *c = x->c;
-  const uint64_t need = c->pads[p]->detail[c->h].need;
   *out = table_of(x, p)[(size_t)c->me * (size_t)x->ne + (size_t)e];
-  uint64_t end;
-  if (need >= x->table_bytes && !__builtin_add_overflow(out->off, out->rows, &end) &&
-      !__builtin_mul_overflow(end, (uint64_t)x->row_bytes, &end) && end <= need - x->table_bytes)
+  uint64_t end, room;
+  if (data_room(x, p, &room) && !__builtin_add_overflow(out->off, out->rows, &end) &&
+      !__builtin_mul_overflow(end, (uint64_t)x->row_bytes, &end) && end <= room)
     return true;
-  bad(x, V_PROTOCOL, p, (uint64_t)e, need);
+  bad(x, V_PROTOCOL, p, (uint64_t)e, room);
   return false;
 }
 
@@ -209,7 +283,9 @@ static void copy_in(vcall_t *x) {
   const coll_t *c = x->c;
   for (int k = 1; k <= c->w; k++) {
     const int p = (c->me + k) % c->w;
-    const char *data = (const char *)table_of(x, p) + x->table_bytes;
+    const char *data = x->zero_copy && c->pads[p]->detail[c->h].in_place
+                           ? (const char *)symm_tensor_peer_data(x->zt)[p] + c->pads[p]->slot[c->h].brief.offset
+                           : (const char *)table_of(x, p) + x->table_bytes;
     for (int e = 0; e < x->ne; e++) {
       const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
       if (x->dst[i].rows)
@@ -241,21 +317,46 @@ static symm_result_t stage_all(vcall_t *x) {
   symm_tensor_t *s = symm_comm_scratch_current(c->comm);
   if (!s) SYMM_CHECK(cpu_coll_grow(c, 1, &s)); /* as any first call of nothing */
   SYMM_CHECK(cpu_coll_attach(c, s, false));
-  const uint64_t mine = need_of(x);
-  if (!x->verdict.code && mine <= cpu_coll_half_capacity(s)) stage(x);
+  const uint64_t mine = need_of(x), cap = cpu_coll_half_capacity(s);
+  if (x->table_bytes <= cap) zero_copy_candidate(x);
+  x->in_place = x->zgroup && (mine - x->table_bytes >= ZERO_COPY_MIN_BYTES || mine > cap);
+  if (x->in_place) stage_table(x);
+  else if (!x->verdict.code && mine <= cap) stage(x);
   publish(x);
   SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
   SYMM_CHECK(cpu_coll_check_match(c));
   SYMM_CHECK(verdicts(c, 0));
+  const uint64_t group0 = c->pads[0]->slot[c->h].brief.group;
   uint64_t most = 0;
-  for (int r = 0; r < c->w; r++)
+  x->zero_copy = group0 != 0;
+  for (int r = 0; r < c->w; r++) {
+    x->zero_copy &= c->pads[r]->slot[c->h].brief.group == group0;
+    x->any_in_place |= c->pads[r]->detail[c->h].in_place != 0;
     if (c->pads[r]->detail[c->h].need > most) most = c->pads[r]->detail[c->h].need;
-  if (most <= cpu_coll_half_capacity(s)) return SYMM_SUCCESS;
+  }
+  if (x->zero_copy) return SYMM_SUCCESS; /* every table fits: each rank checked */
+  const bool offered = x->in_place;
+  x->zt = NULL;
+  x->zgroup = x->zoff = 0;
+  x->in_place = false;
+  if (most <= cap) {
+    if (!x->any_in_place) return SYMM_SUCCESS;
+    /* Some ranks' data is where it lies but not every rank can read it
+     * there: they stage now (it fits: most is the largest need), and every
+     * rank waits for them. */
+    x->any_in_place = false;
+    if (offered) stage(x); /* its pad stays: peers may still be reading it */
+    x->late = true;
+    return cpu_coll_sync(c, PHASE_STAGED, "stage its data");
+  }
+  x->any_in_place = false;
   if (most > (uint64_t)INT64_MAX / 2)
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_all_to_all_v #%llu: a rank stages %llu bytes, "
                       "more than a scratch tensor can hold", (unsigned long long)c->seq,
                       (unsigned long long)most);
-  SYMM_CHECK(cpu_coll_grow(c, 2 * (size_t)most, &s));
+  /* Halves are whole cache lines (cpu_coll_half_capacity): a need that is
+   * not would overflow into the other half, where the next call writes. */
+  SYMM_CHECK(cpu_coll_grow(c, 2 * symm_round_up((size_t)most, SCRATCH_ALIGN), &s));
   SYMM_CHECK(cpu_coll_attach(c, s, true));
   stage(x);
   publish(x);
@@ -266,10 +367,13 @@ static symm_result_t run(vcall_t *x) {
   SYMM_CHECK(stage_all(x));
   build_recv(x);
   x->c->pads[x->c->me]->detail[x->c->h].verdict[1] = x->verdict;
-  SYMM_CHECK(cpu_coll_sync(x->c, PHASE_STAGED, "check its counts"));
+  SYMM_CHECK(cpu_coll_sync(x->c, x->late ? PHASE_DONE : PHASE_STAGED, "check its counts"));
   SYMM_CHECK(verdicts(x->c, 1));
+  SYMM_TRACE(COLL, "symm_all_to_all_v #%llu: %s", (unsigned long long)x->c->seq,
+             x->any_in_place ? "zero copy" : x->late ? "staged late" : "staged");
   copy_in(x);
   write_splits(x);
+  if (x->any_in_place) SYMM_CHECK(cpu_coll_sync(x->c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 
