@@ -861,10 +861,11 @@ SYMM_API symm_result_t symm_tensor_alloc(symm_comm_t *comm,
  *    created with a shareable handle type, which
  *    nvshmemx_buffer_register_symmetric registers whole (NVSHMEM's
  *    dynamic VMM heap, i.e. NVSHMEM_DISABLE_CUDA_VMM unset, and a
- *    mapping size that is a multiple of NVSHMEM_CUMEM_GRANULARITY, the
- *    same on every rank), only with SYMM_NVSHMEM_REGISTER=on: off by
- *    default, since its first GPU run (NVSHMEM 3.4.5, H100) failed inside
- *    NVSHMEM and faulted the context.
+ *    mapping size that is a multiple of NVSHMEM_CUMEM_GRANULARITY, 512 MiB
+ *    unless set, the same on every rank: another size is refused with
+ *    SYMM_ERR_INVALID_ARG before NVSHMEM sees it, since NVSHMEM 3.4.5
+ *    faults the context on it); SYMM_NVSHMEM_REGISTER=off refuses it
+ *    (SYMM_ERR_UNSUPPORTED).
  */
 #define SYMM_USER_MEM_VERSION 1
 typedef struct symm_user_mem {

@@ -1017,17 +1017,23 @@ static int register_user_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(nvshmem_fake_register_user) {
-  setenv("SYMM_NVSHMEM_REGISTER", "on", 1);
+  setenv("NVSHMEM_CUMEM_GRANULARITY", "2M", 1); /* the fake driver's, the mappings' size */
   ASSERT_EQ(run_job(2, register_user_rank, NULL), 0);
   return 0;
 }
 
-/* A registration refused with SYMM_ERR_UNSUPPORTED on every rank, the
- * message naming each of `why` (NULL-terminated), before anything reached
- * NVSHMEM; the communicator stays usable. */
+/* A registration refused with `code` on every rank, the message naming
+ * each of `why` (NULL-terminated), before anything reached NVSHMEM; the
+ * communicator stays usable. */
+typedef struct {
+  symm_result_t code;
+  const char *why[4];
+} refusal_t;
+
 static int register_refused_rank(int rank, int size, void *arg) {
   (void)rank, (void)size;
-  const char *const *why = arg;
+  const refusal_t *want = arg;
+  const char *const *why = want->why;
   symm_comm_t *comm = comm_or_null();
   ASSERT_MSG(comm, "%s", symm_last_error());
   fake_user_vmm_t um;
@@ -1037,7 +1043,7 @@ static int register_refused_rank(int rank, int size, void *arg) {
   m.ptr = mine;
   int64_t n = 64;
   symm_tensor_t *t = NULL;
-  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), SYMM_ERR_UNSUPPORTED);
+  ASSERT_RES(symm_tensor_register(comm, &m, &n, 1, SYMM_DTYPE_U64, &t), want->code);
   for (; *why; why++) ASSERT_STR_CONTAINS(symm_last_error(), *why);
   ASSERT_EQ(fakenvshmem_stats_of().registrations, 0);
   t = alloc_u64(comm, n);
@@ -1048,22 +1054,42 @@ static int register_refused_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-/* By default (SYMM_NVSHMEM_REGISTER=off): refused naming the setting. */
+/* SYMM_NVSHMEM_REGISTER=off: refused naming the setting. */
 TEST_IMPL(nvshmem_fake_register_off) {
-  unsetenv("SYMM_NVSHMEM_REGISTER");
-  static const char *const why[] = {"SYMM_NVSHMEM_REGISTER=on", NULL};
-  ASSERT_EQ(run_job(2, register_refused_rank, (void *)why), 0);
+  setenv("SYMM_NVSHMEM_REGISTER", "off", 1);
+  setenv("NVSHMEM_CUMEM_GRANULARITY", "2M", 1);
+  static const refusal_t want = {SYMM_ERR_UNSUPPORTED, {"SYMM_NVSHMEM_REGISTER=off", NULL}};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)&want), 0);
+  return 0;
+}
+
+/* A mapping that is not a multiple of NVSHMEM's granularity (its default
+ * 512 MiB where NVSHMEM_CUMEM_GRANULARITY is unset, or the value set),
+ * which real NVSHMEM 3.4.5 faults the context on: refused before NVSHMEM
+ * sees it, naming the sizes and the variable. */
+TEST_IMPL(nvshmem_fake_register_granularity) {
+  unsetenv("SYMM_NVSHMEM_REGISTER"); /* on by default */
+  unsetenv("NVSHMEM_CUMEM_GRANULARITY");
+  static const refusal_t unset = {SYMM_ERR_INVALID_ARG,
+                                  {"2097152 bytes", "536870912 bytes", "NVSHMEM_CUMEM_GRANULARITY, unset", NULL}};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)&unset), 0);
+  setenv("NVSHMEM_CUMEM_GRANULARITY", "4M", 1);
+  static const refusal_t set = {SYMM_ERR_INVALID_ARG, {"4194304 bytes", "NVSHMEM_CUMEM_GRANULARITY)", NULL}};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)&set), 0);
+  setenv("NVSHMEM_CUMEM_GRANULARITY", "two megs", 1);
+  static const refusal_t bad = {SYMM_ERR_INVALID_ARG, {"NVSHMEM_CUMEM_GRANULARITY=two megs", NULL}};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)&bad), 0);
   return 0;
 }
 
 /* An NVSHMEM without nvshmemx_buffer_register_symmetric: refused naming
  * the loaded version. */
 TEST_IMPL(nvshmem_fake_register_missing) {
-  setenv("SYMM_NVSHMEM_REGISTER", "on", 1);
   setenv("FAKENVSHMEM_MISSING", "nvshmemx_buffer_register_symmetric", 1);
   setenv("FAKENVSHMEM_VERSION", "3.1.4", 1);
-  static const char *const why[] = {"NVSHMEM 3.1.4", "nvshmemx_buffer_register_symmetric", NULL};
-  ASSERT_EQ(run_job(2, register_refused_rank, (void *)why), 0);
+  static const refusal_t want = {SYMM_ERR_UNSUPPORTED,
+                                 {"NVSHMEM 3.1.4", "nvshmemx_buffer_register_symmetric", NULL}};
+  ASSERT_EQ(run_job(2, register_refused_rank, (void *)&want), 0);
   return 0;
 }
 

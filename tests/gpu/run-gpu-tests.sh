@@ -141,6 +141,13 @@ for be in cuda nccl nvshmem; do
       NVSHMEM_CUMEM_GRANULARITY=2097152 "$RUN" -n 2 -- "$PROG" gpu_register_user
   fi
 done
+# NVSHMEM's default granularity (512 MiB) and a 2 MiB mapping, which NVSHMEM
+# 3.4.5 faults the context on: refused before NVSHMEM sees it.
+if "$INFO" | grep -Eq "^  nvshmem +available"; then
+  step "gpu_register_user on nvshmem, granularity unset (refused), 2 ranks" \
+    env -u NVSHMEM_CUMEM_GRANULARITY $two_rank_env SYMM_BACKEND=nvshmem \
+    "$RUN" -n 2 -- "$PROG" gpu_register_user
+fi
 # NVSHMEM both ways: above through symmem's bootstrap plugin (auto, where
 # the plugin is found), here from rank 0's unique id.
 if "$INFO" | grep -Eq "^  nvshmem +available"; then

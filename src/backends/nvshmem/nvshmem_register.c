@@ -11,24 +11,38 @@
  * ranks first (the memory, its device, its place in the mapping), so that
  * every rank refuses alike before any calls NVSHMEM.  Deregistration is
  * nvshmemx_buffer_unregister_symmetric, collective as the free that
- * orders it; the user's memory is never released here.  Off unless
- * SYMM_NVSHMEM_REGISTER=on: its first run on a GPU (NVSHMEM 3.4.5, H100)
- * failed inside NVSHMEM and faulted the context.
+ * orders it; the user's memory is never released here.  A mapping whose
+ * size is not a multiple of NVSHMEM's granularity (NVSHMEM_CUMEM_GRANULARITY,
+ * 512 MiB unless set) is refused here: NVSHMEM 3.4.5 does not refuse it
+ * but fails cuMemMap inside the collective call (CUDA error 801) and then
+ * faults the context (found on an H100 with a 2 MiB buffer and the
+ * granularity unset; 2 MiB with 2 MiB and 512 MiB with 512 MiB pass).
+ * SYMM_NVSHMEM_REGISTER=off turns registration on nvshmem off.
  */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_BACKEND
 #include <stdlib.h>
 
 #include "backends/nvshmem/nvshmem.h"
 
+/* NVSHMEM's own default of NVSHMEM_CUMEM_GRANULARITY. */
+#define NVSH_DEFAULT_GRANULARITY ((int64_t)1 << 29)
+
+/* NVSHMEM's granularity as it reads it at init, or -1 (unparsable). */
+static int64_t nvshmem_cumem_granularity(const char **text) {
+  *text = getenv("NVSHMEM_CUMEM_GRANULARITY");
+  if (!*text || !**text) return NVSH_DEFAULT_GRANULARITY;
+  const int64_t g = symm_parse_size(*text);
+  return g > 0 ? g : -1;
+}
+
 symm_result_t nvsh_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_t nbytes) {
   nvsh_state_t *st = symm_backend_state(comm);
   const nvsh_lib_t *lib = st->lib;
   if (symm_settings()->SYMM_NVSHMEM_REGISTER.index == 0)
     return symm_error(SYMM_ERR_UNSUPPORTED, "nvshmem: registering the user's memory with "
-                      "NVSHMEM is off (SYMM_NVSHMEM_REGISTER=on tries it): with NVSHMEM 3.4.5 on "
-                      "an H100, nvshmemx_buffer_register_symmetric failed inside NVSHMEM (cuMemMap "
-                      "of the user buffer, CUDA error 801) and then faulted the context; the "
-                      "native and cuda backends register such memory");
+                      "NVSHMEM is off (SYMM_NVSHMEM_REGISTER=off; on, the default, hands it to "
+                      "nvshmemx_buffer_register_symmetric); the native and cuda backends "
+                      "register such memory");
   if (!lib->buffer_register_symmetric || !lib->buffer_unregister_symmetric)
     return symm_error(SYMM_ERR_UNSUPPORTED, "nvshmem: NVSHMEM %d.%d.%d (%s) has no %s, which "
                       "registering memory the library did not allocate needs (a newer NVSHMEM "
@@ -51,6 +65,18 @@ symm_result_t nvsh_check_user(symm_comm_t *comm, const symm_user_mem_t *u, size_
                       "shareable handle type (requested 0x%x); NVSHMEM shares it as its heap's "
                       "(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or FABRIC across nodes)",
                       u->ptr, v.handle_types);
+  const char *gtext;
+  const int64_t gran = nvshmem_cumem_granularity(&gtext);
+  if (gran < 0)
+    return symm_error(SYMM_ERR_INVALID_ARG, "nvshmem: NVSHMEM_CUMEM_GRANULARITY=%s is no size "
+                      "symmem can read; registering memory with NVSHMEM needs its value", gtext);
+  if (v.size % (uint64_t)gran)
+    return symm_error(SYMM_ERR_INVALID_ARG, "nvshmem: the mapping at %p is %zu bytes, not a "
+                      "multiple of NVSHMEM's granularity, %lld bytes (NVSHMEM_CUMEM_GRANULARITY%s"
+                      "): NVSHMEM would fail to map it inside its collective call and fault the "
+                      "context; allocate a multiple, or set NVSHMEM_CUMEM_GRANULARITY (the same "
+                      "on every rank) before symm_comm_init", u->ptr, v.size, (long long)gran,
+                      gtext && *gtext ? "" : ", unset: NVSHMEM's default");
   return SYMM_SUCCESS;
 }
 
