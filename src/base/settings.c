@@ -65,6 +65,7 @@ static const symm_setting_desc_t settings[] = {
 static const char *const known_other_vars[] = {
     "SYMM_TEST_BACKEND",     /* tests: the backend the conformance tests run on */
     "SYMM_GPU_TEST_TIMEOUT", /* tests/gpu/run-gpu-tests.sh: time limit of a step */
+    "SYMM_GPU_TEST_STATE",   /* tests/gpu/run-gpu-tests.sh: the steps that passed */
     "SYMM_BENCH_RANKS",      /* bench/run-gpu-bench.sh: the rank counts it sweeps */
 };
 
