@@ -4,6 +4,7 @@
  * place on a symmetric tensor, read in place from a symmetric tensor (zero
  * copy) and mixed; rounding of f16/bf16; mismatched calls, a rank that
  * never arrives, count 0 and bad arguments. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <pthread.h>
@@ -1471,6 +1472,9 @@ typedef struct {
   forged_slot_t *slot; /* rank 1's own pad: two slots, one per parity */
   uint64_t before[2];  /* each slot's flag before the call */
   symm_store_t *store;
+  uint64_t offset;     /* what it writes over the published offset */
+  const char *key;     /* set to "1" once it forged, "0" if it never could */
+  bool kill;           /* instead of forging: SIGKILL its process (after the key) */
 } forger_t;
 
 #define FORGED_OFFSET ((uint64_t)1 << 40)
@@ -1486,14 +1490,15 @@ static void *forger(void *arg) {
       uint64_t flag = atomic_load_explicit(&f->slot[h].flag, memory_order_acquire);
       /* The call has published (phase 1, arrived) in this slot. */
       if (flag == f->before[h] || (flag & 3) != 1 || !f->slot[h].group) continue;
-      f->slot[h].offset = FORGED_OFFSET;
+      if (!f->kill) f->slot[h].offset = f->offset;
       atomic_thread_fence(memory_order_seq_cst);
-      symm_store_set(f->store, "test/forged/done", "1", 1);
+      symm_store_set(f->store, f->key, "1", 1);
+      if (f->kill) raise(SIGKILL);
       return f;
     }
     if (spins % 1024 == 1023) sched_yield();
   }
-  symm_store_set(f->store, "test/forged/done", "0", 1);
+  symm_store_set(f->store, f->key, "0", 1);
   return NULL;
 }
 
@@ -1510,7 +1515,8 @@ static int forged_offset_rank(int rank, int size, void *arg) {
   for (size_t i = 0; i < n; i++) x[i] = (float)rank;
   symm_store_t *store = symm_comm_store(comm);
   pthread_t thread;
-  forger_t f = {.slot = NULL, .before = {0, 0}, .store = store};
+  forger_t f = {.slot = NULL, .before = {0, 0}, .store = store, .offset = FORGED_OFFSET,
+               .key = "test/forged/done"};
   if (rank == 1) {
     void *pad = NULL;
     ASSERT_OK(symm_tensor_signal_pad(symm_comm_scratch_current(comm), 1, &pad));
@@ -1575,5 +1581,369 @@ static int one_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_one_rank) {
   ASSERT_EQ(test_run_ranks(1, one_rank, NULL), 0);
+  return 0;
+}
+
+/* ------------------------------------------------ cross-memory attach
+ * All-gather, broadcast and all-to-all from ordinary memory whose pieces
+ * reach the CPU engine's threshold (32 KiB a read) are read in the peers'
+ * processes with process_vm_readv, where the library's probe at init
+ * found that every peer may be read.  These tests need that: where the
+ * probe says no (Yama ptrace_scope >= 1, a seccomp filter), they SKIP with
+ * the library's own reason. */
+
+#define CMA_N 20011 /* i32 per piece: 80 KB, above the threshold */
+
+/* Logs this rank's COLL lines at `level` to dir/name-rank.log (path). */
+static void cma_log_to(const char *dir, const char *name, int rank, const char *level,
+                       char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s-%d.log", dir, name, rank);
+  setenv("SYMM_DEBUG", level, 1);
+  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
+  setenv("SYMM_DEBUG_FILE", path, 1);
+}
+
+static int cma_probe_rank(int rank, int size, void *arg) {
+  (void)size;
+  char path[256];
+  cma_log_to(arg, "probe", rank, "INFO", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+/* Whether the library turns cross-memory attach on for ranks started as
+ * the tests start them; else the reason one of them logged, in why. */
+static bool cma_permitted(char *why, size_t cap) {
+  char dir[] = "/tmp/symm-cma-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  ASSERT_EQ(test_run_ranks(2, cma_probe_rank, dir), 0);
+  int on = 0;
+  snprintf(why, cap, "the library logged no verdict on cross-memory attach");
+  for (int r = 0; r < 2; r++) {
+    char path[256], line[512];
+    snprintf(path, sizeof path, "%s/probe-%d.log", dir, r);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    while (fgets(line, sizeof line, f)) {
+      const char *off = strstr(line, "cross-memory attach off: ");
+      if (strstr(line, "cross-memory attach on")) on++;
+      if (off) snprintf(why, cap, "%s", off);
+    }
+    fclose(f);
+  }
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ASSERT_EQ(system(cmd), 0);
+  why[strcspn(why, "\n")] = '\0';
+  return on == 2;
+}
+
+#define CMA_SKIP_UNLESS_PERMITTED()                                           \
+  do {                                                                        \
+    char why_[512];                                                           \
+    if (!cma_permitted(why_, sizeof why_)) {                                  \
+      printf("SKIP: %s\n", why_);                                             \
+      return TEST_SKIP;                                                       \
+    }                                                                         \
+  } while (0)
+
+static void cma_fill(int32_t *p, size_t n, int rank, int block, int call) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (int32_t)(rank << 24 | block << 16 | call << 12) + (int32_t)(i % 4093);
+}
+
+/* The paths ("cma", "staged late", ...) this rank's log gives its calls,
+ * in order, against want[0..n). */
+static void cma_check_paths(const char *path, int rank, const char *const *want, int n) {
+  static const char *const paths[] = {"cma", "staged", "staged late", "zero copy",
+                                      "zero copy, pairwise swap"};
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL);
+  char line[512];
+  int call = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    const char *at = strstr(line, " symm_"), *colon = at ? strstr(at, ": ") : NULL;
+    if (!colon || !strstr(at, " #")) continue;
+    bool known = false;
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) known |= !strcmp(colon + 2, paths[i]);
+    if (!known) continue; /* the other COLL lines */
+    if (call < n && strcmp(colon + 2, want[call]) != 0)
+      TEST_FAIL_("rank %d: call %d took another path than \"%s\":%s", rank, call, want[call], at);
+    call++;
+  }
+  fclose(f);
+  ASSERT_EQ(call, n);
+}
+
+typedef enum { CMA_ALL_GATHER, CMA_BROADCAST, CMA_ALL_TO_ALL, CMA_ALL_REDUCE } cma_kind_t;
+
+/* One checked call of kind k, n i32 a piece (all-to-all: a block), from
+ * malloc'd memory, in place or not; `call` salts the data and picks a
+ * broadcast's root (call % size). */
+static void cma_call(symm_comm_t *comm, int rank, int size, cma_kind_t k, size_t n, bool in_place,
+                     int call) {
+  const size_t whole = n * (size_t)size;
+  int32_t *buf = malloc(whole * sizeof *buf), *out = malloc(whole * sizeof *out);
+  int32_t *want = malloc(whole * sizeof *want);
+  ASSERT(buf && out && want);
+  int32_t *recv = in_place ? buf : out;
+  const int root = call % size;
+  size_t check = whole;
+  if (k == CMA_ALL_GATHER) {
+    int32_t *send = in_place ? buf + (size_t)rank * n : buf;
+    cma_fill(send, n, rank, 0, call);
+    ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * n, n, r, 0, call);
+  } else if (k == CMA_BROADCAST) {
+    cma_fill(buf, n, rank, 0, call);
+    ASSERT_OK(symm_broadcast(comm, buf, recv, n, SYMM_DTYPE_I32, root, NULL));
+    cma_fill(want, n, root, 0, call);
+    check = n;
+  } else if (k == CMA_ALL_TO_ALL) {
+    for (int b = 0; b < size; b++) cma_fill(buf + (size_t)b * n, n, rank, b, call);
+    ASSERT_OK(symm_all_to_all(comm, buf, recv, n, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * n, n, r, rank, call);
+  } else {
+    for (size_t i = 0; i < n; i++) buf[i] = rank + (int32_t)(i % 7);
+    ASSERT_OK(symm_all_reduce(comm, buf, recv, n, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+    for (size_t i = 0; i < n; i++) want[i] = size * (int32_t)(i % 7) + size * (size - 1) / 2;
+    check = n;
+  }
+  ASSERT_MSG(memcmp(recv, want, check * sizeof *want) == 0, "call %d (kind %d, %zu a piece, %s): "
+             "wrong result", call, (int)k, n, in_place ? "in place" : "out of place");
+  free(buf);
+  free(out);
+  free(want);
+}
+
+/* The CPUs this process may run on, as the ranks' (CPU engine: a
+ * broadcast reads in the root's process only while the ranks have a CPU
+ * each). */
+static int cma_cpus(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+/* Which paths the calls take: every data-moving kind out of place from
+ * malloc'd memory reads in the peers' processes (a broadcast only where
+ * the ranks have a CPU each), and so do an all-gather and a broadcast in
+ * place there; a small call, an all-to-all in place (a rank overwrites
+ * what its peers read) and an all-reduce stage.  Then 200 all-gathers
+ * back to back, each rank rewriting its sendbuf as soon as a call
+ * returns: a peer still reading it (no exit barrier) shows as a wrong
+ * result. */
+static int cma_paths_rank(int rank, int size, void *arg) {
+  char path[256];
+  cma_log_to(arg, "paths", rank, "TRACE", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  const char *bc = cma_cpus() >= size ? "cma" : "staged";
+  const char *const want[] = {"cma", "staged", "cma", bc, bc, "cma", "staged", "staged"};
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 0);
+  cma_call(comm, rank, size, CMA_ALL_GATHER, 1000, false, 1);
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, true, 2);
+  cma_call(comm, rank, size, CMA_BROADCAST, CMA_N, false, 3);
+  cma_call(comm, rank, size, CMA_BROADCAST, CMA_N, true, 4);
+  cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, false, 5);
+  cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, true, 6);
+  cma_call(comm, rank, size, CMA_ALL_REDUCE, CMA_N, false, 7);
+  enum { BACK_TO_BACK = 200 };
+  const size_t n = CMA_N, whole = n * (size_t)size;
+  int32_t *send = malloc(n * sizeof *send), *recv = malloc(whole * sizeof *recv);
+  int32_t *expect = malloc(whole * sizeof *expect);
+  ASSERT(send && recv && expect);
+  for (int it = 0; it < BACK_TO_BACK; it++) {
+    cma_fill(send, n, rank, 0, it);
+    ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) cma_fill(expect + (size_t)r * n, n, r, 0, it);
+    ASSERT_MSG(memcmp(recv, expect, whole * sizeof *expect) == 0, "back to back, call %d", it);
+  }
+  free(send);
+  free(recv);
+  free(expect);
+  symm_comm_destroy(comm);
+  const int nwant = (int)(sizeof want / sizeof *want);
+  const char *all[sizeof want / sizeof *want + BACK_TO_BACK];
+  for (int i = 0; i < nwant + BACK_TO_BACK; i++) all[i] = i < nwant ? want[i] : "cma";
+  cma_check_paths(path, rank, all, nwant + BACK_TO_BACK);
+  return 0;
+}
+
+/* Runs fn on `ranks` ranks logging into a fresh folder, and removes it;
+ * returns the ranks that failed. */
+static int cma_run(int ranks, test_rank_fn fn, const test_job_opts_t *o) {
+  char dir[] = "/tmp/symm-cma-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  int bad = o ? test_run_ranks_opts(ranks, fn, dir, o) : test_run_ranks(ranks, fn, dir);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ASSERT_EQ(system(cmd), 0);
+  return bad;
+}
+
+TEST_IMPL(coll_cma_paths) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(cma_run(2, cma_paths_rank, NULL), 0);
+  ASSERT_EQ(cma_run(3, cma_paths_rank, NULL), 0);
+  return 0;
+}
+
+/* Rank 1 sets SYMM_HOST_CMA=off (and says so at init): it never
+ * publishes the group of cross-memory attach, so the others, which do,
+ * stage late and every result is right; a broadcast whose root is rank 1
+ * stages as it always did (its readers send nothing), and so does every
+ * broadcast where the 3 ranks share CPUs. */
+static int cma_off_rank(int rank, int size, void *arg) {
+  char path[256];
+  cma_log_to(arg, "off", rank, "TRACE", path, sizeof path);
+  if (rank == 1) setenv("SYMM_HOST_CMA", "off", 1);
+  symm_comm_t *comm = init_comm();
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 0);
+  cma_call(comm, rank, size, CMA_BROADCAST, CMA_N, false, 1); /* root 1 */
+  cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, false, 2);
+  cma_call(comm, rank, size, CMA_BROADCAST, CMA_N, false, 3); /* root 0 */
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, true, 4);
+  symm_comm_destroy(comm);
+  const char *bc = cma_cpus() >= size ? "staged late" : "staged";
+  const char *const want[] = {"staged late", "staged", "staged late", bc, "staged late"};
+  cma_check_paths(path, rank, want, 5);
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL);
+  char line[512];
+  bool said = false;
+  while (fgets(line, sizeof line, f))
+    said |= strstr(line, rank == 1 ? "cross-memory attach off: SYMM_HOST_CMA=off"
+                                   : "cross-memory attach on") != NULL;
+  fclose(f);
+  ASSERT_MSG(said, "rank %d's log does not say that cross-memory attach is %s", rank,
+             rank == 1 ? "off" : "on");
+  return 0;
+}
+
+TEST_IMPL(coll_cma_off_one_rank) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(cma_run(3, cma_off_rank, NULL), 0);
+  return 0;
+}
+
+/* A thread of the last rank acts on its own call (forger) once the call
+ * has published the group of cross-memory attach (its pad, phase 1),
+ * before any peer has come (they wait for the store key): it kills its
+ * process, or rewrites the published address of its sendbuf to one mapped
+ * nowhere (the first page, below mmap_min_addr). */
+#define CMA_BAD_ADDRESS ((uint64_t)4096)
+
+static void cma_start_saboteur(symm_comm_t *comm, int rank, bool kill, forger_t *f,
+                               pthread_t *t) {
+  void *pad = NULL;
+  ASSERT_OK(symm_tensor_signal_pad(symm_comm_scratch_current(comm), rank, &pad));
+  *f = (forger_t){.slot = pad, .store = symm_comm_store(comm), .offset = CMA_BAD_ADDRESS,
+                  .key = "test/cma/acted", .kill = kill};
+  for (int h = 0; h < 2; h++) f->before[h] = atomic_load(&f->slot[h].flag);
+  ASSERT_EQ(pthread_create(t, NULL, forger, f), 0);
+}
+
+/* The last rank dies once its all-gather (from malloc'd memory) has
+ * arrived, before its peers come.  They come once its process is gone,
+ * see every rank arrived, take the path of cross-memory attach (their
+ * logs say so), fail to read the dead rank (ESRCH) and fail the call with
+ * SYMM_ERR_PEER_LOST naming it, at once rather than at their timeout: no
+ * rank returns success with part of the data. */
+static int cma_killed_rank(int rank, int size, void *arg) {
+  char path[256];
+  cma_log_to(arg, "killed", rank, "TRACE", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size); /* the scratch exists: its pad is watched */
+  const size_t n = CMA_N;
+  int32_t *send = malloc(n * sizeof *send), *recv = malloc(n * (size_t)size * sizeof *recv);
+  ASSERT(send && recv);
+  cma_fill(send, n, rank, 0, 0);
+  symm_store_t *store = symm_comm_store(comm);
+  if (rank == size - 1) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    ASSERT_OK(symm_store_set(store, "test/cma/pid", pid, strlen(pid) + 1));
+    forger_t f;
+    pthread_t t;
+    cma_start_saboteur(comm, rank, true, &f, &t);
+    symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL); /* dies in it */
+    TEST_FAIL_("rank %d: the all-gather returned; its thread should have killed it", rank);
+  }
+  test_store_await(store, "test/cma/acted");
+  char pid[16] = "";
+  size_t len = 0;
+  ASSERT_OK(symm_store_get(store, "test/cma/pid", pid, sizeof pid, &len, -1));
+  const uint64_t start = test_now_ms();
+  while (!symm_process_gone(atoi(pid))) {
+    ASSERT_LT(test_now_ms() - start, 10000);
+    sched_yield();
+  }
+  ASSERT_RES(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL), SYMM_ERR_PEER_LOST);
+  printf("rank %d: %s\n", rank, symm_last_error());
+  char want[32];
+  snprintf(want, sizeof want, "rank %d", size - 1);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  ASSERT_LT(test_now_ms() - start, 10000); /* not the 20 s timeout */
+  free(send);
+  free(recv);
+  symm_comm_destroy(comm);
+  static const char *const paths[] = {"staged", "cma"};
+  cma_check_paths(path, rank, paths, 2);
+  return 0;
+}
+
+TEST_IMPL(coll_cma_peer_killed) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 20000, .kill_rank = -1};
+  ASSERT_EQ(cma_run(3, cma_killed_rank, &o), 1); /* only the one that died */
+  return 0;
+}
+
+/* The last rank's published address is rewritten to one mapped nowhere
+ * once its all-gather arrived: its peers' reads of it fail (EFAULT) while
+ * its own reads succeed, and still the call fails on every rank, the
+ * last included, with the same message naming the first reader that
+ * failed and the rank it read.  The communicator then works: a barrier
+ * and an all-gather of the same kind, its data checked. */
+static int cma_bad_address_rank(int rank, int size, void *arg) {
+  char path[256];
+  cma_log_to(arg, "fault", rank, "TRACE", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  check_recovers(comm, rank, size);
+  const size_t n = CMA_N;
+  int32_t *send = malloc(n * sizeof *send), *recv = malloc(n * (size_t)size * sizeof *recv);
+  ASSERT(send && recv);
+  cma_fill(send, n, rank, 0, 0);
+  symm_store_t *store = symm_comm_store(comm);
+  forger_t f;
+  pthread_t t;
+  if (rank == size - 1) cma_start_saboteur(comm, rank, false, &f, &t);
+  else test_store_await(store, "test/cma/acted");
+  ASSERT_RES(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL), SYMM_ERR_SYSTEM);
+  printf("rank %d: %s\n", rank, symm_last_error());
+  char want[128];
+  snprintf(want, sizeof want, "rank 0 could not read rank %d's send data", size - 1);
+  ASSERT_STR_CONTAINS(symm_last_error(), want);
+  ASSERT_STR_CONTAINS(symm_last_error(), strerror(EFAULT));
+  if (rank == size - 1) {
+    void *acted = NULL;
+    ASSERT_EQ(pthread_join(t, &acted), 0);
+    ASSERT(acted); /* the call published an address to rewrite */
+  }
+  ASSERT_OK(symm_comm_barrier(comm));
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 1);
+  free(send);
+  free(recv);
+  symm_comm_destroy(comm);
+  static const char *const paths[] = {"staged", "cma", "cma"};
+  cma_check_paths(path, rank, paths, 3);
+  return 0;
+}
+
+TEST_IMPL(coll_cma_bad_address) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(cma_run(3, cma_bad_address_rank, NULL), 0);
   return 0;
 }

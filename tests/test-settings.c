@@ -51,6 +51,7 @@ static const bad_case_t bad_cases[] = {
     {"SYMM_POOL_BYTES", "1.5G", {"not a size", "1M"}},
     {"SYMM_SCRATCH_BYTES", "99999999999999999999", {"not a size", "4G"}},
     {"SYMM_HOST_SLICE_BYTES", "4Q", {"not a size", "K, M or G"}},
+    {"SYMM_HOST_CMA", "on", {"unknown cross-memory attach mode", "auto, off"}},
     {"SYMM_STORE_PORT", "70000", {"out of range", "1..65535"}},
     {"SYMM_STORE_HANDSHAKE_MS", "5s", {"not an integer", "1..2147483647"}},
     {"SYMM_STORE_EXTERNAL", "maybe", {"not a boolean", "1/0, true/false, yes/no, on/off"}},

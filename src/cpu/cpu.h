@@ -18,6 +18,11 @@ typedef struct {
   void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
   const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
   int host_cpus;      /* CPUs this host's ranks run on together (cpu_engine.c) */
+  /* Cross-memory attach (cpu_cma.c): */
+  bool cma;           /* this rank reads every peer's memory with process_vm_readv */
+  uint64_t cma_group; /* what a call that peers may read so publishes (cpu_coll.c) */
+  uint64_t cma_nonce; /* random: a peer that reads it here can read this process */
+  int32_t *cma_pids;  /* [size] each rank's process, NULL while cma is off */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -31,6 +36,24 @@ static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm,
   symm_backoff_host_cpus(b, cpu_state(comm)->host_cpus);
   symm_backoff_watch(b, symm_comm_peer_pid(comm, peer));
 }
+
+/* What a rank publishes at init so that its peers can prove they read its
+ * memory: its pid, and where it keeps which nonce. */
+typedef struct {
+  uint64_t pid, nonce_addr, nonce;
+} cpu_cma_card_t;
+
+/* Cross-memory attach (cpu_cma.c).  init: draws this rank's nonce and
+ * fills its card.  startup: reads every peer's nonce as its card says and
+ * turns cma on only if every read returns it (else logs why, at INFO);
+ * never fails.  read: len bytes at addr in rank peer's process into dst,
+ * whole; 0, or the errno of the read that failed (ESRCH also where the
+ * peer's process is gone since, its pid perhaps another's).  fini: frees
+ * what startup made. */
+void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card);
+void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards);
+int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
+void cpu_cma_fini(cpu_state_t *st);
 
 /* Collectives (cpu_coll.c): synchronous; the protocol is described at the
  * top of cpu_coll.c. */

@@ -75,8 +75,36 @@
  * everybody waits for phase 2.  Two-shot all-reduce needs no exit barrier:
  * its phase 3 already follows the last read of any sendbuf, which is also
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
- * barrier and a copy beat two barriers. */
+ * barrier and a copy beat two barriers.
+ *
+ * Cross-memory attach.  An all-gather, broadcast or all-to-all whose send
+ * data lies in this rank's ordinary memory (not read in place as above),
+ * read from each peer in pieces of at least CMA_MIN_BYTES, and which
+ * leaves that data alone while it runs (recvbuf apart from it, or an
+ * all-gather's or a broadcast's in place), publishes a group of its own
+ * (per communicator, the same on every rank, never 0) and sendbuf's
+ * address, on a rank whose start-up probe showed that it may read every
+ * peer's memory (cpu_cma.c; SYMM_HOST_CMA=off says no).  A broadcast
+ * non-root publishes it as a reader.  If every rank published it, every
+ * rank can read every peer, and each reads its pieces with
+ * process_vm_readv from the peer's sendbuf straight into its recvbuf: one
+ * copy instead of two.  Otherwise the ranks that did not stage stage late,
+ * as above: a mix is never wrong, only slower.  The call ends with the
+ * exit barrier (phase 3), since a caller may rewrite sendbuf once the call
+ * returns, and that barrier also carries failures.  A read can fail in
+ * the middle of the call (a peer's process gone: ESRCH, also where its pid
+ * is found gone just after the read; a bad address: EFAULT); the rank
+ * stops reading and still arrives at phase 3, having published its errno
+ * and the peer it read in its detail first.  Every rank reads every rank's
+ * mark once all arrived, so all fail alike (PEER_LOST for ESRCH, SYSTEM
+ * else), naming the first rank marked.  A peer that died before arriving
+ * at phase 3 never arrives: the others fail in that wait with PEER_LOST
+ * (its process is watched) or at the deadline, as at any phase.
+ * Reductions stay staged: there every rank reads every peer's data, which
+ * staged is copied once by its owner and then read where it lies, where
+ * process_vm_readv would copy each piece once per reader. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +114,7 @@
 #include "cpu/cpu_coll_int.h"
 
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
+#define CMA_MIN_BYTES ((size_t)32 << 10)
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
 #define REDUCE_PIECE_BYTES ((size_t)32 << 10) /* two-shot: reduce, then copy, per L1-sized piece */
@@ -242,6 +271,48 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
   return z;
 }
 
+/* Whether a call of this kind and size reads in the peers' processes
+ * (the same answer on every rank: sizes agree, or the call is a mismatch).
+ * A reader's one read of a peer (its piece, an all-to-all's block) must
+ * reach CMA_MIN_BYTES, below which the system call costs more than the
+ * copy it saves.  A broadcast saves less: staged, the root copies once for
+ * every reader, where each reader's kernel copy costs more CPU than a
+ * plain one; it reads in the root's process from twice that, and only
+ * while this host's ranks have a CPU each (docs/tuning.md). */
+static bool cma_suits(const coll_t *c) {
+  const symm_coll_args_t *a = c->a;
+  const cpu_state_t *st = cpu_state(c->comm);
+  switch (a->kind) {
+    case SYMM_COLL_ALL_GATHER: return a->send_bytes >= CMA_MIN_BYTES;
+    case SYMM_COLL_ALL_TO_ALL: return a->send_bytes / (size_t)c->w >= CMA_MIN_BYTES;
+    case SYMM_COLL_BROADCAST:
+      return a->send_bytes >= 2 * CMA_MIN_BYTES &&
+             (!st->host_cpus || symm_comm_local_size(c->comm) <= st->host_cpus);
+    default: return false; /* reductions: see the top */
+  }
+}
+
+/* Whether peers may read this rank's send data in its own process
+ * (cross-memory attach): a call that cma_suits, from this rank's ordinary
+ * memory (not read in place: zero_copy_candidate found no group), on a
+ * rank whose probe succeeded.  Peers read sendbuf while this rank writes
+ * recvbuf: the two lie apart, or nobody writes what is read (an
+ * all-gather's piece `me` in place; a broadcast in place).  A broadcast
+ * non-root sends nothing and qualifies as a reader. */
+static zero_copy_t cma_candidate(const coll_t *c) {
+  zero_copy_t z = {NULL, 0, 0};
+  const symm_coll_args_t *a = c->a;
+  const cpu_state_t *st = cpu_state(c->comm);
+  if (!st->cma || !cma_suits(c)) return z;
+  const bool sends = rank_sends(c, c->me);
+  if (sends && overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes) &&
+      !(in_place(c) && a->kind != SYMM_COLL_ALL_TO_ALL))
+    return z;
+  z.group = st->cma_group;
+  z.offset = sends ? (uint64_t)(uintptr_t)a->sendbuf : 0;
+  return z;
+}
+
 /* Every sending rank's published offset leaves room for the call in the
  * tensor (the same size on every rank): a peer's pad is read, never
  * trusted.  Every rank sees the same table, so all fail alike. */
@@ -315,12 +386,25 @@ static void reduce_scatter(coll_t *c) {
   cpu_reduce(a->recvbuf, (const void *const *)c->src, c->w, a->count, a->dtype, a->op);
 }
 
+/* Copies len bytes at off of rank r's send data into dst: from where it
+ * is mapped here, or (cross-memory attach) from r's process.  A read that
+ * fails ends this rank's reads and is kept for its exit (cma_finish). */
+static void fetch(coll_t *c, int r, void *dst, size_t off, size_t len) {
+  if (!c->cma || r == c->me) {
+    memcpy(dst, c->src[r] + off, len);
+    return;
+  }
+  if (c->read_errno) return;
+  c->read_errno = cpu_cma_read(c->comm, r, dst, c->pads[r]->slot[c->h].brief.offset + off, len);
+  if (c->read_errno) c->read_peer = r;
+}
+
 static void all_gather(coll_t *c) {
   size_t bytes = c->a->send_bytes;
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
     if (r != c->me || !in_place(c))
-      memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r], bytes);
+      fetch(c, r, (char *)c->a->recvbuf + (size_t)r * bytes, 0, bytes);
   }
 }
 
@@ -362,14 +446,36 @@ static void all_to_all(coll_t *c) {
   for (int k = 1; k <= c->w; k++) {
     int r = (c->me + k) % c->w;
     if (r != c->me || !in_place(c))
-      memcpy((char *)c->a->recvbuf + (size_t)r * bytes, c->src[r] + (size_t)c->me * bytes, bytes);
+      fetch(c, r, (char *)c->a->recvbuf + (size_t)r * bytes, (size_t)c->me * bytes, bytes);
   }
 }
 
 static void broadcast(coll_t *c) {
   const symm_coll_args_t *a = c->a;
-  if (c->me != a->root) memcpy(a->recvbuf, c->src[a->root], a->recv_bytes);
+  if (c->me != a->root) fetch(c, a->root, a->recvbuf, 0, a->recv_bytes);
   else if (a->recvbuf != a->sendbuf) memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
+}
+
+/* The exit of a call read with cross-memory attach: each rank publishes
+ * the failure of its reads (if any), then arrives at phase 3; every rank
+ * reads every rank's mark only once all arrived, so all of them see the
+ * same marks and fail alike, the first mark naming the failure. */
+static symm_result_t cma_finish(coll_t *c) {
+  coll_detail_t *mine = &c->pads[c->me]->detail[c->h];
+  mine->read_errno = c->read_errno;
+  mine->read_peer = c->read_peer;
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
+  for (int r = 0; r < c->w; r++) {
+    const coll_detail_t *d = &c->pads[r]->detail[c->h];
+    const int err = d->read_errno, peer = d->read_peer;
+    if (!err) continue;
+    return symm_error(err == ESRCH ? SYMM_ERR_PEER_LOST : SYMM_ERR_SYSTEM,
+                      "symm_%s #%llu: rank %d could not read rank %d's send data in its "
+                      "process (process_vm_readv: %s); the call fails on every rank",
+                      cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r, peer,
+                      strerror(err));
+  }
+  return SYMM_SUCCESS;
 }
 
 /* ----------------------------------------------------------------- call */
@@ -397,12 +503,29 @@ static void stage(coll_t *c) {
   memcpy(in + hi, (const char *)a->sendbuf + hi, a->send_bytes - hi);
 }
 
+/* Where rank r's send data is read this call (cross-memory attach: this
+ * rank's own here; the peers' in their processes, fetch). */
+static const char *source(const coll_t *c, const zero_copy_t *z, int r) {
+  const coll_slot_t *slot = &c->pads[r]->slot[c->h];
+  if (c->cma) return r == c->me ? c->a->sendbuf : NULL;
+  if (c->zero_copy) return (const char *)symm_tensor_peer_data(z->t)[r] + slot->brief.offset;
+  return inline_data(c) ? (const char *)slot->data : cpu_coll_half(c, r);
+}
+
+static const char *path_name(const coll_t *c, bool late) {
+  if (c->cma) return "cma";
+  if (!c->zero_copy) return late ? "staged late" : "staged";
+  return c->a->kind == SYMM_COLL_ALL_TO_ALL && in_place(c) ? "zero copy, pairwise swap"
+                                                          : "zero copy";
+}
+
 static symm_result_t run(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   layout(c);
   SYMM_CHECK(prepare_scratch(c));
   bool sends = rank_sends(c, c->me);
   zero_copy_t z = zero_copy_candidate(c);
+  if (!z.group) z = cma_candidate(c);
   if (sends && !z.group && a->send_bytes) stage(c);
   cpu_coll_publish(c, z.group, z.offset);
   SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
@@ -411,27 +534,24 @@ static symm_result_t run(coll_t *c) {
 
   /* Same table on every rank, same decision. */
   uint64_t group0 = c->pads[0]->slot[c->h].brief.group;
-  bool zero_copy = group0 != 0, late = false;
+  bool same = group0 != 0, late = false;
   for (int r = 0; r < c->w; r++) {
     uint64_t g = c->pads[r]->slot[c->h].brief.group;
-    zero_copy &= g == group0;
+    same &= g == group0;
     late |= g != 0 && rank_sends(c, r);
   }
-  c->zero_copy = zero_copy;
-  if (zero_copy) SYMM_CHECK(check_offsets(c, z.t));
-  if (!zero_copy && late) {
+  c->cma = same && group0 == cpu_state(c->comm)->cma_group;
+  c->read_errno = 0;
+  c->zero_copy = same && !c->cma;
+  if (c->zero_copy) SYMM_CHECK(check_offsets(c, z.t));
+  if (!same && late) {
     if (sends && z.group) stage(c);
     SYMM_CHECK(cpu_coll_sync(c, PHASE_STAGED, "stage its data"));
   }
-  for (int r = 0; r < c->w; r++)
-    c->src[r] = zero_copy ? (const char *)symm_tensor_peer_data(z.t)[r] + c->pads[r]->slot[c->h].brief.offset
-                : inline_data(c) ? (const char *)c->pads[r]->slot[c->h].data
-                                 : cpu_coll_half(c, r);
-  if (!zero_copy && two_shot(a)) c->src[c->me] = a->sendbuf;
+  for (int r = 0; r < c->w; r++) c->src[r] = source(c, &z, r);
+  if (!same && two_shot(a)) c->src[c->me] = a->sendbuf;
   SYMM_TRACE(COLL, "symm_%s #%llu: %s", cpu_coll_kind_name(a->kind), (unsigned long long)c->seq,
-             !zero_copy ? (late ? "staged late" : "staged")
-             : a->kind == SYMM_COLL_ALL_TO_ALL && in_place(c) ? "zero copy, pairwise swap"
-                                                            : "zero copy");
+             path_name(c, late));
 
   switch (a->kind) {
     case SYMM_COLL_ALL_REDUCE:
@@ -444,7 +564,8 @@ static symm_result_t run(coll_t *c) {
     case SYMM_COLL_BROADCAST: broadcast(c); break;
     case SYMM_COLL_ALL_TO_ALL_V: break; /* cpu_coll_v_run, from run_sliced */
   }
-  if (zero_copy) SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
+  if (c->cma) return cma_finish(c);
+  if (c->zero_copy) SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 

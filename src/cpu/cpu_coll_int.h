@@ -18,7 +18,8 @@ enum { PHASE_GIVEN_UP = 0, PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, 
 typedef struct {
   uint64_t sig;
   uint64_t group;  /* 0: this rank's send data is staged in its scratch */
-  uint64_t offset; /* of sendbuf in the group's tensor on this rank */
+  uint64_t offset; /* of sendbuf in the group's tensor on this rank; with
+                      cross-memory attach, sendbuf's address */
 } coll_brief_t;
 
 /* An all-to-all-v's verdict on its counts (cpu_coll_v.c): what a rank
@@ -39,6 +40,9 @@ typedef struct {
    * its first arrival, [1] on what it receives, with its second: apart, so
    * that a peer still reading [0] never sees [1] early. */
   coll_verdict_t verdict[2];
+  /* Cross-memory attach: the errno of this rank's read of rank read_peer
+   * that failed (0: none), published with its exit arrival. */
+  int32_t read_errno, read_peer;
 } coll_detail_t;
 
 /* What a rank publishes for the calls of one parity, in one cache line:
@@ -76,6 +80,8 @@ typedef struct {
   const char **src;     /* [w] where rank r's send data is read */
   symm_tensor_t *scratch;
   bool zero_copy;       /* src[] are the peers' buffers, read in place */
+  bool cma;             /* peers' send data is read in their processes (cpu_cma.c) */
+  int read_errno, read_peer; /* cma: this rank's failed read, if any */
   uint64_t deadline;    /* of the whole call (symm_now_ns clock) */
 } coll_t;
 

@@ -10,11 +10,13 @@
 
 #include "cpu/cpu.h"
 
-/* What a rank tells its peers at init: how it slices all-reduces, and the
- * CPUs it may run on (a bit per CPU). */
+/* What a rank tells its peers at init: how it slices all-reduces, the
+ * CPUs it may run on (a bit per CPU), and how they prove that they can
+ * read its memory (cpu_cma.c). */
 typedef struct {
   uint64_t slice_bytes;
   uint64_t cpus[CPU_SETSIZE / 64];
+  cpu_cma_card_t cma;
 } cpu_blob_t;
 
 static symm_result_t cpu_init(symm_comm_t *comm, symm_blob_t *blob) {
@@ -32,6 +34,7 @@ static symm_result_t cpu_init(symm_comm_t *comm, symm_blob_t *blob) {
   if (sched_getaffinity(0, sizeof set, &set) == 0)
     for (int c = 0; c < CPU_SETSIZE; c++)
       if (CPU_ISSET(c, &set)) b->cpus[c / 64] |= UINT64_C(1) << (c % 64);
+  cpu_cma_init(st, &b->cma);
   symm_engine_set_state(comm, st);
   *blob = (symm_blob_t){b, sizeof *b};
   return SYMM_SUCCESS;
@@ -53,7 +56,8 @@ static int host_cpus(const symm_comm_t *comm, const cpu_blob_t *all) {
 }
 
 /* Ranks must slice all-reduces alike (run_sliced pairs slices up by
- * position): SYMM_HOST_SLICE_BYTES is compared once, here. */
+ * position): SYMM_HOST_SLICE_BYTES is compared once, here.  Then each rank
+ * probes whether it can read its peers' memory (cpu_cma.c). */
 static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   cpu_state_t *st = cpu_state(comm);
   const int w = symm_comm_size(comm);
@@ -69,7 +73,12 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
                       r, (unsigned long long)st->slice_bytes, symm_comm_rank(comm));
   }
   st->host_cpus = host_cpus(comm, blobs);
+  cpu_cma_card_t *cards = calloc((size_t)w, sizeof *cards);
+  for (int r = 0; cards && r < w; r++) cards[r] = blobs[r].cma;
   free(blobs);
+  if (cards) cpu_cma_startup(comm, cards);
+  else SYMM_INFO(COLL, "CPU engine: cross-memory attach off: out of memory");
+  free(cards);
   const int ranks = symm_comm_local_size(comm), cpus = st->host_cpus;
   const bool crowded = ranks > SYMM_BACKOFF_CROWDED_PER_CPU * cpus;
   SYMM_INFO(COLL, "CPU engine: %d ranks on %d CPUs here: waits %s", ranks, cpus,
@@ -80,7 +89,9 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
 }
 
 static void cpu_fini(symm_comm_t *comm) {
-  free(symm_engine_state(comm));
+  cpu_state_t *st = cpu_state(comm);
+  if (st) cpu_cma_fini(st);
+  free(st);
   symm_engine_set_state(comm, NULL);
 }
 

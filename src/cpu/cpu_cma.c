@@ -1,0 +1,138 @@
+/* CPU engine: cross-memory attach (process_vm_readv), how a rank reads a
+ * peer's ordinary memory (malloc'd, a NumPy array) with one copy; when a
+ * call does is cpu_coll.c's to say (its top comment).
+ *
+ * Whether it can is proved once per communicator, never assumed: every
+ * rank publishes at init its pid and the address of a random nonce it
+ * keeps (with the nonce), and at startup reads every peer's nonce there.
+ * The kernel allows the read only where this process may ptrace the peer
+ * (same user, Yama's ptrace_scope 0, no seccomp filter against the call).
+ * The pid must be the one the core watches for this peer (this host, this
+ * PID namespace), and the value read must be the nonce: a pid that names
+ * another process here cannot pass.  Any failure leaves cross-memory
+ * attach off on this rank, which says why at INFO and stages its calls
+ * as before.  Nothing is loosened to make the read work (no
+ * PR_SET_PTRACER). */
+#define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "cpu/cpu.h"
+#include "symm_util.h"
+
+void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card) {
+  do symm_random_bytes(&st->cma_nonce, sizeof st->cma_nonce);
+  while (!st->cma_nonce); /* 0 is what a zeroed page would hold */
+  *card = (cpu_cma_card_t){(uint64_t)getpid(), (uint64_t)(uintptr_t)&st->cma_nonce,
+                           st->cma_nonce};
+}
+
+/* len bytes at addr in process pid into dst, whole (the kernel may stop
+ * short at a fault, and says where); 0 or errno. */
+static int read_whole(int32_t pid, void *dst, uint64_t addr, size_t len) {
+  char *d = dst;
+  while (len) {
+    struct iovec local = {d, len}, remote = {(void *)(uintptr_t)addr, len};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    d += n;
+    addr += (uint64_t)n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
+  const int32_t pid = cpu_state(comm)->cma_pids[peer];
+  const int err = read_whole(pid, dst, addr, len);
+  /* Only a process still there was the one that published: a pid freed
+   * by a death may already name another process (peer_watch.h). */
+  if (!err && symm_process_gone(pid)) return ESRCH;
+  return err;
+}
+
+static const char *read_failure(int err) {
+  switch (err) {
+    case EPERM: return "not permitted (Yama ptrace_scope 1 or more, a seccomp filter, or "
+                       "another user)";
+    case ENOSYS: return "process_vm_readv is not available (a seccomp filter, or the kernel)";
+    case ESRCH: return "no process of that pid here (another PID namespace?)";
+    case EFAULT: return "nothing there in the process of that pid (another PID namespace?)";
+    default: return strerror(err);
+  }
+}
+
+/* Whether this rank reads peer r's nonce where r's card says; else why.
+ * The pid must be the one the core watches (symm_comm_peer_pid: this host,
+ * this PID namespace), so that cpu_cma_read can tell that the process it
+ * read is still r's. */
+static bool probe_peer(symm_comm_t *comm, int r, const cpu_cma_card_t *card, char *why,
+                       size_t cap) {
+  if (!symm_comm_peer_same_host(comm, r)) {
+    snprintf(why, cap, "rank %d runs on another host", r);
+    return false;
+  }
+  const int32_t watched = symm_comm_peer_pid(comm, r);
+  if (watched <= 0 || (uint64_t)watched != card->pid) {
+    snprintf(why, cap, "rank %d's process (pid %llu) is not one this process watches (another "
+             "PID namespace?)", r, (unsigned long long)card->pid);
+    return false;
+  }
+  uint64_t seen = 0;
+  const int err = read_whole(watched, &seen, card->nonce_addr, sizeof seen);
+  if (!err && seen == card->nonce && card->nonce) return true;
+  if (err)
+    snprintf(why, cap, "reading rank %d's memory (pid %llu): %s", r,
+             (unsigned long long)card->pid, read_failure(err));
+  else
+    snprintf(why, cap, "pid %llu here is not rank %d's process (another PID namespace?)",
+             (unsigned long long)card->pid, r);
+  return false;
+}
+
+/* The group a call publishes when peers may read its send data with
+ * cross-memory attach: the same on every rank, drawn from the
+ * communicator's own names so that it is nobody's tensor's (a hash, as
+ * those are), never 0. */
+static uint64_t cma_group(const symm_comm_t *comm) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  const char *parts[] = {"cpu-cma", symm_comm_key_prefix(comm), symm_comm_name_nonce(comm)};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+    for (const char *p = parts[i]; p && *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+  h ^= h >> 29;
+  return h ? h : 1;
+}
+
+void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards) {
+  cpu_state_t *st = cpu_state(comm);
+  const int w = symm_comm_size(comm), me = symm_comm_rank(comm);
+  char why[256] = "";
+  st->cma_group = cma_group(comm);
+  if (w < 2) return;
+  if (symm_settings()->SYMM_HOST_CMA.index == 1) snprintf(why, sizeof why, "SYMM_HOST_CMA=off");
+  for (int r = 0; r < w && !why[0]; r++)
+    if (r != me) probe_peer(comm, r, &cards[r], why, sizeof why);
+  if (!why[0] && !(st->cma_pids = calloc((size_t)w, sizeof *st->cma_pids)))
+    snprintf(why, sizeof why, "out of memory");
+  if (why[0]) {
+    SYMM_INFO(COLL, "CPU engine: cross-memory attach off: %s; calls from ordinary memory "
+              "stage their data", why);
+    return;
+  }
+  for (int r = 0; r < w; r++) st->cma_pids[r] = (int32_t)cards[r].pid;
+  st->cma = true;
+  SYMM_INFO(COLL, "CPU engine: cross-memory attach on: read %d peer%s memory with "
+            "process_vm_readv", w - 1, w > 2 ? "s'" : "'s");
+}
+
+void cpu_cma_fini(cpu_state_t *st) {
+  free(st->cma_pids);
+  st->cma_pids = NULL;
+  st->cma = false;
+}
