@@ -472,3 +472,21 @@ bool test_pid_namespace_usable(char *why, size_t why_len) {
            code >= 100 ? strerror(code - 100) : "the child did not run as pid 1");
   return false;
 }
+
+int test_run_ranks_in_tmpdir(int n, test_rank_fn fn, const test_job_opts_t *opts) {
+  char dir[] = "/tmp/symm-test-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  const int bad = test_run_ranks_opts(n, fn, dir, opts);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ASSERT_EQ(system(cmd), 0);
+  return bad;
+}
+
+void test_log_coll_to(const char *dir, const char *name, int rank, const char *level,
+                      char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s-%d.log", dir, name, rank);
+  setenv("SYMM_DEBUG", level, 1);
+  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
+  setenv("SYMM_DEBUG_FILE", path, 1);
+}

@@ -128,6 +128,13 @@ int test_run_ranks_opts(int n, test_rank_fn fn, void *arg, const test_job_opts_t
  * ranks' store calls (SYMM_TIMEOUT_MS), no rank killed. */
 int test_run_ranks_timed(int n, test_rank_fn fn, void *arg, int timeout_ms,
                          int store_timeout_ms);
+/* test_run_ranks_opts (opts NULL: defaults) with arg a fresh folder under
+ * /tmp, removed after; for ranks that write files there, such as logs. */
+int test_run_ranks_in_tmpdir(int n, test_rank_fn fn, const test_job_opts_t *opts);
+/* Sends this process's COLL log lines at `level` to dir/name-rank.log,
+ * whose path goes to path: tests read which path each collective took. */
+void test_log_coll_to(const char *dir, const char *name, int rank, const char *level,
+                      char *path, size_t cap);
 
 /* The environment that symm_comm_init(NULL, ...) reads in one rank of a
  * job whose store is at store_addr; SYMM_LOCAL_RANK and SYMM_LOCAL_SIZE

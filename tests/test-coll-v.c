@@ -415,10 +415,7 @@ TEST_IMPL(coll_a2av_grow) {
 static int zero_copy_rank(int rank, int size, void *arg) {
   const char *dir = arg;
   char log[256];
-  snprintf(log, sizeof log, "%s/a2av-%d.log", dir, rank);
-  setenv("SYMM_DEBUG", "TRACE", 1);
-  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
-  setenv("SYMM_DEBUG_FILE", log, 1);
+  test_log_coll_to(dir, "a2av", rank, "TRACE", log, sizeof log);
   setenv("SYMM_SCRATCH_BYTES", "64K", 1);
   symm_comm_t *comm = init_comm();
   int64_t n = 16 << 20;
@@ -453,12 +450,6 @@ static int zero_copy_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_a2av_zero_copy) {
-  char dir[] = "/tmp/symm-a2av-XXXXXX";
-  ASSERT(mkdtemp(dir));
-  const int rc = test_run_ranks(3, zero_copy_rank, dir);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, rc ? "echo kept %s" : "rm -rf %s", dir);
-  ASSERT_EQ(system(cmd), 0);
-  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, zero_copy_rank, NULL), 0);
   return 0;
 }

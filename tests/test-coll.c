@@ -590,10 +590,7 @@ static void zc_fill(int32_t *p, size_t n, int rank, int block, int mask) {
 static int zero_copy_mixed_rank(int rank, int size, void *arg) {
   const char *dir = arg;
   char pattern[256];
-  snprintf(pattern, sizeof pattern, "%s/zc-%d.log", dir, rank);
-  setenv("SYMM_DEBUG", "TRACE", 1);
-  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
-  setenv("SYMM_DEBUG_FILE", pattern, 1);
+  test_log_coll_to(dir, "zc", rank, "TRACE", pattern, sizeof pattern);
   symm_comm_t *comm = init_comm();
   const size_t n = ZC_COUNT, whole = n * (size_t)size;
   int64_t len = (int64_t)(2 * whole);
@@ -646,13 +643,7 @@ static int zero_copy_mixed_rank(int rank, int size, void *arg) {
 }
 
 TEST_IMPL(coll_zero_copy_in_place_mixed) {
-  char dir[] = "/tmp/symm-zc-XXXXXX";
-  ASSERT(mkdtemp(dir));
-  int rc = test_run_ranks(3, zero_copy_mixed_rank, dir);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ASSERT_EQ(system(cmd), 0);
-  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, zero_copy_mixed_rank, NULL), 0);
   return 0;
 }
 
@@ -1594,19 +1585,10 @@ TEST_IMPL(coll_one_rank) {
 
 #define CMA_N 20011 /* i32 per piece: 80 KB, above the threshold */
 
-/* Logs this rank's COLL lines at `level` to dir/name-rank.log (path). */
-static void cma_log_to(const char *dir, const char *name, int rank, const char *level,
-                       char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s-%d.log", dir, name, rank);
-  setenv("SYMM_DEBUG", level, 1);
-  setenv("SYMM_DEBUG_SUBSYS", "COLL", 1);
-  setenv("SYMM_DEBUG_FILE", path, 1);
-}
-
 static int cma_probe_rank(int rank, int size, void *arg) {
   (void)size;
   char path[256];
-  cma_log_to(arg, "probe", rank, "INFO", path, sizeof path);
+  test_log_coll_to(arg, "probe", rank, "INFO", path, sizeof path);
   symm_comm_t *comm = init_comm();
   symm_comm_destroy(comm);
   return 0;
@@ -1737,7 +1719,7 @@ static int cma_cpus(void) {
  * result. */
 static int cma_paths_rank(int rank, int size, void *arg) {
   char path[256];
-  cma_log_to(arg, "paths", rank, "TRACE", path, sizeof path);
+  test_log_coll_to(arg, "paths", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
   const char *bc = cma_cpus() >= size ? "cma" : "staged";
   const char *const want[] = {"cma", "staged", "cma", bc, bc, "cma", "staged", "staged"};
@@ -1771,22 +1753,10 @@ static int cma_paths_rank(int rank, int size, void *arg) {
   return 0;
 }
 
-/* Runs fn on `ranks` ranks logging into a fresh folder, and removes it;
- * returns the ranks that failed. */
-static int cma_run(int ranks, test_rank_fn fn, const test_job_opts_t *o) {
-  char dir[] = "/tmp/symm-cma-XXXXXX";
-  ASSERT(mkdtemp(dir));
-  int bad = o ? test_run_ranks_opts(ranks, fn, dir, o) : test_run_ranks(ranks, fn, dir);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ASSERT_EQ(system(cmd), 0);
-  return bad;
-}
-
 TEST_IMPL(coll_cma_paths) {
   CMA_SKIP_UNLESS_PERMITTED();
-  ASSERT_EQ(cma_run(2, cma_paths_rank, NULL), 0);
-  ASSERT_EQ(cma_run(3, cma_paths_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(2, cma_paths_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_paths_rank, NULL), 0);
   return 0;
 }
 
@@ -1797,7 +1767,7 @@ TEST_IMPL(coll_cma_paths) {
  * broadcast where the 3 ranks share CPUs. */
 static int cma_off_rank(int rank, int size, void *arg) {
   char path[256];
-  cma_log_to(arg, "off", rank, "TRACE", path, sizeof path);
+  test_log_coll_to(arg, "off", rank, "TRACE", path, sizeof path);
   if (rank == 1) setenv("SYMM_HOST_CMA", "off", 1);
   symm_comm_t *comm = init_comm();
   cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 0);
@@ -1824,7 +1794,7 @@ static int cma_off_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_cma_off_one_rank) {
   CMA_SKIP_UNLESS_PERMITTED();
-  ASSERT_EQ(cma_run(3, cma_off_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_off_rank, NULL), 0);
   return 0;
 }
 
@@ -1853,7 +1823,7 @@ static void cma_start_saboteur(symm_comm_t *comm, int rank, bool kill, forger_t 
  * rank returns success with part of the data. */
 static int cma_killed_rank(int rank, int size, void *arg) {
   char path[256];
-  cma_log_to(arg, "killed", rank, "TRACE", path, sizeof path);
+  test_log_coll_to(arg, "killed", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
   check_recovers(comm, rank, size); /* the scratch exists: its pad is watched */
   const size_t n = CMA_N;
@@ -1897,7 +1867,7 @@ static int cma_killed_rank(int rank, int size, void *arg) {
 TEST_IMPL(coll_cma_peer_killed) {
   CMA_SKIP_UNLESS_PERMITTED();
   test_job_opts_t o = {.timeout_ms = 40000, .store_timeout_ms = 20000, .kill_rank = -1};
-  ASSERT_EQ(cma_run(3, cma_killed_rank, &o), 1); /* only the one that died */
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_killed_rank, &o), 1); /* only the one that died */
   return 0;
 }
 
@@ -1909,7 +1879,7 @@ TEST_IMPL(coll_cma_peer_killed) {
  * and an all-gather of the same kind, its data checked. */
 static int cma_bad_address_rank(int rank, int size, void *arg) {
   char path[256];
-  cma_log_to(arg, "fault", rank, "TRACE", path, sizeof path);
+  test_log_coll_to(arg, "fault", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
   check_recovers(comm, rank, size);
   const size_t n = CMA_N;
@@ -1944,6 +1914,6 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_cma_bad_address) {
   CMA_SKIP_UNLESS_PERMITTED();
-  ASSERT_EQ(cma_run(3, cma_bad_address_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
   return 0;
 }
