@@ -62,7 +62,8 @@
  *
  * Zero copy.  When sendbuf lies in a rendezvoused tensor of this comm with
  * room for the data, does not overlap recvbuf, and the call sends at least
- * ZERO_COPY_MIN_BYTES, the rank publishes that tensor's group and its offset
+ * ZERO_COPY_MIN_BYTES (reductions) or ZERO_COPY_MIN_MOVE_BYTES (the
+ * others), the rank publishes that tensor's group and its offset
  * instead of staging.  If every rank published the same group, peers read
  * each other's buffers in place (peer_data[r] + offset[r]) and end with an
  * exit barrier (phase 3), because a caller may rewrite sendbuf as soon as
@@ -113,7 +114,11 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_coll_int.h"
 
+/* Zero copy from this much send data: reductions, where every rank reads
+ * every peer's whole buffer; the others (moving data), whose staged lines
+ * would travel between caches twice (docs/tuning.md). */
 #define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
+#define ZERO_COPY_MIN_MOVE_BYTES ((size_t)8 << 10)
 #define CMA_MIN_BYTES ((size_t)32 << 10)
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
 #define STACK_RANKS 64       /* larger worlds take their arrays from malloc */
@@ -244,7 +249,8 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
 static zero_copy_t zero_copy_candidate(const coll_t *c) {
   zero_copy_t z = {NULL, 0, 0};
   const symm_coll_args_t *a = c->a;
-  if (a->send_bytes < ZERO_COPY_MIN_BYTES) return z;
+  if (a->send_bytes < (symm_coll_reduces(a->kind) ? ZERO_COPY_MIN_BYTES : ZERO_COPY_MIN_MOVE_BYTES))
+    return z;
   bool sends = rank_sends(c, c->me);
   const void *ptr = sends ? a->sendbuf : a->recvbuf;
   symm_tensor_t *t;
