@@ -22,7 +22,6 @@ typedef struct {
   bool cma;           /* this rank reads every peer's memory with process_vm_readv */
   uint64_t cma_group; /* what a call that peers may read so publishes (cpu_coll.c) */
   uint64_t cma_nonce; /* random: a peer that reads it here can read this process */
-  int32_t *cma_pids;  /* [size] each rank's process, NULL while cma is off */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -48,12 +47,10 @@ typedef struct {
  * turns cma on only if every read returns it (else logs why, at INFO);
  * never fails.  read: len bytes at addr in rank peer's process into dst,
  * whole; 0, or the errno of the read that failed (ESRCH also where the
- * peer's process is gone since, its pid perhaps another's).  fini: frees
- * what startup made. */
+ * peer's process is gone since, its pid perhaps another's). */
 void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card);
 void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards);
 int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
-void cpu_cma_fini(cpu_state_t *st);
 
 /* Collectives (cpu_coll.c): synchronous; the protocol is described at the
  * top of cpu_coll.c. */

@@ -16,7 +16,6 @@
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -49,7 +48,8 @@ static int read_whole(int32_t pid, void *dst, uint64_t addr, size_t len) {
 }
 
 int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
-  const int32_t pid = cpu_state(comm)->cma_pids[peer];
+  /* The probe proved that the pid the core watches is the peer's. */
+  const int32_t pid = symm_comm_peer_pid(comm, peer);
   const int err = read_whole(pid, dst, addr, len);
   /* Only a process still there was the one that published: a pid freed
    * by a death may already name another process (peer_watch.h). */
@@ -101,11 +101,10 @@ static bool probe_peer(symm_comm_t *comm, int r, const cpu_cma_card_t *card, cha
  * communicator's own names so that it is nobody's tensor's (a hash, as
  * those are), never 0. */
 static uint64_t cma_group(const symm_comm_t *comm) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-  const char *parts[] = {"cpu-cma", symm_comm_key_prefix(comm), symm_comm_name_nonce(comm)};
-  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-    for (const char *p = parts[i]; p && *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-  h ^= h >> 29;
+  const char *prefix = symm_comm_key_prefix(comm), *nonce = symm_comm_name_nonce(comm);
+  uint64_t h = symm_hash64("cpu-cma", 7, 0);
+  if (prefix) h = symm_hash64(prefix, strlen(prefix), h);
+  if (nonce) h = symm_hash64(nonce, strlen(nonce), h);
   return h ? h : 1;
 }
 
@@ -118,21 +117,13 @@ void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards) {
   if (symm_settings()->SYMM_HOST_CMA.index == 1) snprintf(why, sizeof why, "SYMM_HOST_CMA=off");
   for (int r = 0; r < w && !why[0]; r++)
     if (r != me) probe_peer(comm, r, &cards[r], why, sizeof why);
-  if (!why[0] && !(st->cma_pids = calloc((size_t)w, sizeof *st->cma_pids)))
-    snprintf(why, sizeof why, "out of memory");
   if (why[0]) {
     SYMM_INFO(COLL, "CPU engine: cross-memory attach off: %s; calls from ordinary memory "
               "stage their data", why);
     return;
   }
-  for (int r = 0; r < w; r++) st->cma_pids[r] = (int32_t)cards[r].pid;
   st->cma = true;
   SYMM_INFO(COLL, "CPU engine: cross-memory attach on: read %d peer%s memory with "
             "process_vm_readv", w - 1, w > 2 ? "s'" : "'s");
 }
 
-void cpu_cma_fini(cpu_state_t *st) {
-  free(st->cma_pids);
-  st->cma_pids = NULL;
-  st->cma = false;
-}

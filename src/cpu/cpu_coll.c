@@ -117,7 +117,6 @@
 /* Zero copy from this much send data: reductions, where every rank reads
  * every peer's whole buffer; the others (moving data), whose staged lines
  * would travel between caches twice (docs/tuning.md). */
-#define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
 #define ZERO_COPY_MIN_MOVE_BYTES ((size_t)8 << 10)
 #define CMA_MIN_BYTES ((size_t)32 << 10)
 #define CHUNK_ALIGN_ELEMS 16 /* two-shot chunk boundaries: whole vectors */
@@ -238,10 +237,6 @@ typedef struct {
   uint64_t group, offset;
 } zero_copy_t;
 
-static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
-  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
 
 /* Whether peers may read this rank's send data where it lies.  A broadcast
  * non-root sends nothing but must be able to map the root's buffer: it
@@ -252,24 +247,16 @@ static zero_copy_t zero_copy_candidate(const coll_t *c) {
   if (a->send_bytes < (symm_coll_reduces(a->kind) ? ZERO_COPY_MIN_BYTES : ZERO_COPY_MIN_MOVE_BYTES))
     return z;
   bool sends = rank_sends(c, c->me);
-  const void *ptr = sends ? a->sendbuf : a->recvbuf;
-  symm_tensor_t *t;
-  int rank;
   size_t off;
-  /* A miss is no error worth a last-error message. */
-  if (!symm_tensor_find(ptr, &t, &rank, &off)) return z;
-  if (symm_tensor_comm(t) != c->comm || !symm_tensor_is_rendezvoused(t) || rank != c->me)
+  symm_tensor_t *t = cpu_coll_own_tensor(c, sends ? a->sendbuf : a->recvbuf,
+                                         sends ? a->send_bytes : 0, &off);
+  if (!t) return z;
+  /* In place, nobody writes this rank's send data during the call:
+   * all-gather ranks write the other pieces of their own recvbuf, and an
+   * all-to-all's pairwise swap moves each block exactly once. */
+  if (sends && !in_place(c) && !two_shot(a) &&
+      cpu_coll_overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes))
     return z;
-  const size_t nbytes = symm_tensor_nbytes(t);
-  if (sends) {
-    if (off > nbytes || a->send_bytes > nbytes - off) return z;
-    /* In place, nobody writes this rank's send data during the call:
-     * all-gather ranks write the other pieces of their own recvbuf, and an
-     * all-to-all's pairwise swap moves each block exactly once. */
-    if (!in_place(c) && !two_shot(a) &&
-        overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes))
-      return z;
-  }
   z.t = t;
   z.group = symm_tensor_peer_sig(t);
   if (a->kind == SYMM_COLL_ALL_TO_ALL && in_place(c)) z.group = swap_group(z.group);
@@ -311,7 +298,7 @@ static zero_copy_t cma_candidate(const coll_t *c) {
   const cpu_state_t *st = cpu_state(c->comm);
   if (!st->cma || !cma_suits(c)) return z;
   const bool sends = rank_sends(c, c->me);
-  if (sends && overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes) &&
+  if (sends && cpu_coll_overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes) &&
       !(in_place(c) && a->kind != SYMM_COLL_ALL_TO_ALL))
     return z;
   z.group = st->cma_group;
@@ -356,7 +343,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
   char *out = cpu_coll_half(c, c->me) + c->out_off;
   char *mine = (char *)a->recvbuf + lo * c->esize;
   bool direct = a->recvbuf == a->sendbuf ||
-                !overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
+                !cpu_coll_overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes);
   size_t n = hi - lo, step = direct ? REDUCE_PIECE_BYTES / c->esize : n;
   const char *in[STACK_RANKS], **ip = c->w <= STACK_RANKS ? in : c->src;
   for (size_t p = 0; p < n; p += step) {

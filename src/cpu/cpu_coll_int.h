@@ -11,6 +11,10 @@
 #include "cpu/cpu.h"
 
 #define SCRATCH_ALIGN 64
+/* Reductions (cpu_coll.c) and all-to-all-v senders (cpu_coll_v.c) read
+ * symmetric send data in place from this much: below it a copy costs less
+ * than the exit barrier. */
+#define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
 
 /* A flag is 4 * seq + phase; PHASE_GIVEN_UP marks call seq given up. */
 enum { PHASE_GIVEN_UP = 0, PHASE_ARRIVED = 1, PHASE_STAGED = 2, PHASE_DONE = 3, PHASES = 4 };
@@ -89,7 +93,8 @@ typedef struct {
 const char *cpu_coll_kind_name(int kind);
 /* Works on scratch s from now on (its pads; the gate). */
 symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown);
-/* Makes the communicator's scratch at least `bytes` (collective), into *s. */
+/* Makes the communicator's scratch at least `bytes` (collective), into *s,
+ * each half (cpu_coll_half_capacity) at least bytes / 2. */
 symm_result_t cpu_coll_grow(coll_t *c, size_t bytes, symm_tensor_t **s);
 /* Arrives at `phase` and waits for every rank to, or fails the call. */
 symm_result_t cpu_coll_sync(coll_t *c, int phase, const char *what);
@@ -103,6 +108,14 @@ bool cpu_coll_peer_in_host_call(const coll_t *c);
 symm_result_t cpu_coll_check_match(const coll_t *c);
 /* Publishes this rank's brief and detail of the call. */
 void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset);
+/* Zero copy: the rendezvoused tensor of this comm whose data of this rank
+ * holds [ptr, ptr + bytes), with ptr's offset in it; NULL (no error) when
+ * there is none. */
+symm_tensor_t *cpu_coll_own_tensor(const coll_t *c, const void *ptr, size_t bytes, size_t *off);
+static inline bool cpu_coll_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
 /* Rank r's scratch half of this call, and what one half holds. */
 char *cpu_coll_half(const coll_t *c, int r);
 size_t cpu_coll_half_capacity(const symm_tensor_t *s);

@@ -44,10 +44,6 @@
 
 #include "cpu/cpu_coll_int.h"
 
-/* Senders on symmetric buffers sending at least this are read in place
- * (cpu_coll.c's threshold: below it a copy beats another barrier). */
-#define ZERO_COPY_MIN_BYTES ((size_t)64 << 10)
-
 enum { V_OK = 0, V_NEGATIVE, V_SEND_OVER, V_RECV_OVER, V_COUNT, V_PROTOCOL };
 
 typedef struct {
@@ -148,27 +144,17 @@ static void stage_table(vcall_t *x) {
   for (size_t i = 0; i < x->chunks; i++) t[i] = x->src[i];
 }
 
-static bool overlap(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) {
-  return an && bn && a < b + bn && b < a + an;
-}
-
 /* Whether peers may read this rank's send data where it lies: x->zt and
  * the group and offset it publishes, or nothing.  A miss is no error. */
 static void zero_copy_candidate(vcall_t *x) {
   const coll_t *c = x->c;
   const symm_coll_v_t *v = x->v;
-  uint64_t send_bytes, recv_bytes;
+  size_t send_bytes, recv_bytes, off;
   symm_tensor_t *t;
-  int rank;
-  size_t off;
-  if (x->verdict.code || __builtin_mul_overflow(v->send_rows, (uint64_t)x->row_bytes, &send_bytes) ||
-      __builtin_mul_overflow(v->recv_rows, (uint64_t)x->row_bytes, &recv_bytes) ||
-      !symm_tensor_find(c->a->sendbuf, &t, &rank, &off) ||
-      symm_tensor_comm(t) != c->comm || !symm_tensor_is_rendezvoused(t) || rank != c->me)
-    return;
-  const size_t nbytes = symm_tensor_nbytes(t);
-  if (off > nbytes || send_bytes > nbytes - off ||
-      overlap((uintptr_t)c->a->sendbuf, send_bytes, (uintptr_t)c->a->recvbuf, recv_bytes))
+  if (x->verdict.code || __builtin_mul_overflow(v->send_rows, x->row_bytes, &send_bytes) ||
+      __builtin_mul_overflow(v->recv_rows, x->row_bytes, &recv_bytes) ||
+      !(t = cpu_coll_own_tensor(c, c->a->sendbuf, send_bytes, &off)) ||
+      cpu_coll_overlap(c->a->sendbuf, send_bytes, c->a->recvbuf, recv_bytes))
     return;
   x->zgroup = symm_tensor_peer_sig(t); /* 0 while a peer is not mapped: staged */
   x->zt = x->zgroup ? t : NULL;
@@ -219,12 +205,17 @@ static symm_result_t verdicts(const coll_t *c, int which) {
 
 /* ---------------------------------------------------------- the receiver */
 
+/* Whether sender p's rows are read where they lie this call. */
+static bool read_in_place(const vcall_t *x, int p) {
+  return x->zero_copy && x->c->pads[p]->detail[x->c->h].in_place;
+}
+
 /* Bytes of p's data its table may point into: what it staged, or (zero
  * copy) the room of the tensor past p's sendbuf (a pad is read, never
  * trusted); false when even that is inconsistent. */
 static bool data_room(const vcall_t *x, int p, uint64_t *room) {
   const coll_t *c = x->c;
-  if (x->zero_copy && c->pads[p]->detail[c->h].in_place) {
+  if (read_in_place(x, p)) {
     const uint64_t off = c->pads[p]->slot[c->h].brief.offset, nbytes = symm_tensor_nbytes(x->zt);
     *room = off <= nbytes ? nbytes - off : 0;
     return off <= nbytes;
@@ -283,9 +274,9 @@ static void copy_in(vcall_t *x) {
   const coll_t *c = x->c;
   for (int k = 1; k <= c->w; k++) {
     const int p = (c->me + k) % c->w;
-    const char *data = x->zero_copy && c->pads[p]->detail[c->h].in_place
-                           ? (const char *)symm_tensor_peer_data(x->zt)[p] + c->pads[p]->slot[c->h].brief.offset
-                           : (const char *)table_of(x, p) + x->table_bytes;
+    const char *data = read_in_place(x, p) ? (const char *)symm_tensor_peer_data(x->zt)[p] +
+                                                 c->pads[p]->slot[c->h].brief.offset
+                                           : (const char *)table_of(x, p) + x->table_bytes;
     for (int e = 0; e < x->ne; e++) {
       const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
       if (x->dst[i].rows)
@@ -354,9 +345,7 @@ static symm_result_t stage_all(vcall_t *x) {
     return symm_error(SYMM_ERR_INVALID_ARG, "symm_all_to_all_v #%llu: a rank stages %llu bytes, "
                       "more than a scratch tensor can hold", (unsigned long long)c->seq,
                       (unsigned long long)most);
-  /* Halves are whole cache lines (cpu_coll_half_capacity): a need that is
-   * not would overflow into the other half, where the next call writes. */
-  SYMM_CHECK(cpu_coll_grow(c, 2 * symm_round_up((size_t)most, SCRATCH_ALIGN), &s));
+  SYMM_CHECK(cpu_coll_grow(c, 2 * (size_t)most, &s));
   SYMM_CHECK(cpu_coll_attach(c, s, true));
   stage(x);
   publish(x);

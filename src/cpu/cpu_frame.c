@@ -308,5 +308,18 @@ symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
 
 symm_result_t cpu_coll_grow(coll_t *c, size_t bytes, symm_tensor_t **s) {
   cpu_state(c->comm)->pad_of = NULL; /* the scratch it names may go */
-  return symm_comm_scratch(c->comm, bytes, s);
+  /* Halves are whole cache lines: a request that is not would get halves
+   * short of it, and data staged to its end would run into the other half,
+   * where the next call writes. */
+  return symm_comm_scratch(c->comm, symm_round_up(bytes, 2 * SCRATCH_ALIGN), s);
+}
+
+symm_tensor_t *cpu_coll_own_tensor(const coll_t *c, const void *ptr, size_t bytes, size_t *off) {
+  symm_tensor_t *t;
+  int rank;
+  if (!symm_tensor_find(ptr, &t, &rank, off) || symm_tensor_comm(t) != c->comm ||
+      !symm_tensor_is_rendezvoused(t) || rank != c->me)
+    return NULL;
+  const size_t nbytes = symm_tensor_nbytes(t);
+  return *off <= nbytes && bytes <= nbytes - *off ? t : NULL;
 }
