@@ -1450,7 +1450,9 @@ TEST_IMPL(coll_kinds_out_of_step) {
  * c5cb091 both ranks read 1 TiB past their mapping of rank 1's tensor and
  * died of SIGSEGV; now the all-reduce is SYMM_ERR_PROTOCOL on both, naming
  * rank 1 and the offset, nobody reads through it, and the communicator
- * works afterwards. */
+ * works afterwards.  The same for an all-to-all-v whose senders are read in
+ * place (cpu_coll_v.c): its table entries are checked against the room
+ * past the published offset, before any row moves. */
 
 /* The CPU engine's pad as it lays out one parity's slot (cpu_coll.c:
  * coll_slot_t): what an attacker who reads the source knows. */
@@ -1493,11 +1495,19 @@ static void *forger(void *arg) {
   return NULL;
 }
 
+/* The call whose offset is forged: an all-reduce, or (a2av) an
+ * all-to-all-v from the first half of the tensor into the second. */
+static symm_result_t forged_call(symm_comm_t *comm, float *x, size_t n, bool a2av) {
+  if (!a2av) return symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL);
+  const size_t counts[2] = {n / 2, n / 2};
+  return symm_all_to_all_v(comm, x, counts, NULL, x + n, counts, NULL, SYMM_DTYPE_F32, NULL);
+}
+
 static int forged_offset_rank(int rank, int size, void *arg) {
-  (void)arg;
+  const bool a2av = arg != NULL;
   symm_comm_t *comm = init_comm();
   const size_t n = 20000; /* 80 KB: zero copy from 64 KiB */
-  int64_t len = (int64_t)n;
+  int64_t len = (int64_t)(2 * n);
   symm_tensor_t *t = NULL;
   ASSERT_OK(symm_tensor_alloc(comm, &len, 1, SYMM_DTYPE_F32, &t));
   ASSERT_OK(symm_tensor_rendezvous(t));
@@ -1517,11 +1527,11 @@ static int forged_offset_rank(int rank, int size, void *arg) {
   } else {
     test_store_await(store, "test/forged/done");
   }
-  ASSERT_RES(symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL),
-             SYMM_ERR_PROTOCOL);
+  ASSERT_RES(forged_call(comm, x, n, a2av), SYMM_ERR_PROTOCOL);
   printf("rank %d: %s\n", rank, symm_last_error());
-  ASSERT_STR_CONTAINS(symm_last_error(), "rank 1 published its send data at offset "
-                      "1099511627776");
+  ASSERT_STR_CONTAINS(symm_last_error(),
+                      a2av ? "rank 1's table for rank 0 is past the 0 bytes of data it offers"
+                           : "rank 1 published its send data at offset 1099511627776");
   if (rank == 1) {
     void *forged = NULL;
     ASSERT_EQ(pthread_join(thread, &forged), 0);
@@ -1530,8 +1540,9 @@ static int forged_offset_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_comm_barrier(comm));
   check_recovers(comm, rank, size);
   for (size_t i = 0; i < n; i++) x[i] = (float)rank;
-  ASSERT_OK(symm_all_reduce(comm, x, x, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
-  for (size_t i = 0; i < n; i += 997) ASSERT_EQ((int)x[i], size * (size - 1) / 2);
+  ASSERT_OK(forged_call(comm, x, n, a2av));
+  for (size_t i = 0; i < n; i += 997)
+    ASSERT_EQ((int)x[a2av ? n + i : i], a2av ? (int)(i / (n / 2)) : size * (size - 1) / 2);
   ASSERT_OK(symm_tensor_free(t));
   symm_comm_destroy(comm);
   return 0;
@@ -1539,6 +1550,12 @@ static int forged_offset_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_forged_zero_copy_offset) {
   ASSERT_EQ(test_run_ranks_timed(2, forged_offset_rank, NULL, 30000, 20000), 0);
+  return 0;
+}
+
+TEST_IMPL(coll_a2av_forged_zero_copy_offset) {
+  static int a2av = 1;
+  ASSERT_EQ(test_run_ranks_timed(2, forged_offset_rank, &a2av, 30000, 20000), 0);
   return 0;
 }
 
