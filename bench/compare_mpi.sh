@@ -33,9 +33,15 @@
 #   environment: COLL (all_reduce; a list, or "all" for every one above),
 #                RANKS ("2 4"), SKEWS (all_to_all_v: "1 4"), MINBYTES (8;
 #                all_to_all_v: 1K), MAXBYTES (16M), STEP (2), ITERS (20),
-#                WARMUP (5), ROUNDS (3), BIND (core | default | none),
+#                WARMUP (5), SMALL_ITERS (50 x ITERS), SMALL_WARMUP
+#                (20 x WARMUP), ROUNDS (3), BIND (core | default | none),
 #                BENCH_FLAGS (more symmem-bench options, e.g.
 #                "--algo two_shot"; tests pass "--inject-errors 1")
+#
+# Sizes below 8 KiB get SMALL_ITERS timed calls after SMALL_WARMUP
+# untimed ones, on both sides (a second sweep of each program): 20 calls
+# of 8 bytes last about 5 us, and the first size of a sweep then measured
+# its warm-up (8 B at 3 to 14 round trips where a thousand calls take 2).
 #
 # The runs are repeated ROUNDS times, interleaved, and each column is the
 # median of its rounds: on a shared VM the memory bandwidth was seen to
@@ -70,6 +76,9 @@ MAXBYTES=${MAXBYTES:-16M}
 STEP=${STEP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
+SMALL_ITERS=${SMALL_ITERS:-$((50 * ITERS))}
+SMALL_WARMUP=${SMALL_WARMUP:-$((20 * WARMUP))}
+SMALL_BELOW=8192
 ROUNDS=${ROUNDS:-3}
 BIND=${BIND:-core}
 case "$BIND" in
@@ -77,6 +86,28 @@ case "$BIND" in
   *) echo "compare_mpi: BIND=$BIND; it takes core, default or none" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
+
+# SIZE as symmem-bench reads it (8, 1K, 4M, 1G) in bytes.
+to_bytes() {
+  case "$1" in
+    *[kK]) echo $((${1%?} << 10)) ;;
+    *[mM]) echo $((${1%?} << 20)) ;;
+    *[gG]) echo $((${1%?} << 30)) ;;
+    *) echo $(($1)) ;;
+  esac
+}
+
+# The sweeps from $1 bytes: "-b A -e B -n N -w W" once for the sizes below
+# SMALL_BELOW and once for the rest, each where it has a size.
+sweeps() {
+  s=$(to_bytes "$1") max=$(to_bytes "$MAXBYTES") small=""
+  while [ "$s" -lt "$SMALL_BELOW" ] && [ "$s" -le "$max" ]; do
+    small=$s
+    s=$((s * STEP))
+  done
+  [ -n "$small" ] && echo "-b $(to_bytes "$1") -e $small -f $STEP -n $SMALL_ITERS -w $SMALL_WARMUP"
+  [ "$s" -le "$max" ] && echo "-b $s -e $max -f $STEP -n $ITERS -w $WARMUP"
+}
 
 for tool in mpicc mpirun; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -155,22 +186,27 @@ run_rounds() {
     mpi_prog="$tmp/mpi_coll"; mpi_args="-c $1"; symm_args="--coll $1"
     min=${MINBYTES:-8}
   fi
-  sweep="-b $min -e $MAXBYTES -f $STEP -n $ITERS -w $WARMUP"
-  echo "## $ROUNDS rounds of: mpirun -np $2 $mpi_flags $(basename "$mpi_prog") $mpi_args $sweep"
-  for inplace in 1 0; do
-    echo "##   symmem: SYMM_BACKEND=host symmem-run -n $2 -- symmem-bench --csv $symm_args --inplace $inplace $sweep ${BENCH_FLAGS:-}"
+  all_sweeps=$(sweeps "$min")
+  echo "$all_sweeps" | while read -r sweep; do
+    echo "## $ROUNDS rounds of: mpirun -np $2 $mpi_flags $(basename "$mpi_prog") $mpi_args $sweep"
+    for inplace in 1 0; do
+      echo "##   symmem: SYMM_BACKEND=host symmem-run -n $2 -- symmem-bench --csv $symm_args --inplace $inplace $sweep ${BENCH_FLAGS:-}"
+    done
   done
   echo "##   binding: $BIND$([ "$BIND" = core ] && echo " (rank r on CPU r mod $cpus, both sides)")"
   # Other jobs on the machine move these figures more than anything here.
   [ -r /proc/loadavg ] && echo "##   load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($cpus CPUs)"
   r=1
   while [ "$r" -le "$ROUNDS" ]; do
-    # shellcheck disable=SC2086
-    mpirun -np "$2" $mpi_flags "$mpi_prog" $mpi_args $sweep >"$tmp/run/mpi.$r.csv" || exit 1
-    for inplace in 1 0; do
+    for sweep in $(echo "$all_sweeps" | tr ' ' ,); do
+      sweep=$(echo "$sweep" | tr , ' ')
       # shellcheck disable=SC2086
-      symm_bench "$2" --csv $symm_args --inplace "$inplace" -c 1 $sweep ${BENCH_FLAGS:-} \
-        >"$tmp/run/symm$inplace.$r.csv" || exit 1
+      mpirun -np "$2" $mpi_flags "$mpi_prog" $mpi_args $sweep >>"$tmp/run/mpi.$r.csv" || exit 1
+      for inplace in 1 0; do
+        # shellcheck disable=SC2086
+        symm_bench "$2" --csv $symm_args --inplace "$inplace" -c 1 $sweep ${BENCH_FLAGS:-} \
+          >>"$tmp/run/symm$inplace.$r.csv" || exit 1
+      done
     done
     r=$((r + 1))
   done

@@ -42,9 +42,11 @@
  * (base/backoff.c: sched_yield up to 1 ms, then nanosleep growing to
  * 64 us; no spinning at all when this host has more ranks than the CPUs
  * its ranks run on) so that oversubscribed ranks still progress, and end
- * at the call's deadline (one for the whole call) with SYMM_ERR_TIMEOUT
- * naming the ranks that did not get there.  Nothing on the way takes a
- * lock or makes a system call until a wait has spun for ~20 us.
+ * at the call's deadline (one for the whole call, timed from the first
+ * wait that reads the clock: a call whose waits all end within a few
+ * dozen spins reads no clock) with SYMM_ERR_TIMEOUT naming the ranks that
+ * did not get there.  Nothing on the way takes a lock or makes a system
+ * call until a wait has spun for ~20 us.
  *
  * Reuse.  Call seq reuses the slot and the scratch half of call seq - 2.
  * A rank may write them only once every rank has left seq - 2 (gate):
@@ -678,8 +680,7 @@ static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
   const int world = symm_comm_size(comm);
   coll_t c = {.comm = comm, .a = args, .whole = args, .w = world, .me = symm_comm_rank(comm),
               .h = (int)(args->seq & 1), .seq = args->seq, .esize = symm_dtype_size(args->dtype),
-              .pads = pads_stack, .src = src_stack,
-              .deadline = symm_deadline_after(symm_comm_timeout_ms(comm))};
+              .pads = pads_stack, .src = src_stack};
   if (world > STACK_RANKS) {
     c.pads = malloc(sizeof *c.pads * (size_t)world);
     c.src = malloc(sizeof *c.src * (size_t)world);
