@@ -1595,18 +1595,24 @@ TEST_IMPL(coll_one_rank) {
 /* ------------------------------------------------ cross-memory attach
  * All-gather, broadcast and all-to-all from ordinary memory whose pieces
  * reach the CPU engine's threshold (32 KiB a read) are read in the peers'
- * processes with process_vm_readv, where the library's probe at init
- * found that every peer may be read.  These tests need that: where the
+ * processes with process_vm_readv, where the library's probe (at a rank's
+ * first such call) found that every peer may be read.  These tests need that: where the
  * probe says no (Yama ptrace_scope >= 1, a seccomp filter), they SKIP with
  * the library's own reason. */
 
 #define CMA_N 20011 /* i32 per piece: 80 KB, above the threshold */
 
+/* The probe runs at a rank's first call that could read its peers: an
+ * all-gather from malloc'd memory, pieces above the threshold. */
 static int cma_probe_rank(int rank, int size, void *arg) {
-  (void)size;
   char path[256];
   test_log_coll_to(arg, "probe", rank, "INFO", path, sizeof path);
   symm_comm_t *comm = init_comm();
+  int32_t *send = calloc(CMA_N, sizeof *send), *recv = calloc(CMA_N * (size_t)size, sizeof *recv);
+  ASSERT(send && recv);
+  ASSERT_OK(symm_all_gather(comm, send, recv, CMA_N, SYMM_DTYPE_I32, NULL));
+  free(send);
+  free(recv);
   symm_comm_destroy(comm);
   return 0;
 }
@@ -1636,6 +1642,48 @@ static bool cma_permitted(char *why, size_t cap) {
   ASSERT_EQ(system(cmd), 0);
   why[strcspn(why, "\n")] = '\0';
   return on == 2;
+}
+
+/* Whether the log at path mentions cross-memory attach at all. */
+static bool cma_log_mentions(const char *path) {
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL);
+  char line[512];
+  bool said = false;
+  while (fgets(line, sizeof line, f)) said |= strstr(line, "cross-memory attach") != NULL;
+  fclose(f);
+  return said;
+}
+
+/* A communicator whose calls could never read a peer's memory (small
+ * calls, an all-reduce) never probes: its log says nothing of
+ * cross-memory attach.  The next one's first large all-gather from
+ * malloc'd memory probes, and the log gives the verdict (on or off). */
+static int cma_lazy_rank(int rank, int size, void *arg) {
+  char path[256];
+  test_log_coll_to(arg, "lazy", rank, "INFO", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  int32_t small[8] = {rank}, all[8 * 8];
+  ASSERT_OK(symm_all_reduce(comm, small, small, 8, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_all_gather(comm, small, all, 8, SYMM_DTYPE_I32, NULL));
+  symm_comm_destroy(comm);
+  ASSERT_MSG(!cma_log_mentions(path), "rank %d probed cross-memory attach without a call that "
+             "could use it", rank);
+  comm = init_comm();
+  int32_t *send = calloc(CMA_N, sizeof *send), *recv = calloc(CMA_N * (size_t)size, sizeof *recv);
+  ASSERT(send && recv);
+  ASSERT_OK(symm_all_gather(comm, send, recv, CMA_N, SYMM_DTYPE_I32, NULL));
+  free(send);
+  free(recv);
+  symm_comm_destroy(comm);
+  ASSERT_MSG(cma_log_mentions(path), "rank %d gave no verdict on cross-memory attach at its first "
+             "large all-gather from malloc'd memory", rank);
+  return 0;
+}
+
+TEST_IMPL(coll_cma_probe_lazy) {
+  ASSERT_EQ(test_run_ranks_in_tmpdir(2, cma_lazy_rank, NULL), 0);
+  return 0;
 }
 
 #define CMA_SKIP_UNLESS_PERMITTED()                                           \
@@ -1832,8 +1880,10 @@ static void cma_start_saboteur(symm_comm_t *comm, int rank, bool kill, forger_t 
   ASSERT_EQ(pthread_create(t, NULL, forger, f), 0);
 }
 
-/* The last rank dies once its all-gather (from malloc'd memory) has
- * arrived, before its peers come.  They come once its process is gone,
+/* After an all-gather from malloc'd memory that every rank reads with
+ * cross-memory attach (each rank's first such call probes its peers: a
+ * probe that found a peer dead would stage instead), the last rank dies
+ * once its next all-gather has arrived, before its peers come.  They come once its process is gone,
  * see every rank arrived, take the path of cross-memory attach (their
  * logs say so), fail to read the dead rank (ESRCH) and fail the call with
  * SYMM_ERR_PEER_LOST naming it, at once rather than at their timeout: no
@@ -1843,6 +1893,7 @@ static int cma_killed_rank(int rank, int size, void *arg) {
   test_log_coll_to(arg, "killed", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
   check_recovers(comm, rank, size); /* the scratch exists: its pad is watched */
+  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 0);
   const size_t n = CMA_N;
   int32_t *send = malloc(n * sizeof *send), *recv = malloc(n * (size_t)size * sizeof *recv);
   ASSERT(send && recv);
@@ -1876,8 +1927,8 @@ static int cma_killed_rank(int rank, int size, void *arg) {
   free(send);
   free(recv);
   symm_comm_destroy(comm);
-  static const char *const paths[] = {"staged", "cma"};
-  cma_check_paths(path, rank, paths, 2);
+  static const char *const paths[] = {"staged", "cma", "cma"};
+  cma_check_paths(path, rank, paths, 3);
   return 0;
 }
 

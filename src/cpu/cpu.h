@@ -22,6 +22,7 @@ typedef struct {
   bool cma;           /* this rank reads every peer's memory with process_vm_readv */
   uint64_t cma_group; /* what a call that peers may read so publishes (cpu_coll.c) */
   uint64_t cma_nonce; /* random: a peer that reads it here can read this process */
+  struct cpu_cma_card *cma_cards; /* the peers' cards until the probe (NULL: probed) */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -38,18 +39,24 @@ static inline void cpu_backoff_start(symm_backoff_t *b, const symm_comm_t *comm,
 
 /* What a rank publishes at init so that its peers can prove they read its
  * memory: its pid, and where it keeps which nonce. */
-typedef struct {
+typedef struct cpu_cma_card {
   uint64_t pid, nonce_addr, nonce;
 } cpu_cma_card_t;
 
 /* Cross-memory attach (cpu_cma.c).  init: draws this rank's nonce and
- * fills its card.  startup: reads every peer's nonce as its card says and
- * turns cma on only if every read returns it (else logs why, at INFO);
- * never fails.  read: len bytes at addr in rank peer's process into dst,
- * whole; 0, or the errno of the read that failed (ESRCH also where the
- * peer's process is gone since, its pid perhaps another's). */
+ * fills its card.  startup: keeps the peers' cards (takes `cards`, a
+ * malloc'd array of one per rank) for the probe, unless
+ * SYMM_HOST_CMA=off or there are no peers; never fails.  ready: whether
+ * this rank may read every peer's memory; the first time, the probe reads
+ * every peer's nonce as its card says and turns cma on only if every read
+ * returns it (else logs why, at INFO).  fini: frees what startup kept.
+ * read: len bytes at addr in rank peer's process into dst, whole; 0, or
+ * the errno of the read that failed (ESRCH also where the peer's process
+ * is gone since, its pid perhaps another's). */
 void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card);
-void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards);
+void cpu_cma_startup(symm_comm_t *comm, cpu_cma_card_t *cards);
+bool cpu_cma_ready(symm_comm_t *comm);
+void cpu_cma_fini(cpu_state_t *st);
 int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
 
 /* Collectives (cpu_coll.c): synchronous; the protocol is described at the

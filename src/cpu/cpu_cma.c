@@ -4,7 +4,10 @@
  *
  * Whether it can is proved once per communicator, never assumed: every
  * rank publishes at init its pid and the address of a random nonce it
- * keeps (with the nonce), and at startup reads every peer's nonce there.
+ * keeps (with the nonce), and reads every peer's nonce there at its first
+ * call that could read a peer's memory (a read per peer: at hundreds of
+ * ranks a cost that jobs which never make such a call should not pay at
+ * init).
  * The kernel allows the read only where this process may ptrace the peer
  * (same user, Yama's ptrace_scope 0, no seccomp filter against the call).
  * The pid must be the one the core watches for this peer (this host, this
@@ -16,6 +19,7 @@
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -108,22 +112,42 @@ static uint64_t cma_group(const symm_comm_t *comm) {
   return h ? h : 1;
 }
 
-void cpu_cma_startup(symm_comm_t *comm, const cpu_cma_card_t *cards) {
+void cpu_cma_startup(symm_comm_t *comm, cpu_cma_card_t *cards) {
   cpu_state_t *st = cpu_state(comm);
+  st->cma_group = cma_group(comm);
+  if (symm_comm_size(comm) < 2) {
+    free(cards);
+    return;
+  }
+  if (symm_settings()->SYMM_HOST_CMA.index == 1) {
+    free(cards);
+    SYMM_INFO(COLL, "CPU engine: cross-memory attach off: SYMM_HOST_CMA=off; calls from "
+              "ordinary memory stage their data");
+    return;
+  }
+  st->cma_cards = cards;
+}
+
+bool cpu_cma_ready(symm_comm_t *comm) {
+  cpu_state_t *st = cpu_state(comm);
+  if (!st->cma_cards) return st->cma;
   const int w = symm_comm_size(comm), me = symm_comm_rank(comm);
   char why[256] = "";
-  st->cma_group = cma_group(comm);
-  if (w < 2) return;
-  if (symm_settings()->SYMM_HOST_CMA.index == 1) snprintf(why, sizeof why, "SYMM_HOST_CMA=off");
   for (int r = 0; r < w && !why[0]; r++)
-    if (r != me) probe_peer(comm, r, &cards[r], why, sizeof why);
+    if (r != me) probe_peer(comm, r, &st->cma_cards[r], why, sizeof why);
+  cpu_cma_fini(st);
   if (why[0]) {
     SYMM_INFO(COLL, "CPU engine: cross-memory attach off: %s; calls from ordinary memory "
               "stage their data", why);
-    return;
+    return false;
   }
   st->cma = true;
   SYMM_INFO(COLL, "CPU engine: cross-memory attach on: read %d peer%s memory with "
             "process_vm_readv", w - 1, w > 2 ? "s'" : "'s");
+  return true;
 }
 
+void cpu_cma_fini(cpu_state_t *st) {
+  free(st->cma_cards);
+  st->cma_cards = NULL;
+}

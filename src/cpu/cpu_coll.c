@@ -86,8 +86,8 @@
  * leaves that data alone while it runs (recvbuf apart from it, or an
  * all-gather's or a broadcast's in place), publishes a group of its own
  * (per communicator, the same on every rank, never 0) and sendbuf's
- * address, on a rank whose start-up probe showed that it may read every
- * peer's memory (cpu_cma.c; SYMM_HOST_CMA=off says no).  A broadcast
+ * address, on a rank whose probe (at its first such call) showed that it
+ * may read every peer's memory (cpu_cma.c; SYMM_HOST_CMA=off says no).  A broadcast
  * non-root publishes it as a reader.  If every rank published it, every
  * rank can read every peer, and each reads its pieces with
  * process_vm_readv from the peer's sendbuf straight into its recvbuf: one
@@ -290,7 +290,7 @@ static bool cma_suits(const coll_t *c) {
 /* Whether peers may read this rank's send data in its own process
  * (cross-memory attach): a call that cma_suits, from this rank's ordinary
  * memory (not read in place: zero_copy_candidate found no group), on a
- * rank whose probe succeeded.  Peers read sendbuf while this rank writes
+ * rank whose probe succeeded (run at its first such call).  Peers read sendbuf while this rank writes
  * recvbuf: the two lie apart, or nobody writes what is read (an
  * all-gather's piece `me` in place; a broadcast in place).  A broadcast
  * non-root sends nothing and qualifies as a reader. */
@@ -298,7 +298,7 @@ static zero_copy_t cma_candidate(const coll_t *c) {
   zero_copy_t z = {NULL, 0, 0};
   const symm_coll_args_t *a = c->a;
   const cpu_state_t *st = cpu_state(c->comm);
-  if (!st->cma || !cma_suits(c)) return z;
+  if (!cma_suits(c) || !cpu_cma_ready(c->comm)) return z;
   const bool sends = rank_sends(c, c->me);
   if (sends && cpu_coll_overlap(a->sendbuf, a->send_bytes, a->recvbuf, a->recv_bytes) &&
       !(in_place(c) && a->kind != SYMM_COLL_ALL_TO_ALL))

@@ -57,7 +57,7 @@ static int host_cpus(const symm_comm_t *comm, const cpu_blob_t *all) {
 
 /* Ranks must slice all-reduces alike (run_sliced pairs slices up by
  * position): SYMM_HOST_SLICE_BYTES is compared once, here.  Then each rank
- * probes whether it can read its peers' memory (cpu_cma.c). */
+ * keeps how to probe whether it can read its peers' memory (cpu_cma.c). */
 static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   cpu_state_t *st = cpu_state(comm);
   const int w = symm_comm_size(comm);
@@ -78,7 +78,6 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
   free(blobs);
   if (cards) cpu_cma_startup(comm, cards);
   else SYMM_INFO(COLL, "CPU engine: cross-memory attach off: out of memory");
-  free(cards);
   const int ranks = symm_comm_local_size(comm), cpus = st->host_cpus;
   const bool crowded = ranks > SYMM_BACKOFF_CROWDED_PER_CPU * cpus;
   SYMM_INFO(COLL, "CPU engine: %d ranks on %d CPUs here: waits %s", ranks, cpus,
@@ -89,7 +88,9 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
 }
 
 static void cpu_fini(symm_comm_t *comm) {
-  free(cpu_state(comm));
+  cpu_state_t *st = cpu_state(comm);
+  if (st) cpu_cma_fini(st);
+  free(st);
   symm_engine_set_state(comm, NULL);
 }
 
