@@ -442,6 +442,25 @@ TEST_IMPL(core_log_file) {
   return 0;
 }
 
+/* An operation's deadline is its timeout from its start, an enclosing
+ * operation's where earlier, and ends with it; a wait within it keeps to
+ * the earlier of its own and the operation's. */
+TEST_IMPL(core_op_deadline) {
+  const uint64_t start = symm_now_ns();
+  const uint64_t outer = symm_op_deadline_begin(1000);
+  ASSERT_EQ(outer, 0);
+  const uint64_t d = symm_deadline_after(60000); /* the operation's comes first */
+  ASSERT(d >= start + 1000000000ull && d <= symm_now_ns() + 1000000000ull);
+  ASSERT(symm_deadline_after(10) < d); /* a shorter wait's own */
+  const uint64_t inner = symm_op_deadline_begin(60000);
+  ASSERT_EQ(inner, d);
+  ASSERT_EQ(symm_deadline_after(60000), d); /* the enclosing deadline holds */
+  symm_op_deadline_end(inner);
+  symm_op_deadline_end(outer);
+  ASSERT(symm_deadline_after(60000) >= start + 60000000000ull); /* none left */
+  return 0;
+}
+
 /* symm_ms_until and symm_poll_until, the one wait-for-a-socket-until-a-
  * deadline of the fd exchange and the store client. */
 TEST_IMPL(core_poll_until) {

@@ -31,10 +31,7 @@ void symm_random_hex(char *out, size_t nbytes);
  * timeout, not after (world - 1) timeouts.  begin sets it for the calling
  * thread (an earlier one already set stays) and returns what end puts back;
  * symm_deadline_after is what a wait of timeout_ms starting now keeps to:
- * now + timeout_ms, or the operation's deadline if that comes first.  An
- * outermost operation's clock starts when something first asks for its
- * deadline (symm_deadline_after, symm_op_limit, ...), not at begin: a call
- * whose waits all end within a few spins reads no clock. */
+ * now + timeout_ms, or the operation's deadline if that comes first. */
 uint64_t symm_op_deadline_begin(int timeout_ms);
 void symm_op_deadline_end(uint64_t previous);
 uint64_t symm_deadline_after(int timeout_ms);

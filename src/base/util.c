@@ -63,38 +63,19 @@ int symm_poll_until(int fd, short events, uint64_t deadline_ns) {
 }
 
 static _Thread_local uint64_t op_deadline_ns, op_grace_ns;
-static _Thread_local uint64_t op_start_ns; /* when the outermost operation's clock started */
-/* An outermost operation whose clock has not started: its timeout + 1
- * (0: none).  Most calls never wait long enough to ask for their deadline,
- * and a clock read can cost more than a short call (a system call on some
- * virtual machines' clocks), so the first question starts the clock. */
-static _Thread_local int64_t op_pending_ms;
-
-/* The operation's deadline (0: none), its clock started now if it was
- * pending. */
-static uint64_t op_deadline(void) {
-  if (op_pending_ms) {
-    const int timeout_ms = (int)(op_pending_ms - 1);
-    op_pending_ms = 0;
-    op_start_ns = symm_now_ns();
-    op_deadline_ns = op_start_ns + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
-    op_grace_ns = (uint64_t)symm_timeout_grace_ms(timeout_ms) * 1000000ull;
-  }
-  return op_deadline_ns;
-}
+static _Thread_local uint64_t op_start_ns; /* when the outermost operation began */
 
 uint64_t symm_op_deadline_begin(int timeout_ms) {
-  uint64_t previous = op_deadline();
+  uint64_t previous = op_deadline_ns;
+  op_deadline_ns = symm_deadline_after(timeout_ms); /* an enclosing op's, if earlier */
   if (!previous) {
-    op_pending_ms = (int64_t)(timeout_ms > 0 ? timeout_ms : 0) + 1;
-    return 0;
+    op_grace_ns = (uint64_t)symm_timeout_grace_ms(timeout_ms) * 1000000ull;
+    op_start_ns = op_deadline_ns - (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
   }
-  op_deadline_ns = symm_deadline_after(timeout_ms); /* the enclosing op's, if earlier */
   return previous;
 }
 
 void symm_op_deadline_end(uint64_t previous) {
-  op_pending_ms = 0;
   op_deadline_ns = previous;
   if (!previous) op_grace_ns = 0;
 }
@@ -119,19 +100,18 @@ int symm_timeout_grace_ms(int timeout_ms) {
 }
 
 uint64_t symm_op_limit(uint64_t end_ns) {
-  if (!op_deadline()) return end_ns;
+  if (!op_deadline_ns) return end_ns;
   const uint64_t limit = op_deadline_ns + op_grace_ns;
   return end_ns < limit ? end_ns : limit;
 }
 
 uint64_t symm_deadline_after(int timeout_ms) {
-  const uint64_t op = op_deadline();
   uint64_t d = symm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
-  return op && op < d ? op : d;
+  return op_deadline_ns && op_deadline_ns < d ? op_deadline_ns : d;
 }
 
 uint64_t symm_deadline_before_agreeing(int timeout_ms) {
-  const uint64_t d = symm_deadline_after(timeout_ms); /* starts a pending op's clock */
+  const uint64_t d = symm_deadline_after(timeout_ms);
   if (!op_deadline_ns || d < op_deadline_ns) return d;
   /* A tenth of the operation's timeout (at most 1 s) for the agreement. */
   uint64_t reserve = op_deadline_ns > op_start_ns ? (op_deadline_ns - op_start_ns) / 10 : 0;
