@@ -1724,7 +1724,16 @@ static void cma_check_paths(const char *path, int rank, const char *const *want,
   ASSERT_EQ(call, n);
 }
 
-typedef enum { CMA_ALL_GATHER, CMA_BROADCAST, CMA_ALL_TO_ALL, CMA_ALL_REDUCE } cma_kind_t;
+typedef enum { CMA_ALL_GATHER, CMA_BROADCAST, CMA_ALL_TO_ALL, CMA_ALL_REDUCE, CMA_A2AV } cma_kind_t;
+
+/* An all-to-all-v of n i32 to every rank, as an all-to-all's blocks. */
+static symm_result_t cma_a2av(symm_comm_t *comm, int size, const int32_t *send, int32_t *recv,
+                              size_t n) {
+  size_t counts[16];
+  ASSERT(size <= 16);
+  for (int r = 0; r < size; r++) counts[r] = n;
+  return symm_all_to_all_v(comm, send, counts, NULL, recv, counts, NULL, SYMM_DTYPE_I32, NULL);
+}
 
 /* One checked call of kind k, n i32 a piece (all-to-all: a block), from
  * malloc'd memory, in place or not; `call` salts the data and picks a
@@ -1748,9 +1757,10 @@ static void cma_call(symm_comm_t *comm, int rank, int size, cma_kind_t k, size_t
     ASSERT_OK(symm_broadcast(comm, buf, recv, n, SYMM_DTYPE_I32, root, NULL));
     cma_fill(want, n, root, 0, call);
     check = n;
-  } else if (k == CMA_ALL_TO_ALL) {
+  } else if (k == CMA_ALL_TO_ALL || k == CMA_A2AV) {
     for (int b = 0; b < size; b++) cma_fill(buf + (size_t)b * n, n, rank, b, call);
-    ASSERT_OK(symm_all_to_all(comm, buf, recv, n, SYMM_DTYPE_I32, NULL));
+    if (k == CMA_ALL_TO_ALL) ASSERT_OK(symm_all_to_all(comm, buf, recv, n, SYMM_DTYPE_I32, NULL));
+    else ASSERT_OK(cma_a2av(comm, size, buf, recv, n));
     for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * n, n, r, rank, call);
   } else {
     for (size_t i = 0; i < n; i++) buf[i] = rank + (int32_t)(i % 7);
@@ -1777,8 +1787,9 @@ static int cma_cpus(void) {
 /* Which paths the calls take: every data-moving kind out of place from
  * malloc'd memory reads in the peers' processes (a broadcast only where
  * the ranks have a CPU each), and so do an all-gather and a broadcast in
- * place there; a small call, an all-to-all in place (a rank overwrites
- * what its peers read) and an all-reduce stage.  Then 200 all-gathers
+ * place there, and an all-to-all-v whose senders send 64 KiB or more; a
+ * small call, an all-to-all in place (a rank overwrites what its peers
+ * read) and an all-reduce stage.  Then 200 all-gathers
  * back to back, each rank rewriting its sendbuf as soon as a call
  * returns: a peer still reading it (no exit barrier) shows as a wrong
  * result. */
@@ -1787,7 +1798,8 @@ static int cma_paths_rank(int rank, int size, void *arg) {
   test_log_coll_to(arg, "paths", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
   const char *bc = cma_cpus() >= size ? "cma" : "staged";
-  const char *const want[] = {"cma", "staged", "cma", bc, bc, "cma", "staged", "staged"};
+  const char *const want[] = {"cma", "staged", "cma", bc, bc, "cma", "staged", "staged", "cma",
+                              "staged"};
   cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 0);
   cma_call(comm, rank, size, CMA_ALL_GATHER, 1000, false, 1);
   cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, true, 2);
@@ -1796,6 +1808,8 @@ static int cma_paths_rank(int rank, int size, void *arg) {
   cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, false, 5);
   cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, true, 6);
   cma_call(comm, rank, size, CMA_ALL_REDUCE, CMA_N, false, 7);
+  cma_call(comm, rank, size, CMA_A2AV, CMA_N, false, 8);
+  cma_call(comm, rank, size, CMA_A2AV, 1000, false, 9); /* under 64 KiB a sender: staged */
   enum { BACK_TO_BACK = 200 };
   const size_t n = CMA_N, whole = n * (size_t)size;
   int32_t *send = malloc(n * sizeof *send), *recv = malloc(whole * sizeof *recv);
@@ -1840,10 +1854,13 @@ static int cma_off_rank(int rank, int size, void *arg) {
   cma_call(comm, rank, size, CMA_ALL_TO_ALL, CMA_N, false, 2);
   cma_call(comm, rank, size, CMA_BROADCAST, CMA_N, false, 3); /* root 0 */
   cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, true, 4);
+  cma_call(comm, rank, size, CMA_A2AV, CMA_N, false, 5);
   symm_comm_destroy(comm);
   const char *bc = cma_cpus() >= size ? "staged late" : "staged";
-  const char *const want[] = {"staged late", "staged", "staged late", bc, "staged late"};
-  cma_check_paths(path, rank, want, 5);
+  /* all-to-all-v: the late staging round is every rank's */
+  const char *const want[] = {"staged late", "staged", "staged late", bc, "staged late",
+                              "staged late"};
+  cma_check_paths(path, rank, want, 6);
   FILE *f = fopen(path, "r");
   ASSERT(f != NULL);
   char line[512];
@@ -1945,6 +1962,8 @@ TEST_IMPL(coll_cma_peer_killed) {
  * last included, with the same message naming the first reader that
  * failed and the rank it read.  The communicator then works: a barrier
  * and an all-gather of the same kind, its data checked. */
+static cma_kind_t cma_fault_kind = CMA_ALL_GATHER; /* set before the ranks fork */
+
 static int cma_bad_address_rank(int rank, int size, void *arg) {
   char path[256];
   test_log_coll_to(arg, "fault", rank, "TRACE", path, sizeof path);
@@ -1959,7 +1978,10 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
   pthread_t t;
   if (rank == size - 1) cma_start_saboteur(comm, rank, false, &f, &t);
   else test_store_await(store, "test/cma/acted");
-  ASSERT_RES(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL), SYMM_ERR_SYSTEM);
+  const bool a2av = cma_fault_kind == CMA_A2AV;
+  ASSERT_RES(a2av ? cma_a2av(comm, size, send, recv, n / (size_t)size)
+                  : symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL),
+             SYMM_ERR_SYSTEM);
   printf("rank %d: %s\n", rank, symm_last_error());
   char want[128];
   snprintf(want, sizeof want, "rank 0 could not read rank %d's send data", size - 1);
@@ -1971,7 +1993,7 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
     ASSERT(acted); /* the call published an address to rewrite */
   }
   ASSERT_OK(symm_comm_barrier(comm));
-  cma_call(comm, rank, size, CMA_ALL_GATHER, CMA_N, false, 1);
+  cma_call(comm, rank, size, cma_fault_kind, a2av ? CMA_N / 2 : CMA_N, false, 1);
   free(send);
   free(recv);
   symm_comm_destroy(comm);
@@ -1982,6 +2004,16 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_cma_bad_address) {
   CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
+  return 0;
+}
+
+/* The same with an all-to-all-v from malloc'd memory (80 KB a sender, in
+ * blocks of 26.7 KB: read in the senders' processes, one system call a
+ * sender). */
+TEST_IMPL(coll_cma_a2av_bad_address) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  cma_fault_kind = CMA_A2AV;
   ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
   return 0;
 }

@@ -58,6 +58,12 @@ void cpu_cma_startup(symm_comm_t *comm, cpu_cma_card_t *cards);
 bool cpu_cma_ready(symm_comm_t *comm);
 void cpu_cma_fini(cpu_state_t *st);
 int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
+/* readv: n pieces at once, remote[i] (addresses in rank peer's process)
+ * into local[i] (lengths equal), in as few system calls as the kernel
+ * takes; 0 or errno as read. */
+struct iovec;
+int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
+                  const struct iovec *remote, size_t n);
 
 /* Collectives (cpu_coll.c): synchronous; the protocol is described at the
  * top of cpu_coll.c. */

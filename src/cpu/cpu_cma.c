@@ -51,6 +51,37 @@ static int read_whole(int32_t pid, void *dst, uint64_t addr, size_t len) {
   return 0;
 }
 
+#define PIECES_PER_CALL 1024 /* Linux's UIO_MAXIOV, the most iovecs a call takes */
+
+/* n pieces of process pid, remote[i] into local[i], in system calls of
+ * at most PIECES_PER_CALL pieces; 0 or errno.  A call moves whole pieces and
+ * stops short only at a fault. */
+static int read_pieces(int32_t pid, const struct iovec *local, const struct iovec *remote,
+                       size_t n) {
+  while (n) {
+    const size_t k = n < PIECES_PER_CALL ? n : PIECES_PER_CALL;
+    size_t want = 0;
+    for (size_t i = 0; i < k; i++) want += local[i].iov_len;
+    ssize_t got;
+    do got = process_vm_readv(pid, local, k, remote, k, 0);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) return errno;
+    if ((size_t)got != want) return EFAULT;
+    local += k;
+    remote += k;
+    n -= k;
+  }
+  return 0;
+}
+
+int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
+                  const struct iovec *remote, size_t n) {
+  const int32_t pid = symm_comm_peer_pid(comm, peer);
+  const int err = read_pieces(pid, local, remote, n);
+  if (!err && symm_process_gone(pid)) return ESRCH; /* as cpu_cma_read */
+  return err;
+}
+
 int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
   /* The probe proved that the pid the core watches is the peer's. */
   const int32_t pid = symm_comm_peer_pid(comm, peer);

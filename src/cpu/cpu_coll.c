@@ -80,7 +80,8 @@
  * why it allows recvbuf to overlap sendbuf there.  Below the threshold one
  * barrier and a copy beat two barriers.
  *
- * Cross-memory attach.  An all-gather, broadcast or all-to-all whose send
+ * Cross-memory attach (all-to-all-v: cpu_coll_v.c, the same way).  An
+ * all-gather, broadcast or all-to-all whose send
  * data lies in this rank's ordinary memory (not read in place as above),
  * read from each peer in pieces of at least CMA_MIN_BYTES, and which
  * leaves that data alone while it runs (recvbuf apart from it, or an
@@ -107,7 +108,6 @@
  * staged is copied once by its owner and then read where it lies, where
  * process_vm_readv would copy each piece once per reader. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,7 +383,7 @@ static void reduce_scatter(coll_t *c) {
 
 /* Copies len bytes at off of rank r's send data into dst: from where it
  * is mapped here, or (cross-memory attach) from r's process.  A read that
- * fails ends this rank's reads and is kept for its exit (cma_finish). */
+ * fails ends this rank's reads and is kept for its exit (cpu_coll_cma_finish). */
 static void fetch(coll_t *c, int r, void *dst, size_t off, size_t len) {
   if (!c->cma || r == c->me) {
     memcpy(dst, c->src[r] + off, len);
@@ -449,28 +449,6 @@ static void broadcast(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   if (c->me != a->root) fetch(c, a->root, a->recvbuf, 0, a->recv_bytes);
   else if (a->recvbuf != a->sendbuf) memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
-}
-
-/* The exit of a call read with cross-memory attach: each rank publishes
- * the failure of its reads (if any), then arrives at phase 3; every rank
- * reads every rank's mark only once all arrived, so all of them see the
- * same marks and fail alike, the first mark naming the failure. */
-static symm_result_t cma_finish(coll_t *c) {
-  coll_detail_t *mine = &c->pads[c->me]->detail[c->h];
-  mine->read_errno = c->read_errno;
-  mine->read_peer = c->read_peer;
-  SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
-  for (int r = 0; r < c->w; r++) {
-    const coll_detail_t *d = &c->pads[r]->detail[c->h];
-    const int err = d->read_errno, peer = d->read_peer;
-    if (!err) continue;
-    return symm_error(err == ESRCH ? SYMM_ERR_PEER_LOST : SYMM_ERR_SYSTEM,
-                      "symm_%s #%llu: rank %d could not read rank %d's send data in its "
-                      "process (process_vm_readv: %s); the call fails on every rank",
-                      cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r, peer,
-                      strerror(err));
-  }
-  return SYMM_SUCCESS;
 }
 
 /* ----------------------------------------------------------------- call */
@@ -559,7 +537,7 @@ static symm_result_t run(coll_t *c) {
     case SYMM_COLL_BROADCAST: broadcast(c); break;
     case SYMM_COLL_ALL_TO_ALL_V: break; /* cpu_coll_v_run, from run_sliced */
   }
-  if (c->cma) return cma_finish(c);
+  if (c->cma) return cpu_coll_cma_finish(c);
   if (c->zero_copy) SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }

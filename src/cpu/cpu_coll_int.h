@@ -40,6 +40,7 @@ typedef struct {
   int32_t algo;    /* all-reduce: the algorithm that runs */
   int32_t in_place; /* all-to-all-v: this rank's send data is read where it lies */
   uint64_t need;   /* all-to-all-v: bytes of this rank's staging (table, data) */
+  uint64_t room;   /* all-to-all-v, cross-memory attach: bytes of sendbuf */
   /* all-to-all-v: this rank's verdict [0] on its own counts, published with
    * its first arrival, [1] on what it receives, with its second: apart, so
    * that a peer still reading [0] never sees [1] early. */
@@ -107,6 +108,10 @@ symm_result_t cpu_coll_wait(coll_t *c, int phase, const char *what);
 bool cpu_coll_peer_in_host_call(const coll_t *c);
 /* After the first sync: SYMM_ERR_MISMATCH unless every rank's call agrees. */
 symm_result_t cpu_coll_check_match(const coll_t *c);
+/* The exit of a call read with cross-memory attach: this rank's failed
+ * read (c->read_errno, read_peer) published, phase 3, and every rank's
+ * marks read after it, so that all fail alike. */
+symm_result_t cpu_coll_cma_finish(coll_t *c);
 /* Publishes this rank's brief and detail of the call. */
 void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset);
 /* Zero copy: the rendezvoused tensor of this comm whose data of this rank

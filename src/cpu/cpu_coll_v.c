@@ -36,9 +36,23 @@
  * sender was read in place, since it may rewrite sendbuf once it returns.
  * If not, and no scratch growth restages everybody anyway, the in-place
  * senders stage now and every rank syncs once more (phase 2) before
- * reading tables; the counts are then checked at phase 3. */
+ * reading tables; the counts are then checked at phase 3.
+ *
+ * Cross-memory attach.  A sender whose sendbuf is ordinary memory (no
+ * tensor), apart from its recvbuf, on a rank whose probe showed that it
+ * may read every peer (cpu_cma.c), publishes the communicator's group of
+ * cross-memory attach, sendbuf's address and its size (detail.room), and
+ * stages only its table where it sends at least ZERO_COPY_MIN_BYTES, as
+ * in place above.  If every rank published that group, receivers read the
+ * in-place senders' rows in their processes with process_vm_readv, every
+ * chunk of a sender in one system call, straight into recvbuf (each entry
+ * checked against the published size first), and the call ends as the
+ * fixed-size kinds' cross-memory calls do (cpu_coll_cma_finish: a failed
+ * read fails every rank alike).  A mix with other groups stages late. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <errno.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,8 +78,10 @@ typedef struct {
   coll_verdict_t verdict; /* this rank's */
   symm_tensor_t *zt;      /* the tensor of sendbuf, read in place, or NULL */
   uint64_t zgroup, zoff;  /* what this rank publishes: its group, sendbuf's offset */
+  uint64_t room;          /* cross-memory attach: the bytes of sendbuf it publishes */
   bool in_place;          /* this rank's data is to be read where it lies */
   bool zero_copy;         /* every rank published the same group */
+  bool cma;               /* ... that of cross-memory attach: read in the senders' processes */
   bool any_in_place;      /* ... and some are read in place: an exit barrier */
   bool late;              /* some ranks staged after the first sync */
 } vcall_t;
@@ -161,12 +177,31 @@ static void zero_copy_candidate(vcall_t *x) {
   x->zoff = off;
 }
 
+/* Otherwise, whether peers may read this rank's send data in its process
+ * (cross-memory attach): sendbuf is ordinary memory apart from recvbuf, on
+ * a rank whose probe succeeded (run at its first such call). */
+static void cma_candidate(vcall_t *x) {
+  const coll_t *c = x->c;
+  const symm_coll_v_t *v = x->v;
+  size_t send_bytes, recv_bytes, off;
+  if (x->verdict.code || x->zgroup || __builtin_mul_overflow(v->send_rows, x->row_bytes, &send_bytes) ||
+      __builtin_mul_overflow(v->recv_rows, x->row_bytes, &recv_bytes) ||
+      cpu_coll_own_tensor(c, c->a->sendbuf, send_bytes, &off) ||
+      cpu_coll_overlap(c->a->sendbuf, send_bytes, c->a->recvbuf, recv_bytes) ||
+      !cpu_cma_ready(c->comm))
+    return;
+  x->zgroup = cpu_state(c->comm)->cma_group;
+  x->zoff = (uint64_t)(uintptr_t)c->a->sendbuf;
+  x->room = send_bytes;
+}
+
 /* ---------------------------------------------------------- the verdicts */
 
 static void publish(vcall_t *x) {
   cpu_coll_publish(x->c, x->zgroup, x->zoff);
   coll_detail_t *d = &x->c->pads[x->c->me]->detail[x->c->h];
   d->need = need_of(x);
+  d->room = x->room;
   d->in_place = x->in_place;
   d->verdict[0] = x->verdict;
 }
@@ -215,6 +250,10 @@ static bool read_in_place(const vcall_t *x, int p) {
  * trusted); false when even that is inconsistent. */
 static bool data_room(const vcall_t *x, int p, uint64_t *room) {
   const coll_t *c = x->c;
+  if (read_in_place(x, p) && x->cma) {
+    *room = c->pads[p]->detail[c->h].room;
+    return true;
+  }
   if (read_in_place(x, p)) {
     const uint64_t off = c->pads[p]->slot[c->h].brief.offset, nbytes = symm_tensor_nbytes(x->zt);
     *room = off <= nbytes ? nbytes - off : 0;
@@ -270,13 +309,43 @@ static void build_recv(vcall_t *x) {
   if (furthest > v->recv_rows) bad(x, V_RECV_OVER, -1, furthest, v->recv_rows);
 }
 
+/* Cross-memory attach: sender p's chunks for this rank, read in its
+ * process, all in one system call (pieces: the caller's, x->ne of them);
+ * a failed read ends this rank's reads and is kept for the exit. */
+static void cma_read_sender(vcall_t *x, int p, struct iovec *local, struct iovec *remote) {
+  coll_t *c = x->c;
+  const uint64_t base = c->pads[p]->slot[c->h].brief.offset;
+  size_t n = 0;
+  for (int e = 0; e < x->ne; e++) {
+    const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
+    if (!x->dst[i].rows) continue;
+    local[n] = (struct iovec){(char *)c->a->recvbuf + x->dst[i].off * x->row_bytes,
+                              x->dst[i].rows * x->row_bytes};
+    remote[n++] = (struct iovec){(void *)(uintptr_t)(base + x->from[i] * x->row_bytes),
+                                 x->dst[i].rows * x->row_bytes};
+  }
+  if (!n || c->read_errno) return;
+  c->read_errno = cpu_cma_readv(c->comm, p, local, remote, n);
+  if (c->read_errno) c->read_peer = p;
+}
+
 static void copy_in(vcall_t *x) {
   const coll_t *c = x->c;
+  struct iovec *io = NULL;
+  if (x->cma && x->any_in_place && !(io = calloc(2 * (size_t)x->ne, sizeof *io))) {
+    x->c->read_errno = ENOMEM; /* fails every rank alike, at the exit */
+    x->c->read_peer = c->me;
+  }
   for (int k = 1; k <= c->w; k++) {
     const int p = (c->me + k) % c->w;
-    const char *data = read_in_place(x, p) ? (const char *)symm_tensor_peer_data(x->zt)[p] +
-                                                 c->pads[p]->slot[c->h].brief.offset
-                                           : (const char *)table_of(x, p) + x->table_bytes;
+    if (read_in_place(x, p) && x->cma && p != c->me) {
+      if (io) cma_read_sender(x, p, io, io + x->ne);
+      continue;
+    }
+    const char *data = !read_in_place(x, p) ? (const char *)table_of(x, p) + x->table_bytes
+                       : x->cma             ? (const char *)c->a->sendbuf /* my own rows */
+                                            : (const char *)symm_tensor_peer_data(x->zt)[p] +
+                                                  c->pads[p]->slot[c->h].brief.offset;
     for (int e = 0; e < x->ne; e++) {
       const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
       if (x->dst[i].rows)
@@ -284,6 +353,7 @@ static void copy_in(vcall_t *x) {
                data + x->from[i] * x->row_bytes, x->dst[i].rows * x->row_bytes);
     }
   }
+  free(io);
 }
 
 /* out_splits_offsets of the device forms: [2][chunks], in the mode's order. */
@@ -310,6 +380,7 @@ static symm_result_t stage_all(vcall_t *x) {
   SYMM_CHECK(cpu_coll_attach(c, s, false));
   const uint64_t mine = need_of(x), cap = cpu_coll_half_capacity(s);
   if (x->table_bytes <= cap) zero_copy_candidate(x);
+  if (x->table_bytes <= cap) cma_candidate(x);
   x->in_place = x->zgroup && (mine - x->table_bytes >= ZERO_COPY_MIN_BYTES || mine > cap);
   if (x->in_place) stage_table(x);
   else if (!x->verdict.code && mine <= cap) stage(x);
@@ -325,10 +396,11 @@ static symm_result_t stage_all(vcall_t *x) {
     x->any_in_place |= c->pads[r]->detail[c->h].in_place != 0;
     if (c->pads[r]->detail[c->h].need > most) most = c->pads[r]->detail[c->h].need;
   }
+  x->cma = x->zero_copy && group0 == cpu_state(c->comm)->cma_group;
   if (x->zero_copy) return SYMM_SUCCESS; /* every table fits: each rank checked */
   const bool offered = x->in_place;
   x->zt = NULL;
-  x->zgroup = x->zoff = 0;
+  x->zgroup = x->zoff = x->room = 0;
   x->in_place = false;
   if (most <= cap) {
     if (!x->any_in_place) return SYMM_SUCCESS;
@@ -359,10 +431,11 @@ static symm_result_t run(vcall_t *x) {
   SYMM_CHECK(cpu_coll_sync(x->c, x->late ? PHASE_DONE : PHASE_STAGED, "check its counts"));
   SYMM_CHECK(verdicts(x->c, 1));
   SYMM_TRACE(COLL, "symm_all_to_all_v #%llu: %s", (unsigned long long)x->c->seq,
-             x->any_in_place ? "zero copy" : x->late ? "staged late" : "staged");
+             x->any_in_place ? (x->cma ? "cma" : "zero copy") : x->late ? "staged late" : "staged");
   copy_in(x);
+  if (x->any_in_place && x->cma) SYMM_CHECK(cpu_coll_cma_finish(x->c));
+  else if (x->any_in_place) SYMM_CHECK(cpu_coll_sync(x->c, PHASE_DONE, "finish reading"));
   write_splits(x);
-  if (x->any_in_place) SYMM_CHECK(cpu_coll_sync(x->c, PHASE_DONE, "finish reading"));
   return SYMM_SUCCESS;
 }
 

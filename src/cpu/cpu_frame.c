@@ -4,6 +4,7 @@
  * scratch halves.  The collectives themselves are in cpu_coll.c and
  * cpu_coll_v.c. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,4 +324,28 @@ symm_tensor_t *cpu_coll_own_tensor(const coll_t *c, const void *ptr, size_t byte
     return NULL;
   const size_t nbytes = symm_tensor_nbytes(t);
   return *off <= nbytes && bytes <= nbytes - *off ? t : NULL;
+}
+
+/* ------------------------------------------------- cross-memory attach */
+
+/* Each rank publishes the failure of its reads (if any), then arrives at
+ * phase 3; every rank reads every rank's mark only once all arrived, so
+ * all of them see the same marks and fail alike, the first mark naming
+ * the failure. */
+symm_result_t cpu_coll_cma_finish(coll_t *c) {
+  coll_detail_t *mine = &c->pads[c->me]->detail[c->h];
+  mine->read_errno = c->read_errno;
+  mine->read_peer = c->read_peer;
+  SYMM_CHECK(cpu_coll_sync(c, PHASE_DONE, "finish reading"));
+  for (int r = 0; r < c->w; r++) {
+    const coll_detail_t *d = &c->pads[r]->detail[c->h];
+    const int err = d->read_errno, peer = d->read_peer;
+    if (!err) continue;
+    return symm_error(err == ESRCH ? SYMM_ERR_PEER_LOST : SYMM_ERR_SYSTEM,
+                      "symm_%s #%llu: rank %d could not read rank %d's send data in its "
+                      "process (process_vm_readv: %s); the call fails on every rank",
+                      cpu_coll_kind_name(c->a->kind), (unsigned long long)c->seq, r, peer,
+                      strerror(err));
+  }
+  return SYMM_SUCCESS;
 }
