@@ -76,37 +76,61 @@ MAXBYTES=${MAXBYTES:-16M}
 STEP=${STEP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
-SMALL_ITERS=${SMALL_ITERS:-$((50 * ITERS))}
-SMALL_WARMUP=${SMALL_WARMUP:-$((20 * WARMUP))}
 SMALL_BELOW=8192
 ROUNDS=${ROUNDS:-3}
 BIND=${BIND:-core}
+whole() {
+  for v in "$@"; do
+    case "${v#*=}" in
+      '' | *[!0-9]*) echo "compare_mpi: $v is not a whole number" >&2; exit 2 ;;
+    esac
+  done
+}
+whole "STEP=$STEP" "ITERS=$ITERS" "WARMUP=$WARMUP" "ROUNDS=$ROUNDS"
+SMALL_ITERS=${SMALL_ITERS:-$((50 * ITERS))}
+SMALL_WARMUP=${SMALL_WARMUP:-$((20 * WARMUP))}
+whole "SMALL_ITERS=$SMALL_ITERS" "SMALL_WARMUP=$SMALL_WARMUP"
+if [ "$STEP" -lt 2 ] || [ "$ROUNDS" -lt 1 ]; then
+  echo "compare_mpi: STEP must be 2 or more and ROUNDS 1 or more" >&2
+  exit 2
+fi
 case "$BIND" in
   default | core | none) ;;
   *) echo "compare_mpi: BIND=$BIND; it takes core, default or none" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
 
-# SIZE as symmem-bench reads it (8, 1K, 4M, 1G) in bytes.
+# SIZE as symmem-bench reads it (8, 1K, 4M, 1G, 64KB, 16MiB) in bytes;
+# exit 2 on anything else.
 to_bytes() {
-  case "$1" in
-    *[kK]) echo $((${1%?} << 10)) ;;
-    *[mM]) echo $((${1%?} << 20)) ;;
-    *[gG]) echo $((${1%?} << 30)) ;;
-    *) echo $(($1)) ;;
+  n=${1%B}
+  n=${n%i}
+  unit=1
+  case "$n" in
+    *[kK]) unit=1024 n=${n%?} ;;
+    *[mM]) unit=1048576 n=${n%?} ;;
+    *[gG]) unit=1073741824 n=${n%?} ;;
   esac
+  case "$n" in
+    '' | *[!0-9]*) echo "compare_mpi: size $1 is not a number with K, M or G" >&2; exit 2 ;;
+  esac
+  n=$(echo "$n" | sed 's/^0*\([0-9]\)/\1/') # no octal
+  echo $((n * unit))
 }
 
 # The sweeps from $1 bytes: "-b A -e B -n N -w W" once for the sizes below
 # SMALL_BELOW and once for the rest, each where it has a size.
 sweeps() {
-  s=$(to_bytes "$1") max=$(to_bytes "$MAXBYTES") small=""
+  s=$(to_bytes "$1") && max=$(to_bytes "$MAXBYTES") || exit 2
+  small=""
   while [ "$s" -lt "$SMALL_BELOW" ] && [ "$s" -le "$max" ]; do
     small=$s
     s=$((s * STEP))
   done
-  [ -n "$small" ] && echo "-b $(to_bytes "$1") -e $small -f $STEP -n $SMALL_ITERS -w $SMALL_WARMUP"
-  [ "$s" -le "$max" ] && echo "-b $s -e $max -f $STEP -n $ITERS -w $WARMUP"
+  if [ -n "$small" ]; then
+    echo "-b $(to_bytes "$1") -e $small -f $STEP -n $SMALL_ITERS -w $SMALL_WARMUP"
+  fi
+  if [ "$s" -le "$max" ]; then echo "-b $s -e $max -f $STEP -n $ITERS -w $WARMUP"; fi
 }
 
 for tool in mpicc mpirun; do
@@ -186,7 +210,11 @@ run_rounds() {
     mpi_prog="$tmp/mpi_coll"; mpi_args="-c $1"; symm_args="--coll $1"
     min=${MINBYTES:-8}
   fi
-  all_sweeps=$(sweeps "$min")
+  all_sweeps=$(sweeps "$min") || exit 2
+  if [ -z "$all_sweeps" ]; then
+    echo "compare_mpi: no size from $min to $MAXBYTES" >&2
+    exit 2
+  fi
   echo "$all_sweeps" | while read -r sweep; do
     echo "## $ROUNDS rounds of: mpirun -np $2 $mpi_flags $(basename "$mpi_prog") $mpi_args $sweep"
     for inplace in 1 0; do

@@ -3,7 +3,8 @@
 # fast): every collective beside its MPI counterpart at 2 ranks, a table per
 # collective (two for all_to_all_v's skews) whose #wrong column is 0 on
 # every row; wrong values injected into symmem's side make it fail with the
-# count; a collective it does not know is refused.
+# count; a collective it does not know, a STEP below 2, a size it cannot
+# read and an empty sweep are refused.
 #   tests/check-compare-mpi.sh BUILD_DIR SOURCE_DIR
 # Exit 77 (ctest's skip) without mpicc and mpirun.
 set -u
@@ -44,4 +45,10 @@ quick COLL=all_reduce,allgather
 rc=$?
 [ "$rc" -eq 2 ] || fail "unknown collective: exit $rc, want 2"
 grep -q 'COLL has allgather' "$out" || fail "unknown collective not named"
+for bad in STEP=1 MAXBYTES=3Q MINBYTES=8M; do
+  quick "$bad"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "$bad: exit $rc, want 2"
+done
+grep -q 'no size from 8M to 4K' "$out" || fail "an empty sweep not named"
 echo "check-compare-mpi: passed"

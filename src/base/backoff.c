@@ -76,19 +76,11 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here) {
   b->timeout_ms = timeout_ms;
   b->pid = 0;
   b->lost = false;
-  b->shared = NULL;
 }
 
 void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here) {
   symm_backoff_start(b, 0, ranks_here);
   b->deadline = deadline_ns ? deadline_ns : 1; /* 0 would mean "not started" */
-}
-
-void symm_backoff_start_shared(symm_backoff_t *b, uint64_t *deadline_ns, int timeout_ms,
-                               int ranks_here) {
-  symm_backoff_start(b, timeout_ms, ranks_here);
-  b->shared = deadline_ns;
-  b->deadline = *deadline_ns;
 }
 
 void symm_backoff_host_cpus(symm_backoff_t *b, int cpus) {
@@ -108,10 +100,7 @@ bool symm_backoff_pause(symm_backoff_t *b) {
   uint64_t now = symm_now_ns();
   /* Within the calling operation's deadline, where one is on: the waits
    * of one call (a signal barrier's, one per peer) share its timeout. */
-  if (!b->deadline) {
-    b->deadline = b->shared && *b->shared ? *b->shared : symm_deadline_after(b->timeout_ms);
-    if (b->shared) *b->shared = b->deadline;
-  }
+  if (!b->deadline) b->deadline = symm_deadline_after(b->timeout_ms);
   if (!b->next_check) b->next_check = now + LIVENESS_NS; /* a wait that short needs no /proc read */
   if (!b->since) b->since = now;
   if (now >= b->deadline) return false;

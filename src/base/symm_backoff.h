@@ -22,7 +22,6 @@
 #define SYMM_BACKOFF_CROWDED_PER_CPU 4
 
 typedef struct {
-  uint64_t *shared; /* symm_backoff_start_shared's deadline, or NULL */
   uint64_t deadline, since, sleep_ns, spin_ns, next_check, sleep_max_ns;
   bool crowded; /* more than 4 ranks a CPU on this host: sleep, never spin or yield */
   int ranks_here;
@@ -37,13 +36,6 @@ void symm_backoff_start(symm_backoff_t *b, int timeout_ms, int ranks_here);
  * by the waits of one operation instead of timeout_ms from the first pause
  * of each. */
 void symm_backoff_start_until(symm_backoff_t *b, uint64_t deadline_ns, int ranks_here);
-/* Like start, but the waits of one operation share one deadline,
- * *deadline_ns: 0 until the first of them reads the clock (most waits end
- * before that, and a call that never waits long never reads it), then
- * timeout_ms after that reading, for every later wait of the operation
- * too.  Shorter where the calling thread's operation deadline is. */
-void symm_backoff_start_shared(symm_backoff_t *b, uint64_t *deadline_ns, int timeout_ms,
-                               int ranks_here);
 void symm_backoff_reset(symm_backoff_t *b);
 /* After start: the CPUs this host's ranks may run on together, where the
  * caller knows them (ranks each bound to a CPU of its own see one CPU in

@@ -122,7 +122,9 @@ static bool probe_peer(symm_comm_t *comm, int r, const cpu_cma_card_t *card, cha
   uint64_t seen = 0;
   const int err = read_whole(watched, &seen, card->nonce_addr, sizeof seen);
   if (!err && seen == card->nonce && card->nonce) return true;
-  if (err)
+  if (err == ESRCH && symm_process_gone(watched))
+    snprintf(why, cap, "rank %d's process (pid %llu) is gone", r, (unsigned long long)card->pid);
+  else if (err)
     snprintf(why, cap, "reading rank %d's memory (pid %llu): %s", r,
              (unsigned long long)card->pid, read_failure(err));
   else

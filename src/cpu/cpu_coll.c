@@ -42,10 +42,9 @@
  * (base/backoff.c: sched_yield up to 1 ms, then nanosleep growing to
  * 64 us; no spinning at all when this host has more ranks than the CPUs
  * its ranks run on) so that oversubscribed ranks still progress, and end
- * at the call's deadline (one for the whole call, timed from the first
- * wait that reads the clock: a call whose waits all end within a few
- * dozen spins reads no clock) with SYMM_ERR_TIMEOUT naming the ranks that
- * did not get there.  Nothing on the way takes a lock or makes a system
+ * at the call's deadline (its operation's, the timeout from its entry:
+ * one for the whole call; a wait reads the clock only after a few dozen
+ * spins) with SYMM_ERR_TIMEOUT naming the ranks that did not get there.  Nothing on the way takes a lock or makes a system
  * call until a wait has spun for ~20 us.
  *
  * Reuse.  Call seq reuses the slot and the scratch half of call seq - 2.

@@ -87,8 +87,6 @@ typedef struct {
   bool zero_copy;       /* src[] are the peers' buffers, read in place */
   bool cma;             /* peers' send data is read in their processes (cpu_cma.c) */
   int read_errno, read_peer; /* cma: this rank's failed read, if any */
-  uint64_t deadline;    /* of the whole call (symm_now_ns clock); 0 until a wait of
-                         * the call first reads the clock (symm_backoff_start_shared) */
 } coll_t;
 
 /* The frame's steps (cpu_frame.c). */

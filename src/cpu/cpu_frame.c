@@ -100,9 +100,10 @@ static symm_result_t given_up_error(const coll_t *c, bool late, uint64_t flag_ta
                     n ? "rank " : "a peer", who, symm_comm_timeout_ms(c->comm));
 }
 
-static void start_backoff(coll_t *c, symm_backoff_t *b, int watch) {
-  symm_backoff_start_shared(b, &c->deadline, symm_comm_timeout_ms(c->comm),
-                            symm_comm_local_size(c->comm));
+static void start_backoff(const coll_t *c, symm_backoff_t *b, int watch) {
+  /* Its deadline, taken at its first clock reading, is the call's: every
+   * call runs within its operation's (symm_op_deadline_begin at entry). */
+  symm_backoff_start(b, symm_comm_timeout_ms(c->comm), symm_comm_local_size(c->comm));
   symm_backoff_host_cpus(b, cpu_state(c->comm)->host_cpus);
   symm_backoff_watch(b, watch >= 0 ? symm_comm_peer_pid(c->comm, watch) : 0);
 }
