@@ -226,9 +226,9 @@ static void run_case(coll_t *c, kind_t kind, symm_dtype_t dt, symm_redop_t op, s
   ASSERT_CUDA(cudaMemset(drecv, 0x7f, buf_n * es));
   if (kind == K_AG && in_place) {
     /* In-place all-gather: this rank's part already sits at rank * n. */
-    ASSERT_CUDA(cudaMemcpy((char *)dsend + (size_t)R * n * es, h, n * es, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(gpu_upload((char *)dsend + (size_t)R * n * es, h, n * es));
   } else {
-    ASSERT_CUDA(cudaMemcpy(dsend, h, send_n * es, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(gpu_upload(dsend, h, send_n * es));
   }
   /* A copy from pageable memory may return before its last piece reached
    * the device, and c->stream (non-blocking) does not wait for it: without
@@ -367,7 +367,7 @@ TEST_IMPL(gpu_coll_graph) {
   for (int rep = 0; rep < 5; rep++) {
     for (size_t i = 0; i < n; i++)
       h[i] = (float)value(c->rank, i, 100 + rep, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_CUDA(cudaMemcpy(in, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(gpu_upload(in, h, n * sizeof(float)));
     ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
     ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));
     ASSERT_CUDA(cudaStreamSynchronize(c->stream));
@@ -601,7 +601,7 @@ static void a2av_rows(unsigned char *dst, int s, size_t first, size_t rows, size
 static void *a2av_upload(const void *h, size_t n) {
   void *d = NULL;
   ASSERT_CUDA(cudaMalloc(&d, n ? n : 16));
-  if (n) ASSERT_CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+  if (n) ASSERT_CUDA(gpu_upload(d, h, n));
   ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
   return d;
 }
@@ -967,11 +967,11 @@ TEST_IMPL(gpu_coll_a2av_errors) {
   a2av_expect_refused(c, SYMM_ERR_INVALID_ARG, "fit recv_rows", &b, 16, "recv_rows short");
   /* A negative split on rank 1. */
   int64_t neg = -3;
-  if (R == 1) ASSERT_CUDA(cudaMemcpy(b.in, &neg, 8, cudaMemcpyHostToDevice));
+  if (R == 1) ASSERT_CUDA(gpu_upload(b.in, &neg, 8));
   ASSERT_OK(symm_all_to_all_vdev(c->comm, b.send, b.send_cap, b.recv, b.recv_cap, 4, f32, b.in,
                                  b.out, c->stream));
   a2av_expect_refused(c, SYMM_ERR_INVALID_ARG, "negative", &b, 16, "negative split");
-  ASSERT_CUDA(cudaMemcpy(b.in, k.in, 8, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(gpu_upload(b.in, k.in, 8));
   /* Rank 0's splits one row past its send_rows. */
   ASSERT_OK(symm_all_to_all_vdev(c->comm, b.send, R == 0 ? b.send_cap - 1 : b.send_cap, b.recv,
                                  b.recv_cap, 4, f32, b.in, b.out, c->stream));
@@ -1044,8 +1044,8 @@ TEST_IMPL(gpu_coll_a2av_graph) {
       a2av_fill(m, W, j ? (int)ne : 1, rep == 2 ? PAT_SKEWED : PAT_RANDOM,
                 8000u + (uint32_t)(rep * 2 + j), most);
       a2av_dispatch_ref(m, R, j ? A2AV_2D : A2AV_1D, 16, rb, 10 + rep, false, &k[j]);
-      ASSERT_CUDA(cudaMemcpy(b[j].in, k[j].in, k[j].nin * 8, cudaMemcpyHostToDevice));
-      ASSERT_CUDA(cudaMemcpy(b[j].send, k[j].send, k[j].send_rows * rb, cudaMemcpyHostToDevice));
+      ASSERT_CUDA(gpu_upload(b[j].in, k[j].in, k[j].nin * 8));
+      ASSERT_CUDA(gpu_upload(b[j].send, k[j].send, k[j].send_rows * rb));
       ASSERT_CUDA(cudaMemset(b[j].recv, 0xa5, cap * rb));
     }
     ASSERT_CUDA(cudaMemset(hb.recv, 0xa5, hb.recv_cap * 4));
@@ -1136,7 +1136,7 @@ static void ce_graph_run(coll_t *c, const ce_graph_bufs_t *b, size_t n, const ch
     const int salt = 300 + rep;
     for (size_t i = 0; i < n * W; i++)
       h[i] = (float)value(c->rank, i, salt, SYMM_REDUCE_SUM, SYMM_DTYPE_F32, W);
-    ASSERT_CUDA(cudaMemcpy(b->in, h, n * W * sizeof(float), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(gpu_upload(b->in, h, n * W * sizeof(float)));
     ASSERT_CUDA(cudaDeviceSynchronize()); /* the pageable copy's tail, see run_case */
     symm_comm_barrier(c->comm); /* every rank's input is in place before any reads it */
     ASSERT_CUDA(cudaGraphLaunch(exec, c->stream));

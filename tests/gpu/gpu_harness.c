@@ -84,3 +84,8 @@ size_t gpu_pad_nonzero_bytes(symm_tensor_t *t, int rank) {
   free(h);
   return nonzero;
 }
+
+cudaError_t gpu_upload(void *dst, const void *src, size_t bytes) {
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}

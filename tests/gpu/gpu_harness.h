@@ -48,6 +48,13 @@ int gpu_rank_get(symm_backend_t backend, int min_ranks, gpu_rank_t **out);
  * mapped here (symm_tensor_signal_pad). */
 size_t gpu_pad_nonzero_bytes(symm_tensor_t *t, int rank);
 
+/* cudaMemcpy from host memory to the device, finished: from pageable
+ * memory cudaMemcpy may return once the data is staged, before the DMA
+ * lands ("API synchronization behavior"), and work on a non-blocking
+ * stream (the rank's) or in another process is not ordered after it.
+ * Every host-to-device copy of the GPU tests goes through this. */
+cudaError_t gpu_upload(void *dst, const void *src, size_t bytes);
+
 /* Whether a test of this process made the communicator already. */
 bool gpu_rank_made(void);
 

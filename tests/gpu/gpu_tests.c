@@ -222,7 +222,7 @@ TEST_IMPL(gpu_remote_view_memcpy) {
   ASSERT_MSG(rv.rank == right && rv.ndim == 1 && rv.sizes[0] == (int64_t)n,
              "remote view: rank %d ndim %d size %lld", rv.rank, rv.ndim, (long long)rv.sizes[0]);
   for (size_t i = 0; i < n; i++) h[i] = GPU_PATTERN(c->rank, i);
-  ASSERT_CUDA(cudaMemcpy(rv.data, h, bytes, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(gpu_upload(rv.data, h, bytes));
   ASSERT_CUDA(cudaDeviceSynchronize());
   barrier(c);
   /* Our buffer holds the left neighbour's pattern; reading the left
@@ -262,7 +262,7 @@ TEST_IMPL(gpu_put_get) {
   ASSERT(h != NULL);
   ASSERT_CUDA(cudaMalloc((void **)&src, bytes));
   for (size_t i = 0; i < n; i++) h[i] = GPU_PATTERN(c->rank, i);
-  ASSERT_CUDA(cudaMemcpy(src, h, bytes, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(gpu_upload(src, h, bytes));
   /* Device source, whole tensor; then a host source over the first 1001. */
   ASSERT_OK(symm_put(t, right, 0, src, bytes, c->stream));
   ASSERT_CUDA(cudaStreamSynchronize(c->stream));
@@ -490,7 +490,7 @@ TEST_IMPL(gpu_signal_pads) {
     ASSERT_OK(symm_tensor_signal_pad(t[i], right, &rpad));
     for (size_t w = 0; w < words; w++)
       h[w] = (uint32_t)(c->rank + 1) << 24 | (uint32_t)(i << 16) | (uint32_t)w;
-    ASSERT_CUDA(cudaMemcpy(rpad, h, pad_bytes, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(gpu_upload(rpad, h, pad_bytes));
   }
   ASSERT_CUDA(cudaDeviceSynchronize());
   barrier(c);
@@ -778,7 +778,7 @@ TEST_IMPL(gpu_register_user) {
   float *hbuf = malloc(bytes);
   ASSERT(hbuf != NULL);
   for (size_t i = 0; i < n; i++) hbuf[i] = (float)(c->rank + 1);
-  ASSERT_CUDA(cudaMemcpy(mine, hbuf, bytes, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(gpu_upload(mine, hbuf, bytes));
   barrier(c);
   ASSERT_OK(symm_all_reduce(c->comm, mine, mine, n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, c->stream));
   ASSERT_OK(symm_signal_barrier(t, 0, c->stream));
