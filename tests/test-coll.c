@@ -1602,11 +1602,10 @@ TEST_IMPL(coll_one_rank) {
 
 #define CMA_N 20011 /* i32 per piece: 80 KB, above the threshold */
 
-/* The probe runs at a rank's first call that could read its peers: an
- * all-gather from malloc'd memory, pieces above the threshold. */
-static int cma_probe_rank(int rank, int size, void *arg) {
-  char path[256];
-  test_log_coll_to(arg, "probe", rank, "INFO", path, sizeof path);
+/* A communicator whose one call is the kind that probes cross-memory
+ * attach, at a rank's first call that could read its peers: an all-gather
+ * from malloc'd memory, pieces above the threshold. */
+static void cma_probing_comm(int size) {
   symm_comm_t *comm = init_comm();
   int32_t *send = calloc(CMA_N, sizeof *send), *recv = calloc(CMA_N * (size_t)size, sizeof *recv);
   ASSERT(send && recv);
@@ -1614,6 +1613,12 @@ static int cma_probe_rank(int rank, int size, void *arg) {
   free(send);
   free(recv);
   symm_comm_destroy(comm);
+}
+
+static int cma_probe_rank(int rank, int size, void *arg) {
+  char path[256];
+  test_log_coll_to(arg, "probe", rank, "INFO", path, sizeof path);
+  cma_probing_comm(size);
   return 0;
 }
 
@@ -1670,13 +1675,7 @@ static int cma_lazy_rank(int rank, int size, void *arg) {
   symm_comm_destroy(comm);
   ASSERT_MSG(!cma_log_mentions(path), "rank %d probed cross-memory attach without a call that "
              "could use it", rank);
-  comm = init_comm();
-  int32_t *send = calloc(CMA_N, sizeof *send), *recv = calloc(CMA_N * (size_t)size, sizeof *recv);
-  ASSERT(send && recv);
-  ASSERT_OK(symm_all_gather(comm, send, recv, CMA_N, SYMM_DTYPE_I32, NULL));
-  free(send);
-  free(recv);
-  symm_comm_destroy(comm);
+  cma_probing_comm(size);
   ASSERT_MSG(cma_log_mentions(path), "rank %d gave no verdict on cross-memory attach at its first "
              "large all-gather from malloc'd memory", rank);
   return 0;
