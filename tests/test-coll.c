@@ -1461,6 +1461,25 @@ typedef struct {
   uint64_t sig, group, offset;
 } forged_slot_t;
 
+/* And as far as the details that follow the slots (cpu_coll_int.h:
+ * coll_pad_t, coll_detail_t): room, the size of sendbuf that an
+ * all-to-all-v sender read with cross-memory attach publishes. */
+typedef struct {
+  uint64_t count;
+  int32_t kind, dtype, op, root, algo, in_place;
+  uint64_t need, room;
+  struct {
+    int32_t code, peer;
+    uint64_t a, b;
+  } verdict[2];
+  int32_t read_errno, read_peer;
+} forged_detail_t;
+
+typedef struct {
+  forged_slot_t slot[2];
+  _Alignas(64) forged_detail_t detail[2];
+} forged_pad_t;
+
 typedef struct {
   forged_slot_t *slot; /* rank 1's own pad: two slots, one per parity */
   uint64_t before[2];  /* each slot's flag before the call */
@@ -1468,6 +1487,7 @@ typedef struct {
   uint64_t offset;     /* what it writes over the published offset */
   const char *key;     /* set to "1" once it forged, "0" if it never could */
   bool kill;           /* instead of forging: SIGKILL its process (after the key) */
+  bool room;           /* forge the detail's room, not the slot's offset */
 } forger_t;
 
 #define FORGED_OFFSET ((uint64_t)1 << 40)
@@ -1483,7 +1503,8 @@ static void *forger(void *arg) {
       uint64_t flag = atomic_load_explicit(&f->slot[h].flag, memory_order_acquire);
       /* The call has published (phase 1, arrived) in this slot. */
       if (flag == f->before[h] || (flag & 3) != 1 || !f->slot[h].group) continue;
-      if (!f->kill) f->slot[h].offset = f->offset;
+      if (f->room) ((forged_pad_t *)(void *)f->slot)->detail[h].room = f->offset;
+      else if (!f->kill) f->slot[h].offset = f->offset;
       atomic_thread_fence(memory_order_seq_cst);
       symm_store_set(f->store, f->key, "1", 1);
       if (f->kill) raise(SIGKILL);
@@ -1964,6 +1985,8 @@ TEST_IMPL(coll_cma_peer_killed) {
  * and an all-gather of the same kind, its data checked. */
 static cma_kind_t cma_fault_kind = CMA_ALL_GATHER; /* set before the ranks fork */
 
+static bool cma_forge_room; /* the published room of an all-to-all-v sender instead */
+
 static int cma_bad_address_rank(int rank, int size, void *arg) {
   char path[256];
   test_log_coll_to(arg, "fault", rank, "TRACE", path, sizeof path);
@@ -1976,17 +1999,26 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
   symm_store_t *store = symm_comm_store(comm);
   forger_t f;
   pthread_t t;
-  if (rank == size - 1) cma_start_saboteur(comm, rank, false, &f, &t);
-  else test_store_await(store, "test/cma/acted");
+  if (rank == size - 1) {
+    cma_start_saboteur(comm, rank, false, &f, &t);
+    if (cma_forge_room) f.room = true, f.offset = 0; /* before the thread reads them: */
+  } else {                                           /* it waits for the call */
+    test_store_await(store, "test/cma/acted");
+  }
   const bool a2av = cma_fault_kind == CMA_A2AV;
   ASSERT_RES(a2av ? cma_a2av(comm, size, send, recv, n / (size_t)size)
                   : symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL),
-             SYMM_ERR_SYSTEM);
+             cma_forge_room ? SYMM_ERR_PROTOCOL : SYMM_ERR_SYSTEM);
   printf("rank %d: %s\n", rank, symm_last_error());
   char want[128];
-  snprintf(want, sizeof want, "rank 0 could not read rank %d's send data", size - 1);
-  ASSERT_STR_CONTAINS(symm_last_error(), want);
-  ASSERT_STR_CONTAINS(symm_last_error(), strerror(EFAULT));
+  if (cma_forge_room) {
+    snprintf(want, sizeof want, "rank %d's table for rank 0 is past the 0 bytes", size - 1);
+    ASSERT_STR_CONTAINS(symm_last_error(), want);
+  } else {
+    snprintf(want, sizeof want, "rank 0 could not read rank %d's send data", size - 1);
+    ASSERT_STR_CONTAINS(symm_last_error(), want);
+    ASSERT_STR_CONTAINS(symm_last_error(), strerror(EFAULT));
+  }
   if (rank == size - 1) {
     void *acted = NULL;
     ASSERT_EQ(pthread_join(t, &acted), 0);
@@ -1997,8 +2029,11 @@ static int cma_bad_address_rank(int rank, int size, void *arg) {
   free(send);
   free(recv);
   symm_comm_destroy(comm);
+  /* A call refused for its tables moves nothing and logs no path. */
   static const char *const paths[] = {"staged", "cma", "cma"};
-  cma_check_paths(path, rank, paths, 3);
+  static const char *const refused[] = {"staged", "cma"};
+  if (cma_forge_room) cma_check_paths(path, rank, refused, 2);
+  else cma_check_paths(path, rank, paths, 3);
   return 0;
 }
 
@@ -2014,6 +2049,20 @@ TEST_IMPL(coll_cma_bad_address) {
 TEST_IMPL(coll_cma_a2av_bad_address) {
   CMA_SKIP_UNLESS_PERMITTED();
   cma_fault_kind = CMA_A2AV;
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
+  return 0;
+}
+
+/* The size of sendbuf that an all-to-all-v sender read with cross-memory
+ * attach publishes is rewritten to 0 once its call arrived: its table
+ * entries now reach past it, and every rank fails with
+ * SYMM_ERR_PROTOCOL before any row is read (a pad is read, never
+ * trusted: without the check a forged entry would read whatever lies past
+ * sendbuf in the sender's process). */
+TEST_IMPL(coll_cma_a2av_forged_room) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  cma_fault_kind = CMA_A2AV;
+  cma_forge_room = true;
   ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
   return 0;
 }
