@@ -1670,13 +1670,13 @@ static bool cma_permitted(char *why, size_t cap) {
   return on == 2;
 }
 
-/* Whether the log at path mentions cross-memory attach at all. */
-static bool cma_log_mentions(const char *path) {
+/* Whether a line of the log at path holds `text`. */
+static bool cma_log_mentions(const char *path, const char *text) {
   FILE *f = fopen(path, "r");
   ASSERT(f != NULL);
   char line[512];
   bool said = false;
-  while (fgets(line, sizeof line, f)) said |= strstr(line, "cross-memory attach") != NULL;
+  while (fgets(line, sizeof line, f)) said |= strstr(line, text) != NULL;
   fclose(f);
   return said;
 }
@@ -1694,10 +1694,10 @@ static int cma_lazy_rank(int rank, int size, void *arg) {
   ASSERT_OK(symm_all_reduce(comm, small, small, 8, SYMM_DTYPE_I32, SYMM_REDUCE_SUM, NULL));
   ASSERT_OK(symm_all_gather(comm, small, all, 8, SYMM_DTYPE_I32, NULL));
   symm_comm_destroy(comm);
-  ASSERT_MSG(!cma_log_mentions(path), "rank %d probed cross-memory attach without a call that "
+  ASSERT_MSG(!cma_log_mentions(path, "cross-memory attach"), "rank %d probed cross-memory attach without a call that "
              "could use it", rank);
   cma_probing_comm(size);
-  ASSERT_MSG(cma_log_mentions(path), "rank %d gave no verdict on cross-memory attach at its first "
+  ASSERT_MSG(cma_log_mentions(path, "cross-memory attach"), "rank %d gave no verdict on cross-memory attach at its first "
              "large all-gather from malloc'd memory", rank);
   return 0;
 }
@@ -1882,15 +1882,9 @@ static int cma_off_rank(int rank, int size, void *arg) {
   const char *const want[] = {"staged late", "staged", "staged late", bc, "staged late",
                               "staged late"};
   cma_check_paths(path, rank, want, 6);
-  FILE *f = fopen(path, "r");
-  ASSERT(f != NULL);
-  char line[512];
-  bool said = false;
-  while (fgets(line, sizeof line, f))
-    said |= strstr(line, rank == 1 ? "cross-memory attach off: SYMM_HOST_CMA=off"
-                                   : "cross-memory attach on") != NULL;
-  fclose(f);
-  ASSERT_MSG(said, "rank %d's log does not say that cross-memory attach is %s", rank,
+  ASSERT_MSG(cma_log_mentions(path, rank == 1 ? "cross-memory attach off: SYMM_HOST_CMA=off"
+                                              : "cross-memory attach on"),
+             "rank %d's log does not say that cross-memory attach is %s", rank,
              rank == 1 ? "off" : "on");
   return 0;
 }
@@ -2064,5 +2058,56 @@ TEST_IMPL(coll_cma_a2av_forged_room) {
   cma_fault_kind = CMA_A2AV;
   cma_forge_room = true;
   ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_bad_address_rank, NULL), 0);
+  return 0;
+}
+
+/* An all-to-all-v from malloc'd memory with 1100 experts: a sender's 1100
+ * chunks for a receiver take more iovecs than one process_vm_readv takes
+ * (1024), so each sender is read in two system calls.  Every row checked,
+ * out_splits_offsets too, and the path read from the log. */
+#define MANY_E 1100
+#define MANY_ROW 16 /* i32 a row: 64 B, 70 KB a sender and peer */
+
+static int32_t many_value(int from, int to, int e, int k) {
+  return (int32_t)(from << 28 | to << 24 | e << 8 | k);
+}
+
+static int cma_many_chunks_rank(int rank, int size, void *arg) {
+  char path[256];
+  test_log_coll_to(arg, "many", rank, "TRACE", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  const size_t chunks = (size_t)size * MANY_E, rows = chunks;
+  int32_t *send = malloc(rows * MANY_ROW * sizeof *send);
+  int32_t *recv = malloc(rows * MANY_ROW * sizeof *recv);
+  int64_t *splits = malloc(chunks * sizeof *splits), *so = malloc(2 * chunks * sizeof *so);
+  ASSERT(send && recv && splits && so);
+  for (int p = 0; p < size; p++) /* packed rank-major (p, e): one row each */
+    for (int e = 0; e < MANY_E; e++) {
+      splits[(size_t)p * MANY_E + (size_t)e] = 1;
+      for (int k = 0; k < MANY_ROW; k++)
+        send[((size_t)p * MANY_E + (size_t)e) * MANY_ROW + (size_t)k] = many_value(rank, p, e, k);
+    }
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, MANY_ROW, SYMM_DTYPE_I32,
+                                    splits, so, MANY_E, 1, NULL));
+  for (int e = 0; e < MANY_E; e++) /* received expert-major (e, p) */
+    for (int p = 0; p < size; p++) {
+      const size_t i = (size_t)e * (size_t)size + (size_t)p;
+      ASSERT_MSG(so[i] == 1 && so[chunks + i] == (int64_t)i, "out_splits_offsets[%zu]: %lld at "
+                 "%lld", i, (long long)so[i], (long long)so[chunks + i]);
+      for (int k = 0; k < MANY_ROW; k++)
+        ASSERT_MSG(recv[i * MANY_ROW + (size_t)k] == many_value(p, rank, e, k),
+                   "expert %d from rank %d, element %d: %#x", e, p, k,
+                   (unsigned)recv[i * MANY_ROW + (size_t)k]);
+    }
+  free(send), free(recv), free(splits), free(so);
+  symm_comm_destroy(comm);
+  static const char *const paths[] = {"cma"};
+  cma_check_paths(path, rank, paths, 1);
+  return 0;
+}
+
+TEST_IMPL(coll_cma_a2av_many_chunks) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(test_run_ranks_in_tmpdir(2, cma_many_chunks_rank, NULL), 0);
   return 0;
 }

@@ -41,13 +41,13 @@ static double now_us(void) { return (double)tool_now_ns() / 1e3; }
 
 /* ---- sizes and buffers */
 
-/* all_to_all_v: every rank sends n elements, split over the ranks by the
- * shares of symmem_bench_split.h and packed in rank order; it receives its
- * own count from every rank, packed in rank order. */
 /* Where an all-to-all-v's receive buffer starts in the symmetric tensor,
  * in elements: past the n elements of send data, on a 64-element line. */
 static size_t a2av_recv_at(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* all_to_all_v: every rank sends n elements, split over the ranks by the
+ * shares of symmem_bench_split.h and packed in rank order; it receives its
+ * own count from every rank, packed in rank order. */
 static void split_layout(bench_t *b, size_t n, layout_t *l) {
   size_t world = (size_t)b->size, *sc = b->split, *sd = sc + world, *rc = sd + world,
          *rd = rc + world, largest = 0;

@@ -34,28 +34,11 @@ void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card) {
                            st->cma_nonce};
 }
 
-/* len bytes at addr in process pid into dst, whole (the kernel may stop
- * short at a fault, and says where); 0 or errno. */
-static int read_whole(int32_t pid, void *dst, uint64_t addr, size_t len) {
-  char *d = dst;
-  while (len) {
-    struct iovec local = {d, len}, remote = {(void *)(uintptr_t)addr, len};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EFAULT;
-    d += n;
-    addr += (uint64_t)n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 #define PIECES_PER_CALL 1024 /* Linux's UIO_MAXIOV, the most iovecs a call takes */
 
 /* n pieces of process pid, remote[i] into local[i], in system calls of
- * at most PIECES_PER_CALL pieces; 0 or errno.  A call moves whole pieces and
- * stops short only at a fault. */
+ * at most PIECES_PER_CALL pieces; 0 or errno.  A read that comes short
+ * met a fault (the kernel stops there): EFAULT. */
 static int read_pieces(int32_t pid, const struct iovec *local, const struct iovec *remote,
                        size_t n) {
   while (n) {
@@ -74,22 +57,26 @@ static int read_pieces(int32_t pid, const struct iovec *local, const struct iove
   return 0;
 }
 
-int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
-                  const struct iovec *remote, size_t n) {
-  const int32_t pid = symm_comm_peer_pid(comm, peer);
-  const int err = read_pieces(pid, local, remote, n);
-  if (!err && symm_process_gone(pid)) return ESRCH; /* as cpu_cma_read */
-  return err;
+/* len bytes at addr in process pid into dst, whole; 0 or errno. */
+static int read_whole(int32_t pid, void *dst, uint64_t addr, size_t len) {
+  const struct iovec local = {dst, len}, remote = {(void *)(uintptr_t)addr, len};
+  return read_pieces(pid, &local, &remote, 1);
 }
 
-int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
+int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
+                  const struct iovec *remote, size_t n) {
   /* The probe proved that the pid the core watches is the peer's. */
   const int32_t pid = symm_comm_peer_pid(comm, peer);
-  const int err = read_whole(pid, dst, addr, len);
+  const int err = read_pieces(pid, local, remote, n);
   /* Only a process still there was the one that published: a pid freed
    * by a death may already name another process (peer_watch.h). */
   if (!err && symm_process_gone(pid)) return ESRCH;
   return err;
+}
+
+int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
+  const struct iovec local = {dst, len}, remote = {(void *)(uintptr_t)addr, len};
+  return cpu_cma_readv(comm, peer, &local, &remote, 1);
 }
 
 static const char *read_failure(int err) {

@@ -44,8 +44,9 @@
  * its ranks run on) so that oversubscribed ranks still progress, and end
  * at the call's deadline (its operation's, the timeout from its entry:
  * one for the whole call; a wait reads the clock only after a few dozen
- * spins) with SYMM_ERR_TIMEOUT naming the ranks that did not get there.  Nothing on the way takes a lock or makes a system
- * call until a wait has spun for ~20 us.
+ * spins) with SYMM_ERR_TIMEOUT naming the ranks that did not get there.
+ * Nothing on the way takes a lock or makes a system call until a wait has
+ * spun for ~20 us.
  *
  * Reuse.  Call seq reuses the slot and the scratch half of call seq - 2.
  * A rank may write them only once every rank has left seq - 2 (gate):
@@ -80,15 +81,14 @@
  * barrier and a copy beat two barriers.
  *
  * Cross-memory attach (all-to-all-v: cpu_coll_v.c, the same way).  An
- * all-gather, broadcast or all-to-all whose send
- * data lies in this rank's ordinary memory (not read in place as above),
+ * all-gather, broadcast or all-to-all whose send data lies in this rank's ordinary memory (not read in place as above),
  * read from each peer in pieces of at least CMA_MIN_BYTES, and which
  * leaves that data alone while it runs (recvbuf apart from it, or an
  * all-gather's or a broadcast's in place), publishes a group of its own
  * (per communicator, the same on every rank, never 0) and sendbuf's
  * address, on a rank whose probe (at its first such call) showed that it
- * may read every peer's memory (cpu_cma.c; SYMM_HOST_CMA=off says no).  A broadcast
- * non-root publishes it as a reader.  If every rank published it, every
+ * may read every peer's memory (cpu_cma.c; SYMM_HOST_CMA=off says no).  A
+ * broadcast non-root publishes it as a reader.  If every rank published it, every
  * rank can read every peer, and each reads its pieces with
  * process_vm_readv from the peer's sendbuf straight into its recvbuf: one
  * copy instead of two.  Otherwise the ranks that did not stage stage late,
@@ -289,8 +289,8 @@ static bool cma_suits(const coll_t *c) {
 /* Whether peers may read this rank's send data in its own process
  * (cross-memory attach): a call that cma_suits, from this rank's ordinary
  * memory (not read in place: zero_copy_candidate found no group), on a
- * rank whose probe succeeded (run at its first such call).  Peers read sendbuf while this rank writes
- * recvbuf: the two lie apart, or nobody writes what is read (an
+ * rank whose probe succeeded (run at its first such call).  Peers read
+ * sendbuf while this rank writes recvbuf: the two lie apart, or nobody writes what is read (an
  * all-gather's piece `me` in place; a broadcast in place).  A broadcast
  * non-root sends nothing and qualifies as a reader. */
 static zero_copy_t cma_candidate(const coll_t *c) {

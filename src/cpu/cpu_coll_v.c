@@ -160,39 +160,30 @@ static void stage_table(vcall_t *x) {
   for (size_t i = 0; i < x->chunks; i++) t[i] = x->src[i];
 }
 
-/* Whether peers may read this rank's send data where it lies: x->zt and
- * the group and offset it publishes, or nothing.  A miss is no error. */
-static void zero_copy_candidate(vcall_t *x) {
+/* Whether peers may read this rank's send data where it lies (zero copy:
+ * x->zt, its group and sendbuf's offset in it) or in its process
+ * (cross-memory attach: the communicator's group, sendbuf's address and
+ * size, on a rank whose probe succeeded, run at its first such call); or
+ * neither.  Either way sendbuf lies apart from recvbuf.  A miss is no
+ * error. */
+static void read_candidate(vcall_t *x) {
   const coll_t *c = x->c;
   const symm_coll_v_t *v = x->v;
   size_t send_bytes, recv_bytes, off;
-  symm_tensor_t *t;
   if (x->verdict.code || __builtin_mul_overflow(v->send_rows, x->row_bytes, &send_bytes) ||
       __builtin_mul_overflow(v->recv_rows, x->row_bytes, &recv_bytes) ||
-      !(t = cpu_coll_own_tensor(c, c->a->sendbuf, send_bytes, &off)) ||
       cpu_coll_overlap(c->a->sendbuf, send_bytes, c->a->recvbuf, recv_bytes))
     return;
-  x->zgroup = symm_tensor_peer_sig(t); /* 0 while a peer is not mapped: staged */
-  x->zt = x->zgroup ? t : NULL;
-  x->zoff = off;
-}
-
-/* Otherwise, whether peers may read this rank's send data in its process
- * (cross-memory attach): sendbuf is ordinary memory apart from recvbuf, on
- * a rank whose probe succeeded (run at its first such call). */
-static void cma_candidate(vcall_t *x) {
-  const coll_t *c = x->c;
-  const symm_coll_v_t *v = x->v;
-  size_t send_bytes, recv_bytes, off;
-  if (x->verdict.code || x->zgroup || __builtin_mul_overflow(v->send_rows, x->row_bytes, &send_bytes) ||
-      __builtin_mul_overflow(v->recv_rows, x->row_bytes, &recv_bytes) ||
-      cpu_coll_own_tensor(c, c->a->sendbuf, send_bytes, &off) ||
-      cpu_coll_overlap(c->a->sendbuf, send_bytes, c->a->recvbuf, recv_bytes) ||
-      !cpu_cma_ready(c->comm))
-    return;
-  x->zgroup = cpu_state(c->comm)->cma_group;
-  x->zoff = (uint64_t)(uintptr_t)c->a->sendbuf;
-  x->room = send_bytes;
+  symm_tensor_t *t = cpu_coll_own_tensor(c, c->a->sendbuf, send_bytes, &off);
+  if (t) {
+    x->zgroup = symm_tensor_peer_sig(t); /* 0 while a peer is not mapped: staged */
+    x->zt = x->zgroup ? t : NULL;
+    x->zoff = off;
+  } else if (cpu_cma_ready(c->comm)) {
+    x->zgroup = cpu_state(c->comm)->cma_group;
+    x->zoff = (uint64_t)(uintptr_t)c->a->sendbuf;
+    x->room = send_bytes;
+  }
 }
 
 /* ---------------------------------------------------------- the verdicts */
@@ -379,8 +370,7 @@ static symm_result_t stage_all(vcall_t *x) {
   if (!s) SYMM_CHECK(cpu_coll_grow(c, 1, &s)); /* as any first call of nothing */
   SYMM_CHECK(cpu_coll_attach(c, s, false));
   const uint64_t mine = need_of(x), cap = cpu_coll_half_capacity(s);
-  if (x->table_bytes <= cap) zero_copy_candidate(x);
-  if (x->table_bytes <= cap) cma_candidate(x);
+  if (x->table_bytes <= cap) read_candidate(x);
   x->in_place = x->zgroup && (mine - x->table_bytes >= ZERO_COPY_MIN_BYTES || mine > cap);
   if (x->in_place) stage_table(x);
   else if (!x->verdict.code && mine <= cap) stage(x);
