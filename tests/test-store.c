@@ -2355,7 +2355,7 @@ TEST_IMPL(store_hello_refused_malformed) {
 }
 
 typedef struct late_server_arg {
-  int port, delay_ms;
+  int port, delay_ms, reserved; /* reserved: the socket holding port until the server binds */
   symm_store_server_t *server;
 } late_server_arg_t;
 
@@ -2364,17 +2364,24 @@ static void *late_server_thread(void *p) {
   /* No event tells that the client's connect was refused: a server that
    * comes up later than it is what this checks. */
   usleep((useconds_t)a->delay_ms * 1000u);
+  close(a->reserved); /* the port is free for an instant only, not for the whole wait */
   ASSERT_OK(symm_store_server_start("127.0.0.1", a->port, k_token, &a->server));
   return NULL;
 }
 
 TEST_IMPL(store_connect_retry) {
-  fixture_t f;
-  fx_start(&f);
-  int port = f.port;
+  /* A port bound and not listening: connects to it are refused, and no
+   * other process (another test's ephemeral port) can take it meanwhile,
+   * as it could once a stopped server had freed it. */
+  const int reserved = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(reserved >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof sa;
+  ASSERT_EQ(bind(reserved, (struct sockaddr *)&sa, sizeof sa), 0);
+  ASSERT_EQ(getsockname(reserved, (struct sockaddr *)&sa, &alen), 0);
+  const int port = ntohs(sa.sin_port);
   char addr[64];
-  snprintf(addr, sizeof addr, "%s", f.addr);
-  fx_stop(&f); /* now nobody listens on port */
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
 
   symm_store_t *s = NULL;
   uint64_t t0 = test_now_ms();
@@ -2385,7 +2392,7 @@ TEST_IMPL(store_connect_retry) {
   ASSERT_STR_CONTAINS(symm_last_error(), "within 300 ms");
 
   /* A server that comes up while the client retries. */
-  late_server_arg_t a = {.port = port, .delay_ms = 400};
+  late_server_arg_t a = {.port = port, .delay_ms = 400, .reserved = reserved};
   pthread_t t;
   pthread_create(&t, NULL, late_server_thread, &a);
   t0 = test_now_ms();
