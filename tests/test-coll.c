@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
+#include "cpu/cpu.h"           /* cpu_memcpy */
 #include "symm_test_access.h" /* the scratch-size test */
 #include "float_bits.h"
 #include "harness.h"
@@ -722,6 +723,39 @@ static int rounding_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_rounding) {
   ASSERT_EQ(test_run_ranks(2, rounding_rank, NULL), 0);
+  return 0;
+}
+
+/* The CPU engine's copy (cpu_memcpy) at every placement of dst after src
+ * modulo the page near the window it bounces (1-63 bytes) and either side
+ * of it, at sizes either side of where it starts bouncing (2 KiB) and of
+ * its 8 KiB pieces: every byte copied, none written outside dst. */
+TEST_IMPL(coll_memcpy_placements) {
+  enum { PAGE = 4096, GUARD = 64 };
+  static const size_t lens[] = {0, 1, 2047, 2048, 2049, 8191, 8192, 8193, 3 * 8192 + 5, 65536 + 63};
+  const size_t most = 65536 + 63, span = most + 2 * PAGE + 2 * GUARD;
+  unsigned char *src = aligned_alloc(PAGE, span), *dst = aligned_alloc(PAGE, span);
+  ASSERT(src && dst);
+  for (size_t i = 0; i < span; i++) src[i] = (unsigned char)(i * 131u + (i >> 8) + 7u);
+  for (size_t gap = 0; gap < PAGE; gap = gap == 70 ? PAGE - 70 : gap + 1) {
+    for (size_t s = 0; s < 2; s++) {
+      /* The source aligned, and not; dst - src = gap (mod PAGE). */
+      const size_t from = GUARD + s * 24, to = GUARD + (s * 24 + gap) % PAGE;
+      for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        const size_t n = lens[k];
+        memset(dst, 0xA5, span);
+        cpu_memcpy(dst + to, src + from, n);
+        ASSERT_MSG(memcmp(dst + to, src + from, n) == 0, "gap %zu, %zu bytes: copy differs",
+                   gap, n);
+        for (size_t i = 0; i < span; i++)
+          if (i < to || i >= to + n)
+            ASSERT_MSG(dst[i] == 0xA5, "gap %zu, %zu bytes: byte %zd written outside dst", gap,
+                       n, (ptrdiff_t)i - (ptrdiff_t)to);
+      }
+    }
+  }
+  free(src);
+  free(dst);
   return 0;
 }
 
@@ -1857,6 +1891,72 @@ TEST_IMPL(coll_cma_paths) {
   CMA_SKIP_UNLESS_PERMITTED();
   ASSERT_EQ(test_run_ranks_in_tmpdir(2, cma_paths_rank, NULL), 0);
   ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_paths_rank, NULL), 0);
+  return 0;
+}
+
+/* Reads in the peers' processes into a receive buffer at every placement
+ * near the window that the kernel copies slowly (dst 1-63 bytes past src
+ * modulo the page: read through a bounce buffer, cpu_cma.c) and either
+ * side of it: send data on a page boundary, recvbuf `off` bytes past one.
+ * An all-gather of 128 KiB (whole pages) a piece reads each peer's piece
+ * alone at dst - src = off.  An all-to-all-v of 32 experts, a row of 2064
+ * bytes each, reads every chunk of a sender in one call: sent rank-major,
+ * received expert-major, the chunks' dst - src steps by 2064 (mod 4096)
+ * from one expert to the next, so that bounced and direct pieces
+ * alternate in one list.  Every element checked, and the path ("cma")
+ * from the log. */
+#define PLACE_E 32
+#define PLACE_ROW 516 /* i32: 2064 bytes */
+static int cma_placements_rank(int rank, int size, void *arg) {
+  char path[256];
+  test_log_coll_to(arg, "placements", rank, "TRACE", path, sizeof path);
+  symm_comm_t *comm = init_comm();
+  static const size_t offs[] = {0, 4, 16, 32, 60, 64, 4092};
+  enum { N_OFFS = sizeof offs / sizeof offs[0], PIECE = 32768, PAGE = 4096 };
+  const size_t rows = (size_t)size * PLACE_E, chunk_elems = rows * PLACE_ROW;
+  const size_t whole = (size_t)PIECE * (size_t)size > chunk_elems ? (size_t)PIECE * (size_t)size
+                                                                   : chunk_elems;
+  const size_t span = whole * sizeof(int32_t) + 2 * PAGE;
+  int32_t *send = aligned_alloc(PAGE, span), *want = malloc(whole * sizeof *want);
+  char *room = aligned_alloc(PAGE, span);
+  int64_t *splits = malloc(rows * sizeof *splits), *so = malloc(2 * rows * sizeof *so);
+  ASSERT(send && want && room && splits && so);
+  for (int o = 0; o < N_OFFS; o++) {
+    int32_t *recv = (int32_t *)(room + offs[o]);
+    cma_fill(send, PIECE, rank, 0, o);
+    ASSERT_OK(symm_all_gather(comm, send, recv, PIECE, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * PIECE, PIECE, r, 0, o);
+    ASSERT_MSG(memcmp(recv, want, (size_t)PIECE * (size_t)size * sizeof *want) == 0,
+               "all-gather, recvbuf %zu bytes past a page: wrong result", offs[o]);
+  }
+  for (size_t i = 0; i < rows; i++) splits[i] = 1;
+  for (int o = 0; o < N_OFFS; o++) {
+    int32_t *recv = (int32_t *)(room + offs[o]);
+    for (int p = 0; p < size; p++) /* rank-major (p, e), one row each */
+      for (int e = 0; e < PLACE_E; e++)
+        cma_fill(send + ((size_t)p * PLACE_E + (size_t)e) * PLACE_ROW, PLACE_ROW, rank, p * 64 + e,
+                 o);
+    ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, PLACE_ROW, SYMM_DTYPE_I32,
+                                      splits, so, PLACE_E, 1, NULL));
+    for (int e = 0; e < PLACE_E; e++) /* expert-major (e, p) */
+      for (int p = 0; p < size; p++)
+        cma_fill(want + ((size_t)e * (size_t)size + (size_t)p) * PLACE_ROW, PLACE_ROW, p,
+                 rank * 64 + e, o);
+    ASSERT_MSG(memcmp(recv, want, chunk_elems * sizeof *want) == 0, "all-to-all-v, recvbuf %zu "
+               "bytes past a page: wrong result", offs[o]);
+  }
+  free(send), free(want), free(room), free(splits), free(so);
+  symm_comm_destroy(comm);
+  const char *all[2 * N_OFFS];
+  for (int i = 0; i < 2 * N_OFFS; i++) all[i] = "cma";
+  cma_check_paths(path, rank, all, 2 * N_OFFS);
+  return 0;
+}
+
+TEST_IMPL(coll_cma_placements) {
+  CMA_SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(test_run_ranks_in_tmpdir(2, cma_placements_rank, NULL), 0);
+  ASSERT_EQ(test_run_ranks_in_tmpdir(3, cma_placements_rank, NULL), 0);
   return 0;
 }
 

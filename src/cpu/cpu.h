@@ -23,6 +23,7 @@ typedef struct {
   uint64_t cma_group; /* what a call that peers may read so publishes (cpu_coll.c) */
   uint64_t cma_nonce; /* random: a peer that reads it here can read this process */
   struct cpu_cma_card *cma_cards; /* the peers' cards until the probe (NULL: probed) */
+  char *cma_bounce;   /* reads whose placement the kernel copies slowly go through it */
 } cpu_state_t;
 
 static inline cpu_state_t *cpu_state(const symm_comm_t *comm) {
@@ -49,7 +50,8 @@ typedef struct cpu_cma_card {
  * SYMM_HOST_CMA=off or there are no peers; never fails.  ready: whether
  * this rank may read every peer's memory; the first time, the probe reads
  * every peer's nonce as its card says and turns cma on only if every read
- * returns it (else logs why, at INFO).  fini: frees what startup kept.
+ * returns it (else logs why, at INFO).  fini: frees what startup and the
+ * reads kept.
  * read: len bytes at addr in rank peer's process into dst, whole; 0, or
  * the errno of the read that failed (ESRCH also where the peer's process
  * is gone since, its pid perhaps another's). */
@@ -64,6 +66,24 @@ int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, si
 struct iovec;
 int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n);
+
+/* memcpy (dst and src apart), at full speed also where dst lies a few
+ * bytes past src modulo the page, which glibc's memcpy copies at a tenth of
+ * its speed on some CPUs (cpu_memcpy.c): every bulk copy of the engine. */
+void cpu_memcpy(void *dst, const void *src, size_t n);
+/* Whether a copy of n bytes from src to dst, by memcpy or by the kernel,
+ * has that placement (cpu_memcpy.c's top): dst 1 to 63 bytes past src
+ * modulo the page, 2 KiB or more. */
+static inline bool cpu_copy_slow_at(const void *dst, const void *src, size_t n) {
+  const size_t gap = ((uintptr_t)dst - (uintptr_t)src) & 4095u;
+  return n >= 2048 && gap && gap < 64;
+}
+/* Where a bounce buffer for copies from src starts in `room`, which holds
+ * a page more than it bounces: half a page from src, so that neither the
+ * copy into it nor the one out of it to such a dst has that placement. */
+static inline char *cpu_bounce_in(char *room, const void *src) {
+  return room + (((uintptr_t)src + 2048u - (uintptr_t)room) & 4095u);
+}
 
 /* Collectives (cpu_coll.c): synchronous; the protocol is described at the
  * top of cpu_coll.c. */

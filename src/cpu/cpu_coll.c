@@ -352,7 +352,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (ip != c->src)
       for (int r = 0; r < c->w; r++) ip[r] = c->src[r] + off;
     cpu_reduce(out + off, (const void *const *)ip, c->w, len, a->dtype, a->op);
-    if (direct && p + len < n) memcpy(mine + off, out + off, len * c->esize);
+    if (direct && p + len < n) cpu_memcpy(mine + off, out + off, len * c->esize);
     if (ip == c->src)
       for (int r = 0; r < c->w; r++) ip[r] += len * c->esize;
   }
@@ -360,7 +360,7 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
   /* The last piece after the arrival: peers need not wait for it. */
   if (direct && n) {
     size_t last = (n - 1) / step * step;
-    memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
+    cpu_memcpy(mine + last * c->esize, out + last * c->esize, (n - last) * c->esize);
   }
   SYMM_CHECK(cpu_coll_wait(c, PHASE_DONE, "reduce its chunk"));
   for (int k = 1; k <= c->w; k++) {
@@ -368,8 +368,8 @@ static symm_result_t all_reduce_two_shot(coll_t *c) {
     if (direct && r == c->me) continue;
     chunk_range(c, r, &lo, &hi);
     if (hi > lo)
-      memcpy((char *)a->recvbuf + lo * c->esize, cpu_coll_half(c, r) + c->out_off,
-             (hi - lo) * c->esize);
+      cpu_memcpy((char *)a->recvbuf + lo * c->esize, cpu_coll_half(c, r) + c->out_off,
+                 (hi - lo) * c->esize);
   }
   return SYMM_SUCCESS;
 }
@@ -385,7 +385,7 @@ static void reduce_scatter(coll_t *c) {
  * fails ends this rank's reads and is kept for its exit (cpu_coll_cma_finish). */
 static void fetch(coll_t *c, int r, void *dst, size_t off, size_t len) {
   if (!c->cma || r == c->me) {
-    memcpy(dst, c->src[r] + off, len);
+    cpu_memcpy(dst, c->src[r] + off, len);
     return;
   }
   if (c->read_errno) return;
@@ -408,9 +408,9 @@ static void swap_bytes(char *a, char *b, size_t n) {
   _Alignas(64) char tmp[SWAP_PIECE_BYTES];
   for (size_t p = 0; p < n; p += sizeof tmp) {
     size_t len = n - p < sizeof tmp ? n - p : sizeof tmp;
-    memcpy(tmp, a + p, len);
-    memcpy(a + p, b + p, len);
-    memcpy(b + p, tmp, len);
+    cpu_memcpy(tmp, a + p, len);
+    cpu_memcpy(a + p, b + p, len);
+    cpu_memcpy(b + p, tmp, len);
   }
 }
 
@@ -447,7 +447,10 @@ static void all_to_all(coll_t *c) {
 static void broadcast(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   if (c->me != a->root) fetch(c, a->root, a->recvbuf, 0, a->recv_bytes);
-  else if (a->recvbuf != a->sendbuf) memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
+  else if (cpu_coll_overlap(a->recvbuf, a->recv_bytes, a->sendbuf, a->recv_bytes))
+    memmove(a->recvbuf, a->sendbuf, a->recv_bytes); /* nothing when they are one */
+  else
+    cpu_memcpy(a->recvbuf, a->sendbuf, a->recv_bytes);
 }
 
 /* ----------------------------------------------------------------- call */
@@ -464,15 +467,15 @@ static void stage(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   char *in = inline_data(c) ? (char *)c->pads[c->me]->slot[c->h].data : cpu_coll_half(c, c->me);
   if (!two_shot(a)) {
-    memcpy(in, a->sendbuf, a->send_bytes);
+    cpu_memcpy(in, a->sendbuf, a->send_bytes);
     return;
   }
   size_t lo, hi;
   chunk_range(c, c->me, &lo, &hi);
   lo *= c->esize;
   hi *= c->esize;
-  memcpy(in, a->sendbuf, lo);
-  memcpy(in + hi, (const char *)a->sendbuf + hi, a->send_bytes - hi);
+  cpu_memcpy(in, a->sendbuf, lo);
+  cpu_memcpy(in + hi, (const char *)a->sendbuf + hi, a->send_bytes - hi);
 }
 
 /* Where rank r's send data is read this call (cross-memory attach: this

@@ -148,8 +148,8 @@ static void stage(vcall_t *x) {
     const chunk_t s = x->src[i];
     t[i] = (chunk_t){s.rows, at};
     if (s.rows)
-      memcpy(data + at * x->row_bytes, (const char *)x->c->a->sendbuf + s.off * x->row_bytes,
-             s.rows * x->row_bytes);
+      cpu_memcpy(data + at * x->row_bytes,
+                 (const char *)x->c->a->sendbuf + s.off * x->row_bytes, s.rows * x->row_bytes);
     at += s.rows;
   }
 }
@@ -340,8 +340,8 @@ static void copy_in(vcall_t *x) {
     for (int e = 0; e < x->ne; e++) {
       const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
       if (x->dst[i].rows)
-        memcpy((char *)c->a->recvbuf + x->dst[i].off * x->row_bytes,
-               data + x->from[i] * x->row_bytes, x->dst[i].rows * x->row_bytes);
+        cpu_memcpy((char *)c->a->recvbuf + x->dst[i].off * x->row_bytes,
+                   data + x->from[i] * x->row_bytes, x->dst[i].rows * x->row_bytes);
     }
   }
   free(io);

@@ -117,7 +117,11 @@ static size_t cpu_scratch_fixed(symm_comm_t *comm) {
 static symm_result_t cpu_copy(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
                               void *stream) {
   (void)comm, (void)stream;
-  if (bytes) memmove(dst, src, bytes);
+  const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  if (d < s + bytes && s < d + bytes)
+    memmove(dst, src, bytes);
+  else
+    cpu_memcpy(dst, src, bytes);
   return SYMM_SUCCESS;
 }
 

@@ -264,7 +264,7 @@ void cpu_reduce(void *out, const void *const *in, int nin, size_t count, symm_dt
   if (nin == 1) {
     /* One input: no arithmetic (avg divides by 1); f16, bf16 and FP8 pass
      * through unchanged, NaN payloads included. */
-    memcpy(out, in[0], count * symm_dtype_size(dtype));
+    cpu_memcpy(out, in[0], count * symm_dtype_size(dtype));
     return;
   }
   pick(dtype, op)(out, in, nin, count);
