@@ -733,7 +733,8 @@ TEST_IMPL(coll_rounding) {
 TEST_IMPL(coll_memcpy_placements) {
   enum { PAGE = 4096, GUARD = 64 };
   static const size_t lens[] = {0, 1, 2047, 2048, 2049, 8191, 8192, 8193, 3 * 8192 + 5, 65536 + 63};
-  const size_t most = 65536 + 63, span = most + 2 * PAGE + 2 * GUARD;
+  const size_t most = 65536 + 63;
+  const size_t span = (most + 2 * PAGE + 2 * GUARD + PAGE - 1) / PAGE * PAGE; /* aligned_alloc */
   unsigned char *src = aligned_alloc(PAGE, span), *dst = aligned_alloc(PAGE, span);
   ASSERT(src && dst);
   for (size_t i = 0; i < span; i++) src[i] = (unsigned char)(i * 131u + (i >> 8) + 7u);
@@ -749,7 +750,7 @@ TEST_IMPL(coll_memcpy_placements) {
                    gap, n);
         for (size_t i = 0; i < span; i++)
           if (i < to || i >= to + n)
-            ASSERT_MSG(dst[i] == 0xA5, "gap %zu, %zu bytes: byte %zd written outside dst", gap,
+            ASSERT_MSG(dst[i] == 0xA5, "gap %zu, %zu bytes: byte %td written outside dst", gap,
                        n, (ptrdiff_t)i - (ptrdiff_t)to);
       }
     }
@@ -1899,57 +1900,81 @@ TEST_IMPL(coll_cma_paths) {
  * modulo the page: read through a bounce buffer, cpu_cma.c) and either
  * side of it: send data on a page boundary, recvbuf `off` bytes past one.
  * An all-gather of 128 KiB (whole pages) a piece reads each peer's piece
- * alone at dst - src = off.  An all-to-all-v of 32 experts, a row of 2064
- * bytes each, reads every chunk of a sender in one call: sent rank-major,
- * received expert-major, the chunks' dst - src steps by 2064 (mod 4096)
- * from one expert to the next, so that bounced and direct pieces
- * alternate in one list.  Every element checked, and the path ("cma")
- * from the log. */
-#define PLACE_E 32
-#define PLACE_ROW 516 /* i32: 2064 bytes */
+ * alone at dst - src = off; one of 311300 bytes a piece (76 pages and 4
+ * bytes: more than one round of the 256 KiB bounce buffer) at off + 4r
+ * for rank r's.  An all-to-all-v of 32 experts, a row of 2064 bytes each
+ * (under the 8 KiB from which a piece of a list bounces), and one of 8
+ * experts of 8208-byte rows, read every chunk of a sender in one call:
+ * sent rank-major, received expert-major, so that the chunks' dst - src
+ * differ by a row (mod 4096) from one expert to the next and a list holds
+ * bounced and direct pieces, first, inside and last.  Every element
+ * checked, and the path ("cma") from the log. */
+enum { PLACE_PAGE = 4096 };
+static const size_t place_offs[] = {0, 4, 16, 32, 60, 64, 4092};
+#define PLACE_OFFS (sizeof place_offs / sizeof place_offs[0])
+
+/* An all-gather of n i32 a piece from send (on a page) into room +
+ * place_offs[o], for every o; `call` numbers the data. */
+static void place_gather(symm_comm_t *comm, int rank, int size, int32_t *send, char *room,
+                         int32_t *want, size_t n, int call) {
+  for (size_t o = 0; o < PLACE_OFFS; o++) {
+    int32_t *recv = (int32_t *)(room + place_offs[o]);
+    cma_fill(send, n, rank, 0, call + (int)o);
+    ASSERT_OK(symm_all_gather(comm, send, recv, n, SYMM_DTYPE_I32, NULL));
+    for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * n, n, r, 0, call + (int)o);
+    ASSERT_MSG(memcmp(recv, want, n * (size_t)size * sizeof *want) == 0, "all-gather of %zu "
+               "bytes a piece, recvbuf %zu bytes past a page: wrong result", n * sizeof *want,
+               place_offs[o]);
+  }
+}
+
+/* An all-to-all-v of ne experts, one row of `row` i32 from every rank to
+ * every expert, likewise. */
+static void place_a2av(symm_comm_t *comm, int rank, int size, int32_t *send, char *room,
+                       int32_t *want, int ne, size_t row, int call) {
+  const size_t rows = (size_t)size * (size_t)ne;
+  int64_t *splits = malloc(rows * sizeof *splits), *so = malloc(2 * rows * sizeof *so);
+  ASSERT(splits && so);
+  for (size_t i = 0; i < rows; i++) splits[i] = 1;
+  for (size_t o = 0; o < PLACE_OFFS; o++) {
+    int32_t *recv = (int32_t *)(room + place_offs[o]);
+    const int salt = call + (int)o;
+    for (int p = 0; p < size; p++) /* rank-major (p, e) */
+      for (int e = 0; e < ne; e++)
+        cma_fill(send + ((size_t)p * (size_t)ne + (size_t)e) * row, row, rank, p * 64 + e, salt);
+    ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, row, SYMM_DTYPE_I32, splits,
+                                      so, ne, 1, NULL));
+    for (int e = 0; e < ne; e++) /* expert-major (e, p) */
+      for (int p = 0; p < size; p++)
+        cma_fill(want + ((size_t)e * (size_t)size + (size_t)p) * row, row, p, rank * 64 + e,
+                 salt);
+    ASSERT_MSG(memcmp(recv, want, rows * row * sizeof *want) == 0, "all-to-all-v, %zu-byte "
+               "rows, recvbuf %zu bytes past a page: wrong result", row * sizeof *want,
+               place_offs[o]);
+  }
+  free(splits);
+  free(so);
+}
+
 static int cma_placements_rank(int rank, int size, void *arg) {
   char path[256];
   test_log_coll_to(arg, "placements", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
-  static const size_t offs[] = {0, 4, 16, 32, 60, 64, 4092};
-  enum { N_OFFS = sizeof offs / sizeof offs[0], PIECE = 32768, PAGE = 4096 };
-  const size_t rows = (size_t)size * PLACE_E, chunk_elems = rows * PLACE_ROW;
-  const size_t whole = (size_t)PIECE * (size_t)size > chunk_elems ? (size_t)PIECE * (size_t)size
-                                                                   : chunk_elems;
-  const size_t span = whole * sizeof(int32_t) + 2 * PAGE;
-  int32_t *send = aligned_alloc(PAGE, span), *want = malloc(whole * sizeof *want);
-  char *room = aligned_alloc(PAGE, span);
-  int64_t *splits = malloc(rows * sizeof *splits), *so = malloc(2 * rows * sizeof *so);
-  ASSERT(send && want && room && splits && so);
-  for (int o = 0; o < N_OFFS; o++) {
-    int32_t *recv = (int32_t *)(room + offs[o]);
-    cma_fill(send, PIECE, rank, 0, o);
-    ASSERT_OK(symm_all_gather(comm, send, recv, PIECE, SYMM_DTYPE_I32, NULL));
-    for (int r = 0; r < size; r++) cma_fill(want + (size_t)r * PIECE, PIECE, r, 0, o);
-    ASSERT_MSG(memcmp(recv, want, (size_t)PIECE * (size_t)size * sizeof *want) == 0,
-               "all-gather, recvbuf %zu bytes past a page: wrong result", offs[o]);
-  }
-  for (size_t i = 0; i < rows; i++) splits[i] = 1;
-  for (int o = 0; o < N_OFFS; o++) {
-    int32_t *recv = (int32_t *)(room + offs[o]);
-    for (int p = 0; p < size; p++) /* rank-major (p, e), one row each */
-      for (int e = 0; e < PLACE_E; e++)
-        cma_fill(send + ((size_t)p * PLACE_E + (size_t)e) * PLACE_ROW, PLACE_ROW, rank, p * 64 + e,
-                 o);
-    ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, PLACE_ROW, SYMM_DTYPE_I32,
-                                      splits, so, PLACE_E, 1, NULL));
-    for (int e = 0; e < PLACE_E; e++) /* expert-major (e, p) */
-      for (int p = 0; p < size; p++)
-        cma_fill(want + ((size_t)e * (size_t)size + (size_t)p) * PLACE_ROW, PLACE_ROW, p,
-                 rank * 64 + e, o);
-    ASSERT_MSG(memcmp(recv, want, chunk_elems * sizeof *want) == 0, "all-to-all-v, recvbuf %zu "
-               "bytes past a page: wrong result", offs[o]);
-  }
-  free(send), free(want), free(room), free(splits), free(so);
+  const size_t most = 77825 * (size_t)size; /* i32: the largest call's recvbuf */
+  const size_t span = (most * sizeof(int32_t) + 2 * PLACE_PAGE + PLACE_PAGE - 1) / PLACE_PAGE *
+                      PLACE_PAGE; /* aligned_alloc takes multiples of the alignment */
+  int32_t *send = aligned_alloc(PLACE_PAGE, span), *want = malloc(most * sizeof *want);
+  char *room = aligned_alloc(PLACE_PAGE, span);
+  ASSERT(send && want && room);
+  place_gather(comm, rank, size, send, room, want, 32768, 0);
+  place_gather(comm, rank, size, send, room, want, 77825, 8);
+  place_a2av(comm, rank, size, send, room, want, 32, 516, 16);
+  place_a2av(comm, rank, size, send, room, want, 8, 2052, 24);
+  free(send), free(want), free(room);
   symm_comm_destroy(comm);
-  const char *all[2 * N_OFFS];
-  for (int i = 0; i < 2 * N_OFFS; i++) all[i] = "cma";
-  cma_check_paths(path, rank, all, 2 * N_OFFS);
+  const char *all[4 * PLACE_OFFS];
+  for (size_t i = 0; i < 4 * PLACE_OFFS; i++) all[i] = "cma";
+  cma_check_paths(path, rank, all, (int)(4 * PLACE_OFFS));
   return 0;
 }
 

@@ -67,9 +67,11 @@ struct iovec;
 int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n);
 
-/* memcpy (dst and src apart), at full speed also where dst lies a few
- * bytes past src modulo the page, which glibc's memcpy copies at a tenth of
- * its speed on some CPUs (cpu_memcpy.c): every bulk copy of the engine. */
+/* memcpy (dst and src apart; n 0 copies nothing, either may be NULL),
+ * at full speed also where dst lies a few bytes past src modulo the page,
+ * which glibc's memcpy copies at a tenth of its speed on some CPUs
+ * (cpu_memcpy.c): every bulk copy of the engine but the overlapping
+ * ones (memmove). */
 void cpu_memcpy(void *dst, const void *src, size_t n);
 /* Whether a copy of n bytes from src to dst, by memcpy or by the kernel,
  * has that placement (cpu_memcpy.c's top): dst 1 to 63 bytes past src

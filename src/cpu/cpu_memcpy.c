@@ -6,10 +6,10 @@
  * advertise fast string moves, and an AMD EPYC (Zen) runs it at a tenth of
  * its speed there: 384 KiB in cache, 2.7-2.9 GB/s at every distance from 1
  * to 31 bytes, 24-34 GB/s at 0 and from 32 (docs/tuning.md).  That
- * placement is the common one, not a corner: malloc returns blocks 16
- * bytes past a page or line boundary, the scratch and tensors start on
- * one, so every copy from the scratch into a malloc'd receive buffer had
- * dst - src = 16.
+ * placement is a common one, not a corner: glibc's malloc serves blocks
+ * of 128 KiB and more from their own mappings, 16 bytes past a page
+ * boundary, and the scratch and tensors start on one, so every copy from
+ * the scratch into such a receive buffer had dst - src = 16.
  *
  * There the copy goes through a bounce buffer on the stack, placed half a
  * page from the source, so that neither of its two copies has the short
@@ -24,6 +24,7 @@
 #define BOUNCE_PIECE_BYTES 8192u /* per round trip through the bounce buffer (L1) */
 
 void cpu_memcpy(void *dst, const void *src, size_t n) {
+  if (!n) return; /* dst or src may be NULL then */
   if (!cpu_copy_slow_at(dst, src, n)) {
     memcpy(dst, src, n);
     return;
