@@ -50,7 +50,6 @@
  * fixed-size kinds' cross-memory calls do (cpu_coll_cma_finish: a failed
  * read fails every rank alike).  A mix with other groups stages late. */
 #define SYMM_LOG_SUBSYS SYMM_SUBSYS_COLL
-#include <errno.h>
 #include <stdio.h>
 #include <sys/uio.h>
 #include <stdlib.h>
@@ -75,6 +74,7 @@ typedef struct {
   chunk_t *src;           /* [chunks] what this rank sends, where in sendbuf */
   chunk_t *dst;           /* [chunks] what it receives (from p, expert e: p * ne + e) */
   uint64_t *from;         /* [chunks] where in p's staged data, checked */
+  struct iovec *io;       /* [2 x ne] a sender's pieces, read in its process */
   coll_verdict_t verdict; /* this rank's */
   symm_tensor_t *zt;      /* the tensor of sendbuf, read in place, or NULL */
   uint64_t zgroup, zoff;  /* what this rank publishes: its group, sendbuf's offset */
@@ -322,15 +322,10 @@ static void cma_read_sender(vcall_t *x, int p, struct iovec *local, struct iovec
 
 static void copy_in(vcall_t *x) {
   const coll_t *c = x->c;
-  struct iovec *io = NULL;
-  if (x->cma && x->any_in_place && !(io = calloc(2 * (size_t)x->ne, sizeof *io))) {
-    x->c->read_errno = ENOMEM; /* fails every rank alike, at the exit */
-    x->c->read_peer = c->me;
-  }
   for (int k = 1; k <= c->w; k++) {
     const int p = (c->me + k) % c->w;
     if (read_in_place(x, p) && x->cma && p != c->me) {
-      if (io) cma_read_sender(x, p, io, io + x->ne);
+      cma_read_sender(x, p, x->io, x->io + x->ne);
       continue;
     }
     const char *data = !read_in_place(x, p) ? (const char *)table_of(x, p) + x->table_bytes
@@ -344,7 +339,6 @@ static void copy_in(vcall_t *x) {
                    data + x->from[i] * x->row_bytes, x->dst[i].rows * x->row_bytes);
     }
   }
-  free(io);
 }
 
 /* out_splits_offsets of the device forms: [2][chunks], in the mode's order. */
@@ -434,17 +428,19 @@ symm_result_t cpu_coll_v_run(coll_t *c) {
   vcall_t x = {.c = c, .v = v, .ne = v->n_experts, .chunks = (size_t)c->w * (size_t)v->n_experts,
                .row_bytes = v->row_elems * c->esize};
   x.table_bytes = symm_round_up(x.chunks * sizeof(chunk_t), SCRATCH_ALIGN);
-  x.src = calloc(2 * x.chunks, sizeof(chunk_t));
-  x.from = calloc(x.chunks, sizeof *x.from);
-  if (!x.src || !x.from) {
-    free(x.src);
-    free(x.from);
-    return symm_error(SYMM_ERR_NO_MEMORY, "symm_all_to_all_v: out of memory");
-  }
+  /* One block for the call: src and dst, from, and the iovec lists of a
+   * read in a sender's process (allocated here, so that a read never
+   * fails for memory mid-call).  Every part's alignment is 8. */
+  const size_t parts = 2 * x.chunks * sizeof(chunk_t) + x.chunks * sizeof *x.from +
+                       2 * (size_t)x.ne * sizeof *x.io;
+  char *block = calloc(1, parts);
+  if (!block) return symm_error(SYMM_ERR_NO_MEMORY, "symm_all_to_all_v: out of memory");
+  x.src = (chunk_t *)(void *)block;
   x.dst = x.src + x.chunks;
+  x.from = (uint64_t *)(void *)(x.dst + x.chunks);
+  x.io = (struct iovec *)(void *)(x.from + x.chunks);
   build_send(&x);
   symm_result_t res = run(&x);
-  free(x.src);
-  free(x.from);
+  free(block);
   return res;
 }
