@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <unistd.h>
 
-#include "cpu/cpu.h"           /* cpu_memcpy */
 #include "symm_test_access.h" /* the scratch-size test */
 #include "float_bits.h"
 #include "harness.h"
@@ -723,40 +722,6 @@ static int rounding_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(coll_rounding) {
   ASSERT_EQ(test_run_ranks(2, rounding_rank, NULL), 0);
-  return 0;
-}
-
-/* The CPU engine's copy (cpu_memcpy) at every placement of dst after src
- * modulo the page near the window it bounces (1-63 bytes) and either side
- * of it, at sizes either side of where it starts bouncing (2 KiB) and of
- * its 8 KiB pieces: every byte copied, none written outside dst. */
-TEST_IMPL(coll_memcpy_placements) {
-  enum { PAGE = 4096, GUARD = 64 };
-  static const size_t lens[] = {0, 1, 2047, 2048, 2049, 8191, 8192, 8193, 3 * 8192 + 5, 65536 + 63};
-  const size_t most = 65536 + 63;
-  const size_t span = (most + 2 * PAGE + 2 * GUARD + PAGE - 1) / PAGE * PAGE; /* aligned_alloc */
-  unsigned char *src = aligned_alloc(PAGE, span), *dst = aligned_alloc(PAGE, span);
-  ASSERT(src && dst);
-  for (size_t i = 0; i < span; i++) src[i] = (unsigned char)(i * 131u + (i >> 8) + 7u);
-  for (size_t gap = 0; gap < PAGE; gap = gap == 70 ? PAGE - 70 : gap + 1) {
-    for (size_t s = 0; s < 2; s++) {
-      /* The source aligned, and not; dst - src = gap (mod PAGE). */
-      const size_t from = GUARD + s * 24, to = GUARD + (s * 24 + gap) % PAGE;
-      for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
-        const size_t n = lens[k];
-        memset(dst, 0xA5, span);
-        cpu_memcpy(dst + to, src + from, n);
-        ASSERT_MSG(memcmp(dst + to, src + from, n) == 0, "gap %zu, %zu bytes: copy differs",
-                   gap, n);
-        for (size_t i = 0; i < span; i++)
-          if (i < to || i >= to + n)
-            ASSERT_MSG(dst[i] == 0xA5, "gap %zu, %zu bytes: byte %td written outside dst", gap,
-                       n, (ptrdiff_t)i - (ptrdiff_t)to);
-      }
-    }
-  }
-  free(src);
-  free(dst);
   return 0;
 }
 
@@ -1895,6 +1860,44 @@ TEST_IMPL(coll_cma_paths) {
   return 0;
 }
 
+/* Element k of the row that rank `from` sends to expert e of rank `to`,
+ * in the all-to-all-v numbered `salt` of a test. */
+static int32_t row_value(int from, int to, int e, size_t k, int salt) {
+  return (int32_t)mix64((uint64_t)from | (uint64_t)to << 8 | (uint64_t)(salt & 0xff) << 16 |
+                        (uint64_t)e << 24 | (uint64_t)k << 40);
+}
+
+/* An all-to-all-v of ne experts, one row of `row` i32 from every rank to
+ * every expert of every rank (symm_all_to_all_vdev_2d: sent rank-major
+ * (p, e), received expert-major (e, p)), from send into recv (want: room
+ * for the result); every row and out_splits_offsets checked. */
+static void a2av_rows(symm_comm_t *comm, int rank, int size, int32_t *send, int32_t *recv,
+                      int32_t *want, int ne, size_t row, int salt) {
+  const size_t rows = (size_t)size * (size_t)ne;
+  int64_t *splits = malloc(rows * sizeof *splits), *so = malloc(2 * rows * sizeof *so);
+  ASSERT(splits && so);
+  for (int p = 0; p < size; p++)
+    for (int e = 0; e < ne; e++) {
+      splits[(size_t)p * (size_t)ne + (size_t)e] = 1;
+      for (size_t k = 0; k < row; k++) {
+        send[((size_t)p * (size_t)ne + (size_t)e) * row + k] = row_value(rank, p, e, k, salt);
+        want[((size_t)e * (size_t)size + (size_t)p) * row + k] = row_value(p, rank, e, k, salt);
+      }
+    }
+  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, row, SYMM_DTYPE_I32, splits,
+                                    so, ne, 1, NULL));
+  for (size_t i = 0; i < rows; i++) {
+    ASSERT_MSG(so[i] == 1 && so[rows + i] == (int64_t)i, "out_splits_offsets[%zu]: %lld at "
+               "%lld", i, (long long)so[i], (long long)so[rows + i]);
+    ASSERT_MSG(memcmp(recv + i * row, want + i * row, row * sizeof *want) == 0,
+               "expert %zu from rank %zu (%d experts, %zu-byte rows, recvbuf %zu bytes past a "
+               "page): wrong row", i / (size_t)size, i % (size_t)size, ne, row * sizeof *want,
+               (size_t)((uintptr_t)recv % 4096));
+  }
+  free(splits);
+  free(so);
+}
+
 /* Reads in the peers' processes into a receive buffer at every placement
  * near the window that the kernel copies slowly (dst 1-63 bytes past src
  * modulo the page: read through a bounce buffer, cpu_cma.c) and either
@@ -1928,32 +1931,12 @@ static void place_gather(symm_comm_t *comm, int rank, int size, int32_t *send, c
   }
 }
 
-/* An all-to-all-v of ne experts, one row of `row` i32 from every rank to
- * every expert, likewise. */
+/* The all-to-all-v of a2av_rows into room + place_offs[o], for every o. */
 static void place_a2av(symm_comm_t *comm, int rank, int size, int32_t *send, char *room,
                        int32_t *want, int ne, size_t row, int call) {
-  const size_t rows = (size_t)size * (size_t)ne;
-  int64_t *splits = malloc(rows * sizeof *splits), *so = malloc(2 * rows * sizeof *so);
-  ASSERT(splits && so);
-  for (size_t i = 0; i < rows; i++) splits[i] = 1;
-  for (size_t o = 0; o < PLACE_OFFS; o++) {
-    int32_t *recv = (int32_t *)(room + place_offs[o]);
-    const int salt = call + (int)o;
-    for (int p = 0; p < size; p++) /* rank-major (p, e) */
-      for (int e = 0; e < ne; e++)
-        cma_fill(send + ((size_t)p * (size_t)ne + (size_t)e) * row, row, rank, p * 64 + e, salt);
-    ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, row, SYMM_DTYPE_I32, splits,
-                                      so, ne, 1, NULL));
-    for (int e = 0; e < ne; e++) /* expert-major (e, p) */
-      for (int p = 0; p < size; p++)
-        cma_fill(want + ((size_t)e * (size_t)size + (size_t)p) * row, row, p, rank * 64 + e,
-                 salt);
-    ASSERT_MSG(memcmp(recv, want, rows * row * sizeof *want) == 0, "all-to-all-v, %zu-byte "
-               "rows, recvbuf %zu bytes past a page: wrong result", row * sizeof *want,
-               place_offs[o]);
-  }
-  free(splits);
-  free(so);
+  for (size_t o = 0; o < PLACE_OFFS; o++)
+    a2av_rows(comm, rank, size, send, (int32_t *)(room + place_offs[o]), want, ne, row,
+              call + (int)o);
 }
 
 static int cma_placements_rank(int rank, int size, void *arg) {
@@ -2193,38 +2176,16 @@ TEST_IMPL(coll_cma_a2av_forged_room) {
 #define MANY_E 1100
 #define MANY_ROW 16 /* i32 a row: 64 B, 70 KB a sender and peer */
 
-static int32_t many_value(int from, int to, int e, int k) {
-  return (int32_t)(from << 28 | to << 24 | e << 8 | k);
-}
-
 static int cma_many_chunks_rank(int rank, int size, void *arg) {
   char path[256];
   test_log_coll_to(arg, "many", rank, "TRACE", path, sizeof path);
   symm_comm_t *comm = init_comm();
-  const size_t chunks = (size_t)size * MANY_E, rows = chunks;
-  int32_t *send = malloc(rows * MANY_ROW * sizeof *send);
-  int32_t *recv = malloc(rows * MANY_ROW * sizeof *recv);
-  int64_t *splits = malloc(chunks * sizeof *splits), *so = malloc(2 * chunks * sizeof *so);
-  ASSERT(send && recv && splits && so);
-  for (int p = 0; p < size; p++) /* packed rank-major (p, e): one row each */
-    for (int e = 0; e < MANY_E; e++) {
-      splits[(size_t)p * MANY_E + (size_t)e] = 1;
-      for (int k = 0; k < MANY_ROW; k++)
-        send[((size_t)p * MANY_E + (size_t)e) * MANY_ROW + (size_t)k] = many_value(rank, p, e, k);
-    }
-  ASSERT_OK(symm_all_to_all_vdev_2d(comm, send, rows, recv, rows, MANY_ROW, SYMM_DTYPE_I32,
-                                    splits, so, MANY_E, 1, NULL));
-  for (int e = 0; e < MANY_E; e++) /* received expert-major (e, p) */
-    for (int p = 0; p < size; p++) {
-      const size_t i = (size_t)e * (size_t)size + (size_t)p;
-      ASSERT_MSG(so[i] == 1 && so[chunks + i] == (int64_t)i, "out_splits_offsets[%zu]: %lld at "
-                 "%lld", i, (long long)so[i], (long long)so[chunks + i]);
-      for (int k = 0; k < MANY_ROW; k++)
-        ASSERT_MSG(recv[i * MANY_ROW + (size_t)k] == many_value(p, rank, e, k),
-                   "expert %d from rank %d, element %d: %#x", e, p, k,
-                   (unsigned)recv[i * MANY_ROW + (size_t)k]);
-    }
-  free(send), free(recv), free(splits), free(so);
+  const size_t elems = (size_t)size * MANY_E * MANY_ROW;
+  int32_t *send = malloc(elems * sizeof *send), *recv = malloc(elems * sizeof *recv);
+  int32_t *want = malloc(elems * sizeof *want);
+  ASSERT(send && recv && want);
+  a2av_rows(comm, rank, size, send, recv, want, MANY_E, MANY_ROW, 0);
+  free(send), free(recv), free(want);
   symm_comm_destroy(comm);
   static const char *const paths[] = {"cma"};
   cma_check_paths(path, rank, paths, 1);

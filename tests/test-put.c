@@ -5,6 +5,8 @@
  * back with a get from the left, a batch, and the refusals.  The signal
  * tests need signals that run (host backend): data always there before
  * the signal, over many rounds. */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,5 +157,85 @@ static int put_signal_rank(int rank, int size, void *arg) {
 
 TEST_IMPL(put_signal_order) {
   ASSERT_EQ(test_run_ranks(2, put_signal_rank, NULL), 0);
+  return 0;
+}
+
+/* The host backend's copy (the CPU engine's, which puts and gets run on)
+ * at every placement of dst after src modulo the page near the window it
+ * copies through a bounce buffer (1-63 bytes: glibc's memcpy is slow
+ * there on some CPUs, src/cpu/cpu_memcpy.c) and either side of it, at
+ * sizes either side of where it starts bouncing (2 KiB) and of its 8 KiB
+ * pieces, source aligned and not: a get from this rank's own data into
+ * ordinary memory and a put back, every byte copied, none written around
+ * the destination.  Then puts whose source overlaps the destination in
+ * the tensor, either way round (memmove's result). */
+#define PLACE_PAGE 4096
+#define PLACE_GUARD 64
+#define PLACE_MOST (65536 + 63)
+#define PLACE_SPAN (PLACE_MOST + 3 * PLACE_PAGE) /* a multiple of the page, for aligned_alloc */
+
+/* dst's bytes outside [at, at + n) still `fill`. */
+static void check_around(const unsigned char *dst, size_t at, size_t n, unsigned char fill,
+                         const char *what, size_t gap) {
+  for (size_t i = 0; i < PLACE_SPAN; i++)
+    if (i < at || i >= at + n)
+      ASSERT_MSG(dst[i] == fill, "%s, gap %zu, %zu bytes: byte %td written outside dst", what,
+                 gap, n, (ptrdiff_t)i - (ptrdiff_t)at);
+}
+
+/* Where in a buffer at `base` a copy from src starts so that it lies gap
+ * bytes past src modulo the page (past the guard). */
+static size_t place_at(const unsigned char *base, const unsigned char *src, size_t gap) {
+  return PLACE_GUARD + (((uintptr_t)src + gap - (uintptr_t)(base + PLACE_GUARD)) % PLACE_PAGE);
+}
+
+static int placements_rank(int rank, int size, void *arg) {
+  (void)size, (void)arg;
+  static const size_t lens[] = {0, 1, 2047, 2048, 2049, 8191, 8192, 8193, 3 * 8192 + 5,
+                                PLACE_MOST};
+  symm_comm_t *comm = init_comm();
+  symm_tensor_t *t = tensor_of(comm, PLACE_SPAN);
+  unsigned char *data = symm_tensor_data(t), *mem = aligned_alloc(PLACE_PAGE, PLACE_SPAN);
+  unsigned char *pattern = malloc(PLACE_SPAN);
+  ASSERT(data && mem && pattern);
+  for (size_t i = 0; i < PLACE_SPAN; i++) pattern[i] = (unsigned char)(i * 131u + (i >> 8) + 7u);
+  for (size_t gap = 0; gap < PLACE_PAGE; gap = gap == 70 ? PLACE_PAGE - 70 : gap + 1)
+    for (size_t s = 0; s < 2; s++)
+      for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        const size_t n = lens[k], from = PLACE_GUARD + s * 24;
+        memcpy(data, pattern, PLACE_SPAN);
+        memset(mem, 0xA5, PLACE_SPAN);
+        const size_t into = place_at(mem, data + from, gap);
+        ASSERT_OK(symm_get(t, rank, from, mem + into, n, NULL));
+        ASSERT_MSG(memcmp(mem + into, pattern + from, n) == 0, "get, gap %zu, %zu bytes: "
+                   "wrong bytes", gap, n);
+        check_around(mem, into, n, 0xA5, "get", gap);
+        const size_t back = place_at(data, mem + into, gap);
+        memset(data, 0x5A, PLACE_SPAN);
+        ASSERT_OK(symm_put(t, rank, back, mem + into, n, NULL));
+        ASSERT_MSG(memcmp(data + back, pattern + from, n) == 0, "put, gap %zu, %zu bytes: "
+                   "wrong bytes", gap, n);
+        check_around(data, back, n, 0x5A, "put", gap);
+      }
+  /* Overlapping, in the tensor: 16 bytes back, and 16 forward. */
+  for (int dir = 0; dir < 2; dir++) {
+    const size_t n = 3 * 8192 + 5;
+    const size_t src = PLACE_GUARD + (dir ? 0 : 16), dst = PLACE_GUARD + (dir ? 16 : 0);
+    memcpy(data, pattern, PLACE_SPAN);
+    memcpy(mem, pattern, PLACE_SPAN);
+    memmove(mem + dst, mem + src, n);
+    ASSERT_OK(symm_put(t, rank, dst, data + src, n, NULL));
+    ASSERT_MSG(memcmp(data, mem, PLACE_SPAN) == 0, "overlapping put, %s: not memmove's result",
+               dir ? "forward" : "back");
+  }
+  free(mem);
+  free(pattern);
+  ASSERT_OK(symm_tensor_free(t));
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(put_get_placements) {
+  ASSERT_EQ(test_run_ranks(1, placements_rank, NULL), 0);
   return 0;
 }

@@ -73,6 +73,8 @@ int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
  * (cpu_memcpy.c): every bulk copy of the engine but the overlapping
  * ones (memmove). */
 void cpu_memcpy(void *dst, const void *src, size_t n);
+/* memmove where dst and src overlap, else cpu_memcpy. */
+void cpu_memmove(void *dst, const void *src, size_t n);
 /* Whether a copy of n bytes from src to dst, by memcpy or by the kernel,
  * has that placement (cpu_memcpy.c's top): dst 1 to 63 bytes past src
  * modulo the page, 2 KiB or more. */

@@ -447,11 +447,7 @@ static void all_to_all(coll_t *c) {
 static void broadcast(coll_t *c) {
   const symm_coll_args_t *a = c->a;
   if (c->me != a->root) fetch(c, a->root, a->recvbuf, 0, a->recv_bytes);
-  else if (a->recvbuf == a->sendbuf) return; /* in place */
-  else if (cpu_coll_overlap(a->recvbuf, a->recv_bytes, a->sendbuf, a->recv_bytes))
-    memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
-  else
-    cpu_memcpy(a->recvbuf, a->sendbuf, a->recv_bytes);
+  else if (a->recvbuf != a->sendbuf) cpu_memmove(a->recvbuf, a->sendbuf, a->recv_bytes);
 }
 
 /* ----------------------------------------------------------------- call */

@@ -117,12 +117,7 @@ static size_t cpu_scratch_fixed(symm_comm_t *comm) {
 static symm_result_t cpu_copy(symm_comm_t *comm, void *dst, const void *src, size_t bytes,
                               void *stream) {
   (void)comm, (void)stream;
-  const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-  if (!bytes) return SYMM_SUCCESS; /* a put of nothing may pass NULL */
-  if (d < s + bytes && s < d + bytes)
-    memmove(dst, src, bytes);
-  else
-    cpu_memcpy(dst, src, bytes);
+  cpu_memmove(dst, src, bytes);
   return SYMM_SUCCESS;
 }
 

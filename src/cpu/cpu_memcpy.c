@@ -19,7 +19,7 @@
  */
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "cpu/cpu_coll_int.h"
 
 #define BOUNCE_PIECE_BYTES 8192u /* per round trip through the bounce buffer (L1) */
 
@@ -38,4 +38,9 @@ void cpu_memcpy(void *dst, const void *src, size_t n) {
     memcpy(tmp, s + done, len);
     memcpy(d + done, tmp, len);
   }
+}
+
+void cpu_memmove(void *dst, const void *src, size_t n) {
+  if (cpu_coll_overlap(dst, n, src, n)) memmove(dst, src, n);
+  else cpu_memcpy(dst, src, n);
 }
