@@ -172,7 +172,9 @@ TEST_IMPL(put_signal_order) {
 #define PLACE_PAGE 4096
 #define PLACE_GUARD 64
 #define PLACE_MOST (65536 + 63)
-#define PLACE_SPAN (PLACE_MOST + 3 * PLACE_PAGE) /* a multiple of the page, for aligned_alloc */
+/* Room for a copy of PLACE_MOST at any gap past the guard, rounded up to
+ * a multiple of the page (aligned_alloc takes only such sizes). */
+#define PLACE_SPAN ((PLACE_MOST + 3 * PLACE_PAGE + PLACE_PAGE - 1) / PLACE_PAGE * PLACE_PAGE)
 
 /* dst's bytes outside [at, at + n) still `fill`. */
 static void check_around(const unsigned char *dst, size_t at, size_t n, unsigned char fill,
