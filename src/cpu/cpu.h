@@ -59,12 +59,12 @@ void cpu_cma_init(cpu_state_t *st, cpu_cma_card_t *card);
 void cpu_cma_startup(symm_comm_t *comm, cpu_cma_card_t *cards);
 bool cpu_cma_ready(symm_comm_t *comm);
 void cpu_cma_fini(cpu_state_t *st);
-int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
+int cpu_cma_read(symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
 /* readv: n pieces at once, remote[i] (addresses in rank peer's process)
  * into local[i] (lengths equal), in as few system calls as the kernel
  * takes; 0 or errno as read. */
 struct iovec;
-int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
+int cpu_cma_readv(symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n);
 
 /* memcpy (dst and src apart; n 0 copies nothing, either may be NULL),

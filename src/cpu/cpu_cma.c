@@ -95,7 +95,7 @@ static int read_bounced(cpu_state_t *st, int32_t pid, const struct iovec *local,
   return 0;
 }
 
-int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
+int cpu_cma_readv(symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n) {
   /* The probe proved that the pid the core watches is the peer's. */
   const int32_t pid = symm_comm_peer_pid(comm, peer);
@@ -116,7 +116,7 @@ int cpu_cma_readv(const symm_comm_t *comm, int peer, const struct iovec *local,
   return err;
 }
 
-int cpu_cma_read(const symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
+int cpu_cma_read(symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len) {
   const struct iovec local = {dst, len}, remote = {(void *)(uintptr_t)addr, len};
   return cpu_cma_readv(comm, peer, &local, &remote, 1);
 }
@@ -190,6 +190,11 @@ void cpu_cma_startup(symm_comm_t *comm, cpu_cma_card_t *cards) {
   st->cma_cards = cards;
 }
 
+static void drop_cards(cpu_state_t *st) {
+  free(st->cma_cards);
+  st->cma_cards = NULL;
+}
+
 bool cpu_cma_ready(symm_comm_t *comm) {
   cpu_state_t *st = cpu_state(comm);
   if (!st->cma_cards) return st->cma;
@@ -197,8 +202,7 @@ bool cpu_cma_ready(symm_comm_t *comm) {
   char why[256] = "";
   for (int r = 0; r < w && !why[0]; r++)
     if (r != me) probe_peer(comm, r, &st->cma_cards[r], why, sizeof why);
-  free(st->cma_cards);
-  st->cma_cards = NULL;
+  drop_cards(st);
   if (why[0]) {
     SYMM_INFO(COLL, "CPU engine: cross-memory attach off: %s; calls from ordinary memory "
               "stage their data", why);
@@ -211,8 +215,7 @@ bool cpu_cma_ready(symm_comm_t *comm) {
 }
 
 void cpu_cma_fini(cpu_state_t *st) {
-  free(st->cma_cards);
-  st->cma_cards = NULL;
+  drop_cards(st);
   free(st->cma_bounce);
   st->cma_bounce = NULL;
 }
