@@ -252,17 +252,27 @@ static symm_result_t run_alone(symm_comm_t *comm, const symm_coll_args_t *a) {
  * are mapped on use gets every peer mapped, so that the engine may read
  * the peers' copies where they lie (zero copy).  A mapping that fails
  * leaves the tensor's peer signature 0, and the call stages its data
- * instead: nothing fails here. */
-static void map_peers_of_buffer(symm_comm_t *comm, const void *buf) {
+ * instead: nothing fails here.  A buffer that needs nothing (any more) is
+ * remembered until the next rendezvous, so that calls on the same buffers
+ * skip the registry's lock and search (two a call). */
+static void map_peers_of_buffer(symm_comm_t *comm, const void *buf, int slot) {
   const void *base;
   size_t len;
   symm_tensor_t *t;
   int r;
   if (!comm->map_on_use || !comm->caps.map_on_use) return; /* every tensor maps at rendezvous */
-  if (!buf || !symm_registry_find(buf, &base, &len, &t, &r) || r != comm->rank ||
-      t->comm != comm || !t->rendezvoused || !t->on_use || t->all_mapped)
-    return;
-  if (symm_tensor_map_peers(t) != SYMM_SUCCESS) symm_error_clear();
+  if (!buf) return;
+  if (comm->settled_seq != comm->rendezvous_seq) {
+    comm->settled[0] = comm->settled[1] = NULL;
+    comm->settled_seq = comm->rendezvous_seq;
+  }
+  if (buf == comm->settled[slot]) return;
+  if (symm_registry_find(buf, &base, &len, &t, &r) && r == comm->rank && t->comm == comm &&
+      t->rendezvoused && t->on_use && !t->all_mapped) {
+    if (symm_tensor_map_peers(t) != SYMM_SUCCESS) symm_error_clear();
+    if (!t->all_mapped) return; /* tried again at the next call */
+  }
+  comm->settled[slot] = buf;
 }
 
 static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const char *fn) {
@@ -280,8 +290,8 @@ static symm_result_t run_checked(symm_comm_t *comm, symm_coll_args_t *a, const c
   a->seq = comm->call.seq;
   if (comm->size == 1 && a->kind != SYMM_COLL_ALL_TO_ALL_V && SYMM_OPS_HAS(comm->engine, 5, copy))
     return run_alone(comm, a);
-  map_peers_of_buffer(comm, a->sendbuf);
-  map_peers_of_buffer(comm, a->recvbuf);
+  map_peers_of_buffer(comm, a->sendbuf, 0);
+  map_peers_of_buffer(comm, a->recvbuf, 1);
   SYMM_TRACE(COLL, "%s #%llu: %zu x %s %s algo %s", fn, (unsigned long long)a->seq, a->count,
              symm_dtype_name(a->dtype), symm_coll_reduces(a->kind) ? symm_redop_name(a->op) : "-",
              symm_algo_name(a->algo));

@@ -259,6 +259,7 @@ symm_result_t symm_rendezvous_refused(symm_comm_t *comm, const int64_t *sizes, i
 
 static symm_result_t rendezvous(symm_tensor_t *t, int32_t kind) {
   symm_comm_t *comm = t->comm;
+  comm->rendezvous_seq++; /* mappings may change from here (collective.c's settled) */
   rendezvous_info_t mine;
   shape_info(&mine, t->sizes, t->ndim, t->dtype);
   mine.kind = kind;

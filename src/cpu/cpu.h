@@ -17,6 +17,12 @@ typedef struct {
   uint64_t all_left;  /* every rank has left every call up to this one */
   void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
   const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
+  uint64_t flag_was[2]; /* what this rank last wrote in its pad's slot of each parity */
+  /* Every rank's collective pad of scratch pads_of (cpu_coll_attach): a
+   * scratch lives as long as its communicator, so its pointer names it
+   * for good, and the pads are looked up once. */
+  struct coll_pad **pads;
+  const void *pads_of;
   int host_cpus;      /* CPUs this host's ranks run on together (cpu_engine.c) */
   /* Cross-memory attach (cpu_cma.c): */
   bool cma;           /* this rank reads every peer's memory with process_vm_readv */

@@ -313,7 +313,7 @@ static zero_copy_t cma_candidate(const coll_t *c) {
 static symm_result_t check_offsets(const coll_t *c, const symm_tensor_t *t) {
   const size_t nbytes = symm_tensor_nbytes(t);
   for (int r = 0; r < c->w; r++) {
-    uint64_t off = c->pads[r]->slot[c->h].brief.offset;
+    uint64_t off = cpu_coll_brief(c, r)->offset;
     if (!rank_sends(c, r) || (off <= nbytes && c->a->send_bytes <= nbytes - off)) continue;
     return symm_error(SYMM_ERR_PROTOCOL, "symm_%s #%llu: rank %d published its send data at "
                       "offset %llu of a %zu-byte tensor, past its end; no rank ran the call",
@@ -389,7 +389,7 @@ static void fetch(coll_t *c, int r, void *dst, size_t off, size_t len) {
     return;
   }
   if (c->read_errno) return;
-  c->read_errno = cpu_cma_read(c->comm, r, dst, c->pads[r]->slot[c->h].brief.offset + off, len);
+  c->read_errno = cpu_cma_read(c->comm, r, dst, cpu_coll_brief(c, r)->offset + off, len);
   if (c->read_errno) c->read_peer = r;
 }
 
@@ -478,10 +478,10 @@ static void stage(coll_t *c) {
 /* Where rank r's send data is read this call (cross-memory attach: this
  * rank's own here; the peers' in their processes, fetch). */
 static const char *source(const coll_t *c, const zero_copy_t *z, int r) {
-  const coll_slot_t *slot = &c->pads[r]->slot[c->h];
   if (c->cma) return r == c->me ? c->a->sendbuf : NULL;
-  if (c->zero_copy) return (const char *)symm_tensor_peer_data(z->t)[r] + slot->brief.offset;
-  return inline_data(c) ? (const char *)slot->data : cpu_coll_half(c, r);
+  if (c->zero_copy)
+    return (const char *)symm_tensor_peer_data(z->t)[r] + cpu_coll_brief(c, r)->offset;
+  return inline_data(c) ? (const char *)c->pads[r]->slot[c->h].data : cpu_coll_half(c, r);
 }
 
 static const char *path_name(const coll_t *c, bool late) {
@@ -505,10 +505,10 @@ static symm_result_t run(coll_t *c) {
   if (!a->count) return SYMM_SUCCESS;
 
   /* Same table on every rank, same decision. */
-  uint64_t group0 = c->pads[0]->slot[c->h].brief.group;
+  uint64_t group0 = cpu_coll_brief(c, 0)->group;
   bool same = group0 != 0, late = false;
   for (int r = 0; r < c->w; r++) {
-    uint64_t g = c->pads[r]->slot[c->h].brief.group;
+    uint64_t g = cpu_coll_brief(c, r)->group;
     same &= g == group0;
     late |= g != 0 && rank_sends(c, r);
   }
@@ -652,26 +652,15 @@ void cpu_call_end(symm_comm_t *comm, uint64_t last) {
 /* Runs body on a frame for one call of comm. */
 static symm_result_t with_frame(symm_comm_t *comm, const symm_coll_args_t *args,
                                 symm_result_t (*body)(coll_t *)) {
-  coll_pad_t *pads_stack[STACK_RANKS];
   const char *src_stack[STACK_RANKS];
   const int world = symm_comm_size(comm);
   coll_t c = {.comm = comm, .a = args, .whole = args, .w = world, .me = symm_comm_rank(comm),
               .h = (int)(args->seq & 1), .seq = args->seq, .esize = symm_dtype_size(args->dtype),
-              .pads = pads_stack, .src = src_stack};
-  if (world > STACK_RANKS) {
-    c.pads = malloc(sizeof *c.pads * (size_t)world);
-    c.src = malloc(sizeof *c.src * (size_t)world);
-    if (!c.pads || !c.src) {
-      free(c.pads);
-      free((void *)c.src);
-      return symm_error(SYMM_ERR_NO_MEMORY, "CPU collectives: out of memory");
-    }
-  }
+              .src = src_stack};
+  if (world > STACK_RANKS && !(c.src = malloc(sizeof *c.src * (size_t)world)))
+    return symm_error(SYMM_ERR_NO_MEMORY, "CPU collectives: out of memory");
   symm_result_t res = body(&c);
-  if (c.pads != pads_stack) {
-    free(c.pads);
-    free((void *)c.src);
-  }
+  if (c.src != src_stack) free((void *)c.src);
   return res;
 }
 

@@ -60,7 +60,7 @@ typedef struct {
   unsigned char data[INLINE_BYTES]; /* send data of calls that fit (inline) */
 } coll_slot_t;
 
-typedef struct {
+typedef struct coll_pad {
   coll_slot_t slot[2];
   _Alignas(64) coll_detail_t detail[2];
   _Alignas(64) _Atomic uint64_t left; /* the last call this rank has left */
@@ -81,13 +81,19 @@ typedef struct {
   size_t esize;
   size_t out_off, half; /* IN at 0 of each half, OUT at out_off; half: bytes needed */
   size_t half_stride;   /* where the second half starts: half the scratch */
-  coll_pad_t **pads;    /* [w] */
+  coll_pad_t **pads;    /* [w]: the engine's (cpu_state_t.pads), from attach on */
   const char **src;     /* [w] where rank r's send data is read */
   symm_tensor_t *scratch;
   bool zero_copy;       /* src[] are the peers' buffers, read in place */
   bool cma;             /* peers' send data is read in their processes (cpu_cma.c) */
   int read_errno, read_peer; /* cma: this rank's failed read, if any */
 } coll_t;
+
+/* Rank r's brief of this call, as every rank reads it: its own too, from
+ * its pad, so that all decide on the same table. */
+static inline const coll_brief_t *cpu_coll_brief(const coll_t *c, int r) {
+  return &c->pads[r]->slot[c->h].brief;
+}
 
 /* The frame's steps (cpu_frame.c). */
 const char *cpu_coll_kind_name(int kind);

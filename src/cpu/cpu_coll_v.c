@@ -246,7 +246,7 @@ static bool data_room(const vcall_t *x, int p, uint64_t *room) {
     return true;
   }
   if (read_in_place(x, p)) {
-    const uint64_t off = c->pads[p]->slot[c->h].brief.offset, nbytes = symm_tensor_nbytes(x->zt);
+    const uint64_t off = cpu_coll_brief(c, p)->offset, nbytes = symm_tensor_nbytes(x->zt);
     *room = off <= nbytes ? nbytes - off : 0;
     return off <= nbytes;
   }
@@ -305,7 +305,7 @@ static void build_recv(vcall_t *x) {
  * a failed read ends this rank's reads and is kept for the exit. */
 static void cma_read_sender(vcall_t *x, int p, struct iovec *local, struct iovec *remote) {
   coll_t *c = x->c;
-  const uint64_t base = c->pads[p]->slot[c->h].brief.offset;
+  const uint64_t base = cpu_coll_brief(c, p)->offset;
   size_t n = 0;
   for (int e = 0; e < x->ne; e++) {
     const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
@@ -331,7 +331,7 @@ static void copy_in(vcall_t *x) {
     const char *data = !read_in_place(x, p) ? (const char *)table_of(x, p) + x->table_bytes
                        : x->cma             ? (const char *)c->a->sendbuf /* my own rows */
                                             : (const char *)symm_tensor_peer_data(x->zt)[p] +
-                                                  c->pads[p]->slot[c->h].brief.offset;
+                                                  cpu_coll_brief(c, p)->offset;
     for (int e = 0; e < x->ne; e++) {
       const size_t i = (size_t)p * (size_t)x->ne + (size_t)e;
       if (x->dst[i].rows)
@@ -372,11 +372,11 @@ static symm_result_t stage_all(vcall_t *x) {
   SYMM_CHECK(cpu_coll_sync(c, PHASE_ARRIVED, "arrive"));
   SYMM_CHECK(cpu_coll_check_match(c));
   SYMM_CHECK(verdicts(c, 0));
-  const uint64_t group0 = c->pads[0]->slot[c->h].brief.group;
+  const uint64_t group0 = cpu_coll_brief(c, 0)->group;
   uint64_t most = 0;
   x->zero_copy = group0 != 0;
   for (int r = 0; r < c->w; r++) {
-    x->zero_copy &= c->pads[r]->slot[c->h].brief.group == group0;
+    x->zero_copy &= cpu_coll_brief(c, r)->group == group0;
     x->any_in_place |= c->pads[r]->detail[c->h].in_place != 0;
     if (c->pads[r]->detail[c->h].need > most) most = c->pads[r]->detail[c->h].need;
   }

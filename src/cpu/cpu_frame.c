@@ -116,11 +116,18 @@ static uint64_t given_up_flag(const coll_t *c) { return c->seq * PHASES + PHASE_
  * published, unless a peer marked the call given up first. */
 symm_result_t cpu_coll_arrive(coll_t *c, int phase) {
   _Atomic uint64_t *flag = &c->pads[c->me]->slot[c->h].flag;
-  uint64_t was = atomic_load_explicit(flag, memory_order_relaxed);
-  do {
+  const uint64_t now = c->seq * PHASES + (uint64_t)phase;
+  /* The first try expects what this rank wrote there last rather than
+   * reading the line first: the peers read it since, and a read here
+   * could cost a miss of its own before the swap's.  A wrong guess (a
+   * new scratch, a mark) fails the swap, which returns what is there;
+   * no guess equals this call's mark, below every flag of this call and
+   * above every earlier one. */
+  uint64_t *guess = &cpu_state(c->comm)->flag_was[c->h], was = *guess;
+  while (!atomic_compare_exchange_weak_explicit(flag, &was, now, memory_order_release,
+                                                memory_order_relaxed))
     if (was == given_up_flag(c)) return given_up_error(c, true, 0);
-  } while (!atomic_compare_exchange_weak_explicit(flag, &was, c->seq * PHASES + (uint64_t)phase,
-                                                  memory_order_release, memory_order_relaxed));
+  *guess = now;
   return SYMM_SUCCESS;
 }
 
@@ -248,7 +255,7 @@ static void describe(const coll_detail_t *d, bool algo, char *out, size_t cap) {
  * arrived, so every rank in a collective decides alike and meets it. */
 bool cpu_coll_peer_in_host_call(const coll_t *c) {
   for (int r = 0; r < c->w; r++)
-    if (c->pads[r]->slot[c->h].brief.sig == SYMM_COLL_SIG_HOST_CALL) return true;
+    if (cpu_coll_brief(c, r)->sig == SYMM_COLL_SIG_HOST_CALL) return true;
   return false;
 }
 
@@ -257,14 +264,14 @@ bool cpu_coll_peer_in_host_call(const coll_t *c) {
 symm_result_t cpu_coll_check_match(const coll_t *c) {
   if (cpu_coll_peer_in_host_call(c)) return symm_comm_meet_host_call(c->comm);
   for (int r = 0; r < c->w; r++) {
-    if (c->pads[r]->slot[c->h].brief.sig != SYMM_COLL_SIG_REFUSED) continue;
+    if (cpu_coll_brief(c, r)->sig != SYMM_COLL_SIG_REFUSED) continue;
     return symm_error(SYMM_ERR_MISMATCH, "collective #%llu: rank %d's symm_%s failed its "
                       "argument checks there (SYMM_ERR_INVALID_ARG); no rank ran the call",
                       (unsigned long long)c->seq, r, cpu_coll_kind_name(c->pads[r]->detail[c->h].kind));
   }
-  uint64_t sig0 = c->pads[0]->slot[c->h].brief.sig;
+  uint64_t sig0 = cpu_coll_brief(c, 0)->sig;
   for (int r = 1; r < c->w; r++) {
-    if (c->pads[r]->slot[c->h].brief.sig == sig0) continue;
+    if (cpu_coll_brief(c, r)->sig == sig0) continue;
     const coll_detail_t *d = &c->pads[r]->detail[c->h], *d0 = &c->pads[0]->detail[c->h];
     char mine[160], theirs[160];
     const bool algo = d->algo != d0->algo;
@@ -294,14 +301,21 @@ char *cpu_coll_half(const coll_t *c, int r) {
  * the ranks just made s together inside this call, so every rank has left
  * the calls before it. */
 symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
+  cpu_state_t *cs = cpu_state(c->comm);
   c->scratch = s;
   c->half_stride = cpu_coll_half_capacity(s);
-  for (int r = 0; r < c->w; r++) {
-    void *p;
-    SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
-    c->pads[r] = p;
+  if (cs->pads_of != s) {
+    if (!cs->pads && !(cs->pads = malloc(sizeof *cs->pads * (size_t)c->w)))
+      return symm_error(SYMM_ERR_NO_MEMORY, "CPU collectives: out of memory");
+    cs->pads_of = NULL;
+    for (int r = 0; r < c->w; r++) {
+      void *p;
+      SYMM_CHECK(symm_tensor_signal_pad(s, r, &p));
+      cs->pads[r] = p;
+    }
+    cs->pads_of = s;
   }
-  cpu_state_t *cs = cpu_state(c->comm);
+  c->pads = cs->pads;
   if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
   if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
   cs->pad = c->pads[c->me];
