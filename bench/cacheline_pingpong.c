@@ -2,15 +2,17 @@
  * line back and forth through shared memory (a flag and its payload in the
  * same line, as the CPU engine's small-message path does), and the copy
  * bandwidth of one core (a STREAM-style copy of a buffer well above the
- * last-level cache; bench/stream_copy.c copies on several cores at once).
+ * last-level cache; bench/stream_copy.c copies on several cores at once),
+ * and the context switch of two processes that take turns on one CPU
+ * (sched_yield), what ranks that share a CPU pay on every call.
  * The loops are floor.c's, which symmem-bench runs between its ranks.
  * Prints one line each, and the numbers as
- * "floor: round_trip_ns=... copy_gbps=..." for scripts.
+ * "floor: round_trip_ns=... copy_gbps=... switch_ns=..." for scripts.
  *
  *   cacheline_pingpong [-c CPU_A,CPU_B] [-n ROUNDS] [-m COPY_MIB]
  *
  * Both processes are pinned (default: the first two CPUs this process may
- * use); the copy runs on CPU_A. */
+ * use); the copy and the switches run on CPU_A. */
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +31,8 @@ static void pin(int cpu) {
   if (sched_setaffinity(0, sizeof s, &s) != 0) perror("sched_setaffinity");
 }
 
-/* Median round trip between CPUs a and b, in ns (floor.c's loops). */
+/* Median round trip between CPUs a and b, in ns (floor.c's loops); with
+ * a == b, the mean context switch of two processes taking turns there. */
 static double ping_pong(int a, int b, long rounds) {
   floor_line_t *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (l == MAP_FAILED) return -1;
@@ -37,14 +40,15 @@ static double ping_pong(int a, int b, long rounds) {
   pid_t pid = fork();
   if (pid == 0) {
     pin(b);
-    floor_pong(l, rounds);
+    if (a == b) floor_turns(l, 1, rounds);
+    else floor_pong(l, rounds);
     _exit(0);
   }
   pin(a);
-  const double rt = floor_ping(l, rounds);
+  const double ns = a == b ? floor_turns(l, 0, rounds) : floor_ping(l, rounds);
   waitpid(pid, NULL, 0);
   munmap(l, sizeof *l);
-  return rt;
+  return ns;
 }
 
 int main(int argc, char **argv) {
@@ -69,9 +73,12 @@ int main(int argc, char **argv) {
   }
   const double rt = ping_pong(a, b, rounds);
   const double bw = floor_copy_gbps(mib << 20, 5);
+  const double sw = ping_pong(a, a, rounds / 4 + 1);
   printf("cache-line round trip, CPUs %d and %d: %.0f ns (median of %ld)\n", a, b, rt, rounds);
   printf("copy bandwidth, one core (CPU %d), %zu MiB memcpy: %.2f GB/s (best of 5)\n", a, mib,
          bw);
-  printf("floor: round_trip_ns=%.0f copy_gbps=%.2f\n", rt, bw);
+  printf("context switch, two processes taking turns on CPU %d: %.0f ns (mean of %ld)\n", a, sw,
+         2 * (rounds / 4 + 1));
+  printf("floor: round_trip_ns=%.0f copy_gbps=%.2f switch_ns=%.0f\n", rt, bw, sw);
   return 0;
 }

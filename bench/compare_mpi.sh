@@ -24,10 +24,12 @@
 #
 # With all_reduce in COLL and build/bench/cacheline_pingpong built, the
 # machine's floor is measured first (a cache-line round trip between two
-# pinned CPUs, one core's copy bandwidth) and each all-reduce table ends
-# with the smallest size as a multiple of the round trip and the largest
-# size's algorithm bandwidth (bytes / time) as a fraction of the copy
-# bandwidth.
+# pinned CPUs, one core's copy bandwidth, the context switch of two
+# processes taking turns on one CPU) and each all-reduce table ends with
+# the smallest size as a multiple of the round trip (with more ranks than
+# CPUs, of the k context switches a call costs where k ranks share each
+# CPU: each must run once a call) and the largest size's algorithm
+# bandwidth (bytes / time) as a fraction of the copy bandwidth.
 #
 #   bench/compare_mpi.sh [BUILD_DIR]
 #   environment: COLL (all_reduce; a list, or "all" for every one above),
@@ -167,14 +169,14 @@ mpi_flags="--oversubscribe"
 [ "$BIND" = none ] && mpi_flags="$mpi_flags --bind-to none"
 cpus=$(nproc)
 
-# The floor (all_reduce only): "round_trip_ns copy_gbps", or empty.
+# The floor (all_reduce only): "round_trip_ns copy_gbps switch_ns", or empty.
 floor=""
 case " $COLL " in
   *" all_reduce "*)
     if [ -x "$BUILD/bench/cacheline_pingpong" ] && [ "$cpus" -ge 2 ]; then
       "$BUILD/bench/cacheline_pingpong" >"$tmp/floor" || exit 1
       sed 's/^/## /' "$tmp/floor"
-      floor=$(sed -n 's/^floor: round_trip_ns=\([0-9.]*\) copy_gbps=\([0-9.]*\).*/\1 \2/p' "$tmp/floor")
+      floor=$(sed -n 's/^floor: round_trip_ns=\([0-9.]*\) copy_gbps=\([0-9.]*\) switch_ns=\([0-9.]*\).*/\1 \2 \3/p' "$tmp/floor")
     else
       echo "## floor: not measured ($BUILD/bench/cacheline_pingpong not built, or one CPU)"
     fi
@@ -246,7 +248,7 @@ run_rounds() {
 # $1 collective, $2 ranks, $3 skew.
 table() {
   awk -F, -v coll="$1" -v ranks="$2" -v skew="$3" -v rounds="$ROUNDS" -v bind="$BIND" \
-    -v floor="$floor" '
+    -v floor="$floor" -v cpus="$cpus" '
   function median(key,    n, i, j, t, v) {
     n = cnt[key]
     for (i = 1; i <= n; i++) v[i] = val[key, i]
@@ -282,8 +284,13 @@ table() {
     }
     if (coll == "all_reduce" && floor != "" && first != "") {
       split(floor, fl, " ")
-      printf "# floor: %d B in place %.2f us = %.1f x the cache-line round trip (%.0f ns); out of place %.1f x\n",
-             first, fa, fa * 1000 / fl[1], fl[1], fb * 1000 / fl[1]
+      k = int((ranks + cpus - 1) / cpus)  # ranks a CPU
+      if (k < 2)
+        printf "# floor: %d B in place %.2f us = %.1f x the cache-line round trip (%.0f ns); out of place %.1f x\n",
+               first, fa, fa * 1000 / fl[1], fl[1], fb * 1000 / fl[1]
+      else
+        printf "# floor: %d B in place %.2f us = %.2f x the scheduler'"'"'s floor: %d ranks a CPU run in turn, %d context switches (%.2f us each) a call; out of place %.2f x\n",
+               first, fa, fa * 1000 / (k * fl[3]), k, k, fl[3] / 1000, fb * 1000 / (k * fl[3])
       printf "# floor: %d B in place %.2f GB/s (bytes / time) = %.0f%% of one core'"'"'s copy bandwidth (%.2f GB/s); out of place %.0f%%\n",
              last, last / (la * 1000), 100 * last / (la * 1000) / fl[2], fl[2], 100 * last / (lb * 1000) / fl[2]
     }

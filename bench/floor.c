@@ -1,6 +1,7 @@
 /* The floor of a CPU collective (floor.h). */
 #include "floor.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,6 +45,20 @@ void floor_pong(floor_line_t *l, long rounds) {
     while (atomic_load_explicit(&l->ping, memory_order_acquire) != k) relax();
     atomic_store_explicit(&l->pong, k, memory_order_release);
   }
+}
+
+double floor_turns(floor_line_t *l, int side, long rounds) {
+  const uint64_t turns = 2 * (uint64_t)(rounds + FLOOR_WARMUP);
+  uint64_t t0 = 0;
+  for (uint64_t k = (uint64_t)side; k < turns; k += 2) {
+    while (atomic_load_explicit(&l->ping, memory_order_acquire) != k) sched_yield();
+    if (k == 2 * FLOOR_WARMUP) t0 = now_ns();
+    atomic_store_explicit(&l->ping, k + 1, memory_order_release);
+  }
+  if (side) return 0;
+  /* Side 0's last turn was turns - 2; side 1's after it ends the rounds. */
+  while (atomic_load_explicit(&l->ping, memory_order_acquire) != turns) sched_yield();
+  return t0 ? (double)(now_ns() - t0) / (double)(turns - 2 * FLOOR_WARMUP) : -1;
 }
 
 double floor_copy_gbps(size_t bytes, int reps) {

@@ -1,6 +1,7 @@
 /*
  * The floor of a CPU collective, measured (floor.c): the round trip of one
- * cache line between two processes, and the copy bandwidth of a core.
+ * cache line between two processes, the copy bandwidth of a core, and the
+ * context switch between two processes on one CPU.
  * bench/cacheline_pingpong.c and bench/stream_copy.c print them on their
  * own; symmem-bench measures them between its own ranks and prints its
  * times against them.
@@ -28,6 +29,14 @@ typedef struct {
  * the same rounds on the same line, zeroed before either starts. */
 double floor_ping(floor_line_t *l, long rounds);
 void floor_pong(floor_line_t *l, long rounds);
+
+/* Two processes bound to one CPU taking turns, each yielding the CPU
+ * until the other has had its turn: what a rank that shares its CPU pays
+ * on every call (k ranks a CPU: k switches a call, each rank running once).
+ * Side 0 returns the mean ns per switch of `rounds` turns each after
+ * FLOOR_WARMUP (a negative number if the turns never came); side 1 runs
+ * the same rounds on the same line, zeroed before either starts. */
+double floor_turns(floor_line_t *l, int side, long rounds);
 
 /* STREAM's copy (dst[i] = src[i]) of `bytes`, each way, `reps` times: the
  * best in GB/s (bytes copied per second), or a negative number when out of

@@ -2,9 +2,10 @@
 # bench/compare_mpi.sh end to end at tiny sizes (what it prints, not how
 # fast): every collective beside its MPI counterpart at 2 ranks, a table per
 # collective (two for all_to_all_v's skews) whose #wrong column is 0 on
-# every row; wrong values injected into symmem's side make it fail with the
-# count; a collective it does not know, a STEP below 2, a size it cannot
-# read and an empty sweep are refused.
+# every row, the all-reduce table's floor lines; wrong values injected
+# into symmem's side make it fail with the count; a collective it does not
+# know, a STEP below 2, a size it cannot read and an empty sweep are
+# refused.
 #   tests/check-compare-mpi.sh BUILD_DIR SOURCE_DIR
 # Exit 77 (ctest's skip) without mpicc and mpirun.
 set -u
@@ -35,6 +36,22 @@ done
 awk '/^# f32 / { if (t && rows < 2) bad = 1; t++; rows = 0; next }
      /^ +[0-9]/ { rows++; if (NF != 7 || $7 != 0) bad = 1 }
      END { if (t != 7 || rows < 2 || bad) exit 1 }' "$out" || fail "rows or #wrong"
+
+# The all-reduce table's floor: at 2 ranks the cache-line round trip; with
+# more ranks than CPUs (checked where that is 3 or 4 ranks), the context
+# switches of the ranks that share a CPU.
+if [ -x "$BUILD/bench/cacheline_pingpong" ] && [ "$(nproc)" -ge 2 ]; then
+  grep -q '^# floor: 8 B in place .* x the cache-line round trip' "$out" ||
+    fail "no round-trip floor at 2 ranks"
+  cpus=$(nproc)
+  if [ "$cpus" -le 3 ]; then
+    quick COLL=all_reduce RANKS=$((cpus + 1))
+    rc=$?
+    [ "$rc" -eq 0 ] || fail "$((cpus + 1)) ranks on $cpus CPUs: exit $rc"
+    grep -q "^# floor: 8 B in place .* x the scheduler's floor: 2 ranks a CPU run in turn, 2 context switches" "$out" ||
+      fail "no scheduler's floor with more ranks than CPUs"
+  fi
+fi
 
 quick BENCH_FLAGS="--inject-errors 1" COLL=all_gather
 rc=$?
