@@ -7,9 +7,12 @@
  * error that blames something else: SYMM_ERR_PROTOCOL (a peer's malformed
  * message) or SYMM_ERR_INVALID_ARG (the caller's arguments) on the rank
  * that ran out, since every argument is valid and every peer is well.
- * Neither rank may crash.  With SYMM_OOM_BACKEND=arena_coll (the tests'
- * backend whose allocation and free are collective), a rank whose
- * allocation or free failed must not leave its peer's succeeding, except
+ * Neither rank may crash, and a collective that returns success must have
+ * the right result (among them an all-gather read in the peer's process
+ * through the bounce buffer, whose allocation fails in turn too).  With
+ * SYMM_OOM_BACKEND=arena_coll (the tests' backend whose allocation and
+ * free are collective), a rank whose allocation or free failed must not
+ * leave its peer's succeeding, except
  * where the failure was the copy-out of a bootstrap round that every rank
  * had completed (listed with SYMM_OOM_ALONE, not judged: that is the
  * bootstrap's to fix).
@@ -84,6 +87,8 @@ void *realloc(void *p, size_t n) {
 #define RANKS 2
 #define STEPS 10
 #define MSG 240
+/* A step that returned success with a wrong result: always wrong. */
+#define WRONG_RESULT 1000
 
 /* What each rank saw, shared with the driver (mapped before the fork). */
 typedef struct {
@@ -110,28 +115,62 @@ static bool note(rank_report_t *rep, const char *name, symm_result_t res) {
   return res == SYMM_SUCCESS;
 }
 
+/* A collective's result, once it returned success: `want` in every one
+ * of n floats, else WRONG_RESULT. */
+static symm_result_t checked(symm_result_t res, const float *out, size_t n, float want) {
+  for (size_t i = 0; res == SYMM_SUCCESS && i < n; i++)
+    if (out[i] != want) return (symm_result_t)WRONG_RESULT;
+  return res;
+}
+
+/* The CMA step's all-gather: pieces of 64 KiB (read in the peer's process
+ * from 32 KiB) from a page-aligned sendbuf into a recvbuf 16 bytes past a
+ * page, where the read goes through the communicator's bounce buffer
+ * (cpu_cma.c), whose allocation the sweep fails too. */
+enum { CMA_PIECE = 16384 };
+static _Alignas(4096) float cma_send[CMA_PIECE];
+static _Alignas(4096) float cma_room[RANKS * CMA_PIECE + 1024];
+
+static symm_result_t all_gather_cma(symm_comm_t *comm, int rank) {
+  float *recv = cma_room + 4;
+  for (size_t i = 0; i < CMA_PIECE; i++) cma_send[i] = (float)(rank + 1);
+  memset(cma_room, 0, sizeof cma_room);
+  symm_result_t res = symm_all_gather(comm, cma_send, recv, CMA_PIECE, SYMM_DTYPE_F32, NULL);
+  for (int r = 0; r < RANKS && res == SYMM_SUCCESS; r++)
+    res = checked(res, recv + (size_t)r * CMA_PIECE, CMA_PIECE, (float)(r + 1));
+  return res;
+}
+
 /* init, alloc, rendezvous, barrier, an all-reduce through the scratch, one
- * in place, free, barrier, destroy; after a failed call only destroy. */
+ * in place, an all-gather read in the peer's process, free, barrier,
+ * destroy; after a failed call only destroy.  A collective that returns
+ * success must have the right result. */
 static int sweep_rank(int rank, int size, void *argp) {
   (void)size;
   sweep_arg_t *arg = argp;
   rank_report_t *rep = &arg->reports[rank];
-  if (rank == arg->oom_rank) atomic_store(&oom_countdown, arg->oom_at);
   symm_comm_t *comm = NULL;
   symm_tensor_t *t = NULL;
   enum { COUNT = 256 };
   static float send[COUNT], recv[COUNT];
+  for (int i = 0; i < COUNT; i++) send[i] = (float)(rank + 1);
+  const float sum = RANKS * (RANKS + 1) / 2;
   int64_t n = COUNT;
+  if (rank == arg->oom_rank) atomic_store(&oom_countdown, arg->oom_at);
   bool ok = note(rep, "init", symm_comm_init(NULL, &comm)) &&
             note(rep, "alloc", symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t)) &&
             note(rep, "rendezvous", symm_tensor_rendezvous(t)) &&
             note(rep, "barrier", symm_comm_barrier(comm)) &&
-            note(rep, "all_reduce", symm_all_reduce(comm, send, recv, COUNT, SYMM_DTYPE_F32,
-                                                    SYMM_REDUCE_SUM, NULL)) &&
-            note(rep, "all_reduce_tensor",
-                 symm_all_reduce(comm, symm_tensor_data(t), symm_tensor_data(t), COUNT,
-                                 SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL)) &&
-            note(rep, "free", symm_tensor_free(t)) && note(rep, "barrier2", symm_comm_barrier(comm));
+            note(rep, "all_reduce",
+                 checked(symm_all_reduce(comm, send, recv, COUNT, SYMM_DTYPE_F32,
+                                         SYMM_REDUCE_SUM, NULL), recv, COUNT, sum));
+  float *x = ok ? symm_tensor_data(t) : NULL;
+  for (int i = 0; x && i < COUNT; i++) x[i] = (float)(rank + 1);
+  ok = ok && note(rep, "all_reduce_tensor",
+                  checked(symm_all_reduce(comm, x, x, COUNT, SYMM_DTYPE_F32, SYMM_REDUCE_SUM,
+                                          NULL), x, COUNT, sum)) &&
+       note(rep, "all_gather_cma", all_gather_cma(comm, rank)) &&
+       note(rep, "free", symm_tensor_free(t)) && note(rep, "barrier2", symm_comm_barrier(comm));
   (void)ok;
   if (comm) symm_comm_destroy(comm);
   rep->reached = atomic_load(&oom_reached);
@@ -160,7 +199,11 @@ static int sweep_one(int oom_rank, long oom_at, rank_report_t *reports, int *bad
     const rank_report_t *rep = &reports[r];
     for (int i = 0; i < rep->steps; i++) {
       const symm_result_t c = (symm_result_t)rep->codes[i];
-      if (r == oom_rank && (c == SYMM_ERR_PROTOCOL || c == SYMM_ERR_INVALID_ARG)) {
+      if (c == (symm_result_t)WRONG_RESULT) {
+        printf("oom at %ld of rank %d: rank %d's %s returned success with a wrong result\n",
+               oom_at, oom_rank, r, rep->names[i]);
+        ++*bad;
+      } else if (r == oom_rank && (c == SYMM_ERR_PROTOCOL || c == SYMM_ERR_INVALID_ARG)) {
         printf("oom at %ld of rank %d: %s -> %s: %s\n", oom_at, oom_rank, rep->names[i],
                symm_strerror(c), rep->msgs[i]);
         ++*bad;
