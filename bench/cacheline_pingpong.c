@@ -3,11 +3,14 @@
  * same line, as the CPU engine's small-message path does), and the copy
  * bandwidth of one core (a STREAM-style copy of a buffer well above the
  * last-level cache; bench/stream_copy.c copies on several cores at once),
- * and the context switch of two processes that take turns on one CPU
- * (sched_yield), what ranks that share a CPU pay on every call.
+ * the context switch of two processes that take turns on one CPU
+ * (sched_yield), what ranks that share a CPU pay on every call, and the
+ * kernel's copy from another process's memory (process_vm_readv), what a
+ * rank reads a peer's ordinary memory with.
  * The loops are floor.c's, which symmem-bench runs between its ranks.
  * Prints one line each, and the numbers as
- * "floor: round_trip_ns=... copy_gbps=... switch_ns=..." for scripts.
+ * "floor: round_trip_ns=... copy_gbps=... switch_ns=... cma_gbps=..." for
+ * scripts (cma_gbps 0: not permitted here).
  *
  *   cacheline_pingpong [-c CPU_A,CPU_B] [-n ROUNDS] [-m COPY_MIB]
  *
@@ -74,11 +77,17 @@ int main(int argc, char **argv) {
   const double rt = ping_pong(a, b, rounds);
   const double bw = floor_copy_gbps(mib << 20, 5);
   const double sw = ping_pong(a, a, rounds / 4 + 1);
+  const double cma = floor_cma_gbps((size_t)8 << 20, 5);
   printf("cache-line round trip, CPUs %d and %d: %.0f ns (median of %ld)\n", a, b, rt, rounds);
   printf("copy bandwidth, one core (CPU %d), %zu MiB memcpy: %.2f GB/s (best of 5)\n", a, mib,
          bw);
   printf("context switch, two processes taking turns on CPU %d: %.0f ns (mean of %ld)\n", a, sw,
          2 * (rounds / 4 + 1));
-  printf("floor: round_trip_ns=%.0f copy_gbps=%.2f switch_ns=%.0f\n", rt, bw, sw);
+  if (cma > 0)
+    printf("copy from another process (process_vm_readv), 8 MiB: %.2f GB/s (best of 5)\n", cma);
+  else
+    printf("copy from another process (process_vm_readv): not permitted here\n");
+  printf("floor: round_trip_ns=%.0f copy_gbps=%.2f switch_ns=%.0f cma_gbps=%.2f\n", rt, bw, sw,
+         cma > 0 ? cma : 0);
   return 0;
 }

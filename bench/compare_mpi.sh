@@ -29,7 +29,11 @@
 # the smallest size as a multiple of the round trip (with more ranks than
 # CPUs, of the k context switches a call costs where k ranks share each
 # CPU: each must run once a call) and the largest size's algorithm
-# bandwidth (bytes / time) as a fraction of the copy bandwidth.
+# bandwidth (bytes / time) as a fraction of the copy bandwidth.  The
+# all-gather, broadcast and all-to-all tables end with what each rank
+# receives per second at the largest size out of place, on both sides,
+# against the kernel's copy from another process (process_vm_readv, which
+# both use there), measured with the floor.
 #
 #   bench/compare_mpi.sh [BUILD_DIR]
 #   environment: COLL (all_reduce; a list, or "all" for every one above),
@@ -169,14 +173,15 @@ mpi_flags="--oversubscribe"
 [ "$BIND" = none ] && mpi_flags="$mpi_flags --bind-to none"
 cpus=$(nproc)
 
-# The floor (all_reduce only): "round_trip_ns copy_gbps switch_ns", or empty.
+# The floor (all_reduce and the kinds that move data): "round_trip_ns
+# copy_gbps switch_ns cma_gbps", or empty.
 floor=""
 case " $COLL " in
-  *" all_reduce "*)
+  *" all_reduce "* | *" all_gather "* | *" broadcast "* | *" all_to_all "*)
     if [ -x "$BUILD/bench/cacheline_pingpong" ] && [ "$cpus" -ge 2 ]; then
       "$BUILD/bench/cacheline_pingpong" >"$tmp/floor" || exit 1
       sed 's/^/## /' "$tmp/floor"
-      floor=$(sed -n 's/^floor: round_trip_ns=\([0-9.]*\) copy_gbps=\([0-9.]*\) switch_ns=\([0-9.]*\).*/\1 \2 \3/p' "$tmp/floor")
+      floor=$(sed -n 's/^floor: round_trip_ns=\([0-9.]*\) copy_gbps=\([0-9.]*\) switch_ns=\([0-9.]*\) cma_gbps=\([0-9.]*\).*/\1 \2 \3 \4/p' "$tmp/floor")
     else
       echo "## floor: not measured ($BUILD/bench/cacheline_pingpong not built, or one CPU)"
     fi
@@ -280,7 +285,7 @@ table() {
       bad += wrong[s]
       printf "%14d  %12.2f  %14.2f  %6.3f  %14.2f  %6.3f  %6d\n", s, m, a, a / m, b, b / m, wrong[s]
       if (first == "") { first = s; fa = a; fb = b }
-      last = s; la = a; lb = b
+      last = s; la = a; lb = b; lm = m
     }
     if (coll == "all_reduce" && floor != "" && first != "") {
       split(floor, fl, " ")
@@ -293,6 +298,18 @@ table() {
                first, fa, fa * 1000 / (k * fl[3]), k, k, fl[3] / 1000, fb * 1000 / (k * fl[3])
       printf "# floor: %d B in place %.2f GB/s (bytes / time) = %.0f%% of one core'"'"'s copy bandwidth (%.2f GB/s); out of place %.0f%%\n",
              last, last / (la * 1000), 100 * last / (la * 1000) / fl[2], fl[2], 100 * last / (lb * 1000) / fl[2]
+    }
+    # What each rank receives from its peers, read out of place with the
+    # kernel'"'"'s copy from another process on both sides (from 32 KiB a
+    # piece: symmem'"'"'s cross-memory attach, Open MPI'"'"'s single copy).
+    got = coll == "broadcast" ? last : coll ~ /^all_(gather|to_all)$/ ? last * (ranks - 1) / ranks : 0
+    if (got && floor != "" && last != "") {
+      split(floor, fl, " ")
+      if (fl[4] > 0)
+        printf "# floor: %d B out of place, each rank receives %.2f GB/s (received bytes / time) = %.0f%% of the kernel'"'"'s copy from another process (%.2f GB/s, process_vm_readv of 8 MiB); MPI %.0f%%\n",
+               last, got / (lb * 1000), 100 * got / (lb * 1000) / fl[4], fl[4], 100 * got / (lm * 1000) / fl[4]
+      else
+        printf "# floor: the kernel'"'"'s copy from another process not measured (process_vm_readv not permitted here)\n"
     }
     if (bad) { printf "# %d wrong values\n", bad; exit 1 }
   }' "$tmp"/run/mpi.*.csv "$tmp"/run/symm1.*.csv "$tmp"/run/symm0.*.csv

@@ -1,7 +1,8 @@
 /*
  * The floor of a CPU collective, measured (floor.c): the round trip of one
- * cache line between two processes, the copy bandwidth of a core, and the
- * context switch between two processes on one CPU.
+ * cache line between two processes, the copy bandwidth of a core, the
+ * context switch between two processes on one CPU, and the kernel's copy
+ * from another process.
  * bench/cacheline_pingpong.c and bench/stream_copy.c print them on their
  * own; symmem-bench measures them between its own ranks and prints its
  * times against them.
@@ -37,6 +38,13 @@ void floor_pong(floor_line_t *l, long rounds);
  * FLOOR_WARMUP (a negative number if the turns never came); side 1 runs
  * the same rounds on the same line, zeroed before either starts. */
 double floor_turns(floor_line_t *l, int side, long rounds);
+
+/* The kernel's copy from another process (process_vm_readv, what a rank
+ * reads a peer's ordinary memory with, symmem and Open MPI alike): `bytes`
+ * read from a child's page-aligned buffer into one of this process, `reps`
+ * times; the best in GB/s, or a negative number where the read is not
+ * permitted here (Yama ptrace_scope, seccomp) or memory is short. */
+double floor_cma_gbps(size_t bytes, int reps);
 
 /* STREAM's copy (dst[i] = src[i]) of `bytes`, each way, `reps` times: the
  * best in GB/s (bytes copied per second), or a negative number when out of

@@ -2,7 +2,7 @@
 # bench/compare_mpi.sh end to end at tiny sizes (what it prints, not how
 # fast): every collective beside its MPI counterpart at 2 ranks, a table per
 # collective (two for all_to_all_v's skews) whose #wrong column is 0 on
-# every row, the all-reduce table's floor lines; wrong values injected
+# every row, the floor lines; wrong values injected
 # into symmem's side make it fail with the count; a collective it does not
 # know, a STEP below 2, a size it cannot read and an empty sweep are
 # refused.
@@ -43,6 +43,10 @@ awk '/^# f32 / { if (t && rows < 2) bad = 1; t++; rows = 0; next }
 if [ -x "$BUILD/bench/cacheline_pingpong" ] && [ "$(nproc)" -ge 2 ]; then
   grep -q '^# floor: 8 B in place .* x the cache-line round trip' "$out" ||
     fail "no round-trip floor at 2 ranks"
+  # all_gather, broadcast, all_to_all: against the kernel's copy from
+  # another process, or why it was not measured.
+  [ "$(grep -Ec "^# floor: [0-9]+ B out of place, each rank receives .* of the kernel's copy from another process|^# floor: the kernel's copy from another process not measured" "$out")" -eq 3 ] ||
+    fail "not one cross-process copy floor for each kind that moves data"
   cpus=$(nproc)
   if [ "$cpus" -le 3 ]; then
     quick COLL=all_reduce RANKS=$((cpus + 1))
