@@ -83,7 +83,7 @@ struct symm_comm {
   bool single_host;
   bool lost_noted;           /* this rank told the others of a peer gone (notes.c) */
   uint64_t next_mem_id;
-  uint64_t rendezvous_seq;    /* bumped as every rendezvous begins and as it ends */
+  uint64_t rendezvous_seq;    /* bumped as every rendezvous begins and as one succeeds */
   /* Buffers a collective found needing no mapping on use (collective.c),
    * which holds while rendezvous_seq is settled_seq: only a rendezvous
    * makes a tensor of this communicator need it. */

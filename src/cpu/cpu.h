@@ -17,7 +17,9 @@ typedef struct {
   uint64_t all_left;  /* every rank has left every call up to this one */
   void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
   const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
-  uint64_t flag_was[2]; /* what this rank last wrote in its pad's slot of each parity */
+  /* What this rank last wrote in a slot of each parity (perhaps of a
+   * scratch since retired): the guess its next arrival swaps from. */
+  uint64_t flag_was[2];
   /* Every rank's collective pad of scratch pads_of (cpu_coll_attach): a
    * scratch lives as long as its communicator, so its pointer names it
    * for good, and the pads are looked up once. */
@@ -68,7 +70,8 @@ void cpu_cma_fini(cpu_state_t *st);
 int cpu_cma_read(symm_comm_t *comm, int peer, void *dst, uint64_t addr, size_t len);
 /* readv: n pieces at once, remote[i] (addresses in rank peer's process)
  * into local[i] (lengths equal), in as few system calls as the kernel
- * takes; 0 or errno as read. */
+ * takes; 0 or errno as read.  Both read through comm's bounce buffer
+ * where the kernel would copy slowly (made at the first need). */
 struct iovec;
 int cpu_cma_readv(symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n);
