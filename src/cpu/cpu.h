@@ -15,14 +15,13 @@ typedef struct {
   size_t slice_bytes; /* SYMM_HOST_SLICE_BYTES, the same on every rank */
   uint64_t left;      /* the last call this rank left (its pad's copy: cpu_coll.c) */
   uint64_t all_left;  /* every rank has left every call up to this one */
-  void *pad;          /* this rank's pad of scratch pad_of, from the call's attach */
-  const void *pad_of; /* NULL: no call has attached since the scratch may have changed */
   /* What this rank last wrote in a slot of each parity (perhaps of a
    * scratch since retired): the guess its next arrival swaps from. */
   uint64_t flag_was[2];
-  /* Every rank's collective pad of scratch pads_of (cpu_coll_attach): a
-   * scratch lives as long as its communicator, so its pointer names it
-   * for good, and the pads are looked up once. */
+  /* Every rank's collective pad of scratch pads_of (cpu_coll_attach, and
+   * this rank's for call_end): a scratch lives as long as its
+   * communicator, so its pointer names it for good, and the pads are
+   * looked up once. */
   struct coll_pad **pads;
   const void *pads_of;
   int host_cpus;      /* CPUs this host's ranks run on together (cpu_engine.c) */
@@ -76,6 +75,11 @@ struct iovec;
 int cpu_cma_readv(symm_comm_t *comm, int peer, const struct iovec *local,
                   const struct iovec *remote, size_t n);
 
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static inline bool cpu_coll_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
 /* memcpy (dst and src apart; n 0 copies nothing, either may be NULL),
  * at full speed also where dst lies a few bytes past src modulo the page,
  * which glibc's memcpy copies at a tenth of its speed on some CPUs

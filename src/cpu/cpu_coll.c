@@ -617,7 +617,6 @@ static symm_result_t host_arrival(coll_t *c) {
 void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
   symm_coll_args_t none = {.kind = SYMM_COLL_ALL_REDUCE, .seq = seq};
   symm_result_t res = with_frame(comm, &none, host_arrival);
-  cpu_state(comm)->pad_of = NULL; /* the host call may change the scratch */
   if (res != SYMM_SUCCESS) {
     SYMM_INFO(COLL, "host call #%llu: not announced on the pads: %s", (unsigned long long)seq,
               symm_last_error());
@@ -628,24 +627,22 @@ void cpu_host_call(symm_comm_t *comm, uint64_t seq) {
 /* engine->call_end: this rank has left every call up to `last`; its
  * pad's left says so (peers' gates read it, and a peer waiting for an
  * arrival of this rank that will not come reads it too).  The pad is the
- * one the call attached, unless the scratch may have changed since (a host
- * call); then it is looked up, keeping the call's own message the last
- * error. */
+ * engine's cached one of the current scratch (cpu_coll_attach), else it
+ * is looked up, keeping the call's own message the last error. */
 void cpu_call_end(symm_comm_t *comm, uint64_t last) {
   cpu_state_t *cs = cpu_state(comm);
   if (!cs) return;
   symm_tensor_t *scratch = symm_comm_scratch_current(comm);
   if (last > cs->left) cs->left = last;
   if (!scratch) return;
-  void *mine = cs->pad;
-  if (cs->pad_of != scratch) {
+  void *mine = cs->pads_of == scratch ? cs->pads[symm_comm_rank(comm)] : NULL;
+  if (!mine) {
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", symm_last_error());
     const symm_result_t res = symm_tensor_signal_pad(scratch, symm_comm_rank(comm), &mine);
     symm_error_restore(saved);
     if (res != SYMM_SUCCESS) return;
   }
-  cs->pad_of = NULL;
   atomic_store_explicit(&((coll_pad_t *)mine)->left, cs->left, memory_order_release);
 }
 

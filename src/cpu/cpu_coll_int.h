@@ -122,10 +122,6 @@ void cpu_coll_publish(coll_t *c, uint64_t group, uint64_t offset);
  * holds [ptr, ptr + bytes), with ptr's offset in it; NULL (no error) when
  * there is none. */
 symm_tensor_t *cpu_coll_own_tensor(const coll_t *c, const void *ptr, size_t bytes, size_t *off);
-static inline bool cpu_coll_overlap(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
 /* Rank r's scratch half of this call, and what one half holds. */
 char *cpu_coll_half(const coll_t *c, int r);
 size_t cpu_coll_half_capacity(const symm_tensor_t *s);

@@ -89,8 +89,10 @@ static symm_result_t cpu_startup(symm_comm_t *comm, const symm_blob_t *all) {
 
 static void cpu_fini(symm_comm_t *comm) {
   cpu_state_t *st = cpu_state(comm);
-  if (st) cpu_cma_fini(st);
-  if (st) free(st->pads);
+  if (st) {
+    cpu_cma_fini(st);
+    free(st->pads);
+  }
   free(st);
   symm_engine_set_state(comm, NULL);
 }

@@ -318,13 +318,10 @@ symm_result_t cpu_coll_attach(coll_t *c, symm_tensor_t *s, bool grown) {
   c->pads = cs->pads;
   if (atomic_load(&c->pads[c->me]->left) < cs->left) atomic_store(&c->pads[c->me]->left, cs->left);
   if (grown && cs->all_left < c->seq - 1) cs->all_left = c->seq - 1;
-  cs->pad = c->pads[c->me];
-  cs->pad_of = s;
   return gate(c);
 }
 
 symm_result_t cpu_coll_grow(coll_t *c, size_t bytes, symm_tensor_t **s) {
-  cpu_state(c->comm)->pad_of = NULL; /* the scratch it names may go */
   /* Halves are whole cache lines: a request that is not would get halves
    * short of it, and data staged to its end would run into the other half,
    * where the next call writes. */

@@ -19,7 +19,7 @@
  */
 #include <string.h>
 
-#include "cpu/cpu_coll_int.h"
+#include "cpu/cpu.h"
 
 #define BOUNCE_PIECE_BYTES 8192u /* per round trip through the bounce buffer (L1) */
 
