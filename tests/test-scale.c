@@ -162,6 +162,36 @@ TEST_IMPL(scale_map_on_use_maps_what_is_used) {
   return 0;
 }
 
+/* A collective remembers a buffer that needs no mapping on use (here:
+ * inside a tensor not yet rendezvoused, so ordinary memory) only until the
+ * next rendezvous: the same buffer, now a rendezvoused tensor's, gets
+ * every peer mapped at its next call, read in place. */
+static int settled_rank(int rank, int size, void *arg) {
+  (void)arg;
+  symm_comm_t *comm = NULL;
+  ASSERT_OK(symm_comm_init(NULL, &comm));
+  const int64_t n = 1 << 18; /* 1 MiB of f32: read in place from 64 KiB */
+  symm_tensor_t *t;
+  ASSERT_OK(symm_tensor_alloc(comm, &n, 1, SYMM_DTYPE_F32, &t));
+  float *x = symm_tensor_data(t);
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(rank + 1);
+  ASSERT_OK(symm_all_reduce(comm, x, x, (size_t)n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_OK(symm_tensor_rendezvous(t));
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(rank + 1);
+  const size_t m0 = test_mapped_bytes();
+  ASSERT_OK(symm_all_reduce(comm, x, x, (size_t)n, SYMM_DTYPE_F32, SYMM_REDUCE_SUM, NULL));
+  ASSERT_EQ(peers_in(m0, test_mapped_bytes(), (size_t)n * sizeof *x), size - 1);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ((int)x[i], size * (size + 1) / 2);
+  symm_tensor_free(t);
+  symm_comm_destroy(comm);
+  return 0;
+}
+
+TEST_IMPL(scale_map_on_use_after_rendezvous) {
+  ASSERT_EQ(test_run_ranks(3, settled_rank, NULL), 0);
+  return 0;
+}
+
 /* Threads that take their first views of the same peers at once: each
  * peer is mapped once (one pointer for every thread, one mapping's bytes
  * per peer), and the stores through any thread's view arrive. */
